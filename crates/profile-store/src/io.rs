@@ -1,0 +1,147 @@
+//! Locked, atomic reads and updates of a JSON profile file.
+//!
+//! Readers never lock: a file is only ever replaced whole by a rename. Writers take an
+//! exclusive lock on `<file>.lock`, re-read the file, apply their change, write a
+//! temporary file beside it, sync it and rename it over the original.
+
+use crate::{ProfileError, Result};
+use serde::Serialize;
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// A profile file format: parsed leniently (older layouts included), written canonically.
+pub(crate) trait ProfileFile: Default + Serialize {
+    fn parse(text: &str) -> serde_json::Result<Self>;
+    /// Called before each write, to stamp the time and the writer's identity.
+    fn before_write(&mut self, now: &str);
+}
+
+pub(crate) fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ProfileError + '_ {
+    move |source| ProfileError::Io { path: path.to_owned(), source }
+}
+
+enum Read<T> {
+    Missing,
+    Parsed(T),
+    Corrupt(serde_json::Error),
+}
+
+fn read<T: ProfileFile>(path: &Path) -> Result<Read<T>> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(match T::parse(&text) {
+            Ok(v) => Read::Parsed(v),
+            Err(e) => Read::Corrupt(e),
+        }),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Read::Missing),
+        Err(e) if e.kind() == ErrorKind::InvalidData => Ok(Read::Corrupt(serde_json::Error::io(e))),
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
+
+/// Holds the exclusive lock on `<file>.lock` while alive.
+struct FileLock(File);
+
+impl FileLock {
+    fn acquire(path: &Path) -> Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let lock_path = sibling(path, ".lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_err(&lock_path))?;
+        file.lock().map_err(io_err(&lock_path))?;
+        Ok(Self(file))
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// Moves an unparseable file to `<name>.corrupt-<timestamp>`. Caller holds the lock.
+fn move_aside(path: &Path, error: &serde_json::Error) -> Result<()> {
+    let stamp: String = humantime::format_rfc3339_nanos(SystemTime::now())
+        .to_string()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let target = sibling(path, &format!(".corrupt-{stamp}"));
+    fs::rename(path, &target).map_err(io_err(path))?;
+    tracing::warn!(
+        "profile {} is corrupt ({error}); moved it to {} and started a fresh profile",
+        path.display(),
+        target.display()
+    );
+    Ok(())
+}
+
+/// Reads a profile; a missing file reads as empty, a corrupt one is moved aside.
+pub(crate) fn load<T: ProfileFile>(path: &Path) -> Result<T> {
+    match read(path)? {
+        Read::Missing => Ok(T::default()),
+        Read::Parsed(v) => Ok(v),
+        // Decide about corruption under the lock: a writer may have just replaced it.
+        Read::Corrupt(_) => {
+            let _lock = FileLock::acquire(path)?;
+            load_locked(path)
+        }
+    }
+}
+
+fn load_locked<T: ProfileFile>(path: &Path) -> Result<T> {
+    match read(path)? {
+        Read::Missing => Ok(T::default()),
+        Read::Parsed(v) => Ok(v),
+        Read::Corrupt(e) => {
+            move_aside(path, &e)?;
+            Ok(T::default())
+        }
+    }
+}
+
+/// Locked read-modify-write. Returns the file as written.
+pub(crate) fn update<T: ProfileFile, F: FnOnce(&mut T)>(path: &Path, change: F) -> Result<T> {
+    let _lock = FileLock::acquire(path)?;
+    let mut file = load_locked::<T>(path)?;
+    change(&mut file);
+    file.before_write(&now_rfc3339());
+    write_atomic(path, &file)?;
+    Ok(file)
+}
+
+fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(value).map_err(|source| ProfileError::Encode {
+        path: path.to_owned(),
+        source,
+    })?;
+    text.push('\n');
+    let tmp = sibling(path, &format!(".tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(io_err(path))
+}
