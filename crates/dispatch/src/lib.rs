@@ -1,1 +1,30 @@
-//! x
+//! Chooses where each operation runs, and owns the GPU it may run on.
+//!
+//! Main types: [`AdapterReport`] (every adapter wgpu finds, ranked discrete > integrated >
+//! virtual > CPU-software, then by memory), [`GpuContext`] (one device and queue, with
+//! compute pipelines compiled once per [`Kernel`] and cached), [`DeviceMode`]
+//! (`THREADX_DEVICE=auto|cpu|gpu`) and [`Dispatcher`], which runs an [`Operation`] given
+//! its CPU and GPU implementations: in `auto` it picks the device with the lower expected
+//! time from the timing profile, times the run, and falls back to the CPU on any GPU error.
+//!
+//! This crate knows nothing of indicators, strategies or sweeps: operations are a name, a
+//! size and parameters. It stands only on threadx-profile-store.
+//!
+//! Invariant: [`Dispatcher::run`] always returns a complete result; a failing GPU costs a
+//! warning and a CPU run, never an error or a panic.
+
+mod adapters;
+mod dispatcher;
+mod gpu;
+mod mode;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use adapters::{AdapterReport, GpuSelection, fingerprint, nvml_present, select_gpu};
+pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
+pub use gpu::{GpuContext, GpuError, Kernel};
+pub use mode::{DEVICE_ENV, DeviceMode};
+pub use threadx_profile_store::Device;
+
+/// Environment variable: a substring of the adapter name to use (case-insensitive).
+pub const ADAPTER_ENV: &str = "THREADX_ADAPTER";

@@ -1,0 +1,194 @@
+//! Adapter enumeration, ranking and selection, and the hardware fingerprint of profiles.
+
+use crate::gpu::{GpuContext, GpuError};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// What `threadx devices` shows of one adapter.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdapterReport {
+    /// 1 is the best; the default adapter is rank 1 unless `THREADX_ADAPTER` says otherwise.
+    pub rank: usize,
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub vendor_id: u32,
+    pub device_id: u32,
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    /// Why it is ranked where it is.
+    pub why: String,
+}
+
+impl AdapterReport {
+    /// `name (backend)`: how warnings and tables name an adapter.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.name, self.backend)
+    }
+}
+
+/// The adapters found, best first, and the one chosen.
+#[derive(Debug)]
+pub struct GpuSelection {
+    pub adapters: Vec<AdapterReport>,
+    /// Index into `adapters` of the adapter to use, if any.
+    pub chosen: Option<usize>,
+    /// Why no adapter is chosen, when none is.
+    pub problem: Option<String>,
+    handles: Vec<wgpu::Adapter>,
+}
+
+impl GpuSelection {
+    pub fn chosen_report(&self) -> Option<&AdapterReport> {
+        self.chosen.map(|i| &self.adapters[i])
+    }
+
+    /// Opens a device on the chosen adapter.
+    pub fn open(&self) -> Result<Arc<GpuContext>, GpuError> {
+        let i = self
+            .chosen
+            .ok_or_else(|| GpuError::NoAdapter(self.problem.clone().unwrap_or_default()))?;
+        GpuContext::open(self.handles[i].clone(), self.adapters[i].clone()).map(Arc::new)
+    }
+
+    /// Opens a device on every adapter, best first, with the error of each that fails.
+    pub fn open_all(&self) -> Vec<(AdapterReport, Result<Arc<GpuContext>, GpuError>)> {
+        self.handles
+            .iter()
+            .zip(&self.adapters)
+            .map(|(h, r)| (r.clone(), GpuContext::open(h.clone(), r.clone()).map(Arc::new)))
+            .collect()
+    }
+}
+
+fn type_order(t: wgpu::DeviceType) -> (u8, &'static str) {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => (0, "discrete GPU"),
+        wgpu::DeviceType::IntegratedGpu => (1, "integrated GPU"),
+        wgpu::DeviceType::VirtualGpu => (2, "virtual GPU"),
+        wgpu::DeviceType::Cpu => (3, "CPU (software)"),
+        wgpu::DeviceType::Other => (4, "unknown type"),
+    }
+}
+
+/// The native compute APIs come before GL, whose compute support is the narrowest.
+fn backend_order(b: wgpu::Backend) -> u8 {
+    match b {
+        wgpu::Backend::Vulkan | wgpu::Backend::Metal => 0,
+        wgpu::Backend::Dx12 => 1,
+        wgpu::Backend::Gl => 2,
+        _ => 3,
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Enumerates adapters (backends from `WGPU_BACKEND`, else all), ranks them and picks one:
+/// the best, or the first whose name contains `THREADX_ADAPTER` (case-insensitive).
+pub fn select_gpu() -> GpuSelection {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let mut found: Vec<(wgpu::Adapter, wgpu::AdapterInfo, wgpu::Limits)> =
+        pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+            .into_iter()
+            .map(|a| {
+                let (info, limits) = (a.get_info(), a.limits());
+                (a, info, limits)
+            })
+            .collect();
+    // Device memory is not exposed portably; the largest buffer the adapter allows is the
+    // closest stand-in, and it is what bounds the work one dispatch can take.
+    found.sort_by(|(_, a, la), (_, b, lb)| {
+        (type_order(a.device_type).0, std::cmp::Reverse(la.max_buffer_size), backend_order(a.backend), &a.name)
+            .cmp(&(type_order(b.device_type).0, std::cmp::Reverse(lb.max_buffer_size), backend_order(b.backend), &b.name))
+    });
+    let adapters: Vec<AdapterReport> = found
+        .iter()
+        .enumerate()
+        .map(|(i, (_, info, limits))| AdapterReport {
+            rank: i + 1,
+            name: info.name.clone(),
+            backend: info.backend.to_string(),
+            device_type: type_order(info.device_type).1.to_owned(),
+            driver: info.driver.clone(),
+            driver_info: info.driver_info.clone(),
+            vendor_id: info.vendor,
+            device_id: info.device,
+            max_buffer_size: limits.max_buffer_size,
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+            max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+            max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+            why: format!(
+                "{}; max buffer {}; {} backend",
+                type_order(info.device_type).1,
+                gib(limits.max_buffer_size),
+                info.backend
+            ),
+        })
+        .collect();
+    let handles = found.into_iter().map(|(a, _, _)| a).collect();
+
+    let wanted = std::env::var(crate::ADAPTER_ENV).ok().filter(|s| !s.trim().is_empty());
+    let (chosen, problem) = match (&wanted, adapters.is_empty()) {
+        (_, true) => (
+            None,
+            Some(
+                "no GPU adapter found: no Vulkan, Metal, DX12 or GL driver is installed \
+                 (on Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives lavapipe); \
+                 everything runs on the CPU"
+                    .to_owned(),
+            ),
+        ),
+        (Some(w), false) => {
+            let needle = w.to_lowercase();
+            match adapters.iter().position(|a| a.name.to_lowercase().contains(&needle)) {
+                Some(i) => (Some(i), None),
+                None => (
+                    None,
+                    Some(format!(
+                        "{}={w:?} matches no adapter (found: {}); everything runs on the CPU",
+                        crate::ADAPTER_ENV,
+                        adapters.iter().map(AdapterReport::label).collect::<Vec<_>>().join(", ")
+                    )),
+                ),
+            }
+        }
+        (None, false) => (Some(0), None),
+    };
+    GpuSelection { adapters, chosen, problem, handles }
+}
+
+/// The hardware fingerprint stored with profile entries: this program's version, the
+/// CPU, and the GPU adapter with its driver. Timings taken under another fingerprint
+/// are not trusted until re-measured.
+pub fn fingerprint(gpu: Option<&AdapterReport>) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let gpu = gpu.map_or_else(
+        || "no GPU".to_owned(),
+        |g| format!("{} ({}, driver {} {})", g.name, g.backend, g.driver, g.driver_info),
+    );
+    format!("threadx {}; cpu {cpu} x{threads}; gpu {gpu}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Whether NVIDIA's management library (NVML) can be loaded, for GPU telemetry.
+#[allow(unsafe_code)] // Loading a library runs its initialisers; NVML's are benign.
+pub fn nvml_present() -> bool {
+    // SAFETY: the library is only opened and closed; no symbol is called.
+    ["libnvidia-ml.so.1", "libnvidia-ml.so", "nvml.dll"]
+        .iter()
+        .any(|&name| unsafe { libloading::Library::new(name) }.is_ok())
+}

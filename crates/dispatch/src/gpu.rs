@@ -1,0 +1,266 @@
+//! One GPU device and queue, and the few operations kernels need: upload, dispatch,
+//! read back. Pipelines are compiled once per kernel and cached for the context's life.
+
+use crate::adapters::AdapterReport;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use wgpu::util::DeviceExt;
+
+/// A WGSL compute kernel: a name (the pipeline cache key), its source and entry point.
+#[derive(Debug, Clone, Copy)]
+pub struct Kernel {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub entry: &'static str,
+}
+
+/// Why GPU work could not be done. Every variant makes the dispatcher fall back to the CPU.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GpuError {
+    #[error("no GPU adapter: {0}")]
+    NoAdapter(String),
+    #[error("could not open a device on {adapter}: {reason}")]
+    Open { adapter: String, reason: String },
+    #[error("GPU device lost: {0}")]
+    Lost(String),
+    #[error("GPU out of memory: {0}")]
+    OutOfMemory(String),
+    #[error("GPU rejected the work: {0}")]
+    Validation(String),
+    #[error("{what} needs {needed} but the adapter allows at most {limit}")]
+    TooLarge { what: String, needed: u64, limit: u64 },
+    #[error("reading results back from the GPU failed: {0}")]
+    Readback(String),
+    #[error("not supported on the GPU: {0}")]
+    Unsupported(String),
+}
+
+impl GpuError {
+    /// Errors after which this GPU is not tried again in the same process.
+    pub fn disables_gpu(&self) -> bool {
+        matches!(self, Self::NoAdapter(_) | Self::Open { .. } | Self::Lost(_))
+    }
+}
+
+fn from_wgpu(e: wgpu::Error) -> GpuError {
+    match e {
+        wgpu::Error::OutOfMemory { source } => GpuError::OutOfMemory(source.to_string()),
+        other => GpuError::Validation(other.to_string()),
+    }
+}
+
+/// A device and queue on one adapter, with its limits and a cache of compiled pipelines.
+pub struct GpuContext {
+    report: AdapterReport,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    limits: wgpu::Limits,
+    pipelines: Mutex<HashMap<&'static str, wgpu::ComputePipeline>>,
+    lost: Arc<AtomicBool>,
+}
+
+impl fmt::Debug for GpuContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuContext").field("adapter", &self.report.label()).finish_non_exhaustive()
+    }
+}
+
+impl GpuContext {
+    pub(crate) fn open(adapter: wgpu::Adapter, report: AdapterReport) -> Result<Self, GpuError> {
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("threadx"),
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| GpuError::Open { adapter: report.label(), reason: e.to_string() })?;
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        device.set_device_lost_callback(move |_, _| flag.store(true, Ordering::SeqCst));
+        // wgpu's default handler panics; errors are captured by scopes around each call,
+        // and anything that escapes them is only logged.
+        device.on_uncaptured_error(Arc::new(|e| tracing::warn!("uncaptured GPU error: {e}")));
+        Ok(Self { report, device, queue, limits, pipelines: Mutex::default(), lost })
+    }
+
+    pub fn report(&self) -> &AdapterReport {
+        &self.report
+    }
+
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+
+    pub fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.queue
+    }
+
+    /// Runs `f` inside out-of-memory and validation error scopes.
+    fn scoped<R>(&self, f: impl FnOnce() -> Result<R, GpuError>) -> Result<R, GpuError> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(GpuError::Lost(self.report.label()));
+        }
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let result = f();
+        let validation = pollster::block_on(validation.pop());
+        let oom = pollster::block_on(oom.pop());
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(GpuError::Lost(self.report.label()));
+        }
+        match (oom, validation) {
+            (Some(e), _) | (None, Some(e)) => Err(from_wgpu(e)),
+            (None, None) => result,
+        }
+    }
+
+    /// The compute pipeline of `kernel`, compiled on first use.
+    pub fn pipeline(&self, kernel: &Kernel) -> Result<wgpu::ComputePipeline, GpuError> {
+        let mut cache = self.pipelines.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(p) = cache.get(kernel.name) {
+            return Ok(p.clone());
+        }
+        let pipeline = self.scoped(|| {
+            let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(kernel.name),
+                source: wgpu::ShaderSource::Wgsl(kernel.source.into()),
+            });
+            Ok(self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(kernel.name),
+                layout: None,
+                module: &module,
+                entry_point: Some(kernel.entry),
+                compilation_options: Default::default(),
+                cache: None,
+            }))
+        })?;
+        cache.insert(kernel.name, pipeline.clone());
+        Ok(pipeline)
+    }
+
+    fn check_binding(&self, what: &str, bytes: u64) -> Result<(), GpuError> {
+        let limit = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size);
+        if bytes > limit {
+            return Err(GpuError::TooLarge { what: format!("{what} ({bytes} bytes)"), needed: bytes, limit });
+        }
+        Ok(())
+    }
+
+    /// A storage buffer holding `data` (padded to 4 bytes when empty: WGSL arrays cannot be).
+    pub fn storage_buffer<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<wgpu::Buffer, GpuError> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        self.check_binding(label, bytes.len() as u64)?;
+        let contents = if bytes.is_empty() { &[0u8; 4][..] } else { bytes };
+        self.scoped(|| {
+            Ok(self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            }))
+        })
+    }
+
+    /// A uniform buffer holding one value.
+    pub fn uniform_buffer<T: bytemuck::Pod>(&self, label: &str, value: &T) -> Result<wgpu::Buffer, GpuError> {
+        self.scoped(|| {
+            Ok(self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: bytemuck::bytes_of(value),
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            }))
+        })
+    }
+
+    /// An uninitialised storage buffer of `len` elements of `T` for a kernel to write.
+    pub fn output_buffer<T: bytemuck::Pod>(&self, label: &str, len: usize) -> Result<wgpu::Buffer, GpuError> {
+        let bytes = (len * std::mem::size_of::<T>()).max(4) as u64;
+        self.check_binding(label, bytes)?;
+        self.scoped(|| {
+            Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }))
+        })
+    }
+
+    /// Dispatches `kernel` over `workgroups` with `buffers` bound at bindings 0, 1, … of
+    /// group 0. The caller cuts work so that each dimension fits the adapter's limit.
+    pub fn dispatch(&self, kernel: &Kernel, buffers: &[&wgpu::Buffer], workgroups: [u32; 3]) -> Result<(), GpuError> {
+        let limit = self.limits.max_compute_workgroups_per_dimension;
+        if let Some(&n) = workgroups.iter().find(|&&n| n > limit) {
+            return Err(GpuError::TooLarge {
+                what: format!("{} dispatch of {n} workgroups", kernel.name),
+                needed: n.into(),
+                limit: limit.into(),
+            });
+        }
+        let pipeline = self.pipeline(kernel)?;
+        self.scoped(|| {
+            let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
+                .iter()
+                .enumerate()
+                .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+                .collect();
+            let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(kernel.name),
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            });
+            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(kernel.name) });
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(kernel.name),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &bind_group, &[]);
+                pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+            }
+            self.queue.submit([encoder.finish()]);
+            Ok(())
+        })
+    }
+
+    /// Copies the first `len` elements of `buffer` back to the host (waits for the GPU).
+    pub fn read_back<T: bytemuck::Pod>(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<T>, GpuError> {
+        let bytes = (len * std::mem::size_of::<T>()) as u64;
+        if bytes == 0 {
+            return Ok(Vec::new());
+        }
+        self.scoped(|| {
+            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+            encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+            self.queue.submit([encoder.finish()]);
+            let (tx, rx) = std::sync::mpsc::channel();
+            staging.map_async(wgpu::MapMode::Read, .., move |r| {
+                let _ = tx.send(r);
+            });
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            rx.recv()
+                .map_err(|e| GpuError::Readback(e.to_string()))?
+                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            let data = {
+                let view = staging.get_mapped_range(..).map_err(|e| GpuError::Readback(e.to_string()))?;
+                bytemuck::cast_slice::<u8, T>(&view).to_vec()
+            };
+            staging.unmap();
+            Ok(data)
+        })
+    }
+}

@@ -1,0 +1,208 @@
+//! The dispatcher's decisions, fallback and persistence. The decision tests need an
+//! adapter to decide about (lavapipe in CI); they skip without one, as the testing
+//! module says.
+
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use threadx_dispatch::testing::best_adapter;
+use threadx_dispatch::{Device, DeviceMode, Dispatcher, GpuContext, GpuError, Operation, Policy, Reason};
+use threadx_profile_store::{Profiles, ThresholdStore};
+
+const FP: &str = "fp";
+
+fn store(dir: &Path) -> ThresholdStore {
+    Profiles::at(dir.join("thresholds.json"), dir.join("multigpu.json"), FP).threshold_store().unwrap()
+}
+
+fn seed(store: &mut ThresholdStore, op: &Operation, cpu_ms: &[f64], gpu_ms: &[f64]) {
+    for &ms in cpu_ms {
+        store.record(op.key(), Device::Cpu, ms).unwrap();
+    }
+    for &ms in gpu_ms {
+        store.record(op.key(), Device::Gpu, ms).unwrap();
+    }
+}
+
+fn auto(gpu: Arc<GpuContext>, store: ThresholdStore) -> Dispatcher {
+    Dispatcher::new(DeviceMode::Auto, Some(gpu), store, Policy { recheck_every: 1_000_000, ..Policy::default() })
+}
+
+fn bb(period: u32, size: usize) -> Operation {
+    Operation::new("bollinger_bands", json!({"period": period, "std": 2}), size)
+}
+
+#[test]
+fn auto_decision_follows_recorded_timings_and_flips() {
+    let Some(gpu) = best_adapter() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let op = bb(20, 100_000);
+    let mut s = store(dir.path());
+    seed(&mut s, &op, &[10.0, 11.0, 9.0], &[1.0, 1.2, 0.8]);
+    let mut d = auto(gpu.clone(), s);
+    let first = d.decide(&op);
+    assert_eq!(first.device, Device::Gpu);
+    assert_eq!(first.reason, Reason::Faster { cpu_ms: 10.0, gpu_ms: 1.0, predicted: false });
+
+    // The GPU gets much slower (say, a busy card): its mean passes the CPU's.
+    let mut s = store(dir.path());
+    seed(&mut s, &op, &[10.0, 11.0, 9.0], &[1.0, 1.2, 0.8]);
+    seed(&mut s, &op, &[], &[40.0; 5]);
+    d = auto(gpu, s);
+    let flipped = d.decide(&op);
+    assert_eq!(flipped.device, Device::Cpu);
+    match flipped.reason {
+        Reason::Faster { cpu_ms, gpu_ms, predicted: false } => {
+            assert_eq!(cpu_ms, 10.0);
+            assert!((gpu_ms - 25.375).abs() < 1e-9, "{gpu_ms}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn unseen_size_is_predicted_from_neighbouring_sizes() {
+    let Some(gpu) = best_adapter() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = store(dir.path());
+    // CPU scales linearly; the GPU has a fixed cost and a flat slope.
+    seed(&mut s, &bb(20, 10_000), &[1.0; 3], &[5.0; 3]);
+    seed(&mut s, &bb(20, 1_000_000), &[100.0; 3], &[10.0; 3]);
+    // Another parameter set of the same operation must not be mistaken for a neighbour.
+    seed(&mut s, &bb(30, 50_000), &[0.001; 3], &[1000.0; 3]);
+    let d = auto(gpu, s);
+
+    let big = d.decide(&bb(20, 100_000));
+    assert_eq!(big.device, Device::Gpu);
+    let Reason::Faster { cpu_ms, gpu_ms, predicted: true } = big.reason else { panic!("{big:?}") };
+    assert!((cpu_ms - 10.0).abs() < 1e-9, "{cpu_ms}");
+    assert!((gpu_ms - 50f64.sqrt()).abs() < 1e-9, "{gpu_ms}");
+
+    let small = d.decide(&bb(20, 20_000));
+    assert_eq!(small.device, Device::Cpu, "{small:?}");
+
+    let other_params = d.decide(&bb(50, 100_000));
+    assert!(matches!(other_params.reason, Reason::Explore { samples: 0 }), "{other_params:?}");
+}
+
+#[test]
+fn devices_with_few_samples_are_explored_then_the_faster_wins() {
+    let Some(gpu) = best_adapter() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = auto(gpu, store(dir.path()));
+    let op = Operation::new("work", json!({}), 10_000);
+    let mut ran = Vec::new();
+    for _ in 0..8 {
+        let out = d.run(
+            &op,
+            || {
+                std::thread::sleep(std::time::Duration::from_millis(4));
+                "cpu"
+            },
+            |_| Ok("gpu"),
+        );
+        assert_eq!(out.gpu_error, None);
+        ran.push((out.value, matches!(out.decision.reason, Reason::Explore { .. })));
+    }
+    // Three samples on each device are explored first (alternating), then the fast GPU wins.
+    assert_eq!(ran.iter().filter(|(_, explored)| *explored).count(), 6, "{ran:?}");
+    assert_eq!(ran.iter().filter(|(v, e)| *v == "cpu" && *e).count(), 3);
+    assert_eq!(&ran[6..], &[("gpu", false), ("gpu", false)]);
+}
+
+#[test]
+fn the_slower_device_is_remeasured_now_and_then() {
+    let Some(gpu) = best_adapter() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let op = bb(20, 100_000);
+    let mut s = store(dir.path());
+    seed(&mut s, &op, &[10.0; 3], &[1.0; 3]);
+    let d = Dispatcher::new(DeviceMode::Auto, Some(gpu), s, Policy { recheck_every: 10, ..Policy::default() });
+    let devices: Vec<Device> = (0..30).map(|_| d.decide(&op).device).collect();
+    let rechecks: Vec<usize> = (0..30).filter(|&i| devices[i] == Device::Cpu).collect();
+    assert_eq!(rechecks, vec![9, 19, 29]);
+}
+
+#[test]
+fn gpu_errors_fall_back_to_the_cpu_with_a_complete_result() {
+    let Some(gpu) = best_adapter() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = Dispatcher::new(DeviceMode::Gpu, Some(gpu), store(dir.path()), Policy::default());
+    let op = Operation::new("work", json!({"k": 1}), 50_000);
+
+    let oom = d.run(&op, || vec![1.0, 2.0], |_| Err(GpuError::OutOfMemory("test".into())));
+    assert_eq!(oom.value, vec![1.0, 2.0]);
+    assert_eq!(oom.device, Device::Cpu);
+    assert_eq!(oom.gpu_error, Some(GpuError::OutOfMemory("test".into())));
+    assert_eq!(d.decide(&op).device, Device::Gpu, "out of memory does not disable the GPU");
+
+    let lost = d.run(&op, || 7, |_| Err(GpuError::Lost("test".into())));
+    assert_eq!((lost.value, lost.device), (7, Device::Cpu));
+    let after = d.decide(&op);
+    assert_eq!((after.device, after.reason), (Device::Cpu, Reason::NoGpu), "a lost device is not retried");
+    assert_eq!(d.run(&op, || 8, |_| Ok(9)).value, 8);
+}
+
+#[test]
+fn no_gpu_and_tiny_inputs_go_to_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Dispatcher::new(DeviceMode::Gpu, None, store(dir.path()), Policy::default());
+    let op = Operation::new("work", json!({}), 1_000_000);
+    let out = d.run(&op, || 1, |_| Ok(2));
+    assert_eq!((out.value, out.device, out.decision.reason), (1, Device::Cpu, Reason::NoGpu));
+
+    if let Some(gpu) = best_adapter() {
+        let d = auto(gpu, store(dir.path()));
+        let tiny = Operation::new("work", json!({}), 10);
+        let out = d.run(&tiny, || 1, |_| Ok(2));
+        assert_eq!((out.value, out.decision.reason), (1, Reason::BelowFloor));
+        d.flush().unwrap();
+        let file = Profiles::at(dir.path().join("thresholds.json"), "m", FP).get_gpu_thresholds().unwrap();
+        assert!(!file.entries.contains_key(tiny.key()), "tiny inputs are not profiled");
+    }
+}
+
+#[test]
+fn samples_are_persisted_on_drop_not_per_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("thresholds.json");
+    let d = Dispatcher::new(DeviceMode::Cpu, None, store(dir.path()), Policy::default());
+    let op = Operation::new("work", json!({"p": 2}), 100_000);
+    for _ in 0..4 {
+        assert_eq!(d.run(&op, || 3, |_| Ok(4)).value, 3);
+    }
+    assert!(!path.exists(), "nothing is written per call");
+    drop(d);
+    let file = Profiles::at(&path, "m", FP).get_gpu_thresholds().unwrap();
+    assert_eq!(file.entries[op.key()].cpu.n, 4);
+    assert_eq!(file.entries[op.key()].gpu.n, 0);
+}
+
+#[test]
+fn mode_is_forced_by_the_environment() {
+    const PROBE: &str = "THREADX_DISPATCH_TEST_MODE_PROBE";
+    if let Ok(expected) = std::env::var(PROBE) {
+        match Dispatcher::from_env(None) {
+            Ok(d) => assert_eq!(d.mode().to_string(), expected),
+            Err(e) => assert_eq!(expected, format!("error: {e}")),
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let probe = |value: &str, expected: &str| {
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args(["mode_is_forced_by_the_environment", "--exact", "--test-threads=1"])
+            .env(PROBE, expected)
+            .env("THREADX_DEVICE", value)
+            .env("THREADX_GPU_THRESHOLD_PATH", dir.path().join("t.json"))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "THREADX_DEVICE={value} did not give {expected}");
+    };
+    probe("cpu", "cpu");
+    probe("GPU", "gpu");
+    probe("", "auto");
+    probe("quantum", "error: THREADX_DEVICE: unknown device mode 'quantum' (expected auto, cpu or gpu)");
+}
