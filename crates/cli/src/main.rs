@@ -1,1 +1,73 @@
-fn main() {}
+//! The `threadx` command. Thin by design: it parses arguments, calls the crates and prints;
+//! nothing an embedding user would need lives here.
+#![allow(clippy::print_stdout)] // Printing results is this binary's job.
+
+mod devices;
+mod profile;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use threadx_dispatch::DeviceMode;
+
+#[derive(Debug, Parser)]
+#[command(name = "threadx", version, about = "Trading-strategy research on the fastest device: CPU or GPU, chosen from measured timings")]
+struct Cli {
+    /// Where operations run: auto (from timing profiles), cpu or gpu. Default: $THREADX_DEVICE, else auto.
+    #[arg(long, global = true, value_parser = parse_mode)]
+    device: Option<DeviceMode>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+fn parse_mode(s: &str) -> Result<DeviceMode, String> {
+    s.parse()
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List GPU adapters, ranked, with the one ThreadX uses by default and why.
+    Devices {
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show or reset the timing profiles that drive the CPU-vs-GPU choice.
+    Profile {
+        #[command(subcommand)]
+        action: profile::Action,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            // wgpu-hal logs every adapter probe that fails (e.g. EGL without a display) as
+            // an error; those are not the user's problem. THREADX_LOG overrides.
+            tracing_subscriber::EnvFilter::try_from_env("THREADX_LOG")
+                .unwrap_or_else(|_| "warn,wgpu_hal=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Devices { json } => devices::run(json, cli.device),
+        Command::Profile { action } => profile::run(action, cli.device),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The device mode of this run: the flag, else the environment.
+fn mode(flag: Option<DeviceMode>) -> Result<DeviceMode> {
+    match flag {
+        Some(m) => Ok(m),
+        None => DeviceMode::from_env().map_err(anyhow::Error::msg),
+    }
+}

@@ -139,8 +139,7 @@ pub fn select_gpu() -> GpuSelection {
             None,
             Some(
                 "no GPU adapter found: no Vulkan, Metal, DX12 or GL driver is installed \
-                 (on Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives lavapipe); \
-                 everything runs on the CPU"
+                 (on Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives lavapipe)"
                     .to_owned(),
             ),
         ),
@@ -151,7 +150,7 @@ pub fn select_gpu() -> GpuSelection {
                 None => (
                     None,
                     Some(format!(
-                        "{}={w:?} matches no adapter (found: {}); everything runs on the CPU",
+                        "{}={w:?} matches no adapter (found: {})",
                         crate::ADAPTER_ENV,
                         adapters.iter().map(AdapterReport::label).collect::<Vec<_>>().join(", ")
                     )),

@@ -164,34 +164,40 @@ impl Dispatcher {
     }
 
     /// The mode from `THREADX_DEVICE` (or `mode` when given), the adapter chosen as
-    /// `threadx devices` shows (no GPU is opened in `cpu` mode), and the profile at the
-    /// paths of the environment.
+    /// `threadx devices` shows, and the profile at the paths of the environment. The
+    /// adapter is always looked up, so that the profile's fingerprint does not depend on
+    /// the mode, but a device is only opened when the mode may use it.
     pub fn from_env(mode: Option<DeviceMode>) -> Result<Self, String> {
         let mode = match mode {
             Some(m) => m,
             None => DeviceMode::from_env()?,
         };
-        let (gpu, report) = if mode == DeviceMode::Cpu {
-            (None, None)
-        } else {
-            let selection = adapters::select_gpu();
-            match selection.open() {
-                Ok(ctx) => {
-                    let report = ctx.report().clone();
-                    (Some(ctx), Some(report))
-                }
-                Err(e) => {
-                    tracing::warn!("{e}");
-                    (None, selection.chosen_report().cloned())
-                }
-            }
-        };
+        let selection = adapters::select_gpu();
+        let report = selection.chosen_report().cloned();
         let profiles = Profiles::from_env(adapters::fingerprint(report.as_ref()));
         let store = profiles.threshold_store().map_err(|e| e.to_string())?;
+        let (gpu, problem) = match mode {
+            DeviceMode::Cpu => (None, None),
+            _ => match selection.open() {
+                Ok(ctx) => (Some(ctx), None),
+                Err(e) => (None, Some(e)),
+            },
+        };
         let dispatcher = Self::new(mode, gpu, store, Policy::default());
-        // A GPU that failed to open already produced its warning.
-        dispatcher.warned.store(report.is_some() && dispatcher.gpu.is_none(), Ordering::Relaxed);
+        if let Some(e) = problem {
+            dispatcher.warn_once(&format!("{e}; running on the CPU"));
+        }
         Ok(dispatcher)
+    }
+
+    /// Where the timing profile is kept.
+    pub fn profile_path(&self) -> std::path::PathBuf {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner).path().to_owned()
+    }
+
+    /// The fingerprint that new samples are recorded under.
+    pub fn fingerprint(&self) -> String {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner).fingerprint().to_owned()
     }
 
     pub fn mode(&self) -> DeviceMode {

@@ -19,7 +19,7 @@ pub struct Kernel {
 /// Why GPU work could not be done. Every variant makes the dispatcher fall back to the CPU.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GpuError {
-    #[error("no GPU adapter: {0}")]
+    #[error("{0}")]
     NoAdapter(String),
     #[error("could not open a device on {adapter}: {reason}")]
     Open { adapter: String, reason: String },

@@ -159,11 +159,14 @@ impl Profiles {
         Ok(())
     }
 
+    /// A snapshot of `multigpu.json` (empty when the file does not exist yet).
+    pub fn get_multigpu_profiles(&self) -> Result<MultiGpuFile> {
+        io::load::<MultiGpuFile>(&self.multigpu_path)
+    }
+
     /// The stored ratio profile of a workload tag, if any.
     pub fn multigpu_ratios(&self, workload_tag: &str) -> Result<Option<RatioProfile>> {
-        Ok(io::load::<MultiGpuFile>(&self.multigpu_path)?
-            .profiles
-            .remove(workload_tag))
+        Ok(self.get_multigpu_profiles()?.profiles.remove(workload_tag))
     }
 
     /// Empties both profiles (under their locks). Returns the paths that held data.

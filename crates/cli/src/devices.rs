@@ -1,0 +1,76 @@
+//! `threadx devices`: every adapter, its rank and why, the default, and NVML's presence.
+
+use anyhow::Result;
+use serde_json::json;
+use threadx_dispatch::{ADAPTER_ENV, AdapterReport, DeviceMode, fingerprint, nvml_present, select_gpu};
+
+/// Mesa's Vulkan driver on the CPU reports itself as llvmpipe.
+fn is_lavapipe(a: &AdapterReport) -> bool {
+    a.backend == "vulkan" && a.driver == "llvmpipe"
+}
+
+fn size(bytes: u64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    const MIB: f64 = (1u64 << 20) as f64;
+    let b = bytes as f64;
+    if b >= GIB { format!("{:.1} GiB", b / GIB) } else { format!("{:.0} MiB", b / MIB) }
+}
+
+pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
+    let mode = crate::mode(device)?;
+    let selection = select_gpu();
+    let nvml = nvml_present();
+    let fp = fingerprint(selection.chosen_report());
+    if as_json {
+        let out = json!({
+            "adapters": selection.adapters,
+            "default": selection.chosen_report().map(|a| a.rank),
+            "problem": selection.problem,
+            "mode": mode.to_string(),
+            "nvml": nvml,
+            "fingerprint": fp,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    if selection.adapters.is_empty() {
+        println!("No GPU adapter found.");
+    } else {
+        println!("GPU adapters, best first ({ADAPTER_ENV}=<part of a name> picks another):");
+        println!(
+            "{:>4}  {:<36} {:<7} {:<15} {:<34} {:>10} {:>12} {:>11}",
+            "rank", "name", "backend", "type", "driver", "max buffer", "max binding", "wg per dim"
+        );
+        for a in &selection.adapters {
+            let marker = if selection.chosen == Some(a.rank - 1) { "*" } else { " " };
+            let driver = format!("{} {}", a.driver, a.driver_info);
+            println!(
+                "{:>3}{marker}  {:<36} {:<7} {:<15} {:<34} {:>10} {:>12} {:>11}",
+                a.rank,
+                a.name,
+                a.backend,
+                a.device_type,
+                driver.trim(),
+                size(a.max_buffer_size),
+                size(a.max_storage_buffer_binding_size),
+                a.max_compute_workgroups_per_dimension
+            );
+            println!("       why: {}", a.why);
+            if is_lavapipe(a) {
+                println!("       lavapipe: Mesa's Vulkan on the CPU; kernels run correctly, but it says nothing of GPU speed");
+            }
+        }
+    }
+    match (selection.chosen_report(), &selection.problem) {
+        (Some(a), _) => println!("Default adapter: #{} {}", a.rank, a.label()),
+        (None, Some(problem)) => println!("Default adapter: none ({problem}); everything runs on the CPU"),
+        (None, None) => println!("Default adapter: none; everything runs on the CPU"),
+    }
+    println!("Device mode: {mode} (--device or THREADX_DEVICE: auto, cpu, gpu)");
+    println!(
+        "NVML: {}",
+        if nvml { "present (GPU telemetry available)" } else { "not present (no NVIDIA GPU telemetry)" }
+    );
+    println!("Profile fingerprint: {fp}");
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! `threadx profile show|reset`.
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use threadx_dispatch::{DeviceMode, Dispatcher, fingerprint};
+use threadx_profile_store::Profiles;
+
+#[derive(Debug, Subcommand)]
+pub enum Action {
+    /// Every profiled operation: samples and mean time per device, and where it would run now.
+    Show,
+    /// Empty both profiles (thresholds and multi-GPU ratios).
+    Reset,
+}
+
+pub fn run(action: Action, device: Option<DeviceMode>) -> Result<()> {
+    match action {
+        Action::Show => show(device),
+        Action::Reset => reset(),
+    }
+}
+
+fn stats(s: &threadx_profile_store::RunningStats) -> String {
+    match (s.mean(), s.variance()) {
+        (None, _) => "-".into(),
+        (Some(m), Some(v)) => format!("{m:.3} ± {:.3}", v.sqrt()),
+        (Some(m), None) => format!("{m:.3}"),
+    }
+}
+
+fn show(device: Option<DeviceMode>) -> Result<()> {
+    let dispatcher = Dispatcher::from_env(Some(crate::mode(device)?)).map_err(anyhow::Error::msg)?;
+    let rows = dispatcher.profile_decisions();
+    println!("Thresholds: {} ({} entries)", dispatcher.profile_path().display(), rows.len());
+    println!("Fingerprint: {}", dispatcher.fingerprint());
+    println!("Device mode: {}", dispatcher.mode());
+    if !rows.is_empty() {
+        println!(
+            "{:<52} {:>5} {:>18} {:>5} {:>18}  {:<7}  would run on",
+            "operation", "cpu n", "cpu ms", "gpu n", "gpu ms", "trusted"
+        );
+    }
+    for (key, view, decision) in rows {
+        let choice = decision.map_or_else(|| "- (key has no size)".to_owned(), |d| format!("{} ({})", d.device, d.reason));
+        println!(
+            "{key:<52} {:>5} {:>18} {:>5} {:>18}  {:<7}  {choice}",
+            view.cpu.n,
+            stats(&view.cpu),
+            view.gpu.n,
+            stats(&view.gpu),
+            if view.trusted { "yes" } else { "no" },
+        );
+    }
+    let profiles = Profiles::from_env(dispatcher.fingerprint());
+    let multi = profiles.get_multigpu_profiles()?;
+    println!("Multi-GPU ratios: {} ({} workload tags)", profiles.multigpu_path().display(), multi.profiles.len());
+    for (tag, p) in &multi.profiles {
+        let ratios: Vec<String> = p.ratios.iter().map(|(d, r)| format!("{d} {:.1}%", r * 100.0)).collect();
+        println!("  {tag}: {} (updated {})", ratios.join(", "), p.updated_at.as_deref().unwrap_or("?"));
+    }
+    Ok(())
+}
+
+fn reset() -> Result<()> {
+    let profiles = Profiles::from_env(fingerprint(None));
+    let cleared = profiles.reset().context("resetting the profiles")?;
+    if cleared.is_empty() {
+        println!("Nothing to reset: no profile at {} or {}", profiles.thresholds_path().display(), profiles.multigpu_path().display());
+    }
+    for path in cleared {
+        println!("Emptied {}", path.display());
+    }
+    Ok(())
+}
