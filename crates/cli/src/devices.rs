@@ -57,7 +57,9 @@ pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
             );
             println!("       why: {}", a.why);
             if is_lavapipe(a) {
-                println!("       lavapipe: Mesa's Vulkan on the CPU; kernels run correctly, but it says nothing of GPU speed");
+                println!(
+                    "       lavapipe: Mesa's Vulkan on the CPU; kernels run correctly, but it says nothing of GPU speed"
+                );
             }
         }
     }

@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use threadx_dispatch::DeviceMode;
 
 #[derive(Debug, Parser)]
-#[command(name = "threadx", version, about = "Trading-strategy research on the fastest device: CPU or GPU, chosen from measured timings")]
+#[command(
+    name = "threadx",
+    version,
+    about = "Trading-strategy research on the fastest device: CPU or GPU, chosen from measured timings"
+)]
 struct Cli {
     /// Where operations run: auto (from timing profiles), cpu or gpu. Default: $THREADX_DEVICE, else auto.
     #[arg(long, global = true, value_parser = parse_mode)]
@@ -43,8 +47,7 @@ fn main() -> std::process::ExitCode {
         .with_env_filter(
             // wgpu-hal logs every adapter probe that fails (e.g. EGL without a display) as
             // an error; those are not the user's problem. THREADX_LOG overrides.
-            tracing_subscriber::EnvFilter::try_from_env("THREADX_LOG")
-                .unwrap_or_else(|_| "warn,wgpu_hal=off".into()),
+            tracing_subscriber::EnvFilter::try_from_env("THREADX_LOG").unwrap_or_else(|_| "warn,wgpu_hal=off".into()),
         )
         .with_writer(std::io::stderr)
         .with_target(false)

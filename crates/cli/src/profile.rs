@@ -41,7 +41,8 @@ fn show(device: Option<DeviceMode>) -> Result<()> {
         );
     }
     for (key, view, decision) in rows {
-        let choice = decision.map_or_else(|| "- (key has no size)".to_owned(), |d| format!("{} ({})", d.device, d.reason));
+        let choice =
+            decision.map_or_else(|| "- (key has no size)".to_owned(), |d| format!("{} ({})", d.device, d.reason));
         println!(
             "{key:<52} {:>5} {:>18} {:>5} {:>18}  {:<7}  {choice}",
             view.cpu.n,
@@ -65,7 +66,11 @@ fn reset() -> Result<()> {
     let profiles = Profiles::from_env(fingerprint(None));
     let cleared = profiles.reset().context("resetting the profiles")?;
     if cleared.is_empty() {
-        println!("Nothing to reset: no profile at {} or {}", profiles.thresholds_path().display(), profiles.multigpu_path().display());
+        println!(
+            "Nothing to reset: no profile at {} or {}",
+            profiles.thresholds_path().display(),
+            profiles.multigpu_path().display()
+        );
     }
     for path in cleared {
         println!("Emptied {}", path.display());

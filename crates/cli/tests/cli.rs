@@ -78,9 +78,13 @@ fn profile_show_lists_entries_with_their_choice_and_reset_empties() {
         r#"{"bollinger_bands:{\"period\":20,\"size\":10000}": {"cpu_ms_avg": 150.0, "gpu_ms_avg": 50.0, "samples": 3}}"#,
     )
     .unwrap();
-    std::fs::write(&m, r#"{"updated_at": "2025-01-01T00:00:00Z", "workload_tag": "bb", "ratios": {"gpu0:A": 0.75, "gpu1:B": 0.25}}"#)
-        .unwrap();
-    let env = [("THREADX_GPU_THRESHOLD_PATH", t.to_str().unwrap()), ("THREADX_MULTIGPU_PROFILE_PATH", m.to_str().unwrap())];
+    std::fs::write(
+        &m,
+        r#"{"updated_at": "2025-01-01T00:00:00Z", "workload_tag": "bb", "ratios": {"gpu0:A": 0.75, "gpu1:B": 0.25}}"#,
+    )
+    .unwrap();
+    let env =
+        [("THREADX_GPU_THRESHOLD_PATH", t.to_str().unwrap()), ("THREADX_MULTIGPU_PROFILE_PATH", m.to_str().unwrap())];
 
     let out = threadx(&["--device", "cpu", "profile", "show"], &env);
     let stdout = text(&out.stdout);

@@ -49,9 +49,7 @@ impl GpuSelection {
 
     /// Opens a device on the chosen adapter.
     pub fn open(&self) -> Result<Arc<GpuContext>, GpuError> {
-        let i = self
-            .chosen
-            .ok_or_else(|| GpuError::NoAdapter(self.problem.clone().unwrap_or_default()))?;
+        let i = self.chosen.ok_or_else(|| GpuError::NoAdapter(self.problem.clone().unwrap_or_default()))?;
         GpuContext::open(self.handles[i].clone(), self.adapters[i].clone()).map(Arc::new)
     }
 
@@ -104,8 +102,12 @@ pub fn select_gpu() -> GpuSelection {
     // Device memory is not exposed portably; the largest buffer the adapter allows is the
     // closest stand-in, and it is what bounds the work one dispatch can take.
     found.sort_by(|(_, a, la), (_, b, lb)| {
-        (type_order(a.device_type).0, std::cmp::Reverse(la.max_buffer_size), backend_order(a.backend), &a.name)
-            .cmp(&(type_order(b.device_type).0, std::cmp::Reverse(lb.max_buffer_size), backend_order(b.backend), &b.name))
+        (type_order(a.device_type).0, std::cmp::Reverse(la.max_buffer_size), backend_order(a.backend), &a.name).cmp(&(
+            type_order(b.device_type).0,
+            std::cmp::Reverse(lb.max_buffer_size),
+            backend_order(b.backend),
+            &b.name,
+        ))
     });
     let adapters: Vec<AdapterReport> = found
         .iter()

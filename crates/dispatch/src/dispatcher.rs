@@ -55,9 +55,9 @@ impl Operation {
         Some(Self::new(name, Value::Object(params), size))
     }
 
-    /// The key of the same operation and parameters at another size would share this.
-    fn family_of(name: &str, params: &Value) -> String {
-        profile_key(name, params)
+    /// What the keys of this operation and parameters at every size share.
+    fn family(&self) -> String {
+        profile_key(&self.name, &self.params)
     }
 }
 
@@ -68,7 +68,7 @@ pub struct Policy {
     pub min_gpu_size: usize,
     /// Samples a device needs before its mean is trusted; fewer means explore it.
     pub min_samples: u64,
-    /// Every n-th call of a key runs the losing device, so a stale decision heals.
+    /// Every n-th call of a key runs the losing device, so a stale decision heals (0: never).
     pub recheck_every: u64,
 }
 
@@ -148,10 +148,19 @@ pub struct Dispatcher {
     warned: AtomicBool,
     store: Mutex<ThresholdStore>,
     calls: Mutex<HashMap<String, u64>>,
+    /// Profile keys by family (see [`Operation::family`]), with their sizes, so that a
+    /// prediction reads only its neighbours. Lock order: `store`, then `families`.
+    families: Mutex<HashMap<String, Vec<(usize, String)>>>,
 }
 
 impl Dispatcher {
     pub fn new(mode: DeviceMode, gpu: Option<Arc<GpuContext>>, store: ThresholdStore, policy: Policy) -> Self {
+        let mut families: HashMap<String, Vec<(usize, String)>> = HashMap::new();
+        for (key, _) in store.entries() {
+            if let Some(op) = Operation::from_key(&key) {
+                families.entry(op.family()).or_default().push((op.size, key));
+            }
+        }
         Self {
             mode,
             policy,
@@ -160,6 +169,7 @@ impl Dispatcher {
             warned: AtomicBool::new(false),
             store: Mutex::new(store),
             calls: Mutex::default(),
+            families: Mutex::new(families),
         }
     }
 
@@ -235,7 +245,7 @@ impl Dispatcher {
             (Some((cpu_ms, p1)), Some((gpu_ms, p2))) => {
                 let (winner, loser) =
                     if gpu_ms < cpu_ms { (Device::Gpu, Device::Cpu) } else { (Device::Cpu, Device::Gpu) };
-                if self.count_call(&op.key) % self.policy.recheck_every == 0 {
+                if self.count_call(&op.key).is_multiple_of(self.policy.recheck_every) {
                     decision(loser, Reason::Recheck { cpu_ms, gpu_ms })
                 } else {
                     decision(winner, Reason::Faster { cpu_ms, gpu_ms, predicted: p1 || p2 })
@@ -267,20 +277,25 @@ impl Dispatcher {
 
     /// Expected time of `op` on `device`: the key's own mean when it has enough trusted
     /// samples, else a prediction from other sizes of the same operation and parameters.
-    fn estimate(&self, store: &ThresholdStore, op: &Operation, view: &EntryView, device: Device) -> Option<(f64, bool)> {
+    fn estimate(
+        &self,
+        store: &ThresholdStore,
+        op: &Operation,
+        view: &EntryView,
+        device: Device,
+    ) -> Option<(f64, bool)> {
         let own = view.stats(device);
         if own.n >= self.policy.min_samples {
             return Some((own.mean, false));
         }
-        let family = Operation::family_of(&op.name, &op.params);
-        let mut points: Vec<(f64, f64)> = store
-            .entries_of(&op.name)
-            .into_iter()
-            .filter(|(key, v)| v.trusted && v.stats(device).n >= self.policy.min_samples && key != &op.key)
-            .filter_map(|(key, v)| {
-                let other = Operation::from_key(&key)?;
-                (other.size > 0 && Operation::family_of(&other.name, &other.params) == family)
-                    .then(|| (other.size as f64, v.stats(device).mean))
+        let families = self.families.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut points: Vec<(f64, f64)> = families
+            .get(&op.family())?
+            .iter()
+            .filter(|(_, key)| key != &op.key)
+            .filter_map(|(size, key)| {
+                let v = store.view(key).filter(|v| v.trusted && v.stats(device).n >= self.policy.min_samples)?;
+                Some((*size as f64, v.stats(device).mean))
             })
             .collect();
         predict_log_log(&mut points, op.size as f64).map(|ms| (ms, true))
@@ -341,6 +356,11 @@ impl Dispatcher {
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         // A measured duration is finite and non-negative, so this cannot fail.
         let _ = store.record(&op.key, device, ms);
+        let mut families = self.families.lock().unwrap_or_else(PoisonError::into_inner);
+        let members = families.entry(op.family()).or_default();
+        if !members.iter().any(|(_, k)| k == &op.key) {
+            members.push((op.size, op.key.clone()));
+        }
     }
 
     fn warn_once(&self, message: &str) {

@@ -214,7 +214,8 @@ impl GpuContext {
                 layout: &pipeline.get_bind_group_layout(0),
                 entries: &entries,
             });
-            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(kernel.name) });
+            let mut encoder =
+                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(kernel.name) });
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(kernel.name),
@@ -242,19 +243,16 @@ impl GpuContext {
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+            let mut encoder =
+                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
             encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
             self.queue.submit([encoder.finish()]);
             let (tx, rx) = std::sync::mpsc::channel();
             staging.map_async(wgpu::MapMode::Read, .., move |r| {
                 let _ = tx.send(r);
             });
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|e| GpuError::Readback(e.to_string()))?;
-            rx.recv()
-                .map_err(|e| GpuError::Readback(e.to_string()))?
-                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))?;
+            rx.recv().map_err(|e| GpuError::Readback(e.to_string()))?.map_err(|e| GpuError::Readback(e.to_string()))?;
             let data = {
                 let view = staging.get_mapped_range(..).map_err(|e| GpuError::Readback(e.to_string()))?;
                 bytemuck::cast_slice::<u8, T>(&view).to_vec()

@@ -4,11 +4,8 @@ use crate::{IndicatorError, check_period};
 use threadx_dispatch::{Dispatcher, GpuContext, GpuError, Kernel, Operation, Outcome};
 
 /// The WGSL kernel of the SMA.
-pub const SMA_KERNEL: Kernel = Kernel {
-    name: "sma",
-    source: include_str!("../../../kernels-wgsl/sma.wgsl"),
-    entry: "sma",
-};
+pub const SMA_KERNEL: Kernel =
+    Kernel { name: "sma", source: include_str!("../../../kernels-wgsl/sma.wgsl"), entry: "sma" };
 
 const WORKGROUP: usize = 256;
 
@@ -69,9 +66,5 @@ pub fn sma_dispatched(
 ) -> Result<Outcome<Vec<f64>>, IndicatorError> {
     check_period("sma", period, prices.len())?;
     let op = Operation::new("sma", serde_json::json!({ "period": period }), prices.len());
-    Ok(dispatcher.run(
-        &op,
-        || sma(prices, period).expect("period checked above"),
-        |ctx| sma_gpu(ctx, prices, period),
-    ))
+    Ok(dispatcher.run(&op, || sma(prices, period).expect("period checked above"), |ctx| sma_gpu(ctx, prices, period)))
 }

@@ -109,7 +109,8 @@ fn sma_runs_through_the_dispatcher_on_the_gpu() {
     let p = prices(50_000);
     let want = sma(&p, 20).unwrap();
     for ctx in adapters() {
-        let d = Dispatcher::new(DeviceMode::Gpu, Some(ctx.clone()), profiles.threshold_store().unwrap(), Policy::default());
+        let d =
+            Dispatcher::new(DeviceMode::Gpu, Some(ctx.clone()), profiles.threshold_store().unwrap(), Policy::default());
         let out = sma_dispatched(&d, &p, 20).unwrap();
         assert_eq!(out.gpu_error, None, "on {}", ctx.report().label());
         assert_eq!(out.device, Device::Gpu);

@@ -53,12 +53,8 @@ impl FileLock {
             fs::create_dir_all(dir).map_err(io_err(dir))?;
         }
         let lock_path = sibling(path, ".lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_err(&lock_path))?;
+        let file =
+            OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(io_err(&lock_path))?;
         file.lock().map_err(io_err(&lock_path))?;
         Ok(Self(file))
     }
@@ -128,10 +124,8 @@ pub(crate) fn update<T: ProfileFile, F: FnOnce(&mut T)>(path: &Path, change: F) 
 }
 
 fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(value).map_err(|source| ProfileError::Encode {
-        path: path.to_owned(),
-        source,
-    })?;
+    let mut text =
+        serde_json::to_string_pretty(value).map_err(|source| ProfileError::Encode { path: path.to_owned(), source })?;
     text.push('\n');
     let tmp = sibling(path, &format!(".tmp-{}", std::process::id()));
     let result = (|| {

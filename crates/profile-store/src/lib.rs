@@ -76,9 +76,7 @@ impl Profiles {
     /// Profiles at the paths given by the environment, else the artifacts/ defaults.
     pub fn from_env(fingerprint: impl Into<String>) -> Self {
         let path = |var: &str, default: &str| {
-            std::env::var_os(var)
-                .filter(|v| !v.is_empty())
-                .map_or_else(|| PathBuf::from(default), PathBuf::from)
+            std::env::var_os(var).filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from(default), PathBuf::from)
         };
         Self::at(
             path(THRESHOLD_PATH_ENV, DEFAULT_THRESHOLD_PATH),

@@ -24,11 +24,7 @@ const RATIO_SUM_TOLERANCE: f64 = 1e-6;
 impl RatioProfile {
     /// A validated profile: ratios finite, in [0, 1], summing to 1; throughputs finite
     /// and non-negative.
-    pub fn new(
-        tag: &str,
-        ratios: BTreeMap<String, f64>,
-        throughput: BTreeMap<String, f64>,
-    ) -> Result<Self> {
+    pub fn new(tag: &str, ratios: BTreeMap<String, f64>, throughput: BTreeMap<String, f64>) -> Result<Self> {
         let invalid = |reason: String| ProfileError::InvalidRatios { tag: tag.to_owned(), reason };
         if ratios.is_empty() {
             return Err(invalid("no devices".into()));
@@ -70,10 +66,7 @@ impl ProfileFile for MultiGpuFile {
             profile: RatioProfile,
         }
         let original: Original = serde_json::from_value(value)?;
-        Ok(Self {
-            schema: 0,
-            profiles: BTreeMap::from([(original.workload_tag, original.profile)]),
-        })
+        Ok(Self { schema: 0, profiles: BTreeMap::from([(original.workload_tag, original.profile)]) })
     }
 
     fn before_write(&mut self, _now: &str) {

@@ -82,11 +82,7 @@ impl From<RawEntry> for ThresholdEntry {
     fn from(raw: RawEntry) -> Self {
         // The original format kept only averages and a shared sample count.
         let legacy = |avg: Option<f64>| match avg {
-            Some(mean) if mean.is_finite() => RunningStats {
-                n: raw.samples.unwrap_or(1).max(1),
-                mean,
-                m2: 0.0,
-            },
+            Some(mean) if mean.is_finite() => RunningStats { n: raw.samples.unwrap_or(1).max(1), mean, m2: 0.0 },
             _ => RunningStats::default(),
         };
         Self {
@@ -141,12 +137,7 @@ impl ProfileFile for ThresholdsFile {
                 Some(Value::String(s)) => Some(s),
                 _ => None,
             };
-            Self {
-                schema: 0,
-                updated_at,
-                fingerprint: None,
-                entries: serde_json::from_value(Value::Object(map))?,
-            }
+            Self { schema: 0, updated_at, fingerprint: None, entries: serde_json::from_value(Value::Object(map))? }
         };
         // Entries written without their own fingerprint were measured by the file's writer.
         if let Some(fp) = &file.fingerprint {
@@ -198,12 +189,7 @@ impl ThresholdStore {
     pub fn open(path: impl Into<PathBuf>, fingerprint: &str) -> Result<Self> {
         let path = path.into();
         let disk = io::load::<ThresholdsFile>(&path)?.entries;
-        Ok(Self {
-            path,
-            fingerprint: fingerprint.to_owned(),
-            disk,
-            pending: BTreeMap::new(),
-        })
+        Ok(Self { path, fingerprint: fingerprint.to_owned(), disk, pending: BTreeMap::new() })
     }
 
     pub fn path(&self) -> &Path {
@@ -273,9 +259,7 @@ impl ThresholdStore {
         keys.extend(from(&self.pending));
         keys.sort_unstable();
         keys.dedup();
-        keys.into_iter()
-            .filter_map(|k| self.view(&k).map(|v| (k, v)))
-            .collect()
+        keys.into_iter().filter_map(|k| self.view(&k).map(|v| (k, v))).collect()
     }
 
     /// Whether samples are waiting to be written.

@@ -140,8 +140,7 @@ fn original_flat_format_is_read_and_upgraded() {
     let store = p.threshold_store().unwrap();
     assert!(store.view(key).unwrap().trusted);
     drop(store);
-    p.update_gpu_threshold_entry("bollinger_bands", &json!({"size": 10000, "period": 20}), Some(154.0), None)
-        .unwrap();
+    p.update_gpu_threshold_entry("bollinger_bands", &json!({"size": 10000, "period": 20}), Some(154.0), None).unwrap();
     let text = fs::read_to_string(p.thresholds_path()).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["schema"], 1);
@@ -202,8 +201,7 @@ fn multigpu_ratios_round_trip_and_original_form() {
     let ratios = BTreeMap::from([("gpu0:A".to_owned(), 0.75), ("gpu1:B".to_owned(), 0.25)]);
     let tput = BTreeMap::from([("gpu0:A".to_owned(), 5.2e6), ("gpu1:B".to_owned(), 1.7e6)]);
     p.update_multigpu_ratio_profile(&ratios, &tput, "bollinger_computation").unwrap();
-    p.update_multigpu_ratio_profile(&BTreeMap::from([("gpu0:A".to_owned(), 1.0)]), &BTreeMap::new(), "other")
-        .unwrap();
+    p.update_multigpu_ratio_profile(&BTreeMap::from([("gpu0:A".to_owned(), 1.0)]), &BTreeMap::new(), "other").unwrap();
     let got = p.multigpu_ratios("bollinger_computation").unwrap().unwrap();
     assert_eq!(got.ratios, ratios);
     assert_eq!(got.throughput, tput);
