@@ -63,14 +63,7 @@ fn report(criterion: &Path, command: &str) -> Result<String> {
     let mut rows = Vec::new();
     collect(criterion, criterion, &mut rows)?;
     rows.sort_by(|a, b| a.0.cmp(&b.0));
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.into());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut md = format!("# Benchmarks\n\nMachine: {cpu}, {threads} threads. Command: `{command}`.\n\n");
+    let mut md = format!("# Benchmarks\n\nMachine: {}. Command: `{command}`.\n\n", threadx_profile_store::host_cpu());
     md.push_str("| benchmark | mean | 95% interval |\n|---|---|---|\n");
     for (name, mean, lo, hi) in rows {
         let _ = writeln!(md, "| {name} | {} | {} – {} |", human(mean), human(lo), human(hi));

@@ -168,21 +168,11 @@ pub fn select_gpu() -> GpuSelection {
 /// CPU, and the GPU adapter with its driver. Timings taken under another fingerprint
 /// are not trusted until re-measured.
 pub fn fingerprint(gpu: Option<&AdapterReport>) -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let gpu = gpu.map_or_else(
         || "no GPU".to_owned(),
         |g| format!("{} ({}, driver {} {})", g.name, g.backend, g.driver, g.driver_info),
     );
-    format!("threadx {}; cpu {cpu} x{threads}; gpu {gpu}", env!("CARGO_PKG_VERSION"))
+    format!("threadx {}; cpu {}; gpu {gpu}", env!("CARGO_PKG_VERSION"), threadx_profile_store::host_cpu())
 }
 
 /// Whether NVIDIA's management library (NVML) can be loaded, for GPU telemetry.

@@ -206,3 +206,26 @@ fn mode_is_forced_by_the_environment() {
     probe("", "auto");
     probe("quantum", "error: THREADX_DEVICE: unknown device mode 'quantum' (expected auto, cpu or gpu)");
 }
+
+#[test]
+fn a_broken_kernel_is_an_error_not_a_panic() {
+    use threadx_dispatch::Kernel;
+    let Some(gpu) = best_adapter() else { return };
+    let broken = Kernel { name: "broken", source: "@compute @workgroup_size(1) fn main( {", entry: "main" };
+    assert!(matches!(gpu.pipeline(&broken), Err(GpuError::Validation(_))));
+    // Binding a buffer the kernel does not declare is refused too.
+    let fine = Kernel {
+        name: "fine",
+        source: "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
+                 @compute @workgroup_size(1) fn main() { x[0] = 1.0; }",
+        entry: "main",
+    };
+    let a = gpu.storage_buffer("a", &[0f32; 4]).unwrap();
+    let b = gpu.storage_buffer("b", &[0f32; 4]).unwrap();
+    assert!(matches!(gpu.dispatch(&fine, &[&a, &b], [1, 1, 1]), Err(GpuError::Validation(_))));
+    gpu.dispatch(&fine, &[&a], [1, 1, 1]).unwrap();
+    assert_eq!(gpu.read_back::<f32>(&a, 4).unwrap(), vec![1.0, 0.0, 0.0, 0.0]);
+    // Too many workgroups for one dimension is refused before reaching the driver.
+    let too_many = gpu.limits().max_compute_workgroups_per_dimension + 1;
+    assert!(matches!(gpu.dispatch(&fine, &[&a], [too_many, 1, 1]), Err(GpuError::TooLarge { .. })));
+}

@@ -60,6 +60,22 @@ pub enum ProfileError {
     InvalidRatios { tag: String, reason: String },
 }
 
+/// This machine's CPU as profiles and reports name it: model and hardware threads,
+/// e.g. `Intel(R) Xeon(R) Processor @ 2.10GHz x2`.
+pub fn host_cpu() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{model} x{threads}")
+}
+
 /// Result type of this crate.
 pub type Result<T, E = ProfileError> = std::result::Result<T, E>;
 
