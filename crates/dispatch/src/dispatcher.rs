@@ -223,15 +223,18 @@ impl Dispatcher {
         self.gpu.as_ref().filter(|_| !self.gpu_failed.load(Ordering::Relaxed))
     }
 
-    /// Where `op` would run now.
+    /// Where `op` would run now. Counts the call (for the periodic re-measurement).
     pub fn decide(&self, op: &Operation) -> Decision {
+        self.decide_with(op, true)
+    }
+
+    fn decide_with(&self, op: &Operation, count_call: bool) -> Decision {
         let decision = |device, reason| Decision { device, reason };
-        match self.mode {
-            DeviceMode::Cpu => return decision(Device::Cpu, Reason::Forced),
-            DeviceMode::Gpu if self.gpu().is_some() => return decision(Device::Gpu, Reason::Forced),
-            _ if self.gpu().is_none() => return decision(Device::Cpu, Reason::NoGpu),
-            DeviceMode::Gpu => unreachable!("handled above"),
-            DeviceMode::Auto => {}
+        match (self.mode, self.gpu().is_some()) {
+            (DeviceMode::Cpu, _) => return decision(Device::Cpu, Reason::Forced),
+            (_, false) => return decision(Device::Cpu, Reason::NoGpu),
+            (DeviceMode::Gpu, true) => return decision(Device::Gpu, Reason::Forced),
+            (DeviceMode::Auto, true) => {}
         }
         if op.size < self.policy.min_gpu_size {
             return decision(Device::Cpu, Reason::BelowFloor);
@@ -245,7 +248,7 @@ impl Dispatcher {
             (Some((cpu_ms, p1)), Some((gpu_ms, p2))) => {
                 let (winner, loser) =
                     if gpu_ms < cpu_ms { (Device::Gpu, Device::Cpu) } else { (Device::Cpu, Device::Gpu) };
-                if self.count_call(&op.key).is_multiple_of(self.policy.recheck_every) {
+                if count_call && self.count_call(&op.key).is_multiple_of(self.policy.recheck_every) {
                     decision(loser, Reason::Recheck { cpu_ms, gpu_ms })
                 } else {
                     decision(winner, Reason::Faster { cpu_ms, gpu_ms, predicted: p1 || p2 })
@@ -315,8 +318,7 @@ impl Dispatcher {
         if decision.reason == Reason::NoGpu && self.mode == DeviceMode::Gpu {
             self.warn_once("the GPU was requested but none is available; running on the CPU");
         }
-        if decision.device == Device::Gpu {
-            let ctx = self.gpu.as_ref().expect("a GPU decision implies a GPU");
+        if let (Device::Gpu, Some(ctx)) = (decision.device, self.gpu.as_ref()) {
             let start = Instant::now();
             match gpu(ctx) {
                 Ok(value) => {
@@ -375,19 +377,10 @@ impl Dispatcher {
         entries
             .into_iter()
             .map(|(key, view)| {
-                let decision = Operation::from_key(&key).map(|op| self.peek(&op));
+                let decision = Operation::from_key(&key).map(|op| self.decide_with(&op, false));
                 (key, view, decision)
             })
             .collect()
-    }
-
-    /// [`Dispatcher::decide`] without counting the call.
-    fn peek(&self, op: &Operation) -> Decision {
-        let d = self.decide(op);
-        if let Some(n) = self.calls.lock().unwrap_or_else(PoisonError::into_inner).get_mut(&op.key) {
-            *n -= 1;
-        }
-        d
     }
 
     /// Writes the samples recorded so far to the profile file.

@@ -13,6 +13,11 @@ const WORKGROUP: usize = 256;
 /// last `period` values, kept as a running sum (O(n)).
 pub fn sma(prices: &[f64], period: usize) -> Result<Vec<f64>, IndicatorError> {
     check_period("sma", period, prices.len())?;
+    Ok(sma_checked(prices, period))
+}
+
+/// [`sma`] once `period` is known to be in `1..=prices.len()`.
+fn sma_checked(prices: &[f64], period: usize) -> Vec<f64> {
     let mut out = vec![f64::NAN; prices.len()];
     let p = period as f64;
     let mut sum: f64 = prices[..period].iter().sum();
@@ -21,7 +26,7 @@ pub fn sma(prices: &[f64], period: usize) -> Result<Vec<f64>, IndicatorError> {
         sum += prices[i] - prices[i - period];
         out[i] = sum / p;
     }
-    Ok(out)
+    out
 }
 
 #[repr(C)]
@@ -66,5 +71,5 @@ pub fn sma_dispatched(
 ) -> Result<Outcome<Vec<f64>>, IndicatorError> {
     check_period("sma", period, prices.len())?;
     let op = Operation::new("sma", serde_json::json!({ "period": period }), prices.len());
-    Ok(dispatcher.run(&op, || sma(prices, period).expect("period checked above"), |ctx| sma_gpu(ctx, prices, period)))
+    Ok(dispatcher.run(&op, || sma_checked(prices, period), |ctx| sma_gpu(ctx, prices, period)))
 }
