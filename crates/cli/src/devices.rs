@@ -2,18 +2,11 @@
 
 use anyhow::Result;
 use serde_json::json;
-use threadx_dispatch::{ADAPTER_ENV, AdapterReport, DeviceMode, fingerprint, nvml_present, select_gpu};
+use threadx_dispatch::{ADAPTER_ENV, AdapterReport, DeviceMode, fingerprint, format_bytes, nvml_present, select_gpu};
 
 /// Mesa's Vulkan driver on the CPU reports itself as llvmpipe.
 fn is_lavapipe(a: &AdapterReport) -> bool {
     a.backend == "vulkan" && a.driver == "llvmpipe"
-}
-
-fn size(bytes: u64) -> String {
-    const GIB: f64 = (1u64 << 30) as f64;
-    const MIB: f64 = (1u64 << 20) as f64;
-    let b = bytes as f64;
-    if b >= GIB { format!("{:.1} GiB", b / GIB) } else { format!("{:.0} MiB", b / MIB) }
 }
 
 pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
@@ -51,8 +44,8 @@ pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
                 a.backend,
                 a.device_type,
                 driver.trim(),
-                size(a.max_buffer_size),
-                size(a.max_storage_buffer_binding_size),
+                format_bytes(a.max_buffer_size),
+                format_bytes(a.max_storage_buffer_binding_size),
                 a.max_compute_workgroups_per_dimension
             );
             println!("       why: {}", a.why);

@@ -83,8 +83,12 @@ fn backend_order(b: wgpu::Backend) -> u8 {
     }
 }
 
-fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+/// A byte count as people read it: `2.0 GiB`, `128 MiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    const MIB: f64 = (1u64 << 20) as f64;
+    let b = bytes as f64;
+    if b >= GIB { format!("{:.1} GiB", b / GIB) } else { format!("{:.0} MiB", b / MIB) }
 }
 
 /// Enumerates adapters (backends from `WGPU_BACKEND`, else all), ranks them and picks one:
@@ -128,7 +132,7 @@ pub fn select_gpu() -> GpuSelection {
             why: format!(
                 "{}; max buffer {}; {} backend",
                 type_order(info.device_type).1,
-                gib(limits.max_buffer_size),
+                format_bytes(limits.max_buffer_size),
                 info.backend
             ),
         })

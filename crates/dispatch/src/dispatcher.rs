@@ -356,12 +356,12 @@ impl Dispatcher {
 
     fn record(&self, op: &Operation, device: Device, ms: f64) {
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        let new_key = store.view(&op.key).is_none();
         // A measured duration is finite and non-negative, so this cannot fail.
         let _ = store.record(&op.key, device, ms);
-        let mut families = self.families.lock().unwrap_or_else(PoisonError::into_inner);
-        let members = families.entry(op.family()).or_default();
-        if !members.iter().any(|(_, k)| k == &op.key) {
-            members.push((op.size, op.key.clone()));
+        if new_key {
+            let mut families = self.families.lock().unwrap_or_else(PoisonError::into_inner);
+            families.entry(op.family()).or_default().push((op.size, op.key.clone()));
         }
     }
 

@@ -20,7 +20,7 @@ mod mode;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use adapters::{AdapterReport, GpuSelection, fingerprint, nvml_present, select_gpu};
+pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, nvml_present, select_gpu};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
 pub use gpu::{GpuContext, GpuError, Kernel};
 pub use mode::{DEVICE_ENV, DeviceMode};

@@ -262,11 +262,6 @@ impl ThresholdStore {
         keys.into_iter().filter_map(|k| self.view(&k).map(|v| (k, v))).collect()
     }
 
-    /// Whether samples are waiting to be written.
-    pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
     /// Merges the pending samples into the file (locked read-merge-write) and reloads
     /// what other processes wrote meanwhile.
     pub fn flush(&mut self) -> Result<()> {
