@@ -144,8 +144,32 @@ impl GpuContext {
         Ok(pipeline)
     }
 
+    /// The largest storage buffer one binding can hold, in bytes (callers cut work to it).
+    pub fn max_binding_bytes(&self) -> u64 {
+        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
+    }
+
+    /// The workgroup grid for `invocations` invocations of `workgroup_size`: x up to the
+    /// adapter's per-dimension limit, then rows. The kernel's linear index is
+    /// `gid.y * num_workgroups.x * workgroup_size + gid.x`, and it must skip indices past
+    /// its work (the last row is rounded up).
+    pub fn grid(&self, invocations: u64, workgroup_size: u32) -> Result<[u32; 3], GpuError> {
+        let groups = invocations.div_ceil(workgroup_size.into()).max(1);
+        let max = u64::from(self.limits.max_compute_workgroups_per_dimension);
+        let x = groups.min(max);
+        let y = groups.div_ceil(x);
+        if y > max || invocations > u64::from(u32::MAX) {
+            return Err(GpuError::TooLarge {
+                what: format!("a dispatch of {invocations} invocations"),
+                needed: invocations,
+                limit: u64::from(u32::MAX).min(max * max * u64::from(workgroup_size)),
+            });
+        }
+        Ok([x as u32, y as u32, 1])
+    }
+
     fn check_binding(&self, what: &str, bytes: u64) -> Result<(), GpuError> {
-        let limit = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size);
+        let limit = self.max_binding_bytes();
         if bytes > limit {
             return Err(GpuError::TooLarge { what: format!("{what} ({bytes} bytes)"), needed: bytes, limit });
         }

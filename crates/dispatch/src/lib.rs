@@ -25,6 +25,8 @@ pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
 pub use gpu::{GpuContext, GpuError, Kernel};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use threadx_profile_store::Device;
+/// The wgpu this crate is built on, so kernels' crates bind buffers of the same version.
+pub use wgpu;
 
 /// Environment variable: a substring of the adapter name to use (case-insensitive).
 pub const ADAPTER_ENV: &str = "THREADX_ADAPTER";

@@ -1,12 +1,14 @@
-//! CPU indicators against TA-Lib's own outputs (tests/golden/talib.json, made by
-//! make_talib_golden.py beside it): relative error at most 1e-10 on every defined value,
-//! and NaN exactly where TA-Lib has no value. GPU kernels are checked against the CPU
-//! on every adapter, with the GPU tolerance.
+//! Every indicator against TA-Lib's own outputs (tests/golden/talib.json, made by
+//! make_talib_golden.py beside it with ta-lib 0.8.2 from PyPI, TA-Lib C 0.8.1): NaN
+//! exactly where TA-Lib has no value, and a relative error of at most 1e-10 on the CPU
+//! (we measure at most 2e-11, on STDDEV, where TA-Lib's sum of squares is itself 1e-11
+//! off the exact value; 1e-15 elsewhere) and 1e-4 on every adapter (about 1e-7 measured;
+//! MACD's outputs, which cross zero, relative to 1% of their range where smaller).
 
 use serde_json::Value;
 use std::sync::OnceLock;
 use threadx_dispatch::testing::adapters;
-use threadx_indicators::{sma, sma_gpu};
+use threadx_indicators::{Indicator, IndicatorValues, Ohlcv, compute_cpu, compute_gpu};
 
 fn golden() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
@@ -22,24 +24,77 @@ fn column(section: &str, name: &str) -> Vec<f64> {
         .collect()
 }
 
-fn assert_matches(name: &str, got: &[f64], want: &[f64], rel: f64) {
+fn bars() -> Ohlcv {
+    let close = column("input", "close");
+    let ts = (0..close.len() as i64).map(|i| 1_700_000_000_000 + i * 900_000).collect();
+    let volume = vec![1.0; close.len()];
+    Ohlcv::new("golden", ts, column("input", "open"), column("input", "high"), column("input", "low"), close, volume)
+        .expect("golden bars are valid")
+}
+
+/// Each indicator with the golden columns of its outputs, in output order.
+fn cases() -> Vec<(Indicator, Vec<&'static str>)> {
+    vec![
+        (Indicator::Sma { period: 20 }, vec!["SMA_20"]),
+        (Indicator::Sma { period: 1 }, vec!["SMA_1"]),
+        (Indicator::Ema { period: 20 }, vec!["EMA_20"]),
+        (Indicator::Ema { period: 5 }, vec!["EMA_5"]),
+        (Indicator::StdDev { period: 20 }, vec!["STDDEV_20"]),
+        (Indicator::TrueRange, vec!["TRANGE"]),
+        (Indicator::Atr { period: 14 }, vec!["ATR_14"]),
+        (Indicator::Atr { period: 1 }, vec!["ATR_1"]),
+        (Indicator::Rsi { period: 14 }, vec!["RSI_14"]),
+        (Indicator::Rsi { period: 2 }, vec!["RSI_2"]),
+        (
+            Indicator::BollingerBands { period: 20, std: 2.0 },
+            vec!["BBANDS_20_2_middle", "BBANDS_20_2_upper", "BBANDS_20_2_lower"],
+        ),
+        (
+            Indicator::Macd { fast: 12, slow: 26, signal: 9 },
+            vec!["MACD_12_26_9_macd", "MACD_12_26_9_signal", "MACD_12_26_9_hist"],
+        ),
+    ]
+}
+
+/// The largest relative error of `got` against TA-Lib, after checking NaN positions.
+/// With `floor` > 0, values smaller than `floor` times the series' largest magnitude are
+/// compared relative to that (f32 cannot give relative precision where MACD crosses 0).
+fn worst_error(name: &str, got: &[f64], want: &[f64], floor: f64) -> f64 {
     assert_eq!(got.len(), want.len(), "{name}: length");
+    let scale = want.iter().filter(|w| !w.is_nan()).fold(0.0f64, |m, w| m.max(w.abs()));
+    let mut worst = 0.0f64;
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert_eq!(g.is_nan(), w.is_nan(), "{name} bar {i}: got {g}, TA-Lib {w}");
         if !w.is_nan() {
-            assert!((g - w).abs() <= rel * w.abs(), "{name} bar {i}: got {g}, TA-Lib {w}");
+            let denominator = w.abs().max(scale * floor);
+            worst = worst.max(if denominator == 0.0 { (g - w).abs() } else { (g - w).abs() / denominator });
+        }
+    }
+    worst
+}
+
+fn check_all(device: &str, values: &[IndicatorValues], tolerance: f64, floor: f64) {
+    for ((indicator, columns), values) in cases().iter().zip(values) {
+        assert_eq!(values.indicator(), indicator);
+        for (i, name) in columns.iter().enumerate() {
+            let worst = worst_error(name, values.output(i), &column("output", name), floor);
+            println!("{device} {name}: worst relative error {worst:.2e}");
+            assert!(worst <= tolerance, "{device} {name}: relative error {worst:e} > {tolerance:e}");
         }
     }
 }
 
 #[test]
-fn sma_matches_talib() {
-    let close = column("input", "close");
-    for period in [20, 1] {
-        let want = column("output", &format!("SMA_{period}"));
-        assert_matches(&format!("SMA_{period}"), &sma(&close, period).unwrap(), &want, 1e-10);
-        for ctx in adapters() {
-            assert_matches(&format!("GPU SMA_{period}"), &sma_gpu(ctx, &close, period).unwrap(), &want, 1e-6);
-        }
+fn cpu_matches_talib_to_1e_10() {
+    let indicators: Vec<Indicator> = cases().into_iter().map(|(i, _)| i).collect();
+    check_all("CPU", &compute_cpu(&bars(), &indicators).unwrap(), 1e-10, 0.0);
+}
+
+#[test]
+fn every_adapter_matches_talib_to_1e_4() {
+    let indicators: Vec<Indicator> = cases().into_iter().map(|(i, _)| i).collect();
+    for ctx in adapters() {
+        let values = compute_gpu(ctx, &bars(), &indicators).unwrap();
+        check_all(&ctx.report().label(), &values, 1e-4, 1e-2);
     }
 }

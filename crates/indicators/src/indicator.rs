@@ -1,0 +1,305 @@
+//! What an indicator is: its parameters, how it is written (`bbands:period=20,std=2`),
+//! checked, named and keyed, and its values.
+
+use crate::IndicatorError;
+use ndarray::Array2;
+use serde_json::{Value, json};
+use std::fmt;
+use threadx_profile_store::profile_key;
+
+/// One indicator with its parameters. Build it directly or with [`Indicator::parse`];
+/// [`Indicator::check`] says whether it can run on `len` bars.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Indicator {
+    Sma { period: usize },
+    Ema { period: usize },
+    /// Rolling population standard deviation.
+    StdDev { period: usize },
+    /// SMA ± `std` population standard deviations; outputs middle, upper, lower.
+    BollingerBands { period: usize, std: f64 },
+    TrueRange,
+    /// Wilder's average true range.
+    Atr { period: usize },
+    /// Wilder's relative strength index.
+    Rsi { period: usize },
+    /// Outputs macd (line), signal, hist.
+    Macd { fast: usize, slow: usize, signal: usize },
+}
+
+/// The names `--ind` accepts, with their parameters and defaults.
+pub const INDICATOR_HELP: &str = "sma:period=20, ema:period=20, stddev:period=20, bbands:period=20,std=2, \
+trange, atr:period=14, rsi:period=14, macd:fast=12,slow=26,signal=9";
+
+/// The family an indicator's batch runs in: one kernel, one dispatch, one profile name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Family {
+    Sma,
+    Ema,
+    StdDev,
+    BollingerBands,
+    TrueRange,
+    Atr,
+    Rsi,
+    Macd,
+}
+
+impl Family {
+    /// The operation name in profile keys (`bollinger_bands:{"period":20,"size":10000}`).
+    pub(crate) fn op_name(self) -> &'static str {
+        match self {
+            Family::Sma => "sma",
+            Family::Ema => "ema",
+            Family::StdDev => "stddev",
+            Family::BollingerBands => "bollinger_bands",
+            Family::TrueRange => "true_range",
+            Family::Atr => "atr",
+            Family::Rsi => "rsi",
+            Family::Macd => "macd",
+        }
+    }
+}
+
+impl Indicator {
+    /// Parses `name[:key=value,…]`, e.g. `bbands:period=20,std=2`, `atr:period=14`,
+    /// `macd:fast=12,slow=26,signal=9`, `trange`. Left-out parameters take the defaults
+    /// of [`INDICATOR_HELP`]. Checks the values but not the data length.
+    pub fn parse(spec: &str) -> Result<Self, IndicatorError> {
+        let (name, args) = spec.split_once(':').unwrap_or((spec, ""));
+        let name = name.trim().to_ascii_lowercase();
+        let mut given: Vec<(String, String)> = Vec::new();
+        for part in args.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').ok_or_else(|| IndicatorError::Syntax {
+                spec: spec.to_owned(),
+                problem: format!("`{part}` is not key=value"),
+            })?;
+            given.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+        }
+        let known: &[&str] = match name.as_str() {
+            "sma" | "ema" | "stddev" | "atr" | "rsi" => &["period"],
+            "bbands" => &["period", "std"],
+            "trange" => &[],
+            "macd" => &["fast", "slow", "signal"],
+            _ => return Err(IndicatorError::Unknown { name, known: INDICATOR_HELP }),
+        };
+        if let Some((k, _)) = given.iter().find(|(k, _)| !known.contains(&k.as_str())) {
+            return Err(IndicatorError::UnknownParam { indicator: name, param: k.clone(), known: known.join(", ") });
+        }
+        let raw = |key: &str| given.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        let period = |key: &str, default: usize| -> Result<usize, IndicatorError> {
+            raw(key).map_or(Ok(default), |v| {
+                v.parse().map_err(|_| IndicatorError::BadValue {
+                    indicator: name.clone(),
+                    problem: format!("{key} `{v}` is not a whole number"),
+                })
+            })
+        };
+        let indicator = match name.as_str() {
+            "sma" => Indicator::Sma { period: period("period", 20)? },
+            "ema" => Indicator::Ema { period: period("period", 20)? },
+            "stddev" => Indicator::StdDev { period: period("period", 20)? },
+            "bbands" => {
+                let std = raw("std").map_or(Ok(2.0), |v| {
+                    v.parse::<f64>().map_err(|_| IndicatorError::BadValue {
+                        indicator: name.clone(),
+                        problem: format!("std `{v}` is not a number"),
+                    })
+                })?;
+                Indicator::BollingerBands { period: period("period", 20)?, std }
+            }
+            "trange" => Indicator::TrueRange,
+            "atr" => Indicator::Atr { period: period("period", 14)? },
+            "rsi" => Indicator::Rsi { period: period("period", 14)? },
+            _ => Indicator::Macd { fast: period("fast", 12)?, slow: period("slow", 26)?, signal: period("signal", 9)? },
+        };
+        indicator.check_params()?;
+        Ok(indicator)
+    }
+
+    pub(crate) fn family(&self) -> Family {
+        match self {
+            Indicator::Sma { .. } => Family::Sma,
+            Indicator::Ema { .. } => Family::Ema,
+            Indicator::StdDev { .. } => Family::StdDev,
+            Indicator::BollingerBands { .. } => Family::BollingerBands,
+            Indicator::TrueRange => Family::TrueRange,
+            Indicator::Atr { .. } => Family::Atr,
+            Indicator::Rsi { .. } => Family::Rsi,
+            Indicator::Macd { .. } => Family::Macd,
+        }
+    }
+
+    /// The short name used in `--ind` and in column names.
+    pub fn short_name(&self) -> &'static str {
+        match self {
+            Indicator::Sma { .. } => "sma",
+            Indicator::Ema { .. } => "ema",
+            Indicator::StdDev { .. } => "stddev",
+            Indicator::BollingerBands { .. } => "bbands",
+            Indicator::TrueRange => "trange",
+            Indicator::Atr { .. } => "atr",
+            Indicator::Rsi { .. } => "rsi",
+            Indicator::Macd { .. } => "macd",
+        }
+    }
+
+    /// The period-like parameters, each at least 1 (the main one first).
+    fn periods(&self) -> Vec<(&'static str, usize)> {
+        match *self {
+            Indicator::Sma { period }
+            | Indicator::Ema { period }
+            | Indicator::StdDev { period }
+            | Indicator::BollingerBands { period, .. }
+            | Indicator::Atr { period }
+            | Indicator::Rsi { period } => vec![("period", period)],
+            Indicator::TrueRange => Vec::new(),
+            Indicator::Macd { fast, slow, signal } => vec![("fast", fast), ("slow", slow), ("signal", signal)],
+        }
+    }
+
+    /// Checks the parameters on their own: periods ≥ 1 (and within the GPU's u32),
+    /// std > 0 and finite, MACD fast < slow.
+    pub fn check_params(&self) -> Result<(), IndicatorError> {
+        let bad = |problem: String| IndicatorError::BadValue { indicator: self.short_name().to_owned(), problem };
+        for (name, value) in self.periods() {
+            if value == 0 {
+                return Err(bad(format!("{name} must be at least 1, got 0")));
+            }
+            if u32::try_from(value).is_err() {
+                return Err(bad(format!("{name} {value} is too large")));
+            }
+        }
+        match *self {
+            Indicator::BollingerBands { std, .. } if !(std.is_finite() && std > 0.0) => {
+                Err(bad(format!("std must be a positive number, got {std}")))
+            }
+            Indicator::Macd { fast, slow, .. } if fast >= slow => {
+                Err(bad(format!("fast ({fast}) must be shorter than slow ({slow})")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks the parameters and that `len` bars give at least one value.
+    pub fn check(&self, len: usize) -> Result<(), IndicatorError> {
+        self.check_params()?;
+        let needed = self.lookback() + 1;
+        if needed > len {
+            return Err(IndicatorError::TooShort { indicator: self.label(), needed, len });
+        }
+        Ok(())
+    }
+
+    /// Bars before the first value (TA-Lib's lookback): values there are NaN.
+    pub fn lookback(&self) -> usize {
+        match *self {
+            Indicator::Sma { period }
+            | Indicator::Ema { period }
+            | Indicator::StdDev { period }
+            | Indicator::BollingerBands { period, .. } => period - 1,
+            Indicator::TrueRange => 1,
+            Indicator::Atr { period } | Indicator::Rsi { period } => period,
+            Indicator::Macd { slow, signal, .. } => slow + signal - 2,
+        }
+    }
+
+    /// Names of the outputs, in the row order of [`IndicatorValues`].
+    pub fn output_names(&self) -> &'static [&'static str] {
+        match self {
+            Indicator::BollingerBands { .. } => &["middle", "upper", "lower"],
+            Indicator::Macd { .. } => &["macd", "signal", "hist"],
+            _ => &["value"],
+        }
+    }
+
+    /// The label of the indicator with its parameters: `bbands_20_2`, `atr_14`, `trange`.
+    pub fn label(&self) -> String {
+        let mut label = self.short_name().to_owned();
+        for (_, value) in self.periods() {
+            label.push_str(&format!("_{value}"));
+        }
+        if let Indicator::BollingerBands { std, .. } = self {
+            label.push_str(&format!("_{std}"));
+        }
+        label
+    }
+
+    /// Column names of the outputs: `bbands_20_2_middle`, …, `atr_14`, `macd_12_26_9_hist`.
+    pub fn columns(&self) -> Vec<String> {
+        match self.output_names() {
+            [_] => vec![self.label()],
+            names => names.iter().map(|n| format!("{}_{n}", self.label())).collect(),
+        }
+    }
+
+    /// Every parameter, normalised (`std` 2.0 and 2 are the same indicator).
+    pub fn params(&self) -> Value {
+        match *self {
+            Indicator::BollingerBands { period, std } => json!({ "period": period, "std": std }),
+            _ => Value::Object(self.periods().into_iter().map(|(k, v)| (k.to_owned(), v.into())).collect()),
+        }
+    }
+
+    /// The identity of the indicator, built by the profiles' one key builder.
+    pub fn key(&self) -> String {
+        profile_key(self.family().op_name(), &self.params())
+    }
+
+    /// The parameters that change the cost of computing it: all but the band width.
+    pub(crate) fn cost_params(&self) -> Value {
+        match *self {
+            Indicator::BollingerBands { period, .. } => json!({ "period": period }),
+            _ => self.params(),
+        }
+    }
+}
+
+impl fmt::Display for Indicator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+/// The values of one indicator over the whole series: one row per output (see
+/// [`Indicator::output_names`]), one column per bar, NaN during the warm-up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndicatorValues {
+    indicator: Indicator,
+    rows: Array2<f64>,
+}
+
+impl IndicatorValues {
+    /// All-NaN values for `bars` bars, for a kernel to fill.
+    pub(crate) fn nan(indicator: Indicator, bars: usize) -> Self {
+        Self { indicator, rows: Array2::from_elem((indicator.output_names().len(), bars), f64::NAN) }
+    }
+
+    pub(crate) fn rows_mut(&mut self) -> &mut Array2<f64> {
+        &mut self.rows
+    }
+
+    pub fn indicator(&self) -> &Indicator {
+        &self.indicator
+    }
+
+    /// Output `i` (0 for single-output indicators) as a slice over the bars.
+    pub fn output(&self, i: usize) -> &[f64] {
+        self.rows.row(i).to_slice().unwrap_or_default()
+    }
+
+    /// The output called `name` (`middle`, `upper`, `lower`, `macd`, `signal`, `hist`,
+    /// or `value` for single-output indicators).
+    pub fn named(&self, name: &str) -> Option<&[f64]> {
+        let i = self.indicator.output_names().iter().position(|n| *n == name)?;
+        Some(self.output(i))
+    }
+
+    /// The single output (or the first: middle band, MACD line).
+    pub fn values(&self) -> &[f64] {
+        self.output(0)
+    }
+
+    /// All outputs as an (outputs × bars) array.
+    pub fn rows(&self) -> &Array2<f64> {
+        &self.rows
+    }
+}

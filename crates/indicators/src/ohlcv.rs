@@ -1,0 +1,336 @@
+//! Market data: the struct-of-arrays [`Ohlcv`], its validation, and the one loader of
+//! `--data` sources (a CSV file or `synthetic:bars=N,seed=S`).
+
+use crate::synthetic::SyntheticSpec;
+use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use std::path::{Path, PathBuf};
+
+/// Bad market data: what is wrong and where (file, 1-based line, column).
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{origin}: no bars (the file is empty or holds only a header)")]
+    Empty { origin: String },
+    #[error("{origin}: no `{column}` column (found: {found}); expected timestamp/time/date/open_time, open, high, low, close[, volume]")]
+    MissingColumn { origin: String, column: &'static str, found: String },
+    #[error("{origin}, line {line}, column `{column}`: {problem}")]
+    Invalid { origin: String, line: usize, column: String, problem: String },
+    #[error("bad synthetic data spec `{spec}`: {problem}")]
+    Synthetic { spec: String, problem: String },
+}
+
+/// OHLCV bars as one array per field. Invariants, checked by [`Ohlcv::new`]: all arrays
+/// have the same non-zero length, timestamps (epoch milliseconds, UTC) strictly increase,
+/// prices are finite and positive with `low <= high`, volumes are finite and non-negative.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ohlcv {
+    origin: String,
+    timestamps: Vec<i64>,
+    open: Vec<f64>,
+    high: Vec<f64>,
+    low: Vec<f64>,
+    close: Vec<f64>,
+    volume: Vec<f64>,
+}
+
+/// The columns of one bar, in the order of [`Ohlcv::new`]'s arguments.
+const FIELDS: [&str; 6] = ["timestamp", "open", "high", "low", "close", "volume"];
+
+impl Ohlcv {
+    /// Validated bars. `origin` names where they came from (a path, a synthetic spec) in
+    /// errors; problems are reported at line `i + 2` for bar `i`, as in a CSV with a header.
+    pub fn new(
+        origin: impl Into<String>,
+        timestamps: Vec<i64>,
+        open: Vec<f64>,
+        high: Vec<f64>,
+        low: Vec<f64>,
+        close: Vec<f64>,
+        volume: Vec<f64>,
+    ) -> Result<Self, DataError> {
+        let bars = Self { origin: origin.into(), timestamps, open, high, low, close, volume };
+        bars.validate(|i| i + 2)?;
+        Ok(bars)
+    }
+
+    /// Loads a `--data` source: `synthetic:bars=N,seed=S` or the path of a CSV file.
+    pub fn load(source: &str) -> Result<Self, DataError> {
+        match source.strip_prefix("synthetic:") {
+            Some(spec) => Ok(SyntheticSpec::parse(spec)?.generate()),
+            None if source == "synthetic" => Ok(SyntheticSpec::default().generate()),
+            None => Self::read_csv(Path::new(source)),
+        }
+    }
+
+    /// Reads a CSV file: a header naming the columns (any case; the time column may be
+    /// called timestamp, time, date, datetime or open_time; volume is optional), or a
+    /// headerless Binance kline file (open_time, open, high, low, close, volume, …).
+    /// Times are date-time strings (RFC 3339, `YYYY-MM-DD[ HH:MM[:SS]]`) or epoch seconds,
+    /// milliseconds or microseconds (told apart by magnitude).
+    pub fn read_csv(path: &Path) -> Result<Self, DataError> {
+        let io = |source| DataError::Io { path: path.to_owned(), source };
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        Self::parse_csv(&path.display().to_string(), &text)
+    }
+
+    /// [`Ohlcv::read_csv`] on text already in memory; `origin` names it in errors.
+    pub fn parse_csv(origin: &str, text: &str) -> Result<Self, DataError> {
+        let mut reader =
+            csv::ReaderBuilder::new().has_headers(false).flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes());
+        let mut records = reader.records();
+        let invalid = |line: usize, column: &str, problem: String| DataError::Invalid {
+            origin: origin.to_owned(),
+            line,
+            column: column.to_owned(),
+            problem,
+        };
+        let record_err = |e: csv::Error| {
+            let line = e.position().map_or(0, |p| p.line() as usize);
+            invalid(line, "-", e.to_string())
+        };
+        let Some(first) = records.next().transpose().map_err(record_err)? else {
+            return Err(DataError::Empty { origin: origin.to_owned() });
+        };
+        let headerless = first.get(0).is_some_and(|f| f.parse::<f64>().is_ok());
+        let columns: [Option<usize>; 6] = if headerless {
+            [Some(0), Some(1), Some(2), Some(3), Some(4), Some(5)]
+        } else {
+            let find = |names: &[&str]| first.iter().position(|h| names.iter().any(|n| h.eq_ignore_ascii_case(n)));
+            [
+                find(&["timestamp", "time", "date", "datetime", "open_time", "opentime"]),
+                find(&["open"]),
+                find(&["high"]),
+                find(&["low"]),
+                find(&["close"]),
+                find(&["volume"]),
+            ]
+        };
+        if let Some(missing) = (0..5).find(|&c| columns[c].is_none()) {
+            let found = if headerless {
+                format!("{} unnamed fields", first.len())
+            } else {
+                first.iter().collect::<Vec<_>>().join(", ")
+            };
+            return Err(DataError::MissingColumn { origin: origin.to_owned(), column: FIELDS[missing], found });
+        }
+        let mut bars = Self {
+            origin: origin.to_owned(),
+            timestamps: Vec::new(),
+            open: Vec::new(),
+            high: Vec::new(),
+            low: Vec::new(),
+            close: Vec::new(),
+            volume: Vec::new(),
+        };
+        let mut lines = Vec::new();
+        let rows = headerless.then_some(Ok(first)).into_iter().chain(records);
+        for record in rows {
+            let record = record.map_err(record_err)?;
+            let line = record.position().map_or(0, |p| p.line() as usize);
+            if record.iter().all(str::is_empty) {
+                continue;
+            }
+            let field = |c: usize| -> Result<&str, DataError> {
+                let index = columns[c].unwrap_or(usize::MAX);
+                record.get(index).ok_or_else(|| invalid(line, FIELDS[c], "missing field".into()))
+            };
+            bars.timestamps.push(parse_time(field(0)?).map_err(|p| invalid(line, FIELDS[0], p))?);
+            let number = |c: usize| -> Result<f64, DataError> {
+                let text = field(c)?;
+                text.parse::<f64>().map_err(|_| invalid(line, FIELDS[c], format!("`{text}` is not a number")))
+            };
+            bars.open.push(number(1)?);
+            bars.high.push(number(2)?);
+            bars.low.push(number(3)?);
+            bars.close.push(number(4)?);
+            bars.volume.push(if columns[5].is_some() { number(5)? } else { 0.0 });
+            lines.push(line);
+        }
+        if bars.timestamps.is_empty() {
+            return Err(DataError::Empty { origin: origin.to_owned() });
+        }
+        bars.validate(|i| lines[i])?;
+        Ok(bars)
+    }
+
+    /// Checks the invariants; `line(i)` is where bar `i` sits in its source.
+    fn validate(&self, line: impl Fn(usize) -> usize) -> Result<(), DataError> {
+        let n = self.timestamps.len();
+        if n == 0 {
+            return Err(DataError::Empty { origin: self.origin.clone() });
+        }
+        let invalid = |i: usize, column: &str, problem: String| DataError::Invalid {
+            origin: self.origin.clone(),
+            line: line(i),
+            column: column.to_owned(),
+            problem,
+        };
+        let series = [&self.open, &self.high, &self.low, &self.close, &self.volume];
+        for (c, values) in series.iter().enumerate() {
+            if values.len() != n {
+                return Err(invalid(0, FIELDS[c + 1], format!("{} values for {n} timestamps", values.len())));
+            }
+        }
+        for i in 0..n {
+            if i > 0 && self.timestamps[i] <= self.timestamps[i - 1] {
+                let what = if self.timestamps[i] == self.timestamps[i - 1] { "duplicate" } else { "out of order" };
+                return Err(invalid(
+                    i,
+                    FIELDS[0],
+                    format!("{what} timestamp {} (previous bar: {})", self.timestamps[i], self.timestamps[i - 1]),
+                ));
+            }
+            for (c, values) in series.iter().enumerate() {
+                let v = values[i];
+                if !v.is_finite() {
+                    return Err(invalid(i, FIELDS[c + 1], format!("{v} is not a finite number")));
+                }
+                let is_price = c < 4;
+                if is_price && v <= 0.0 {
+                    return Err(invalid(i, FIELDS[c + 1], format!("price {v} is not positive")));
+                }
+                if !is_price && v < 0.0 {
+                    return Err(invalid(i, FIELDS[c + 1], format!("volume {v} is negative")));
+                }
+            }
+            if self.high[i] < self.low[i] {
+                return Err(invalid(i, "high", format!("high {} is below low {}", self.high[i], self.low[i])));
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the bars came from (a path or a synthetic spec).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    pub fn len(&self) -> usize {
+        self.timestamps.len()
+    }
+
+    /// Always false: an `Ohlcv` holds at least one bar.
+    pub fn is_empty(&self) -> bool {
+        self.timestamps.is_empty()
+    }
+
+    /// Bar open times, epoch milliseconds UTC, strictly increasing.
+    pub fn timestamps(&self) -> &[i64] {
+        &self.timestamps
+    }
+
+    pub fn open(&self) -> &[f64] {
+        &self.open
+    }
+
+    pub fn high(&self) -> &[f64] {
+        &self.high
+    }
+
+    pub fn low(&self) -> &[f64] {
+        &self.low
+    }
+
+    pub fn close(&self) -> &[f64] {
+        &self.close
+    }
+
+    pub fn volume(&self) -> &[f64] {
+        &self.volume
+    }
+
+    /// The bars `range` as a new series (walk-forward windows), same origin.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Self {
+        Self {
+            origin: format!("{}[{}..{}]", self.origin, range.start, range.end),
+            timestamps: self.timestamps[range.clone()].to_vec(),
+            open: self.open[range.clone()].to_vec(),
+            high: self.high[range.clone()].to_vec(),
+            low: self.low[range.clone()].to_vec(),
+            close: self.close[range.clone()].to_vec(),
+            volume: self.volume[range].to_vec(),
+        }
+    }
+
+    /// The bars as CSV with a header (`timestamp` as RFC 3339 UTC), the form
+    /// [`Ohlcv::parse_csv`] reads back to the same values.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::with_capacity(self.len() * 80);
+        out.push_str("timestamp,open,high,low,close,volume\n");
+        for i in 0..self.len() {
+            let time = format_time(self.timestamps[i]);
+            let row = format!(
+                "{time},{},{},{},{},{}\n",
+                self.open[i], self.high[i], self.low[i], self.close[i], self.volume[i]
+            );
+            out.push_str(&row);
+        }
+        out
+    }
+}
+
+/// A bar time as RFC 3339 UTC with milliseconds when they are not zero.
+pub fn format_time(ms: i64) -> String {
+    match DateTime::from_timestamp_millis(ms) {
+        Some(t) if ms % 1000 == 0 => t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        Some(t) => t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        None => ms.to_string(),
+    }
+}
+
+/// Epoch milliseconds from a date-time string or an epoch number in s, ms or µs.
+fn parse_time(text: &str) -> Result<i64, String> {
+    if let Ok(number) = text.parse::<f64>() {
+        if !number.is_finite() || number < 0.0 {
+            return Err(format!("`{text}` is not a time"));
+        }
+        // Told apart by magnitude: 1e11 s is the year 5138, 1e14 ms the year 5138.
+        let ms = if number < 1e11 {
+            number * 1e3
+        } else if number < 1e14 {
+            number
+        } else if number < 1e17 {
+            number / 1e3
+        } else {
+            number / 1e6
+        };
+        return Ok(ms.round() as i64);
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.timestamp_millis());
+    }
+    for format in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(text, format) {
+            return Ok(t.and_utc().timestamp_millis());
+        }
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp_millis()));
+    }
+    Err(format!("`{text}` is neither a date-time (e.g. 2024-01-31 13:45:00) nor epoch seconds/milliseconds"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_time;
+
+    #[test]
+    fn times_in_every_accepted_form_agree() {
+        let ms = 1_704_067_200_000; // 2024-01-01T00:00:00Z
+        for text in [
+            "1704067200",
+            "1704067200000",
+            "1704067200000000",
+            "2024-01-01T00:00:00Z",
+            "2024-01-01 00:00:00",
+            "2024-01-01 00:00",
+            "2024-01-01",
+            "2024-01-01T01:00:00+01:00",
+        ] {
+            assert_eq!(parse_time(text), Ok(ms), "{text}");
+        }
+        assert_eq!(parse_time("2024-01-01 00:00:00.250"), Ok(ms + 250));
+        assert!(parse_time("yesterday").unwrap_err().contains("`yesterday`"));
+    }
+}
