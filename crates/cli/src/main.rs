@@ -2,12 +2,16 @@
 //! nothing an embedding user would need lives here.
 #![allow(clippy::print_stdout)] // Printing results is this binary's job.
 
+mod data;
 mod devices;
+mod indicators;
 mod profile;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 use threadx_dispatch::DeviceMode;
+use threadx_indicators::{INDICATOR_HELP, Indicator};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -40,6 +44,28 @@ enum Command {
         #[command(subcommand)]
         action: profile::Action,
     },
+    /// Market data tools.
+    Data {
+        #[command(subcommand)]
+        action: data::Action,
+    },
+    /// Compute indicators (TA-Lib's definitions) over a data set and write them as CSV.
+    Indicators {
+        /// A CSV file (timestamp/time/date/open_time, open, high, low, close[, volume];
+        /// or headerless Binance klines) or synthetic:bars=N,seed=S.
+        #[arg(long)]
+        data: String,
+        /// An indicator with its parameters, repeatable, e.g. bbands:period=20,std=2 (see --help).
+        #[arg(long = "ind", value_parser = parse_indicator, long_help = format!("An indicator with its parameters, repeatable. Known (with defaults): {INDICATOR_HELP}"))]
+        indicators: Vec<Indicator>,
+        /// Output CSV: timestamp, then one column per output (NaN written as empty).
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn parse_indicator(s: &str) -> Result<Indicator, String> {
+    Indicator::parse(s).map_err(|e| e.to_string())
 }
 
 fn main() -> std::process::ExitCode {
@@ -57,6 +83,10 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Devices { json } => devices::run(json, cli.device),
         Command::Profile { action } => profile::run(action, cli.device),
+        Command::Data { action } => data::run(action),
+        Command::Indicators { data, indicators, out } => {
+            mode(cli.device).and_then(|m| indicators::run(&data, &indicators, &out, m))
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

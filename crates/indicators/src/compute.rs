@@ -7,7 +7,6 @@ use crate::gpu;
 use crate::indicator::{Family, Indicator, IndicatorValues};
 use crate::ohlcv::Ohlcv;
 use crate::IndicatorError;
-use ndarray::Axis;
 use rayon::prelude::*;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -98,77 +97,70 @@ fn by_family(indicators: &[Indicator]) -> BTreeMap<Family, Vec<usize>> {
     groups
 }
 
-/// The CPU batch of checked indicators. Bollinger bands and standard deviations of the
-/// same period share one rolling pass.
+/// The CPU batch of checked indicators, in parallel across series. Bollinger bands and
+/// standard deviations of the same period share one rolling pass.
 fn cpu_batch(data: &Ohlcv, indicators: &[Indicator]) -> Vec<IndicatorValues> {
     let n = data.len();
-    let mut windows: Vec<usize> = indicators
-        .iter()
-        .filter(|i| matches!(i, Indicator::BollingerBands { .. } | Indicator::StdDev { .. }))
-        .map(|i| i.lookback() + 1)
-        .collect();
-    windows.sort_unstable();
-    windows.dedup();
     let close = data.close();
-    let rolled: Vec<(usize, IndicatorValues)> = windows
+    let window_of = |i: &Indicator| match *i {
+        Indicator::BollingerBands { period, .. } | Indicator::StdDev { period } => Some(period),
+        _ => None,
+    };
+    let mut shared: Vec<usize> = indicators.iter().filter_map(window_of).collect();
+    shared.sort_unstable();
+    let shared: Vec<usize> = shared.chunk_by(|a, b| a == b).filter(|run| run.len() > 1).map(|run| run[0]).collect();
+    // Mean and deviation rows of each period used more than once.
+    let windows: Vec<(usize, IndicatorValues)> = shared
         .par_iter()
         .map(|&period| {
-            let mut v = IndicatorValues::nan(Indicator::BollingerBands { period, std: 1.0 }, n);
-            let mut rows = v.rows_mut().axis_iter_mut(Axis(0));
-            if let (Some(mut mean), Some(mut std)) = (rows.next(), rows.next()) {
-                if let (Some(mean), Some(std)) = (mean.as_slice_mut(), std.as_slice_mut()) {
-                    cpu::rolling_mean_std(close, period, mean, Some(std));
-                }
+            let mut window = IndicatorValues::for_kernel(Indicator::BollingerBands { period, std: 1.0 }, n);
+            if let [mean, dev, _] = window.rows_as_slices().as_mut_slice() {
+                cpu::rolling_mean_std(close, period, mean, Some(dev));
             }
-            (period, v)
+            (period, window)
         })
         .collect();
-    let window = |period: usize| rolled.iter().find(|(p, _)| *p == period).map(|(_, v)| v);
     indicators
         .par_iter()
         .map(|&indicator| {
-            let mut values = IndicatorValues::nan(indicator, n);
-            let rows = values.rows_mut();
+            let mut values = IndicatorValues::for_kernel(indicator, n);
+            let window = window_of(&indicator).and_then(|p| windows.iter().find(|(q, _)| *q == p)).map(|(_, w)| w);
             let from = indicator.lookback();
-            match indicator {
-                Indicator::BollingerBands { period, std } => {
-                    if let Some(w) = window(period) {
-                        let (mean, dev) = (w.output(0), w.output(1));
-                        for t in from..n {
-                            rows[[0, t]] = mean[t];
-                            rows[[1, t]] = mean[t] + std * dev[t];
-                            rows[[2, t]] = mean[t] - std * dev[t];
-                        }
-                    }
+            match (indicator, values.rows_as_slices().as_mut_slice(), window) {
+                (Indicator::BollingerBands { std, .. }, [middle, upper, lower], Some(w)) => {
+                    middle[from..].copy_from_slice(&w.output(0)[from..]);
+                    lower[from..].copy_from_slice(&w.output(1)[from..]);
+                    bands(std, &middle[from..], &mut upper[from..], &mut lower[from..]);
                 }
-                Indicator::StdDev { period } => {
-                    if let Some(w) = window(period) {
-                        rows.row_mut(0).assign(&w.rows().row(1));
-                    }
+                (Indicator::BollingerBands { period, std }, [middle, upper, lower], None) => {
+                    cpu::rolling_mean_std(close, period, middle, Some(lower));
+                    bands(std, &middle[from..], &mut upper[from..], &mut lower[from..]);
                 }
-                _ => {
-                    let slices: Vec<&mut [f64]> =
-                        rows.as_slice_mut().map(|all| all.chunks_mut(n).collect()).unwrap_or_default();
-                    run_one(data, indicator, slices);
+                (Indicator::StdDev { .. }, [out], Some(w)) => out[from..].copy_from_slice(&w.output(1)[from..]),
+                (Indicator::StdDev { period }, [out], None) => {
+                    let mut mean = vec![0.0; n];
+                    cpu::rolling_mean_std(close, period, &mut mean, Some(out));
                 }
+                (Indicator::Sma { period }, [out], _) => cpu::rolling_mean_std(close, period, out, None),
+                (Indicator::Ema { period }, [out], _) => cpu::ema(close, period, out),
+                (Indicator::TrueRange, [out], _) => cpu::true_range(data.high(), data.low(), close, out),
+                (Indicator::Atr { period }, [out], _) => cpu::atr(data.high(), data.low(), close, period, out),
+                (Indicator::Rsi { period }, [out], _) => cpu::rsi(close, period, out),
+                (Indicator::Macd { fast, slow, signal }, [line, sig, hist], _) => {
+                    cpu::macd(close, (fast, slow, signal), line, sig, hist);
+                }
+                _ => unreachable!("{indicator}: output rows do not match its outputs"),
             }
             values
         })
         .collect()
 }
 
-/// One single-pass indicator into its output rows.
-fn run_one(data: &Ohlcv, indicator: Indicator, mut rows: Vec<&mut [f64]>) {
-    let close = data.close();
-    match (indicator, rows.as_mut_slice()) {
-        (Indicator::Sma { period }, [out]) => cpu::rolling_mean_std(close, period, out, None),
-        (Indicator::Ema { period }, [out]) => cpu::ema(close, period, out),
-        (Indicator::TrueRange, [out]) => cpu::true_range(data.high(), data.low(), close, out),
-        (Indicator::Atr { period }, [out]) => cpu::atr(data.high(), data.low(), close, period, out),
-        (Indicator::Rsi { period }, [out]) => cpu::rsi(close, period, out),
-        (Indicator::Macd { fast, slow, signal }, [line, sig, hist]) => {
-            cpu::macd(close, (fast, slow, signal), line, sig, hist);
-        }
-        _ => {}
+/// Turns deviations (given in `lower`) into bands `middle ± std · deviation`.
+fn bands(std: f64, middle: &[f64], upper: &mut [f64], lower: &mut [f64]) {
+    for ((m, u), l) in middle.iter().zip(upper.iter_mut()).zip(lower.iter_mut()) {
+        let width = std * *l;
+        *u = m + width;
+        *l = m - width;
     }
 }

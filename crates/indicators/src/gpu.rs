@@ -61,7 +61,7 @@ pub(crate) fn compute_family(
     let n32 = u32::try_from(n).map_err(|_| GpuError::Unsupported(format!("{n} bars exceed the GPU's u32 indices")))?;
     let reference = data.close()[0];
     let close = ctx.storage_buffer("close", &split(data.close(), reference))?;
-    let mut out: Vec<IndicatorValues> = indicators.iter().map(|&i| IndicatorValues::nan(i, n)).collect();
+    let mut out: Vec<IndicatorValues> = indicators.iter().map(|&i| IndicatorValues::for_kernel(i, n)).collect();
     match family {
         Family::Sma | Family::StdDev | Family::BollingerBands => {
             // One window pass per distinct period; band widths are applied on the host.

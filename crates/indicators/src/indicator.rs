@@ -268,9 +268,19 @@ pub struct IndicatorValues {
 }
 
 impl IndicatorValues {
-    /// All-NaN values for `bars` bars, for a kernel to fill.
-    pub(crate) fn nan(indicator: Indicator, bars: usize) -> Self {
-        Self { indicator, rows: Array2::from_elem((indicator.output_names().len(), bars), f64::NAN) }
+    /// Values for `bars` bars with NaN in the warm-up and zeros after it, for a kernel to
+    /// fill (zeroed memory is free to allocate; the kernel writes every bar after it).
+    pub(crate) fn for_kernel(indicator: Indicator, bars: usize) -> Self {
+        let mut rows = Array2::zeros((indicator.output_names().len(), bars));
+        let warm_up = indicator.lookback().min(bars);
+        rows.slice_mut(ndarray::s![.., ..warm_up]).fill(f64::NAN);
+        Self { indicator, rows }
+    }
+
+    /// The output rows as slices, for a kernel to fill.
+    pub(crate) fn rows_as_slices(&mut self) -> Vec<&mut [f64]> {
+        let bars = self.rows.ncols().max(1);
+        self.rows.as_slice_mut().map(|all| all.chunks_mut(bars).collect()).unwrap_or_default()
     }
 
     pub(crate) fn rows_mut(&mut self) -> &mut Array2<f64> {

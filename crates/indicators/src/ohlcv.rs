@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// Bad market data: what is wrong and where (file, 1-based line, column).
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{origin}: no bars (the file is empty or holds only a header)")]
     Empty { origin: String },

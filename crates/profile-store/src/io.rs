@@ -127,15 +127,22 @@ fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let mut text =
         serde_json::to_string_pretty(value).map_err(|source| ProfileError::Encode { path: path.to_owned(), source })?;
     text.push('\n');
+    write_file_atomic(path, text.as_bytes()).map_err(io_err(path))
+}
+
+/// Writes `bytes` to `path` so that readers and crashes see the old file or the whole new
+/// one, never a part: a temporary file beside it, fsync, then rename over it. The one way
+/// ThreadX writes any output file (profiles, indicator and result CSVs, reports).
+pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = sibling(path, &format!(".tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result.map_err(io_err(path))
+    result
 }

@@ -1,0 +1,61 @@
+//! `threadx indicators`: indicator values of a data set as a CSV file.
+
+use crate::data::check_writable;
+use anyhow::{Context, Result};
+use std::fmt::Write;
+use std::path::Path;
+use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_indicators::{Indicator, IndicatorBank, Ohlcv, format_time};
+use threadx_profile_store::write_file_atomic;
+
+pub fn run(data: &str, indicators: &[Indicator], out: &Path, mode: DeviceMode) -> Result<()> {
+    if indicators.is_empty() {
+        anyhow::bail!("no indicator asked for: add --ind, e.g. --ind bbands:period=20,std=2");
+    }
+    check_writable(out)?;
+    let data = Ohlcv::load(data).with_context(|| format!("loading --data {data}"))?;
+    let mut unique: Vec<Indicator> = Vec::new();
+    for indicator in indicators {
+        if unique.iter().any(|u| u.key() == indicator.key()) {
+            tracing::warn!("{indicator} is asked for twice; writing it once");
+        } else {
+            unique.push(*indicator);
+        }
+    }
+    for indicator in &unique {
+        indicator.check(data.len())?;
+    }
+    let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
+    let bank = IndicatorBank::new(&data, &dispatcher);
+    let values = bank.get_many(&unique)?;
+    let mut columns: Vec<(String, &[f64])> = Vec::new();
+    for v in &values {
+        for (i, name) in v.indicator().columns().into_iter().enumerate() {
+            columns.push((name, v.output(i)));
+        }
+    }
+    let mut csv = String::with_capacity(data.len() * (24 + 20 * columns.len()));
+    csv.push_str("timestamp");
+    for (name, _) in &columns {
+        csv.push(',');
+        csv.push_str(name);
+    }
+    csv.push('\n');
+    for (t, &ms) in data.timestamps().iter().enumerate() {
+        csv.push_str(&format_time(ms));
+        for (_, series) in &columns {
+            csv.push(',');
+            if !series[t].is_nan() {
+                let _ = write!(csv, "{}", series[t]);
+            }
+        }
+        csv.push('\n');
+    }
+    write_file_atomic(out, csv.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
+    if let Err(e) = dispatcher.flush() {
+        tracing::warn!("could not save the timing profile: {e}");
+    }
+    let devices: Vec<String> = bank.runs().iter().map(|r| format!("{} on {}", r.key, r.device)).collect();
+    println!("wrote {} bars × {} columns to {} ({})", data.len(), columns.len(), out.display(), devices.join("; "));
+    Ok(())
+}

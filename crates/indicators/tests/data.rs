@@ -1,0 +1,137 @@
+//! Market data: the CSV loader in every accepted form, validation errors that name the
+//! line and column, and the synthetic generator.
+
+use threadx_indicators::{DataError, Ohlcv, SyntheticSpec};
+
+const T0: i64 = 1_704_067_200_000; // 2024-01-01T00:00:00Z
+const STEP: i64 = 900_000;
+
+fn parse(text: &str) -> Result<Ohlcv, DataError> {
+    Ohlcv::parse_csv("test.csv", text)
+}
+
+fn invalid(text: &str) -> (usize, String, String) {
+    match parse(text) {
+        Err(DataError::Invalid { line, column, problem, .. }) => (line, column, problem),
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+}
+
+#[test]
+fn headers_are_matched_in_any_case_and_order_with_any_time_form() {
+    let csv = "Close,HIGH,low,Open,Volume,Date\n\
+               101,102,99,100,5,2024-01-01 00:00:00\n\
+               102.5,103,100.5,101,6,2024-01-01T00:15:00Z\n\
+               102,103.25,101,102.5,7,1704069000\n\
+               103,104,101.5,102,8,1704069900000\n";
+    let bars = parse(csv).unwrap();
+    assert_eq!(bars.timestamps(), &[T0, T0 + STEP, T0 + 2 * STEP, T0 + 3 * STEP]);
+    assert_eq!(bars.open(), &[100.0, 101.0, 102.5, 102.0]);
+    assert_eq!(bars.high(), &[102.0, 103.0, 103.25, 104.0]);
+    assert_eq!(bars.low(), &[99.0, 100.5, 101.0, 101.5]);
+    assert_eq!(bars.close(), &[101.0, 102.5, 102.0, 103.0]);
+    assert_eq!(bars.volume(), &[5.0, 6.0, 7.0, 8.0]);
+}
+
+#[test]
+fn volume_is_optional_and_open_time_names_the_time() {
+    let bars = parse("open_time,open,high,low,close\n1704067200000,1,2,0.5,1.5\n").unwrap();
+    assert_eq!(bars.timestamps(), &[T0]);
+    assert_eq!(bars.volume(), &[0.0]);
+}
+
+#[test]
+fn headerless_binance_klines_are_read() {
+    // open_time, open, high, low, close, volume, close_time, quote volume, trades, taker
+    // base, taker quote, ignore; the 2025 spot files give times in microseconds.
+    let csv = "1704067200000,42283.58,42554.57,42261.02,42475.23,1271.68108,1704068099999,53957248.97,47134,682.57581,28957416.82,0\n\
+               1704068100000000,42475.23,42475.23,42300.00,42379.43,813.23,1704068999999999,1,2,3,4,0\n";
+    let bars = parse(csv).unwrap();
+    assert_eq!(bars.timestamps(), &[T0, T0 + STEP]);
+    assert_eq!(bars.close(), &[42475.23, 42379.43]);
+    assert_eq!(bars.volume(), &[1271.68108, 813.23]);
+}
+
+#[test]
+fn validation_names_line_and_column() {
+    let head = "timestamp,open,high,low,close,volume\n";
+    let row = |t: i64, close: &str| format!("{t},100,101,99,{close},1\n");
+    let cases = [
+        (format!("{head}{}{}", row(T0, "100"), row(T0, "100")), 3, "timestamp", "duplicate timestamp"),
+        (format!("{head}{}{}", row(T0 + STEP, "100"), row(T0, "100")), 3, "timestamp", "out of order"),
+        (format!("{head}{}{}", row(T0, "100"), row(T0 + STEP, "NaN")), 3, "close", "not a finite number"),
+        (format!("{head}{}{}", row(T0, "inf"), row(T0 + STEP, "1")), 2, "close", "not a finite number"),
+        (format!("{head}{}", row(T0, "-5")), 2, "close", "not positive"),
+        (format!("{head}{}", row(T0, "abc")), 2, "close", "`abc` is not a number"),
+        (format!("{head}{T0},100,98,99,100,1\n"), 2, "high", "below low"),
+        (format!("{head}{T0},100,101,99,100,-1\n"), 2, "volume", "negative"),
+        (format!("{head}yesterday,100,101,99,100,1\n"), 2, "timestamp", "`yesterday`"),
+        (format!("{head}{T0},100,101\n"), 2, "low", "missing field"),
+    ];
+    for (csv, line, column, problem) in cases {
+        let (got_line, got_column, got_problem) = invalid(&csv);
+        assert_eq!((got_line, got_column.as_str()), (line, column), "{csv}");
+        assert!(got_problem.contains(problem), "{got_problem:?} should say {problem:?}");
+    }
+}
+
+#[test]
+fn missing_columns_and_empty_files_are_refused() {
+    match parse("time,open,high,close\n1,2,3,4\n") {
+        Err(e @ DataError::MissingColumn { column: "low", .. }) => {
+            assert!(e.to_string().contains("found: time, open, high, close"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(parse(""), Err(DataError::Empty { .. })));
+    assert!(matches!(parse("timestamp,open,high,low,close\n"), Err(DataError::Empty { .. })));
+    let err = Ohlcv::load("/no/such/file.csv").unwrap_err();
+    assert!(err.to_string().contains("/no/such/file.csv"), "{err}");
+}
+
+#[test]
+fn csv_round_trip_keeps_every_value() {
+    let bars = SyntheticSpec { bars: 3000, seed: 11 }.generate();
+    let back = Ohlcv::parse_csv(bars.origin(), &bars.to_csv()).unwrap();
+    assert_eq!(back, bars);
+}
+
+#[test]
+fn synthetic_bars_are_deterministic_and_realistic() {
+    let a = Ohlcv::load("synthetic:bars=35040,seed=5").unwrap();
+    assert_eq!(a, SyntheticSpec { bars: 35_040, seed: 5 }.generate());
+    assert_ne!(a.close(), SyntheticSpec { bars: 35_040, seed: 6 }.generate().close());
+    assert_eq!(a.timestamps()[1] - a.timestamps()[0], STEP);
+    for t in 0..a.len() {
+        let (o, h, l, c) = (a.open()[t], a.high()[t], a.low()[t], a.close()[t]);
+        assert!(l <= o.min(c) && o.max(c) <= h && l > 0.0, "bar {t}: {o} {h} {l} {c}");
+        assert_eq!((c * 100.0).round() / 100.0, c, "bar {t}: prices are in cents");
+    }
+    // Log returns: fat-tailed mixture of regimes, per-bar volatility between 0.1% and 1%.
+    let r: Vec<f64> = a.close().windows(2).map(|w| (w[1] / w[0]).ln()).collect();
+    let mean = r.iter().sum::<f64>() / r.len() as f64;
+    let var = r.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / r.len() as f64;
+    let kurtosis = r.iter().map(|x| (x - mean).powi(4)).sum::<f64>() / r.len() as f64 / (var * var);
+    assert!((1e-3..1e-2).contains(&var.sqrt()), "volatility {}", var.sqrt());
+    assert!(kurtosis > 3.5, "regimes make returns fat-tailed: kurtosis {kurtosis}");
+    // Volatility clusters: squared returns are autocorrelated.
+    let sq: Vec<f64> = r.iter().map(|x| (x - mean).powi(2)).collect();
+    let sq_mean = var;
+    let cov = sq.windows(2).map(|w| (w[0] - sq_mean) * (w[1] - sq_mean)).sum::<f64>() / sq.len() as f64;
+    let sq_var = sq.iter().map(|x| (x - sq_mean).powi(2)).sum::<f64>() / sq.len() as f64;
+    assert!(cov / sq_var > 0.05, "volatility clustering: lag-1 autocorrelation of r² {}", cov / sq_var);
+}
+
+#[test]
+fn bad_synthetic_specs_are_refused() {
+    for (spec, says) in [
+        ("synthetic:bars=0", "at least 1"),
+        ("synthetic:bars=ten", "not a count"),
+        ("synthetic:bars=10,colour=red", "unknown key `colour`"),
+        ("synthetic:bars", "not key=value"),
+    ] {
+        let err = Ohlcv::load(spec).unwrap_err().to_string();
+        assert!(err.contains(says), "{spec}: {err}");
+    }
+    assert_eq!(Ohlcv::load("synthetic").unwrap().len(), 35_040);
+}
