@@ -8,41 +8,52 @@
 use std::cell::Cell;
 use std::ops::Range;
 
-/// Bars between recentrings of a rolling window's sums (see [`rolling_mean_std`]).
-const RECENTRE: usize = 128;
+/// Bars after which a rolling window's sums are recomputed anyway, so that rounding
+/// cannot accumulate without bound along very long series.
+const REFRESH: usize = 4096;
+/// How far (in squared deviations) the window's mean may wander from the reference
+/// before the sums are recentred: cancellation then costs at most this factor.
+const WANDER: f64 = 16.0;
 
 /// Rolling mean and population standard deviation over `period`, O(n).
 ///
-/// The window's sums are kept on prices measured from a reference bar, re-chosen (and the
-/// sums recomputed) every [`RECENTRE`] bars: the variance `(S2 − S1²/p)/p` then cancels
-/// only the local drift, not the price level, so 60,000.00 with cent moves keeps about
-/// 1e-12 relative precision (a plain sum of squares, as TA-Lib keeps, loses ~1e-11 on
-/// our golden series and more on longer ones). Like TA-Lib, a variance below 1e-14
-/// gives a deviation of 0.
+/// The window's sums S1, S2 are kept on prices measured from a reference (the window's
+/// mean when last recentred), so the variance `(S2 − S1²/p)/p` cancels only how far the
+/// mean has wandered since, never the price level: 60,000.00 with cent moves keeps about
+/// 1e-12 relative precision (a plain sum of squares, as TA-Lib keeps, loses ~1e-11 on our
+/// golden series and more on longer ones). The sums are recentred when the mean wanders
+/// more than four deviations (rare: a trend or a gap), and every [`REFRESH`] bars.
+/// Like TA-Lib, a variance below 1e-14 gives a deviation of 0.
 pub(crate) fn rolling_mean_std(x: &[f64], period: usize, mean: &mut [f64], mut std: Option<&mut [f64]>) {
-    let inv = 1.0 / period as f64;
-    let mut block_start = period - 1;
-    while block_start < x.len() {
-        let block_end = (block_start + RECENTRE).min(x.len());
-        let reference = x[block_start + 1 - period];
-        let (mut s1, mut s2) = x[block_start + 1 - period..=block_start].iter().fold((0.0, 0.0), |(s1, s2), v| {
-            let d = v - reference;
-            (s1 + d, s2 + d * d)
-        });
-        for t in block_start..block_end {
-            if t > block_start {
-                let (incoming, outgoing) = (x[t] - reference, x[t - period] - reference);
-                s1 += incoming - outgoing;
-                s2 += incoming * incoming - outgoing * outgoing;
-            }
-            mean[t] = reference + s1 * inv;
-            if let Some(std) = std.as_deref_mut() {
-                let var = (s2 - s1 * s1 * inv) * inv;
-                std[t] = if var < 1e-14 { 0.0 } else { var.sqrt() };
+    let p = period as f64;
+    let inv = 1.0 / p;
+    let (mut reference, mut s1, mut s2) = centred_sums(&x[..period]);
+    let mut since = 0;
+    for t in period - 1..x.len() {
+        if t >= period {
+            let (incoming, outgoing) = (x[t] - reference, x[t - period] - reference);
+            s1 += incoming - outgoing;
+            s2 += incoming * incoming - outgoing * outgoing;
+            since += 1;
+            let wandered = s1 * s1 > WANDER * p * (s2 - s1 * s1 * inv) && s1.abs() > p * 1e-12 * reference.abs();
+            if wandered || since == REFRESH {
+                (reference, s1, s2) = centred_sums(&x[t + 1 - period..=t]);
+                since = 0;
             }
         }
-        block_start = block_end;
+        mean[t] = reference + s1 * inv;
+        if let Some(std) = std.as_deref_mut() {
+            let var = (s2 - s1 * s1 * inv) * inv;
+            std[t] = if var < 1e-14 { 0.0 } else { var.sqrt() };
+        }
     }
+}
+
+/// The mean of `window`, and the sums of the deviations from it and of their squares.
+fn centred_sums(window: &[f64]) -> (f64, f64, f64) {
+    let m = window.iter().sum::<f64>() / window.len() as f64;
+    let (s1, s2) = window.iter().fold((0.0, 0.0), |(s1, s2), v| (s1 + (v - m), s2 + (v - m) * (v - m)));
+    (m, s1, s2)
 }
 
 /// `y[t] = a · y[t−1] + b(t)` over `range`, from `y` (the value before it), handing each
@@ -103,6 +114,7 @@ pub(crate) fn atr(high: &[f64], low: &[f64], close: &[f64], period: usize, out: 
     true_range(high, low, close, out);
     let p = period as f64;
     let seed = out[1..=period].iter().sum::<f64>() / p;
+    out[..period].fill(f64::NAN);
     out[period] = seed;
     let inv = 1.0 / p;
     let cells = Cell::from_mut(out).as_slice_of_cells();
