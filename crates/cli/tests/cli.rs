@@ -111,3 +111,85 @@ fn bad_device_mode_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("THREADX_DEVICE: unknown device mode 'fast'"));
 }
+
+#[test]
+fn data_synth_then_indicators_writes_the_named_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let bars = dir.path().join("bars.csv");
+    let out = threadx(&["data", "synth", "--bars", "500", "--seed", "9", "--out", bars.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = std::fs::read_to_string(&bars).unwrap();
+    assert_eq!(csv.lines().count(), 501);
+    assert!(csv.starts_with("timestamp,open,high,low,close,volume\n2024-01-01T00:00:00Z,42000,"), "{csv:.200}");
+
+    let result = dir.path().join("ind.csv");
+    let args = [
+        "indicators",
+        "--data",
+        bars.to_str().unwrap(),
+        "--ind",
+        "bbands:period=20,std=2",
+        "--ind",
+        "atr:period=14",
+        "--ind",
+        "rsi",
+        "--ind",
+        "macd",
+        "--device",
+        "cpu",
+        "--out",
+        result.to_str().unwrap(),
+    ];
+    let out = threadx(&args, &[("THREADX_GPU_THRESHOLD_PATH", dir.path().join("t.json").to_str().unwrap())]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(&result).unwrap();
+    let mut lines = written.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "timestamp,bbands_20_2_middle,bbands_20_2_upper,bbands_20_2_lower,atr_14,rsi_14,\
+         macd_12_26_9_macd,macd_12_26_9_signal,macd_12_26_9_hist"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 500);
+    assert_eq!(rows[0][1..], ["", "", "", "", "", "", "", ""], "NaN is written as empty");
+    assert!(rows[19][1].parse::<f64>().is_ok() && rows[18][1].is_empty(), "first band at bar 19");
+    assert!(rows[14][4].parse::<f64>().is_ok() && rows[13][4].is_empty(), "first ATR at bar 14");
+    assert!(rows[33][6].parse::<f64>().is_ok() && rows[32][6].is_empty(), "first MACD at bar 33");
+    // The values are the library's, to the last digit.
+    let data = threadx_indicators::Ohlcv::load(bars.to_str().unwrap()).unwrap();
+    let bb =
+        threadx_indicators::compute_cpu(&data, &[threadx_indicators::Indicator::parse("bbands").unwrap()]).unwrap();
+    for (t, row) in rows.iter().enumerate().skip(19) {
+        assert_eq!(row[2].parse::<f64>().unwrap(), bb[0].output(1)[t], "upper band at bar {t}");
+    }
+}
+
+#[test]
+fn indicators_refuses_bad_input_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("never.csv");
+    let out = out_path.to_str().unwrap();
+    let bad_csv = dir.path().join("bad.csv");
+    std::fs::write(&bad_csv, "time,open,high,low,close\n1,10,11,9,10\n2,10,11,9,NaN\n").unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (&["--data", "synthetic:bars=100", "--ind", "bbands:period=20,std=0"], "std must be a positive number"),
+        (&["--data", "synthetic:bars=100", "--ind", "macd:fast=26,slow=12"], "fast (26) must be shorter"),
+        (&["--data", "synthetic:bars=100", "--ind", "kama"], "unknown indicator `kama`"),
+        (&["--data", "synthetic:bars=100", "--ind", "rsi:window=3"], "unknown parameter `window`"),
+        (&["--data", "synthetic:bars=10", "--ind", "sma:period=30"], "needs at least 30 bars"),
+        (&["--data", "/no/such.csv", "--ind", "sma"], "cannot read /no/such.csv"),
+        (&["--data", bad_csv.to_str().unwrap(), "--ind", "sma"], "line 3, column `close`: NaN is not a finite number"),
+    ];
+    for (args, says) in cases {
+        let mut full = vec!["indicators"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["--out", out]);
+        let run = threadx(&full, &[]);
+        assert!(!run.status.success(), "{args:?} should fail");
+        assert!(text(&run.stderr).contains(says), "{args:?}: {}", text(&run.stderr));
+        assert!(!out_path.exists(), "{args:?} wrote output");
+    }
+    let run =
+        threadx(&["indicators", "--data", "synthetic:bars=100", "--ind", "sma", "--out", "/no/such/dir/x.csv"], &[]);
+    assert!(text(&run.stderr).contains("folder /no/such/dir does not exist"), "{}", text(&run.stderr));
+}

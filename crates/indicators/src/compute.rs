@@ -2,11 +2,11 @@
 //! in one call, on the CPU (rayon across series), on a GPU (one dispatch per family), or
 //! on whichever the dispatcher picks.
 
+use crate::IndicatorError;
 use crate::cpu;
 use crate::gpu;
 use crate::indicator::{Family, Indicator, IndicatorValues};
 use crate::ohlcv::Ohlcv;
-use crate::IndicatorError;
 use rayon::prelude::*;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -26,11 +26,7 @@ pub fn compute_cpu(data: &Ohlcv, indicators: &[Indicator]) -> Result<Vec<Indicat
 /// The indicators on `ctx` (f32), one dispatch per family present (more only where a
 /// batch's output exceeds one storage binding). Bad parameters are
 /// [`GpuError::Unsupported`] naming the problem.
-pub fn compute_gpu(
-    ctx: &GpuContext,
-    data: &Ohlcv,
-    indicators: &[Indicator],
-) -> Result<Vec<IndicatorValues>, GpuError> {
+pub fn compute_gpu(ctx: &GpuContext, data: &Ohlcv, indicators: &[Indicator]) -> Result<Vec<IndicatorValues>, GpuError> {
     check_all(data, indicators).map_err(|e| GpuError::Unsupported(e.to_string()))?;
     let mut out: Vec<Option<IndicatorValues>> = vec![None; indicators.len()];
     for (family, members) in by_family(indicators) {
@@ -70,11 +66,8 @@ pub(crate) fn compute_dispatched(
             many => json!({ "sets": many.len() }),
         };
         let op = Operation::new(family.op_name(), params, data.len());
-        let outcome = dispatcher.run(
-            &op,
-            || cpu_batch(data, &batch),
-            |ctx| gpu::compute_family(ctx, data, family, &batch),
-        );
+        let outcome =
+            dispatcher.run(&op, || cpu_batch(data, &batch), |ctx| gpu::compute_family(ctx, data, family, &batch));
         runs.push(FamilyRun {
             key: op.key().to_owned(),
             sets: batch.len(),

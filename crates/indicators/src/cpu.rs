@@ -96,15 +96,10 @@ pub(crate) fn ema(x: &[f64], period: usize, out: &mut [f64]) {
 
 /// True range from bar 1: max(high − low, |high − previous close|, |low − previous close|).
 pub(crate) fn true_range(high: &[f64], low: &[f64], close: &[f64], out: &mut [f64]) {
-    for t in 1..close.len() {
-        out[t] = tr_at(high, low, close, t);
+    let bars = high[1..].iter().zip(&low[1..]).zip(close);
+    for (o, ((h, l), prev)) in out[1..].iter_mut().zip(bars) {
+        *o = (h - l).max((h - prev).abs()).max((l - prev).abs());
     }
-}
-
-#[inline(always)]
-fn tr_at(high: &[f64], low: &[f64], close: &[f64], t: usize) -> f64 {
-    let prev = close[t - 1];
-    (high[t] - low[t]).max((high[t] - prev).abs()).max((low[t] - prev).abs())
 }
 
 /// Wilder's ATR: the mean of the first `period` true ranges (bars 1..=period) at bar

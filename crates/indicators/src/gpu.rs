@@ -182,7 +182,7 @@ fn run_batched(
     workgroup: u32,
     per_bar: bool,
 ) -> Result<Vec<Vec<f32>>, GpuError> {
-    let sets = if per_set == 0 { 1 } else { sets_data.len() / per_set };
+    let sets = sets_data.len().checked_div(per_set).unwrap_or(1);
     let bytes_per_set = blocks as u64 * u64::from(n) * 4;
     let fit = (ctx.max_binding_bytes() / bytes_per_set.max(1)) as usize;
     if fit == 0 {
@@ -197,7 +197,8 @@ fn run_batched(
     let mut done = 0;
     while done < sets {
         let count = fit.min(sets - done);
-        let chunk_sets = if per_set == 0 { vec![0u32] } else { sets_data[done * per_set..][..count * per_set].to_vec() };
+        let chunk_sets =
+            if per_set == 0 { vec![0u32] } else { sets_data[done * per_set..][..count * per_set].to_vec() };
         let periods = ctx.storage_buffer("periods", &chunk_sets)?;
         let len = blocks * count * n_us;
         let output = ctx.output_buffer::<f32>("indicator out", len)?;

@@ -11,19 +11,36 @@ use threadx_profile_store::profile_key;
 /// [`Indicator::check`] says whether it can run on `len` bars.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Indicator {
-    Sma { period: usize },
-    Ema { period: usize },
+    Sma {
+        period: usize,
+    },
+    Ema {
+        period: usize,
+    },
     /// Rolling population standard deviation.
-    StdDev { period: usize },
+    StdDev {
+        period: usize,
+    },
     /// SMA ± `std` population standard deviations; outputs middle, upper, lower.
-    BollingerBands { period: usize, std: f64 },
+    BollingerBands {
+        period: usize,
+        std: f64,
+    },
     TrueRange,
     /// Wilder's average true range.
-    Atr { period: usize },
+    Atr {
+        period: usize,
+    },
     /// Wilder's relative strength index.
-    Rsi { period: usize },
+    Rsi {
+        period: usize,
+    },
     /// Outputs macd (line), signal, hist.
-    Macd { fast: usize, slow: usize, signal: usize },
+    Macd {
+        fast: usize,
+        slow: usize,
+        signal: usize,
+    },
 }
 
 /// The names `--ind` accepts, with their parameters and defaults.

@@ -12,7 +12,9 @@ pub enum DataError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{origin}: no bars (the file is empty or holds only a header)")]
     Empty { origin: String },
-    #[error("{origin}: no `{column}` column (found: {found}); expected timestamp/time/date/open_time, open, high, low, close[, volume]")]
+    #[error(
+        "{origin}: no `{column}` column (found: {found}); expected timestamp/time/date/open_time, open, high, low, close[, volume]"
+    )]
     MissingColumn { origin: String, column: &'static str, found: String },
     #[error("{origin}, line {line}, column `{column}`: {problem}")]
     Invalid { origin: String, line: usize, column: String, problem: String },
@@ -76,8 +78,11 @@ impl Ohlcv {
 
     /// [`Ohlcv::read_csv`] on text already in memory; `origin` names it in errors.
     pub fn parse_csv(origin: &str, text: &str) -> Result<Self, DataError> {
-        let mut reader =
-            csv::ReaderBuilder::new().has_headers(false).flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes());
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .from_reader(text.as_bytes());
         let mut records = reader.records();
         let invalid = |line: usize, column: &str, problem: String| DataError::Invalid {
             origin: origin.to_owned(),

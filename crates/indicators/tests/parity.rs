@@ -2,6 +2,8 @@
 //! many parameter sets against the CPU, one indicator at a time; properties of the CPU
 //! kernels (proptest); the bank's compute-once promise and dispatcher keys.
 
+#![allow(clippy::print_stdout)] // The measured errors are printed for the record (--nocapture).
+
 use proptest::prelude::*;
 use threadx_dispatch::testing::adapters;
 use threadx_dispatch::{Device, DeviceMode, Dispatcher, Policy};
@@ -225,9 +227,9 @@ proptest! {
         let values = compute_cpu(&ohlcv(close.clone()), &[Indicator::Ema { period }]).unwrap();
         let k = 2.0 / (period as f64 + 1.0);
         let mut e = close[..period].iter().sum::<f64>() / period as f64;
-        for t in period - 1..close.len() {
+        for (t, &c) in close.iter().enumerate().skip(period - 1) {
             if t >= period {
-                e += (close[t] - e) * k;
+                e += (c - e) * k;
             }
             let got = values[0].output(0)[t];
             prop_assert!((got - e).abs() <= 1e-12 * e, "bar {}: {} vs {}", t, got, e);

@@ -5,6 +5,8 @@
 //! off the exact value; 1e-15 elsewhere) and 1e-4 on every adapter (about 1e-7 measured;
 //! MACD's outputs, which cross zero, relative to 1% of their range where smaller).
 
+#![allow(clippy::print_stdout)] // The measured errors are printed for the record (--nocapture).
+
 use serde_json::Value;
 use std::sync::OnceLock;
 use threadx_dispatch::testing::adapters;
