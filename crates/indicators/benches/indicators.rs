@@ -51,7 +51,7 @@ fn batch(c: &mut Criterion) {
     g.sample_size(10).measurement_time(Duration::from_secs(5));
     g.bench_function("cpu_one_call", |b| b.iter(|| pool.install(|| compute_cpu(&data, black_box(&grid)))));
     g.bench_function("cpu_100_calls", |b| {
-        b.iter(|| pool.install(|| grid.iter().map(|i| compute_cpu(&data, black_box(&[*i]))).count()))
+        b.iter(|| pool.install(|| grid.iter().map(|i| compute_cpu(&data, black_box(&[*i]))).collect::<Vec<_>>()))
     });
     g.finish();
 
@@ -65,7 +65,7 @@ fn batch(c: &mut Criterion) {
     g.sample_size(10).measurement_time(Duration::from_secs(10));
     g.bench_function("one_dispatch", |b| b.iter(|| compute_gpu(&gpu, &data, black_box(&grid))));
     g.bench_function("100_dispatches", |b| {
-        b.iter(|| grid.iter().map(|i| compute_gpu(&gpu, &data, black_box(&[*i])).map(|v| v.len())).count())
+        b.iter(|| grid.iter().map(|i| compute_gpu(&gpu, &data, black_box(&[*i]))).collect::<Vec<_>>())
     });
     g.finish();
 }
