@@ -28,24 +28,28 @@ pub(crate) fn rolling_mean_std(x: &[f64], period: usize, mean: &mut [f64], mut s
     let p = period as f64;
     let inv = 1.0 / p;
     let (mut reference, mut s1, mut s2) = centred_sums(&x[..period]);
-    let mut since = 0;
-    for t in period - 1..x.len() {
-        if t >= period {
-            let (incoming, outgoing) = (x[t] - reference, x[t - period] - reference);
-            s1 += incoming - outgoing;
-            s2 += incoming * incoming - outgoing * outgoing;
-            since += 1;
-            let wandered = s1 * s1 > WANDER * p * (s2 - s1 * s1 * inv) && s1.abs() > p * 1e-12 * reference.abs();
-            if wandered || since == REFRESH {
-                (reference, s1, s2) = centred_sums(&x[t + 1 - period..=t]);
-                since = 0;
-            }
-        }
+    let mut write = |t: usize, reference: f64, s1: f64, spread: f64| {
         mean[t] = reference + s1 * inv;
         if let Some(std) = std.as_deref_mut() {
-            let var = (s2 - s1 * s1 * inv) * inv;
+            let var = spread * inv;
             std[t] = if var < 1e-14 { 0.0 } else { var.sqrt() };
         }
+    };
+    write(period - 1, reference, s1, s2 - s1 * s1 * inv);
+    let mut refresh_at = period + REFRESH;
+    for t in period..x.len() {
+        let (incoming, outgoing) = (x[t] - reference, x[t - period] - reference);
+        s1 += incoming - outgoing;
+        s2 += incoming * incoming - outgoing * outgoing;
+        let square = s1 * s1;
+        // p · variance; the mean has wandered from the reference by square / p².
+        let mut spread = s2 - square * inv;
+        if (square > WANDER * p * spread && s1.abs() > p * 1e-12 * reference.abs()) || t == refresh_at {
+            (reference, s1, s2) = centred_sums(&x[t + 1 - period..=t]);
+            spread = s2 - s1 * s1 * inv;
+            refresh_at = t + REFRESH;
+        }
+        write(t, reference, s1, spread);
     }
 }
 
