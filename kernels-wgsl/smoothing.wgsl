@@ -74,26 +74,16 @@ fn rsi(@builtin(global_invocation_id) gid: vec3<u32>) {
     var loss = 0.0;
     for (var t = 1u; t <= p; t = t + 1u) {
         let change = diff(prices[t], prices[t - 1u]);
-        if (change < 0.0) {
-            loss = loss - change;
-        } else {
-            gain = gain + change;
-        }
+        gain = gain + max(change, 0.0);
+        loss = loss + max(-change, 0.0);
     }
     gain = gain / pf;
     loss = loss / pf;
     out[row + p] = rsi_value(gain, loss);
     for (var t = p + 1u; t < params.n; t = t + 1u) {
         let change = diff(prices[t], prices[t - 1u]);
-        gain = gain * keep;
-        loss = loss * keep;
-        if (change < 0.0) {
-            loss = loss - change;
-        } else {
-            gain = gain + change;
-        }
-        gain = gain / pf;
-        loss = loss / pf;
+        gain = (gain * keep + max(change, 0.0)) / pf;
+        loss = (loss * keep + max(-change, 0.0)) / pf;
         out[row + t] = rsi_value(gain, loss);
     }
 }

@@ -45,9 +45,9 @@ impl<'a> IndicatorBank<'a> {
     }
 
     /// Many indicators, in the order asked; those not yet in the bank are computed in
-    /// one batch per family. Every indicator is checked before any work.
+    /// one batch per family. Every missing indicator is checked before any work (the bank
+    /// holds only checked ones).
     pub fn get_many(&self, indicators: &[Indicator]) -> Result<Vec<Arc<IndicatorValues>>, IndicatorError> {
-        indicators.iter().try_for_each(|i| i.check(self.data.len()))?;
         let keys: Vec<String> = indicators.iter().map(Indicator::key).collect();
         // Held while computing, so that concurrent askers never compute the same thing.
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);

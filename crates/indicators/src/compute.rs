@@ -28,14 +28,7 @@ pub fn compute_cpu(data: &Ohlcv, indicators: &[Indicator]) -> Result<Vec<Indicat
 /// [`GpuError::Unsupported`] naming the problem.
 pub fn compute_gpu(ctx: &GpuContext, data: &Ohlcv, indicators: &[Indicator]) -> Result<Vec<IndicatorValues>, GpuError> {
     check_all(data, indicators).map_err(|e| GpuError::Unsupported(e.to_string()))?;
-    let mut out: Vec<Option<IndicatorValues>> = vec![None; indicators.len()];
-    for (family, members) in by_family(indicators) {
-        let batch: Vec<Indicator> = members.iter().map(|&i| indicators[i]).collect();
-        for (i, values) in members.into_iter().zip(gpu::compute_family(ctx, data, family, &batch)?) {
-            out[i] = Some(values);
-        }
-    }
-    Ok(out.into_iter().flatten().collect())
+    per_family(indicators, |family, batch| gpu::compute_family(ctx, data, family, batch))
 }
 
 /// How one family's batch was computed (for logs and sweep summaries).
@@ -57,28 +50,40 @@ pub(crate) fn compute_dispatched(
     indicators: &[Indicator],
 ) -> Result<(Vec<IndicatorValues>, Vec<FamilyRun>), IndicatorError> {
     check_all(data, indicators)?;
-    let mut out: Vec<Option<IndicatorValues>> = vec![None; indicators.len()];
     let mut runs = Vec::new();
-    for (family, members) in by_family(indicators) {
-        let batch: Vec<Indicator> = members.iter().map(|&i| indicators[i]).collect();
-        let params = match batch.as_slice() {
+    let values = per_family(indicators, |family, batch| {
+        let params = match batch {
             [one] => one.cost_params(),
             many => json!({ "sets": many.len() }),
         };
         let op = Operation::new(family.op_name(), params, data.len());
         let outcome =
-            dispatcher.run(&op, || cpu_batch(data, &batch), |ctx| gpu::compute_family(ctx, data, family, &batch));
+            dispatcher.run(&op, || cpu_batch(data, batch), |ctx| gpu::compute_family(ctx, data, family, batch));
         runs.push(FamilyRun {
             key: op.key().to_owned(),
             sets: batch.len(),
             device: outcome.device,
             elapsed_ms: outcome.elapsed_ms,
         });
-        for (i, values) in members.into_iter().zip(outcome.value) {
+        Ok::<_, IndicatorError>(outcome.value)
+    })?;
+    Ok((values, runs))
+}
+
+/// Runs `compute` on each family's batch (families in a fixed order) and puts the values
+/// back in the order of `indicators`.
+fn per_family<E>(
+    indicators: &[Indicator],
+    mut compute: impl FnMut(Family, &[Indicator]) -> Result<Vec<IndicatorValues>, E>,
+) -> Result<Vec<IndicatorValues>, E> {
+    let mut out: Vec<Option<IndicatorValues>> = vec![None; indicators.len()];
+    for (family, members) in by_family(indicators) {
+        let batch: Vec<Indicator> = members.iter().map(|&i| indicators[i]).collect();
+        for (i, values) in members.into_iter().zip(compute(family, &batch)?) {
             out[i] = Some(values);
         }
     }
-    Ok((out.into_iter().flatten().collect(), runs))
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// Indices of `indicators` per family, families in a fixed order.

@@ -61,7 +61,7 @@ fn centred_sums(window: &[f64]) -> (f64, f64, f64) {
 }
 
 /// `y[t] = a · y[t−1] + b(t)` over `range`, from `y` (the value before it), handing each
-/// `y[t]` to `emit`; returns the last. Blocked by four bars so that the dependency chain
+/// `y[t]` to `emit`. Blocked by four bars so that the dependency chain
 /// through `y` is one multiply-add per four bars instead of one per bar: the recursive
 /// indicators then run at the speed of arithmetic, not of latency. Rounding differs from
 /// the one-bar form by a few ulps, which the contraction (|a| < 1) keeps from growing.
@@ -171,15 +171,13 @@ pub(crate) fn macd(
     let mut slow_ema = x[..slow].iter().sum::<f64>() / slow as f64;
     let mut fast_ema = x[slow - fast..slow].iter().sum::<f64>() / fast as f64;
     let first = start + signal - 1;
-    let mut sum = 0.0;
-    for t in start..=first {
-        if t > start {
-            fast_ema += (x[t] - fast_ema) * k_fast;
-            slow_ema += (x[t] - slow_ema) * k_slow;
-        }
+    let mut sum = fast_ema - slow_ema;
+    for &v in &x[start + 1..=first] {
+        fast_ema += (v - fast_ema) * k_fast;
+        slow_ema += (v - slow_ema) * k_slow;
         sum += fast_ema - slow_ema;
-        line[t] = fast_ema - slow_ema;
     }
+    line[first] = fast_ema - slow_ema;
     let mut s = sum / signal as f64;
     sig[first] = s;
     hist[first] = line[first] - s;
@@ -192,5 +190,4 @@ pub(crate) fn macd(
         sig[t] = s;
         hist[t] = l - s;
     }
-    line[..first].fill(f64::NAN);
 }

@@ -8,7 +8,6 @@
 
 use crate::indicator::{Family, Indicator, IndicatorValues};
 use crate::ohlcv::Ohlcv;
-use std::collections::BTreeMap;
 use threadx_dispatch::{GpuContext, GpuError, Kernel, wgpu};
 
 const ROLLING: Kernel = Kernel {
@@ -65,7 +64,9 @@ pub(crate) fn compute_family(
     match family {
         Family::Sma | Family::StdDev | Family::BollingerBands => {
             // One window pass per distinct period; band widths are applied on the host.
-            let periods: Vec<u32> = distinct(indicators.iter().map(|i| i.lookback() as u32 + 1));
+            let mut periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32 + 1).collect();
+            periods.sort_unstable();
+            periods.dedup();
             let rows = run_batched(ctx, &ROLLING, &[&close], n32, &periods, 1, 2, PER_BAR_WORKGROUP, true)?;
             let close = data.close();
             for values in &mut out {
@@ -122,35 +123,20 @@ pub(crate) fn compute_family(
             let high = ctx.storage_buffer("high", &split(data.high(), reference))?;
             let low = ctx.storage_buffer("low", &split(data.low(), reference))?;
             let inputs = [&high, &low, &close];
-            let rows = if family == Family::TrueRange {
-                run_batched(ctx, &TRUE_RANGE, &inputs, n32, &[], 0, 1, PER_BAR_WORKGROUP, true)?
-            } else {
-                let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32).collect();
-                run_batched(ctx, &ATR, &inputs, n32, &periods, 1, 1, PER_SET_WORKGROUP, false)?
-            };
             if family == Family::TrueRange {
+                let rows = run_batched(ctx, &TRUE_RANGE, &inputs, n32, &[], 0, 1, PER_BAR_WORKGROUP, true)?;
                 // Every true range of the batch is the same series.
                 for values in &mut out {
                     copy_rows(std::slice::from_mut(values), &rows, n);
                 }
             } else {
+                let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32).collect();
+                let rows = run_batched(ctx, &ATR, &inputs, n32, &periods, 1, 1, PER_SET_WORKGROUP, false)?;
                 copy_rows(&mut out, &rows, n);
             }
         }
     }
     Ok(out)
-}
-
-/// The distinct values, in first-seen order.
-fn distinct(values: impl Iterator<Item = u32>) -> Vec<u32> {
-    let mut seen = BTreeMap::new();
-    for v in values {
-        let next = seen.len();
-        seen.entry(v).or_insert(next);
-    }
-    let mut order: Vec<(usize, u32)> = seen.into_iter().map(|(v, i)| (i, v)).collect();
-    order.sort_unstable();
-    order.into_iter().map(|(_, v)| v).collect()
 }
 
 /// Copies set `s`'s output block `b` (bars from the warm-up on) into row `b` of `out[s]`.
