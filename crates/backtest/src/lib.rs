@@ -1,6 +1,125 @@
 //! Strategies (`bb_atr`, `ma_cross`, `rsi_reversion`), trade simulation over precomputed
-//! indicator series and per-combo metrics, on the CPU and in whole-backtest WGSL kernels.
+//! indicator series and per-combo metrics, on the CPU (f64, the reference) and in a
+//! whole-backtest WGSL kernel (f32, one invocation per combo).
 //!
-//! Not implemented yet: this crate is a placeholder in the layering (it stands on
-//! threadx-indicators and must not depend on sweeps or the CLI). It exports nothing until
-//! its issue (#4) lands.
+//! Main types: [`Strategy`] with its parameter schema ([`ParamSpec`]), the [`SignalBook`]
+//! (every entry/exit decision and stop level the combos of a parameter space need, derived
+//! once from the [`IndicatorBank`](threadx_indicators::IndicatorBank)), [`ComboPlan`] (a
+//! combo as four numbers), [`Metrics`], and [`Backtester`], which runs plans on the device
+//! the dispatcher picks. [`backtest`] runs one parameter set with its trades and equity.
+//!
+//! Invariant: a combo's metrics depend only on the book, its plan and the fee, never on
+//! which other combos run with it, how they are cut or how many threads run them.
+//!
+//! This crate stands on threadx-indicators and threadx-dispatch; it must not depend on
+//! sweeps or the CLI.
+
+mod book;
+mod gpu;
+mod metrics;
+mod simulate;
+mod strategy;
+
+pub use book::{ComboPlan, SignalBook};
+pub use gpu::{GpuBacktester, KERNELS};
+pub use metrics::{ExitReason, Metrics, Trade};
+pub use simulate::{BacktestReport, simulate_cpu, simulate_detailed, simulate_one};
+pub use strategy::{MAX_PARAMS, ParamKind, ParamSpec, Strategy, check_fee, strategy_help};
+
+use serde_json::json;
+use std::sync::OnceLock;
+use threadx_dispatch::{Dispatcher, GpuError, Operation, Outcome};
+use threadx_indicators::{IndicatorBank, IndicatorError};
+
+/// Bad backtest input, reported before any work is done.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BacktestError {
+    #[error("unknown strategy `{name}` (known: {known})")]
+    UnknownStrategy { name: String, known: String },
+    #[error("{strategy}: unknown parameter `{param}` (known: {known})")]
+    UnknownParam { strategy: &'static str, param: String, known: String },
+    #[error("parameter {param} is given twice")]
+    Duplicate { param: &'static str },
+    #[error("{param}={value}: {problem}")]
+    BadValue { param: &'static str, value: String, problem: String },
+    #[error("{strategy}: {problem}")]
+    Combo { strategy: &'static str, problem: String },
+    #[error("parameter {param} has no values")]
+    EmptyAxis { param: &'static str },
+    #[error("fee {0} is outside [0, 1) (a fraction of traded value per side, e.g. 0.001)")]
+    Fee(f64),
+    #[error("{strategy} with {params} needs at least {needed} bars to trade; the data has {len}")]
+    TooShort { strategy: &'static str, params: String, needed: usize, len: usize },
+    #[error(transparent)]
+    Indicator(#[from] IndicatorError),
+}
+
+/// Runs plans of one signal book on the device the dispatcher picks, keeping the book
+/// resident on the GPU (uploaded on first use) across calls.
+#[derive(Debug)]
+pub struct Backtester<'a> {
+    book: &'a SignalBook,
+    fee: f64,
+    gpu: OnceLock<Result<GpuBacktester, GpuError>>,
+}
+
+impl<'a> Backtester<'a> {
+    pub fn new(book: &'a SignalBook, fee: f64) -> Result<Self, BacktestError> {
+        check_fee(fee)?;
+        Ok(Self { book, fee, gpu: OnceLock::new() })
+    }
+
+    pub fn book(&self) -> &'a SignalBook {
+        self.book
+    }
+
+    pub fn fee(&self) -> f64 {
+        self.fee
+    }
+
+    /// The profile key of a run of `combos` plans: `backtest_<strategy>:{"bars":N,"combos":K}`.
+    pub fn operation(&self, combos: usize) -> Operation {
+        Operation::new(
+            &format!("backtest_{}", self.book.strategy().name()),
+            json!({"bars": self.book.bars(), "combos": combos}),
+            self.book.bars() * combos,
+        )
+    }
+
+    /// Metrics of every plan, in order, on the CPU or the GPU as `dispatcher` decides (a
+    /// GPU failure falls back to the CPU).
+    pub fn run(&self, dispatcher: &Dispatcher, plans: &[ComboPlan]) -> Outcome<Vec<Metrics>> {
+        dispatcher.run(
+            &self.operation(plans.len()),
+            || simulate_cpu(self.book, plans, self.fee),
+            |_| self.on_gpu(dispatcher)?.run(plans, self.fee),
+        )
+    }
+
+    fn on_gpu(&self, dispatcher: &Dispatcher) -> Result<&GpuBacktester, GpuError> {
+        self.gpu
+            .get_or_init(|| {
+                let ctx = dispatcher.gpu().ok_or_else(|| GpuError::NoAdapter("no GPU in the dispatcher".into()))?;
+                GpuBacktester::new(ctx.clone(), self.book)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// One parameter set (schema order, checked) over the bank's data, with trades and the
+/// equity curve. Indicators come from `bank` (on its dispatcher's device); the single
+/// simulation runs on the CPU.
+pub fn backtest(
+    bank: &IndicatorBank<'_>,
+    strategy: Strategy,
+    values: &[f64],
+    fee: f64,
+) -> Result<BacktestReport, BacktestError> {
+    strategy.check(values)?;
+    check_fee(fee)?;
+    let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
+    let book = SignalBook::build(bank, strategy, &axes)?;
+    let plan = book.plan(&vec![0; values.len()]);
+    Ok(simulate_detailed(&book, &plan, fee))
+}

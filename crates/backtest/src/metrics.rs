@@ -1,0 +1,88 @@
+//! Per-combo metrics and the trades of a single backtest (definitions in DESIGN.md).
+
+use std::fmt;
+
+/// What one combo achieved. Equity starts at 1 and is marked to market at every close.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Metrics {
+    /// E[N−1] / E[−1] − 1.
+    pub total_return: f64,
+    /// Entries, an open position at the end included.
+    pub trades: u32,
+    pub closed_trades: u32,
+    /// Fraction of closed trades that ended above their entry cash; NaN without one.
+    pub win_rate: f64,
+    /// min over t of E[t] / max(E[0..=t]) − 1 (≤ 0).
+    pub max_drawdown: f64,
+    /// mean(r) / std(r, ddof = 1) of the per-bar returns, not annualized; NaN when flat.
+    pub sharpe: f64,
+    /// Fraction of bars that end in a position.
+    pub exposure: f64,
+}
+
+impl Metrics {
+    /// Names as they appear in results files and JSON, in [`Metrics::values`] order.
+    pub const NAMES: [&'static str; 7] =
+        ["total_return", "trades", "closed_trades", "win_rate", "max_drawdown", "sharpe", "exposure"];
+
+    pub fn values(&self) -> [f64; 7] {
+        [
+            self.total_return,
+            self.trades.into(),
+            self.closed_trades.into(),
+            self.win_rate,
+            self.max_drawdown,
+            self.sharpe,
+            self.exposure,
+        ]
+    }
+
+    /// The metric called `name`, if there is one.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        Self::NAMES.iter().position(|n| *n == name).map(|i| self.values()[i])
+    }
+}
+
+/// Why a trade ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitReason {
+    /// The strategy's exit rule fired.
+    Signal,
+    /// The close reached the stop level (≤).
+    Stop,
+    /// Still open after the last bar (valued at the last close).
+    OpenAtEnd,
+}
+
+impl ExitReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            ExitReason::Signal => "signal",
+            ExitReason::Stop => "stop",
+            ExitReason::OpenAtEnd => "open",
+        }
+    }
+}
+
+impl fmt::Display for ExitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One trade of a single backtest; fills are at the close of the bar.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trade {
+    pub entry_bar: usize,
+    /// The exit bar, or the last bar for a position open at the end.
+    pub exit_bar: usize,
+    /// Epoch milliseconds.
+    pub entry_time: i64,
+    pub exit_time: i64,
+    pub entry_price: f64,
+    pub exit_price: f64,
+    /// Equity after the trade over equity before it, minus 1 (fees on both sides; for an
+    /// open trade, marked at the last close without an exit fee).
+    pub return_: f64,
+    pub reason: ExitReason,
+}

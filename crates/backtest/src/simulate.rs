@@ -1,0 +1,206 @@
+//! The CPU simulation (f64, the reference): one combo over all bars, with the fill, fee,
+//! equity and metric rules of DESIGN.md, and the metrics-only batch over many combos.
+//!
+//! One loop serves both uses: it is generic over an [`Observer`] that the metrics-only
+//! path leaves empty (compiled away) and the detailed path uses to record trades and the
+//! equity curve. Flat stretches are skipped a 64-bar word of entry bits at a time.
+
+use crate::book::{ComboPlan, SignalBook};
+use crate::metrics::{ExitReason, Metrics, Trade};
+use rayon::prelude::*;
+
+/// Receives what a simulation does, bar by bar; every method defaults to nothing.
+pub(crate) trait Observer {
+    /// Bars `from..to` are flat, with equity `cash`.
+    fn flat(&mut self, _from: usize, _to: usize, _cash: f64) {}
+    /// Bar `t` ends in a position worth `value`.
+    fn held(&mut self, _t: usize, _value: f64) {}
+    /// A trade was entered at `entry` and exited at `exit` (open at the end: last bar).
+    fn trade(&mut self, _entry: usize, _exit: usize, _reason: ExitReason, _gain: f64) {}
+}
+
+/// The observer of the metrics-only path.
+struct Quiet;
+impl Observer for Quiet {}
+
+/// Running drawdown and return sums. Drawdown is tracked as the lowest equity since the
+/// last peak, divided only when a new peak starts or at the end; since division by a
+/// positive number is monotonic, this gives the same bits as min over t of E[t]/peak − 1.
+struct Accumulator {
+    sum: f64,
+    sum_sq: f64,
+    peak: f64,
+    trough: f64,
+    max_drawdown: f64,
+}
+
+impl Accumulator {
+    #[inline(always)]
+    fn step(&mut self, r: f64, equity: f64) {
+        self.sum += r;
+        self.sum_sq += r * r;
+        if equity > self.peak {
+            self.max_drawdown = self.max_drawdown.min(self.trough / self.peak - 1.0);
+            self.peak = equity;
+            self.trough = equity;
+        } else if equity < self.trough {
+            self.trough = equity;
+        }
+    }
+}
+
+/// The first set bit at or after `from` in a row of bits, if any.
+#[inline(always)]
+fn next_bit(row: &[u64], from: usize) -> Option<usize> {
+    let mut w = from / 64;
+    let mut word = *row.get(w)? & (u64::MAX << (from % 64));
+    loop {
+        if word != 0 {
+            return Some(w * 64 + word.trailing_zeros() as usize);
+        }
+        w += 1;
+        word = *row.get(w)?;
+    }
+}
+
+#[inline(always)]
+fn bit(row: &[u64], t: usize) -> bool {
+    (row[t / 64] >> (t % 64)) & 1 == 1
+}
+
+/// One combo's simulation. Equity starts at 1 (E[−1]).
+#[inline(always)]
+pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f64, obs: &mut O) -> Metrics {
+    let n = book.bars();
+    let close = &book.close()[..n];
+    let ret = &book.ret()[..n];
+    let entries = book.entry_row(plan.entry);
+    let exits = book.exit_row(plan.exit);
+    let stops = book.stop_row(plan.stop);
+    let (buy, sell) = (1.0 + fee, 1.0 - fee);
+    let mut acc = Accumulator { sum: 0.0, sum_sq: 0.0, peak: 1.0, trough: 1.0, max_drawdown: 0.0 };
+    let (mut trades, mut closed, mut wins, mut held) = (0u32, 0u32, 0u32, 0usize);
+    let mut cash = 1.0;
+    let mut flat_from = 0;
+    let mut from = plan.warmup as usize;
+    let equity = loop {
+        let Some(e) = next_bit(entries, from).filter(|&e| e < n) else {
+            obs.flat(flat_from, n, cash);
+            break cash;
+        };
+        obs.flat(flat_from, e, cash);
+        trades += 1;
+        let entry_close = close[e];
+        let shares = cash / (entry_close * buy);
+        let mut value = shares * entry_close;
+        acc.step(value / cash - 1.0, value);
+        obs.held(e, value);
+        let stop = stops.map_or(f64::NEG_INFINITY, |s| s[e]);
+        let mut exit = None;
+        for t in e + 1..n {
+            let c = close[t];
+            let stopped = c <= stop;
+            if stopped || bit(exits, t) {
+                exit = Some((t, if stopped { ExitReason::Stop } else { ExitReason::Signal }));
+                break;
+            }
+            value = shares * c;
+            acc.step(ret[t], value);
+            obs.held(t, value);
+        }
+        let Some((x, reason)) = exit else {
+            held += n - e;
+            obs.trade(e, n - 1, ExitReason::OpenAtEnd, value / cash - 1.0);
+            break value;
+        };
+        let proceeds = shares * close[x] * sell;
+        acc.step(proceeds / value - 1.0, proceeds);
+        held += x - e;
+        closed += 1;
+        wins += u32::from(proceeds > cash);
+        obs.trade(e, x, reason, proceeds / cash - 1.0);
+        cash = proceeds;
+        flat_from = x;
+        // No new entry on the bar of an exit.
+        from = x + 1;
+    };
+    let max_drawdown = acc.max_drawdown.min(acc.trough / acc.peak - 1.0);
+    Metrics {
+        total_return: equity - 1.0,
+        trades,
+        closed_trades: closed,
+        win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
+        max_drawdown,
+        sharpe: sharpe(acc.sum, acc.sum_sq, n),
+        exposure: held as f64 / n as f64,
+    }
+}
+
+/// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` bars; NaN when the
+/// standard deviation is 0 (or `n` < 2).
+pub(crate) fn sharpe(sum: f64, sum_sq: f64, n: usize) -> f64 {
+    if n < 2 {
+        return f64::NAN;
+    }
+    let mean = sum / n as f64;
+    let var = (sum_sq - sum * mean) / (n - 1) as f64;
+    if var > 0.0 { mean / var.sqrt() } else { f64::NAN }
+}
+
+/// Metrics of one combo on the CPU.
+pub fn simulate_one(book: &SignalBook, plan: &ComboPlan, fee: f64) -> Metrics {
+    simulate(book, plan, fee, &mut Quiet)
+}
+
+/// Metrics of every plan, in order, on the CPU: combos in parallel (rayon), nothing
+/// allocated per combo. Each combo is computed alone, so the result does not depend on the
+/// thread count or on how plans are cut.
+pub fn simulate_cpu(book: &SignalBook, plans: &[ComboPlan], fee: f64) -> Vec<Metrics> {
+    plans.par_iter().with_min_len(8).map(|plan| simulate(book, plan, fee, &mut Quiet)).collect()
+}
+
+/// A single backtest in detail: metrics, trades and the equity curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BacktestReport {
+    pub metrics: Metrics,
+    pub trades: Vec<Trade>,
+    /// Equity marked to market at every close, starting from 1 before the first bar.
+    pub equity: Vec<f64>,
+}
+
+struct Recorder<'a> {
+    book: &'a SignalBook,
+    trades: Vec<Trade>,
+    equity: Vec<f64>,
+}
+
+impl Observer for Recorder<'_> {
+    fn flat(&mut self, from: usize, to: usize, cash: f64) {
+        self.equity[from..to].fill(cash);
+    }
+
+    fn held(&mut self, t: usize, value: f64) {
+        self.equity[t] = value;
+    }
+
+    fn trade(&mut self, entry: usize, exit: usize, reason: ExitReason, gain: f64) {
+        let (close, time) = (self.book.close(), self.book.timestamps());
+        self.trades.push(Trade {
+            entry_bar: entry,
+            exit_bar: exit,
+            entry_time: time[entry],
+            exit_time: time[exit],
+            entry_price: close[entry],
+            exit_price: close[exit],
+            return_: gain,
+            reason,
+        });
+    }
+}
+
+/// One combo with its trade list and equity curve (CPU).
+pub fn simulate_detailed(book: &SignalBook, plan: &ComboPlan, fee: f64) -> BacktestReport {
+    let mut recorder = Recorder { book, trades: Vec::new(), equity: vec![f64::NAN; book.bars()] };
+    let metrics = simulate(book, plan, fee, &mut recorder);
+    BacktestReport { metrics, trades: recorder.trades, equity: recorder.equity }
+}
