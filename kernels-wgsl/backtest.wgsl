@@ -28,7 +28,9 @@ struct Plan {
 }
 
 struct Outcome {
-    total_return: f32,
+    // Σ over trades of log-close differences, 64-bit two's complement, 2^-40 units.
+    log_lo: u32,
+    log_hi: u32,
     trades: u32,
     closed: u32,
     wins: u32,
@@ -39,7 +41,8 @@ struct Outcome {
 }
 
 @group(0) @binding(0) var<storage, read> close: array<vec2<f32>>;
-@group(0) @binding(1) var<storage, read> ret: array<f32>;
+// (ret[t] as f32 bits, low word of log-close fixed point, high word, unused).
+@group(0) @binding(1) var<storage, read> bar: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> entry_bits: array<u32>;
 @group(0) @binding(3) var<storage, read> exit_bits: array<u32>;
 @group(0) @binding(4) var<storage, read> stops: array<vec2<f32>>;
@@ -69,6 +72,15 @@ fn step(acc: ptr<function, Acc>, r: f32, equity: f32) {
     } else if (equity < (*acc).trough) {
         (*acc).trough = equity;
     }
+}
+
+// a + b − c on 64-bit two's complement (lo, hi) pairs.
+fn add_sub(a: vec2<u32>, b: vec2<u32>, c: vec2<u32>) -> vec2<u32> {
+    let lo1 = a.x + b.x;
+    let hi1 = a.y + b.y + select(0u, 1u, lo1 < a.x);
+    let lo2 = lo1 - c.x;
+    let hi2 = hi1 - c.y - select(0u, 1u, lo1 < c.x);
+    return vec2<u32>(lo2, hi2);
 }
 
 // The first entry bit at or after `start` in the row starting at word `base`, or bars.
@@ -110,12 +122,11 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     var wins = 0u;
     var held = 0u;
     var cash = 1.0;
-    var equity = 1.0;
+    var log_growth = vec2<u32>(0u, 0u);
     var start = plan.warmup;
     loop {
         let e = next_entry(entry_base, start);
         if (e >= n) {
-            equity = cash;
             break;
         }
         trades += 1u;
@@ -143,14 +154,15 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
             }
             // The move since entry is exact in the pairs; its ratio to the price is small.
             value = entry_value * (1.0 + ((c.x - ce.x) + (c.y - ce.y)) / entry_price);
-            step(&acc, ret[t], value);
+            step(&acc, bitcast<f32>(bar[t].x), value);
             t += 1u;
         }
         if (!exited) {
             held += n - e;
-            equity = value;
+            log_growth = add_sub(log_growth, bar[n - 1u].yz, bar[e].yz);
             break;
         }
+        log_growth = add_sub(log_growth, bar[t].yz, bar[e].yz);
         let c = close[t];
         let proceeds = entry_value * (1.0 + ((c.x - ce.x) + (c.y - ce.y)) / entry_price) * params.sell;
         step(&acc, proceeds / value - 1.0, proceeds);
@@ -164,5 +176,5 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
         start = t + 1u;
     }
     let max_drawdown = min(acc.max_drawdown, acc.trough / acc.peak - 1.0);
-    outcomes[params.first + i] = Outcome(equity - 1.0, trades, closed, wins, max_drawdown, acc.sum, acc.sum_sq, held);
+    outcomes[params.first + i] = Outcome(log_growth.x, log_growth.y, trades, closed, wins, max_drawdown, acc.sum, acc.sum_sq, held);
 }

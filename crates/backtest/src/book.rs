@@ -293,10 +293,9 @@ fn needed_indicators(strategy: Strategy, axes: &[Vec<f64>]) -> Vec<Indicator> {
             .map(|(p, k)| Indicator::BollingerBands { period: period(p), std: k })
             .chain(axes[2].iter().map(|&a| Indicator::Atr { period: period(a) }))
             .collect(),
-        Strategy::MaCross => axes[0]
-            .iter()
-            .flat_map(|&kind| axes[1].iter().chain(&axes[2]).map(move |&p| ma(kind, period(p))))
-            .collect(),
+        Strategy::MaCross => {
+            axes[0].iter().flat_map(|&kind| axes[1].iter().chain(&axes[2]).map(move |&p| ma(kind, period(p)))).collect()
+        }
         Strategy::RsiReversion => {
             let stops = axes[4].iter().any(|&m| m > 0.0);
             axes[0]

@@ -17,6 +17,9 @@ const WORKGROUP: u32 = 64;
 
 /// Bar·combos per dispatch at most, so that no single dispatch runs for long (drivers
 /// reset a GPU that does not answer for a couple of seconds).
+/// Resolution of the fixed-point log closes: 2^40 (log prices up to ±2^23 fit in i64).
+const LOG_SCALE: f64 = (1u64 << 40) as f64;
+
 const MAX_WORK_PER_DISPATCH: u64 = 1 << 31;
 
 #[repr(C)]
@@ -36,7 +39,8 @@ struct Params {
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Outcome {
-    total_return: f32,
+    log_lo: u32,
+    log_hi: u32,
     trades: u32,
     closed: u32,
     wins: u32,
@@ -52,7 +56,7 @@ pub struct GpuBacktester {
     bars: u32,
     words: u32,
     c0: f32,
-    /// close, ret, entry bits, exit bits, stop levels.
+    /// close, per-bar values, entry bits, exit bits, stop levels.
     shared: [wgpu::Buffer; 5],
 }
 
@@ -79,13 +83,24 @@ impl GpuBacktester {
         let bars = u32::try_from(book.bars())
             .map_err(|_| GpuError::Unsupported(format!("{} bars exceed the GPU's u32 indices", book.bars())))?;
         let reference = book.close()[0];
-        let ret: Vec<f32> = book.ret().iter().map(|&r| r as f32).collect();
+        // Per bar: the return as f32 bits and log(close) in 64-bit fixed point.
+        let bar: Vec<[u32; 4]> = book
+            .ret()
+            .iter()
+            .zip(book.close())
+            .map(|(&r, &c)| {
+                let fixed = (c.ln() * LOG_SCALE).round() as i64 as u64;
+                [(r as f32).to_bits(), fixed as u32, (fixed >> 32) as u32, 0]
+            })
+            .collect();
+        // WGSL arrays cannot be empty: a book without stops gets one unused level.
+        let stops = if book.stop_rows().is_empty() { &[f64::NEG_INFINITY][..] } else { book.stop_rows() };
         let shared = [
             ctx.storage_buffer("close", &split(book.close(), reference))?,
-            ctx.storage_buffer("ret", &ret)?,
+            ctx.storage_buffer("bars", &bar)?,
             ctx.storage_buffer::<u32>("entry bits", bytemuck::cast_slice(book.entry_rows()))?,
             ctx.storage_buffer::<u32>("exit bits", bytemuck::cast_slice(book.exit_rows()))?,
-            ctx.storage_buffer("stop levels", &split(book.stop_rows(), reference))?,
+            ctx.storage_buffer("stop levels", &split(stops, reference))?,
         ];
         ctx.pipeline(&BACKTEST)?;
         Ok(Self { ctx, bars, words: (book.words() * 2) as u32, c0: reference as f32, shared })
@@ -126,15 +141,18 @@ impl GpuBacktester {
         let mut metrics = Vec::with_capacity(plans.len());
         for (out, len) in pending {
             let outcomes: Vec<Outcome> = ctx.read_back(&out, len)?;
-            metrics.extend(outcomes.iter().map(|o| self.metrics(o)));
+            metrics.extend(outcomes.iter().map(|o| self.metrics(o, fee)));
         }
         Ok(metrics)
     }
 
-    fn metrics(&self, o: &Outcome) -> Metrics {
+    fn metrics(&self, o: &Outcome, fee: f64) -> Metrics {
         let n = self.bars as usize;
+        let log_growth = ((u64::from(o.log_hi) << 32) | u64::from(o.log_lo)) as i64 as f64 / LOG_SCALE;
+        // Every entry pays (1 + fee), every closed trade (1 − fee), as on the CPU.
+        let fees = (1.0 - fee).powi(o.closed as i32) / (1.0 + fee).powi(o.trades as i32);
         Metrics {
-            total_return: o.total_return.into(),
+            total_return: log_growth.exp() * fees - 1.0,
             trades: o.trades,
             closed_trades: o.closed,
             win_rate: if o.closed > 0 { f64::from(o.wins) / f64::from(o.closed) } else { f64::NAN },

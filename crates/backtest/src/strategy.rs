@@ -338,7 +338,12 @@ impl Strategy {
 
     /// `name=value` pairs of a parameter set, as the user writes them.
     pub fn describe(self, values: &[f64]) -> String {
-        self.schema().iter().zip(values).map(|(p, &v)| format!("{}={}", p.name, p.format(v))).collect::<Vec<_>>().join(",")
+        self.schema()
+            .iter()
+            .zip(values)
+            .map(|(p, &v)| format!("{}={}", p.name, p.format(v)))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 

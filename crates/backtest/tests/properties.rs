@@ -1,0 +1,185 @@
+//! Properties of the CPU simulation (proptest): it agrees with a plain per-bar reference
+//! written straight from DESIGN.md over the indicator values; metrics keep their bounds;
+//! results are bit-identical however combos are cut and however many threads run them.
+
+use proptest::prelude::*;
+use threadx_backtest::{ComboPlan, Metrics, SignalBook, Strategy, simulate_cpu, simulate_detailed};
+use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_indicators::{Indicator, IndicatorBank, Ohlcv, compute_cpu};
+
+fn data(bars: usize, seed: u64) -> Ohlcv {
+    Ohlcv::load(&format!("synthetic:bars={bars},seed={seed}")).unwrap()
+}
+
+/// bb_atr as DESIGN.md words it, bar by bar, from the indicator series: no bits, no
+/// skipping, equity recomputed from shares and cash at every close.
+fn reference_bb_atr(data: &Ohlcv, p: usize, k: f64, a: usize, m: f64, fee: f64) -> Metrics {
+    let values =
+        compute_cpu(data, &[Indicator::BollingerBands { period: p, std: k }, Indicator::Atr { period: a }]).unwrap();
+    let (middle, lower, atr) = (values[0].output(0), values[0].output(2), values[1].output(0));
+    let close = data.close();
+    let n = close.len();
+    let w = (p - 1).max(a);
+    let (mut cash, mut shares, mut entry_cash, mut stop) = (1.0, 0.0, 0.0, 0.0);
+    let (mut trades, mut closed, mut wins, mut held) = (0u32, 0u32, 0u32, 0usize);
+    let mut equity = Vec::with_capacity(n);
+    for t in 0..n {
+        let c = close[t];
+        if shares > 0.0 {
+            if c > middle[t] || c <= stop {
+                let proceeds = shares * c * (1.0 - fee);
+                closed += 1;
+                wins += u32::from(proceeds > entry_cash);
+                cash = proceeds;
+                shares = 0.0;
+            } else {
+                held += 1;
+            }
+        } else if t >= w && c < lower[t] {
+            entry_cash = cash;
+            shares = cash / (c * (1.0 + fee));
+            cash = 0.0;
+            stop = c - m * atr[t];
+            trades += 1;
+            held += 1;
+        }
+        equity.push(if shares > 0.0 { shares * c } else { cash });
+    }
+    let mut prev = 1.0;
+    let r: Vec<f64> = equity
+        .iter()
+        .map(|&e| {
+            let r = e / prev - 1.0;
+            prev = e;
+            r
+        })
+        .collect();
+    let mean = r.iter().sum::<f64>() / n as f64;
+    let var = r.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let (mut peak, mut mdd) = (f64::MIN, 0.0f64);
+    for &e in &equity {
+        peak = peak.max(e);
+        mdd = mdd.min(e / peak - 1.0);
+    }
+    Metrics {
+        total_return: equity[n - 1] - 1.0,
+        trades,
+        closed_trades: closed,
+        win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
+        max_drawdown: mdd,
+        sharpe: if var > 0.0 { mean / var.sqrt() } else { f64::NAN },
+        exposure: held as f64 / n as f64,
+    }
+}
+
+fn book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
+    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap();
+    SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
+}
+
+/// Every plan of the full grid of a book's axes, the last axis fastest.
+fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
+    let lens: Vec<usize> = book.axes().iter().map(Vec::len).collect();
+    let mut index = vec![0; lens.len()];
+    let mut plans = Vec::new();
+    loop {
+        plans.push(book.plan(&index));
+        let mut i = lens.len();
+        loop {
+            if i == 0 {
+                return plans;
+            }
+            i -= 1;
+            index[i] += 1;
+            if index[i] < lens[i] {
+                break;
+            }
+            index[i] = 0;
+        }
+    }
+}
+
+fn bits(m: &[Metrics]) -> Vec<[u64; 7]> {
+    m.iter().map(|m| m.values().map(f64::to_bits)).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_the_plain_reference(
+        seed in 0u64..1000, bars in 60usize..1500, p in 2usize..40, k in 0.5f64..3.0,
+        a in 1usize..30, m in 0.5f64..4.0, fee in 0.0f64..0.01,
+    ) {
+        let d = data(bars, seed);
+        prop_assume!(bars > p.max(a + 1));
+        let b = book(&d, Strategy::BbAtr, &[vec![p as f64], vec![k], vec![a as f64], vec![m]]);
+        let report = simulate_detailed(&b, &b.plan(&[0, 0, 0, 0]), fee);
+        let want = reference_bb_atr(&d, p, k, a, m, fee);
+        let got = report.metrics;
+        prop_assert_eq!((got.trades, got.closed_trades), (want.trades, want.closed_trades));
+        for (name, (g, w)) in Metrics::NAMES.iter().zip(got.values().into_iter().zip(want.values())) {
+            let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= 1e-10 * w.abs().max(1e-6);
+            prop_assert!(ok, "{}: engine {} vs reference {}", name, g, w);
+        }
+        // Bounds: drawdown ≤ 0, equity positive, exposure a fraction.
+        prop_assert!(got.max_drawdown <= 0.0);
+        prop_assert!(report.equity.iter().all(|&e| e > 0.0 && e.is_finite()));
+        prop_assert!((0.0..=1.0).contains(&got.exposure));
+        prop_assert_eq!(report.trades.len() as u32, got.trades);
+        if got.trades == 0 {
+            prop_assert_eq!((got.total_return, got.max_drawdown), (0.0, 0.0));
+        }
+    }
+
+    #[test]
+    fn every_strategy_keeps_its_bounds(seed in 0u64..1000, which in 0usize..3, fee in 0.0f64..0.02) {
+        let d = data(800, seed);
+        let (strategy, axes) = match which {
+            0 => (Strategy::BbAtr, vec![vec![10.0, 30.0], vec![1.0, 2.5], vec![5.0, 14.0], vec![0.5, 3.0]]),
+            1 => (Strategy::MaCross, vec![vec![0.0, 1.0], vec![3.0, 10.0], vec![20.0, 40.0]]),
+            _ => (Strategy::RsiReversion, vec![vec![5.0, 14.0], vec![20.0, 35.0], vec![60.0, 80.0], vec![7.0], vec![0.0, 2.0]]),
+        };
+        let b = book(&d, strategy, &axes);
+        for plan in all_plans(&b) {
+            let r = simulate_detailed(&b, &plan, fee);
+            let m = r.metrics;
+            prop_assert!(m.max_drawdown <= 0.0 && m.max_drawdown > -1.0);
+            prop_assert!(m.total_return > -1.0);
+            prop_assert!(r.equity.iter().all(|&e| e > 0.0));
+            prop_assert!(m.closed_trades <= m.trades && m.trades <= m.closed_trades + 1);
+            if m.trades == 0 {
+                prop_assert_eq!((m.total_return, m.max_drawdown, m.exposure), (0.0, 0.0, 0.0));
+                prop_assert!(m.sharpe.is_nan());
+            }
+            let first = r.trades.first().map_or(usize::MAX, |t| t.entry_bar);
+            prop_assert!(first >= plan.warmup as usize);
+            for pair in r.trades.windows(2) {
+                prop_assert!(pair[1].entry_bar > pair[0].exit_bar, "no re-entry on an exit bar");
+            }
+        }
+    }
+
+    #[test]
+    fn chunking_and_threads_do_not_change_a_bit(seed in 0u64..1000, cuts in prop::collection::vec(1usize..40, 1..6)) {
+        let d = data(1200, seed);
+        let axes = vec![vec![10.0, 20.0, 30.0], vec![1.5, 2.0], vec![7.0, 14.0], vec![1.0, 2.0, 3.0]];
+        let b = book(&d, Strategy::BbAtr, &axes);
+        let plans = all_plans(&b);
+        let whole = simulate_cpu(&b, &plans, 0.001);
+        let mut pieces = Vec::new();
+        let mut rest = plans.as_slice();
+        for &cut in cuts.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (head, tail) = rest.split_at(cut.min(rest.len()));
+            pieces.extend(simulate_cpu(&b, head, 0.001));
+            rest = tail;
+        }
+        let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let single = one_thread.install(|| simulate_cpu(&b, &plans, 0.001));
+        prop_assert_eq!(bits(&whole), bits(&pieces));
+        prop_assert_eq!(bits(&whole), bits(&single));
+    }
+}
