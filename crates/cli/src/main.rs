@@ -2,6 +2,7 @@
 //! nothing an embedding user would need lives here.
 #![allow(clippy::print_stdout)] // Printing results is this binary's job.
 
+mod backtest;
 mod data;
 mod devices;
 mod indicators;
@@ -10,6 +11,7 @@ mod profile;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use threadx_backtest::strategy_help;
 use threadx_dispatch::DeviceMode;
 use threadx_indicators::{INDICATOR_HELP, Indicator};
 
@@ -62,6 +64,31 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Backtest one parameter set of a strategy and print its metrics.
+    #[command(after_long_help = format!("Strategies and their parameters (defaults; ranges):\n{}", strategy_help()))]
+    Backtest {
+        /// A CSV file or synthetic:bars=N,seed=S (as for `indicators`).
+        #[arg(long, default_value = "synthetic")]
+        data: String,
+        /// bb_atr, ma_cross or rsi_reversion (see --help for their parameters).
+        #[arg(long, default_value = "bb_atr")]
+        strategy: String,
+        /// A parameter, repeatable: --set bb_period=20 --set bb_std=2; others take their defaults.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Cost per side as a fraction of traded value (0.001 = 0.1%).
+        #[arg(long, default_value_t = 0.001, allow_negative_numbers = true)]
+        fee: f64,
+        /// Write the trade list to this CSV.
+        #[arg(long, value_name = "FILE.csv")]
+        trades: Option<PathBuf>,
+        /// Write the equity curve (equity 1 before the first bar) to this CSV.
+        #[arg(long, value_name = "FILE.csv")]
+        equity: Option<PathBuf>,
+        /// Print one JSON object (the metric names of DESIGN.md) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn parse_indicator(s: &str) -> Result<Indicator, String> {
@@ -87,6 +114,8 @@ fn main() -> std::process::ExitCode {
         Command::Indicators { data, indicators, out } => {
             mode(cli.device).and_then(|m| indicators::run(&data, &indicators, &out, m))
         }
+        Command::Backtest { data, strategy, set, fee, trades, equity, json } => mode(cli.device)
+            .and_then(|m| backtest::run(&backtest::Request { data, strategy, set, fee, trades, equity, json }, m)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

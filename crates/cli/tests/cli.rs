@@ -193,3 +193,88 @@ fn indicators_refuses_bad_input_before_any_work() {
         threadx(&["indicators", "--data", "synthetic:bars=100", "--ind", "sma", "--out", "/no/such/dir/x.csv"], &[]);
     assert!(text(&run.stderr).contains("folder /no/such/dir does not exist"), "{}", text(&run.stderr));
 }
+
+#[test]
+fn backtest_prints_metrics_and_writes_trades_and_equity() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trades, equity) = (dir.path().join("trades.csv"), dir.path().join("equity.csv"));
+    let profile = dir.path().join("t.json");
+    let env = [("THREADX_GPU_THRESHOLD_PATH", profile.to_str().unwrap())];
+    let data = "synthetic:bars=3000,seed=4";
+    let set = ["--set", "bb_period=20", "--set", "bb_std=2", "--set", "atr_period=14", "--set", "atr_mult=2"];
+    let mut args = vec!["backtest", "--data", data, "--strategy", "bb_atr", "--device", "cpu", "--json"];
+    args.extend_from_slice(&set);
+    args.extend_from_slice(&["--trades", trades.to_str().unwrap(), "--equity", equity.to_str().unwrap()]);
+    let out = threadx(&args, &env);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The same run through the library gives the same numbers.
+    let ohlcv = threadx_indicators::Ohlcv::load(data).unwrap();
+    let dispatcher = threadx_dispatch::Dispatcher::from_env(Some(threadx_dispatch::DeviceMode::Cpu)).unwrap();
+    let bank = threadx_indicators::IndicatorBank::new(&ohlcv, &dispatcher);
+    let report =
+        threadx_backtest::backtest(&bank, threadx_backtest::Strategy::BbAtr, &[20.0, 2.0, 14.0, 2.0], 0.001).unwrap();
+    for (name, want) in threadx_backtest::Metrics::NAMES.iter().zip(report.metrics.values()) {
+        assert_eq!(v[name].as_f64().unwrap(), want, "{name}");
+    }
+    assert_eq!(
+        (v["strategy"].as_str(), v["bars"].as_u64(), v["fee"].as_f64()),
+        (Some("bb_atr"), Some(3000), Some(0.001))
+    );
+    assert_eq!(v["params"]["bb_period"], 20.0);
+    let trade_rows: Vec<String> = std::fs::read_to_string(&trades).unwrap().lines().map(str::to_owned).collect();
+    assert_eq!(
+        trade_rows[0],
+        "trade,entry_bar,entry_time,entry_price,exit_bar,exit_time,exit_price,return,exit_reason"
+    );
+    assert_eq!(trade_rows.len() - 1, report.trades.len());
+    assert!(report.trades.len() > 3, "the default strategy trades on this data");
+    let first: Vec<&str> = trade_rows[1].split(',').collect();
+    assert_eq!(first[1].parse::<usize>().unwrap(), report.trades[0].entry_bar);
+    assert!(["signal", "stop", "open"].contains(&first[8]));
+    let curve = std::fs::read_to_string(&equity).unwrap();
+    assert_eq!(curve.lines().count(), 3001);
+    let second = curve.lines().nth(1).unwrap();
+    assert!(curve.starts_with("bar,timestamp,close,equity\n0,2024-01-01T00:00:00Z,"), "{curve:.100}");
+    assert_eq!(second.rsplit(',').next(), Some("1"), "equity starts at 1");
+    let last: f64 = curve.lines().last().unwrap().rsplit(',').next().unwrap().parse().unwrap();
+    assert_eq!(last, 1.0 + report.metrics.total_return);
+
+    // The table form names every metric.
+    let out = threadx(&["backtest", "--data", data, "--device", "cpu"], &env);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    for name in threadx_backtest::Metrics::NAMES {
+        assert!(table.contains(name), "{table}");
+    }
+}
+
+#[test]
+fn backtest_refuses_bad_input_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let trades_path = dir.path().join("never.csv");
+    let trades = trades_path.to_str().unwrap();
+    let cases: [(&[&str], &str); 9] = [
+        (&["--strategy", "momentum"], "unknown strategy `momentum` (known: bb_atr, ma_cross, rsi_reversion)"),
+        (&["--set", "bb_len=20"], "unknown parameter `bb_len`"),
+        (&["--set", "atr_mult=0"], "atr_mult=0: out of range: must be > 0"),
+        (&["--set", "atr_mult=-2"], "atr_mult=-2: out of range"),
+        (&["--set", "bb_period=1"], "bb_period=1: out of range: must be ≥ 2"),
+        (&["--set", "bb_period"], "expected name=value"),
+        (&["--fee", "1"], "fee 1 is outside [0, 1)"),
+        (&["--fee", "-0.1"], "fee -0.1 is outside [0, 1)"),
+        (&["--data", "synthetic:bars=30", "--set", "bb_period=40"], "needs at least 40 bars to trade; the data has 30"),
+    ];
+    for (args, says) in cases {
+        let mut full = vec!["backtest", "--device", "cpu", "--trades", trades];
+        full.extend_from_slice(args);
+        let run = threadx(&full, &[]);
+        assert!(!run.status.success(), "{args:?} should fail");
+        assert!(text(&run.stderr).contains(says), "{args:?}: {}", text(&run.stderr));
+        assert!(!trades_path.exists(), "{args:?} wrote output");
+    }
+    let run = threadx(&["backtest", "--trades", "/no/such/dir/t.csv"], &[]);
+    assert!(text(&run.stderr).contains("folder /no/such/dir does not exist"), "{}", text(&run.stderr));
+    let run = threadx(&["backtest", "--strategy", "ma_cross", "--set", "fast=60", "--set", "slow=20"], &[]);
+    assert!(text(&run.stderr).contains("fast (60) must be shorter than slow (20)"), "{}", text(&run.stderr));
+}

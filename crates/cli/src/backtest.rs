@@ -1,0 +1,148 @@
+//! `threadx backtest`: one parameter set of a strategy, its metrics, trades and equity.
+
+use crate::data::check_writable;
+use anyhow::{Context, Result};
+use serde_json::{Map, Value, json};
+use std::fmt::Write;
+use std::path::PathBuf;
+use threadx_backtest::{BacktestReport, Metrics, Strategy, backtest, check_fee};
+use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
+use threadx_profile_store::write_file_atomic;
+
+/// What `threadx backtest` was asked for.
+#[derive(Debug)]
+pub struct Request {
+    pub data: String,
+    pub strategy: String,
+    pub set: Vec<String>,
+    pub fee: f64,
+    pub trades: Option<PathBuf>,
+    pub equity: Option<PathBuf>,
+    pub json: bool,
+}
+
+/// `name=value` into its two halves.
+pub fn split_assignment(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() && !value.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(format!("expected name=value, e.g. bb_period=20 (got `{s}`)")),
+    }
+}
+
+pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
+    // Everything the user typed is checked before data is read or anything computed.
+    let strategy = Strategy::parse(&req.strategy)?;
+    let pairs: Vec<(String, String)> =
+        req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+    let values = strategy.params(&pairs)?;
+    check_fee(req.fee)?;
+    for path in req.trades.iter().chain(&req.equity) {
+        check_writable(path)?;
+    }
+    let data = Ohlcv::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
+    let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
+    let bank = IndicatorBank::new(&data, &dispatcher);
+    let report = backtest(&bank, strategy, &values, req.fee)?;
+    if let Some(path) = &req.trades {
+        write_file_atomic(path, trades_csv(&report).as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &req.equity {
+        write_file_atomic(path, equity_csv(&data, &report).as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Err(e) = dispatcher.flush() {
+        tracing::warn!("could not save the timing profile: {e}");
+    }
+    let m = &report.metrics;
+    if req.json {
+        let mut object = Map::new();
+        object.insert("strategy".into(), json!(strategy.name()));
+        let params: Map<String, Value> = strategy
+            .schema()
+            .iter()
+            .zip(&values)
+            .map(|(p, &v)| (p.name.to_owned(), if p.name == "ma_type" { json!(p.format(v)) } else { json!(v) }))
+            .collect();
+        object.insert("params".into(), Value::Object(params));
+        object.insert("fee".into(), json!(req.fee));
+        object.insert("data".into(), json!(data.origin()));
+        object.insert("bars".into(), json!(data.len()));
+        for (name, value) in Metrics::NAMES.iter().zip(m.values()) {
+            let value = match *name {
+                "trades" | "closed_trades" => json!(value as u64),
+                _ if value.is_finite() => json!(value),
+                _ => Value::Null,
+            };
+            object.insert((*name).to_owned(), value);
+        }
+        println!("{}", Value::Object(object));
+    } else {
+        println!(
+            "{} {} on {} ({} bars), fee {}",
+            strategy,
+            strategy.describe(&values),
+            data.origin(),
+            data.len(),
+            req.fee
+        );
+        print!("{}", metrics_table(m));
+        for (what, path) in [("trades", &req.trades), ("equity", &req.equity)] {
+            if let Some(path) = path {
+                println!("wrote {what} to {}", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn metrics_table(m: &Metrics) -> String {
+    let pct = |v: f64| if v.is_nan() { "-".to_owned() } else { format!("{:.2}%", v * 100.0) };
+    let rows = [
+        ("total_return", pct(m.total_return)),
+        ("trades", m.trades.to_string()),
+        ("closed_trades", m.closed_trades.to_string()),
+        ("win_rate", pct(m.win_rate)),
+        ("max_drawdown", pct(m.max_drawdown)),
+        ("sharpe", if m.sharpe.is_nan() { "-".to_owned() } else { format!("{:.4} (per bar)", m.sharpe) }),
+        ("exposure", pct(m.exposure)),
+    ];
+    let mut out = String::new();
+    for (name, value) in rows {
+        let _ = writeln!(out, "  {name:<14} {value:>14}");
+    }
+    out
+}
+
+fn trades_csv(report: &BacktestReport) -> String {
+    let mut csv =
+        String::from("trade,entry_bar,entry_time,entry_price,exit_bar,exit_time,exit_price,return,exit_reason\n");
+    for (i, t) in report.trades.iter().enumerate() {
+        let _ = writeln!(
+            csv,
+            "{i},{},{},{},{},{},{},{},{}",
+            t.entry_bar,
+            format_time(t.entry_time),
+            t.entry_price,
+            t.exit_bar,
+            format_time(t.exit_time),
+            t.exit_price,
+            t.return_,
+            t.reason
+        );
+    }
+    csv
+}
+
+fn equity_csv(data: &Ohlcv, report: &BacktestReport) -> String {
+    let mut csv = String::from("bar,timestamp,close,equity\n");
+    for (t, (&ms, (&close, &equity))) in
+        data.timestamps().iter().zip(data.close().iter().zip(&report.equity)).enumerate()
+    {
+        let _ = writeln!(csv, "{t},{},{close},{equity}", format_time(ms));
+    }
+    csv
+}
