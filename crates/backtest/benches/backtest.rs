@@ -76,7 +76,9 @@ fn gpu(c: &mut Criterion) {
     for copies in [1usize, 10] {
         let many: Vec<ComboPlan> = plans.iter().copied().cycle().take(plans.len() * copies).collect();
         g.throughput(Throughput::Elements((book.bars() * many.len()) as u64));
-        g.bench_function(format!("{}_combos", many.len()), |b| b.iter(|| gpu.run(black_box(&many), FEE).expect("GPU run")));
+        g.bench_function(format!("{}_combos", many.len()), |b| {
+            b.iter(|| gpu.run(black_box(&many), FEE).expect("GPU run"))
+        });
     }
     g.finish();
 }

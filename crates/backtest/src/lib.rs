@@ -77,11 +77,12 @@ impl<'a> Backtester<'a> {
         self.fee
     }
 
-    /// The profile key of a run of `combos` plans, `backtest_<strategy>:{"bars":N,"size":K}`:
-    /// one family per data length, sized by combos, so unseen chunk sizes are predicted
-    /// from measured ones.
+    /// The profile key of a run of `combos` plans, `backtest_<strategy>:{"bars":N,"size":W}`
+    /// with W = N · combos, the work in bar·combos: one family per data length, so unseen
+    /// chunk sizes are predicted from measured ones.
     pub fn operation(&self, combos: usize) -> Operation {
-        Operation::new(&format!("backtest_{}", self.book.strategy().name()), json!({"bars": self.book.bars()}), combos)
+        let bars = self.book.bars();
+        Operation::new(&format!("backtest_{}", self.book.strategy().name()), json!({ "bars": bars }), bars * combos)
     }
 
     /// Metrics of every plan, in order, on the CPU or the GPU as `dispatcher` decides (a

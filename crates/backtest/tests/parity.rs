@@ -160,7 +160,7 @@ fn backtester_runs_where_the_dispatcher_says() {
     let plans = all_plans(&book);
     let cpu = simulate_cpu(&book, &plans, FEE);
     let backtester = Backtester::new(&book, FEE).unwrap();
-    assert_eq!(backtester.operation(6).key(), r#"backtest_bb_atr:{"bars":5000,"size":6}"#);
+    assert_eq!(backtester.operation(6).key(), r#"backtest_bb_atr:{"bars":5000,"size":30000}"#);
     let forced_cpu = Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap();
     let out = backtester.run(&forced_cpu, &plans);
     assert_eq!((out.device, out.value), (Device::Cpu, cpu.clone()));

@@ -25,6 +25,8 @@ pub use gpu::KERNELS;
 pub use indicator::{INDICATOR_HELP, Indicator, IndicatorValues};
 pub use ohlcv::{DataError, Ohlcv, format_time};
 pub use synthetic::SyntheticSpec;
+/// What [`IndicatorBank::new`] needs, so an embedding user need not name threadx-dispatch.
+pub use threadx_dispatch::{DeviceMode, Dispatcher};
 
 /// Bad indicator input, reported before any work is done.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
