@@ -29,18 +29,7 @@ fn book(data: &Ohlcv) -> SignalBook {
 }
 
 fn plans(book: &SignalBook) -> Vec<ComboPlan> {
-    let lens: Vec<usize> = book.axes().iter().map(Vec::len).collect();
-    let mut out = Vec::new();
-    for a in 0..lens[0] {
-        for b in 0..lens[1] {
-            for c in 0..lens[2] {
-                for d in 0..lens[3] {
-                    out.push(book.plan(&[a, b, c, d]));
-                }
-            }
-        }
-    }
-    out
+    (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect()
 }
 
 fn cpu(c: &mut Criterion) {

@@ -230,6 +230,36 @@ impl SignalBook {
         }
     }
 
+    /// The plan of combo number `combo` of the grid of the axes, in DESIGN.md's order (the
+    /// Cartesian product in schema order, the last parameter varying fastest). A combo's
+    /// number is stable: it is how results are merged and resumed. Allocation-free.
+    ///
+    /// # Panics
+    /// If `combo` ≥ [`SignalBook::grid_len`] (a caller's bug).
+    pub fn combo_plan(&self, combo: u64) -> ComboPlan {
+        self.plan(&self.combo_index(combo)[..self.axes.len()])
+    }
+
+    /// The parameter values of combo number `combo` (schema order).
+    ///
+    /// # Panics
+    /// If `combo` ≥ [`SignalBook::grid_len`].
+    pub fn combo_values(&self, combo: u64) -> Vec<f64> {
+        self.combo_index(combo).iter().zip(&self.axes).map(|(&k, axis)| axis[k]).collect()
+    }
+
+    /// Axis positions of combo number `combo` (the unused tail is 0).
+    fn combo_index(&self, combo: u64) -> [usize; MAX_PARAMS] {
+        assert!(combo < self.grid_len(), "combo {combo} of a {}-combo grid", self.grid_len());
+        let mut index = [0usize; MAX_PARAMS];
+        let mut rest = combo;
+        for (i, axis) in self.axes.iter().enumerate().rev() {
+            index[i] = (rest % axis.len() as u64) as usize;
+            rest /= axis.len() as u64;
+        }
+        index
+    }
+
     /// Axis positions of a parameter set made of values found on the axes.
     pub fn index_of(&self, values: &[f64]) -> Option<Vec<usize>> {
         (values.len() == self.axes.len())

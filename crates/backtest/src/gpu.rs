@@ -8,7 +8,7 @@ use crate::book::{ComboPlan, SignalBook};
 use crate::metrics::Metrics;
 use crate::simulate::sharpe;
 use std::sync::Arc;
-use threadx_dispatch::{GpuContext, GpuError, Kernel, wgpu};
+use threadx_dispatch::{GpuContext, GpuError, Kernel, f32_pairs, wgpu};
 
 pub(crate) const BACKTEST: Kernel =
     Kernel { name: "backtest", source: include_str!("../../../kernels-wgsl/backtest.wgsl"), entry: "backtest" };
@@ -66,17 +66,6 @@ impl std::fmt::Debug for GpuBacktester {
     }
 }
 
-/// `x − reference` as an f32 pair whose sum is the f64 difference to about 1e-14.
-fn split(x: &[f64], reference: f64) -> Vec<[f32; 2]> {
-    x.iter()
-        .map(|&v| {
-            let d = v - reference;
-            let hi = d as f32;
-            [hi, (d - f64::from(hi)) as f32]
-        })
-        .collect()
-}
-
 impl GpuBacktester {
     /// Uploads `book` to `ctx` (the only upload of shared data).
     pub fn new(ctx: Arc<GpuContext>, book: &SignalBook) -> Result<Self, GpuError> {
@@ -96,11 +85,11 @@ impl GpuBacktester {
         // WGSL arrays cannot be empty: a book without stops gets one unused level.
         let stops = if book.stop_rows().is_empty() { &[f64::NEG_INFINITY][..] } else { book.stop_rows() };
         let shared = [
-            ctx.storage_buffer("close", &split(book.close(), reference))?,
+            ctx.storage_buffer("close", &f32_pairs(book.close(), reference))?,
             ctx.storage_buffer("bars", &bar)?,
             ctx.storage_buffer::<u32>("entry bits", bytemuck::cast_slice(book.entry_rows()))?,
             ctx.storage_buffer::<u32>("exit bits", bytemuck::cast_slice(book.exit_rows()))?,
-            ctx.storage_buffer("stop levels", &split(stops, reference))?,
+            ctx.storage_buffer("stop levels", &f32_pairs(stops, reference))?,
         ];
         ctx.pipeline(&BACKTEST)?;
         Ok(Self { ctx, bars, words: (book.words() * 2) as u32, c0: reference as f32, shared })

@@ -16,19 +16,9 @@ fn cpu_book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
     SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
 }
 
+/// Every plan of the full grid of a book's axes, in combo order.
 fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
-    let lens: Vec<usize> = book.axes().iter().map(Vec::len).collect();
-    let total: usize = lens.iter().product();
-    (0..total)
-        .map(|mut combo| {
-            let mut index = vec![0; lens.len()];
-            for (i, &len) in lens.iter().enumerate().rev() {
-                index[i] = combo % len;
-                combo /= len;
-            }
-            book.plan(&index)
-        })
-        .collect()
+    (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect()
 }
 
 fn range(start: f64, step: f64, count: usize) -> Vec<f64> {

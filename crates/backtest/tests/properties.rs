@@ -2,6 +2,9 @@
 //! written straight from DESIGN.md over the indicator values; metrics keep their bounds;
 //! results are bit-identical however combos are cut and however many threads run them.
 
+mod common;
+
+use common::metrics_of_equity;
 use proptest::prelude::*;
 use threadx_backtest::{ComboPlan, Metrics, SignalBook, Strategy, simulate_cpu, simulate_detailed};
 use threadx_dispatch::{DeviceMode, Dispatcher};
@@ -45,31 +48,7 @@ fn reference_bb_atr(data: &Ohlcv, p: usize, k: f64, a: usize, m: f64, fee: f64) 
         }
         equity.push(if shares > 0.0 { shares * c } else { cash });
     }
-    let mut prev = 1.0;
-    let r: Vec<f64> = equity
-        .iter()
-        .map(|&e| {
-            let r = e / prev - 1.0;
-            prev = e;
-            r
-        })
-        .collect();
-    let mean = r.iter().sum::<f64>() / n as f64;
-    let var = r.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let (mut peak, mut mdd) = (f64::MIN, 0.0f64);
-    for &e in &equity {
-        peak = peak.max(e);
-        mdd = mdd.min(e / peak - 1.0);
-    }
-    Metrics {
-        total_return: equity[n - 1] - 1.0,
-        trades,
-        closed_trades: closed,
-        win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
-        max_drawdown: mdd,
-        sharpe: if var > 0.0 { mean / var.sqrt() } else { f64::NAN },
-        exposure: held as f64 / n as f64,
-    }
+    metrics_of_equity(&equity, trades, closed, wins, held)
 }
 
 fn book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
@@ -77,26 +56,9 @@ fn book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
     SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
 }
 
-/// Every plan of the full grid of a book's axes, the last axis fastest.
+/// Every plan of the full grid of a book's axes, in combo order.
 fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
-    let lens: Vec<usize> = book.axes().iter().map(Vec::len).collect();
-    let mut index = vec![0; lens.len()];
-    let mut plans = Vec::new();
-    loop {
-        plans.push(book.plan(&index));
-        let mut i = lens.len();
-        loop {
-            if i == 0 {
-                return plans;
-            }
-            i -= 1;
-            index[i] += 1;
-            if index[i] < lens[i] {
-                break;
-            }
-            index[i] = 0;
-        }
-    }
+    (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect()
 }
 
 fn bits(m: &[Metrics]) -> Vec<[u64; 7]> {

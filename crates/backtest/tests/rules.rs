@@ -2,6 +2,9 @@
 //! rules and the prices (bands and ATR worked out by hand in the comments), and the
 //! schema's refusals of bad input.
 
+mod common;
+
+use common::metrics_of_equity;
 use threadx_backtest::{BacktestError, BacktestReport, ExitReason, Metrics, SignalBook, Strategy, backtest, check_fee};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
@@ -33,37 +36,6 @@ fn trades(report: &BacktestReport) -> Vec<(usize, usize, ExitReason)> {
 
 fn close_to(got: f64, want: f64) -> bool {
     (got - want).abs() <= 1e-14 * want.abs().max(1.0)
-}
-
-/// Metrics from an equity curve by DESIGN.md's definitions, computed the plain way.
-fn metrics_of(equity: &[f64], trades: u32, closed: u32, wins: u32, held: usize) -> Metrics {
-    let n = equity.len();
-    let mut prev = 1.0;
-    let r: Vec<f64> = equity
-        .iter()
-        .map(|&e| {
-            let r = e / prev - 1.0;
-            prev = e;
-            r
-        })
-        .collect();
-    let mean = r.iter().sum::<f64>() / n as f64;
-    let var = r.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let mut peak = f64::MIN;
-    let mut mdd = 0.0f64;
-    for &e in equity {
-        peak = peak.max(e);
-        mdd = mdd.min(e / peak - 1.0);
-    }
-    Metrics {
-        total_return: equity[n - 1] - 1.0,
-        trades,
-        closed_trades: closed,
-        win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
-        max_drawdown: mdd,
-        sharpe: if var > 0.0 { mean / var.sqrt() } else { f64::NAN },
-        exposure: held as f64 / n as f64,
-    }
 }
 
 fn assert_metrics(got: &Metrics, want: &Metrics) {
@@ -130,7 +102,7 @@ fn bb_atr_entry_middle_exit_exact_stop_no_reentry_open_end_fees() {
     assert!(close_to(t[1].return_, 80.0 / 74.0 * SELL / BUY - 1.0));
     assert!(close_to(t[3].return_, 1.0 / BUY - 1.0), "an open trade is marked without the exit fee");
     // Held bars: 2, 4, 8–9, 11 → 5 of 12; wins: trades 2 and 3 of the 3 closed.
-    let want = metrics_of(&equity, 4, 3, 2, 5);
+    let want = metrics_of_equity(&equity, 4, 3, 2, 5);
     assert_metrics(&report.metrics, &want);
     assert!(close_to(report.metrics.total_return, cash3 / BUY - 1.0));
 }
@@ -181,7 +153,7 @@ fn ma_cross_enters_on_cross_above_exits_on_cross_below() {
     assert_eq!(trades(&report), [(2, 4, ExitReason::Signal), (6, 6, ExitReason::OpenAtEnd)]);
     let cash = SELL / BUY; // 10 → 10
     let equity = [1.0, 1.0, 1.0 / BUY, 11.0 / 10.0 / BUY, cash, cash, cash / BUY];
-    assert_metrics(&report.metrics, &metrics_of(&equity, 2, 1, 0, 3));
+    assert_metrics(&report.metrics, &metrics_of_equity(&equity, 2, 1, 0, 3));
 }
 
 #[test]
@@ -207,7 +179,7 @@ fn rsi_reversion_thresholds_and_optional_stop() {
     assert_eq!(trades(&no_stop), [(2, 4, ExitReason::Signal), (7, 8, ExitReason::OpenAtEnd)]);
     let cash = 10.0 / 8.0 * SELL / BUY;
     let equity = [1.0, 1.0, 1.0 / BUY, 9.0 / 8.0 / BUY, cash, cash, cash, cash / BUY, cash / BUY * 8.0 / 9.0];
-    assert_metrics(&no_stop.metrics, &metrics_of(&equity, 2, 1, 1, 4));
+    assert_metrics(&no_stop.metrics, &metrics_of_equity(&equity, 2, 1, 1, 4));
     // With atr_mult 1 (ATR(1) at bar 7 = |9 − 10| = 1): stop 8, hit exactly at bar 8.
     let stopped = run(&data, Strategy::RsiReversion, &[base.as_slice(), &[("atr_mult", "1")]].concat(), FEE);
     assert_eq!(trades(&stopped), [(2, 4, ExitReason::Signal), (7, 8, ExitReason::Stop)]);
@@ -288,4 +260,22 @@ fn data_shorter_than_the_warmup_is_refused_before_work() {
     )
     .unwrap_err();
     assert_eq!(fee.to_string(), "fee 1.5 is outside [0, 1) (a fraction of traded value per side, e.g. 0.001)");
+}
+
+#[test]
+fn combos_are_numbered_with_the_last_parameter_fastest() {
+    let data = Ohlcv::load("synthetic:bars=300,seed=1").unwrap();
+    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap();
+    let bank = IndicatorBank::new(&data, &dispatcher);
+    let book =
+        SignalBook::build(&bank, Strategy::BbAtr, &[vec![10.0, 20.0], vec![1.5, 2.0], vec![7.0], vec![1.0, 2.0, 3.0]])
+            .unwrap();
+    assert_eq!(book.grid_len(), 12);
+    assert_eq!(book.combo_values(0), [10.0, 1.5, 7.0, 1.0]);
+    assert_eq!(book.combo_values(1), [10.0, 1.5, 7.0, 2.0]);
+    assert_eq!(book.combo_values(3), [10.0, 2.0, 7.0, 1.0]);
+    assert_eq!(book.combo_values(11), [20.0, 2.0, 7.0, 3.0]);
+    assert_eq!(book.combo_plan(5), book.plan(&[0, 1, 0, 2]));
+    // 4 Bollinger series and 1 ATR, each computed once for the 12 combos.
+    assert_eq!(bank.computations(), 5);
 }

@@ -286,3 +286,15 @@ impl GpuContext {
         })
     }
 }
+
+/// `x − reference` as (hi, lo) f32 pairs whose sum is the f64 difference to about 1e-14:
+/// how kernels receive prices, so that f32 keeps its precision on moves, not on the level.
+pub fn f32_pairs(x: &[f64], reference: f64) -> Vec<[f32; 2]> {
+    x.iter()
+        .map(|&v| {
+            let d = v - reference;
+            let hi = d as f32;
+            [hi, (d - f64::from(hi)) as f32]
+        })
+        .collect()
+}

@@ -22,7 +22,7 @@ pub mod testing;
 
 pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, nvml_present, select_gpu};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
-pub use gpu::{GpuContext, GpuError, Kernel};
+pub use gpu::{GpuContext, GpuError, Kernel, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use threadx_profile_store::Device;
 /// The wgpu this crate is built on, so kernels' crates bind buffers of the same version.

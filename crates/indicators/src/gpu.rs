@@ -8,7 +8,7 @@
 
 use crate::indicator::{Family, Indicator, IndicatorValues};
 use crate::ohlcv::Ohlcv;
-use threadx_dispatch::{GpuContext, GpuError, Kernel, wgpu};
+use threadx_dispatch::{GpuContext, GpuError, Kernel, f32_pairs, wgpu};
 
 const ROLLING: Kernel = Kernel {
     name: "rolling_mean_std",
@@ -38,17 +38,6 @@ struct Params {
     pad: [u32; 2],
 }
 
-/// `x − reference` as an f32 pair whose sum is the f64 difference to about 1e-14.
-fn split(x: &[f64], reference: f64) -> Vec<[f32; 2]> {
-    x.iter()
-        .map(|&v| {
-            let d = v - reference;
-            let hi = d as f32;
-            [hi, (d - f64::from(hi)) as f32]
-        })
-        .collect()
-}
-
 /// Computes `indicators` (all of one family, checked against the data) on `ctx`.
 pub(crate) fn compute_family(
     ctx: &GpuContext,
@@ -59,7 +48,7 @@ pub(crate) fn compute_family(
     let n = data.len();
     let n32 = u32::try_from(n).map_err(|_| GpuError::Unsupported(format!("{n} bars exceed the GPU's u32 indices")))?;
     let reference = data.close()[0];
-    let close = ctx.storage_buffer("close", &split(data.close(), reference))?;
+    let close = ctx.storage_buffer("close", &f32_pairs(data.close(), reference))?;
     let mut out: Vec<IndicatorValues> = indicators.iter().map(|&i| IndicatorValues::for_kernel(i, n)).collect();
     match family {
         Family::Sma | Family::StdDev | Family::BollingerBands => {
@@ -120,8 +109,8 @@ pub(crate) fn compute_family(
             copy_rows(&mut out, &rows, n);
         }
         Family::TrueRange | Family::Atr => {
-            let high = ctx.storage_buffer("high", &split(data.high(), reference))?;
-            let low = ctx.storage_buffer("low", &split(data.low(), reference))?;
+            let high = ctx.storage_buffer("high", &f32_pairs(data.high(), reference))?;
+            let low = ctx.storage_buffer("low", &f32_pairs(data.low(), reference))?;
             let inputs = [&high, &low, &close];
             if family == Family::TrueRange {
                 let rows = run_batched(ctx, &TRUE_RANGE, &inputs, n32, &[], 0, 1, PER_BAR_WORKGROUP, true)?;

@@ -22,15 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let strategy = Strategy::BbAtr;
     let axes = vec![vec![10.0, 20.0, 30.0, 40.0], vec![1.5, 2.0, 2.5], vec![14.0], vec![1.0, 2.0, 3.0]];
     let book = SignalBook::build(&bank, strategy, &axes)?;
-    let mut combos = Vec::new();
-    for p in 0..axes[0].len() {
-        for k in 0..axes[1].len() {
-            for m in 0..axes[3].len() {
-                combos.push([p, k, 0, m]);
-            }
-        }
-    }
-    let plans: Vec<_> = combos.iter().map(|index| book.plan(index)).collect();
+    // Combo n of the grid: the Cartesian product, the last parameter varying fastest.
+    let plans: Vec<_> = (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect();
     let run = Backtester::new(&book, 0.001)?.run(&dispatcher, &plans);
     println!(
         "{} combos of {strategy} on {} ({} bars) in {:.1} ms on the {}; {} indicator series computed once",
@@ -45,8 +38,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut ranked: Vec<(usize, &Metrics)> = run.value.iter().enumerate().collect();
     ranked.sort_by(|a, b| b.1.total_return.total_cmp(&a.1.total_return));
     println!("{:<58} {:>12} {:>7} {:>10}", "best 5 by total_return", "total_return", "trades", "max_dd");
+    let values_of = |combo: usize| book.combo_values(combo as u64);
     for &(i, m) in ranked.iter().take(5) {
-        let values: Vec<f64> = combos[i].iter().zip(&axes).map(|(&k, axis)| axis[k]).collect();
+        let values = values_of(i);
         println!(
             "{:<58} {:>11.2}% {:>7} {:>9.2}%",
             strategy.describe(&values),
@@ -57,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // The best combo again, with its trades.
-    let best: Vec<f64> = combos[ranked[0].0].iter().zip(&axes).map(|(&k, axis)| axis[k]).collect();
+    let best = values_of(ranked[0].0);
     let report = backtest(&bank, strategy, &best, 0.001)?;
     println!("first trades of {}:", strategy.describe(&best));
     for t in report.trades.iter().take(5) {

@@ -1,0 +1,34 @@
+//! Helpers shared by the test files: metrics computed the plain way from an equity curve.
+
+use threadx_backtest::Metrics;
+
+/// Metrics by DESIGN.md's definitions from the equity at every close (E[−1] = 1), with
+/// two-pass mean and standard deviation and a running peak.
+pub fn metrics_of_equity(equity: &[f64], trades: u32, closed: u32, wins: u32, held: usize) -> Metrics {
+    let n = equity.len();
+    let mut prev = 1.0;
+    let r: Vec<f64> = equity
+        .iter()
+        .map(|&e| {
+            let r = e / prev - 1.0;
+            prev = e;
+            r
+        })
+        .collect();
+    let mean = r.iter().sum::<f64>() / n as f64;
+    let var = r.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let (mut peak, mut mdd) = (f64::MIN, 0.0f64);
+    for &e in equity {
+        peak = peak.max(e);
+        mdd = mdd.min(e / peak - 1.0);
+    }
+    Metrics {
+        total_return: equity[n - 1] - 1.0,
+        trades,
+        closed_trades: closed,
+        win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
+        max_drawdown: mdd,
+        sharpe: if var > 0.0 { mean / var.sqrt() } else { f64::NAN },
+        exposure: held as f64 / n as f64,
+    }
+}
