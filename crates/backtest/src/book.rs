@@ -39,12 +39,11 @@ pub struct SignalBook {
     strategy: Strategy,
     axes: Vec<Vec<f64>>,
     bars: usize,
-    /// u64 words per bit row (bits past the last bar are 0).
-    words: usize,
+    /// Bit rows of [`SignalBook::words`] u64 words each; bits past the last bar are 0.
     entry: Vec<u64>,
     exit: Vec<u64>,
+    /// Rows of `bars` levels.
     stops: Vec<f64>,
-    stop_rows: usize,
     timestamps: Vec<i64>,
     close: Vec<f64>,
     /// close[t] / close[t−1] − 1 (0 at t = 0): a held bar's return, computed once.
@@ -74,19 +73,9 @@ impl SignalBook {
         }
         let data = bank.data();
         let bars = data.len();
-        let slowest: Vec<f64> = axes
-            .iter()
-            .zip(schema)
-            .map(|(values, spec)| {
-                // Warm-up grows with every parameter but the thresholds, so the largest
-                // value of each gives the longest one (atr_mult > 0 switches the stop on).
-                if spec.name == "rsi_low" || spec.name == "rsi_high" {
-                    spec.default
-                } else {
-                    values.iter().copied().fold(f64::MIN, f64::max)
-                }
-            })
-            .collect();
+        // Warm-up never shrinks as a value grows (atr_mult > 0 switches the stop on), so
+        // the largest value of every axis gives the longest one.
+        let slowest: Vec<f64> = axes.iter().map(|values| values.iter().copied().fold(f64::MIN, f64::max)).collect();
         let needed = strategy.warmup(&slowest) + 1;
         if bars < needed {
             return Err(BacktestError::TooShort {
@@ -129,9 +118,7 @@ impl SignalBook {
                 let lines: Vec<(&[f64], &[f64])> = axes[0]
                     .iter()
                     .flat_map(|&kind| {
-                        pairs(&axes[1], &axes[2])
-                            .map(move |(f, s)| (ma(kind, period(f)), ma(kind, period(s))))
-                            .collect::<Vec<_>>()
+                        pairs(&axes[1], &axes[2]).map(move |(f, s)| (ma(kind, period(f)), ma(kind, period(s))))
                     })
                     .map(|(f, s)| (series(f, 0), series(s, 0)))
                     .collect();
@@ -157,23 +144,20 @@ impl SignalBook {
             if m > 0.0 {
                 let atr = series(Indicator::Atr { period: period(a) }, 0);
                 for ((level, &c), &atr) in row.iter_mut().zip(&close).zip(atr) {
-                    *level = stop_level(c, m, atr);
+                    *level = c - m * atr;
                 }
             }
         });
 
         let entry = fill_rows(&entry_rules, bars, words);
         let exit = fill_rows(&exit_rules, bars, words);
-        drop((entry_rules, exit_rules));
         Ok(Self {
             strategy,
             axes: axes.to_vec(),
             bars,
-            words,
             entry,
             exit,
             stops,
-            stop_rows: stop_specs.len(),
             timestamps: data.timestamps().to_vec(),
             close,
             ret,
@@ -260,13 +244,6 @@ impl SignalBook {
         index
     }
 
-    /// Axis positions of a parameter set made of values found on the axes.
-    pub fn index_of(&self, values: &[f64]) -> Option<Vec<usize>> {
-        (values.len() == self.axes.len())
-            .then(|| values.iter().zip(&self.axes).map(|(v, axis)| axis.iter().position(|a| a == v)).collect())
-            .flatten()
-    }
-
     pub(crate) fn close(&self) -> &[f64] {
         &self.close
     }
@@ -279,8 +256,9 @@ impl SignalBook {
         &self.timestamps
     }
 
+    /// u64 words per bit row.
     pub(crate) fn words(&self) -> usize {
-        self.words
+        self.bars.div_ceil(64)
     }
 
     pub(crate) fn entry_rows(&self) -> &[u64] {
@@ -296,23 +274,19 @@ impl SignalBook {
     }
 
     pub(crate) fn entry_row(&self, row: u32) -> &[u64] {
-        &self.entry[row as usize * self.words..][..self.words]
+        let words = self.words();
+        &self.entry[row as usize * words..][..words]
     }
 
     pub(crate) fn exit_row(&self, row: u32) -> &[u64] {
-        &self.exit[row as usize * self.words..][..self.words]
+        let words = self.words();
+        &self.exit[row as usize * words..][..words]
     }
 
     pub(crate) fn stop_row(&self, row: u32) -> Option<&[f64]> {
-        (row != ComboPlan::NO_STOP && (row as usize) < self.stop_rows)
+        (row != ComboPlan::NO_STOP && (row as usize) < self.stops.len() / self.bars)
             .then(|| &self.stops[row as usize * self.bars..][..self.bars])
     }
-}
-
-/// The frozen stop level of an entry at `close` with `atr` at that bar: one definition
-/// for every path.
-pub(crate) fn stop_level(close: f64, mult: f64, atr: f64) -> f64 {
-    close - mult * atr
 }
 
 /// Every indicator any combo of the axes reads, each once.

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
 use std::path::PathBuf;
-use threadx_backtest::{BacktestReport, Metrics, Strategy, backtest, check_fee};
+use threadx_backtest::{BacktestReport, Metrics, ParamKind, Strategy, backtest, check_fee};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 use threadx_profile_store::write_file_atomic;
@@ -65,7 +65,10 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
             .schema()
             .iter()
             .zip(&values)
-            .map(|(p, &v)| (p.name.to_owned(), if p.name == "ma_type" { json!(p.format(v)) } else { json!(v) }))
+            .map(|(p, &v)| {
+                let value = if matches!(p.kind, ParamKind::Choice(_)) { json!(p.format(v)) } else { json!(v) };
+                (p.name.to_owned(), value)
+            })
             .collect();
         object.insert("params".into(), Value::Object(params));
         object.insert("fee".into(), json!(req.fee));
