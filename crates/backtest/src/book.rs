@@ -11,7 +11,7 @@
 //! same decisions wherever a stop is not within about 1e-14 of the close.
 
 use crate::BacktestError;
-use crate::strategy::{MAX_PARAMS, Strategy, ma};
+use crate::strategy::{MAX_PARAMS, ParamValues, Strategy, ma};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -188,11 +188,7 @@ impl SignalBook {
     /// If `index` does not hold one in-range position per axis (a caller's bug).
     pub fn plan(&self, index: &[usize]) -> ComboPlan {
         assert_eq!(index.len(), self.axes.len(), "one index per parameter");
-        let mut values = [0.0; MAX_PARAMS];
-        for (i, (&k, axis)) in index.iter().zip(&self.axes).enumerate() {
-            values[i] = axis[k];
-        }
-        let values = &values[..index.len()];
+        let values = self.values_at(index);
         let len = |i: usize| self.axes[i].len();
         let (entry, exit, stop) = match self.strategy {
             Strategy::BbAtr => (index[0] * len(1) + index[1], index[0], Some(index[2] * len(3) + index[3])),
@@ -210,7 +206,7 @@ impl SignalBook {
             entry: entry as u32,
             exit: exit as u32,
             stop: stop.map_or(ComboPlan::NO_STOP, |s| s as u32),
-            warmup: self.strategy.warmup(values) as u32,
+            warmup: self.strategy.warmup(&values) as u32,
         }
     }
 
@@ -224,12 +220,20 @@ impl SignalBook {
         self.plan(&self.combo_index(combo)[..self.axes.len()])
     }
 
-    /// The parameter values of combo number `combo` (schema order).
+    /// The parameter values of combo number `combo` (schema order). Allocation-free.
     ///
     /// # Panics
     /// If `combo` ≥ [`SignalBook::grid_len`].
-    pub fn combo_values(&self, combo: u64) -> Vec<f64> {
-        self.combo_index(combo).iter().zip(&self.axes).map(|(&k, axis)| axis[k]).collect()
+    pub fn combo_values(&self, combo: u64) -> ParamValues {
+        self.values_at(&self.combo_index(combo)[..self.axes.len()])
+    }
+
+    fn values_at(&self, index: &[usize]) -> ParamValues {
+        let mut values = [0.0; MAX_PARAMS];
+        for (i, (&k, axis)) in index.iter().zip(&self.axes).enumerate() {
+            values[i] = axis[k];
+        }
+        ParamValues::new(&values[..index.len()])
     }
 
     /// Axis positions of combo number `combo` (the unused tail is 0).

@@ -23,8 +23,8 @@ mod strategy;
 pub use book::{ComboPlan, SignalBook};
 pub use gpu::{GpuBacktester, KERNELS};
 pub use metrics::{ExitReason, Metrics, Trade};
-pub use simulate::{BacktestReport, simulate_cpu, simulate_detailed, simulate_one};
-pub use strategy::{MAX_PARAMS, ParamKind, ParamSpec, Strategy, check_fee, strategy_help};
+pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_one};
+pub use strategy::{MAX_PARAMS, ParamKind, ParamSpec, ParamValues, Strategy, check_fee, strategy_help};
 
 use serde_json::json;
 use std::sync::OnceLock;

@@ -204,3 +204,68 @@ pub fn simulate_detailed(book: &SignalBook, plan: &ComboPlan, fee: f64) -> Backt
     let metrics = simulate(book, plan, fee, &mut recorder);
     BacktestReport { metrics, trades: recorder.trades, equity: recorder.equity }
 }
+
+impl BacktestReport {
+    /// The report of bars `start..` alone, as if the run had begun there with equity 1:
+    /// for a window evaluated with earlier bars as indicator warm-up. Trades entered
+    /// before `start` are left out (with a warm-up of at least `start` there are none).
+    pub fn since(&self, start: usize) -> BacktestReport {
+        let base = if start == 0 { 1.0 } else { self.equity[start - 1] };
+        let equity: Vec<f64> = self.equity[start..].iter().map(|e| e / base).collect();
+        let trades: Vec<Trade> = self
+            .trades
+            .iter()
+            .filter(|t| t.entry_bar >= start)
+            .map(|t| Trade { entry_bar: t.entry_bar - start, exit_bar: t.exit_bar - start, ..*t })
+            .collect();
+        let metrics = curve_metrics(&equity, &trades);
+        BacktestReport { metrics, trades, equity }
+    }
+
+    /// Consecutive runs as one: each starts with the equity the previous one ended with,
+    /// and bar numbers run on. How walk-forward joins its test windows.
+    pub fn chain(parts: &[BacktestReport]) -> BacktestReport {
+        let (mut equity, mut trades, mut scale) = (Vec::new(), Vec::new(), 1.0);
+        for part in parts {
+            let offset = equity.len();
+            trades.extend(part.trades.iter().map(|t| Trade {
+                entry_bar: t.entry_bar + offset,
+                exit_bar: t.exit_bar + offset,
+                ..*t
+            }));
+            equity.extend(part.equity.iter().map(|e| e * scale));
+            scale = equity.last().copied().unwrap_or(scale);
+        }
+        let metrics = curve_metrics(&equity, &trades);
+        BacktestReport { metrics, trades, equity }
+    }
+}
+
+/// Metrics by DESIGN.md's definitions from an equity curve (E[−1] = 1, one value per
+/// bar) and its trades (bars relative to the curve). Agrees with the simulation's own
+/// metrics to rounding (it divides equities where the simulation uses close ratios).
+pub fn curve_metrics(equity: &[f64], trades: &[Trade]) -> Metrics {
+    let n = equity.len();
+    let mut acc = Accumulator { sum: 0.0, sum_sq: 0.0, peak: 1.0, trough: 1.0, max_drawdown: 0.0 };
+    let mut prev = 1.0;
+    for &e in equity {
+        acc.step(e / prev - 1.0, e);
+        prev = e;
+    }
+    let closed = trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd);
+    let wins = closed.clone().filter(|t| t.return_ > 0.0).count() as u32;
+    let closed_trades = closed.count() as u32;
+    let held: usize = trades
+        .iter()
+        .map(|t| if t.reason == ExitReason::OpenAtEnd { n - t.entry_bar } else { t.exit_bar - t.entry_bar })
+        .sum();
+    Metrics {
+        total_return: prev - 1.0,
+        trades: trades.len() as u32,
+        closed_trades,
+        win_rate: if closed_trades > 0 { f64::from(wins) / f64::from(closed_trades) } else { f64::NAN },
+        max_drawdown: acc.max_drawdown.min(acc.trough / acc.peak - 1.0),
+        sharpe: sharpe(acc.sum, acc.sum_sq, n),
+        exposure: if n > 0 { held as f64 / n as f64 } else { f64::NAN },
+    }
+}

@@ -199,6 +199,30 @@ const RSI_REVERSION: [ParamSpec; 5] = [
 /// The most parameters any strategy has.
 pub const MAX_PARAMS: usize = 5;
 
+/// One parameter set in schema order, held inline (no allocation); reads as a `&[f64]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ParamValues {
+    values: [f64; MAX_PARAMS],
+    len: usize,
+}
+
+impl ParamValues {
+    /// # Panics
+    /// If `values` has more than [`MAX_PARAMS`] entries.
+    pub fn new(values: &[f64]) -> Self {
+        let mut inline = [0.0; MAX_PARAMS];
+        inline[..values.len()].copy_from_slice(values);
+        Self { values: inline, len: values.len() }
+    }
+}
+
+impl std::ops::Deref for ParamValues {
+    type Target = [f64];
+    fn deref(&self) -> &[f64] {
+        &self.values[..self.len]
+    }
+}
+
 /// A built-in strategy. All are long-only, one position at a time, all cash in, filled at
 /// the close, with the fee, equity and metric rules of DESIGN.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -282,18 +306,23 @@ impl Strategy {
         for (spec, &v) in schema.iter().zip(values) {
             spec.check(v)?;
         }
+        if self.allows(values) {
+            return Ok(());
+        }
         let problem = match self {
-            Strategy::MaCross if values[1] >= values[2] => {
-                Some(format!("fast ({}) must be shorter than slow ({})", values[1], values[2]))
-            }
-            Strategy::RsiReversion if values[1] >= values[2] => {
-                Some(format!("rsi_low ({}) must be below rsi_high ({})", values[1], values[2]))
-            }
-            _ => None,
+            Strategy::MaCross => format!("fast ({}) must be shorter than slow ({})", values[1], values[2]),
+            _ => format!("rsi_low ({}) must be below rsi_high ({})", values[1], values[2]),
         };
-        match problem {
-            Some(problem) => Err(BacktestError::Combo { strategy: self.name(), problem }),
-            None => Ok(()),
+        Err(BacktestError::Combo { strategy: self.name(), problem })
+    }
+
+    /// Whether in-range values (schema order) obey the rules between parameters
+    /// (ma_cross: fast < slow; rsi_reversion: rsi_low < rsi_high). Allocation-free: a
+    /// sweep asks it per combo and skips the combos it refuses.
+    pub fn allows(self, values: &[f64]) -> bool {
+        match self {
+            Strategy::BbAtr => true,
+            Strategy::MaCross | Strategy::RsiReversion => values[1] < values[2],
         }
     }
 

@@ -6,7 +6,9 @@ mod common;
 
 use common::metrics_of_equity;
 use proptest::prelude::*;
-use threadx_backtest::{ComboPlan, Metrics, SignalBook, Strategy, simulate_cpu, simulate_detailed};
+use threadx_backtest::{
+    BacktestReport, ComboPlan, Metrics, SignalBook, Strategy, curve_metrics, simulate_cpu, simulate_detailed,
+};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Indicator, IndicatorBank, Ohlcv, compute_cpu};
 
@@ -143,5 +145,36 @@ proptest! {
         let single = one_thread.install(|| simulate_cpu(&b, &plans, 0.001));
         prop_assert_eq!(bits(&whole), bits(&pieces));
         prop_assert_eq!(bits(&whole), bits(&single));
+    }
+
+    #[test]
+    fn curve_metrics_windows_and_chains_agree_with_the_engine(
+        seed in 0u64..1000, p in 5usize..30, m in 0.5f64..4.0, cut in 0.2f64..0.8,
+    ) {
+        let d = data(1200, seed);
+        let close = |a: f64, b: f64| (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * b.abs().max(1e-6);
+        let same = |a: &Metrics, b: &Metrics| a.trades == b.trades && a.closed_trades == b.closed_trades
+            && a.values().into_iter().zip(b.values()).all(|(x, y)| close(x, y));
+        let whole = book(&d, Strategy::BbAtr, &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]);
+        let report = simulate_detailed(&whole, &whole.plan(&[0, 0, 0, 0]), 0.001);
+        prop_assert!(same(&curve_metrics(&report.equity, &report.trades), &report.metrics));
+        prop_assert!(same(&report.since(0).metrics, &report.metrics));
+
+        // A window whose first `w` bars are warm-up (no entry there) reads like a run on
+        // the window alone; two windows chained read like one run of both.
+        let w = (p - 1).max(14);
+        let split = (1200.0 * cut) as usize;
+        let (first, second) = (d.slice(0..split), d.slice(split - w..1200));
+        let [b1, b2] = [&first, &second].map(|part| book(part, Strategy::BbAtr, &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]));
+        let r1 = simulate_detailed(&b1, &b1.plan(&[0, 0, 0, 0]), 0.001);
+        let r2 = simulate_detailed(&b2, &b2.plan(&[0, 0, 0, 0]), 0.001).since(w);
+        prop_assert_eq!(r2.equity.len(), 1200 - split);
+        prop_assert!(r2.trades.iter().all(|t| t.entry_bar < 1200 - split));
+        let chained = BacktestReport::chain(&[r1.clone(), r2.clone()]);
+        prop_assert_eq!(chained.trades.len(), r1.trades.len() + r2.trades.len());
+        let end = r1.equity.last().unwrap() * r2.equity.last().unwrap() - 1.0;
+        prop_assert!(close(chained.metrics.total_return, end));
+        prop_assert!(same(&chained.metrics, &curve_metrics(&chained.equity, &chained.trades)));
+        prop_assert!(chained.metrics.max_drawdown <= r1.metrics.max_drawdown.min(r2.metrics.max_drawdown) + 1e-12);
     }
 }

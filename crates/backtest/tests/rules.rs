@@ -271,10 +271,10 @@ fn combos_are_numbered_with_the_last_parameter_fastest() {
         SignalBook::build(&bank, Strategy::BbAtr, &[vec![10.0, 20.0], vec![1.5, 2.0], vec![7.0], vec![1.0, 2.0, 3.0]])
             .unwrap();
     assert_eq!(book.grid_len(), 12);
-    assert_eq!(book.combo_values(0), [10.0, 1.5, 7.0, 1.0]);
-    assert_eq!(book.combo_values(1), [10.0, 1.5, 7.0, 2.0]);
-    assert_eq!(book.combo_values(3), [10.0, 2.0, 7.0, 1.0]);
-    assert_eq!(book.combo_values(11), [20.0, 2.0, 7.0, 3.0]);
+    assert_eq!(book.combo_values(0)[..], [10.0, 1.5, 7.0, 1.0]);
+    assert_eq!(book.combo_values(1)[..], [10.0, 1.5, 7.0, 2.0]);
+    assert_eq!(book.combo_values(3)[..], [10.0, 2.0, 7.0, 1.0]);
+    assert_eq!(book.combo_values(11)[..], [20.0, 2.0, 7.0, 3.0]);
     assert_eq!(book.combo_plan(5), book.plan(&[0, 1, 0, 2]));
     // 4 Bollinger series and 1 ATR, each computed once for the 12 combos.
     assert_eq!(bank.computations(), 5);

@@ -51,7 +51,7 @@ impl SyntheticSpec {
 
     /// The bars; the same spec gives the same bars on every machine.
     pub fn generate(&self) -> Ohlcv {
-        let mut rng = Rng::new(self.seed);
+        let mut rng = SeededRng::new(self.seed);
         let n = self.bars;
         let (mut ts, mut open, mut high, mut low, mut close, mut volume) =
             (Vec::with_capacity(n), vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
@@ -88,11 +88,13 @@ fn cents(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-/// xoshiro256** seeded by splitmix64: small, fast, and the same everywhere.
-struct Rng([u64; 4]);
+/// xoshiro256** seeded by splitmix64: small, fast, and the same stream for a seed on every
+/// machine. The one seeded generator of ThreadX (synthetic data, sweep sampling).
+#[derive(Debug, Clone)]
+pub struct SeededRng([u64; 4]);
 
-impl Rng {
-    fn new(seed: u64) -> Self {
+impl SeededRng {
+    pub fn new(seed: u64) -> Self {
         let mut s = seed;
         let mut next = || {
             s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -104,7 +106,7 @@ impl Rng {
         Self([next(), next(), next(), next()])
     }
 
-    fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let s = &mut self.0;
         let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = s[1] << 17;
@@ -118,7 +120,7 @@ impl Rng {
     }
 
     /// Uniform in [0, 1).
-    fn uniform(&mut self) -> f64 {
+    pub fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 

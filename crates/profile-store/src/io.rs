@@ -134,15 +134,61 @@ fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 /// one, never a part: a temporary file beside it, fsync, then rename over it. The one way
 /// ThreadX writes any output file (profiles, indicator and result CSVs, reports).
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = sibling(path, &format!(".tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let mut file = AtomicFile::create(path)?;
+    file.write_all(bytes)?;
+    file.commit()
+}
+
+/// A file written in pieces that appears at its path whole or not at all: writes go to a
+/// temporary file beside it, [`AtomicFile::commit`] syncs it and renames it over `path`;
+/// dropped without a commit, the temporary file is removed and `path` is untouched.
+/// For outputs too large to hold in memory; [`write_file_atomic`] is the one-buffer form.
+#[derive(Debug)]
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<std::io::BufWriter<File>>,
+}
+
+impl AtomicFile {
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        let tmp = sibling(path, &format!(".tmp-{}", std::process::id()));
+        let file = File::create(&tmp)?;
+        Ok(Self { path: path.to_owned(), tmp, file: Some(std::io::BufWriter::with_capacity(1 << 20, file)) })
     }
-    result
+
+    /// Syncs the data and renames it over the destination.
+    pub fn commit(mut self) -> std::io::Result<()> {
+        let result = (|| {
+            let file = self.file.take().expect("an uncommitted file").into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            fs::rename(&self.tmp, &self.path)
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+        result
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.as_mut().expect("an uncommitted file").write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.file.as_mut().expect("an uncommitted file").write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.as_mut().expect("an uncommitted file").flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
