@@ -37,22 +37,7 @@ pub fn run(action: Action) -> Result<()> {
     }
 }
 
-/// Fails before any work when `path` cannot be written: its folder must exist, and it
-/// must not be a folder itself.
+/// Fails before any work when `path` cannot be written.
 pub fn check_writable(path: &Path) -> Result<()> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        anyhow::bail!("cannot write {}: folder {} does not exist", path.display(), parent.display());
-    }
-    if path.is_dir() {
-        anyhow::bail!("cannot write {}: it is a folder", path.display());
-    }
-    let metadata = parent.metadata().with_context(|| format!("cannot write into {}", parent.display()))?;
-    if metadata.permissions().readonly() {
-        anyhow::bail!("cannot write {}: folder {} is read-only", path.display(), parent.display());
-    }
-    Ok(())
+    threadx_profile_store::check_writable(path).map_err(anyhow::Error::msg)
 }

@@ -7,6 +7,7 @@ mod data;
 mod devices;
 mod indicators;
 mod profile;
+mod sweep;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -89,6 +90,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Sweep a strategy's parameters (grid, --random sample or --walk-forward) and write
+    /// every combo's metrics, the best ones and a heatmap.
+    Sweep(Box<sweep::SweepArgs>),
+    /// Join the results of every shard of a sweep (--shard I/N) into one file.
+    Merge(sweep::MergeArgs),
 }
 
 fn parse_indicator(s: &str) -> Result<Indicator, String> {
@@ -116,6 +122,8 @@ fn main() -> std::process::ExitCode {
         }
         Command::Backtest { data, strategy, set, fee, trades, equity, json } => mode(cli.device)
             .and_then(|m| backtest::run(&backtest::Request { data, strategy, set, fee, trades, equity, json }, m)),
+        Command::Sweep(args) => mode(cli.device).and_then(|m| sweep::run(&args, m)),
+        Command::Merge(args) => sweep::run_merge(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

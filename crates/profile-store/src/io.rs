@@ -139,6 +139,29 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.commit()
 }
 
+/// Whether `path` can be written, asked before any work so that a long computation does
+/// not end in an unwritable path: its folder must exist and not be read-only, and it must
+/// not be a folder itself. The error says which.
+pub fn check_writable(path: &Path) -> std::result::Result<(), String> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(format!("cannot write {}: folder {} does not exist", path.display(), parent.display()));
+    }
+    if path.is_dir() {
+        return Err(format!("cannot write {}: it is a folder", path.display()));
+    }
+    match parent.metadata() {
+        Ok(m) if m.permissions().readonly() => {
+            Err(format!("cannot write {}: folder {} is read-only", path.display(), parent.display()))
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("cannot write into {}: {e}", parent.display())),
+    }
+}
+
 /// A file written in pieces that appears at its path whole or not at all: writes go to a
 /// temporary file beside it, [`AtomicFile::commit`] syncs it and renames it over `path`;
 /// dropped without a commit, the temporary file is removed and `path` is untouched.

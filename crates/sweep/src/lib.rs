@@ -1,6 +1,59 @@
-//! Parameter sweeps: `SweepSpec` grids, Monte-Carlo sampling, walk-forward, the
-//! device-aware runner, resumable and shardable results, reports.
+//! Parameter sweeps: a [`SweepSpec`] (grids of lists and ranges, Monte-Carlo sampling,
+//! walk-forward) expanded into combos in DESIGN.md's order, run in fixed logical chunks
+//! on the devices the dispatcher picks, with results streamed to a CSV (one row per combo,
+//! in combo order), a JSON summary, the best combos and a heatmap; checkpointed so that a
+//! killed run resumes, and shardable so that many machines share one sweep and `merge`
+//! joins their files into the very bytes one process would have written.
 //!
-//! Not implemented yet: this crate is a placeholder in the layering (it stands on
-//! threadx-backtest and threadx-multi-gpu, and must not depend on the CLI). It exports
-//! nothing until its issue (#5) lands.
+//! Main types: [`SweepSpec`], [`Sweep`] (a spec prepared on data: indicators computed
+//! once, the signal book, the [`ComboSet`]), the [`Executor`] a chunk runs on (the
+//! dispatcher's device today; the multi-GPU pool plugs in there), [`run_to_files`],
+//! [`merge`] and [`walk_forward`].
+//!
+//! Invariant: chunk `c` holds the same combos on every machine (its size depends only on
+//! the data length), and a combo's row depends only on the spec, the data and the combo,
+//! so results are byte-identical whatever the devices, threads, interruptions or shards.
+//!
+//! This crate stands on threadx-backtest (and through it indicators and dispatch); it
+//! must not depend on the CLI.
+
+mod combos;
+mod output;
+mod report;
+mod rows;
+mod runner;
+mod spec;
+mod walk;
+
+pub use combos::{ComboSet, Shard, chunk_size};
+pub use output::{
+    HeatmapOptions, OutputOptions, SweepReport, check_output, check_writable, data_fingerprint, merge, row_json,
+    run_to_files,
+};
+pub use report::{Heatmap, Leaderboard, metric_index};
+pub use rows::{Row, header, parse_row, write_row};
+pub use runner::{ChunkResult, DispatchExecutor, Executor, Sweep};
+pub use spec::{MAX_AXIS_VALUES, Sample, SweepSpec, WalkForward, parse_axis};
+pub use walk::{WalkForwardReport, WindowResult, walk_forward};
+
+use std::path::Path;
+use threadx_backtest::BacktestError;
+
+/// A sweep that cannot run, named before work where it can be.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("{0}")]
+    Spec(String),
+    #[error(transparent)]
+    Backtest(#[from] BacktestError),
+    #[error("{0}")]
+    Results(String),
+    #[error("merge: {0}")]
+    Merge(String),
+    #[error("{path}: {source}")]
+    Io { path: std::path::PathBuf, source: std::io::Error },
+}
+
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
+    move |source| SweepError::Io { path: path.to_owned(), source }
+}

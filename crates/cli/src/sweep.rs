@@ -1,0 +1,352 @@
+//! `threadx sweep` and `threadx merge`: parse, build the spec, call threadx-sweep, print.
+
+use crate::backtest::split_assignment;
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use threadx_backtest::{Metrics, Strategy, strategy_help};
+use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_sweep::{
+    HeatmapOptions, OutputOptions, Row, Sample, Shard, Sweep, SweepSpec, WalkForward, check_output, check_writable,
+    merge, metric_index, run_to_files, walk_forward,
+};
+
+const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";
+
+#[derive(Debug, Args)]
+#[command(after_long_help = format!(
+    "Without --grid or --config, the strategy's built-in grid runs (bb_atr: 10,000 combos).\n\
+     With either, parameters not named stay at their defaults.\n\n\
+     Strategies and their parameters (defaults; ranges):\n{}", strategy_help()))]
+pub struct SweepArgs {
+    /// A CSV file or synthetic:bars=N,seed=S (default: one year of synthetic 15-minute bars).
+    #[arg(long, default_value = "synthetic")]
+    data: String,
+    /// bb_atr, ma_cross or rsi_reversion (default: the config's, else bb_atr).
+    #[arg(long)]
+    strategy: Option<String>,
+    /// Values of one parameter, repeatable: a list (bb_std=1.5,2,2.5) or an inclusive range (bb_period=10:50:5).
+    #[arg(long = "grid", value_name = "NAME=VALUES")]
+    grid: Vec<String>,
+    /// A TOML file with strategy, fee, [grid], [random], [walk_forward] (flags override it).
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    /// Cost per side as a fraction of traded value (default: the config's, else 0.001).
+    #[arg(long, allow_negative_numbers = true)]
+    fee: Option<f64>,
+    /// Run N distinct combos of the grid drawn at random (Monte-Carlo) instead of all.
+    #[arg(long, value_name = "N")]
+    random: Option<u64>,
+    /// Seed of --random: the same seed draws the same combos on every machine.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Optimize on each train window, evaluate the best combo on the next test window:
+    /// train=BARS,test=BARS[,step=BARS].
+    #[arg(long, value_name = "SPEC")]
+    walk_forward: Option<String>,
+    /// Results CSV (one row per combo, in combo order); the summary goes beside it as .json.
+    #[arg(long, default_value = DEFAULT_OUT)]
+    out: PathBuf,
+    /// How many of the best combos to print.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    /// The metric that ranks combos, largest first (total_return, sharpe, win_rate, max_drawdown, ...).
+    #[arg(long, default_value = "sharpe")]
+    by: String,
+    /// Draw the --by metric over two parameters (best over the others) into this SVG
+    /// (default: beside the results, as <name>-heatmap.svg).
+    #[arg(long, value_name = "FILE.svg")]
+    heatmap: Option<PathBuf>,
+    /// The heatmap's horizontal parameter (default: the first that varies).
+    #[arg(long, value_name = "PARAM")]
+    heatmap_x: Option<String>,
+    /// The heatmap's vertical parameter (default: the next that varies).
+    #[arg(long, value_name = "PARAM")]
+    heatmap_y: Option<String>,
+    /// Continue an interrupted run from its checkpoint (same command, same data).
+    #[arg(long)]
+    resume: bool,
+    /// Run only part I of N (0-based): every N-th chunk from I. Join the parts with `threadx merge`.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<String>,
+    /// Worker threads (default: one per CPU core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// The spec the flags describe, checked.
+fn build_spec(args: &SweepArgs) -> Result<SweepSpec> {
+    let flag_strategy = args.strategy.as_deref().map(Strategy::parse).transpose()?;
+    let mut spec = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading --config {}", path.display()))?;
+            let spec = SweepSpec::from_toml(&text).with_context(|| format!("in {}", path.display()))?;
+            if let Some(s) = flag_strategy.filter(|&s| s != spec.strategy) {
+                bail!("--strategy {s} differs from the config's strategy {}", spec.strategy);
+            }
+            spec
+        }
+        None => {
+            let strategy = flag_strategy.unwrap_or(Strategy::BbAtr);
+            if args.grid.is_empty() { SweepSpec::default_grid(strategy) } else { SweepSpec::new(strategy) }
+        }
+    };
+    for assignment in &args.grid {
+        let (name, values) = split_assignment(assignment).map_err(anyhow::Error::msg)?;
+        spec.set_axis(&name, &values)?;
+    }
+    if let Some(fee) = args.fee {
+        spec.fee = fee;
+    }
+    if let Some(n) = args.random {
+        spec.sample = Some(Sample { n, seed: args.seed });
+    }
+    if let Some(text) = &args.walk_forward {
+        spec.walk_forward = Some(WalkForward::parse(text)?);
+    }
+    spec.check()?;
+    Ok(spec)
+}
+
+fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
+    let target = if quiet || !std::io::stderr().is_terminal() {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    };
+    let bar = ProgressBar::with_draw_target(Some(total), target);
+    let template = format!("{{bar:40}} {{human_pos}}/{{human_len}} {unit} · {{per_sec}} · ETA {{eta}}");
+    bar.set_style(ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar
+}
+
+pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
+    let started = Instant::now();
+    // Everything the user typed is checked before data is read or anything computed.
+    let spec = build_spec(args)?;
+    metric_index(&args.by)?;
+    let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or(Shard::WHOLE);
+    if spec.walk_forward.is_some() && (args.resume || !shard.is_whole()) {
+        bail!("--walk-forward runs in one process: --resume and --shard do not apply to it");
+    }
+    if args.threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    if args.out == Path::new(DEFAULT_OUT) {
+        std::fs::create_dir_all("artifacts/sweep").context("creating artifacts/sweep")?;
+    }
+    let varying = spec.axes().iter().filter(|a| a.len() > 1).count();
+    let heatmap = match (&args.heatmap, varying >= 2 || args.heatmap_x.is_some()) {
+        (Some(path), _) => Some(path.clone()),
+        (None, true) if spec.walk_forward.is_none() => Some(sibling(&args.out, "-heatmap.svg")),
+        _ => None,
+    };
+    let opts = OutputOptions {
+        out: args.out.clone(),
+        resume: args.resume,
+        shard,
+        top: args.top,
+        by: args.by.clone(),
+        heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
+    };
+    if spec.walk_forward.is_some() {
+        check_writable(&args.out)?;
+    } else {
+        check_output(&opts)?;
+        if let Some(h) = &opts.heatmap {
+            threadx_sweep::Heatmap::new(spec.strategy, spec.axes(), h.x.as_deref(), h.y.as_deref(), &args.by)?;
+        }
+    }
+
+    let pool = match args.threads {
+        Some(n) => Some(rayon::ThreadPoolBuilder::new().num_threads(n).build().context("starting worker threads")?),
+        None => None,
+    };
+    let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
+    let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
+    let loaded_s = started.elapsed().as_secs_f64();
+    if spec.walk_forward.is_some() {
+        return in_pool(pool.as_ref(), || walk(&data, &dispatcher, &spec, args));
+    }
+    in_pool(pool.as_ref(), || {
+        let prepare_started = Instant::now();
+        let bank = IndicatorBank::new(&data, &dispatcher);
+        let sweep = Sweep::prepare(&bank, &spec)?;
+        let prepare_s = prepare_started.elapsed().as_secs_f64();
+        let executor = sweep.executor(&dispatcher)?;
+        let combos = sweep.combos();
+        println!(
+            "{} sweep on {} ({} bars): {} combos{}, {} chunks of {}{}",
+            spec.strategy,
+            data.origin(),
+            data.len(),
+            combos.len(),
+            if spec.sample.is_some() { format!(" sampled of {}", combos.grid_len()) } else { String::new() },
+            combos.chunks(),
+            combos.chunk_size(),
+            if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
+        );
+        let bar = progress_bar(combos.len(), args.quiet, "combos");
+        let report = run_to_files(&sweep, &data, &executor, pool.as_ref(), &opts, &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        });
+        bar.finish_and_clear();
+        let report = report?;
+        if let Err(e) = dispatcher.flush() {
+            tracing::warn!("could not save the timing profile: {e}");
+        }
+        print!("{}", top_table(spec.strategy, &report.best, &args.by));
+        let t = &report.summary["timings_s"];
+        println!(
+            "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {:.2}s \
+             ({:.0} combos/s), writing {:.2}s; devices {}",
+            loaded_s,
+            prepare_s,
+            bank.computations(),
+            t["run"].as_f64().unwrap_or(0.0),
+            t["combos_per_s"].as_f64().unwrap_or(0.0),
+            t["assembling"].as_f64().unwrap_or(0.0),
+            report.summary["devices"],
+        );
+        println!("wrote {} rows to {}", report.rows, opts.out.display());
+        println!("wrote the summary to {}", report.summary_path.display());
+        if let Some(h) = &opts.heatmap {
+            println!("wrote the {} heatmap to {}", args.by, h.path.display());
+        }
+        Ok(())
+    })
+}
+
+/// Runs `f` on the `--threads` pool if there is one, else on the global one.
+fn in_pool<R: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
+    match pool {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}
+
+fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArgs) -> Result<()> {
+    let windows = spec.walk_forward.map_or(0, |w| w.windows(data.len()).len()) as u64;
+    let bar = progress_bar(windows, args.quiet, "windows");
+    let report = walk_forward(data, dispatcher, spec, &args.by, &mut |done, _| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let report = report?;
+    threadx_profile_store::write_file_atomic(&args.out, report.to_csv(data, spec).as_bytes())
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let json_path = args.out.with_extension("json");
+    threadx_profile_store::write_file_atomic(&json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    println!(
+        "{} walk-forward on {} ({} bars), best by {} in each train window:",
+        spec.strategy,
+        data.origin(),
+        data.len(),
+        args.by
+    );
+    println!(
+        "  {:>3}  {:<52} {:>12} {:>10} {:>7} {:>10}",
+        "win", "best in sample", "oos return", "oos sharpe", "trades", "oos max dd"
+    );
+    for (w, r) in report.windows.iter().enumerate() {
+        let m = &r.test_report.metrics;
+        println!(
+            "  {w:>3}  {:<52} {:>12} {:>10} {:>7} {:>10}",
+            spec.strategy.describe(&r.best.values),
+            pct(m.total_return),
+            num(m.sharpe),
+            m.trades,
+            pct(m.max_drawdown)
+        );
+    }
+    let m = &report.overall;
+    println!(
+        "  out of sample overall: return {}, sharpe {}, {} trades, max drawdown {}, exposure {}",
+        pct(m.total_return),
+        num(m.sharpe),
+        m.trades,
+        pct(m.max_drawdown),
+        pct(m.exposure)
+    );
+    println!(
+        "wrote {} windows to {} and the summary to {}",
+        report.windows.len(),
+        args.out.display(),
+        json_path.display()
+    );
+    Ok(())
+}
+
+fn pct(v: f64) -> String {
+    if v.is_nan() { "-".into() } else { format!("{:.2}%", v * 100.0) }
+}
+
+fn num(v: f64) -> String {
+    if v.is_nan() { "-".into() } else { format!("{v:.4}") }
+}
+
+/// `dir/results.csv` + `-heatmap.svg` → `dir/results-heatmap.svg`.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!("{stem}{suffix}"))
+}
+
+fn top_table(strategy: Strategy, rows: &[Row], by: &str) -> String {
+    use std::fmt::Write;
+    let mut out = format!("top {} by {by}:\n", rows.len());
+    let _ = writeln!(
+        out,
+        "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>9} {:>9}",
+        "rank", "combo", "parameters", "return", "trades", "win", "max dd", "sharpe", "exposure"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let m: &Metrics = &r.metrics;
+        let _ = writeln!(
+            out,
+            "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>9} {:>9}",
+            i + 1,
+            r.combo,
+            strategy.describe(&r.values),
+            pct(m.total_return),
+            m.trades,
+            pct(m.win_rate),
+            pct(m.max_drawdown),
+            num(m.sharpe),
+            pct(m.exposure)
+        );
+    }
+    out
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The results CSVs of every shard (each with its .json summary beside it).
+    #[arg(required = true, value_name = "SHARD.csv")]
+    shards: Vec<PathBuf>,
+    /// The joined results CSV (byte-identical to a one-process run's); a summary goes beside it.
+    #[arg(long)]
+    out: PathBuf,
+    /// How many of the best combos to print.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    /// The metric that ranks combos.
+    #[arg(long, default_value = "sharpe")]
+    by: String,
+}
+
+pub fn run_merge(args: &MergeArgs) -> Result<()> {
+    metric_index(&args.by)?;
+    let report = merge(&args.shards, &args.out, args.top, &args.by)?;
+    let strategy = Strategy::parse(report.summary["identity"]["spec"]["strategy"].as_str().unwrap_or_default())?;
+    print!("{}", top_table(strategy, &report.best, &args.by));
+    println!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());
+    println!("wrote the summary to {}", report.summary_path.display());
+    Ok(())
+}

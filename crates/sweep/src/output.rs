@@ -1,0 +1,413 @@
+//! A sweep run to files: chunk files written durably as chunks finish (the checkpoint),
+//! `--resume` that runs only the missing chunks, the results CSV assembled in chunk order,
+//! the JSON summary, the heatmap; and `merge`, which joins shard files.
+//!
+//! Layout beside `results.csv`: `results.csv.parts/` holds `sweep.json` (what the run is:
+//! spec, data, shard) and `chunk-NNNNNNNN.csv` per finished chunk (rows only). When every
+//! chunk is there, `results.csv` is written (header + chunks in order, atomically), then
+//! `results.json`, then the folder is removed. A chunk's bytes depend only on its combos,
+//! so a resumed or sharded-and-merged run gives the same file as one uninterrupted run.
+
+use crate::combos::Shard;
+use crate::report::{Heatmap, Leaderboard};
+use crate::rows::{Row, header, parse_row, row_combo, write_row};
+use crate::runner::{ChunkResult, Executor, Sweep};
+use crate::{SweepError, io_error};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use threadx_backtest::{Metrics, Strategy};
+use threadx_indicators::{Ohlcv, format_time};
+use threadx_profile_store::{AtomicFile, write_file_atomic};
+
+/// How a sweep writes its results.
+#[derive(Debug, Clone)]
+pub struct OutputOptions {
+    /// The results CSV; the summary goes beside it with the extension `.json`.
+    pub out: PathBuf,
+    /// Continue from the checkpoint beside `out` instead of refusing to overwrite it.
+    pub resume: bool,
+    pub shard: Shard,
+    /// Rows kept for the summary's best list.
+    pub top: usize,
+    /// The metric that ranks combos (largest first).
+    pub by: String,
+    /// Draw `by` over two parameters (None: the first two that vary) into this SVG.
+    pub heatmap: Option<HeatmapOptions>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HeatmapOptions {
+    pub path: PathBuf,
+    pub x: Option<String>,
+    pub y: Option<String>,
+}
+
+/// Progress of a run: positions done (combos, skipped ones included) of `total`.
+pub type ProgressFn<'a> = &'a mut dyn FnMut(u64, u64);
+
+/// What a finished run reports.
+#[derive(Debug, Clone)]
+pub struct SweepReport {
+    pub summary: Value,
+    pub best: Vec<Row>,
+    pub rows: u64,
+    pub summary_path: PathBuf,
+}
+
+/// A data set's identity for checkpoints and shards: FNV-1a over every timestamp and
+/// price bit, with the bar count.
+pub fn data_fingerprint(data: &Ohlcv) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: [u8; 8]| {
+        for b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for (i, &t) in data.timestamps().iter().enumerate() {
+        eat(t.to_le_bytes());
+        for series in [data.open(), data.high(), data.low(), data.close(), data.volume()] {
+            eat(series[i].to_bits().to_le_bytes());
+        }
+    }
+    format!("{:016x}-{}", h, data.len())
+}
+
+fn summary_path(out: &Path) -> PathBuf {
+    out.with_extension("json")
+}
+
+fn parts_dir(out: &Path) -> PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(".parts");
+    out.with_file_name(name)
+}
+
+fn chunk_path(parts: &Path, chunk: u64) -> PathBuf {
+    parts.join(format!("chunk-{chunk:08}.csv"))
+}
+
+/// What identifies a run for resume and merge: spec, data, chunking and shard count.
+fn identity(sweep: &Sweep, data: &Ohlcv, shard: Shard) -> Value {
+    json!({
+        "spec": sweep.spec().to_json(),
+        "data": {"origin": data.origin(), "bars": data.len(), "fingerprint": data_fingerprint(data)},
+        "chunk_size": sweep.combos().chunk_size(),
+        "shards": shard.count,
+    })
+}
+
+/// Fails before any work if `path` cannot be written.
+pub fn check_writable(path: &Path) -> Result<(), SweepError> {
+    threadx_profile_store::check_writable(path).map_err(SweepError::Results)
+}
+
+/// Checks the output paths before anything is computed.
+pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
+    check_writable(&opts.out)?;
+    if opts.out.extension().is_some_and(|e| e == "json") {
+        return Err(SweepError::Results(format!(
+            "--out {}: the results are CSV (the summary is written beside them as .json)",
+            opts.out.display()
+        )));
+    }
+    if let Some(h) = &opts.heatmap {
+        check_writable(&h.path)?;
+    }
+    let parts = parts_dir(&opts.out);
+    if parts.exists() && !opts.resume {
+        return Err(SweepError::Results(format!(
+            "{} holds the checkpoint of an unfinished sweep; pass --resume to continue it, or delete the folder to start over",
+            parts.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs `sweep` (prepared on `data`) to files as `opts` says, calling `progress` as
+/// chunks finish. Chunks already in the checkpoint are read back, not run, when
+/// `opts.resume` is set and the checkpoint was made by the same spec, data and sharding.
+pub fn run_to_files(
+    sweep: &Sweep,
+    data: &Ohlcv,
+    executor: &dyn Executor,
+    pool: Option<&rayon::ThreadPool>,
+    opts: &OutputOptions,
+    progress: ProgressFn<'_>,
+) -> Result<SweepReport, SweepError> {
+    let started = Instant::now();
+    check_output(opts)?;
+    let strategy = sweep.spec().strategy;
+    let mut leaderboard = Leaderboard::new(&opts.by, opts.top)?;
+    let mut heatmap = match &opts.heatmap {
+        Some(h) => Some(Heatmap::new(strategy, sweep.spec().axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
+        None => None,
+    };
+
+    let parts = parts_dir(&opts.out);
+    let identity = identity(sweep, data, opts.shard);
+    let meta = json!({"identity": identity, "shard": opts.shard.index});
+    let meta_path = parts.join("sweep.json");
+    if parts.exists() {
+        let text = fs::read_to_string(&meta_path).map_err(io_error(&meta_path))?;
+        let found: Value = serde_json::from_str(&text).map_err(|e| {
+            SweepError::Results(format!("{} is not a sweep checkpoint ({e}); delete the folder", meta_path.display()))
+        })?;
+        if found != meta {
+            return Err(SweepError::Results(format!(
+                "the checkpoint in {} was made by a different sweep (spec, data or shard differ); \
+                 run the same command as before, or delete the folder to start over",
+                parts.display()
+            )));
+        }
+    } else {
+        fs::create_dir(&parts).map_err(io_error(&parts))?;
+        write_file_atomic(&meta_path, format!("{meta:#}\n").as_bytes()).map_err(io_error(&meta_path))?;
+    }
+
+    let combos = sweep.combos();
+    let chunks = combos.shard_chunks(opts.shard);
+    let total: u64 = chunks.iter().map(|&c| combos.chunk(c).end - combos.chunk(c).start).sum();
+    let mut done_positions = 0u64;
+    let mut rows = 0u64;
+    let mut devices: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut resumed, mut to_run) = (Vec::new(), Vec::new());
+    for &c in &chunks {
+        if chunk_path(&parts, c).exists() { resumed.push(c) } else { to_run.push(c) }
+    }
+    let take = |row: Row, leaderboard: &mut Leaderboard, heatmap: &mut Option<Heatmap>| {
+        if let Some(h) = heatmap.as_mut() {
+            h.offer(&row);
+        }
+        leaderboard.offer(row);
+    };
+    for &c in &resumed {
+        let path = chunk_path(&parts, c);
+        let text = fs::read_to_string(&path).map_err(io_error(&path))?;
+        for line in text.lines() {
+            take(parse_row(strategy, line)?, &mut leaderboard, &mut heatmap);
+            rows += 1;
+        }
+        *devices.entry("checkpoint".into()).or_default() += 1;
+        done_positions += combos.chunk(c).end - combos.chunk(c).start;
+    }
+    progress(done_positions, total);
+
+    let run_started = Instant::now();
+    let write_s = std::sync::Mutex::new(0.0f64);
+    let mut compute_s = 0.0;
+    let book = sweep.book();
+    let write_chunk = |r: &ChunkResult| -> Result<(), SweepError> {
+        let t = Instant::now();
+        let mut text = String::with_capacity(r.combos.len() * 128);
+        for (&combo, m) in r.combos.iter().zip(&r.metrics) {
+            write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
+        }
+        let path = chunk_path(&parts, r.chunk);
+        write_file_atomic(&path, text.as_bytes()).map_err(io_error(&path))?;
+        *write_s.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
+        Ok(())
+    };
+    sweep.run(executor, &to_run, pool, &write_chunk, &mut |r: ChunkResult| {
+        for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
+            take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap);
+        }
+        rows += r.combos.len() as u64;
+        compute_s += r.elapsed_s;
+        *devices.entry(r.device).or_default() += 1;
+        done_positions += combos.chunk(r.chunk).end - combos.chunk(r.chunk).start;
+        progress(done_positions, total);
+        Ok(())
+    })?;
+    let run_s = run_started.elapsed().as_secs_f64();
+
+    let assemble_started = Instant::now();
+    let mut file = AtomicFile::create(&opts.out).map_err(io_error(&opts.out))?;
+    file.write_all(header(strategy).as_bytes()).map_err(io_error(&opts.out))?;
+    for &c in &chunks {
+        let path = chunk_path(&parts, c);
+        let mut chunk = fs::File::open(&path).map_err(io_error(&path))?;
+        std::io::copy(&mut chunk, &mut file).map_err(io_error(&opts.out))?;
+    }
+    file.commit().map_err(io_error(&opts.out))?;
+    if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
+        write_file_atomic(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path))?;
+    }
+    let assemble_s = assemble_started.elapsed().as_secs_f64();
+    let write_s = write_s.into_inner().unwrap_or_else(|e| e.into_inner());
+
+    let summary = json!({
+        "threadx": env!("CARGO_PKG_VERSION"),
+        "identity": identity,
+        "data": {"origin": data.origin(), "bars": data.len(),
+                 "first": data.timestamps().first().map(|&t| format_time(t)),
+                 "last": data.timestamps().last().map(|&t| format_time(t))},
+        "shard": {"index": opts.shard.index, "count": opts.shard.count},
+        "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "combos": {"grid": combos.grid_len(), "positions": total, "rows": rows, "skipped": total - rows},
+        "chunks": {"size": combos.chunk_size(), "this_shard": chunks.len(), "run": to_run.len(), "resumed": resumed.len()},
+        "devices": devices,
+        "timings_s": {
+            "run": run_s,
+            "backtests_in_chunks": compute_s,
+            "writing_chunks": write_s,
+            "assembling": assemble_s,
+            "total": started.elapsed().as_secs_f64(),
+            "combos_per_s": if run_s > 0.0 { (rows as f64 - 0.0) / run_s } else { 0.0 },
+        },
+        "best": best_json(strategy, &leaderboard),
+    });
+    let summary_path = summary_path(&opts.out);
+    write_file_atomic(&summary_path, format!("{summary:#}\n").as_bytes()).map_err(io_error(&summary_path))?;
+    fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
+    Ok(SweepReport { summary, best: leaderboard.rows().to_vec(), rows, summary_path })
+}
+
+/// The best rows as JSON objects: combo, params, metrics.
+pub fn best_json(strategy: Strategy, leaderboard: &Leaderboard) -> Value {
+    let rows: Vec<Value> = leaderboard.rows().iter().map(|r| row_json(strategy, r)).collect();
+    json!({"by": leaderboard.by(), "rows": rows})
+}
+
+/// One row as a JSON object.
+pub fn row_json(strategy: Strategy, row: &Row) -> Value {
+    let params: serde_json::Map<String, Value> =
+        strategy.schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.to_owned(), json_param(p, v))).collect();
+    let metrics: serde_json::Map<String, Value> =
+        Metrics::NAMES.iter().zip(row.metrics.values()).map(|(n, v)| ((*n).to_owned(), metric_json(n, v))).collect();
+    json!({"combo": row.combo, "params": params, "metrics": metrics})
+}
+
+/// A metric as JSON: counts as integers, NaN as null.
+pub fn metric_json(name: &str, v: f64) -> Value {
+    match name {
+        "trades" | "closed_trades" => json!(v as u64),
+        _ if v.is_finite() => json!(v),
+        _ => Value::Null,
+    }
+}
+
+fn json_param(p: &threadx_backtest::ParamSpec, v: f64) -> Value {
+    match p.kind {
+        threadx_backtest::ParamKind::Choice(_) => json!(p.format(v)),
+        threadx_backtest::ParamKind::Int => json!(v as i64),
+        threadx_backtest::ParamKind::Float => json!(v),
+    }
+}
+
+/// Joins the results files of every shard of one sweep into `out`, byte-identical to the
+/// file a one-process run writes, with a summary beside it. Each shard's summary (written
+/// beside it when the shard finished) proves it complete and names its sweep; missing,
+/// repeated or foreign shards are refused before anything is written.
+pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<SweepReport, SweepError> {
+    let bad = |problem: String| SweepError::Merge(problem);
+    if shards.is_empty() {
+        return Err(bad("no shard files given".into()));
+    }
+    check_writable(out)?;
+    let mut identity: Option<Value> = None;
+    let mut seen: BTreeMap<u64, &PathBuf> = BTreeMap::new();
+    let mut expected_rows = 0u64;
+    let mut count = 0;
+    for path in shards {
+        let summary_path = summary_path(path);
+        let text = fs::read_to_string(&summary_path).map_err(|e| {
+            bad(format!(
+                "{}: no summary at {} ({e}); a shard's summary is written when the shard finishes",
+                path.display(),
+                summary_path.display()
+            ))
+        })?;
+        let summary: Value = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("{}: unreadable summary ({e})", summary_path.display())))?;
+        let index = summary["shard"]["index"]
+            .as_u64()
+            .ok_or_else(|| bad(format!("{}: no shard index", summary_path.display())))?;
+        count = summary["shard"]["count"]
+            .as_u64()
+            .ok_or_else(|| bad(format!("{}: no shard count", summary_path.display())))?;
+        match &identity {
+            None => identity = Some(summary["identity"].clone()),
+            Some(id) if *id != summary["identity"] => {
+                return Err(bad(format!(
+                    "{} belongs to a different sweep than {} (spec, data or shard count differ)",
+                    path.display(),
+                    shards[0].display()
+                )));
+            }
+            Some(_) => {}
+        }
+        if let Some(other) = seen.insert(index, path) {
+            return Err(bad(format!("{} and {} are both shard {index}/{count}", other.display(), path.display())));
+        }
+        expected_rows += summary["combos"]["rows"].as_u64().unwrap_or(0);
+    }
+    let missing: Vec<String> = (0..count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
+    if !missing.is_empty() {
+        return Err(bad(format!("missing shard(s) {}", missing.join(", "))));
+    }
+    let identity = identity.unwrap_or_default();
+    let strategy = Strategy::parse(identity["spec"]["strategy"].as_str().unwrap_or_default())?;
+    let head = header(strategy);
+
+    let mut readers = Vec::new();
+    for path in shards {
+        let mut reader = BufReader::new(fs::File::open(path).map_err(io_error(path))?);
+        let mut first = String::new();
+        reader.read_line(&mut first).map_err(io_error(path))?;
+        if first != head {
+            return Err(bad(format!("{}: not a {strategy} results file (header differs)", path.display())));
+        }
+        readers.push((path, reader.lines()));
+    }
+    let mut leaderboard = Leaderboard::new(by, top)?;
+    let mut file = AtomicFile::create(out).map_err(io_error(out))?;
+    file.write_all(head.as_bytes()).map_err(io_error(out))?;
+    let mut heads = BinaryHeap::new();
+    let mut next_line = |i: usize| -> Result<Option<(std::cmp::Reverse<u64>, usize, String)>, SweepError> {
+        let (path, lines) = &mut readers[i];
+        match lines.next() {
+            None => Ok(None),
+            Some(line) => {
+                let line = line.map_err(io_error(path))?;
+                let combo =
+                    row_combo(&line).ok_or_else(|| bad(format!("{}: malformed row `{line}`", path.display())))?;
+                Ok(Some((std::cmp::Reverse(combo), i, line)))
+            }
+        }
+    };
+    for i in 0..shards.len() {
+        heads.extend(next_line(i)?);
+    }
+    let (mut rows, mut last) = (0u64, None);
+    while let Some((std::cmp::Reverse(combo), i, line)) = heads.pop() {
+        if last.is_some_and(|l| combo <= l) {
+            return Err(bad(format!("combo {combo} appears twice or out of order (in {})", shards[i].display())));
+        }
+        last = Some(combo);
+        leaderboard.offer(parse_row(strategy, &line)?);
+        file.write_all(line.as_bytes()).map_err(io_error(out))?;
+        file.write_all(b"\n").map_err(io_error(out))?;
+        rows += 1;
+        heads.extend(next_line(i)?);
+    }
+    if rows != expected_rows {
+        return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
+    }
+    file.commit().map_err(io_error(out))?;
+    let summary = json!({
+        "threadx": env!("CARGO_PKG_VERSION"),
+        "identity": identity,
+        "merged_from": shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "shard": {"index": 0, "count": 1},
+        "results": out.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "combos": {"rows": rows},
+        "best": best_json(strategy, &leaderboard),
+    });
+    let summary_path = summary_path(out);
+    write_file_atomic(&summary_path, format!("{summary:#}\n").as_bytes()).map_err(io_error(&summary_path))?;
+    Ok(SweepReport { summary, best: leaderboard.rows().to_vec(), rows, summary_path })
+}

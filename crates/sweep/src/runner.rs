@@ -1,0 +1,184 @@
+//! The runner: a prepared [`Sweep`] (indicators computed once, the signal book, the
+//! combos) runs chunks on an [`Executor`] from a pool of workers, and hands the results
+//! back in chunk order.
+
+use crate::SweepError;
+use crate::combos::ComboSet;
+use crate::spec::SweepSpec;
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+use threadx_backtest::{Backtester, ComboPlan, Metrics, SignalBook};
+use threadx_dispatch::Dispatcher;
+use threadx_indicators::IndicatorBank;
+
+/// Runs the plans of one chunk somewhere. The sweep does not care where: the dispatcher's
+/// choice ([`DispatchExecutor`]) today; a multi-GPU device pool plugs in here.
+pub trait Executor: Sync {
+    /// The metrics of `plans`, in order, and the device that computed them (`cpu`,
+    /// `gpu:<adapter>`).
+    fn execute(&self, plans: &[ComboPlan]) -> (Vec<Metrics>, String);
+}
+
+/// Runs each chunk on the device the dispatcher picks for its size (profiles in `auto`,
+/// or the forced device), with the book kept on the GPU between chunks.
+#[derive(Debug)]
+pub struct DispatchExecutor<'a> {
+    backtester: Backtester<'a>,
+    dispatcher: &'a Dispatcher,
+}
+
+impl<'a> DispatchExecutor<'a> {
+    pub fn new(book: &'a SignalBook, fee: f64, dispatcher: &'a Dispatcher) -> Result<Self, SweepError> {
+        Ok(Self { backtester: Backtester::new(book, fee)?, dispatcher })
+    }
+}
+
+impl Executor for DispatchExecutor<'_> {
+    fn execute(&self, plans: &[ComboPlan]) -> (Vec<Metrics>, String) {
+        let outcome = self.backtester.run(self.dispatcher, plans);
+        let device = match (outcome.device, self.dispatcher.gpu()) {
+            (threadx_dispatch::Device::Gpu, Some(gpu)) => format!("gpu:{}", gpu.report().name),
+            (device, _) => device.to_string(),
+        };
+        (outcome.value, device)
+    }
+}
+
+/// What one chunk produced: the grid numbers of the combos it ran (those the strategy's
+/// rules allow) and their metrics, in combo order.
+#[derive(Debug, Clone)]
+pub struct ChunkResult {
+    pub chunk: u64,
+    pub combos: Vec<u64>,
+    pub metrics: Vec<Metrics>,
+    pub device: String,
+    pub elapsed_s: f64,
+}
+
+/// A sweep ready to run: its spec, the signal book (every indicator the combos need,
+/// computed once through the bank) and its combos.
+#[derive(Debug)]
+pub struct Sweep {
+    spec: SweepSpec,
+    book: SignalBook,
+    combos: ComboSet,
+}
+
+impl Sweep {
+    /// Checks the spec, computes the indicators and decision rows every combo needs
+    /// (through `bank`, each once) and lays out the combos (sampling them if asked).
+    pub fn prepare(bank: &IndicatorBank<'_>, spec: &SweepSpec) -> Result<Self, SweepError> {
+        spec.check()?;
+        let book = SignalBook::build(bank, spec.strategy, spec.axes())?;
+        let combos = ComboSet::new(&book, spec.sample)?;
+        Ok(Self { spec: spec.clone(), book, combos })
+    }
+
+    pub fn spec(&self) -> &SweepSpec {
+        &self.spec
+    }
+
+    pub fn book(&self) -> &SignalBook {
+        &self.book
+    }
+
+    pub fn combos(&self) -> &ComboSet {
+        &self.combos
+    }
+
+    /// The executor of this sweep on the dispatcher's devices.
+    pub fn executor<'a>(&'a self, dispatcher: &'a Dispatcher) -> Result<DispatchExecutor<'a>, SweepError> {
+        DispatchExecutor::new(&self.book, self.spec.fee, dispatcher)
+    }
+
+    /// The combos of chunk `chunk` that the strategy's rules allow, with their plans.
+    fn chunk_plans(&self, chunk: u64) -> (Vec<u64>, Vec<ComboPlan>) {
+        let strategy = self.spec.strategy;
+        let positions = self.combos.chunk(chunk);
+        let mut combos = Vec::with_capacity((positions.end - positions.start) as usize);
+        let mut plans = Vec::with_capacity(combos.capacity());
+        for position in positions {
+            let combo = self.combos.combo_at(position);
+            if strategy.allows(&self.book.combo_values(combo)) {
+                combos.push(combo);
+                plans.push(self.book.combo_plan(combo));
+            }
+        }
+        (combos, plans)
+    }
+
+    /// Runs one chunk.
+    pub fn run_chunk(&self, executor: &dyn Executor, chunk: u64) -> ChunkResult {
+        let start = Instant::now();
+        let (combos, plans) = self.chunk_plans(chunk);
+        let (metrics, device) = if plans.is_empty() { (Vec::new(), "none".into()) } else { executor.execute(&plans) };
+        ChunkResult { chunk, combos, metrics, device, elapsed_s: start.elapsed().as_secs_f64() }
+    }
+
+    /// Every combo of the sweep in one executor call, in combo order: the in-memory path
+    /// for small sweeps and for walk-forward training windows.
+    pub fn run_all(&self, executor: &dyn Executor) -> ChunkResult {
+        let start = Instant::now();
+        let mut combos = Vec::new();
+        let mut plans = Vec::new();
+        for chunk in 0..self.combos.chunks() {
+            let (c, p) = self.chunk_plans(chunk);
+            combos.extend(c);
+            plans.extend(p);
+        }
+        let (metrics, device) = executor.execute(&plans);
+        ChunkResult { chunk: 0, combos, metrics, device, elapsed_s: start.elapsed().as_secs_f64() }
+    }
+
+    /// Runs `chunks` on the workers of `pool` (the global rayon pool if `None`), each
+    /// chunk taken by the next free worker. `in_worker` runs on the worker right after its
+    /// chunk (e.g. to write it to disk); `in_order` runs on the calling thread, in the order
+    /// of `chunks` whatever the order in which they finish. The first error stops the run.
+    pub fn run(
+        &self,
+        executor: &dyn Executor,
+        chunks: &[u64],
+        pool: Option<&rayon::ThreadPool>,
+        in_worker: &(dyn Fn(&ChunkResult) -> Result<(), SweepError> + Sync),
+        in_order: &mut dyn FnMut(ChunkResult) -> Result<(), SweepError>,
+    ) -> Result<(), SweepError> {
+        let stop = AtomicBool::new(false);
+        let (tx, rx) = mpsc::channel::<(usize, Result<ChunkResult, SweepError>)>();
+        std::thread::scope(|scope| {
+            let stop = &stop;
+            scope.spawn(move || {
+                let work = move || {
+                    chunks.par_iter().enumerate().with_max_len(1).for_each_with(tx, |tx, (i, &chunk)| {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let result = self.run_chunk(executor, chunk);
+                        let result = in_worker(&result).map(|()| result);
+                        // The receiver is gone only after an error; nothing to report then.
+                        let _ = tx.send((i, result));
+                    });
+                };
+                match pool {
+                    Some(pool) => pool.install(work),
+                    None => work(),
+                }
+            });
+            let mut waiting = BTreeMap::new();
+            let mut next = 0;
+            for (i, result) in rx {
+                waiting.insert(i, result);
+                while let Some(result) = waiting.remove(&next) {
+                    next += 1;
+                    if let Err(e) = result.and_then(&mut *in_order) {
+                        stop.store(true, Ordering::Relaxed);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,318 @@
+//! [`SweepSpec`]: what a sweep runs, from `name=values` flags and/or a TOML file, checked
+//! against the strategy's schema before any work.
+
+use crate::SweepError;
+use serde_json::{Value, json};
+use threadx_backtest::{ParamKind, ParamSpec, Strategy, check_fee};
+
+/// The most values one parameter may take (a range longer than this is a typo).
+pub const MAX_AXIS_VALUES: usize = 1_000_000;
+
+/// Monte-Carlo sampling: `n` distinct combos of the grid drawn with `seed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    pub n: u64,
+    pub seed: u64,
+}
+
+/// Walk-forward windows in bars: optimize on `train` bars, evaluate the best combo on the
+/// `test` bars that follow, move on by `step` bars.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkForward {
+    pub train: usize,
+    pub test: usize,
+    pub step: usize,
+}
+
+impl WalkForward {
+    /// Parses `train=BARS,test=BARS[,step=BARS]` (step defaults to test).
+    pub fn parse(text: &str) -> Result<Self, SweepError> {
+        let bad = |problem: String| SweepError::Spec(format!("--walk-forward {text}: {problem}"));
+        let (mut train, mut test, mut step) = (None, None, None);
+        for part in text.split(',') {
+            let (key, value) = part.split_once('=').ok_or_else(|| bad(format!("expected key=BARS, got `{part}`")))?;
+            let bars: usize = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&b| b > 0)
+                .ok_or_else(|| bad(format!("{} must be a positive number of bars", key.trim())))?;
+            let slot = match key.trim() {
+                "train" => &mut train,
+                "test" => &mut test,
+                "step" => &mut step,
+                other => return Err(bad(format!("unknown key `{other}` (known: train, test, step)"))),
+            };
+            *slot = Some(bars);
+        }
+        let (Some(train), Some(test)) = (train, test) else {
+            return Err(bad("train=BARS and test=BARS are both needed".into()));
+        };
+        Ok(Self { train, test, step: step.unwrap_or(test) })
+    }
+
+    /// The windows over `bars` bars: (train start, test start, test end), test windows
+    /// back to back when step = test.
+    pub fn windows(&self, bars: usize) -> Vec<(usize, usize, usize)> {
+        (0..)
+            .map(|w| w * self.step)
+            .map(|start| (start, start + self.train, start + self.train + self.test))
+            .take_while(|&(_, _, end)| end <= bars)
+            .collect()
+    }
+}
+
+/// A sweep: a strategy, one list of values per parameter (schema order; combos are their
+/// Cartesian product in DESIGN.md's order), the fee, and optionally sampling or
+/// walk-forward. Every value is checked when it is set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepSpec {
+    pub strategy: Strategy,
+    axes: Vec<Vec<f64>>,
+    pub fee: f64,
+    pub sample: Option<Sample>,
+    pub walk_forward: Option<WalkForward>,
+}
+
+impl SweepSpec {
+    /// A one-combo spec: every parameter at its default, fee 0.001.
+    pub fn new(strategy: Strategy) -> Self {
+        let axes = strategy.schema().iter().map(|p| vec![p.default]).collect();
+        Self { strategy, axes, fee: 0.001, sample: None, walk_forward: None }
+    }
+
+    /// The built-in grid of a strategy, for a sweep run without `--grid`: bb_atr's is
+    /// 20 bb_period × 5 bb_std × 10 atr_period × 10 atr_mult = 10,000 combos.
+    pub fn default_grid(strategy: Strategy) -> Self {
+        let grid: &[(&str, &str)] = match strategy {
+            Strategy::BbAtr => {
+                &[("bb_period", "10:105:5"), ("bb_std", "1:3:0.5"), ("atr_period", "5:50:5"), ("atr_mult", "0.5:5:0.5")]
+            }
+            Strategy::MaCross => &[("ma_type", "sma,ema"), ("fast", "5:50:5"), ("slow", "20:200:10")],
+            Strategy::RsiReversion => {
+                &[("rsi_period", "7:28:7"), ("rsi_low", "20:40:5"), ("rsi_high", "60:80:5"), ("atr_mult", "0,1,2,3")]
+            }
+        };
+        let mut spec = Self::new(strategy);
+        for (name, values) in grid {
+            spec.set_axis(name, values).expect("built-in grids are valid");
+        }
+        spec
+    }
+
+    /// Sets the values of one parameter from text: a list `1.5,2,2.5` (names for choice
+    /// parameters: `sma,ema`) or an inclusive range `start:stop:step`.
+    pub fn set_axis(&mut self, name: &str, text: &str) -> Result<(), SweepError> {
+        let i = self.strategy.param_index(name)?;
+        self.axes[i] = parse_axis(&self.strategy.schema()[i], text)?;
+        Ok(())
+    }
+
+    /// The parameter lists, schema order.
+    pub fn axes(&self) -> &[Vec<f64>] {
+        &self.axes
+    }
+
+    /// Combos in the full grid (before sampling or skipping combos the strategy's rules
+    /// refuse), or an error when the count does not fit in 64 bits.
+    pub fn grid_len(&self) -> Result<u64, SweepError> {
+        self.axes
+            .iter()
+            .try_fold(1u64, |n, a| n.checked_mul(a.len() as u64))
+            .ok_or_else(|| SweepError::Spec("the grid has more than 2^64 combos; narrow it or use --random N".into()))
+    }
+
+    /// Checks what `set_axis` cannot see alone: the fee, the sample size, and that some
+    /// combo passes the strategy's rules.
+    pub fn check(&self) -> Result<(), SweepError> {
+        check_fee(self.fee)?;
+        let grid = self.grid_len()?;
+        if let Some(sample) = self.sample {
+            if sample.n == 0 {
+                return Err(SweepError::Spec("--random N needs N ≥ 1".into()));
+            }
+            if sample.n > grid {
+                return Err(SweepError::Spec(format!(
+                    "--random {} asks for more combos than the grid has ({grid}); run the whole grid instead",
+                    sample.n
+                )));
+            }
+        }
+        if let (Some(_), Some(_)) = (self.sample, self.walk_forward) {
+            return Err(SweepError::Spec("--random and --walk-forward cannot be combined".into()));
+        }
+        if !self.any_allowed() {
+            let first: Vec<f64> = self.axes.iter().map(|a| a[0]).collect();
+            self.strategy.check(&first)?;
+            return Err(SweepError::Spec(format!("no combo of the grid passes {}'s rules", self.strategy)));
+        }
+        Ok(())
+    }
+
+    /// Whether some combo obeys the rules between parameters (both rules compare
+    /// parameters 1 and 2, so their extremes decide).
+    fn any_allowed(&self) -> bool {
+        match self.strategy {
+            Strategy::BbAtr => true,
+            _ => {
+                let low = self.axes[1].iter().copied().fold(f64::INFINITY, f64::min);
+                let high = self.axes[2].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                low < high
+            }
+        }
+    }
+
+    /// The spec as JSON: what the summary records and what a checkpoint or shard must
+    /// match to be resumed or merged.
+    pub fn to_json(&self) -> Value {
+        let schema = self.strategy.schema();
+        let grid: serde_json::Map<String, Value> = schema
+            .iter()
+            .zip(&self.axes)
+            .map(|(p, axis)| {
+                let values: Vec<Value> = axis
+                    .iter()
+                    .map(|&v| if matches!(p.kind, ParamKind::Choice(_)) { json!(p.format(v)) } else { json!(v) })
+                    .collect();
+                (p.name.to_owned(), Value::Array(values))
+            })
+            .collect();
+        json!({
+            "strategy": self.strategy.name(),
+            "grid": grid,
+            "fee": self.fee,
+            "random": self.sample.map(|s| json!({"n": s.n, "seed": s.seed})),
+            "walk_forward": self.walk_forward.map(|w| json!({"train": w.train, "test": w.test, "step": w.step})),
+        })
+    }
+
+    /// A spec from a TOML file's text (see the README for the layout); `--grid` flags may
+    /// then override single parameters.
+    pub fn from_toml(text: &str) -> Result<Self, SweepError> {
+        let bad = |problem: String| SweepError::Spec(format!("config: {problem}"));
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| bad(e.message().to_owned()))?;
+        let strategy = match table.get("strategy") {
+            Some(toml::Value::String(name)) => Strategy::parse(name)?,
+            Some(_) => return Err(bad("strategy must be a string, e.g. \"bb_atr\"".into())),
+            None => Strategy::BbAtr,
+        };
+        let mut spec = Self::new(strategy);
+        for (key, value) in &table {
+            match (key.as_str(), value) {
+                ("strategy", _) => {}
+                ("fee", v) => spec.fee = number(v).ok_or_else(|| bad("fee must be a number".into()))?,
+                ("grid", toml::Value::Table(grid)) => {
+                    for (name, values) in grid {
+                        let text = match values {
+                            toml::Value::String(s) => s.clone(),
+                            toml::Value::Array(items) => items
+                                .iter()
+                                .map(|v| match v {
+                                    toml::Value::String(s) => Ok(s.clone()),
+                                    v => number(v).map(|x| x.to_string()).ok_or(()),
+                                })
+                                .collect::<Result<Vec<_>, ()>>()
+                                .map_err(|()| bad(format!("grid.{name}: expected numbers or names")))?
+                                .join(","),
+                            v => number(v)
+                                .map(|x| x.to_string())
+                                .ok_or_else(|| bad(format!("grid.{name}: expected a list, a range or a value")))?,
+                        };
+                        spec.set_axis(name, &text)?;
+                    }
+                }
+                ("random", toml::Value::Table(t)) => {
+                    let n = integer(t, "n").map_err(&bad)?.ok_or_else(|| bad("random.n is needed".into()))?;
+                    spec.sample = Some(Sample { n, seed: integer(t, "seed").map_err(&bad)?.unwrap_or(0) });
+                }
+                ("walk_forward", toml::Value::Table(t)) => {
+                    let get = |k: &str| integer(t, k).map_err(&bad);
+                    let (Some(train), Some(test)) = (get("train")?, get("test")?) else {
+                        return Err(bad("walk_forward needs train and test (bars)".into()));
+                    };
+                    let step = get("step")?.unwrap_or(test);
+                    if train == 0 || test == 0 || step == 0 {
+                        return Err(bad("walk_forward train, test and step must be ≥ 1".into()));
+                    }
+                    spec.walk_forward =
+                        Some(WalkForward { train: train as usize, test: test as usize, step: step as usize });
+                }
+                (key @ ("grid" | "random" | "walk_forward"), _) => return Err(bad(format!("[{key}] must be a table"))),
+                (other, _) => {
+                    return Err(bad(format!(
+                        "unknown key `{other}` (known: strategy, fee, grid, random, walk_forward)"
+                    )));
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+fn number(v: &toml::Value) -> Option<f64> {
+    match v {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+fn integer(table: &toml::Table, key: &str) -> Result<Option<u64>, String> {
+    match table.get(key) {
+        None => Ok(None),
+        Some(toml::Value::Integer(i)) if *i >= 0 => Ok(Some(*i as u64)),
+        Some(_) => Err(format!("{key} must be a whole number ≥ 0")),
+    }
+}
+
+/// The values of one parameter from a list (`1.5,2,2.5`, `sma,ema`) or an inclusive range
+/// `start:stop:step`, each checked against the schema; no value may repeat.
+pub fn parse_axis(spec: &ParamSpec, text: &str) -> Result<Vec<f64>, SweepError> {
+    let bad = |problem: String| SweepError::Spec(format!("{}={text}: {problem}", spec.name));
+    let text = text.trim();
+    let values = if text.contains(':') {
+        if matches!(spec.kind, ParamKind::Choice(_)) {
+            return Err(bad(format!("a range needs numbers; list the names instead ({})", spec.range())));
+        }
+        let parts: Vec<&str> = text.split(':').collect();
+        let [start, stop, step] = parts[..] else {
+            return Err(bad("a range is start:stop:step (inclusive), e.g. 10:50:5".into()));
+        };
+        let num = |what: &str, s: &str| {
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| bad(format!("{what} `{s}` is not a number")))
+        };
+        let (start, stop, step) = (num("start", start)?, num("stop", stop)?, num("step", step)?);
+        if step <= 0.0 {
+            return Err(bad("the step must be positive".into()));
+        }
+        if start > stop {
+            return Err(bad(format!("empty range: start {start} is after stop {stop}")));
+        }
+        // A tolerance keeps 0.5:5:0.5 inclusive of 5 despite binary rounding.
+        let count = ((stop - start) / step + 1e-9).floor() + 1.0;
+        if count > MAX_AXIS_VALUES as f64 {
+            return Err(bad(format!("{count} values; at most {MAX_AXIS_VALUES} per parameter")));
+        }
+        // Values are rounded to 10 decimals so that 0.1 steps read 0.3, not 0.30000000000000004.
+        (0..count as usize).map(|i| ((start + i as f64 * step) * 1e10).round() / 1e10).collect::<Vec<_>>()
+    } else {
+        let items: Vec<&str> = text.split(',').map(str::trim).collect();
+        if items.iter().any(|s| s.is_empty()) {
+            return Err(bad("empty value in the list".into()));
+        }
+        items.iter().map(|s| spec.parse(s)).collect::<Result<Vec<_>, _>>()?
+    };
+    for &v in &values {
+        spec.check(v)?;
+    }
+    let mut sorted = values.clone();
+    sorted.sort_by(f64::total_cmp);
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(bad(format!("{} is listed twice", spec.format(w[0]))));
+    }
+    Ok(values)
+}

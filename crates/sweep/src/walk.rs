@@ -1,0 +1,156 @@
+//! Walk-forward: optimize on each train window, evaluate the winner on the test window
+//! that follows, and join the test windows into one out-of-sample record.
+//!
+//! A train window is swept on its own bars. A test window is simulated on all bars up to
+//! its end with no entry before its first bar, so its indicators have their full history
+//! (every indicator is causal) and its metrics count only its own bars.
+
+use crate::SweepError;
+use crate::report::Leaderboard;
+use crate::rows::Row;
+use crate::runner::Sweep;
+use crate::spec::SweepSpec;
+use serde_json::{Value, json};
+use std::fmt::Write;
+use threadx_backtest::{BacktestReport, Metrics, SignalBook, simulate_detailed};
+use threadx_dispatch::Dispatcher;
+use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
+
+/// One window: the best combo in sample and what it did out of sample.
+#[derive(Debug, Clone)]
+pub struct WindowResult {
+    pub train: std::ops::Range<usize>,
+    pub test: std::ops::Range<usize>,
+    /// The winner, with its in-sample metrics.
+    pub best: Row,
+    pub test_report: BacktestReport,
+}
+
+#[derive(Debug, Clone)]
+pub struct WalkForwardReport {
+    pub windows: Vec<WindowResult>,
+    /// The test windows back to back, equity carried from one to the next.
+    pub overall: Metrics,
+    pub by: &'static str,
+}
+
+/// Runs the walk-forward of `spec` (which must have `walk_forward` set) ranking combos by
+/// metric `by`, each train window on the dispatcher's devices, calling `progress(window, windows)` after each window.
+pub fn walk_forward(
+    data: &Ohlcv,
+    dispatcher: &Dispatcher,
+    spec: &SweepSpec,
+    by: &str,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<WalkForwardReport, SweepError> {
+    let wf = spec.walk_forward.ok_or_else(|| SweepError::Spec("no walk-forward windows were asked for".into()))?;
+    let windows = wf.windows(data.len());
+    if windows.is_empty() {
+        return Err(SweepError::Spec(format!(
+            "--walk-forward train={},test={}: the data has {} bars, fewer than one train and one test window",
+            wf.train,
+            wf.test,
+            data.len()
+        )));
+    }
+    let mut train_spec = spec.clone();
+    train_spec.walk_forward = None;
+    train_spec.check()?;
+    let mut results = Vec::with_capacity(windows.len());
+    for (w, &(train_start, test_start, test_end)) in windows.iter().enumerate() {
+        let train = data.slice(train_start..test_start);
+        let bank = IndicatorBank::new(&train, dispatcher);
+        let sweep = Sweep::prepare(&bank, &train_spec).map_err(|e| {
+            SweepError::Spec(format!("walk-forward window {w} (train bars {train_start}..{test_start}): {e}"))
+        })?;
+        let result = sweep.run_all(&sweep.executor(dispatcher)?);
+        let mut leaderboard = Leaderboard::new(by, 1)?;
+        for (&combo, &metrics) in result.combos.iter().zip(&result.metrics) {
+            leaderboard.offer(Row { combo, values: sweep.book().combo_values(combo), metrics });
+        }
+        let best = leaderboard.rows()[0];
+
+        let history = data.slice(0..test_end);
+        let bank = IndicatorBank::new(&history, dispatcher);
+        let axes: Vec<Vec<f64>> = best.values.iter().map(|&v| vec![v]).collect();
+        let book = SignalBook::build(&bank, spec.strategy, &axes)?;
+        let mut plan = book.plan(&vec![0; axes.len()]);
+        plan.warmup = plan.warmup.max(test_start as u32);
+        let test_report = simulate_detailed(&book, &plan, spec.fee).since(test_start);
+        results.push(WindowResult { train: train_start..test_start, test: test_start..test_end, best, test_report });
+        progress(w + 1, windows.len());
+    }
+    let tests: Vec<BacktestReport> = results.iter().map(|r| r.test_report.clone()).collect();
+    let overall = BacktestReport::chain(&tests).metrics;
+    Ok(WalkForwardReport { windows: results, overall, by: crate::report::metric_index(by).map(|i| Metrics::NAMES[i])? })
+}
+
+impl WalkForwardReport {
+    /// One row per window: its bars and times, the winner and its parameters, its
+    /// in-sample score, then its out-of-sample metrics.
+    pub fn to_csv(&self, data: &Ohlcv, spec: &SweepSpec) -> String {
+        let schema = spec.strategy.schema();
+        let mut csv = String::from("window,train_start,train_end,test_start,test_end,combo");
+        for p in schema {
+            let _ = write!(csv, ",{}", p.name);
+        }
+        let _ = write!(csv, ",in_sample_{}", self.by);
+        for m in Metrics::NAMES {
+            let _ = write!(csv, ",{m}");
+        }
+        csv.push('\n');
+        let time = |bar: usize| format_time(data.timestamps()[bar]);
+        let num = |v: f64| if v.is_nan() { String::new() } else { v.to_string() };
+        for (w, r) in self.windows.iter().enumerate() {
+            let _ = write!(
+                csv,
+                "{w},{},{},{},{},{}",
+                time(r.train.start),
+                time(r.train.end - 1),
+                time(r.test.start),
+                time(r.test.end - 1),
+                r.best.combo
+            );
+            for (p, &v) in schema.iter().zip(r.best.values.iter()) {
+                let _ = write!(csv, ",{}", p.format(v));
+            }
+            let _ = write!(csv, ",{}", num(r.best.metrics.get(self.by).unwrap_or(f64::NAN)));
+            for v in r.test_report.metrics.values() {
+                let _ = write!(csv, ",{}", num(v));
+            }
+            csv.push('\n');
+        }
+        csv
+    }
+
+    pub fn to_json(&self, data: &Ohlcv, spec: &SweepSpec) -> Value {
+        let metrics = |m: &Metrics| -> Value {
+            Metrics::NAMES
+                .iter()
+                .zip(m.values())
+                .map(|(n, v)| ((*n).to_owned(), crate::output::metric_json(n, v)))
+                .collect::<serde_json::Map<_, _>>()
+                .into()
+        };
+        let windows: Vec<Value> = self
+            .windows
+            .iter()
+            .map(|r| {
+                json!({
+                    "train": [format_time(data.timestamps()[r.train.start]), format_time(data.timestamps()[r.train.end - 1])],
+                    "test": [format_time(data.timestamps()[r.test.start]), format_time(data.timestamps()[r.test.end - 1])],
+                    "best": crate::output::row_json(spec.strategy, &r.best),
+                    "out_of_sample": metrics(&r.test_report.metrics),
+                })
+            })
+            .collect();
+        json!({
+            "threadx": env!("CARGO_PKG_VERSION"),
+            "spec": spec.to_json(),
+            "data": {"origin": data.origin(), "bars": data.len()},
+            "by": self.by,
+            "windows": windows,
+            "out_of_sample_overall": metrics(&self.overall),
+        })
+    }
+}
