@@ -175,11 +175,12 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if spec.walk_forward.is_some() {
         return in_pool(pool.as_ref(), || walk(&data, &dispatcher, &spec, args));
     }
-    in_pool(pool.as_ref(), || {
-        let prepare_started = Instant::now();
-        let bank = IndicatorBank::new(&data, &dispatcher);
-        let sweep = Sweep::prepare(&bank, &spec)?;
-        let prepare_s = prepare_started.elapsed().as_secs_f64();
+    // The runner hands chunks to the pool itself; only the preparation runs inside it.
+    let prepare_started = Instant::now();
+    let bank = IndicatorBank::new(&data, &dispatcher);
+    let sweep = in_pool(pool.as_ref(), || Sweep::prepare(&bank, &spec))?;
+    let prepare_s = prepare_started.elapsed().as_secs_f64();
+    {
         let executor = sweep.executor(&dispatcher)?;
         let combos = sweep.combos();
         println!(
@@ -222,7 +223,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
             println!("wrote the {} heatmap to {}", args.by, h.path.display());
         }
         Ok(())
-    })
+    }
 }
 
 /// Runs `f` on the `--threads` pool if there is one, else on the global one.

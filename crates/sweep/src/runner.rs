@@ -5,9 +5,8 @@
 use crate::SweepError;
 use crate::combos::ComboSet;
 use crate::spec::SweepSpec;
-use rayon::prelude::*;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 use threadx_backtest::{Backtester, ComboPlan, Metrics, SignalBook};
@@ -134,7 +133,7 @@ impl Sweep {
     }
 
     /// Runs `chunks` on the workers of `pool` (the global rayon pool if `None`), each
-    /// chunk taken by the next free worker. `in_worker` runs on the worker right after its
+    /// chunk taken by the next free worker, in order. `in_worker` runs on the worker right after its
     /// chunk (e.g. to write it to disk); `in_order` runs on the calling thread, in the order
     /// of `chunks` whatever the order in which they finish. The first error stops the run.
     pub fn run(
@@ -146,19 +145,31 @@ impl Sweep {
         in_order: &mut dyn FnMut(ChunkResult) -> Result<(), SweepError>,
     ) -> Result<(), SweepError> {
         let stop = AtomicBool::new(false);
-        let (tx, rx) = mpsc::channel::<(usize, Result<ChunkResult, SweepError>)>();
+        let next_chunk = AtomicUsize::new(0);
+        let workers = pool.map_or_else(rayon::current_num_threads, |p| p.current_num_threads());
+        // Workers take chunks in order from a shared counter (self-scheduling), so chunks
+        // finish nearly in order and the reorder buffer stays a few chunks deep.
+        let (tx, rx) = mpsc::sync_channel::<(usize, Result<ChunkResult, SweepError>)>(workers);
         std::thread::scope(|scope| {
-            let stop = &stop;
+            let (stop, next_chunk) = (&stop, &next_chunk);
             scope.spawn(move || {
                 let work = move || {
-                    chunks.par_iter().enumerate().with_max_len(1).for_each_with(tx, |tx, (i, &chunk)| {
-                        if stop.load(Ordering::Relaxed) {
-                            return;
+                    rayon::scope(|s| {
+                        for _ in 0..workers {
+                            let tx = tx.clone();
+                            s.spawn(move |_| {
+                                while !stop.load(Ordering::Relaxed) {
+                                    let i = next_chunk.fetch_add(1, Ordering::Relaxed);
+                                    let Some(&chunk) = chunks.get(i) else { break };
+                                    let result = self.run_chunk(executor, chunk);
+                                    let result = in_worker(&result).map(|()| result);
+                                    // The receiver is gone only after an error; nothing to report then.
+                                    if tx.send((i, result)).is_err() {
+                                        break;
+                                    }
+                                }
+                            });
                         }
-                        let result = self.run_chunk(executor, chunk);
-                        let result = in_worker(&result).map(|()| result);
-                        // The receiver is gone only after an error; nothing to report then.
-                        let _ = tx.send((i, result));
                     });
                 };
                 match pool {
