@@ -73,6 +73,10 @@ pub struct SweepArgs {
     /// Run only part I of N (0-based): every N-th chunk from I. Join the parts with `threadx merge`.
     #[arg(long, value_name = "I/N")]
     shard: Option<String>,
+    /// Combos per chunk, the unit of work, checkpoint and shard (default: about 2^26
+    /// bar·combos, from the data length only). A resume or merge needs the same value.
+    #[arg(long, value_name = "N")]
+    chunk_size: Option<u64>,
     /// Worker threads (default: one per CPU core).
     #[arg(long)]
     threads: Option<usize>,
@@ -107,6 +111,9 @@ fn build_spec(args: &SweepArgs) -> Result<SweepSpec> {
     }
     if let Some(n) = args.random {
         spec.sample = Some(Sample { n, seed: args.seed });
+    }
+    if let Some(n) = args.chunk_size {
+        spec.chunk_size = Some(n);
     }
     if let Some(text) = &args.walk_forward {
         spec.walk_forward = Some(WalkForward::parse(text)?);

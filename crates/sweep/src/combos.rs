@@ -33,10 +33,11 @@ pub struct ComboSet {
 
 impl ComboSet {
     /// The whole grid of `book`'s axes, or `sample.n` distinct combos of it that the
-    /// strategy's rules allow, drawn with `sample.seed` (the same on every machine).
-    pub fn new(book: &SignalBook, sample: Option<Sample>) -> Result<Self, SweepError> {
+    /// strategy's rules allow, drawn with `sample.seed` (the same on every machine), in
+    /// chunks of `chunk` combos (default: [`chunk_size`] of the data length).
+    pub fn new(book: &SignalBook, sample: Option<Sample>, chunk: Option<u64>) -> Result<Self, SweepError> {
         let grid_len = book.grid_len();
-        let chunk_size = chunk_size(book.bars());
+        let chunk_size = chunk.unwrap_or_else(|| chunk_size(book.bars()));
         let Some(sample) = sample else {
             return Ok(Self { grid_len, sample: None, chunk_size });
         };

@@ -72,7 +72,7 @@ impl Sweep {
     pub fn prepare(bank: &IndicatorBank<'_>, spec: &SweepSpec) -> Result<Self, SweepError> {
         spec.check()?;
         let book = SignalBook::build(bank, spec.strategy, spec.axes())?;
-        let combos = ComboSet::new(&book, spec.sample)?;
+        let combos = ComboSet::new(&book, spec.sample, spec.chunk_size)?;
         Ok(Self { spec: spec.clone(), book, combos })
     }
 

@@ -72,13 +72,16 @@ pub struct SweepSpec {
     pub fee: f64,
     pub sample: Option<Sample>,
     pub walk_forward: Option<WalkForward>,
+    /// Combos per chunk; `None` takes [`chunk_size`](crate::chunk_size) of the data length.
+    /// Part of the sweep's identity: a resume or merge needs the same value.
+    pub chunk_size: Option<u64>,
 }
 
 impl SweepSpec {
     /// A one-combo spec: every parameter at its default, fee 0.001.
     pub fn new(strategy: Strategy) -> Self {
         let axes = strategy.schema().iter().map(|p| vec![p.default]).collect();
-        Self { strategy, axes, fee: 0.001, sample: None, walk_forward: None }
+        Self { strategy, axes, fee: 0.001, sample: None, walk_forward: None, chunk_size: None }
     }
 
     /// The built-in grid of a strategy, for a sweep run without `--grid`: bb_atr's is
@@ -137,6 +140,9 @@ impl SweepSpec {
                     sample.n
                 )));
             }
+        }
+        if self.chunk_size == Some(0) {
+            return Err(SweepError::Spec("the chunk size must be at least 1 combo".into()));
         }
         if let (Some(_), Some(_)) = (self.sample, self.walk_forward) {
             return Err(SweepError::Spec("--random and --walk-forward cannot be combined".into()));
@@ -201,6 +207,8 @@ impl SweepSpec {
             match (key.as_str(), value) {
                 ("strategy", _) => {}
                 ("fee", v) => spec.fee = number(v).ok_or_else(|| bad("fee must be a number".into()))?,
+                ("chunk_size", toml::Value::Integer(n)) if *n > 0 => spec.chunk_size = Some(*n as u64),
+                ("chunk_size", _) => return Err(bad("chunk_size must be a whole number ≥ 1".into())),
                 ("grid", toml::Value::Table(grid)) => {
                     for (name, values) in grid {
                         let text = match values {
@@ -240,7 +248,7 @@ impl SweepSpec {
                 (key @ ("grid" | "random" | "walk_forward"), _) => return Err(bad(format!("[{key}] must be a table"))),
                 (other, _) => {
                     return Err(bad(format!(
-                        "unknown key `{other}` (known: strategy, fee, grid, random, walk_forward)"
+                        "unknown key `{other}` (known: strategy, fee, chunk_size, grid, random, walk_forward)"
                     )));
                 }
             }

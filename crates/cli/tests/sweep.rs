@@ -1,0 +1,177 @@
+//! `threadx sweep` and `threadx merge` as a user runs them: files, refusals, a SIGKILL
+//! followed by --resume, shards joined by merge.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_threadx"));
+    cmd.current_dir(dir).args(args).env("THREADX_GPU_THRESHOLD_PATH", dir.join("profile.json"));
+    cmd
+}
+
+fn threadx(dir: &Path, args: &[&str]) -> Output {
+    command(dir, args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const SMALL: [&str; 12] = [
+    "--device",
+    "cpu",
+    "sweep",
+    "--data",
+    "synthetic:bars=3000,seed=2",
+    "--grid",
+    "bb_period=10:30:10",
+    "--grid",
+    "bb_std=1.5,2.5",
+    "--grid",
+    "atr_mult=1:4:1",
+    "--quiet",
+];
+
+#[test]
+fn sweep_writes_results_summary_heatmap_and_prints_the_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = SMALL.to_vec();
+    args.extend(["--out", "r.csv", "--top", "3", "--by", "total_return"]);
+    let out = threadx(dir.path(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("bb_atr sweep on synthetic:bars=3000,seed=2 (3000 bars): 24 combos"), "{stdout}");
+    assert!(stdout.contains("top 3 by total_return:"), "{stdout}");
+    assert!(stdout.contains("wrote 24 rows to r.csv"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 25);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let best = &summary["best"]["rows"][0];
+    // The best row of the summary is the largest total_return of the CSV.
+    let top =
+        csv.lines().skip(1).map(|l| l.split(',').nth(5).unwrap().parse::<f64>().unwrap()).fold(f64::MIN, f64::max);
+    assert_eq!(best["metrics"]["total_return"].as_f64().unwrap(), top);
+    assert!(stdout.contains(&format!("{:.2}%", top * 100.0)), "{stdout}");
+    let svg = std::fs::read_to_string(dir.path().join("r-heatmap.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("bb_period") && svg.contains("bb_std"));
+    // bb_period (3) × bb_std (2) cells, plus the legend's 50 steps and the background.
+    assert_eq!(svg.matches("<rect").count(), 3 * 2 + 50 + 1);
+}
+
+#[test]
+fn sweep_refuses_bad_input_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 8] = [
+        (&["--grid", "bb_period=50:10:5"], "bb_period=50:10:5: empty range: start 50 is after stop 10"),
+        (&["--grid", "bb_period=10:50:0"], "the step must be positive"),
+        (&["--grid", "colour=1"], "unknown parameter `colour`"),
+        (&["--grid", "bb_period=1"], "out of range"),
+        (&["--by", "profit"], "unknown metric `profit`"),
+        (&["--out", "missing/r.csv"], "folder missing does not exist"),
+        (&["--random", "100000"], "asks for more combos than the grid has (10000)"),
+        (&["--data", "nope.csv"], "nope.csv"),
+    ];
+    for (extra, message) in cases {
+        let mut args = vec!["--device", "cpu", "sweep", "--quiet"];
+        args.extend(extra);
+        if !extra.contains(&"--out") {
+            args.extend(["--out", "r.csv"]);
+        }
+        let out = threadx(dir.path(), &args);
+        assert!(!out.status.success(), "{extra:?} should fail");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(message), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!dir.path().join("r.csv").exists() && !dir.path().join("r.csv.parts").exists());
+    }
+}
+
+#[test]
+fn a_sigkilled_sweep_resumes_to_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |out: &'static str| {
+        let mut a = SMALL.to_vec();
+        a.extend(["--grid", "atr_period=5:100:1", "--chunk-size", "4", "--threads", "1", "--out", out]);
+        a
+    };
+    let whole = threadx(dir.path(), &args("whole.csv"));
+    assert!(whole.status.success(), "{}", text(&whole.stderr));
+    let whole = std::fs::read(dir.path().join("whole.csv")).unwrap();
+    assert_eq!(text(&whole).lines().count(), 1 + 3 * 2 * 96 * 4);
+
+    let mut child = command(dir.path(), &args("r.csv")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let parts = dir.path().join("r.csv.parts");
+    let started = Instant::now();
+    let chunks = || {
+        std::fs::read_dir(&parts)
+            .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "csv")).count())
+    };
+    while chunks() < 3 {
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before it could be killed");
+        assert!(started.elapsed() < Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(!dir.path().join("r.csv").exists(), "a killed sweep leaves no results file");
+    let done = chunks();
+    assert!((3..576).contains(&done), "{done} chunks were checkpointed");
+
+    let again = threadx(dir.path(), &args("r.csv"));
+    assert!(text(&again.stderr).contains("pass --resume to continue it"), "{}", text(&again.stderr));
+    let mut resume = args("r.csv");
+    resume.push("--resume");
+    let resumed = threadx(dir.path(), &resume);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), whole, "resumed results differ");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert!(summary["chunks"]["resumed"].as_u64().unwrap() >= done as u64);
+    assert_eq!(summary["chunks"]["run"].as_u64().unwrap() + summary["chunks"]["resumed"].as_u64().unwrap(), 576);
+}
+
+#[test]
+fn shards_merge_into_the_one_process_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |out: &'static str, shard: Option<&'static str>| {
+        let mut a = SMALL.to_vec();
+        a.extend(["--chunk-size", "5", "--out", out]);
+        if let Some(s) = shard {
+            a.extend(["--shard", s]);
+        }
+        a
+    };
+    assert!(threadx(dir.path(), &args("whole.csv", None)).status.success());
+    for (i, out) in [("0/2", "s0.csv"), ("1/2", "s1.csv")] {
+        let run = threadx(dir.path(), &args(out, Some(i)));
+        assert!(run.status.success(), "{}", text(&run.stderr));
+        assert!(text(&run.stdout).contains(&format!("shard {i}")));
+    }
+    let missing = threadx(dir.path(), &["merge", "s0.csv", "--out", "m.csv"]);
+    assert!(text(&missing.stderr).contains("missing shard(s) 1/2"), "{}", text(&missing.stderr));
+    let merged = threadx(dir.path(), &["merge", "s1.csv", "s0.csv", "--out", "m.csv", "--top", "2"]);
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    assert!(text(&merged.stdout).contains("merged 2 shards, 24 rows, into m.csv"));
+    assert_eq!(std::fs::read(dir.path().join("m.csv")).unwrap(), std::fs::read(dir.path().join("whole.csv")).unwrap());
+}
+
+#[test]
+fn walk_forward_prints_windows_and_writes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = SMALL.to_vec();
+    args[4] = "synthetic:bars=4000,seed=2";
+    args.extend(["--walk-forward", "train=2000,test=500", "--out", "wf.csv"]);
+    let out = threadx(dir.path(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("out of sample overall: return"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.path().join("wf.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 4);
+    assert!(csv.starts_with("window,train_start,train_end,test_start,test_end,combo,bb_period"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("wf.json")).unwrap()).unwrap();
+    assert_eq!(json["windows"].as_array().unwrap().len(), 4);
+}

@@ -1,0 +1,264 @@
+//! Sweeps run to files: rows equal single backtests in combo order; bytes do not depend
+//! on threads, shards or interruptions; merge and resume refuse what does not belong.
+
+use std::path::{Path, PathBuf};
+use threadx_backtest::{ComboPlan, Metrics, Strategy, backtest};
+use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_sweep::{
+    Executor, OutputOptions, Sample, Shard, Sweep, SweepSpec, merge, parse_row, run_to_files, walk_forward,
+};
+
+fn cpu() -> Dispatcher {
+    Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap()
+}
+
+fn data() -> Ohlcv {
+    Ohlcv::load("synthetic:bars=3000,seed=5").unwrap()
+}
+
+fn bb_spec() -> SweepSpec {
+    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    spec.set_axis("bb_period", "10:40:10").unwrap();
+    spec.set_axis("bb_std", "1.5,2,2.5").unwrap();
+    spec.set_axis("atr_period", "7,14").unwrap();
+    spec.set_axis("atr_mult", "1:3:1").unwrap();
+    spec
+}
+
+fn options(out: &Path) -> OutputOptions {
+    OutputOptions {
+        out: out.to_owned(),
+        resume: false,
+        shard: Shard::WHOLE,
+        top: 5,
+        by: "sharpe".into(),
+        heatmap: None,
+    }
+}
+
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+}
+
+/// Runs `spec` on `data` into `out` with `threads` workers; returns the CSV bytes.
+fn run(data: &Ohlcv, spec: &SweepSpec, opts: &OutputOptions, threads: usize) -> Vec<u8> {
+    let dispatcher = cpu();
+    let bank = IndicatorBank::new(data, &dispatcher);
+    let sweep = Sweep::prepare(&bank, spec).unwrap();
+    let executor = sweep.executor(&dispatcher).unwrap();
+    run_to_files(&sweep, data, &executor, Some(&pool(threads)), opts, &mut |_, _| {}).unwrap();
+    std::fs::read(&opts.out).unwrap()
+}
+
+fn lines(bytes: &[u8]) -> Vec<String> {
+    String::from_utf8(bytes.to_vec()).unwrap().lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn rows_are_single_backtests_in_combo_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = data();
+    let spec = bb_spec();
+    let csv = lines(&run(&d, &spec, &options(&dir.path().join("r.csv")), 2));
+    assert_eq!(
+        csv[0],
+        "combo,bb_period,bb_std,atr_period,atr_mult,total_return,trades,closed_trades,win_rate,max_drawdown,sharpe,exposure"
+    );
+    assert_eq!(csv.len(), 1 + 4 * 3 * 2 * 3);
+    let dispatcher = cpu();
+    let bank = IndicatorBank::new(&d, &dispatcher);
+    let mut n = 0;
+    for p in [10.0, 20.0, 30.0, 40.0] {
+        for k in [1.5, 2.0, 2.5] {
+            for a in [7.0, 14.0] {
+                for m in [1.0, 2.0, 3.0] {
+                    let row = parse_row(Strategy::BbAtr, &csv[n + 1]).unwrap();
+                    assert_eq!(row.combo, n as u64);
+                    assert_eq!(row.values[..], [p, k, a, m], "combo {n}: the last parameter varies fastest");
+                    let want = backtest(&bank, Strategy::BbAtr, &[p, k, a, m], 0.001).unwrap().metrics;
+                    let bits = |m: &Metrics| m.values().map(f64::to_bits);
+                    assert_eq!(bits(&row.metrics), bits(&want), "combo {n}");
+                    n += 1;
+                }
+            }
+        }
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(summary["combos"]["rows"], 72);
+    assert_eq!(summary["devices"]["cpu"], 1);
+    assert!(!dir.path().join("r.csv.parts").exists(), "the checkpoint is removed once the results are whole");
+    // The best list is the top of a full sort (largest sharpe, ties to the lower combo).
+    let mut rows: Vec<_> = csv[1..].iter().map(|l| parse_row(Strategy::BbAtr, l).unwrap()).collect();
+    rows.sort_by(|a, b| b.metrics.sharpe.total_cmp(&a.metrics.sharpe).then(a.combo.cmp(&b.combo)));
+    let best: Vec<u64> =
+        summary["best"]["rows"].as_array().unwrap().iter().map(|r| r["combo"].as_u64().unwrap()).collect();
+    assert_eq!(best, rows[..5].iter().map(|r| r.combo).collect::<Vec<_>>());
+}
+
+#[test]
+fn combos_the_rules_refuse_are_skipped_but_keep_their_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = SweepSpec::new(Strategy::MaCross);
+    spec.set_axis("fast", "10,20,30").unwrap();
+    spec.set_axis("slow", "20,40").unwrap();
+    let csv = lines(&run(&data(), &spec, &options(&dir.path().join("r.csv")), 1));
+    let kept: Vec<(u64, f64, f64)> = csv[1..]
+        .iter()
+        .map(|l| parse_row(Strategy::MaCross, l).unwrap())
+        .map(|r| (r.combo, r.values[1], r.values[2]))
+        .collect();
+    // Grid: (10,20) (10,40) (20,20) (20,40) (30,20) (30,40); fast ≥ slow is skipped.
+    assert_eq!(kept, [(0, 10.0, 20.0), (1, 10.0, 40.0), (3, 20.0, 40.0), (5, 30.0, 40.0)]);
+}
+
+/// A grid of 320 combos in chunks of 64, so that it has several chunks.
+fn many_chunks() -> (Ohlcv, SweepSpec) {
+    let d = data();
+    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    spec.chunk_size = Some(64);
+    spec.set_axis("bb_period", "10,20").unwrap();
+    spec.set_axis("atr_period", "7,14").unwrap();
+    spec.set_axis("atr_mult", "0.25:20:0.25").unwrap();
+    (d, spec)
+}
+
+#[test]
+fn bytes_do_not_depend_on_threads_shards_or_sampling() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, spec) = many_chunks();
+    let whole = run(&d, &spec, &options(&dir.path().join("whole.csv")), 2);
+    assert_eq!(lines(&whole).len(), 1 + 320);
+    assert_eq!(run(&d, &spec, &options(&dir.path().join("one.csv")), 1), whole, "1 thread vs 2");
+
+    let shards: Vec<PathBuf> = (0..3)
+        .map(|i| {
+            let out = dir.path().join(format!("shard{i}.csv"));
+            run(&d, &spec, &OutputOptions { shard: Shard { index: i, count: 3 }, ..options(&out) }, 2);
+            out
+        })
+        .collect();
+    let merged = dir.path().join("merged.csv");
+    let report = merge(&[shards[2].clone(), shards[0].clone(), shards[1].clone()], &merged, 5, "sharpe").unwrap();
+    assert_eq!(report.rows, 320);
+    assert_eq!(std::fs::read(&merged).unwrap(), whole, "merged shards equal a one-process run, byte for byte");
+
+    // Refusals: a missing shard, the same shard twice, a shard of another sweep.
+    let missing = merge(&shards[..2], &dir.path().join("m1.csv"), 5, "sharpe").unwrap_err().to_string();
+    assert_eq!(missing, "merge: missing shard(s) 2/3");
+    let twice = merge(&[shards[0].clone(), shards[0].clone()], &dir.path().join("m2.csv"), 5, "sharpe").unwrap_err();
+    assert!(twice.to_string().contains("are both shard 0/3"), "{twice}");
+    let mut other = spec.clone();
+    other.fee = 0.002;
+    let foreign = dir.path().join("foreign.csv");
+    run(&d, &other, &OutputOptions { shard: Shard { index: 2, count: 3 }, ..options(&foreign) }, 2);
+    let mismatch = merge(&[shards[0].clone(), shards[1].clone(), foreign], &dir.path().join("m3.csv"), 5, "sharpe");
+    assert!(mismatch.unwrap_err().to_string().contains("belongs to a different sweep"));
+    assert!(!dir.path().join("m1.csv").exists() && !dir.path().join("m3.csv").exists(), "nothing written on refusal");
+
+    // A Monte-Carlo sample: distinct combos, the same for a seed, rows equal to the grid's.
+    let mut sampled = spec.clone();
+    sampled.sample = Some(Sample { n: 100, seed: 7 });
+    let a = lines(&run(&d, &sampled, &options(&dir.path().join("a.csv")), 2));
+    assert_eq!(a, lines(&run(&d, &sampled, &options(&dir.path().join("b.csv")), 1)));
+    assert_eq!(a.len(), 101);
+    let grid_rows = lines(&whole);
+    let mut last = None;
+    for row in &a[1..] {
+        let combo = threadx_sweep::parse_row(Strategy::BbAtr, row).unwrap().combo;
+        assert!(last.is_none_or(|l| combo > l), "sorted and distinct");
+        last = Some(combo);
+        assert_eq!(row, &grid_rows[combo as usize + 1], "a sampled combo's row is its grid row");
+    }
+    sampled.sample = Some(Sample { n: 100, seed: 8 });
+    assert_ne!(a, lines(&run(&d, &sampled, &options(&dir.path().join("c.csv")), 2)), "another seed, another sample");
+}
+
+/// Runs the CPU but panics on chunk number `fail_at` (counted from 0 in run order),
+/// standing in for a process killed mid-run.
+struct Interrupted<'a> {
+    inner: &'a dyn Executor,
+    calls: std::sync::atomic::AtomicUsize,
+    fail_at: usize,
+}
+
+impl Executor for Interrupted<'_> {
+    fn execute(&self, plans: &[ComboPlan]) -> (Vec<Metrics>, String) {
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert!(call != self.fail_at, "interrupted");
+        self.inner.execute(plans)
+    }
+}
+
+#[test]
+fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, spec) = many_chunks();
+    let whole = run(&d, &spec, &options(&dir.path().join("whole.csv")), 2);
+    let out = dir.path().join("r.csv");
+    let dispatcher = cpu();
+    let bank = IndicatorBank::new(&d, &dispatcher);
+    let sweep = Sweep::prepare(&bank, &spec).unwrap();
+    let cpu_executor = sweep.executor(&dispatcher).unwrap();
+    let one = pool(1);
+    let interrupted = Interrupted { inner: &cpu_executor, calls: 0.into(), fail_at: 2 };
+    let crash = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_to_files(&sweep, &d, &interrupted, Some(&one), &options(&out), &mut |_, _| {})
+    }));
+    assert!(crash.is_err());
+    assert!(!out.exists(), "no results file from an interrupted run");
+    let parts = dir.path().join("r.csv.parts");
+    assert_eq!(std::fs::read_dir(&parts).unwrap().count(), 1 + 2, "sweep.json and the two finished chunks");
+
+    // Without --resume the checkpoint is not overwritten; with another spec it is refused.
+    let refused = run_to_files(&sweep, &d, &cpu_executor, None, &options(&out), &mut |_, _| {}).unwrap_err();
+    assert!(refused.to_string().contains("pass --resume to continue it"), "{refused}");
+    let mut other = spec.clone();
+    other.fee = 0.002;
+    let other_sweep = Sweep::prepare(&bank, &other).unwrap();
+    let resume = OutputOptions { resume: true, ..options(&out) };
+    let err = run_to_files(&other_sweep, &d, &cpu_executor, None, &resume, &mut |_, _| {}).unwrap_err();
+    assert!(err.to_string().contains("was made by a different sweep"), "{err}");
+
+    let counting = Interrupted { inner: &cpu_executor, calls: 0.into(), fail_at: usize::MAX };
+    let report = run_to_files(&sweep, &d, &counting, None, &resume, &mut |_, _| {}).unwrap();
+    assert_eq!(counting.calls.into_inner(), 5 - 2, "only the missing chunks ran");
+    assert_eq!(report.summary["chunks"]["resumed"], 2);
+    assert_eq!(std::fs::read(&out).unwrap(), whole, "resumed results equal an uninterrupted run, byte for byte");
+    assert!(!parts.exists());
+}
+
+#[test]
+fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
+    let d = Ohlcv::load("synthetic:bars=6000,seed=11").unwrap();
+    let mut spec = bb_spec();
+    spec.walk_forward = Some(threadx_sweep::WalkForward { train: 2000, test: 1000, step: 1000 });
+    let dispatcher = cpu();
+    let report = walk_forward(&d, &dispatcher, &spec, "total_return", &mut |_, _| {}).unwrap();
+    assert_eq!(report.windows.len(), 4);
+    let mut growth = 1.0;
+    for (w, window) in report.windows.iter().enumerate() {
+        assert_eq!(
+            (window.train.clone(), window.test.clone()),
+            (w * 1000..w * 1000 + 2000, w * 1000 + 2000..w * 1000 + 3000)
+        );
+        // The winner is the largest in-sample total_return of a sweep over the train bars.
+        let train = d.slice(window.train.clone());
+        let mut plain = spec.clone();
+        plain.walk_forward = None;
+        let bank = IndicatorBank::new(&train, &dispatcher);
+        let sweep = Sweep::prepare(&bank, &plain).unwrap();
+        let all = sweep.run_all(&sweep.executor(&dispatcher).unwrap());
+        let best = all.metrics.iter().map(|m| m.total_return).fold(f64::MIN, f64::max);
+        assert_eq!(window.best.metrics.total_return, best);
+        assert_eq!(window.test_report.equity.len(), 1000);
+        assert!(window.test_report.trades.iter().all(|t| t.entry_bar < 1000));
+        growth *= 1.0 + window.test_report.metrics.total_return;
+    }
+    assert!((report.overall.total_return - (growth - 1.0)).abs() < 1e-12);
+    let too_long = threadx_sweep::WalkForward { train: 5000, test: 2000, step: 2000 };
+    spec.walk_forward = Some(too_long);
+    let err = walk_forward(&d, &dispatcher, &spec, "sharpe", &mut |_, _| {}).unwrap_err().to_string();
+    assert!(err.contains("fewer than one train and one test window"), "{err}");
+}

@@ -1,0 +1,139 @@
+//! SweepSpec: lists, ranges and TOML, every refusal before work, and the combo order.
+
+use threadx_backtest::Strategy;
+use threadx_sweep::{Shard, SweepSpec, WalkForward};
+
+fn err(spec: &mut SweepSpec, name: &str, text: &str) -> String {
+    spec.set_axis(name, text).unwrap_err().to_string()
+}
+
+#[test]
+fn lists_and_inclusive_ranges() {
+    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    spec.set_axis("bb_period", "10:50:5").unwrap();
+    spec.set_axis("bb_std", "1.5,2,2.5").unwrap();
+    spec.set_axis("atr_mult", "0.1:0.5:0.1").unwrap();
+    assert_eq!(spec.axes()[0], [10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0]);
+    assert_eq!(spec.axes()[1], [1.5, 2.0, 2.5]);
+    assert_eq!(spec.axes()[2], [14.0], "an unnamed parameter keeps its default");
+    // Decimal steps land on the decimal values, the stop included.
+    assert_eq!(spec.axes()[3], [0.1, 0.2, 0.3, 0.4, 0.5]);
+    assert_eq!(spec.grid_len().unwrap(), 9 * 3 * 5);
+    // A range that does not land on its stop ends before it.
+    spec.set_axis("bb_period", "10:20:4").unwrap();
+    assert_eq!(spec.axes()[0], [10.0, 14.0, 18.0]);
+    let mut ma = SweepSpec::new(Strategy::MaCross);
+    ma.set_axis("ma_type", "sma, EMA").unwrap();
+    assert_eq!(ma.axes()[0], [0.0, 1.0]);
+}
+
+#[test]
+fn bad_grids_are_refused_with_the_reason() {
+    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    assert_eq!(
+        err(&mut spec, "bb_perid", "10"),
+        "bb_atr: unknown parameter `bb_perid` (known: bb_period, bb_std, atr_period, atr_mult)"
+    );
+    assert_eq!(err(&mut spec, "bb_period", "50:10:5"), "bb_period=50:10:5: empty range: start 50 is after stop 10");
+    assert_eq!(err(&mut spec, "bb_period", "10:50:0"), "bb_period=10:50:0: the step must be positive");
+    assert_eq!(err(&mut spec, "bb_period", "10:50:-5"), "bb_period=10:50:-5: the step must be positive");
+    assert_eq!(
+        err(&mut spec, "bb_period", "10:50"),
+        "bb_period=10:50: a range is start:stop:step (inclusive), e.g. 10:50:5"
+    );
+    assert_eq!(err(&mut spec, "bb_period", "1:5:1"), "bb_period=1: out of range: must be ≥ 2 and ≤ 100000");
+    assert_eq!(err(&mut spec, "bb_period", "10:12:0.5"), "bb_period=10.5: must be a whole number");
+    assert_eq!(err(&mut spec, "atr_mult", "0,1"), "atr_mult=0: out of range: must be > 0 and ≤ 100");
+    assert_eq!(err(&mut spec, "bb_std", "2,2.0"), "bb_std=2,2.0: 2 is listed twice");
+    assert_eq!(err(&mut spec, "bb_std", "2,,3"), "bb_std=2,,3: empty value in the list");
+    assert_eq!(err(&mut spec, "bb_std", "two"), "bb_std=two: not a number (expected > 0 and ≤ 10)");
+    assert!(err(&mut spec, "bb_period", "2:100000000:1").contains("at most 1000000 per parameter"));
+    let mut ma = SweepSpec::new(Strategy::MaCross);
+    assert_eq!(
+        err(&mut ma, "ma_type", "0:1:1"),
+        "ma_type=0:1:1: a range needs numbers; list the names instead (one of sma, ema)"
+    );
+    // The spec as a whole.
+    ma.set_axis("fast", "50,60").unwrap();
+    ma.set_axis("slow", "20,30").unwrap();
+    assert_eq!(ma.check().unwrap_err().to_string(), "ma_cross: fast (50) must be shorter than slow (20)");
+    let mut fee = SweepSpec::new(Strategy::BbAtr);
+    fee.fee = -0.001;
+    assert!(fee.check().unwrap_err().to_string().starts_with("fee -0.001 is outside [0, 1)"));
+    let mut random = SweepSpec::default_grid(Strategy::BbAtr);
+    random.sample = Some(threadx_sweep::Sample { n: 10_001, seed: 1 });
+    assert_eq!(
+        random.check().unwrap_err().to_string(),
+        "--random 10001 asks for more combos than the grid has (10000); run the whole grid instead"
+    );
+}
+
+#[test]
+fn the_default_grid_has_ten_thousand_bb_atr_combos() {
+    assert_eq!(SweepSpec::default_grid(Strategy::BbAtr).grid_len().unwrap(), 10_000);
+    for s in Strategy::ALL {
+        SweepSpec::default_grid(s).check().unwrap();
+    }
+}
+
+#[test]
+fn toml_configs() {
+    let spec = SweepSpec::from_toml(
+        r#"
+        strategy = "rsi_reversion"
+        fee = 0.0005
+        [grid]
+        rsi_period = "7:21:7"
+        rsi_low = [20, 25.5]
+        atr_mult = 2
+        [random]
+        n = 3
+        seed = 9
+        "#,
+    )
+    .unwrap();
+    assert_eq!(spec.strategy, Strategy::RsiReversion);
+    assert_eq!(spec.fee, 0.0005);
+    assert_eq!(spec.axes()[0], [7.0, 14.0, 21.0]);
+    assert_eq!(spec.axes()[1], [20.0, 25.5]);
+    assert_eq!(spec.axes()[4], [2.0]);
+    assert_eq!(spec.sample, Some(threadx_sweep::Sample { n: 3, seed: 9 }));
+    let wf = SweepSpec::from_toml("[walk_forward]\ntrain = 100\ntest = 20\n").unwrap();
+    assert_eq!(wf.walk_forward, Some(WalkForward { train: 100, test: 20, step: 20 }));
+    for (text, message) in [
+        ("strategy = \"nope\"", "unknown strategy `nope` (known: bb_atr, ma_cross, rsi_reversion)"),
+        ("colour = 1", "config: unknown key `colour` (known: strategy, fee, chunk_size, grid, random, walk_forward)"),
+        ("[grid]\nbb_period = \"10:5:1\"", "bb_period=10:5:1: empty range: start 10 is after stop 5"),
+        ("[grid]\nbb_period = true", "config: grid.bb_period: expected a list, a range or a value"),
+        ("[random]\nseed = 1", "config: random.n is needed"),
+        ("grid = 3", "config: [grid] must be a table"),
+    ] {
+        assert_eq!(SweepSpec::from_toml(text).unwrap_err().to_string(), message, "{text}");
+    }
+    assert!(SweepSpec::from_toml("[grid").unwrap_err().to_string().starts_with("config: "));
+}
+
+#[test]
+fn walk_forward_windows_and_shards_parse() {
+    let wf = WalkForward::parse("train=100,test=20").unwrap();
+    assert_eq!(wf.step, 20);
+    assert_eq!(wf.windows(160), [(0, 100, 120), (20, 120, 140), (40, 140, 160)]);
+    assert_eq!(
+        WalkForward::parse("train=100,test=20,step=50").unwrap().windows(230),
+        [(0, 100, 120), (50, 150, 170), (100, 200, 220)]
+    );
+    assert!(
+        WalkForward::parse("train=100").unwrap_err().to_string().contains("train=BARS and test=BARS are both needed")
+    );
+    assert!(
+        WalkForward::parse("train=0,test=5")
+            .unwrap_err()
+            .to_string()
+            .contains("train must be a positive number of bars")
+    );
+    assert!(WalkForward::parse("train=10,test=5,size=3").unwrap_err().to_string().contains("unknown key `size`"));
+    assert_eq!(Shard::parse("2/4").unwrap(), Shard { index: 2, count: 4 });
+    for bad in ["4/4", "1/0", "x/2", "3"] {
+        assert!(Shard::parse(bad).is_err(), "{bad}");
+    }
+}
