@@ -15,6 +15,7 @@ use crate::strategy::{MAX_PARAMS, ParamValues, Strategy, ma};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
+use threadx_dispatch::cpu_grain;
 use threadx_indicators::{Indicator, IndicatorBank, IndicatorValues};
 
 /// Where one combo reads its decisions: rows of the book and its first tradable bar.
@@ -140,7 +141,7 @@ impl SignalBook {
         };
         let stop_specs: Vec<(f64, f64)> = stop_axes.map(|(a, m)| pairs(a, m).collect()).unwrap_or_default();
         let mut stops = vec![f64::NEG_INFINITY; stop_specs.len() * bars];
-        stops.par_chunks_mut(bars.max(1)).zip(&stop_specs).for_each(|(row, &(a, m))| {
+        stops.par_chunks_mut(bars.max(1)).zip(&stop_specs).with_min_len(cpu_grain(bars)).for_each(|(row, &(a, m))| {
             if m > 0.0 {
                 let atr = series(Indicator::Atr { period: period(a) }, 0);
                 for ((level, &c), &atr) in row.iter_mut().zip(&close).zip(atr) {
@@ -350,7 +351,7 @@ impl Rule<'_> {
 
 fn fill_rows(rules: &[Rule<'_>], bars: usize, words: usize) -> Vec<u64> {
     let mut rows = vec![0u64; rules.len() * words];
-    rows.par_chunks_mut(words.max(1)).zip(rules).for_each(|(row, rule)| {
+    rows.par_chunks_mut(words.max(1)).zip(rules).with_min_len(cpu_grain(bars)).for_each(|(row, rule)| {
         for (w, word) in row.iter_mut().enumerate() {
             let base = w * 64;
             for bit in 0..(bars - base).min(64) {

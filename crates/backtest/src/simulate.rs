@@ -156,7 +156,11 @@ pub fn simulate_one(book: &SignalBook, plan: &ComboPlan, fee: f64) -> Metrics {
 /// allocated per combo. Each combo is computed alone, so the result does not depend on the
 /// thread count or on how plans are cut.
 pub fn simulate_cpu(book: &SignalBook, plans: &[ComboPlan], fee: f64) -> Vec<Metrics> {
-    plans.par_iter().with_min_len(8).map(|plan| simulate(book, plan, fee, &mut Quiet)).collect()
+    plans
+        .par_iter()
+        .with_min_len(threadx_dispatch::cpu_grain(book.bars()))
+        .map(|plan| simulate(book, plan, fee, &mut Quiet))
+        .collect()
 }
 
 /// A single backtest in detail: metrics, trades and the equity curve.

@@ -30,3 +30,11 @@ pub use wgpu;
 
 /// Environment variable: a substring of the adapter name to use (case-insensitive).
 pub const ADAPTER_ENV: &str = "THREADX_ADAPTER";
+
+/// Items per rayon task when each item costs about `steps` element-steps (e.g. one series
+/// of `bars` bars): enough that a task holds some 65,536 steps (tens of microseconds).
+/// Below that, waking threads costs more than it saves: small sweeps run on one thread,
+/// large ones on every core. One grain for every parallel CPU loop of ThreadX.
+pub fn cpu_grain(steps: usize) -> usize {
+    ((1 << 16) / steps.max(1)).max(1)
+}

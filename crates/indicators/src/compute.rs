@@ -108,8 +108,10 @@ fn cpu_batch(data: &Ohlcv, indicators: &[Indicator]) -> Vec<IndicatorValues> {
     shared.sort_unstable();
     let shared: Vec<usize> = shared.chunk_by(|a, b| a == b).filter(|run| run.len() > 1).map(|run| run[0]).collect();
     // Mean and deviation rows of each period used more than once.
+    let grain = threadx_dispatch::cpu_grain(n);
     let windows: Vec<(usize, IndicatorValues)> = shared
         .par_iter()
+        .with_min_len(grain)
         .map(|&period| {
             let mut window = IndicatorValues::for_kernel(Indicator::BollingerBands { period, std: 1.0 }, n);
             if let [mean, dev, _] = window.rows_as_slices().as_mut_slice() {
@@ -120,6 +122,7 @@ fn cpu_batch(data: &Ohlcv, indicators: &[Indicator]) -> Vec<IndicatorValues> {
         .collect();
     indicators
         .par_iter()
+        .with_min_len(grain)
         .map(|&indicator| {
             let mut values = IndicatorValues::for_kernel(indicator, n);
             let window = window_of(&indicator).and_then(|p| windows.iter().find(|(q, _)| *q == p)).map(|(_, w)| w);
