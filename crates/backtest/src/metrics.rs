@@ -37,6 +37,23 @@ impl Metrics {
         ]
     }
 
+    /// Every metric by its name, as results JSON writes them: counts as integers, NaN
+    /// (no closed trade, flat equity) as null.
+    pub fn to_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        Self::NAMES
+            .iter()
+            .zip(self.values())
+            .map(|(name, v)| {
+                let value = match *name {
+                    "trades" | "closed_trades" => serde_json::json!(v as u64),
+                    _ if v.is_finite() => serde_json::json!(v),
+                    _ => serde_json::Value::Null,
+                };
+                ((*name).to_owned(), value)
+            })
+            .collect()
+    }
+
     /// The metric called `name`, if there is one.
     pub fn get(&self, name: &str) -> Option<f64> {
         Self::NAMES.iter().position(|n| *n == name).map(|i| self.values()[i])

@@ -1,6 +1,7 @@
 //! `threadx backtest`: one parameter set of a strategy, its metrics, trades and equity.
 
 use crate::data::check_writable;
+use crate::sweep::pct;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
@@ -74,14 +75,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
         object.insert("fee".into(), json!(req.fee));
         object.insert("data".into(), json!(data.origin()));
         object.insert("bars".into(), json!(data.len()));
-        for (name, value) in Metrics::NAMES.iter().zip(m.values()) {
-            let value = match *name {
-                "trades" | "closed_trades" => json!(value as u64),
-                _ if value.is_finite() => json!(value),
-                _ => Value::Null,
-            };
-            object.insert((*name).to_owned(), value);
-        }
+        object.extend(m.to_json());
         println!("{}", Value::Object(object));
     } else {
         println!(
@@ -103,7 +97,6 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
 }
 
 fn metrics_table(m: &Metrics) -> String {
-    let pct = |v: f64| if v.is_nan() { "-".to_owned() } else { format!("{:.2}%", v * 100.0) };
     let rows = [
         ("total_return", pct(m.total_return)),
         ("trades", m.trades.to_string()),

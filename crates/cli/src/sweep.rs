@@ -292,7 +292,8 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
     Ok(())
 }
 
-fn pct(v: f64) -> String {
+/// A fraction as a percentage with two decimals; `-` for NaN.
+pub fn pct(v: f64) -> String {
     if v.is_nan() { "-".into() } else { format!("{:.2}%", v * 100.0) }
 }
 

@@ -105,6 +105,12 @@ impl ComboSet {
         start..(start + self.chunk_size).min(self.len())
     }
 
+    /// Positions in chunk `chunk` (skipped combos included).
+    pub fn chunk_len(&self, chunk: u64) -> u64 {
+        let positions = self.chunk(chunk);
+        positions.end - positions.start
+    }
+
     /// The grid number of the combo at `position`.
     pub fn combo_at(&self, position: u64) -> u64 {
         self.sample.as_ref().map_or(position, |s| s[position as usize])

@@ -19,7 +19,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use threadx_backtest::{Metrics, Strategy};
+use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
 use threadx_profile_store::{AtomicFile, write_file_atomic};
 
@@ -170,7 +170,7 @@ pub fn run_to_files(
 
     let combos = sweep.combos();
     let chunks = combos.shard_chunks(opts.shard);
-    let total: u64 = chunks.iter().map(|&c| combos.chunk(c).end - combos.chunk(c).start).sum();
+    let total: u64 = chunks.iter().map(|&c| combos.chunk_len(c)).sum();
     let mut done_positions = 0u64;
     let mut rows = 0u64;
     let mut devices: BTreeMap<String, u64> = BTreeMap::new();
@@ -192,7 +192,7 @@ pub fn run_to_files(
             rows += 1;
         }
         *devices.entry("checkpoint".into()).or_default() += 1;
-        done_positions += combos.chunk(c).end - combos.chunk(c).start;
+        done_positions += combos.chunk_len(c);
     }
     progress(done_positions, total);
 
@@ -218,7 +218,7 @@ pub fn run_to_files(
         rows += r.combos.len() as u64;
         compute_s += r.elapsed_s;
         *devices.entry(r.device).or_default() += 1;
-        done_positions += combos.chunk(r.chunk).end - combos.chunk(r.chunk).start;
+        done_positions += combos.chunk_len(r.chunk);
         progress(done_positions, total);
         Ok(())
     })?;
@@ -256,7 +256,7 @@ pub fn run_to_files(
             "writing_chunks": write_s,
             "assembling": assemble_s,
             "total": started.elapsed().as_secs_f64(),
-            "combos_per_s": if run_s > 0.0 { (rows as f64 - 0.0) / run_s } else { 0.0 },
+            "combos_per_s": if run_s > 0.0 { rows as f64 / run_s } else { 0.0 },
         },
         "best": best_json(strategy, &leaderboard),
     });
@@ -276,18 +276,7 @@ pub fn best_json(strategy: Strategy, leaderboard: &Leaderboard) -> Value {
 pub fn row_json(strategy: Strategy, row: &Row) -> Value {
     let params: serde_json::Map<String, Value> =
         strategy.schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.to_owned(), json_param(p, v))).collect();
-    let metrics: serde_json::Map<String, Value> =
-        Metrics::NAMES.iter().zip(row.metrics.values()).map(|(n, v)| ((*n).to_owned(), metric_json(n, v))).collect();
-    json!({"combo": row.combo, "params": params, "metrics": metrics})
-}
-
-/// A metric as JSON: counts as integers, NaN as null.
-pub fn metric_json(name: &str, v: f64) -> Value {
-    match name {
-        "trades" | "closed_trades" => json!(v as u64),
-        _ if v.is_finite() => json!(v),
-        _ => Value::Null,
-    }
+    json!({"combo": row.combo, "params": params, "metrics": row.metrics.to_json()})
 }
 
 fn json_param(p: &threadx_backtest::ParamSpec, v: f64) -> Value {

@@ -124,14 +124,6 @@ impl WalkForwardReport {
     }
 
     pub fn to_json(&self, data: &Ohlcv, spec: &SweepSpec) -> Value {
-        let metrics = |m: &Metrics| -> Value {
-            Metrics::NAMES
-                .iter()
-                .zip(m.values())
-                .map(|(n, v)| ((*n).to_owned(), crate::output::metric_json(n, v)))
-                .collect::<serde_json::Map<_, _>>()
-                .into()
-        };
         let windows: Vec<Value> = self
             .windows
             .iter()
@@ -140,7 +132,7 @@ impl WalkForwardReport {
                     "train": [format_time(data.timestamps()[r.train.start]), format_time(data.timestamps()[r.train.end - 1])],
                     "test": [format_time(data.timestamps()[r.test.start]), format_time(data.timestamps()[r.test.end - 1])],
                     "best": crate::output::row_json(spec.strategy, &r.best),
-                    "out_of_sample": metrics(&r.test_report.metrics),
+                    "out_of_sample": r.test_report.metrics.to_json(),
                 })
             })
             .collect();
@@ -150,7 +142,7 @@ impl WalkForwardReport {
             "data": {"origin": data.origin(), "bars": data.len()},
             "by": self.by,
             "windows": windows,
-            "out_of_sample_overall": metrics(&self.overall),
+            "out_of_sample_overall": self.overall.to_json(),
         })
     }
 }
