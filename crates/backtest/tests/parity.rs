@@ -5,14 +5,15 @@
 #![allow(clippy::print_stdout)] // The measured agreement is printed for the record (--nocapture).
 
 use threadx_backtest::{Backtester, ComboPlan, GpuBacktester, KERNELS, Metrics, SignalBook, Strategy, simulate_cpu};
-use threadx_dispatch::testing::adapters;
-use threadx_dispatch::{Device, DeviceMode, Dispatcher};
+use threadx_dispatch::testing::{adapters, dispatcher_in};
+use threadx_dispatch::{Device, DeviceMode};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 
 const FEE: f64 = 0.001;
 
 fn cpu_book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
-    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
 }
 
@@ -151,10 +152,11 @@ fn backtester_runs_where_the_dispatcher_says() {
     let cpu = simulate_cpu(&book, &plans, FEE);
     let backtester = Backtester::new(&book, FEE).unwrap();
     assert_eq!(backtester.operation(6).key(), r#"backtest_bb_atr:{"bars":5000,"size":30000}"#);
-    let forced_cpu = Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let forced_cpu = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let out = backtester.run(&forced_cpu, &plans);
     assert_eq!((out.device, out.value), (Device::Cpu, cpu.clone()));
-    let forced_gpu = Dispatcher::from_env(Some(DeviceMode::Gpu)).unwrap();
+    let forced_gpu = dispatcher_in(dir.path(), DeviceMode::Gpu);
     let out = backtester.run(&forced_gpu, &plans);
     if forced_gpu.gpu().is_some() {
         assert_eq!(out.device, Device::Gpu);

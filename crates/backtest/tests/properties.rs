@@ -9,7 +9,8 @@ use proptest::prelude::*;
 use threadx_backtest::{
     BacktestReport, ComboPlan, Metrics, SignalBook, Strategy, curve_metrics, simulate_cpu, simulate_detailed,
 };
-use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_dispatch::DeviceMode;
+use threadx_dispatch::testing::dispatcher_in;
 use threadx_indicators::{Indicator, IndicatorBank, Ohlcv, compute_cpu};
 
 fn data(bars: usize, seed: u64) -> Ohlcv {
@@ -54,7 +55,8 @@ fn reference_bb_atr(data: &Ohlcv, p: usize, k: f64, a: usize, m: f64, fee: f64) 
 }
 
 fn book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
-    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
 }
 

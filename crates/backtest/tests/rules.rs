@@ -6,7 +6,8 @@ mod common;
 
 use common::metrics_of_equity;
 use threadx_backtest::{BacktestError, BacktestReport, ExitReason, Metrics, SignalBook, Strategy, backtest, check_fee};
-use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_dispatch::DeviceMode;
+use threadx_dispatch::testing::dispatcher_in;
 use threadx_indicators::{IndicatorBank, Ohlcv};
 
 const FEE: f64 = 0.01;
@@ -23,7 +24,8 @@ fn bars(close: &[f64], spread: f64) -> Ohlcv {
 }
 
 fn run(data: &Ohlcv, strategy: Strategy, params: &[(&str, &str)], fee: f64) -> BacktestReport {
-    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(data, &dispatcher);
     let values = strategy.params(params).unwrap();
     backtest(&bank, strategy, &values, fee).unwrap()
@@ -241,7 +243,8 @@ fn schema_defaults_ranges_and_refusals() {
 #[test]
 fn data_shorter_than_the_warmup_is_refused_before_work() {
     let data = bars(&BB_CLOSE, 1.0);
-    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(&data, &dispatcher);
     let axes = vec![vec![5.0, 13.0], vec![2.0], vec![3.0], vec![2.0]];
     let e = SignalBook::build(&bank, Strategy::BbAtr, &axes).unwrap_err();
@@ -265,7 +268,8 @@ fn data_shorter_than_the_warmup_is_refused_before_work() {
 #[test]
 fn combos_are_numbered_with_the_last_parameter_fastest() {
     let data = Ohlcv::load("synthetic:bars=300,seed=1").unwrap();
-    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(&data, &dispatcher);
     let book =
         SignalBook::build(&bank, Strategy::BbAtr, &[vec![10.0, 20.0], vec![1.5, 2.0], vec![7.0], vec![1.0, 2.0, 3.0]])

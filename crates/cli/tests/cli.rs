@@ -3,8 +3,13 @@
 use std::process::{Command, Output};
 
 fn threadx(args: &[&str], env: &[(&str, &str)]) -> Output {
+    // Profiles go to a scratch directory unless the test names them: tests never write
+    // the working tree's artifacts/.
+    let scratch = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_threadx"));
-    cmd.args(args);
+    cmd.args(args)
+        .env("THREADX_GPU_THRESHOLD_PATH", scratch.path().join("thresholds.json"))
+        .env("THREADX_MULTIGPU_PROFILE_PATH", scratch.path().join("multigpu.json"));
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -210,7 +215,8 @@ fn backtest_prints_metrics_and_writes_trades_and_equity() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // The same run through the library gives the same numbers.
     let ohlcv = threadx_indicators::Ohlcv::load(data).unwrap();
-    let dispatcher = threadx_dispatch::Dispatcher::from_env(Some(threadx_dispatch::DeviceMode::Cpu)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dispatcher = threadx_dispatch::testing::dispatcher_in(dir.path(), threadx_dispatch::DeviceMode::Cpu);
     let bank = threadx_indicators::IndicatorBank::new(&ohlcv, &dispatcher);
     let report =
         threadx_backtest::backtest(&bank, threadx_backtest::Strategy::BbAtr, &[20.0, 2.0, 14.0, 2.0], 0.001).unwrap();

@@ -39,3 +39,12 @@ pub fn adapters() -> &'static [Arc<GpuContext>] {
 pub fn best_adapter() -> Option<Arc<GpuContext>> {
     adapters().first().cloned()
 }
+
+/// A dispatcher in `mode` on the best adapter (none in CPU mode) with its profile under
+/// `dir`: tests never write the working tree's artifacts/.
+pub fn dispatcher_in(dir: &std::path::Path, mode: crate::DeviceMode) -> crate::Dispatcher {
+    let profiles = threadx_profile_store::Profiles::at(dir.join("thresholds.json"), dir.join("multigpu.json"), "test");
+    let store = profiles.threshold_store().unwrap_or_else(|e| panic!("a test profile under {}: {e}", dir.display()));
+    let gpu = if mode == crate::DeviceMode::Cpu { None } else { best_adapter() };
+    crate::Dispatcher::new(mode, gpu, store, crate::Policy::default())
+}

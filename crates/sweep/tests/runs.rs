@@ -3,14 +3,16 @@
 
 use std::path::{Path, PathBuf};
 use threadx_backtest::{ComboPlan, Metrics, Strategy, backtest};
+use threadx_dispatch::testing::dispatcher_in;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_sweep::{
     Executor, OutputOptions, Sample, Shard, Sweep, SweepSpec, merge, parse_row, run_to_files, walk_forward,
 };
 
-fn cpu() -> Dispatcher {
-    Dispatcher::from_env(Some(DeviceMode::Cpu)).unwrap()
+/// A CPU dispatcher with its profile in `dir` (which must outlive it).
+fn cpu(dir: &tempfile::TempDir) -> Dispatcher {
+    dispatcher_in(dir.path(), DeviceMode::Cpu)
 }
 
 fn data() -> Ohlcv {
@@ -43,7 +45,8 @@ fn pool(threads: usize) -> rayon::ThreadPool {
 
 /// Runs `spec` on `data` into `out` with `threads` workers; returns the CSV bytes.
 fn run(data: &Ohlcv, spec: &SweepSpec, opts: &OutputOptions, threads: usize) -> Vec<u8> {
-    let dispatcher = cpu();
+    let profile = tempfile::tempdir().unwrap();
+    let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(data, &dispatcher);
     let sweep = Sweep::prepare(&bank, spec).unwrap();
     let executor = sweep.executor(&dispatcher).unwrap();
@@ -66,7 +69,8 @@ fn rows_are_single_backtests_in_combo_order() {
         "combo,bb_period,bb_std,atr_period,atr_mult,total_return,trades,closed_trades,win_rate,max_drawdown,sharpe,exposure"
     );
     assert_eq!(csv.len(), 1 + 4 * 3 * 2 * 3);
-    let dispatcher = cpu();
+    let profile = tempfile::tempdir().unwrap();
+    let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(&d, &dispatcher);
     let mut n = 0;
     for p in [10.0, 20.0, 30.0, 40.0] {
@@ -197,7 +201,8 @@ fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
     let (d, spec) = many_chunks();
     let whole = run(&d, &spec, &options(&dir.path().join("whole.csv")), 2);
     let out = dir.path().join("r.csv");
-    let dispatcher = cpu();
+    let profile = tempfile::tempdir().unwrap();
+    let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(&d, &dispatcher);
     let sweep = Sweep::prepare(&bank, &spec).unwrap();
     let cpu_executor = sweep.executor(&dispatcher).unwrap();
@@ -234,7 +239,8 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     let d = Ohlcv::load("synthetic:bars=6000,seed=11").unwrap();
     let mut spec = bb_spec();
     spec.walk_forward = Some(threadx_sweep::WalkForward { train: 2000, test: 1000, step: 1000 });
-    let dispatcher = cpu();
+    let profile = tempfile::tempdir().unwrap();
+    let dispatcher = cpu(&profile);
     let report = walk_forward(&d, &dispatcher, &spec, "total_return", &mut |_, _| {}).unwrap();
     assert_eq!(report.windows.len(), 4);
     let mut growth = 1.0;
