@@ -1,10 +1,11 @@
 //! Indicator speed on 1,000,000 synthetic bars.
 //!
-//! - `single_thread/*`: one indicator on one thread, against TA-Lib's C code measured on
-//!   the same machine through its Python wrapper (BBANDS(20,2) 6.9 ms, ATR(14) 1.4 ms,
-//!   MACD 4.5 ms, RSI(14) 3.8 ms, EMA(20) 2.4 ms; see the issue-3 note for the command).
-//! - `batch/*`: 20 Bollinger periods × 5 widths as one batched call against 100 separate
-//!   calls, on the CPU (one thread) and on the best adapter (one dispatch vs 100).
+//! - `single_thread_1m_bars/*`: one indicator, computed on the calling thread, against
+//!   TA-Lib's C code measured on the same machine through its Python wrapper
+//!   (`benches/talib_bench.py`; the figures are in the README).
+//! - `batch_*`: 20 Bollinger periods × 5 widths as one batched call against 100 separate
+//!   calls: on the CPU (the batch on one thread and on every core; a single series is
+//!   one thread's work) and on the best adapter (one dispatch vs 100).
 #![allow(clippy::print_stderr)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -19,7 +20,6 @@ fn one_thread() -> rayon::ThreadPool {
 
 fn single_thread(c: &mut Criterion) {
     let data = Ohlcv::load("synthetic:bars=1000000,seed=7").expect("synthetic data");
-    let pool = one_thread();
     let mut g = c.benchmark_group("single_thread_1m_bars");
     g.sample_size(20).measurement_time(Duration::from_secs(3));
     for (name, indicator) in [
@@ -32,7 +32,8 @@ fn single_thread(c: &mut Criterion) {
         ("stddev_20", Indicator::StdDev { period: 20 }),
         ("trange", Indicator::TrueRange),
     ] {
-        g.bench_function(name, |b| b.iter(|| pool.install(|| compute_cpu(&data, black_box(&[indicator])))));
+        // One series runs on the calling thread (no pool, no hop).
+        g.bench_function(name, |b| b.iter(|| compute_cpu(&data, black_box(&[indicator]))));
     }
     g.finish();
 }
@@ -49,9 +50,10 @@ fn batch(c: &mut Criterion) {
     let pool = one_thread();
     let mut g = c.benchmark_group("batch_100_bollinger_1m_bars");
     g.sample_size(10).measurement_time(Duration::from_secs(5));
-    g.bench_function("cpu_one_call", |b| b.iter(|| pool.install(|| compute_cpu(&data, black_box(&grid)))));
+    g.bench_function("cpu_one_call_one_thread", |b| b.iter(|| pool.install(|| compute_cpu(&data, black_box(&grid)))));
+    g.bench_function("cpu_one_call_all_threads", |b| b.iter(|| compute_cpu(&data, black_box(&grid))));
     g.bench_function("cpu_100_calls", |b| {
-        b.iter(|| pool.install(|| grid.iter().map(|i| compute_cpu(&data, black_box(&[*i]))).collect::<Vec<_>>()))
+        b.iter(|| grid.iter().map(|i| compute_cpu(&data, black_box(&[*i]))).collect::<Vec<_>>())
     });
     g.finish();
 

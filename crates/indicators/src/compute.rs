@@ -109,59 +109,61 @@ fn cpu_batch(data: &Ohlcv, indicators: &[Indicator]) -> Vec<IndicatorValues> {
     let shared: Vec<usize> = shared.chunk_by(|a, b| a == b).filter(|run| run.len() > 1).map(|run| run[0]).collect();
     // Mean and deviation rows of each period used more than once.
     let grain = threadx_dispatch::cpu_grain(n);
-    let windows: Vec<(usize, IndicatorValues)> = shared
+    let windows: Vec<(usize, Vec<f64>, Vec<f64>)> = shared
         .par_iter()
         .with_min_len(grain)
         .map(|&period| {
-            let mut window = IndicatorValues::for_kernel(Indicator::BollingerBands { period, std: 1.0 }, n);
-            if let [mean, dev, _] = window.rows_as_slices().as_mut_slice() {
-                cpu::rolling_mean_std(close, period, mean, Some(dev));
-            }
-            (period, window)
+            let (mut mean, mut dev) = (vec![0.0; n], vec![0.0; n]);
+            cpu::rolling::<true>(close, period, |t, m, d| {
+                mean[t..t + m.len()].copy_from_slice(m);
+                dev[t..t + d.len()].copy_from_slice(d);
+            });
+            (period, mean, dev)
         })
         .collect();
-    indicators
-        .par_iter()
-        .with_min_len(grain)
-        .map(|&indicator| {
-            let mut values = IndicatorValues::for_kernel(indicator, n);
-            let window = window_of(&indicator).and_then(|p| windows.iter().find(|(q, _)| *q == p)).map(|(_, w)| w);
-            let from = indicator.lookback();
-            match (indicator, values.rows_as_slices().as_mut_slice(), window) {
-                (Indicator::BollingerBands { std, .. }, [middle, upper, lower], Some(w)) => {
-                    middle[from..].copy_from_slice(&w.output(0)[from..]);
-                    lower[from..].copy_from_slice(&w.output(1)[from..]);
-                    bands(std, &middle[from..], &mut upper[from..], &mut lower[from..]);
-                }
-                (Indicator::BollingerBands { period, std }, [middle, upper, lower], None) => {
-                    cpu::rolling_mean_std(close, period, middle, Some(lower));
-                    bands(std, &middle[from..], &mut upper[from..], &mut lower[from..]);
-                }
-                (Indicator::StdDev { .. }, [out], Some(w)) => out[from..].copy_from_slice(&w.output(1)[from..]),
-                (Indicator::StdDev { period }, [out], None) => {
-                    let mut mean = vec![0.0; n];
-                    cpu::rolling_mean_std(close, period, &mut mean, Some(out));
-                }
-                (Indicator::Sma { period }, [out], _) => cpu::rolling_mean_std(close, period, out, None),
-                (Indicator::Ema { period }, [out], _) => cpu::ema(close, period, out),
-                (Indicator::TrueRange, [out], _) => cpu::true_range(data.high(), data.low(), close, out),
-                (Indicator::Atr { period }, [out], _) => cpu::atr(data.high(), data.low(), close, period, out),
-                (Indicator::Rsi { period }, [out], _) => cpu::rsi(close, period, out),
-                (Indicator::Macd { fast, slow, signal }, [line, sig, hist], _) => {
-                    cpu::macd(close, (fast, slow, signal), line, sig, hist);
-                }
-                _ => unreachable!("{indicator}: output rows do not match its outputs"),
+    let values = |&indicator: &Indicator| {
+        let window = window_of(&indicator).and_then(|p| windows.iter().find(|(q, ..)| *q == p));
+        let from = indicator.lookback();
+        IndicatorValues::build(indicator, n, |rows| match (indicator, rows, window) {
+            (Indicator::BollingerBands { std, .. }, [middle, upper, lower], Some((_, mean, dev))) => {
+                bands(std, from, &mean[from..], &dev[from..], [middle, upper, lower]);
             }
-            values
+            (Indicator::BollingerBands { period, std }, [middle, upper, lower], None) => {
+                cpu::rolling::<true>(close, period, |t, mean, dev| {
+                    bands(std, t, mean, dev, [&mut **middle, &mut **upper, &mut **lower]);
+                });
+            }
+            (Indicator::StdDev { .. }, [out], Some((_, _, dev))) => cpu::put(out, from, &dev[from..]),
+            (Indicator::StdDev { period }, [out], None) => {
+                cpu::rolling::<true>(close, period, |t, _, dev| cpu::put(out, t, dev));
+            }
+            (Indicator::Sma { period }, [out], _) => {
+                cpu::rolling::<false>(close, period, |t, mean, _| cpu::put(out, t, mean));
+            }
+            (Indicator::Ema { period }, [out], _) => cpu::ema(close, period, out),
+            (Indicator::TrueRange, [out], _) => cpu::true_range(data.high(), data.low(), close, out),
+            (Indicator::Atr { period }, [out], _) => cpu::atr(data.high(), data.low(), close, period, out),
+            (Indicator::Rsi { period }, [out], _) => cpu::rsi(close, period, out),
+            (Indicator::Macd { fast, slow, signal }, [line, sig, hist], _) => {
+                cpu::macd(close, (fast, slow, signal), line, sig, hist);
+            }
+            _ => unreachable!("{indicator}: output rows do not match its outputs"),
         })
-        .collect()
+    };
+    // One series is one thread's work: computed right here, without a hop into the pool.
+    match indicators {
+        [one] => vec![values(one)],
+        many => many.par_iter().with_min_len(grain).map(values).collect(),
+    }
 }
 
-/// Turns deviations (given in `lower`) into bands `middle ± std · deviation`.
-fn bands(std: f64, middle: &[f64], upper: &mut [f64], lower: &mut [f64]) {
-    for ((m, u), l) in middle.iter().zip(upper.iter_mut()).zip(lower.iter_mut()) {
-        let width = std * *l;
-        *u = m + width;
-        *l = m - width;
+/// Writes the bands `mean ± std · deviation` (and the mean as the middle) from bar `t` on.
+fn bands(std: f64, t: usize, mean: &[f64], dev: &[f64], [middle, upper, lower]: [cpu::Row; 3]) {
+    let rows = middle[t..t + mean.len()].iter_mut().zip(&mut upper[t..]).zip(&mut lower[t..]);
+    for (((middle, upper), lower), (&m, &d)) in rows.zip(mean.iter().zip(dev)) {
+        let width = std * d;
+        middle.write(m);
+        upper.write(m + width);
+        lower.write(m - width);
     }
 }

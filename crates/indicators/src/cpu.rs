@@ -1,130 +1,329 @@
 //! The CPU reference kernels (f64), one series at a time, writing into caller-owned rows.
 //!
-//! Each follows TA-Lib's arithmetic (seeding, warm-up, order of operations where it
-//! changes the last bits) so that values agree with TA-Lib to about 1e-14. Callers have
+//! Each follows TA-Lib's definitions (seeding, warm-up, and the order of operations where
+//! it changes the last bits) so that values agree with TA-Lib to about 1e-14. Callers have
 //! checked the parameters against the length: every kernel assumes its first value exists.
-//! Callers fill the warm-up with NaN; kernels write from the first value on.
+//! Rows come with the warm-up already NaN and the rest unwritten (not even zeroed, which
+//! would cost as much as a cheap indicator): a kernel writes every bar from its first
+//! value on (see [`IndicatorValues::build`](crate::indicator::IndicatorValues::build)).
+//!
+//! Speed comes from short dependency chains, not from threads: the recursive indicators
+//! advance four bars per step of their chain ([`Recurrence`]), and the rolling windows add
+//! four bars' changes at once ([`rolling`]). Every loop reads and writes each array once.
 
-use std::cell::Cell;
-use std::ops::Range;
+use std::mem::MaybeUninit;
+
+/// An output row: bars before the kernel's first value are written (NaN), the rest not yet.
+pub(crate) type Row<'a> = &'a mut [MaybeUninit<f64>];
 
 /// Bars after which a rolling window's sums are recomputed anyway, so that rounding
 /// cannot accumulate without bound along very long series.
 const REFRESH: usize = 4096;
 /// How far (in squared deviations) the window's mean may wander from the reference
 /// before the sums are recentred: cancellation then costs at most this factor.
-const WANDER: f64 = 16.0;
+const WANDER: f64 = 64.0;
 
-/// Rolling mean and population standard deviation over `period`, O(n).
+/// Writes `values` into `row` from bar `t` on.
+#[inline(always)]
+pub(crate) fn put(row: &mut [MaybeUninit<f64>], t: usize, values: &[f64]) {
+    for (slot, &v) in row[t..t + values.len()].iter_mut().zip(values) {
+        slot.write(v);
+    }
+}
+
+/// `[f(0), f(1), …]`, as a loop the compiler unrolls: `array::map` and `from_fn` are not
+/// always inlined, and a call per bar costs more than the bar.
+#[inline(always)]
+fn each<const N: usize>(f: impl Fn(usize) -> f64) -> [f64; N] {
+    let mut values = [0.0; N];
+    for (i, v) in values.iter_mut().enumerate() {
+        *v = f(i);
+    }
+    values
+}
+
+/// The smaller of two numbers (neither is NaN here): one instruction, where `f64::min`
+/// spends several on NaN rules.
+#[inline(always)]
+fn smaller(a: f64, b: f64) -> f64 {
+    if b < a { b } else { a }
+}
+
+/// The larger of two numbers (neither is NaN here), in one instruction.
+#[inline(always)]
+fn larger(a: f64, b: f64) -> f64 {
+    if b > a { b } else { a }
+}
+
+/// Rolling mean and (with `STD`) population standard deviation over `period`, O(n),
+/// handed to `emit(t, means, deviations)` a few bars at a time from bar `period − 1`
+/// (`deviations` is empty without `STD`).
 ///
 /// The window's sums S1, S2 are kept on prices measured from a reference (the window's
 /// mean when last recentred), so the variance `(S2 − S1²/p)/p` cancels only how far the
 /// mean has wandered since, never the price level: 60,000.00 with cent moves keeps about
 /// 1e-12 relative precision (a plain sum of squares, as TA-Lib keeps, loses ~1e-11 on our
 /// golden series and more on longer ones). The sums are recentred when the mean wanders
-/// more than four deviations (rare: a trend or a gap), and every [`REFRESH`] bars.
+/// more than eight deviations (rare: a trend or a gap), and every [`REFRESH`] bars.
 /// Like TA-Lib, a variance below 1e-14 gives a deviation of 0.
-pub(crate) fn rolling_mean_std(x: &[f64], period: usize, mean: &mut [f64], mut std: Option<&mut [f64]>) {
-    let p = period as f64;
-    let inv = 1.0 / p;
-    let (mut reference, mut s1, mut s2) = centred_sums(&x[..period]);
-    let mut write = |t: usize, reference: f64, s1: f64, spread: f64| {
-        mean[t] = reference + s1 * inv;
-        if let Some(std) = std.as_deref_mut() {
-            let var = spread * inv;
-            std[t] = if var < 1e-14 { 0.0 } else { var.sqrt() };
-        }
-    };
-    write(period - 1, reference, s1, s2 - s1 * s1 * inv);
+///
+/// Four bars' changes are summed among themselves before they meet the running sums, so
+/// the loop-carried chain is one addition per four bars.
+pub(crate) fn rolling<const STD: bool>(x: &[f64], period: usize, mut emit: impl FnMut(usize, &[f64], &[f64])) {
+    let mut window = Window::new(x, period);
+    let first = window.finish::<1, STD>([window.s1], [window.s2]);
+    emit(period - 1, &first.mean, if STD { &first.dev } else { &[] });
     let mut refresh_at = period + REFRESH;
-    for t in period..x.len() {
-        let (incoming, outgoing) = (x[t] - reference, x[t - period] - reference);
-        s1 += incoming - outgoing;
-        s2 += incoming * incoming - outgoing * outgoing;
-        let square = s1 * s1;
-        // p · variance; the mean has wandered from the reference by square / p².
-        let mut spread = s2 - square * inv;
-        if (square > WANDER * p * spread && s1.abs() > p * 1e-12 * reference.abs()) || t == refresh_at {
-            (reference, s1, s2) = centred_sums(&x[t + 1 - period..=t]);
-            spread = s2 - s1 * s1 * inv;
+    let mut t = period;
+    while t + 4 <= x.len() {
+        let mut block = window.block::<4, STD>(t);
+        if block.wandered || t >= refresh_at {
+            window.recentre(t);
             refresh_at = t + REFRESH;
+            block = window.block::<4, STD>(t);
         }
-        write(t, reference, s1, spread);
-    }
-}
-
-/// The mean of `window`, and the sums of the deviations from it and of their squares.
-fn centred_sums(window: &[f64]) -> (f64, f64, f64) {
-    let m = window.iter().sum::<f64>() / window.len() as f64;
-    let (s1, s2) = window.iter().fold((0.0, 0.0), |(s1, s2), v| (s1 + (v - m), s2 + (v - m) * (v - m)));
-    (m, s1, s2)
-}
-
-/// `y[t] = a · y[t−1] + b(t)` over `range`, from `y` (the value before it), handing each
-/// `y[t]` to `emit`. Blocked by four bars so that the dependency chain
-/// through `y` is one multiply-add per four bars instead of one per bar: the recursive
-/// indicators then run at the speed of arithmetic, not of latency. Rounding differs from
-/// the one-bar form by a few ulps, which the contraction (|a| < 1) keeps from growing.
-#[inline(always)]
-fn recurrence(mut y: f64, a: f64, range: Range<usize>, b: impl Fn(usize) -> f64, mut emit: impl FnMut(usize, f64)) {
-    let (a2, a3) = (a * a, a * a * a);
-    let a4 = a2 * a2;
-    let mut t = range.start;
-    while t + 4 <= range.end {
-        let (b1, b2, b3, b4) = (b(t), b(t + 1), b(t + 2), b(t + 3));
-        let c2 = a * b1 + b2;
-        let c3 = a * c2 + b3;
-        let c4 = a * c3 + b4;
-        emit(t, a * y + b1);
-        emit(t + 1, a2 * y + c2);
-        emit(t + 2, a3 * y + c3);
-        y = a4 * y + c4;
-        emit(t + 3, y);
+        if block.wandered {
+            // Rare (a window of near-equal prices): bar by bar, recentring each.
+            for t in t..t + 4 {
+                window.step::<STD>(t, &mut emit);
+            }
+        } else {
+            (window.s1, window.s2) = (block.s1[3], block.s2[3]);
+            emit(t, &block.mean, if STD { &block.dev } else { &[] });
+        }
         t += 4;
     }
-    while t < range.end {
-        y = a * y + b(t);
-        emit(t, y);
-        t += 1;
+    for t in t..x.len() {
+        window.step::<STD>(t, &mut emit);
     }
+}
+
+/// The sum of `f` over `values` in four independent lanes (a fourth of the latency).
+#[inline(always)]
+fn lanes(values: &[f64], f: impl Fn(f64) -> f64) -> f64 {
+    let (blocks, rest) = values.as_chunks::<4>();
+    let mut sum = [0.0; 4];
+    for block in blocks {
+        for i in 0..4 {
+            sum[i] += f(block[i]);
+        }
+    }
+    (sum[0] + sum[1]) + (sum[2] + sum[3]) + rest.iter().map(|&v| f(v)).sum::<f64>()
+}
+
+/// A rolling window's state: sums of the deviations from `reference` and of their squares.
+struct Window<'a> {
+    x: &'a [f64],
+    period: usize,
+    inv: f64,
+    /// `WANDER · period` and `1 + WANDER`, for the wander test.
+    wander_p: f64,
+    wander_1: f64,
+    reference: f64,
+    /// Below this square of S1 the mean has not wandered, whatever the variance: the
+    /// window is flat to 1e-12 of the price level.
+    floor: f64,
+    s1: f64,
+    s2: f64,
+}
+
+/// A few bars' sums and what they give.
+struct Block<const M: usize> {
+    s1: [f64; M],
+    s2: [f64; M],
+    mean: [f64; M],
+    dev: [f64; M],
+    /// Whether the mean wandered so far from the reference, somewhere in the block, that
+    /// the variance would lose digits to cancellation.
+    wandered: bool,
+}
+
+impl<'a> Window<'a> {
+    fn new(x: &'a [f64], period: usize) -> Self {
+        let inv = 1.0 / period as f64;
+        let (wander_p, wander_1) = (WANDER * period as f64, 1.0 + WANDER);
+        let mut window = Window { x, period, inv, wander_p, wander_1, reference: 0.0, floor: 0.0, s1: 0.0, s2: 0.0 };
+        window.recentre(period);
+        window
+    }
+
+    /// Recomputes the sums on the window that ends just before bar `t`, around its mean.
+    /// (Inlined, like every method here, so that the state stays in registers.)
+    #[inline(always)]
+    fn recentre(&mut self, t: usize) {
+        let window = &self.x[t - self.period..t];
+        let m = lanes(window, |v| v) * self.inv;
+        self.reference = m;
+        self.floor = (self.period as f64 * 1e-12 * m).powi(2);
+        self.s1 = lanes(window, |v| v - m);
+        self.s2 = lanes(window, |v| (v - m) * (v - m));
+    }
+
+    /// Bars `t..t + M` (not taken: the caller may redo the block after recentring).
+    /// The bars' changes are summed among themselves before they meet the running sums.
+    #[inline(always)]
+    fn block<const M: usize, const STD: bool>(&self, t: usize) -> Block<M> {
+        let (incoming, outgoing) = (&self.x[t..t + M], &self.x[t - self.period..t - self.period + M]);
+        let (mut s1, mut s2) = ([0.0; M], [0.0; M]);
+        let (mut c1, mut c2) = (0.0, 0.0);
+        for i in 0..M {
+            let (a, b) = (incoming[i] - self.reference, outgoing[i] - self.reference);
+            c1 += a - b;
+            s1[i] = self.s1 + c1;
+            if STD {
+                c2 += (a - b) * (a + b);
+                s2[i] = self.s2 + c2;
+            }
+        }
+        self.finish::<M, STD>(s1, s2)
+    }
+
+    /// Means, deviations and the wander test from the sums.
+    #[inline(always)]
+    fn finish<const M: usize, const STD: bool>(&self, s1: [f64; M], s2: [f64; M]) -> Block<M> {
+        let (mut mean, mut dev, mut wandered) = ([0.0; M], [0.0; M], false);
+        for i in 0..M {
+            mean[i] = self.reference + s1[i] * self.inv;
+            if STD {
+                let square = s1[i] * s1[i];
+                // square / p > WANDER · (S2 − square / p), without the subtraction.
+                wandered |= (square * self.wander_1 > self.wander_p * s2[i]) & (square > self.floor);
+                let var = (s2[i] - square * self.inv) * self.inv;
+                dev[i] = if var < 1e-14 { 0.0 } else { var.sqrt() };
+            }
+        }
+        Block { s1, s2, mean, dev, wandered }
+    }
+
+    /// Takes bar `t` alone, recentring on its window if the mean wandered.
+    #[inline(always)]
+    fn step<const STD: bool>(&mut self, t: usize, emit: &mut impl FnMut(usize, &[f64], &[f64])) {
+        let mut bar = self.block::<1, STD>(t);
+        if bar.wandered {
+            self.recentre(t + 1);
+            bar = self.finish::<1, STD>([self.s1], [self.s2]);
+        }
+        (self.s1, self.s2) = (bar.s1[0], bar.s2[0]);
+        emit(t, &bar.mean, if STD { &bar.dev } else { &[] });
+    }
+}
+
+/// Bars per step of a recurrence's dependency chain.
+const STEP: usize = 4;
+
+/// `y[t] = a · y[t−1] + b(t)`, [`STEP`] bars at a time: the dependency chain through `y`
+/// is one multiply-add per step instead of one per bar, so the recursive indicators run
+/// at the speed of arithmetic, not of latency. Rounding differs from the one-bar form by
+/// a few ulps, which the contraction (|a| < 1) keeps from growing.
+#[derive(Clone, Copy)]
+struct Recurrence {
+    /// a¹ … a^STEP.
+    powers: [f64; STEP],
+}
+
+impl Recurrence {
+    fn new(a: f64) -> Self {
+        let mut powers = [a; STEP];
+        for k in 1..STEP {
+            powers[k] = powers[k - 1] * a;
+        }
+        Recurrence { powers }
+    }
+
+    /// The [`STEP`] values after `y`, given their inputs `b`: y_k = a^k · y + c_k, where
+    /// c_k = a · c_{k−1} + b_k does not wait for `y`.
+    #[inline(always)]
+    fn step(self, y: f64, b: [f64; STEP]) -> [f64; STEP] {
+        let a = self.powers[0];
+        let mut c = b[0];
+        let mut values = [a * y + c; STEP];
+        for k in 1..STEP {
+            c = a * c + b[k];
+            values[k] = self.powers[k] * y + c;
+        }
+        values
+    }
+
+    #[inline(always)]
+    fn one(self, y: f64, b: f64) -> f64 {
+        self.powers[0] * y + b
+    }
+}
+
+/// Runs `recurrence` from `y` over `inputs`, with `b = scale · input`, into `out` (as
+/// long as `inputs`), and returns the last value.
+#[inline(always)]
+fn run(recurrence: Recurrence, mut y: f64, scale: f64, inputs: &[f64], out: Row) -> f64 {
+    let (blocks, rest) = inputs.as_chunks::<STEP>();
+    let (out_blocks, out_rest) = out.as_chunks_mut::<STEP>();
+    for (slots, x) in out_blocks.iter_mut().zip(blocks) {
+        let values = recurrence.step(y, each(|i| scale * x[i]));
+        put(slots, 0, &values);
+        y = values[STEP - 1];
+    }
+    for (slot, &x) in out_rest.iter_mut().zip(rest) {
+        y = recurrence.one(y, scale * x);
+        slot.write(y);
+    }
+    y
 }
 
 /// EMA seeded with the SMA of the first `period` values (first value at `period − 1`),
 /// then `ema = (1 − k) · ema + k · x` with `k = 2 / (period + 1)`, as TA-Lib.
-pub(crate) fn ema(x: &[f64], period: usize, out: &mut [f64]) {
+pub(crate) fn ema(x: &[f64], period: usize, out: Row) {
     let k = 2.0 / (period as f64 + 1.0);
     let seed = x[..period].iter().sum::<f64>() / period as f64;
-    out[period - 1] = seed;
-    recurrence(seed, 1.0 - k, period..x.len(), |t| k * x[t], |t, v| out[t] = v);
+    out[period - 1].write(seed);
+    run(Recurrence::new(1.0 - k), seed, k, &x[period..], &mut out[period..]);
 }
 
-/// True range from bar 1: max(high − low, |high − previous close|, |low − previous close|).
-pub(crate) fn true_range(high: &[f64], low: &[f64], close: &[f64], out: &mut [f64]) {
+/// The true range of a bar: max(high − low, |high − previous close|, |low − previous
+/// close|), computed as max(high, previous close) − min(low, previous close), which is
+/// the same number (high ≥ low; rounding is monotonic) with half the operations.
+#[inline(always)]
+fn range(high: f64, low: f64, previous_close: f64) -> f64 {
+    larger(high, previous_close) - smaller(low, previous_close)
+}
+
+/// True range from bar 1.
+pub(crate) fn true_range(high: &[f64], low: &[f64], close: &[f64], out: Row) {
     let bars = high[1..].iter().zip(&low[1..]).zip(close);
-    for (o, ((h, l), prev)) in out[1..].iter_mut().zip(bars) {
-        *o = (h - l).max((h - prev).abs()).max((l - prev).abs());
+    for (slot, ((&h, &l), &prev)) in out[1..].iter_mut().zip(bars) {
+        slot.write(range(h, l, prev));
     }
 }
 
 /// Wilder's ATR: the mean of the first `period` true ranges (bars 1..=period) at bar
 /// `period`, then `atr = (atr · (period − 1) + tr) / period`. ATR(1) is the true range.
-pub(crate) fn atr(high: &[f64], low: &[f64], close: &[f64], period: usize, out: &mut [f64]) {
-    // True ranges first (a vectorised pass), then smoothed in place.
-    true_range(high, low, close, out);
+/// The true ranges are made as the recurrence consumes them, in one pass.
+pub(crate) fn atr(high: &[f64], low: &[f64], close: &[f64], period: usize, out: Row) {
     let p = period as f64;
-    let seed = out[1..=period].iter().sum::<f64>() / p;
-    out[..period].fill(f64::NAN);
-    out[period] = seed;
+    let mut y = (1..=period).map(|t| range(high[t], low[t], close[t - 1])).sum::<f64>() / p;
+    out[period].write(y);
     let inv = 1.0 / p;
-    let cells = Cell::from_mut(out).as_slice_of_cells();
-    let b = |t: usize| cells[t].get() * inv;
-    recurrence(seed, (p - 1.0) * inv, period + 1..cells.len(), b, |t, v| cells[t].set(v));
+    let recurrence = Recurrence::new((p - 1.0) * inv);
+    let from = period + 1;
+    let bars = (&high[from..], &low[from..], &close[from - 1..close.len() - 1]);
+    let out = &mut out[from..];
+    let ((hs, h1), (ls, l1), (cs, c1)) =
+        (bars.0.as_chunks::<STEP>(), bars.1.as_chunks::<STEP>(), bars.2.as_chunks::<STEP>());
+    let (outs, out1) = out.as_chunks_mut::<STEP>();
+    for (slots, ((h, l), c)) in outs.iter_mut().zip(hs.iter().zip(ls).zip(cs)) {
+        let values = recurrence.step(y, each(|i| inv * range(h[i], l[i], c[i])));
+        put(slots, 0, &values);
+        y = values[STEP - 1];
+    }
+    for (slot, ((&h, &l), &c)) in out1.iter_mut().zip(h1.iter().zip(l1).zip(c1)) {
+        y = recurrence.one(y, inv * range(h, l, c));
+        slot.write(y);
+    }
 }
 
 /// Wilder's RSI: average gain and loss over the first `period` changes seed it at bar
 /// `period`, then each is smoothed as `(avg · (period − 1) + today) / period`;
-/// RSI = 100 · gain / (gain + loss), 0 when both are (about) zero, as TA-Lib.
-pub(crate) fn rsi(x: &[f64], period: usize, out: &mut [f64]) {
+/// RSI = 100 · gain / (gain + loss), 0 when both are (about) zero, as TA-Lib. Gains and
+/// losses advance side by side, four bars at a time.
+pub(crate) fn rsi(x: &[f64], period: usize, out: Row) {
     let p = period as f64;
     let (mut gain, mut loss) = (0.0, 0.0);
     for t in 1..=period {
@@ -137,13 +336,23 @@ pub(crate) fn rsi(x: &[f64], period: usize, out: &mut [f64]) {
     }
     gain /= p;
     loss /= p;
-    out[period] = rsi_value(gain, loss);
+    out[period].write(rsi_value(gain, loss));
     let inv = 1.0 / p;
-    let a = (p - 1.0) * inv;
-    let range = period + 1..x.len();
-    // Gains first, parked in `out`; the losses' pass turns them into the RSI.
-    recurrence(gain, a, range.clone(), |t| (x[t] - x[t - 1]).max(0.0) * inv, |t, g| out[t] = g);
-    recurrence(loss, a, range, |t| (x[t - 1] - x[t]).max(0.0) * inv, |t, l| out[t] = rsi_value(out[t], l));
+    let recurrence = Recurrence::new((p - 1.0) * inv);
+    let mut t = period + 1;
+    while t + STEP <= x.len() {
+        let (now, before) = (&x[t..t + STEP], &x[t - 1..t + STEP - 1]);
+        let gains = recurrence.step(gain, each(|i| larger(now[i] - before[i], 0.0) * inv));
+        let losses = recurrence.step(loss, each(|i| larger(before[i] - now[i], 0.0) * inv));
+        put(out, t, &each::<STEP>(|i| rsi_value(gains[i], losses[i])));
+        (gain, loss) = (gains[STEP - 1], losses[STEP - 1]);
+        t += STEP;
+    }
+    for t in t..x.len() {
+        gain = recurrence.one(gain, larger(x[t] - x[t - 1], 0.0) * inv);
+        loss = recurrence.one(loss, larger(x[t - 1] - x[t], 0.0) * inv);
+        out[t].write(rsi_value(gain, loss));
+    }
 }
 
 #[inline(always)]
@@ -158,13 +367,7 @@ fn rsi_value(gain: f64, loss: f64) -> f64 {
 /// bar `slow + signal − 2`. TA-Lib's own update `(x − ema) · k + ema` is kept here, bit
 /// for bit, because the signal crosses zero, where any other rounding shows as relative
 /// error; the three recursions share one pass so that their latencies overlap.
-pub(crate) fn macd(
-    x: &[f64],
-    (fast, slow, signal): (usize, usize, usize),
-    line: &mut [f64],
-    sig: &mut [f64],
-    hist: &mut [f64],
-) {
+pub(crate) fn macd(x: &[f64], (fast, slow, signal): (usize, usize, usize), line: Row, sig: Row, hist: Row) {
     let k = |period: usize| 2.0 / (period as f64 + 1.0);
     let (k_fast, k_slow, k_signal) = (k(fast), k(slow), k(signal));
     let start = slow - 1;
@@ -177,17 +380,19 @@ pub(crate) fn macd(
         slow_ema += (v - slow_ema) * k_slow;
         sum += fast_ema - slow_ema;
     }
-    line[first] = fast_ema - slow_ema;
+    let mut l = fast_ema - slow_ema;
     let mut s = sum / signal as f64;
-    sig[first] = s;
-    hist[first] = line[first] - s;
-    for t in first + 1..x.len() {
-        fast_ema += (x[t] - fast_ema) * k_fast;
-        slow_ema += (x[t] - slow_ema) * k_slow;
-        let l = fast_ema - slow_ema;
+    line[first].write(l);
+    sig[first].write(s);
+    hist[first].write(l - s);
+    let outputs = line[first + 1..].iter_mut().zip(&mut sig[first + 1..]).zip(&mut hist[first + 1..]);
+    for (((line, sig), hist), &v) in outputs.zip(&x[first + 1..]) {
+        fast_ema += (v - fast_ema) * k_fast;
+        slow_ema += (v - slow_ema) * k_slow;
+        l = fast_ema - slow_ema;
         s += (l - s) * k_signal;
-        line[t] = l;
-        sig[t] = s;
-        hist[t] = l - s;
+        line.write(l);
+        sig.write(s);
+        hist.write(l - s);
     }
 }

@@ -49,8 +49,7 @@ pub(crate) fn compute_family(
     let n32 = u32::try_from(n).map_err(|_| GpuError::Unsupported(format!("{n} bars exceed the GPU's u32 indices")))?;
     let reference = data.close()[0];
     let close = ctx.storage_buffer("close", &f32_pairs(data.close(), reference))?;
-    let mut out: Vec<IndicatorValues> = indicators.iter().map(|&i| IndicatorValues::for_kernel(i, n)).collect();
-    match family {
+    let out = match family {
         Family::Sma | Family::StdDev | Family::BollingerBands => {
             // One window pass per distinct period; band widths are applied on the host.
             let mut periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32 + 1).collect();
@@ -58,44 +57,47 @@ pub(crate) fn compute_family(
             periods.dedup();
             let rows = run_batched(ctx, &ROLLING, &[&close], n32, &periods, 1, 2, PER_BAR_WORKGROUP, true)?;
             let close = data.close();
-            for values in &mut out {
-                let period = values.indicator().lookback() + 1;
+            let values = |&indicator: &Indicator| {
+                let period = indicator.lookback() + 1;
                 let set = periods.iter().position(|&p| p as usize == period).unwrap_or_default();
                 let (offsets, devs) = (&rows[0][set * n..][..n], &rows[1][set * n..][..n]);
-                let indicator = *values.indicator();
-                let rows_out = values.rows_mut();
-                for t in period - 1..n {
-                    let mean = close[t + 1 - period] + f64::from(offsets[t]);
-                    let dev = f64::from(devs[t]);
-                    match indicator {
-                        Indicator::StdDev { .. } => rows_out[[0, t]] = dev,
-                        Indicator::BollingerBands { std, .. } => {
-                            rows_out[[0, t]] = mean;
-                            rows_out[[1, t]] = mean + std * dev;
-                            rows_out[[2, t]] = mean - std * dev;
+                IndicatorValues::build(indicator, n, |out| {
+                    for t in period - 1..n {
+                        let mean = close[t + 1 - period] + f64::from(offsets[t]);
+                        let dev = f64::from(devs[t]);
+                        match (indicator, &mut *out) {
+                            (Indicator::BollingerBands { std, .. }, [middle, upper, lower]) => {
+                                middle[t].write(mean);
+                                upper[t].write(mean + std * dev);
+                                lower[t].write(mean - std * dev);
+                            }
+                            (Indicator::StdDev { .. }, [row]) => _ = row[t].write(dev),
+                            (_, [row, ..]) => _ = row[t].write(mean),
+                            (_, []) => {}
                         }
-                        _ => rows_out[[0, t]] = mean,
                     }
-                }
-            }
+                })
+            };
+            indicators.iter().map(values).collect()
         }
         Family::Ema => {
             let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32 + 1).collect();
             let rows = run_batched(ctx, &EMA, &[&close], n32, &periods, 1, 1, PER_SET_WORKGROUP, false)?;
             let close = data.close();
-            for (set, values) in out.iter_mut().enumerate() {
-                let from = values.indicator().lookback();
+            let values = |(set, &indicator): (usize, &Indicator)| {
                 let offsets = &rows[0][set * n..][..n];
-                let row = values.rows_mut();
-                for t in from..n {
-                    row[[0, t]] = close[t] - f64::from(offsets[t]);
-                }
-            }
+                IndicatorValues::build(indicator, n, |out| {
+                    for t in indicator.lookback()..n {
+                        out[0][t].write(close[t] - f64::from(offsets[t]));
+                    }
+                })
+            };
+            indicators.iter().enumerate().map(values).collect()
         }
         Family::Rsi => {
             let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32).collect();
             let rows = run_batched(ctx, &RSI, &[&close], n32, &periods, 1, 1, PER_SET_WORKGROUP, false)?;
-            copy_rows(&mut out, &rows, n);
+            from_blocks(indicators, &rows, n, |set| set)
         }
         Family::Macd => {
             let periods: Vec<u32> = indicators
@@ -106,7 +108,7 @@ pub(crate) fn compute_family(
                 })
                 .collect();
             let rows = run_batched(ctx, &MACD, &[&close], n32, &periods, 3, 3, PER_SET_WORKGROUP, false)?;
-            copy_rows(&mut out, &rows, n);
+            from_blocks(indicators, &rows, n, |set| set)
         }
         Family::TrueRange | Family::Atr => {
             let high = ctx.storage_buffer("high", &f32_pairs(data.high(), reference))?;
@@ -115,31 +117,37 @@ pub(crate) fn compute_family(
             if family == Family::TrueRange {
                 let rows = run_batched(ctx, &TRUE_RANGE, &inputs, n32, &[], 0, 1, PER_BAR_WORKGROUP, true)?;
                 // Every true range of the batch is the same series.
-                for values in &mut out {
-                    copy_rows(std::slice::from_mut(values), &rows, n);
-                }
+                from_blocks(indicators, &rows, n, |_| 0)
             } else {
                 let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32).collect();
                 let rows = run_batched(ctx, &ATR, &inputs, n32, &periods, 1, 1, PER_SET_WORKGROUP, false)?;
-                copy_rows(&mut out, &rows, n);
+                from_blocks(indicators, &rows, n, |set| set)
             }
         }
-    }
+    };
     Ok(out)
 }
 
-/// Copies set `s`'s output block `b` (bars from the warm-up on) into row `b` of `out[s]`.
-fn copy_rows(out: &mut [IndicatorValues], blocks: &[Vec<f32>], n: usize) {
-    for (set, values) in out.iter_mut().enumerate() {
-        let from = values.indicator().lookback();
-        let rows = values.rows_mut();
-        for (b, block) in blocks.iter().enumerate() {
-            let src = &block[set * n..][..n];
-            for t in from..n {
-                rows[[b, t]] = f64::from(src[t]);
+/// The values of each indicator from the kernel's output blocks: output `b` of
+/// `indicators[i]` is block `b` of set `set_of(i)`, from the warm-up on.
+fn from_blocks(
+    indicators: &[Indicator],
+    blocks: &[Vec<f32>],
+    n: usize,
+    set_of: impl Fn(usize) -> usize,
+) -> Vec<IndicatorValues> {
+    let values = |(i, &indicator): (usize, &Indicator)| {
+        IndicatorValues::build(indicator, n, |out| {
+            let from = indicator.lookback();
+            for (row, block) in out.iter_mut().zip(blocks) {
+                let src = &block[set_of(i) * n..][..n];
+                for (slot, &v) in row[from..].iter_mut().zip(&src[from..]) {
+                    slot.write(f64::from(v));
+                }
             }
-        }
-    }
+        })
+    };
+    indicators.iter().enumerate().map(values).collect()
 }
 
 /// Runs `kernel` over the parameter sets in `per_set`-word groups (none: one set), in as

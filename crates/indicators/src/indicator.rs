@@ -5,6 +5,7 @@ use crate::IndicatorError;
 use ndarray::Array2;
 use serde_json::{Value, json};
 use std::fmt;
+use std::mem::MaybeUninit;
 use threadx_profile_store::profile_key;
 
 /// One indicator with its parameters. Build it directly or with [`Indicator::parse`];
@@ -284,24 +285,40 @@ pub struct IndicatorValues {
     rows: Array2<f64>,
 }
 
+/// What debug builds put in the rows before a kernel runs: a NaN that no arithmetic
+/// produces, so that a bar the kernel failed to write is caught (see [`IndicatorValues::build`]).
+const UNWRITTEN: u64 = 0x7ff4_0bad_c0de_0001;
+
 impl IndicatorValues {
-    /// Values for `bars` bars with NaN in the warm-up and zeros after it, for a kernel to
-    /// fill (zeroed memory is free to allocate; the kernel writes every bar after it).
-    pub(crate) fn for_kernel(indicator: Indicator, bars: usize) -> Self {
-        let mut rows = Array2::zeros((indicator.output_names().len(), bars));
+    /// Values for `bars` bars: NaN in the warm-up, then what `fill` writes. `fill` gets
+    /// one row per output, each `bars` long with the warm-up already written, and must
+    /// write every later bar of every row. The rows are not zeroed first: for a 1M-bar
+    /// series that costs as much as a cheap indicator. Debug builds (every test) check
+    /// that nothing was left unwritten.
+    pub(crate) fn build(indicator: Indicator, bars: usize, fill: impl FnOnce(&mut [&mut [MaybeUninit<f64>]])) -> Self {
+        let outputs = indicator.output_names().len();
         let warm_up = indicator.lookback().min(bars);
-        rows.slice_mut(ndarray::s![.., ..warm_up]).fill(f64::NAN);
+        let mut buffer: Vec<f64> = Vec::with_capacity(outputs * bars);
+        let mut rows: Vec<&mut [MaybeUninit<f64>]> =
+            buffer.spare_capacity_mut()[..outputs * bars].chunks_mut(bars.max(1)).collect();
+        for row in &mut rows {
+            row[..warm_up].fill(MaybeUninit::new(f64::NAN));
+            if cfg!(debug_assertions) {
+                row[warm_up..].fill(MaybeUninit::new(f64::from_bits(UNWRITTEN)));
+            }
+        }
+        fill(&mut rows);
+        drop(rows);
+        // SAFETY: all `outputs * bars` elements are initialised: the warm-up above and
+        // the rest by `fill`, whose contract is to write every bar after the warm-up
+        // (debug builds also wrote them above, and check the contract below).
+        #[allow(unsafe_code)]
+        unsafe {
+            buffer.set_len(outputs * bars)
+        };
+        debug_assert!(buffer.iter().all(|v| v.to_bits() != UNWRITTEN), "{indicator}: the kernel left bars unwritten");
+        let rows = Array2::from_shape_vec((outputs, bars), buffer).unwrap_or_else(|_| unreachable!("outputs × bars"));
         Self { indicator, rows }
-    }
-
-    /// The output rows as slices, for a kernel to fill.
-    pub(crate) fn rows_as_slices(&mut self) -> Vec<&mut [f64]> {
-        let bars = self.rows.ncols().max(1);
-        self.rows.as_slice_mut().map(|all| all.chunks_mut(bars).collect()).unwrap_or_default()
-    }
-
-    pub(crate) fn rows_mut(&mut self) -> &mut Array2<f64> {
-        &mut self.rows
     }
 
     pub fn indicator(&self) -> &Indicator {
@@ -328,5 +345,32 @@ impl IndicatorValues {
     /// All outputs as an (outputs × bars) array.
     pub fn rows(&self) -> &Array2<f64> {
         &self.rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Indicator, IndicatorValues};
+
+    #[test]
+    fn built_rows_hold_the_warm_up_and_what_the_kernel_wrote() {
+        let values = IndicatorValues::build(Indicator::Sma { period: 3 }, 5, |rows| {
+            for (t, slot) in rows[0].iter_mut().enumerate().skip(2) {
+                slot.write(t as f64);
+            }
+        });
+        assert!(values.values()[..2].iter().all(|v| v.is_nan()));
+        assert_eq!(values.values()[2..], [2.0, 3.0, 4.0]);
+    }
+
+    /// The net under the kernels' promise to write every bar (debug builds, so every test).
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "left bars unwritten")]
+    fn a_bar_left_unwritten_is_caught() {
+        IndicatorValues::build(Indicator::Sma { period: 3 }, 5, |rows| {
+            rows[0][2].write(1.0);
+            rows[0][4].write(1.0);
+        });
     }
 }

@@ -236,6 +236,71 @@ proptest! {
         }
     }
 
+    /// The blocked SMA equals the mean of each window.
+    #[test]
+    fn sma_equals_the_mean_of_each_window(start in 1_000.0f64..100_000.0, moves in prop::collection::vec(-500i32..500, 40..600), period in 1usize..40) {
+        let close = walk(start, &moves);
+        let values = compute_cpu(&ohlcv(close.clone()), &[Indicator::Sma { period }]).unwrap();
+        for t in period - 1..close.len() {
+            let mean = close[t + 1 - period..=t].iter().sum::<f64>() / period as f64;
+            let got = values[0].output(0)[t];
+            prop_assert!((got - mean).abs() <= 1e-13 * mean, "bar {}: {} vs {}", t, got, mean);
+        }
+    }
+
+    /// ATR and RSI, four bars per step of their chains, equal TA-Lib's one-bar updates
+    /// `avg = (avg · (p − 1) + today) / p`; MACD keeps TA-Lib's update bit for bit.
+    #[test]
+    fn recursions_equal_talib_one_bar_updates(start in 1_000.0f64..100_000.0, moves in prop::collection::vec(-500i32..500, 60..600), period in 1usize..30) {
+        let data = ohlcv(walk(start, &moves));
+        let (high, low, close) = (data.high(), data.low(), data.close());
+        let p = period as f64;
+        let macd = (period.min(5), period.max(6), 1 + period % 9);
+        let out = compute_cpu(&data, &[Indicator::Atr { period }, Indicator::Rsi { period }, Indicator::Macd { fast: macd.0, slow: macd.1, signal: macd.2 }]).unwrap();
+        let tr = |t: usize| (high[t] - low[t]).max((high[t] - close[t - 1]).abs()).max((low[t] - close[t - 1]).abs());
+        let mut atr = (1..=period).map(tr).sum::<f64>() / p;
+        let (mut gain, mut loss) = (0.0, 0.0);
+        for t in 1..=period {
+            let change = close[t] - close[t - 1];
+            if change > 0.0 { gain += change } else { loss -= change }
+        }
+        (gain, loss) = (gain / p, loss / p);
+        for t in period..close.len() {
+            if t > period {
+                atr = (atr * (p - 1.0) + tr(t)) / p;
+                let change = close[t] - close[t - 1];
+                gain = (gain * (p - 1.0) + change.max(0.0)) / p;
+                loss = (loss * (p - 1.0) + (-change).max(0.0)) / p;
+            }
+            let got = out[0].output(0)[t];
+            prop_assert!((got - atr).abs() <= 1e-12 * atr, "ATR bar {}: {} vs {}", t, got, atr);
+            let rsi = if gain + loss == 0.0 { 0.0 } else { 100.0 * gain / (gain + loss) };
+            prop_assert!((out[1].output(0)[t] - rsi).abs() <= 1e-10, "RSI bar {}: {} vs {}", t, out[1].output(0)[t], rsi);
+        }
+        // MACD: the slow EMA seeded on the first `slow` bars, the fast one on the `fast`
+        // bars ending there, the signal on the first `signal` lines.
+        let (fast, slow, signal) = macd;
+        let k = |n: usize| 2.0 / (n as f64 + 1.0);
+        let mut slow_ema = close[..slow].iter().sum::<f64>() / slow as f64;
+        let mut fast_ema = close[slow - fast..slow].iter().sum::<f64>() / fast as f64;
+        let mut lines = vec![fast_ema - slow_ema];
+        for &c in &close[slow..] {
+            fast_ema += (c - fast_ema) * k(fast);
+            slow_ema += (c - slow_ema) * k(slow);
+            lines.push(fast_ema - slow_ema);
+        }
+        let mut sig = lines[..signal].iter().sum::<f64>() / signal as f64;
+        for (i, &line) in lines.iter().enumerate().skip(signal - 1) {
+            if i >= signal {
+                sig += (line - sig) * k(signal);
+            }
+            let t = slow - 1 + i;
+            prop_assert_eq!(out[2].output(0)[t].to_bits(), line.to_bits(), "line, bar {}", t);
+            prop_assert_eq!(out[2].output(1)[t].to_bits(), sig.to_bits(), "signal, bar {}", t);
+            prop_assert_eq!(out[2].output(2)[t].to_bits(), (line - sig).to_bits(), "hist, bar {}", t);
+        }
+    }
+
     /// RSI stays in [0, 100], ATR is positive, and bands are ordered.
     #[test]
     fn outputs_stay_in_their_ranges(moves in prop::collection::vec(-500i32..500, 60..400), period in 1usize..30) {
@@ -247,6 +312,44 @@ proptest! {
             prop_assert!(out[1].output(0)[t] >= 0.5 - 1e-9);
             let (m, u, l) = (out[2].output(0)[t], out[2].output(1)[t], out[2].output(2)[t]);
             prop_assert!(l <= m && m <= u);
+        }
+    }
+}
+
+/// Long enough for the rolling windows' periodic refresh, with what makes them recentre: a
+/// steady trend, a gap, and flat stretches (equal closes, whose deviation is exactly 0).
+#[test]
+fn rolling_windows_stay_exact_through_trends_gaps_and_flat_stretches() {
+    let mut rng = threadx_indicators::SeededRng::new(11);
+    let mut close = Vec::new();
+    let mut p = 60_000.0;
+    for t in 0..30_000 {
+        let step = match t {
+            5_000..8_000 => 7.5,                                     // a trend
+            12_000 => 5_000.0,                                       // a gap
+            15_000..15_300 | 20_000..20_007 | 25_000..25_400 => 0.0, // flat
+            _ => ((rng.uniform() - 0.5) * 1_000.0).round() / 100.0,
+        };
+        p += step;
+        close.push(p);
+    }
+    let data = ohlcv(close.clone());
+    for period in [3, 20, 200] {
+        let values = compute_cpu(&data, &[Indicator::Sma { period }, Indicator::StdDev { period }]).unwrap();
+        for t in period - 1..close.len() {
+            let w = &close[t + 1 - period..=t];
+            let mean = w.iter().sum::<f64>() / period as f64;
+            let dev = (w.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / period as f64).sqrt();
+            let (got_mean, got_dev) = (values[0].output(0)[t], values[1].output(0)[t]);
+            assert!((got_mean - mean).abs() <= 1e-13 * mean, "period {period}, bar {t}: mean {got_mean} vs {mean}");
+            if w.iter().all(|&x| x == w[0]) {
+                assert_eq!(got_dev, 0.0, "period {period}, bar {t}: a flat window");
+            } else {
+                assert!(
+                    (got_dev - dev).abs() <= 1e-9 * dev + 1e-13 * mean,
+                    "period {period}, bar {t}: {got_dev} vs {dev}"
+                );
+            }
         }
     }
 }
