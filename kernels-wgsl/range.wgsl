@@ -3,13 +3,7 @@
 // (price - reference), so that the ranges, small differences of large prices, are exact
 // to f32's relative precision. Seeding and warm-up follow TA-Lib (cpu.rs).
 
-struct Params {
-    n: u32,     // bars
-    sets: u32,  // periods in this dispatch (ATR)
-    _pad0: u32,
-    _pad1: u32,
-}
-
+// Params and diff(): indicators_common.wgsl.
 @group(0) @binding(0) var<storage, read> high: array<vec2<f32>>;
 @group(0) @binding(1) var<storage, read> low: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read> close: array<vec2<f32>>;
@@ -18,10 +12,6 @@ struct Params {
 @group(0) @binding(5) var<storage, read> periods: array<u32>;
 
 const WORKGROUP: u32 = 256u;
-
-fn diff(a: vec2<f32>, b: vec2<f32>) -> f32 {
-    return (a.x - b.x) + (a.y - b.y);
-}
 
 fn tr_at(t: u32) -> f32 {
     let prev = close[t - 1u];

@@ -8,23 +8,13 @@
 // price back in f64. Output: mean offsets for every (set, bar), then deviations; bars
 // before a period's warm-up are left unwritten.
 
-struct Params {
-    n: u32,     // bars
-    sets: u32,  // periods in this dispatch
-    _pad0: u32,
-    _pad1: u32,
-}
-
+// Params and diff(): indicators_common.wgsl.
 @group(0) @binding(0) var<storage, read> prices: array<vec2<f32>>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> params: Params;
 @group(0) @binding(3) var<storage, read> periods: array<u32>;
 
 const WORKGROUP: u32 = 256u;
-
-fn diff(a: vec2<f32>, b: vec2<f32>) -> f32 {
-    return (a.x - b.x) + (a.y - b.y);
-}
 
 @compute @workgroup_size(256)
 fn rolling_mean_std(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {

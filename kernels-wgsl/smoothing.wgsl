@@ -7,21 +7,11 @@
 // host rebuilds EMA = price - u in f64. RSI needs only changes; MACD = u_slow - u_fast.
 // Seeding and warm-up follow TA-Lib (see the CPU twin in cpu.rs).
 
-struct Params {
-    n: u32,     // bars
-    sets: u32,  // parameter sets in this dispatch
-    _pad0: u32,
-    _pad1: u32,
-}
-
+// Params and diff(): indicators_common.wgsl.
 @group(0) @binding(0) var<storage, read> prices: array<vec2<f32>>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> params: Params;
 @group(0) @binding(3) var<storage, read> periods: array<u32>;
-
-fn diff(a: vec2<f32>, b: vec2<f32>) -> f32 {
-    return (a.x - b.x) + (a.y - b.y);
-}
 
 // Mean of price[seed] - price[j] over the `period` bars ending at `seed`:
 // price - SMA, the EMA's seed in the u form.

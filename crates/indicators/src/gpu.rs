@@ -10,18 +10,22 @@ use crate::indicator::{Family, Indicator, IndicatorValues};
 use crate::ohlcv::Ohlcv;
 use threadx_dispatch::{GpuContext, GpuError, Kernel, f32_pairs, wgpu};
 
-const ROLLING: Kernel = Kernel {
-    name: "rolling_mean_std",
-    source: include_str!("../../../kernels-wgsl/rolling.wgsl"),
-    entry: "rolling_mean_std",
-};
-const EMA: Kernel = Kernel { name: "ema", source: include_str!("../../../kernels-wgsl/smoothing.wgsl"), entry: "ema" };
-const RSI: Kernel = Kernel { name: "rsi", source: include_str!("../../../kernels-wgsl/smoothing.wgsl"), entry: "rsi" };
-const MACD: Kernel =
-    Kernel { name: "macd", source: include_str!("../../../kernels-wgsl/smoothing.wgsl"), entry: "macd" };
-const TRUE_RANGE: Kernel =
-    Kernel { name: "true_range", source: include_str!("../../../kernels-wgsl/range.wgsl"), entry: "true_range" };
-const ATR: Kernel = Kernel { name: "atr", source: include_str!("../../../kernels-wgsl/range.wgsl"), entry: "atr" };
+/// A kernel file with the shared definitions in front (WGSL has no include).
+macro_rules! source {
+    ($file:literal) => {
+        concat!(
+            include_str!("../../../kernels-wgsl/indicators_common.wgsl"),
+            include_str!(concat!("../../../kernels-wgsl/", $file))
+        )
+    };
+}
+
+const ROLLING: Kernel = Kernel { name: "rolling_mean_std", source: source!("rolling.wgsl"), entry: "rolling_mean_std" };
+const EMA: Kernel = Kernel { name: "ema", source: source!("smoothing.wgsl"), entry: "ema" };
+const RSI: Kernel = Kernel { name: "rsi", source: source!("smoothing.wgsl"), entry: "rsi" };
+const MACD: Kernel = Kernel { name: "macd", source: source!("smoothing.wgsl"), entry: "macd" };
+const TRUE_RANGE: Kernel = Kernel { name: "true_range", source: source!("range.wgsl"), entry: "true_range" };
+const ATR: Kernel = Kernel { name: "atr", source: source!("range.wgsl"), entry: "atr" };
 
 /// Every kernel of this crate, for tests that compile them all.
 pub const KERNELS: [Kernel; 6] = [ROLLING, EMA, RSI, MACD, TRUE_RANGE, ATR];
