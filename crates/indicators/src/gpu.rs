@@ -75,9 +75,13 @@ pub(crate) fn compute_family(
                                 upper[t].write(mean + std * dev);
                                 lower[t].write(mean - std * dev);
                             }
-                            (Indicator::StdDev { .. }, [row]) => _ = row[t].write(dev),
-                            (_, [row, ..]) => _ = row[t].write(mean),
-                            (_, []) => {}
+                            (Indicator::StdDev { .. }, [row]) => {
+                                row[t].write(dev);
+                            }
+                            (Indicator::Sma { .. }, [row]) => {
+                                row[t].write(mean);
+                            }
+                            _ => unreachable!("{indicator}: output rows do not match its outputs"),
                         }
                     }
                 })
