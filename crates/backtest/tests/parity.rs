@@ -4,23 +4,15 @@
 
 #![allow(clippy::print_stdout)] // The measured agreement is printed for the record (--nocapture).
 
-use threadx_backtest::{Backtester, ComboPlan, GpuBacktester, KERNELS, Metrics, SignalBook, Strategy, simulate_cpu};
+mod common;
+
+use common::{all_plans, cpu_book};
+use threadx_backtest::{Backtester, GpuBacktester, KERNELS, Metrics, Strategy, simulate_cpu};
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_dispatch::{Device, DeviceMode};
-use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_indicators::Ohlcv;
 
 const FEE: f64 = 0.001;
-
-fn cpu_book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
-    let dir = tempfile::tempdir().unwrap();
-    let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
-    SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
-}
-
-/// Every plan of the full grid of a book's axes, in combo order.
-fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
-    (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect()
-}
 
 fn range(start: f64, step: f64, count: usize) -> Vec<f64> {
     (0..count).map(|i| start + step * i as f64).collect()

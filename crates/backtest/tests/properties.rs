@@ -4,14 +4,10 @@
 
 mod common;
 
-use common::metrics_of_equity;
+use common::{all_plans, cpu_book, metrics_of_equity};
 use proptest::prelude::*;
-use threadx_backtest::{
-    BacktestReport, ComboPlan, Metrics, SignalBook, Strategy, curve_metrics, simulate_cpu, simulate_detailed,
-};
-use threadx_dispatch::DeviceMode;
-use threadx_dispatch::testing::dispatcher_in;
-use threadx_indicators::{Indicator, IndicatorBank, Ohlcv, compute_cpu};
+use threadx_backtest::{BacktestReport, Metrics, Strategy, curve_metrics, simulate_cpu, simulate_detailed};
+use threadx_indicators::{Indicator, Ohlcv, compute_cpu};
 
 fn data(bars: usize, seed: u64) -> Ohlcv {
     Ohlcv::load(&format!("synthetic:bars={bars},seed={seed}")).unwrap()
@@ -54,17 +50,6 @@ fn reference_bb_atr(data: &Ohlcv, p: usize, k: f64, a: usize, m: f64, fee: f64) 
     metrics_of_equity(&equity, trades, closed, wins, held)
 }
 
-fn book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
-    let dir = tempfile::tempdir().unwrap();
-    let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
-    SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
-}
-
-/// Every plan of the full grid of a book's axes, in combo order.
-fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
-    (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect()
-}
-
 fn bits(m: &[Metrics]) -> Vec<[u64; 7]> {
     m.iter().map(|m| m.values().map(f64::to_bits)).collect()
 }
@@ -79,7 +64,7 @@ proptest! {
     ) {
         let d = data(bars, seed);
         prop_assume!(bars > p.max(a + 1));
-        let b = book(&d, Strategy::BbAtr, &[vec![p as f64], vec![k], vec![a as f64], vec![m]]);
+        let b = cpu_book(&d, Strategy::BbAtr, &[vec![p as f64], vec![k], vec![a as f64], vec![m]]);
         let report = simulate_detailed(&b, &b.plan(&[0, 0, 0, 0]), fee);
         let want = reference_bb_atr(&d, p, k, a, m, fee);
         let got = report.metrics;
@@ -106,7 +91,7 @@ proptest! {
             1 => (Strategy::MaCross, vec![vec![0.0, 1.0], vec![3.0, 10.0], vec![20.0, 40.0]]),
             _ => (Strategy::RsiReversion, vec![vec![5.0, 14.0], vec![20.0, 35.0], vec![60.0, 80.0], vec![7.0], vec![0.0, 2.0]]),
         };
-        let b = book(&d, strategy, &axes);
+        let b = cpu_book(&d, strategy, &axes);
         for plan in all_plans(&b) {
             let r = simulate_detailed(&b, &plan, fee);
             let m = r.metrics;
@@ -130,7 +115,7 @@ proptest! {
     fn chunking_and_threads_do_not_change_a_bit(seed in 0u64..1000, cuts in prop::collection::vec(1usize..40, 1..6)) {
         let d = data(1200, seed);
         let axes = vec![vec![10.0, 20.0, 30.0], vec![1.5, 2.0], vec![7.0, 14.0], vec![1.0, 2.0, 3.0]];
-        let b = book(&d, Strategy::BbAtr, &axes);
+        let b = cpu_book(&d, Strategy::BbAtr, &axes);
         let plans = all_plans(&b);
         let whole = simulate_cpu(&b, &plans, 0.001);
         let mut pieces = Vec::new();
@@ -157,7 +142,7 @@ proptest! {
         let close = |a: f64, b: f64| (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * b.abs().max(1e-6);
         let same = |a: &Metrics, b: &Metrics| a.trades == b.trades && a.closed_trades == b.closed_trades
             && a.values().into_iter().zip(b.values()).all(|(x, y)| close(x, y));
-        let whole = book(&d, Strategy::BbAtr, &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]);
+        let whole = cpu_book(&d, Strategy::BbAtr, &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]);
         let report = simulate_detailed(&whole, &whole.plan(&[0, 0, 0, 0]), 0.001);
         prop_assert!(same(&curve_metrics(&report.equity, &report.trades), &report.metrics));
         prop_assert!(same(&report.since(0).metrics, &report.metrics));
@@ -167,7 +152,7 @@ proptest! {
         let w = (p - 1).max(14);
         let split = (1200.0 * cut) as usize;
         let (first, second) = (d.slice(0..split), d.slice(split - w..1200));
-        let [b1, b2] = [&first, &second].map(|part| book(part, Strategy::BbAtr, &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]));
+        let [b1, b2] = [&first, &second].map(|part| cpu_book(part, Strategy::BbAtr, &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]));
         let r1 = simulate_detailed(&b1, &b1.plan(&[0, 0, 0, 0]), 0.001);
         let r2 = simulate_detailed(&b2, &b2.plan(&[0, 0, 0, 0]), 0.001).since(w);
         prop_assert_eq!(r2.equity.len(), 1200 - split);

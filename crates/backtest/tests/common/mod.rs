@@ -1,6 +1,23 @@
-//! Helpers shared by the test files: metrics computed the plain way from an equity curve.
+//! Helpers shared by the test files: a CPU-built signal book and its plans, and metrics
+//! computed the plain way from an equity curve.
+#![allow(dead_code)] // Each test file uses its part.
 
-use threadx_backtest::Metrics;
+use threadx_backtest::{ComboPlan, Metrics, SignalBook, Strategy};
+use threadx_dispatch::DeviceMode;
+use threadx_dispatch::testing::dispatcher_in;
+use threadx_indicators::{IndicatorBank, Ohlcv};
+
+/// The signal book of `axes`, its indicators computed on the CPU.
+pub fn cpu_book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
+    let dir = tempfile::tempdir().unwrap();
+    let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
+    SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
+}
+
+/// Every plan of the full grid of a book's axes, in combo order.
+pub fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
+    (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect()
+}
 
 /// Metrics by DESIGN.md's definitions from the equity at every close (E[−1] = 1), with
 /// two-pass mean and standard deviation and a running peak.
