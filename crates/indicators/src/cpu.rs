@@ -250,22 +250,26 @@ impl Recurrence {
     }
 }
 
-/// Runs `recurrence` from `y` over `inputs`, with `b = scale · input`, into `out` (as
-/// long as `inputs`), and returns the last value.
+/// Runs `recurrence` from `y` (the value before `out`'s first bar) through `out`: whole
+/// steps take their inputs from `steps`, the bars after the last whole step from `rest`.
 #[inline(always)]
-fn run(recurrence: Recurrence, mut y: f64, scale: f64, inputs: &[f64], out: Row) -> f64 {
-    let (blocks, rest) = inputs.as_chunks::<STEP>();
-    let (out_blocks, out_rest) = out.as_chunks_mut::<STEP>();
-    for (slots, x) in out_blocks.iter_mut().zip(blocks) {
-        let values = recurrence.step(y, each(|i| scale * x[i]));
+fn run(
+    recurrence: Recurrence,
+    mut y: f64,
+    out: Row,
+    steps: impl Iterator<Item = [f64; STEP]>,
+    rest: impl Iterator<Item = f64>,
+) {
+    let (out_steps, out_rest) = out.as_chunks_mut::<STEP>();
+    for (slots, b) in out_steps.iter_mut().zip(steps) {
+        let values = recurrence.step(y, b);
         put(slots, 0, &values);
         y = values[STEP - 1];
     }
-    for (slot, &x) in out_rest.iter_mut().zip(rest) {
-        y = recurrence.one(y, scale * x);
+    for (slot, b) in out_rest.iter_mut().zip(rest) {
+        y = recurrence.one(y, b);
         slot.write(y);
     }
-    y
 }
 
 /// EMA seeded with the SMA of the first `period` values (first value at `period − 1`),
@@ -274,7 +278,9 @@ pub(crate) fn ema(x: &[f64], period: usize, out: Row) {
     let k = 2.0 / (period as f64 + 1.0);
     let seed = x[..period].iter().sum::<f64>() / period as f64;
     out[period - 1].write(seed);
-    run(Recurrence::new(1.0 - k), seed, k, &x[period..], &mut out[period..]);
+    let (steps, rest) = x[period..].as_chunks::<STEP>();
+    let steps = steps.iter().map(|x| each(|i| k * x[i]));
+    run(Recurrence::new(1.0 - k), seed, &mut out[period..], steps, rest.iter().map(|&x| k * x));
 }
 
 /// The true range of a bar: max(high − low, |high − previous close|, |low − previous
@@ -298,25 +304,16 @@ pub(crate) fn true_range(high: &[f64], low: &[f64], close: &[f64], out: Row) {
 /// The true ranges are made as the recurrence consumes them, in one pass.
 pub(crate) fn atr(high: &[f64], low: &[f64], close: &[f64], period: usize, out: Row) {
     let p = period as f64;
-    let mut y = (1..=period).map(|t| range(high[t], low[t], close[t - 1])).sum::<f64>() / p;
-    out[period].write(y);
+    let seed = (1..=period).map(|t| range(high[t], low[t], close[t - 1])).sum::<f64>() / p;
+    out[period].write(seed);
     let inv = 1.0 / p;
-    let recurrence = Recurrence::new((p - 1.0) * inv);
     let from = period + 1;
     let bars = (&high[from..], &low[from..], &close[from - 1..close.len() - 1]);
-    let out = &mut out[from..];
     let ((hs, h1), (ls, l1), (cs, c1)) =
         (bars.0.as_chunks::<STEP>(), bars.1.as_chunks::<STEP>(), bars.2.as_chunks::<STEP>());
-    let (outs, out1) = out.as_chunks_mut::<STEP>();
-    for (slots, ((h, l), c)) in outs.iter_mut().zip(hs.iter().zip(ls).zip(cs)) {
-        let values = recurrence.step(y, each(|i| inv * range(h[i], l[i], c[i])));
-        put(slots, 0, &values);
-        y = values[STEP - 1];
-    }
-    for (slot, ((&h, &l), &c)) in out1.iter_mut().zip(h1.iter().zip(l1).zip(c1)) {
-        y = recurrence.one(y, inv * range(h, l, c));
-        slot.write(y);
-    }
+    let steps = hs.iter().zip(ls).zip(cs).map(|((h, l), c)| each(|i| inv * range(h[i], l[i], c[i])));
+    let rest = h1.iter().zip(l1).zip(c1).map(|((&h, &l), &c)| inv * range(h, l, c));
+    run(Recurrence::new((p - 1.0) * inv), seed, &mut out[from..], steps, rest);
 }
 
 /// Wilder's RSI: average gain and loss over the first `period` changes seed it at bar
