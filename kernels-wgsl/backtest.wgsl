@@ -1,9 +1,10 @@
 // Whole-backtest kernel: one invocation runs one combo over every bar and writes only its
-// metrics' raw totals. It reads the signal book shared by all combos (uploaded once):
-// entry and exit decisions as bit rows (decided in f64 on the host, so the GPU takes the
-// CPU's decisions), stop levels as (hi, lo) f32 pairs of level − close[0], close the same
-// way, and each bar's return close[t]/close[t−1] − 1. Equity is f32, the rules are the
-// CPU's (crates/backtest/src/simulate.rs), step for step.
+// integer totals, bit for bit the CPU's `simulate_totals` (crates/backtest/src/simulate.rs).
+// It reads the signal book and its fixed-point tables, uploaded once: entry and exit
+// decisions as bit rows (decided in f64 on the host), each bar's close as f64 bits and
+// log close in 2^-52 units, the prefix sums of returns in 2^-64 units, and the ATR rows
+// as f64 bits, from which the stop level is formed exactly as the CPU's f64 arithmetic
+// does (exact.wgsl, put in front of this file at compile time). No float is used.
 
 struct Params {
     bars: u32,
@@ -12,12 +13,16 @@ struct Params {
     combos: u32,
     // Index of this dispatch's first combo in plans/outcomes.
     first: u32,
-    // 1 + fee and 1 − fee.
-    buy: f32,
-    sell: f32,
-    // close[0], the reference of the (hi, lo) pairs.
-    c0: f32,
-    pad: u32,
+    // Word index of the first exit row in `bits` (entry rows come first).
+    exit_rows: u32,
+    pad0: u32,
+    // −ln(1 + fee) and ln(1 − fee), i64 in 2^-52 units.
+    log_buy: vec2<u32>,
+    log_sell: vec2<u32>,
+    pad1: vec2<u32>,
+    // The entry bar's return and its square, 2^-64 units.
+    entry_ret: vec4<u32>,
+    entry_ret_sq: vec4<u32>,
 }
 
 struct Plan {
@@ -27,83 +32,41 @@ struct Plan {
     warmup: u32,
 }
 
+// Prefix sums at one bar (see BarTables): held-bar returns, their squares, and the same
+// with the return of an exit at this bar.
+struct Sums {
+    ret: vec4<u32>,
+    ret_sq: vec4<u32>,
+    exit: vec4<u32>,
+    exit_sq: vec4<u32>,
+}
+
+// A combo's totals (see Totals in crates/backtest/src/fixed.rs).
 struct Outcome {
-    // Σ over trades of log-close differences, 64-bit two's complement, 2^-40 units.
-    log_lo: u32,
-    log_hi: u32,
+    log_equity: vec2<u32>,
+    drawdown: vec2<u32>,
+    sum: vec4<u32>,
+    sum_sq: vec4<u32>,
     trades: u32,
     closed: u32,
     wins: u32,
-    max_drawdown: f32,
-    sum: f32,
-    sum_sq: f32,
     held: u32,
 }
 
-@group(0) @binding(0) var<storage, read> close: array<vec2<f32>>;
-// (ret[t] as f32 bits, low word of log-close fixed point, high word, unused).
-@group(0) @binding(1) var<storage, read> bar: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> entry_bits: array<u32>;
-@group(0) @binding(3) var<storage, read> exit_bits: array<u32>;
-@group(0) @binding(4) var<storage, read> stops: array<vec2<f32>>;
+// (close bits low, high, log close low, high) per bar.
+@group(0) @binding(0) var<storage, read> bar: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> sums: array<Sums>;
+@group(0) @binding(2) var<storage, read> bits: array<u32>;
+// ATR rows of `bars` f64 values each.
+@group(0) @binding(3) var<storage, read> atr: array<vec2<u32>>;
+// (ATR row, multiplier bits low, high, unused) per stop.
+@group(0) @binding(4) var<storage, read> stops: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> plans: array<Plan>;
 @group(0) @binding(6) var<storage, read_write> outcomes: array<Outcome>;
 @group(0) @binding(7) var<uniform> params: Params;
 
 const WORKGROUP: u32 = 64u;
 const NO_STOP: u32 = 0xffffffffu;
-
-// Return sums and drawdown (lowest equity since the last peak, divided at new peaks).
-struct Acc {
-    sum: f32,
-    sum_sq: f32,
-    peak: f32,
-    trough: f32,
-    max_drawdown: f32,
-}
-
-fn step(acc: ptr<function, Acc>, r: f32, equity: f32) {
-    (*acc).sum += r;
-    (*acc).sum_sq += r * r;
-    if (equity > (*acc).peak) {
-        (*acc).max_drawdown = min((*acc).max_drawdown, (*acc).trough / (*acc).peak - 1.0);
-        (*acc).peak = equity;
-        (*acc).trough = equity;
-    } else if (equity < (*acc).trough) {
-        (*acc).trough = equity;
-    }
-}
-
-// a + b − c on 64-bit two's complement (lo, hi) pairs.
-fn add_sub(a: vec2<u32>, b: vec2<u32>, c: vec2<u32>) -> vec2<u32> {
-    let lo1 = a.x + b.x;
-    let hi1 = a.y + b.y + select(0u, 1u, lo1 < a.x);
-    let lo2 = lo1 - c.x;
-    let hi2 = hi1 - c.y - select(0u, 1u, lo1 < c.x);
-    return vec2<u32>(lo2, hi2);
-}
-
-// The first entry bit at or after `start` in the row starting at word `base`, or bars.
-fn next_entry(base: u32, start: u32) -> u32 {
-    var w = start >> 5u;
-    if (w >= params.words) {
-        return params.bars;
-    }
-    var word = entry_bits[base + w] & (0xffffffffu << (start & 31u));
-    while (word == 0u) {
-        w += 1u;
-        if (w >= params.words) {
-            return params.bars;
-        }
-        word = entry_bits[base + w];
-    }
-    return min(w * 32u + countTrailingZeros(word), params.bars);
-}
-
-// a ≤ b for (hi, lo) pairs whose sums stand for f64 values.
-fn at_or_below(a: vec2<f32>, b: vec2<f32>) -> bool {
-    return a.x < b.x || (a.x == b.x && a.y <= b.y);
-}
 
 @compute @workgroup_size(64)
 fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -113,68 +76,94 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     }
     let plan = plans[params.first + i];
     let n = params.bars;
-    let entry_base = plan.entry * params.words;
-    let exit_base = plan.exit * params.words;
+    let exit_base = params.exit_rows + plan.exit * params.words;
     let has_stop = plan.stop != NO_STOP;
-    var acc = Acc(0.0, 0.0, 1.0, 1.0, 0.0);
+    var atr_base = 0u;
+    var mult = vec2<u32>(0u, 0u);
+    if (has_stop) {
+        let s = stops[plan.stop];
+        atr_base = s.x * n;
+        mult = s.yz;
+    }
+    let zero2 = vec2<u32>(0u, 0u);
+    let zero4 = vec4<u32>(0u, 0u, 0u, 0u);
     var trades = 0u;
     var closed = 0u;
     var wins = 0u;
     var held = 0u;
-    var cash = 1.0;
-    var log_growth = vec2<u32>(0u, 0u);
-    var start = plan.warmup;
+    var drawdown = zero2;
+    var sum = zero4;
+    var sum_sq = zero4;
+    var equity = zero2;
+    var peak = zero2;
+    // One flat loop over the bars, a state machine (flat or in a position): lavapipe
+    // mixed up invocations whose nested loops (entry search, then the held stretch)
+    // ran for different counts.
+    var t = plan.warmup;
+    var in_position = false;
+    var e = 0u;
+    var level = zero2;
+    var base = zero2;
+    var hi = zero2;
+    var low = zero2;
     loop {
-        let e = next_entry(entry_base, start);
-        if (e >= n) {
+        if (t >= n) {
             break;
         }
-        trades += 1u;
-        let ce = close[e];
-        let entry_price = params.c0 + (ce.x + ce.y);
-        // Shares × entry close: cash / (close · (1 + fee)) · close.
-        let entry_value = cash / params.buy;
-        var value = entry_value;
-        step(&acc, entry_value / cash - 1.0, value);
-        var stop = vec2<f32>(0.0, 0.0);
-        if (has_stop) {
-            stop = stops[plan.stop * n + e];
-        }
-        var t = e + 1u;
-        var exited = false;
-        loop {
-            if (t >= n) {
-                break;
+        if (!in_position) {
+            // Skip to the next entry bit (none past the last bar), a word at a time.
+            let word = bits[(plan.entry * params.words) + (t >> 5u)] >> (t & 31u);
+            if (word == 0u) {
+                t = (t | 31u) + 1u;
+            } else {
+                t += countTrailingZeros(word);
+                e = t;
+                trades += 1u;
+                let at_entry = bar[e];
+                // Level 0 (no stop, or a level ≤ 0): no positive close is at or below it.
+                level = zero2;
+                if (has_stop) {
+                    level = stop_level(at_entry.xy, atr[atr_base + e], mult);
+                }
+                base = sub64(add64(equity, params.log_buy), at_entry.zw);
+                hi = max_i64(at_entry.zw, sub64(peak, base));
+                low = sub64(at_entry.zw, hi);
+                in_position = true;
+                t += 1u;
             }
-            let c = close[t];
-            let signal = ((exit_bits[exit_base + (t >> 5u)] >> (t & 31u)) & 1u) == 1u;
-            if (signal || (has_stop && at_or_below(c, stop))) {
-                exited = true;
-                break;
+        } else {
+            let b = bar[t];
+            let signal = ((bits[exit_base + (t >> 5u)] >> (t & 31u)) & 1u) == 1u;
+            if (signal || le_u64(b.xy, level)) {
+                drawdown = min_i64(drawdown, low);
+                held += t - e;
+                closed += 1u;
+                sum = add128(sum, add128(sub128(params.entry_ret, sums[e].ret), sums[t].exit));
+                sum_sq = add128(sum_sq, add128(sub128(params.entry_ret_sq, sums[e].ret_sq), sums[t].exit_sq));
+                let after = add64(add64(base, params.log_sell), b.zw);
+                if (lt_i64(zero2, sub64(after, equity))) {
+                    wins += 1u;
+                }
+                peak = max_i64(add64(base, hi), after);
+                drawdown = min_i64(drawdown, sub64(after, peak));
+                equity = after;
+                in_position = false;
+                // No new entry on the bar of an exit.
+                t += 1u;
+            } else {
+                hi = max_i64(hi, b.zw);
+                low = min_i64(low, sub64(b.zw, hi));
+                t += 1u;
             }
-            // The move since entry is exact in the pairs; its ratio to the price is small.
-            value = entry_value * (1.0 + ((c.x - ce.x) + (c.y - ce.y)) / entry_price);
-            step(&acc, bitcast<f32>(bar[t].x), value);
-            t += 1u;
         }
-        if (!exited) {
-            held += n - e;
-            log_growth = add_sub(log_growth, bar[n - 1u].yz, bar[e].yz);
-            break;
-        }
-        log_growth = add_sub(log_growth, bar[t].yz, bar[e].yz);
-        let c = close[t];
-        let proceeds = entry_value * (1.0 + ((c.x - ce.x) + (c.y - ce.y)) / entry_price) * params.sell;
-        step(&acc, proceeds / value - 1.0, proceeds);
-        held += t - e;
-        closed += 1u;
-        if (proceeds > cash) {
-            wins += 1u;
-        }
-        cash = proceeds;
-        // No new entry on the bar of an exit.
-        start = t + 1u;
     }
-    let max_drawdown = min(acc.max_drawdown, acc.trough / acc.peak - 1.0);
-    outcomes[params.first + i] = Outcome(log_growth.x, log_growth.y, trades, closed, wins, max_drawdown, acc.sum, acc.sum_sq, held);
+    if (in_position) {
+        // Still open after the last bar: valued at the last close, no exit fee.
+        drawdown = min_i64(drawdown, low);
+        held += n - e;
+        sum = add128(sum, add128(sub128(params.entry_ret, sums[e].ret), sums[n - 1u].ret));
+        sum_sq = add128(sum_sq, add128(sub128(params.entry_ret_sq, sums[e].ret_sq), sums[n - 1u].ret_sq));
+        equity = add64(base, bar[n - 1u].zw);
+    }
+    outcomes[params.first + i] = Outcome(equity, drawdown, sum, sum_sq, trades, closed, wins, held);
 }

@@ -1,8 +1,9 @@
 //! Backtest speed with the signal book built (indicators precomputed), on a year of
 //! synthetic 15-minute bars (35,040). Throughput is in bar·combos per second.
 //!
-//! - `bb_atr_cpu/one_thread`: the inner loop on one core (the bar: ≥ 250 million
-//!   bar·combos/s/core; a plain numba loop of the same strategy does about 170 million).
+//! - `bb_atr_cpu/one_thread`: the inner loop on one core, integer totals as every device
+//!   reports them (the bar: ≥ 250 million bar·combos/s/core; a plain numba loop of
+//!   the same strategy does about 170 million).
 //! - `bb_atr_cpu/all_threads`: the rayon batch on every core.
 //! - `bb_atr_gpu/*`: the whole-backtest kernel on the best adapter, plans uploaded and
 //!   metrics read back in the timing.
@@ -12,7 +13,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
-use threadx_backtest::{ComboPlan, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_one};
+use threadx_backtest::{BarTables, ComboPlan, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_totals};
 use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 
@@ -36,13 +37,14 @@ fn cpu(c: &mut Criterion) {
     let data = Ohlcv::load("synthetic").expect("synthetic data");
     let book = book(&data);
     let plans = plans(&book);
+    let tables = BarTables::new(&book, FEE);
     let mut g = c.benchmark_group("bb_atr_cpu");
     g.sample_size(20).measurement_time(Duration::from_secs(4));
     g.throughput(Throughput::Elements((book.bars() * plans.len()) as u64));
     g.bench_function("one_thread", |b| {
-        b.iter(|| plans.iter().map(|p| simulate_one(&book, black_box(p), FEE).total_return).sum::<f64>())
+        b.iter(|| plans.iter().map(|p| simulate_totals(&book, &tables, black_box(p)).log_equity).sum::<i64>())
     });
-    g.bench_function("all_threads", |b| b.iter(|| simulate_cpu(&book, black_box(&plans), FEE)));
+    g.bench_function("all_threads", |b| b.iter(|| simulate_cpu(&book, &tables, black_box(&plans))));
     g.finish();
 
     let mut g = c.benchmark_group("book");
@@ -59,15 +61,13 @@ fn gpu(c: &mut Criterion) {
     let data = Ohlcv::load("synthetic").expect("synthetic data");
     let book = book(&data);
     let plans = plans(&book);
-    let gpu = GpuBacktester::new(ctx.clone(), &book).expect("the book fits the adapter");
+    let gpu = GpuBacktester::new(ctx.clone(), &book, &BarTables::new(&book, FEE)).expect("the book fits the adapter");
     let mut g = c.benchmark_group("bb_atr_gpu");
     g.sample_size(10).measurement_time(Duration::from_secs(5));
     for copies in [1usize, 10] {
         let many: Vec<ComboPlan> = plans.iter().copied().cycle().take(plans.len() * copies).collect();
         g.throughput(Throughput::Elements((book.bars() * many.len()) as u64));
-        g.bench_function(format!("{}_combos", many.len()), |b| {
-            b.iter(|| gpu.run(black_box(&many), FEE).expect("GPU run"))
-        });
+        g.bench_function(format!("{}_combos", many.len()), |b| b.iter(|| gpu.run(black_box(&many)).expect("GPU run")));
     }
     g.finish();
 }

@@ -4,11 +4,13 @@
 //! A strategy's entry and exit rules depend on a few parameters each (bb_atr's entry on
 //! bb_period and bb_std, its exit on bb_period only, its stop on atr_period and
 //! atr_mult), so the book holds one bit row per distinct value of those parameters:
-//! bit t says whether the rule fires at bar t, decided in f64 from the CPU-or-GPU
-//! indicator values. Stops are rows of f64 levels (close − m · ATR) per bar. A combo is
-//! then four numbers, a [`ComboPlan`], and a simulation reads only close, the rows it
-//! names and nothing per combo. Because the GPU reads the same bits, CPU and GPU take the
-//! same decisions wherever a stop is not within about 1e-14 of the close.
+//! bit t says whether the rule fires at bar t, decided in f64 from the CPU's f64
+//! indicator values whatever device the bank's user picked. A stop is an ATR series and a
+//! multiplier: its level `close[e] − m · ATR[e]` is formed in f64 at the entry bar e
+//! (the GPU forms the same f64 bits in integer arithmetic), so memory grows with the
+//! unique ATR series, never with the (atr_period, atr_mult) pairs. A combo is then four
+//! numbers, a [`ComboPlan`], and a simulation reads only close, the rows it names and
+//! nothing per combo: every device takes the same trades, bar for bar.
 
 use crate::BacktestError;
 use crate::strategy::{MAX_PARAMS, ParamValues, Strategy, ma};
@@ -24,7 +26,7 @@ use threadx_indicators::{Indicator, IndicatorBank, IndicatorValues};
 pub struct ComboPlan {
     pub entry: u32,
     pub exit: u32,
-    /// Row of stop levels, or [`ComboPlan::NO_STOP`].
+    /// Stop (ATR series and multiplier) of [`SignalBook::stops`], or [`ComboPlan::NO_STOP`].
     pub stop: u32,
     /// No entry before this bar.
     pub warmup: u32,
@@ -43,8 +45,10 @@ pub struct SignalBook {
     /// Bit rows of [`SignalBook::words`] u64 words each; bits past the last bar are 0.
     entry: Vec<u64>,
     exit: Vec<u64>,
-    /// Rows of `bars` levels.
-    stops: Vec<f64>,
+    /// ATR series the stops read, each once.
+    atr: Vec<Arc<IndicatorValues>>,
+    /// Stops as (index into `atr`, multiplier), one per (atr_period, atr_mult) pair.
+    stops: Vec<(u32, f64)>,
     timestamps: Vec<i64>,
     close: Vec<f64>,
     /// close[t] / close[t−1] − 1 (0 at t = 0): a held bar's return, computed once.
@@ -94,7 +98,7 @@ impl SignalBook {
         }
         let words = bars.div_ceil(64);
         let indicators = needed_indicators(strategy, axes);
-        let values = bank.get_many(&indicators)?;
+        let values = bank.get_many_exact(&indicators)?;
         let by_key: HashMap<String, Arc<IndicatorValues>> =
             indicators.iter().zip(values).map(|(i, v)| (i.key(), v)).collect();
         let series = |indicator: Indicator, output: usize| -> &[f64] { by_key[&indicator.key()].output(output) };
@@ -139,16 +143,18 @@ impl SignalBook {
             Strategy::RsiReversion => Some((&axes[3], &axes[4])),
             Strategy::MaCross => None,
         };
-        let stop_specs: Vec<(f64, f64)> = stop_axes.map(|(a, m)| pairs(a, m).collect()).unwrap_or_default();
-        let mut stops = vec![f64::NEG_INFINITY; stop_specs.len() * bars];
-        stops.par_chunks_mut(bars.max(1)).zip(&stop_specs).with_min_len(cpu_grain(bars)).for_each(|(row, &(a, m))| {
-            if m > 0.0 {
-                let atr = series(Indicator::Atr { period: period(a) }, 0);
-                for ((level, &c), &atr) in row.iter_mut().zip(&close).zip(atr) {
-                    *level = c - m * atr;
-                }
-            }
-        });
+        let stop_pairs: Vec<(f64, f64)> = stop_axes.map(|(a, m)| pairs(a, m).collect()).unwrap_or_default();
+        // A multiplier of 0 (rsi_reversion) means no stop: its plans never read the pair.
+        let mut atr_periods: Vec<usize> =
+            stop_pairs.iter().filter(|(_, m)| *m > 0.0).map(|&(a, _)| period(a)).collect();
+        atr_periods.sort_unstable();
+        atr_periods.dedup();
+        let atr: Vec<Arc<IndicatorValues>> =
+            atr_periods.iter().map(|&a| by_key[&Indicator::Atr { period: a }.key()].clone()).collect();
+        let stops = stop_pairs
+            .iter()
+            .map(|&(a, m)| (atr_periods.iter().position(|&p| p == period(a)).unwrap_or(0) as u32, m))
+            .collect();
 
         let entry = fill_rows(&entry_rules, bars, words);
         let exit = fill_rows(&exit_rules, bars, words);
@@ -158,6 +164,7 @@ impl SignalBook {
             bars,
             entry,
             exit,
+            atr,
             stops,
             timestamps: data.timestamps().to_vec(),
             close,
@@ -274,10 +281,6 @@ impl SignalBook {
         &self.exit
     }
 
-    pub(crate) fn stop_rows(&self) -> &[f64] {
-        &self.stops
-    }
-
     pub(crate) fn entry_row(&self, row: u32) -> &[u64] {
         let words = self.words();
         &self.entry[row as usize * words..][..words]
@@ -288,9 +291,20 @@ impl SignalBook {
         &self.exit[row as usize * words..][..words]
     }
 
-    pub(crate) fn stop_row(&self, row: u32) -> Option<&[f64]> {
-        (row != ComboPlan::NO_STOP && (row as usize) < self.stops.len() / self.bars)
-            .then(|| &self.stops[row as usize * self.bars..][..self.bars])
+    /// The ATR series stops read, each once.
+    pub(crate) fn atr_rows(&self) -> impl ExactSizeIterator<Item = &[f64]> {
+        self.atr.iter().map(|values| values.output(0))
+    }
+
+    /// Every stop as (index into [`SignalBook::atr_rows`], multiplier).
+    pub(crate) fn stops(&self) -> &[(u32, f64)] {
+        &self.stops
+    }
+
+    /// The ATR series and multiplier of stop `stop`, if the plan has one.
+    pub(crate) fn stop(&self, stop: u32) -> Option<(&[f64], f64)> {
+        let &(atr, mult) = self.stops.get(stop as usize)?;
+        Some((self.atr[atr as usize].output(0), mult))
     }
 }
 

@@ -1,26 +1,36 @@
-//! The whole-backtest WGSL kernel's host side: the signal book is uploaded once per
-//! [`GpuBacktester`], then each call uploads only the combos' plans and reads back only
-//! their totals. Calls are cut into dispatches that fit the adapter's binding, grid and
-//! per-dispatch work limits; all are submitted before the first read-back, so the upload
-//! of one piece overlaps the compute of the previous one.
+//! The whole-backtest WGSL kernel's host side: the signal book and its [`BarTables`] are
+//! uploaded once per [`GpuBacktester`], then each call uploads only the combos' plans and
+//! reads back only their integer [`Totals`] — the CPU's bits, turned into metrics by the
+//! same host function. Calls are cut into dispatches that fit the adapter's binding, grid
+//! and per-dispatch work limits; all are submitted before the first read-back, so the
+//! upload of one piece overlaps the compute of the previous one.
 
 use crate::book::{ComboPlan, SignalBook};
-use crate::metrics::Metrics;
-use crate::simulate::sharpe;
+use crate::fixed::{BarTables, Totals};
 use std::sync::Arc;
-use threadx_dispatch::{GpuContext, GpuError, Kernel, f32_pairs, wgpu};
+use threadx_dispatch::{GpuContext, GpuError, Kernel, wgpu};
 
-pub(crate) const BACKTEST: Kernel =
-    Kernel { name: "backtest", source: include_str!("../../../kernels-wgsl/backtest.wgsl"), entry: "backtest" };
+/// Exact integer and f64-bit arithmetic, put in front of kernels that need it.
+pub const EXACT_WGSL: &str = include_str!("../../../kernels-wgsl/exact.wgsl");
+
+pub(crate) const BACKTEST: Kernel = Kernel {
+    name: "backtest",
+    source: concat!(
+        include_str!("../../../kernels-wgsl/exact.wgsl"),
+        include_str!("../../../kernels-wgsl/backtest.wgsl")
+    ),
+    entry: "backtest",
+};
 
 const WORKGROUP: u32 = 64;
 
 /// Bar·combos per dispatch at most, so that no single dispatch runs for long (drivers
 /// reset a GPU that does not answer for a couple of seconds).
-/// Resolution of the fixed-point log closes: 2^40 (log prices up to ±2^23 fit in i64).
-const LOG_SCALE: f64 = (1u64 << 40) as f64;
-
 const MAX_WORK_PER_DISPATCH: u64 = 1 << 31;
+
+/// The f64 range in which the kernel's integer stop arithmetic sees only normal numbers
+/// (prices, ATR × multiplier); books outside it run on the CPU.
+const EXACT_RANGE: std::ops::RangeInclusive<f64> = 1e-270..=1e270;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -29,94 +39,160 @@ struct Params {
     words: u32,
     combos: u32,
     first: u32,
-    buy: f32,
-    sell: f32,
-    c0: f32,
-    pad: u32,
+    exit_rows: u32,
+    pad0: u32,
+    log_buy: [u32; 2],
+    log_sell: [u32; 2],
+    pad1: [u32; 2],
+    entry_ret: [u32; 4],
+    entry_ret_sq: [u32; 4],
 }
 
-/// What the kernel writes per combo (see backtest.wgsl's `Outcome`).
+/// What the kernel writes per combo (backtest.wgsl's `Outcome`).
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Outcome {
-    log_lo: u32,
-    log_hi: u32,
+    log_equity: [u32; 2],
+    drawdown: [u32; 2],
+    sum: [u32; 4],
+    sum_sq: [u32; 4],
     trades: u32,
     closed: u32,
     wins: u32,
-    max_drawdown: f32,
-    sum: f32,
-    sum_sq: f32,
     held: u32,
 }
 
-/// A signal book resident on one GPU, ready to run any of its combos.
+impl Outcome {
+    fn totals(&self) -> Totals {
+        let i64_of = |w: [u32; 2]| (u64::from(w[0]) | u64::from(w[1]) << 32) as i64;
+        let u128_of = |w: [u32; 4]| w.iter().rev().fold(0u128, |acc, &x| acc << 32 | u128::from(x));
+        Totals {
+            log_equity: i64_of(self.log_equity),
+            drawdown: i64_of(self.drawdown),
+            sum: u128_of(self.sum),
+            sum_sq: u128_of(self.sum_sq),
+            trades: self.trades,
+            closed: self.closed,
+            wins: self.wins,
+            held: self.held,
+        }
+    }
+}
+
+fn i64_words(x: i64) -> [u32; 2] {
+    [x as u32, (x as u64 >> 32) as u32]
+}
+
+fn u128_words(x: u128) -> [u32; 4] {
+    [x as u32, (x >> 32) as u32, (x >> 64) as u32, (x >> 96) as u32]
+}
+
+/// A signal book and its tables resident on one GPU, ready to run any of its combos.
 pub struct GpuBacktester {
     ctx: Arc<GpuContext>,
-    bars: u32,
-    words: u32,
-    c0: f32,
-    /// close, per-bar values, entry bits, exit bits, stop levels.
+    /// The book's part of every dispatch's parameters.
+    params: Params,
+    /// bars, sums, decision bits, ATR rows, stops.
     shared: [wgpu::Buffer; 5],
 }
 
 impl std::fmt::Debug for GpuBacktester {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GpuBacktester").field("adapter", &self.ctx.report().label()).field("bars", &self.bars).finish()
+        f.debug_struct("GpuBacktester")
+            .field("adapter", &self.ctx.report().label())
+            .field("bars", &self.params.bars)
+            .finish()
     }
 }
 
 impl GpuBacktester {
-    /// Uploads `book` to `ctx` (the only upload of shared data).
-    pub fn new(ctx: Arc<GpuContext>, book: &SignalBook) -> Result<Self, GpuError> {
+    /// Uploads `book` and `tables` to `ctx` (the only upload of shared data). A book
+    /// whose prices or stop distances leave [`EXACT_RANGE`] is
+    /// [`GpuError::Unsupported`]: the CPU runs it.
+    pub fn new(ctx: Arc<GpuContext>, book: &SignalBook, tables: &BarTables) -> Result<Self, GpuError> {
         let bars = u32::try_from(book.bars())
             .map_err(|_| GpuError::Unsupported(format!("{} bars exceed the GPU's u32 indices", book.bars())))?;
-        let reference = book.close()[0];
-        // Per bar: the return as f32 bits and log(close) in 64-bit fixed point.
+        check_exact_range(book)?;
         let bar: Vec<[u32; 4]> = book
-            .ret()
+            .close()
             .iter()
-            .zip(book.close())
-            .map(|(&r, &c)| {
-                let fixed = (c.ln() * LOG_SCALE).round() as i64 as u64;
-                [(r as f32).to_bits(), fixed as u32, (fixed >> 32) as u32, 0]
+            .zip(&tables.log)
+            .map(|(&c, &l)| {
+                let [c0, c1] = i64_words(c.to_bits() as i64);
+                let [l0, l1] = i64_words(l);
+                [c0, c1, l0, l1]
             })
             .collect();
-        // WGSL arrays cannot be empty: a book without stops gets one unused level.
-        let stops = if book.stop_rows().is_empty() { &[f64::NEG_INFINITY][..] } else { book.stop_rows() };
+        let sums: Vec<[u32; 16]> = (0..book.bars())
+            .map(|t| {
+                let mut s = [0u32; 16];
+                for (i, v) in [tables.ret_sum[t], tables.ret_sq_sum[t], tables.exit_sum[t], tables.exit_sq_sum[t]]
+                    .into_iter()
+                    .enumerate()
+                {
+                    s[i * 4..][..4].copy_from_slice(&u128_words(v));
+                }
+                s
+            })
+            .collect();
+        let mut bits: Vec<u64> = book.entry_rows().to_vec();
+        let exit_rows = u32::try_from(bits.len() * 2)
+            .map_err(|_| GpuError::Unsupported("the decision rows exceed the GPU's u32 indices".into()))?;
+        bits.extend_from_slice(book.exit_rows());
+        // WGSL arrays cannot be empty: a book without stops gets one unused ATR and stop.
+        let mut atr: Vec<f64> = book.atr_rows().flatten().copied().collect();
+        if atr.is_empty() {
+            atr.push(0.0);
+        }
+        let mut stops: Vec<[u32; 4]> = book
+            .stops()
+            .iter()
+            .map(|&(row, mult)| {
+                let [m0, m1] = i64_words(mult.to_bits() as i64);
+                [row, m0, m1, 0]
+            })
+            .collect();
+        if stops.is_empty() {
+            stops.push([0; 4]);
+        }
         let shared = [
-            ctx.storage_buffer("close", &f32_pairs(book.close(), reference))?,
             ctx.storage_buffer("bars", &bar)?,
-            ctx.storage_buffer::<u32>("entry bits", bytemuck::cast_slice(book.entry_rows()))?,
-            ctx.storage_buffer::<u32>("exit bits", bytemuck::cast_slice(book.exit_rows()))?,
-            ctx.storage_buffer("stop levels", &f32_pairs(stops, reference))?,
+            ctx.storage_buffer("sums", &sums)?,
+            ctx.storage_buffer::<u32>("decision bits", bytemuck::cast_slice(&bits))?,
+            ctx.storage_buffer::<u32>("atr rows", bytemuck::cast_slice(&atr))?,
+            ctx.storage_buffer("stops", &stops)?,
         ];
         ctx.pipeline(&BACKTEST)?;
-        Ok(Self { ctx, bars, words: (book.words() * 2) as u32, c0: reference as f32, shared })
+        let params = Params {
+            bars,
+            words: (book.words() * 2) as u32,
+            combos: 0,
+            first: 0,
+            exit_rows,
+            pad0: 0,
+            log_buy: i64_words(tables.log_buy),
+            log_sell: i64_words(tables.log_sell),
+            pad1: [0; 2],
+            entry_ret: u128_words(tables.entry_ret),
+            entry_ret_sq: u128_words(tables.entry_ret_sq),
+        };
+        Ok(Self { ctx, params, shared })
     }
 
-    /// Metrics of every plan, in order (f32 on the GPU; counts exact).
-    pub fn run(&self, plans: &[ComboPlan], fee: f64) -> Result<Vec<Metrics>, GpuError> {
+    /// The totals of every plan, in order: the same bits as the CPU's.
+    pub fn run(&self, plans: &[ComboPlan]) -> Result<Vec<Totals>, GpuError> {
         let ctx = &self.ctx;
         let max_binding = ctx.max_binding_bytes();
         let per_piece = (max_binding / std::mem::size_of::<Outcome>() as u64).max(1) as usize;
-        let per_dispatch = (MAX_WORK_PER_DISPATCH / u64::from(self.bars.max(1))).clamp(1, u64::from(u32::MAX)) as usize;
+        let per_dispatch =
+            (MAX_WORK_PER_DISPATCH / u64::from(self.params.bars.max(1))).clamp(1, u64::from(u32::MAX)) as usize;
         let mut pending = Vec::new();
         for piece in plans.chunks(per_piece) {
             let plan_buffer = ctx.storage_buffer("plans", piece)?;
             let out = ctx.output_buffer::<Outcome>("outcomes", piece.len())?;
             for first in (0..piece.len()).step_by(per_dispatch) {
                 let combos = per_dispatch.min(piece.len() - first);
-                let params = Params {
-                    bars: self.bars,
-                    words: self.words,
-                    combos: combos as u32,
-                    first: first as u32,
-                    buy: (1.0 + fee) as f32,
-                    sell: (1.0 - fee) as f32,
-                    c0: self.c0,
-                    pad: 0,
-                };
+                let params = Params { combos: combos as u32, first: first as u32, ..self.params };
                 let uniform = ctx.uniform_buffer("params", &params)?;
                 let [a, b, c, d, e] = &self.shared;
                 ctx.dispatch(
@@ -127,29 +203,52 @@ impl GpuBacktester {
             }
             pending.push((out, piece.len()));
         }
-        let mut metrics = Vec::with_capacity(plans.len());
+        let mut totals = Vec::with_capacity(plans.len());
         for (out, len) in pending {
             let outcomes: Vec<Outcome> = ctx.read_back(&out, len)?;
-            metrics.extend(outcomes.iter().map(|o| self.metrics(o, fee)));
+            totals.extend(outcomes.iter().map(Outcome::totals));
         }
-        Ok(metrics)
+        Ok(totals)
     }
+}
 
-    fn metrics(&self, o: &Outcome, fee: f64) -> Metrics {
-        let n = self.bars as usize;
-        let log_growth = ((u64::from(o.log_hi) << 32) | u64::from(o.log_lo)) as i64 as f64 / LOG_SCALE;
-        // Every entry pays (1 + fee), every closed trade (1 − fee), as on the CPU.
-        let fees = (1.0 - fee).powi(o.closed as i32) / (1.0 + fee).powi(o.trades as i32);
-        Metrics {
-            total_return: log_growth.exp() * fees - 1.0,
-            trades: o.trades,
-            closed_trades: o.closed,
-            win_rate: if o.closed > 0 { f64::from(o.wins) / f64::from(o.closed) } else { f64::NAN },
-            max_drawdown: o.max_drawdown.into(),
-            sharpe: sharpe(o.sum.into(), o.sum_sq.into(), n),
-            exposure: f64::from(o.held) / n as f64,
+/// Refuses books whose stop arithmetic would meet subnormal or infinite values: closes
+/// outside [`EXACT_RANGE`], or an ATR × multiplier product leaving it.
+fn check_exact_range(book: &SignalBook) -> Result<(), GpuError> {
+    let outside = |what: &str, v: f64| {
+        GpuError::Unsupported(format!(
+            "{what} {v:e} is outside the range of the GPU's exact stop arithmetic ({:e} to {:e})",
+            EXACT_RANGE.start(),
+            EXACT_RANGE.end()
+        ))
+    };
+    let (lo, hi) = min_max(book.close().iter().copied());
+    for v in [lo, hi] {
+        if !EXACT_RANGE.contains(&v) {
+            return Err(outside("the price", v));
         }
     }
+    if book.stops().is_empty() {
+        return Ok(());
+    }
+    let (m_lo, m_hi) = min_max(book.stops().iter().map(|&(_, m)| m).filter(|&m| m > 0.0));
+    if m_lo < f64::MIN_POSITIVE {
+        return Err(outside("the multiplier", m_lo));
+    }
+    for row in book.atr_rows() {
+        let (a_lo, a_hi) = min_max(row.iter().copied().filter(|&a| a > 0.0));
+        for product in [a_lo * m_lo, a_hi * m_hi] {
+            if product.is_finite() && !EXACT_RANGE.contains(&product) {
+                return Err(outside("the stop distance (ATR × atr_mult)", product));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The least and greatest of `values` (NaN skipped); (∞, −∞) when there are none.
+fn min_max(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
 }
 
 /// The kernel of this crate, for tests that compile it on every adapter.

@@ -1,29 +1,35 @@
 //! Strategies (`bb_atr`, `ma_cross`, `rsi_reversion`), trade simulation over precomputed
-//! indicator series and per-combo metrics, on the CPU (f64, the reference) and in a
-//! whole-backtest WGSL kernel (f32, one invocation per combo).
+//! indicator series and per-combo metrics, on the CPU and in a whole-backtest WGSL kernel
+//! (one invocation per combo).
 //!
 //! Main types: [`Strategy`] with its parameter schema ([`ParamSpec`]), the [`SignalBook`]
-//! (every entry/exit decision and stop level the combos of a parameter space need, derived
-//! once from the [`IndicatorBank`](threadx_indicators::IndicatorBank)), [`ComboPlan`] (a
-//! combo as four numbers), [`Metrics`], and [`Backtester`], which runs plans on the device
-//! the dispatcher picks. [`backtest`] runs one parameter set with its trades and equity.
+//! (every entry/exit decision and stop the combos of a parameter space need, derived once
+//! in f64 from the [`IndicatorBank`](threadx_indicators::IndicatorBank)), [`ComboPlan`]
+//! (a combo as four numbers), [`BarTables`] (the per-bar fixed-point tables of a book and
+//! fee), [`Totals`] (a combo's integer totals) and [`Metrics`], and [`Backtester`], which
+//! runs plans on the device the dispatcher picks. [`backtest`] runs one parameter set with
+//! its trades and equity.
 //!
-//! Invariant: a combo's metrics depend only on the book, its plan and the fee, never on
-//! which other combos run with it, how they are cut or how many threads run them.
+//! Invariant: a combo's metrics are the same bytes on every device: decisions come from
+//! the book's f64 bits, totals are integers, and [`Totals::metrics`] is the one
+//! conversion. They depend only on the book, the plan and the fee, never on which other
+//! combos run with it, how they are cut, how many threads or which device runs them.
 //!
 //! This crate stands on threadx-indicators and threadx-dispatch; it must not depend on
 //! sweeps or the CLI.
 
 mod book;
+mod fixed;
 mod gpu;
 mod metrics;
 mod simulate;
 mod strategy;
 
 pub use book::{ComboPlan, SignalBook};
-pub use gpu::{GpuBacktester, KERNELS};
+pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
+pub use gpu::{EXACT_WGSL, GpuBacktester, KERNELS};
 pub use metrics::{ExitReason, Metrics, Trade};
-pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_one};
+pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals};
 pub use strategy::{MAX_PARAMS, ParamKind, ParamSpec, ParamValues, Strategy, check_fee, strategy_help};
 
 use serde_json::json;
@@ -54,19 +60,19 @@ pub enum BacktestError {
     Indicator(#[from] IndicatorError),
 }
 
-/// Runs plans of one signal book on the device the dispatcher picks, keeping the book
-/// resident on the GPU (uploaded on first use) across calls.
+/// Runs plans of one signal book and fee on the device the dispatcher picks, keeping the
+/// book and its tables resident on the GPU (uploaded on first use) across calls.
 #[derive(Debug)]
 pub struct Backtester<'a> {
     book: &'a SignalBook,
-    fee: f64,
+    tables: BarTables,
     gpu: OnceLock<Result<GpuBacktester, GpuError>>,
 }
 
 impl<'a> Backtester<'a> {
     pub fn new(book: &'a SignalBook, fee: f64) -> Result<Self, BacktestError> {
         check_fee(fee)?;
-        Ok(Self { book, fee, gpu: OnceLock::new() })
+        Ok(Self { book, tables: BarTables::new(book, fee), gpu: OnceLock::new() })
     }
 
     pub fn book(&self) -> &'a SignalBook {
@@ -74,7 +80,16 @@ impl<'a> Backtester<'a> {
     }
 
     pub fn fee(&self) -> f64 {
-        self.fee
+        self.tables.fee()
+    }
+
+    pub fn tables(&self) -> &BarTables {
+        &self.tables
+    }
+
+    /// One plan's metrics on the CPU (the same bytes as on any device).
+    pub fn metrics(&self, plan: &ComboPlan) -> Metrics {
+        simulate_totals(self.book, &self.tables, plan).metrics(self.book.bars())
     }
 
     /// The profile key of a run of `combos` plans, `backtest_<strategy>:{"bars":N,"size":W}`
@@ -86,12 +101,18 @@ impl<'a> Backtester<'a> {
     }
 
     /// Metrics of every plan, in order, on the CPU or the GPU as `dispatcher` decides (a
-    /// GPU failure falls back to the CPU).
+    /// GPU failure falls back to the CPU); the same bytes either way.
     pub fn run(&self, dispatcher: &Dispatcher, plans: &[ComboPlan]) -> Outcome<Vec<Metrics>> {
+        let bars = self.book.bars();
+        self.run_totals(dispatcher, plans).map(|totals| totals.iter().map(|t| t.metrics(bars)).collect())
+    }
+
+    /// The integer totals of every plan, in order, where `dispatcher` decides.
+    pub fn run_totals(&self, dispatcher: &Dispatcher, plans: &[ComboPlan]) -> Outcome<Vec<Totals>> {
         dispatcher.run(
             &self.operation(plans.len()),
-            || simulate_cpu(self.book, plans, self.fee),
-            |_| self.on_gpu(dispatcher)?.run(plans, self.fee),
+            || simulate_cpu(self.book, &self.tables, plans),
+            |_| self.on_gpu(dispatcher)?.run(plans),
         )
     }
 
@@ -99,7 +120,7 @@ impl<'a> Backtester<'a> {
         self.gpu
             .get_or_init(|| {
                 let ctx = dispatcher.gpu().ok_or_else(|| GpuError::NoAdapter("no GPU in the dispatcher".into()))?;
-                GpuBacktester::new(ctx.clone(), self.book)
+                GpuBacktester::new(ctx.clone(), self.book, &self.tables)
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -107,8 +128,9 @@ impl<'a> Backtester<'a> {
 }
 
 /// One parameter set (schema order, checked) over the bank's data, with trades and the
-/// equity curve. Indicators come from `bank` (on its dispatcher's device); the single
-/// simulation runs on the CPU.
+/// equity curve (the f64 simulation) and the metrics every device reports for it (the
+/// integer totals: the same bytes as the combo's row in a sweep). Indicators are the
+/// bank's f64 values; the simulation runs on the CPU.
 pub fn backtest(
     bank: &IndicatorBank<'_>,
     strategy: Strategy,
@@ -120,5 +142,7 @@ pub fn backtest(
     let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
     let book = SignalBook::build(bank, strategy, &axes)?;
     let plan = book.plan(&vec![0; values.len()]);
-    Ok(simulate_detailed(&book, &plan, fee))
+    let mut report = simulate_detailed(&book, &plan, fee);
+    report.metrics = simulate_totals(&book, &BarTables::new(&book, fee), &plan).metrics(book.bars());
+    Ok(report)
 }

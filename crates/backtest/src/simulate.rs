@@ -1,11 +1,17 @@
-//! The CPU simulation (f64, the reference): one combo over all bars, with the fill, fee,
-//! equity and metric rules of DESIGN.md, and the metrics-only batch over many combos.
+//! The CPU simulations of one combo over all bars, with the fill, fee, equity and metric
+//! rules of DESIGN.md:
 //!
-//! One loop serves both uses: it is generic over an [`Observer`] that the metrics-only
-//! path leaves empty (compiled away) and the detailed path uses to record trades and the
-//! equity curve. Flat stretches are skipped a 64-bar word of entry bits at a time.
+//! - [`simulate_detailed`]: f64 equity bar by bar, with the trades and the equity curve.
+//!   It is the test oracle of the metrics, and what `threadx backtest` writes as trades
+//!   and equity. Its loop is generic over an [`Observer`] that records them.
+//! - [`simulate_totals`] (and the batch [`simulate_cpu`]): the same decisions, with the
+//!   metrics accumulated as integers from the book's [`BarTables`], bit for bit what the
+//!   GPU kernel computes. This is where reported metrics come from.
+//!
+//! Both skip flat stretches a 64-bar word of entry bits at a time.
 
 use crate::book::{ComboPlan, SignalBook};
+use crate::fixed::{BarTables, Totals, sharpe};
 use crate::metrics::{ExitReason, Metrics, Trade};
 use rayon::prelude::*;
 
@@ -18,10 +24,6 @@ pub(crate) trait Observer {
     /// A trade was entered at `entry` and exited at `exit` (open at the end: last bar).
     fn trade(&mut self, _entry: usize, _exit: usize, _reason: ExitReason, _gain: f64) {}
 }
-
-/// The observer of the metrics-only path.
-struct Quiet;
-impl Observer for Quiet {}
 
 /// Running drawdown and return sums. Drawdown is tracked as the lowest equity since the
 /// last peak, divided only when a new peak starts or at the end; since division by a
@@ -76,7 +78,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
     let ret = &book.ret()[..n];
     let entries = book.entry_row(plan.entry);
     let exits = book.exit_row(plan.exit);
-    let stops = book.stop_row(plan.stop);
+    let stop = book.stop(plan.stop);
     let (buy, sell) = (1.0 + fee, 1.0 - fee);
     let mut acc = Accumulator { sum: 0.0, sum_sq: 0.0, peak: 1.0, trough: 1.0, max_drawdown: 0.0 };
     let (mut trades, mut closed, mut wins, mut held) = (0u32, 0u32, 0u32, 0usize);
@@ -95,7 +97,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
         let mut value = shares * entry_close;
         acc.step(value / cash - 1.0, value);
         obs.held(e, value);
-        let stop = stops.map_or(f64::NEG_INFINITY, |s| s[e]);
+        let stop = stop.map_or(f64::NEG_INFINITY, |(atr, m)| entry_close - m * atr[e]);
         let mut exit = None;
         for t in e + 1..n {
             let c = close[t];
@@ -136,30 +138,74 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
     }
 }
 
-/// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` bars; NaN when the
-/// standard deviation is 0 (or `n` < 2).
-pub(crate) fn sharpe(sum: f64, sum_sq: f64, n: usize) -> f64 {
-    if n < 2 {
-        return f64::NAN;
+/// One combo's integer totals on the CPU: the decisions of [`simulate_detailed`], with
+/// log equity, drawdown and the return sums in fixed point (see [`BarTables`]).
+///
+/// Drawdown within a trade is tracked in log-price space: with `base` = log equity before
+/// the entry + log(1/(1 + fee)) − L[e], log E[t] = base + L[t] while held, so the running
+/// peak is `base + hi` with `hi` the running max of L (started at the incoming peak
+/// − base), and the drawdown at t is L[t] − hi. The return sums of a trade come from the
+/// prefix tables in O(1).
+pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) -> Totals {
+    let n = book.bars();
+    let close = &book.close()[..n];
+    let log = &tables.log[..n];
+    let entries = book.entry_row(plan.entry);
+    let exits = book.exit_row(plan.exit);
+    let stop = book.stop(plan.stop);
+    let mut totals = Totals::default();
+    let (mut equity, mut peak) = (0i64, 0i64);
+    let mut from = plan.warmup as usize;
+    while let Some(e) = next_bit(entries, from).filter(|&e| e < n) {
+        totals.trades += 1;
+        let level = stop.map_or(f64::NEG_INFINITY, |(atr, m)| close[e] - m * atr[e]);
+        let base = equity.wrapping_add(tables.log_buy).wrapping_sub(log[e]);
+        let mut hi = log[e].max(peak.wrapping_sub(base));
+        let mut low = log[e] - hi;
+        let mut exit = None;
+        for t in e + 1..n {
+            if close[t] <= level || bit(exits, t) {
+                exit = Some(t);
+                break;
+            }
+            let l = log[t];
+            hi = hi.max(l);
+            low = low.min(l - hi);
+        }
+        totals.drawdown = totals.drawdown.min(low);
+        let entry_sums =
+            (tables.entry_ret.wrapping_sub(tables.ret_sum[e]), tables.entry_ret_sq.wrapping_sub(tables.ret_sq_sum[e]));
+        let Some(x) = exit else {
+            totals.held += (n - e) as u32;
+            totals.sum = totals.sum.wrapping_add(entry_sums.0).wrapping_add(tables.ret_sum[n - 1]);
+            totals.sum_sq = totals.sum_sq.wrapping_add(entry_sums.1).wrapping_add(tables.ret_sq_sum[n - 1]);
+            equity = base.wrapping_add(log[n - 1]);
+            break;
+        };
+        totals.held += (x - e) as u32;
+        totals.closed += 1;
+        totals.sum = totals.sum.wrapping_add(entry_sums.0).wrapping_add(tables.exit_sum[x]);
+        totals.sum_sq = totals.sum_sq.wrapping_add(entry_sums.1).wrapping_add(tables.exit_sq_sum[x]);
+        let after = base.wrapping_add(tables.log_sell).wrapping_add(log[x]);
+        totals.wins += u32::from(after.wrapping_sub(equity) > 0);
+        peak = base.wrapping_add(hi).max(after);
+        totals.drawdown = totals.drawdown.min(after.wrapping_sub(peak));
+        equity = after;
+        // No new entry on the bar of an exit.
+        from = x + 1;
     }
-    let mean = sum / n as f64;
-    let var = (sum_sq - sum * mean) / (n - 1) as f64;
-    if var > 0.0 { mean / var.sqrt() } else { f64::NAN }
-}
-
-/// Metrics of one combo on the CPU.
-pub fn simulate_one(book: &SignalBook, plan: &ComboPlan, fee: f64) -> Metrics {
-    simulate(book, plan, fee, &mut Quiet)
+    totals.log_equity = equity;
+    totals
 }
 
 /// Metrics of every plan, in order, on the CPU: combos in parallel (rayon), nothing
 /// allocated per combo. Each combo is computed alone, so the result does not depend on the
 /// thread count or on how plans are cut.
-pub fn simulate_cpu(book: &SignalBook, plans: &[ComboPlan], fee: f64) -> Vec<Metrics> {
+pub fn simulate_cpu(book: &SignalBook, tables: &BarTables, plans: &[ComboPlan]) -> Vec<Totals> {
     plans
         .par_iter()
         .with_min_len(threadx_dispatch::cpu_grain(book.bars()))
-        .map(|plan| simulate(book, plan, fee, &mut Quiet))
+        .map(|plan| simulate_totals(book, tables, plan))
         .collect()
 }
 
@@ -202,7 +248,8 @@ impl Observer for Recorder<'_> {
     }
 }
 
-/// One combo with its trade list and equity curve (CPU).
+/// One combo with its trade list and equity curve (CPU, f64 bar by bar: the oracle).
+/// Its metrics are the f64 ones; reported metrics come from [`simulate_totals`].
 pub fn simulate_detailed(book: &SignalBook, plan: &ComboPlan, fee: f64) -> BacktestReport {
     let mut recorder = Recorder { book, trades: Vec::new(), equity: vec![f64::NAN; book.bars()] };
     let metrics = simulate(book, plan, fee, &mut recorder);

@@ -74,6 +74,16 @@ impl ParamSpec {
         }
     }
 
+    /// A value as every JSON writes it: whole-number parameters as integers (`20`), floats
+    /// in their shortest round-trip form (`2.0`, `2.5`), choices by name (`"ema"`).
+    pub fn to_json(&self, value: f64) -> serde_json::Value {
+        match self.kind {
+            ParamKind::Choice(_) => serde_json::json!(self.format(value)),
+            ParamKind::Int => serde_json::json!(value as i64),
+            ParamKind::Float => serde_json::json!(value),
+        }
+    }
+
     /// A value as the user writes it (`20`, `2.5`, `ema`).
     pub fn format(&self, value: f64) -> String {
         match self.kind {

@@ -1,53 +1,20 @@
-//! One parity suite, run on every adapter: the whole-backtest kernel against the CPU
-//! reference on sweeps of synthetic data, for every strategy; chunked GPU runs against
-//! one-piece runs; the dispatcher's choice and fallback.
+//! One parity suite, run on every adapter: the whole-backtest kernel gives the CPU's
+//! integer totals bit for bit (so the same metric bytes) on sweeps of BTC-like and FX-like
+//! synthetic data, for every strategy; the kernel's integer f64 arithmetic forms the very
+//! stop levels the CPU's f64 arithmetic does; chunked GPU runs equal one-piece runs; the
+//! dispatcher's choice and fallback.
 
-#![allow(clippy::print_stdout)] // The measured agreement is printed for the record (--nocapture).
+#![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
 
 mod common;
 
-use common::{all_plans, cpu_book};
-use threadx_backtest::{Backtester, GpuBacktester, KERNELS, Metrics, Strategy, simulate_cpu};
+use common::{all_plans, cpu_book, range};
+use threadx_backtest::{Backtester, BarTables, EXACT_WGSL, GpuBacktester, KERNELS, Strategy, Totals, simulate_cpu};
 use threadx_dispatch::testing::{adapters, dispatcher_in};
-use threadx_dispatch::{Device, DeviceMode};
-use threadx_indicators::Ohlcv;
+use threadx_dispatch::{Device, DeviceMode, Kernel};
+use threadx_indicators::{Ohlcv, SeededRng};
 
 const FEE: f64 = 0.001;
-
-fn range(start: f64, step: f64, count: usize) -> Vec<f64> {
-    (0..count).map(|i| start + step * i as f64).collect()
-}
-
-/// Agreement of GPU metrics with the CPU's: share of combos with identical trade counts,
-/// and the worst total_return error among those, relative to the final equity
-/// (1 + total_return, which a total_return near 0 would otherwise blow up) and to
-/// total_return itself where |total_return| ≥ 1%.
-struct Agreement {
-    same_trades: f64,
-    worst_equity: f64,
-    worst_return: f64,
-}
-
-fn agreement(cpu: &[Metrics], gpu: &[Metrics]) -> Agreement {
-    assert_eq!(cpu.len(), gpu.len());
-    let same: Vec<(&Metrics, &Metrics)> =
-        cpu.iter().zip(gpu).filter(|(c, g)| (c.trades, c.closed_trades) == (g.trades, g.closed_trades)).collect();
-    let rel = |c: &Metrics, g: &Metrics| (g.total_return - c.total_return).abs();
-    Agreement {
-        same_trades: same.len() as f64 / cpu.len() as f64,
-        worst_equity: same.iter().map(|(c, g)| rel(c, g) / (1.0 + c.total_return)).fold(0.0, f64::max),
-        worst_return: same
-            .iter()
-            .filter(|(c, _)| c.total_return.abs() >= 0.01)
-            .map(|(c, g)| rel(c, g) / c.total_return.abs())
-            .fold(0.0, f64::max),
-    }
-}
-
-/// The 10,000-combo bb_atr sweep of the issue, on a year of synthetic 15-minute bars.
-fn bb_atr_sweep() -> (Vec<Vec<f64>>, usize) {
-    (vec![range(10.0, 2.0, 20), range(1.0, 0.5, 5), range(5.0, 3.0, 10), range(0.5, 0.5, 10)], 10_000)
-}
 
 #[test]
 fn kernels_compile_on_every_adapter() {
@@ -58,62 +25,122 @@ fn kernels_compile_on_every_adapter() {
     }
 }
 
-#[test]
-fn gpu_matches_cpu_on_a_10000_combo_bb_atr_sweep() {
-    let data = Ohlcv::load("synthetic:bars=35040,seed=42").unwrap();
-    let (axes, combos) = bb_atr_sweep();
-    let book = cpu_book(&data, Strategy::BbAtr, &axes);
-    let plans = all_plans(&book);
-    assert_eq!(plans.len(), combos);
-    let cpu = simulate_cpu(&book, &plans, FEE);
-    let traded = cpu.iter().filter(|m| m.trades > 0).count();
-    assert!(traded > combos * 9 / 10, "the sweep trades ({traded} of {combos} combos)");
-    for ctx in adapters() {
-        let gpu = GpuBacktester::new(ctx.clone(), &book).unwrap().run(&plans, FEE).unwrap();
-        let a = agreement(&cpu, &gpu);
-        println!(
-            "bb_atr 10,000 combos × 35,040 bars on {}: identical trade counts {:.4}%, worst total_return error \
-             {:.2e} of equity, {:.2e} relative (|total_return| ≥ 1%)",
-            ctx.report().label(),
-            a.same_trades * 100.0,
-            a.worst_equity,
-            a.worst_return
-        );
-        assert!(a.same_trades >= 0.999, "{}", a.same_trades);
-        assert!(a.worst_return <= 1e-8 && a.worst_equity <= 1e-8, "{} {}", a.worst_return, a.worst_equity);
-        for (c, g) in cpu.iter().zip(&gpu).filter(|(c, g)| c.trades == g.trades) {
-            assert_eq!(c.exposure == g.exposure, c.closed_trades == g.closed_trades);
-            assert!((c.max_drawdown - g.max_drawdown).abs() <= 1e-4, "{c:?} {g:?}");
-        }
+/// A kernel that evaluates exact.wgsl's `stop_level` on (close, atr, mult) triples.
+const STOP_LEVELS: Kernel = Kernel {
+    name: "stop_levels_test",
+    source: concat!(
+        include_str!("../../../kernels-wgsl/exact.wgsl"),
+        r#"
+@group(0) @binding(0) var<storage, read> inputs: array<vec2<u32>>;
+@group(0) @binding(1) var<storage, read_write> out_levels: array<vec2<u32>>;
+@compute @workgroup_size(64)
+fn levels(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= arrayLength(&out_levels)) {
+        return;
     }
+    out_levels[i] = stop_level(inputs[3u * i], inputs[3u * i + 1u], inputs[3u * i + 2u]);
+}
+"#
+    ),
+    entry: "levels",
+};
+
+/// The CPU's stop level as the kernel encodes it: the f64 bits, or 0 for a level ≤ 0.
+fn cpu_level(close: f64, atr: f64, mult: f64) -> u64 {
+    let level = close - mult * atr;
+    if level > 0.0 { level.to_bits() } else { 0 }
 }
 
 #[test]
-fn gpu_matches_cpu_for_every_strategy() {
-    let data = Ohlcv::load("synthetic:bars=20000,seed=3").unwrap();
-    let cases = [
-        (Strategy::MaCross, vec![vec![0.0, 1.0], range(5.0, 5.0, 8), range(50.0, 25.0, 8)]),
-        (
-            Strategy::RsiReversion,
-            vec![range(5.0, 3.0, 6), range(15.0, 5.0, 4), range(60.0, 5.0, 5), vec![7.0, 14.0], vec![0.0, 1.5, 3.0]],
-        ),
-        (Strategy::BbAtr, vec![vec![20.0], vec![2.0], vec![14.0], range(0.25, 0.25, 40)]),
-    ];
-    for (strategy, axes) in cases {
+fn gpu_stop_levels_are_the_cpus_f64_bits() {
+    assert!(EXACT_WGSL.contains("fn stop_level"));
+    let mut rng = SeededRng::new(9);
+    let mut triples: Vec<(f64, f64, f64)> = Vec::new();
+    // Prices and ATRs as markets make them (decimal ticks), multipliers on grids.
+    for _ in 0..20_000 {
+        let close = (1.0 + rng.uniform() * 100_000.0 * 100.0).round() / 100.0;
+        let atr = close * rng.uniform() * 0.05;
+        let mult = (rng.uniform() * 400.0).round() / 20.0 + 0.05;
+        triples.push((close, atr, mult));
+    }
+    // Arbitrary bits over a wide range of magnitudes, and cancellation (mult · atr near close).
+    for _ in 0..20_000 {
+        let close =
+            f64::from_bits((rng.next_u64() & 0x000f_ffff_ffff_ffff) | (1023 + 40 - (rng.next_u64() % 80)) << 52);
+        let mult = f64::from_bits((rng.next_u64() & 0x000f_ffff_ffff_ffff) | (1023 - 4 + rng.next_u64() % 10) << 52);
+        let spread = [1.0, 1.0 + 1e-15, 1.0 - 1e-15, 0.5, 2.0, 1e-9, 1e-17, 1e-30][(rng.next_u64() % 8) as usize];
+        triples.push((close, close / mult * spread, mult));
+    }
+    // Ties of the product's rounding: significands with few bits set, and exact zeros.
+    for i in 0..2_000u64 {
+        let close = 1024.0 + (i % 97) as f64;
+        let atr = f64::from_bits(0x3ff0_0000_0000_0000 | (i << 40) | 1);
+        let mult = 1.0 + f64::from(2u32.pow((i % 12) as u32)) * f64::EPSILON;
+        triples.push((close, atr, mult));
+        triples.push((close, 0.0, mult));
+        triples.push((close, close / 2.0, 2.0));
+    }
+    let inputs: Vec<u64> = triples.iter().flat_map(|&(c, a, m)| [c.to_bits(), a.to_bits(), m.to_bits()]).collect();
+    for ctx in adapters() {
+        let input = ctx.storage_buffer::<u32>("inputs", bytemuck::cast_slice(&inputs)).unwrap();
+        let out = ctx.output_buffer::<u64>("levels", triples.len()).unwrap();
+        let groups = (triples.len() as u32).div_ceil(64);
+        ctx.dispatch(&STOP_LEVELS, &[&input, &out], [groups, 1, 1]).unwrap();
+        let got: Vec<u64> = ctx.read_back(&out, triples.len()).unwrap();
+        let wrong: Vec<_> = triples
+            .iter()
+            .zip(&got)
+            .filter(|&(&(c, a, m), &g)| g != cpu_level(c, a, m))
+            .map(|(&(c, a, m), &g)| format!("close {c:e} atr {a:e} mult {m:e}: {g:#x} != {:#x}", cpu_level(c, a, m)))
+            .take(5)
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{}: {} of {}:\n{}",
+            ctx.report().label(),
+            wrong.len(),
+            triples.len(),
+            wrong.join("\n")
+        );
+        println!("{}: {} stop levels, every one the CPU's f64 bits", ctx.report().label(), triples.len());
+    }
+}
+
+/// Sweeps of every strategy on both synthetic markets.
+fn cases() -> Vec<(&'static str, Strategy, Vec<Vec<f64>>)> {
+    let bb_atr = vec![range(10.0, 5.0, 10), range(1.0, 0.5, 4), range(5.0, 5.0, 4), range(0.5, 0.5, 8)];
+    let ma_cross = vec![vec![0.0, 1.0], range(5.0, 5.0, 6), range(50.0, 25.0, 6)];
+    let rsi = vec![range(5.0, 3.0, 5), range(15.0, 5.0, 4), range(60.0, 5.0, 4), vec![7.0, 14.0], vec![0.0, 1.5, 3.0]];
+    let mut out = Vec::new();
+    for data in ["synthetic:bars=35040,seed=42", "synthetic:bars=20000,seed=7,market=fx"] {
+        out.push((data, Strategy::BbAtr, bb_atr.clone()));
+        out.push((data, Strategy::MaCross, ma_cross.clone()));
+        out.push((data, Strategy::RsiReversion, rsi.clone()));
+    }
+    out
+}
+
+#[test]
+fn gpu_totals_are_the_cpus_bits_for_every_strategy_and_market() {
+    for (source, strategy, axes) in cases() {
+        let data = Ohlcv::load(source).unwrap();
         let book = cpu_book(&data, strategy, &axes);
+        let tables = BarTables::new(&book, FEE);
         let plans = all_plans(&book);
-        let cpu = simulate_cpu(&book, &plans, FEE);
+        let cpu = simulate_cpu(&book, &tables, &plans);
+        let trades: u64 = cpu.iter().map(|t| u64::from(t.trades)).sum();
+        assert!(trades > plans.len() as u64, "{source} {strategy}: the sweep trades ({trades} trades)");
         for ctx in adapters() {
-            let gpu = GpuBacktester::new(ctx.clone(), &book).unwrap().run(&plans, FEE).unwrap();
-            let a = agreement(&cpu, &gpu);
+            let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap();
+            let differ = cpu.iter().zip(&gpu).filter(|(c, g)| c != g).count();
             println!(
-                "{strategy} {} combos on {}: identical trade counts {:.3}%, worst total_return error {:.2e} of equity",
+                "{source} {strategy}: {} combos, {trades} trades on {}: {differ} differ",
                 plans.len(),
-                ctx.report().label(),
-                a.same_trades * 100.0,
-                a.worst_equity
+                ctx.report().label()
             );
-            assert!(a.same_trades >= 0.999 && a.worst_equity <= 1e-8, "{strategy}");
+            let first = cpu.iter().zip(&gpu).position(|(c, g)| c != g);
+            assert_eq!(differ, 0, "first at combo {first:?}: {:?}", first.map(|i| (cpu[i], gpu[i])));
         }
     }
 }
@@ -123,40 +150,37 @@ fn gpu_results_do_not_depend_on_how_combos_are_cut() {
     let data = Ohlcv::load("synthetic:bars=3000,seed=11").unwrap();
     let book =
         cpu_book(&data, Strategy::BbAtr, &[range(10.0, 5.0, 6), vec![1.5, 2.5], vec![7.0, 14.0], range(1.0, 1.0, 4)]);
+    let tables = BarTables::new(&book, FEE);
     let plans = all_plans(&book);
     for ctx in adapters() {
-        let gpu = GpuBacktester::new(ctx.clone(), &book).unwrap();
-        let whole = gpu.run(&plans, FEE).unwrap();
-        let mut pieces = Vec::new();
+        let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap();
+        let whole = gpu.run(&plans).unwrap();
+        let mut pieces: Vec<Totals> = Vec::new();
         for chunk in plans.chunks(7) {
-            pieces.extend(gpu.run(chunk, FEE).unwrap());
+            pieces.extend(gpu.run(chunk).unwrap());
         }
-        let bits = |m: &[Metrics]| m.iter().map(|m| m.values().map(f64::to_bits)).collect::<Vec<_>>();
-        assert_eq!(bits(&whole), bits(&pieces), "{}", ctx.report().label());
+        assert_eq!(whole, pieces, "{}", ctx.report().label());
     }
 }
 
 #[test]
-fn backtester_runs_where_the_dispatcher_says() {
+fn backtester_runs_where_the_dispatcher_says_with_the_same_bytes() {
     let data = Ohlcv::load("synthetic:bars=5000,seed=5").unwrap();
     let book = cpu_book(&data, Strategy::BbAtr, &[range(10.0, 10.0, 3), vec![2.0], vec![14.0], vec![1.0, 2.0]]);
     let plans = all_plans(&book);
-    let cpu = simulate_cpu(&book, &plans, FEE);
     let backtester = Backtester::new(&book, FEE).unwrap();
+    let cpu: Vec<u64> = plans.iter().flat_map(|p| backtester.metrics(p).values().map(f64::to_bits)).collect();
     assert_eq!(backtester.operation(6).key(), r#"backtest_bb_atr:{"bars":5000,"size":30000}"#);
+    let bits =
+        |m: Vec<threadx_backtest::Metrics>| m.iter().flat_map(|m| m.values().map(f64::to_bits)).collect::<Vec<_>>();
     let dir = tempfile::tempdir().unwrap();
     let forced_cpu = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let out = backtester.run(&forced_cpu, &plans);
-    assert_eq!((out.device, out.value), (Device::Cpu, cpu.clone()));
+    assert_eq!(out.device, Device::Cpu);
+    assert_eq!(bits(out.value), cpu);
     let forced_gpu = dispatcher_in(dir.path(), DeviceMode::Gpu);
     let out = backtester.run(&forced_gpu, &plans);
-    if forced_gpu.gpu().is_some() {
-        assert_eq!(out.device, Device::Gpu);
-        assert_eq!(
-            out.value.iter().map(|m| m.trades).collect::<Vec<_>>(),
-            cpu.iter().map(|m| m.trades).collect::<Vec<_>>()
-        );
-    } else {
-        assert_eq!(out.device, Device::Cpu, "no GPU: complete result from the CPU");
-    }
+    let expected = if forced_gpu.gpu().is_some() { Device::Gpu } else { Device::Cpu };
+    assert_eq!(out.device, expected, "no GPU: a complete result from the CPU");
+    assert_eq!(bits(out.value), cpu, "the same bytes on {:?}", out.device);
 }

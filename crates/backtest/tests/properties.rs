@@ -6,7 +6,7 @@ mod common;
 
 use common::{all_plans, cpu_book, metrics_of_equity};
 use proptest::prelude::*;
-use threadx_backtest::{BacktestReport, Metrics, Strategy, curve_metrics, simulate_cpu, simulate_detailed};
+use threadx_backtest::{BacktestReport, BarTables, Metrics, Strategy, curve_metrics, simulate_cpu, simulate_detailed};
 use threadx_indicators::{Indicator, Ohlcv, compute_cpu};
 
 fn data(bars: usize, seed: u64) -> Ohlcv {
@@ -48,10 +48,6 @@ fn reference_bb_atr(data: &Ohlcv, p: usize, k: f64, a: usize, m: f64, fee: f64) 
         equity.push(if shares > 0.0 { shares * c } else { cash });
     }
     metrics_of_equity(&equity, trades, closed, wins, held)
-}
-
-fn bits(m: &[Metrics]) -> Vec<[u64; 7]> {
-    m.iter().map(|m| m.values().map(f64::to_bits)).collect()
 }
 
 proptest! {
@@ -117,7 +113,8 @@ proptest! {
         let axes = vec![vec![10.0, 20.0, 30.0], vec![1.5, 2.0], vec![7.0, 14.0], vec![1.0, 2.0, 3.0]];
         let b = cpu_book(&d, Strategy::BbAtr, &axes);
         let plans = all_plans(&b);
-        let whole = simulate_cpu(&b, &plans, 0.001);
+        let tables = BarTables::new(&b, 0.001);
+        let whole = simulate_cpu(&b, &tables, &plans);
         let mut pieces = Vec::new();
         let mut rest = plans.as_slice();
         for &cut in cuts.iter().cycle() {
@@ -125,13 +122,13 @@ proptest! {
                 break;
             }
             let (head, tail) = rest.split_at(cut.min(rest.len()));
-            pieces.extend(simulate_cpu(&b, head, 0.001));
+            pieces.extend(simulate_cpu(&b, &tables, head));
             rest = tail;
         }
         let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let single = one_thread.install(|| simulate_cpu(&b, &plans, 0.001));
-        prop_assert_eq!(bits(&whole), bits(&pieces));
-        prop_assert_eq!(bits(&whole), bits(&single));
+        let single = one_thread.install(|| simulate_cpu(&b, &tables, &plans));
+        prop_assert_eq!(&whole, &pieces);
+        prop_assert_eq!(&whole, &single);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
 use std::path::PathBuf;
-use threadx_backtest::{BacktestReport, Metrics, ParamKind, Strategy, backtest, check_fee};
+use threadx_backtest::{BacktestReport, Metrics, Strategy, backtest, check_fee};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 use threadx_profile_store::write_file_atomic;
@@ -62,15 +62,8 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     if req.json {
         let mut object = Map::new();
         object.insert("strategy".into(), json!(strategy.name()));
-        let params: Map<String, Value> = strategy
-            .schema()
-            .iter()
-            .zip(&values)
-            .map(|(p, &v)| {
-                let value = if matches!(p.kind, ParamKind::Choice(_)) { json!(p.format(v)) } else { json!(v) };
-                (p.name.to_owned(), value)
-            })
-            .collect();
+        let params: Map<String, Value> =
+            strategy.schema().iter().zip(&values).map(|(p, &v)| (p.name.to_owned(), p.to_json(v))).collect();
         object.insert("params".into(), Value::Object(params));
         object.insert("fee".into(), json!(req.fee));
         object.insert("data".into(), json!(data.origin()));

@@ -3,12 +3,14 @@
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
-use threadx_indicators::SyntheticSpec;
+use threadx_indicators::{Market, SyntheticSpec};
 use threadx_profile_store::write_file_atomic;
 
 #[derive(Debug, Subcommand)]
 pub enum Action {
-    /// Write deterministic BTC-like 15-minute bars (log-normal returns, volatility regimes).
+    /// Write deterministic synthetic bars: BTC-like 15-minute bars (log-normal returns,
+    /// volatility regimes), or with `--market fx` EURUSD-like hourly bars on a 1e-5 tick
+    /// grid with weekend gaps and quiet stretches.
     Synth {
         /// Number of bars (35,040 is one year).
         #[arg(long, default_value_t = SyntheticSpec::default().bars)]
@@ -16,6 +18,9 @@ pub enum Action {
         /// Seed: the same seed gives the same bars on every machine.
         #[arg(long, default_value_t = SyntheticSpec::default().seed)]
         seed: u64,
+        /// Which market: btc or fx.
+        #[arg(long, default_value = "btc")]
+        market: Market,
         /// Output CSV (timestamp, open, high, low, close, volume).
         #[arg(long)]
         out: PathBuf,
@@ -24,12 +29,12 @@ pub enum Action {
 
 pub fn run(action: Action) -> Result<()> {
     match action {
-        Action::Synth { bars, seed, out } => {
+        Action::Synth { bars, seed, market, out } => {
             if bars == 0 {
                 anyhow::bail!("--bars must be at least 1");
             }
             check_writable(&out)?;
-            let data = SyntheticSpec { bars, seed }.generate();
+            let data = SyntheticSpec { bars, seed, market }.generate();
             write_file_atomic(&out, data.to_csv().as_bytes()).with_context(|| format!("writing {}", out.display()))?;
             println!("wrote {} bars ({}) to {}", data.len(), data.origin(), out.display());
             Ok(())

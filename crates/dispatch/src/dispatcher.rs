@@ -133,6 +133,19 @@ pub struct Outcome<T> {
     pub elapsed_ms: f64,
 }
 
+impl<T> Outcome<T> {
+    /// The same outcome with its value transformed (device, decision and time kept).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Outcome<U> {
+        Outcome {
+            value: f(self.value),
+            device: self.device,
+            decision: self.decision,
+            gpu_error: self.gpu_error,
+            elapsed_ms: self.elapsed_ms,
+        }
+    }
+}
+
 /// Runs operations on the device the mode and the timing profile choose.
 ///
 /// Decisions read the in-memory profile; samples are written to disk by

@@ -41,33 +41,47 @@ pub struct FamilyRun {
     pub elapsed_ms: f64,
 }
 
-/// The indicators on the device the dispatcher picks, one decision per family batch,
-/// keyed `bollinger_bands:{"period":20,"size":N}` for one set and
-/// `bollinger_bands:{"sets":K,"size":N}` for a batch of K.
+/// What [`compute_dispatched`] computed.
+pub(crate) struct Dispatched {
+    pub values: Vec<IndicatorValues>,
+    /// Whether each value is the CPU's f64 one.
+    pub on_cpu: Vec<bool>,
+    pub runs: Vec<FamilyRun>,
+}
+
+/// The indicators on the device the dispatcher picks (`exact`: always on the CPU, in
+/// f64), one decision per family batch, keyed `bollinger_bands:{"period":20,"size":N}`
+/// for one set and `bollinger_bands:{"sets":K,"size":N}` for a batch of K.
 pub(crate) fn compute_dispatched(
     dispatcher: &Dispatcher,
     data: &Ohlcv,
     indicators: &[Indicator],
-) -> Result<(Vec<IndicatorValues>, Vec<FamilyRun>), IndicatorError> {
+    exact: bool,
+) -> Result<Dispatched, IndicatorError> {
     check_all(data, indicators)?;
     let mut runs = Vec::new();
+    let mut on_cpu = BTreeMap::new();
     let values = per_family(indicators, |family, batch| {
         let params = match batch {
             [one] => one.cost_params(),
             many => json!({ "sets": many.len() }),
         };
         let op = Operation::new(family.op_name(), params, data.len());
-        let outcome =
-            dispatcher.run(&op, || cpu_batch(data, batch), |ctx| gpu::compute_family(ctx, data, family, batch));
-        runs.push(FamilyRun {
-            key: op.key().to_owned(),
-            sets: batch.len(),
-            device: outcome.device,
-            elapsed_ms: outcome.elapsed_ms,
-        });
-        Ok::<_, IndicatorError>(outcome.value)
+        let (value, device, elapsed_ms) = if exact {
+            let start = std::time::Instant::now();
+            let value = cpu_batch(data, batch);
+            (value, Device::Cpu, start.elapsed().as_secs_f64() * 1e3)
+        } else {
+            let outcome =
+                dispatcher.run(&op, || cpu_batch(data, batch), |ctx| gpu::compute_family(ctx, data, family, batch));
+            (outcome.value, outcome.device, outcome.elapsed_ms)
+        };
+        runs.push(FamilyRun { key: op.key().to_owned(), sets: batch.len(), device, elapsed_ms });
+        on_cpu.insert(family, device == Device::Cpu);
+        Ok::<_, IndicatorError>(value)
     })?;
-    Ok((values, runs))
+    let on_cpu = indicators.iter().map(|i| on_cpu[&i.family()]).collect();
+    Ok(Dispatched { values, on_cpu, runs })
 }
 
 /// Runs `compute` on each family's batch (families in a fixed order) and puts the values

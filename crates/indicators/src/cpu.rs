@@ -154,7 +154,9 @@ impl<'a> Window<'a> {
         let window = &self.x[t - self.period..t];
         let m = lanes(window, |v| v) * self.inv;
         self.reference = m;
-        self.floor = (self.period as f64 * 1e-12 * m).powi(2);
+        // A plain product: powi may be a platform library call, and results must not be.
+        let floor = self.period as f64 * 1e-12 * m;
+        self.floor = floor * floor;
         self.s1 = lanes(window, |v| v - m);
         self.s2 = lanes(window, |v| (v - m) * (v - m));
     }

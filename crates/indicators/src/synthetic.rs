@@ -1,9 +1,16 @@
-//! The built-in synthetic market: BTC-like 15-minute bars, deterministic from a seed.
+//! The built-in synthetic markets, deterministic from a seed on every machine (the
+//! transcendentals are `libm`'s pure-Rust ones, not the platform's):
 //!
-//! Log-normal returns whose volatility switches between calm, normal and busy regimes
-//! (a Markov chain, regimes lasting days), a slow drift, intrabar highs and lows around
-//! the open and close, and volume that rises with volatility. Prices are in cents with
-//! `low <= min(open, close)` and `max(open, close) <= high`.
+//! - `btc` (the default): BTC-like 15-minute bars. Log-normal returns whose volatility
+//!   switches between calm, normal and busy regimes (a Markov chain, regimes lasting
+//!   days), a slow drift, intrabar highs and lows around the open and close, and volume
+//!   that rises with volatility. Prices are in cents.
+//! - `fx`: EURUSD-like hourly bars, quoted on a 1e-5 tick grid around 1.1, with no bars
+//!   from Friday 21:00 to Sunday 22:00 UTC and a gap at each week's first bar, and quiet
+//!   stretches where the close stays put or wobbles by a tick: many windows then have a
+//!   mean exactly equal to the close, the ties that decide `close > middle`.
+//!
+//! Both keep `low <= min(open, close)` and `max(open, close) <= high`.
 
 use crate::ohlcv::{DataError, Ohlcv};
 
@@ -12,22 +19,45 @@ const START_MS: i64 = 1_704_067_200_000;
 const INTERVAL_MS: i64 = 15 * 60 * 1000;
 const START_PRICE: f64 = 42_000.0;
 
-/// What `synthetic:bars=N,seed=S` asks for.
+/// Which synthetic market to generate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Market {
+    /// BTC-like 15-minute bars in cents.
+    #[default]
+    Btc,
+    /// EURUSD-like hourly bars on a 1e-5 tick grid.
+    Fx,
+}
+
+impl std::str::FromStr for Market {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "btc" => Ok(Market::Btc),
+            "fx" => Ok(Market::Fx),
+            other => Err(format!("market `{other}` is not btc or fx")),
+        }
+    }
+}
+
+/// What `synthetic:bars=N,seed=S[,market=btc|fx]` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyntheticSpec {
     pub bars: usize,
     pub seed: u64,
+    pub market: Market,
 }
 
 impl Default for SyntheticSpec {
-    /// One year of 15-minute bars.
+    /// One year of BTC-like 15-minute bars.
     fn default() -> Self {
-        Self { bars: 35_040, seed: 42 }
+        Self { bars: 35_040, seed: 42, market: Market::Btc }
     }
 }
 
 impl SyntheticSpec {
-    /// Parses `bars=N,seed=S` (either may be left out: one year, seed 42).
+    /// Parses `bars=N,seed=S,market=M` (any may be left out: one year, seed 42, btc).
     pub fn parse(spec: &str) -> Result<Self, DataError> {
         let bad = |problem: String| DataError::Synthetic { spec: spec.to_owned(), problem };
         let mut out = Self::default();
@@ -40,7 +70,8 @@ impl SyntheticSpec {
                 "seed" => {
                     out.seed = value.trim().parse().map_err(|_| bad(format!("seed `{value}` is not an integer")))?;
                 }
-                other => return Err(bad(format!("unknown key `{other}` (known: bars, seed)"))),
+                "market" => out.market = value.parse().map_err(bad)?,
+                other => return Err(bad(format!("unknown key `{other}` (known: bars, seed, market)"))),
             }
         }
         if out.bars == 0 {
@@ -51,6 +82,19 @@ impl SyntheticSpec {
 
     /// The bars; the same spec gives the same bars on every machine.
     pub fn generate(&self) -> Ohlcv {
+        match self.market {
+            Market::Btc => self.btc(),
+            Market::Fx => self.fx(),
+        }
+    }
+
+    /// `synthetic:…` as `--data` names these bars (the market only when not btc).
+    fn origin(&self) -> String {
+        let market = if self.market == Market::Fx { ",market=fx" } else { "" };
+        format!("synthetic:bars={},seed={}{market}", self.bars, self.seed)
+    }
+
+    fn btc(&self) -> Ohlcv {
         let mut rng = SeededRng::new(self.seed);
         let n = self.bars;
         let (mut ts, mut open, mut high, mut low, mut close, mut volume) =
@@ -68,20 +112,70 @@ impl SyntheticSpec {
             let vol = VOL[regime];
             let o = price;
             let ret = 2e-6 + vol * rng.normal();
-            let c = cents(o * ret.exp()).max(0.01);
-            let h = (o.max(c) * (vol * rng.normal().abs() * 0.6).exp() * 100.0).ceil() / 100.0;
-            let l = (o.min(c) * (-vol * rng.normal().abs() * 0.6).exp() * 100.0).floor() / 100.0;
+            let c = cents(o * exp(ret)).max(0.01);
+            let h = (o.max(c) * exp(vol * rng.normal().abs() * 0.6) * 100.0).ceil() / 100.0;
+            let l = (o.min(c) * exp(-vol * rng.normal().abs() * 0.6) * 100.0).floor() / 100.0;
             ts.push(START_MS + i as i64 * INTERVAL_MS);
             open[i] = o;
             close[i] = c;
             high[i] = h;
             low[i] = l.max(0.01);
-            volume[i] = (50.0 * (vol / VOL[1]) * (0.5 * rng.normal()).exp() * 1e4).round() / 1e4;
+            volume[i] = (50.0 * (vol / VOL[1]) * exp(0.5 * rng.normal()) * 1e4).round() / 1e4;
             price = c;
         }
-        let origin = format!("synthetic:bars={},seed={}", self.bars, self.seed);
-        Ohlcv::new(origin, ts, open, high, low, close, volume).unwrap_or_else(|e| unreachable!("synthetic bars: {e}"))
+        Ohlcv::new(self.origin(), ts, open, high, low, close, volume)
+            .unwrap_or_else(|e| unreachable!("synthetic bars: {e}"))
     }
+
+    fn fx(&self) -> Ohlcv {
+        /// 2024-01-01T00:00:00Z was a Monday.
+        const HOUR_MS: i64 = 3_600_000;
+        const WEEK_HOURS: i64 = 168;
+        let mut rng = SeededRng::new(self.seed);
+        let n = self.bars;
+        let (mut ts, mut open, mut high, mut low, mut close, mut volume) =
+            (Vec::with_capacity(n), vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let price = |ticks: i64| ticks as f64 / 1e5;
+        let mut ticks: i64 = 110_000;
+        let mut quiet = 0u32;
+        let mut hour: i64 = 0;
+        for i in 0..n {
+            // The market is closed from Friday 21:00 (hour 117 of the week) to Sunday 22:00
+            // (hour 166); the first bar after the weekend opens with a gap.
+            let mut gap = 0;
+            while (117..166).contains(&(hour % WEEK_HOURS)) {
+                hour += 1;
+                gap = (rng.normal() * 40.0).round() as i64;
+            }
+            if quiet == 0 && rng.uniform() < 0.04 {
+                quiet = 5 + (rng.uniform() * 70.0) as u32;
+            }
+            let o = ticks + gap;
+            let c = if quiet > 0 {
+                quiet -= 1;
+                // Mostly unchanged, now and then a tick either way.
+                o + [0, 0, 0, 0, 0, 1, -1][(rng.uniform() * 7.0) as usize]
+            } else {
+                o + (rng.normal() * 60.0).round() as i64
+            }
+            .clamp(50_000, 200_000);
+            let wick = |rng: &mut SeededRng| (rng.normal().abs() * if quiet > 0 { 1.0 } else { 25.0 }).round() as i64;
+            ts.push(START_MS + hour * HOUR_MS);
+            open[i] = price(o);
+            close[i] = price(c);
+            high[i] = price(o.max(c) + wick(&mut rng));
+            low[i] = price(o.min(c) - wick(&mut rng));
+            volume[i] = (1_000.0 + rng.uniform() * 4_000.0).round();
+            ticks = c;
+            hour += 1;
+        }
+        Ohlcv::new(self.origin(), ts, open, high, low, close, volume)
+            .unwrap_or_else(|e| unreachable!("synthetic bars: {e}"))
+    }
+}
+
+fn exp(x: f64) -> f64 {
+    libm::exp(x)
 }
 
 fn cents(x: f64) -> f64 {
@@ -128,6 +222,6 @@ impl SeededRng {
     fn normal(&mut self) -> f64 {
         let u1 = 1.0 - self.uniform();
         let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+        (-2.0 * libm::log(u1)).sqrt() * libm::cos(std::f64::consts::TAU * u2)
     }
 }

@@ -91,7 +91,7 @@ fn missing_columns_and_empty_files_are_refused() {
 
 #[test]
 fn csv_round_trip_keeps_every_value() {
-    let bars = SyntheticSpec { bars: 3000, seed: 11 }.generate();
+    let bars = SyntheticSpec { bars: 3000, seed: 11, ..SyntheticSpec::default() }.generate();
     let back = Ohlcv::parse_csv(bars.origin(), &bars.to_csv()).unwrap();
     assert_eq!(back, bars);
 }
@@ -99,8 +99,8 @@ fn csv_round_trip_keeps_every_value() {
 #[test]
 fn synthetic_bars_are_deterministic_and_realistic() {
     let a = Ohlcv::load("synthetic:bars=35040,seed=5").unwrap();
-    assert_eq!(a, SyntheticSpec { bars: 35_040, seed: 5 }.generate());
-    assert_ne!(a.close(), SyntheticSpec { bars: 35_040, seed: 6 }.generate().close());
+    assert_eq!(a, SyntheticSpec { bars: 35_040, seed: 5, ..SyntheticSpec::default() }.generate());
+    assert_ne!(a.close(), SyntheticSpec { bars: 35_040, seed: 6, ..SyntheticSpec::default() }.generate().close());
     assert_eq!(a.timestamps()[1] - a.timestamps()[0], STEP);
     for t in 0..a.len() {
         let (o, h, l, c) = (a.open()[t], a.high()[t], a.low()[t], a.close()[t]);

@@ -44,7 +44,7 @@ fn worst_error(got: &[f64], want: &[f64]) -> f64 {
 
 #[test]
 fn batched_cpu_equals_one_call_per_indicator_bit_for_bit() {
-    let data = SyntheticSpec { bars: 5000, seed: 1 }.generate();
+    let data = SyntheticSpec { bars: 5000, seed: 1, ..SyntheticSpec::default() }.generate();
     let all = batch();
     let batched = compute_cpu(&data, &all).unwrap();
     for (indicator, values) in all.iter().zip(&batched) {
@@ -58,7 +58,7 @@ fn batched_cpu_equals_one_call_per_indicator_bit_for_bit() {
 #[test]
 fn every_adapter_agrees_with_the_cpu_on_a_batch() {
     // Long enough for recursions to run, with BTC-like levels and moves.
-    let data = SyntheticSpec { bars: 20_000, seed: 2 }.generate();
+    let data = SyntheticSpec { bars: 20_000, seed: 2, ..SyntheticSpec::default() }.generate();
     let all = batch();
     let cpu = compute_cpu(&data, &all).unwrap();
     for ctx in adapters() {
@@ -80,7 +80,7 @@ fn every_adapter_agrees_with_the_cpu_on_a_batch() {
 
 #[test]
 fn bad_parameters_are_refused_before_any_work() {
-    let data = SyntheticSpec { bars: 30, seed: 3 }.generate();
+    let data = SyntheticSpec { bars: 30, seed: 3, ..SyntheticSpec::default() }.generate();
     let cases = [
         (Indicator::Sma { period: 0 }, "period must be at least 1"),
         (Indicator::Sma { period: 31 }, "sma_31 needs at least 31 bars"),
@@ -125,7 +125,7 @@ fn dispatcher(mode: DeviceMode, dir: &tempfile::TempDir) -> Dispatcher {
 
 #[test]
 fn the_bank_computes_each_unique_indicator_once_and_shares_it() {
-    let data = SyntheticSpec { bars: 3000, seed: 4 }.generate();
+    let data = SyntheticSpec { bars: 3000, seed: 4, ..SyntheticSpec::default() }.generate();
     let dir = tempfile::tempdir().unwrap();
     let d = dispatcher(DeviceMode::Cpu, &dir);
     let bank = IndicatorBank::new(&data, &d);
@@ -158,7 +158,7 @@ fn the_bank_computes_each_unique_indicator_once_and_shares_it() {
 
 #[test]
 fn the_bank_runs_through_the_dispatcher_on_every_mode() {
-    let data = SyntheticSpec { bars: 6000, seed: 5 }.generate();
+    let data = SyntheticSpec { bars: 6000, seed: 5, ..SyntheticSpec::default() }.generate();
     let want = compute_cpu(&data, &[Indicator::BollingerBands { period: 20, std: 2.0 }]).unwrap();
     for mode in [DeviceMode::Cpu, DeviceMode::Gpu, DeviceMode::Auto] {
         let dir = tempfile::tempdir().unwrap();

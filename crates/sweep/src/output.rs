@@ -275,16 +275,8 @@ pub fn best_json(strategy: Strategy, leaderboard: &Leaderboard) -> Value {
 /// One row as a JSON object.
 pub fn row_json(strategy: Strategy, row: &Row) -> Value {
     let params: serde_json::Map<String, Value> =
-        strategy.schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.to_owned(), json_param(p, v))).collect();
+        strategy.schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.to_owned(), p.to_json(v))).collect();
     json!({"combo": row.combo, "params": params, "metrics": row.metrics.to_json()})
-}
-
-fn json_param(p: &threadx_backtest::ParamSpec, v: f64) -> Value {
-    match p.kind {
-        threadx_backtest::ParamKind::Choice(_) => json!(p.format(v)),
-        threadx_backtest::ParamKind::Int => json!(v as i64),
-        threadx_backtest::ParamKind::Float => json!(v),
-    }
 }
 
 /// Joins the results files of every shard of one sweep into `out`, byte-identical to the

@@ -176,10 +176,7 @@ impl SweepSpec {
             .iter()
             .zip(&self.axes)
             .map(|(p, axis)| {
-                let values: Vec<Value> = axis
-                    .iter()
-                    .map(|&v| if matches!(p.kind, ParamKind::Choice(_)) { json!(p.format(v)) } else { json!(v) })
-                    .collect();
+                let values: Vec<Value> = axis.iter().map(|&v| p.to_json(v)).collect();
                 (p.name.to_owned(), Value::Array(values))
             })
             .collect();

@@ -14,6 +14,11 @@ pub fn cpu_book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBo
     SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
 }
 
+/// `count` values from `start` in steps of `step`.
+pub fn range(start: f64, step: f64, count: usize) -> Vec<f64> {
+    (0..count).map(|i| start + step * i as f64).collect()
+}
+
 /// Every plan of the full grid of a book's axes, in combo order.
 pub fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
     (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect()

@@ -1,0 +1,163 @@
+//! Device-independent metrics: every quantity a combo's metrics need is accumulated as
+//! integers (fixed point) from per-bar tables made once in f64 on the CPU, so the totals
+//! are the same bits on the CPU and on every GPU, and one host function
+//! ([`Totals::metrics`]) turns them into the reported f64 values.
+//!
+//! Scales and error bounds (N ≤ 2^24 bars, per-bar moves within ±100%, fee < 1):
+//!
+//! - Log prices `L[t] = ln(close[t] / close[0])` and log equity in units of 2^-52
+//!   ([`LOG_BITS`]), i64. |L| ≤ 1,418 for any positive f64 prices, within the ±2,048 that
+//!   i64 holds at this scale. Quantising adds ≤ 2^-53 to libm's ≤ 1 ulp of `ln` (with the
+//!   rounding of the ratio, ≤ 4.5e-16 per value), so a trade's log growth is within
+//!   1.2e-15 of exact and the log equity within 1.2e-15 per trade (2^23 trades: 1e-8;
+//!   realistic runs: errors of random sign, far less). Log equity must stay within
+//!   ±1,024 (equity between e^-1024 and e^1024, beyond f64's own range); past that the
+//!   arithmetic wraps, identically on every device.
+//! - Per-bar returns and squared returns in units of 2^-64 ([`RET_BITS`]), summed in
+//!   prefix tables modulo 2^128: a stretch of bars costs one subtraction, and any true sum
+//!   (≤ 2^24 bars × |r| ≤ 2^38) fits. Each term is within 2^-65 of its f64 value, so Σr
+//!   and Σr² are within 2^24 · 2^-65 = 4.5e-13 absolute of the f64 terms' exact sum
+//!   (better than a naive f64 sum of the same terms).
+//! - The f64 conversions (i64/i128 → f64, exp, division, square root) run once per combo
+//!   on the host, with `libm`'s pure-Rust exp, so every machine gives the same bits.
+
+use crate::book::SignalBook;
+use crate::metrics::Metrics;
+
+/// Fraction bits of log prices and log equity.
+pub const LOG_BITS: u32 = 52;
+/// Fraction bits of per-bar returns and their squares.
+pub const RET_BITS: u32 = 64;
+
+const LOG_SCALE: f64 = (1u64 << LOG_BITS) as f64;
+const RET_SCALE: f64 = 18_446_744_073_709_551_616.0; // 2^64
+
+/// `x` in units of 2^-52, rounded to nearest.
+fn log_units(x: f64) -> i64 {
+    (x * LOG_SCALE).round() as i64
+}
+
+/// `x` in units of 2^-64, rounded to nearest.
+fn ret_units(x: f64) -> i128 {
+    (x * RET_SCALE).round() as i128
+}
+
+/// The per-bar tables of one signal book and fee, in fixed point (module docs). Built
+/// once per book and fee on the CPU; the GPU uploads them as they are.
+#[derive(Debug, Clone)]
+pub struct BarTables {
+    pub(crate) fee: f64,
+    /// `ln(close[t] / close[0])`, 2^-52 units.
+    pub(crate) log: Vec<i64>,
+    /// Σ over bars 1..=t of the held bar's return `close[t]/close[t−1] − 1` (2^-64 units,
+    /// mod 2^128); bar 0 has no return.
+    pub(crate) ret_sum: Vec<u128>,
+    /// The same for the squared returns.
+    pub(crate) ret_sq_sum: Vec<u128>,
+    /// `ret_sum[t−1]` plus the return of an exit at bar t, `ret[t]·(1 − fee) − fee`: a
+    /// trade entered at e and left at x adds `exit_sum[x] − ret_sum[e]` (held bars and
+    /// the exit bar).
+    pub(crate) exit_sum: Vec<u128>,
+    pub(crate) exit_sq_sum: Vec<u128>,
+    /// −ln(1 + fee) and ln(1 − fee), 2^-52 units: what buying and selling do to log equity.
+    pub(crate) log_buy: i64,
+    pub(crate) log_sell: i64,
+    /// The entry bar's return, 1/(1 + fee) − 1, and its square, 2^-64 units.
+    pub(crate) entry_ret: u128,
+    pub(crate) entry_ret_sq: u128,
+}
+
+impl BarTables {
+    pub fn new(book: &SignalBook, fee: f64) -> Self {
+        let close = book.close();
+        let ret = book.ret();
+        let c0 = close[0];
+        let log = close.iter().map(|&c| log_units(libm::log(c / c0))).collect();
+        let (mut ret_sum, mut ret_sq_sum) = (Vec::with_capacity(close.len()), Vec::with_capacity(close.len()));
+        let (mut exit_sum, mut exit_sq_sum) = (Vec::with_capacity(close.len()), Vec::with_capacity(close.len()));
+        let (mut s1, mut s2) = (0u128, 0u128);
+        for (t, &r) in ret.iter().enumerate() {
+            if t == 0 {
+                // A trade never exits on bar 0 (it would have to be entered before it).
+                exit_sum.push(0);
+                exit_sq_sum.push(0);
+            } else {
+                let x = r * (1.0 - fee) - fee;
+                exit_sum.push(s1.wrapping_add(ret_units(x) as u128));
+                exit_sq_sum.push(s2.wrapping_add(ret_units(x * x) as u128));
+                s1 = s1.wrapping_add(ret_units(r) as u128);
+                s2 = s2.wrapping_add(ret_units(r * r) as u128);
+            }
+            ret_sum.push(s1);
+            ret_sq_sum.push(s2);
+        }
+        let entry = -fee / (1.0 + fee);
+        Self {
+            fee,
+            log,
+            ret_sum,
+            ret_sq_sum,
+            exit_sum,
+            exit_sq_sum,
+            log_buy: log_units(-libm::log1p(fee)),
+            log_sell: log_units(libm::log1p(-fee)),
+            entry_ret: ret_units(entry) as u128,
+            entry_ret_sq: ret_units(entry * entry) as u128,
+        }
+    }
+
+    pub fn fee(&self) -> f64 {
+        self.fee
+    }
+
+    pub fn bars(&self) -> usize {
+        self.log.len()
+    }
+}
+
+/// One combo's integer totals: what the CPU simulation and the GPU kernel produce, bit
+/// for bit the same, before [`Totals::metrics`] turns them into f64 metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Totals {
+    /// Final log equity, 2^-52 units.
+    pub log_equity: i64,
+    /// min over t of log E[t] − log max(E[..=t]), 2^-52 units (≤ 0).
+    pub drawdown: i64,
+    /// Σ r and Σ r² over all bars, 2^-64 units (mod 2^128).
+    pub sum: u128,
+    pub sum_sq: u128,
+    pub trades: u32,
+    pub closed: u32,
+    pub wins: u32,
+    /// Bars that end in a position.
+    pub held: u32,
+}
+
+impl Totals {
+    /// The metrics of a run measured over `bars` bars: the one conversion from integer
+    /// totals to reported values, on every device.
+    pub fn metrics(&self, bars: usize) -> Metrics {
+        let log = |units: i64| units as f64 / LOG_SCALE;
+        let ret = |units: u128| units as i128 as f64 / RET_SCALE;
+        Metrics {
+            total_return: libm::expm1(log(self.log_equity)),
+            trades: self.trades,
+            closed_trades: self.closed,
+            win_rate: if self.closed > 0 { f64::from(self.wins) / f64::from(self.closed) } else { f64::NAN },
+            max_drawdown: libm::expm1(log(self.drawdown)),
+            sharpe: sharpe(ret(self.sum), ret(self.sum_sq), bars),
+            exposure: if bars > 0 { f64::from(self.held) / bars as f64 } else { f64::NAN },
+        }
+    }
+}
+
+/// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` bars; NaN when the
+/// standard deviation is 0 (or `n` < 2).
+pub(crate) fn sharpe(sum: f64, sum_sq: f64, n: usize) -> f64 {
+    if n < 2 {
+        return f64::NAN;
+    }
+    let mean = sum / n as f64;
+    let var = (sum_sq - sum * mean) / (n - 1) as f64;
+    if var > 0.0 { mean / var.sqrt() } else { f64::NAN }
+}
