@@ -147,14 +147,14 @@ impl SyntheticSpec {
                 hour += 1;
                 gap = (rng.normal() * 40.0).round() as i64;
             }
-            if quiet == 0 && rng.uniform() < 0.04 {
-                quiet = 5 + (rng.uniform() * 70.0) as u32;
+            if quiet == 0 && rng.uniform() < 0.03 {
+                quiet = 20 + (rng.uniform() * 120.0) as u32;
             }
             let o = ticks + gap;
             let c = if quiet > 0 {
                 quiet -= 1;
                 // Mostly unchanged, now and then a tick either way.
-                o + [0, 0, 0, 0, 0, 1, -1][(rng.uniform() * 7.0) as usize]
+                o + [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, -1][(rng.uniform() * 14.0) as usize]
             } else {
                 o + (rng.normal() * 60.0).round() as i64
             }
