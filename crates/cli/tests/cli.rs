@@ -42,6 +42,10 @@ fn devices_lists_adapters_with_rank_and_default() {
         assert_eq!(a["rank"], i + 1);
         assert!(a["why"].as_str().unwrap().contains(a["device_type"].as_str().unwrap()));
         assert!(a["max_storage_buffer_binding_size"].as_u64().unwrap() > 0);
+        // A CPU-software adapter says that auto never picks it.
+        let software = a["device_type"] == "CPU (software)";
+        assert_eq!(a["software"], software);
+        assert_eq!(a["why"].as_str().unwrap().contains("auto never picks it"), software, "{a}");
     }
     assert!(v["nvml"].is_boolean());
     let table = threadx(&["devices"], &[]);

@@ -175,3 +175,38 @@ fn walk_forward_prints_windows_and_writes_them() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("wf.json")).unwrap()).unwrap();
     assert_eq!(json["windows"].as_array().unwrap().len(), 4);
 }
+
+/// Whether every adapter of this machine is a CPU-software one (lavapipe in CI).
+fn only_software_adapters(dir: &Path) -> bool {
+    let out = threadx(dir, &["devices", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let adapters = v["adapters"].as_array().unwrap().clone();
+    !adapters.is_empty() && adapters.iter().all(|a| a["software"] == true)
+}
+
+#[test]
+fn auto_never_runs_a_software_adapter_and_the_gpu_gives_the_cpus_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |device: &str, out: &str| {
+        let mut args = SMALL.to_vec();
+        args[1] = device;
+        args.extend(["--out", out, "--chunk-size", "4"]);
+        let result = threadx(dir.path(), &args);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(out).with_extension("json")).unwrap())
+                .unwrap();
+        (std::fs::read(dir.path().join(out)).unwrap(), summary["devices"].clone())
+    };
+    let (cpu, _) = run("cpu", "cpu.csv");
+    let (auto, devices) = run("auto", "auto.csv");
+    assert_eq!(auto, cpu);
+    if only_software_adapters(dir.path()) {
+        assert_eq!(devices.as_object().unwrap().keys().collect::<Vec<_>>(), ["cpu"], "{devices}");
+    }
+    let (gpu, devices) = run("gpu", "gpu.csv");
+    assert_eq!(gpu, cpu, "the GPU's rows are the CPU's bytes");
+    if std::env::var("THREADX_REQUIRE_GPU").as_deref() == Ok("1") {
+        assert!(devices.as_object().unwrap().keys().all(|k| k.starts_with("gpu:")), "{devices}");
+    }
+}

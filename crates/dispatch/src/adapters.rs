@@ -20,6 +20,9 @@ pub struct AdapterReport {
     pub max_storage_buffer_binding_size: u64,
     pub max_compute_workgroups_per_dimension: u32,
     pub max_compute_invocations_per_workgroup: u32,
+    /// A CPU-software adapter (lavapipe, llvmpipe, WARP): it runs on the CPU's own cores,
+    /// so `auto` never picks it; it runs only when the GPU is forced.
+    pub software: bool,
     /// Why it is ranked where it is.
     pub why: String,
 }
@@ -129,11 +132,17 @@ pub fn select_gpu() -> GpuSelection {
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
             max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+            software: info.device_type == wgpu::DeviceType::Cpu,
             why: format!(
-                "{}; max buffer {}; {} backend",
+                "{}; max buffer {}; {} backend{}",
                 type_order(info.device_type).1,
                 format_bytes(limits.max_buffer_size),
-                info.backend
+                info.backend,
+                if info.device_type == wgpu::DeviceType::Cpu {
+                    "; runs on the CPU's own cores, so auto never picks it (only --device gpu runs it)"
+                } else {
+                    ""
+                }
             ),
         })
         .collect();

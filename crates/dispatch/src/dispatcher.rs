@@ -189,7 +189,9 @@ impl Dispatcher {
     /// The mode from `THREADX_DEVICE` (or `mode` when given), the adapter chosen as
     /// `threadx devices` shows, and the profile at the paths of the environment. The
     /// adapter is always looked up, so that the profile's fingerprint does not depend on
-    /// the mode, but a device is only opened when the mode may use it.
+    /// the mode, but a device is only opened when the mode may use it: `auto` never opens
+    /// a CPU-software adapter (it shares the CPU's cores and only slows the CPU path);
+    /// `gpu` does.
     pub fn from_env(mode: Option<DeviceMode>) -> Result<Self, String> {
         let mode = match mode {
             Some(m) => m,
@@ -201,6 +203,7 @@ impl Dispatcher {
         let store = profiles.threshold_store().map_err(|e| e.to_string())?;
         let (gpu, problem) = match mode {
             DeviceMode::Cpu => (None, None),
+            DeviceMode::Auto if report.as_ref().is_some_and(|r| r.software) => (None, None),
             _ => match selection.open() {
                 Ok(ctx) => (Some(ctx), None),
                 Err(e) => (None, Some(e)),

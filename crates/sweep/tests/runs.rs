@@ -268,3 +268,44 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     let err = walk_forward(&d, &dispatcher, &spec, "sharpe", &mut |_, _| {}).unwrap_err().to_string();
     assert!(err.contains("fewer than one train and one test window"), "{err}");
 }
+
+#[test]
+fn auto_mode_with_the_gpu_on_some_chunks_resumes_and_merges_to_the_cpus_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, spec) = many_chunks();
+    let whole = run(&d, &spec, &options(&dir.path().join("whole.csv")), 2);
+    // An empty profile: auto explores, so chunks alternate between the CPU and the GPU
+    // (lavapipe in CI; `auto` from the command line never picks it, tests may).
+    let profile = tempfile::tempdir().unwrap();
+    let auto = dispatcher_in(profile.path(), DeviceMode::Auto);
+    let bank = IndicatorBank::new(&d, &auto);
+    let sweep = Sweep::prepare(&bank, &spec).unwrap();
+    let executor = sweep.executor(&auto).unwrap();
+    let to_files = |executor: &dyn Executor, opts: &OutputOptions| {
+        run_to_files(&sweep, &d, executor, Some(&pool(1)), opts, &mut |_, _| {}).map(|r| r.summary)
+    };
+
+    let summary = to_files(&executor, &options(&dir.path().join("auto.csv"))).unwrap();
+    assert_eq!(std::fs::read(dir.path().join("auto.csv")).unwrap(), whole, "auto equals the CPU, byte for byte");
+    let devices: Vec<&String> = summary["devices"].as_object().unwrap().keys().collect();
+    if auto.gpu().is_some() {
+        assert!(devices.iter().any(|k| k.starts_with("gpu:")) && devices.contains(&&"cpu".to_owned()), "{devices:?}");
+    }
+
+    let out = dir.path().join("resumed.csv");
+    let interrupted = Interrupted { inner: &executor, calls: 0.into(), fail_at: 3 };
+    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| to_files(&interrupted, &options(&out)))).is_err());
+    to_files(&executor, &OutputOptions { resume: true, ..options(&out) }).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), whole, "resumed in auto mode: the uninterrupted CPU bytes");
+
+    let shards: Vec<PathBuf> = (0..2)
+        .map(|i| {
+            let out = dir.path().join(format!("auto-shard{i}.csv"));
+            to_files(&executor, &OutputOptions { shard: Shard { index: i, count: 2 }, ..options(&out) }).unwrap();
+            out
+        })
+        .collect();
+    let merged = dir.path().join("auto-merged.csv");
+    merge(&shards, &merged, 5, "sharpe").unwrap();
+    assert_eq!(std::fs::read(&merged).unwrap(), whole, "auto-mode shards merge to the CPU bytes");
+}
