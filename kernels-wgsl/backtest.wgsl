@@ -76,6 +76,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     }
     let plan = plans[params.first + i];
     let n = params.bars;
+    let entry_base = plan.entry * params.words;
     let exit_base = params.exit_rows + plan.exit * params.words;
     let has_stop = plan.stop != NO_STOP;
     var atr_base = 0u;
@@ -112,7 +113,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
         }
         if (!in_position) {
             // Skip to the next entry bit (none past the last bar), a word at a time.
-            let word = bits[(plan.entry * params.words) + (t >> 5u)] >> (t & 31u);
+            let word = bits[entry_base + (t >> 5u)] >> (t & 31u);
             if (word == 0u) {
                 t = (t | 31u) + 1u;
             } else {

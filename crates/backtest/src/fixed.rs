@@ -109,10 +109,6 @@ impl BarTables {
     pub fn fee(&self) -> f64 {
         self.fee
     }
-
-    pub fn bars(&self) -> usize {
-        self.log.len()
-    }
 }
 
 /// One combo's integer totals: what the CPU simulation and the GPU kernel produce, bit

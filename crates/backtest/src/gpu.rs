@@ -10,9 +10,6 @@ use crate::fixed::{BarTables, Totals};
 use std::sync::Arc;
 use threadx_dispatch::{GpuContext, GpuError, Kernel, wgpu};
 
-/// Exact integer and f64-bit arithmetic, put in front of kernels that need it.
-pub const EXACT_WGSL: &str = include_str!("../../../kernels-wgsl/exact.wgsl");
-
 pub(crate) const BACKTEST: Kernel = Kernel {
     name: "backtest",
     source: concat!(

@@ -27,7 +27,7 @@ mod strategy;
 
 pub use book::{ComboPlan, SignalBook};
 pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
-pub use gpu::{EXACT_WGSL, GpuBacktester, KERNELS};
+pub use gpu::{GpuBacktester, KERNELS};
 pub use metrics::{ExitReason, Metrics, Trade};
 pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals};
 pub use strategy::{MAX_PARAMS, ParamKind, ParamSpec, ParamValues, Strategy, check_fee, strategy_help};
@@ -143,6 +143,6 @@ pub fn backtest(
     let book = SignalBook::build(bank, strategy, &axes)?;
     let plan = book.plan(&vec![0; values.len()]);
     let mut report = simulate_detailed(&book, &plan, fee);
-    report.metrics = simulate_totals(&book, &BarTables::new(&book, fee), &plan).metrics(book.bars());
+    report.metrics = Backtester::new(&book, fee)?.metrics(&plan);
     Ok(report)
 }

@@ -161,7 +161,7 @@ pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) 
         let level = stop.map_or(f64::NEG_INFINITY, |(atr, m)| close[e] - m * atr[e]);
         let base = equity.wrapping_add(tables.log_buy).wrapping_sub(log[e]);
         let mut hi = log[e].max(peak.wrapping_sub(base));
-        let mut low = log[e] - hi;
+        let mut low = log[e].wrapping_sub(hi);
         let mut exit = None;
         for t in e + 1..n {
             if close[t] <= level || bit(exits, t) {
@@ -170,7 +170,7 @@ pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) 
             }
             let l = log[t];
             hi = hi.max(l);
-            low = low.min(l - hi);
+            low = low.min(l.wrapping_sub(hi));
         }
         totals.drawdown = totals.drawdown.min(low);
         let entry_sums =
