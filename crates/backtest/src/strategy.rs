@@ -407,12 +407,12 @@ pub fn strategy_help() -> String {
     Strategy::ALL
         .iter()
         .map(|s| {
-            let params: Vec<String> = s
+            let params: String = s
                 .schema()
                 .iter()
-                .map(|p| format!("{}={} ({}; {})", p.name, p.format(p.default), p.help, p.range()))
+                .map(|p| format!("\n  {}={}  {}; {}", p.name, p.format(p.default), p.help, p.range()))
                 .collect();
-            format!("{}: {}", s.name(), params.join(", "))
+            format!("{}:{params}", s.name())
         })
         .collect::<Vec<_>>()
         .join("\n")

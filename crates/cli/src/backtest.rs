@@ -69,9 +69,9 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
         object.insert("data".into(), json!(data.origin()));
         object.insert("bars".into(), json!(data.len()));
         object.extend(m.to_json());
-        println!("{}", Value::Object(object));
+        outln!("{}", Value::Object(object));
     } else {
-        println!(
+        outln!(
             "{} {} on {} ({} bars), fee {}",
             strategy,
             strategy.describe(&values),
@@ -79,10 +79,10 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
             data.len(),
             req.fee
         );
-        print!("{}", metrics_table(m));
+        out!("{}", metrics_table(m));
         for (what, path) in [("trades", &req.trades), ("equity", &req.equity)] {
             if let Some(path) = path {
-                println!("wrote {what} to {}", path.display());
+                outln!("wrote {what} to {}", path.display());
             }
         }
     }

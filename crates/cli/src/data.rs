@@ -36,7 +36,7 @@ pub fn run(action: Action) -> Result<()> {
             check_writable(&out)?;
             let data = SyntheticSpec { bars, seed, market }.generate();
             write_file_atomic(&out, data.to_csv().as_bytes()).with_context(|| format!("writing {}", out.display()))?;
-            println!("wrote {} bars ({}) to {}", data.len(), data.origin(), out.display());
+            outln!("wrote {} bars ({}) to {}", data.len(), data.origin(), out.display());
             Ok(())
         }
     }

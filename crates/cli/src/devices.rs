@@ -23,21 +23,28 @@ pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
             "nvml": nvml,
             "fingerprint": fp,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
     if selection.adapters.is_empty() {
-        println!("No GPU adapter found.");
+        outln!("No GPU adapter found.");
     } else {
-        println!("GPU adapters, best first ({ADAPTER_ENV}=<part of a name> picks another):");
-        println!(
+        outln!("GPU adapters, best first ({ADAPTER_ENV}=<part of a name> picks another):");
+        outln!(
             "{:>4}  {:<36} {:<7} {:<15} {:<34} {:>10} {:>12} {:>11}",
-            "rank", "name", "backend", "type", "driver", "max buffer", "max binding", "wg per dim"
+            "rank",
+            "name",
+            "backend",
+            "type",
+            "driver",
+            "max buffer",
+            "max binding",
+            "wg per dim"
         );
         for a in &selection.adapters {
             let marker = if selection.chosen == Some(a.rank - 1) { "*" } else { " " };
             let driver = format!("{} {}", a.driver, a.driver_info);
-            println!(
+            outln!(
                 "{:>3}{marker}  {:<36} {:<7} {:<15} {:<34} {:>10} {:>12} {:>11}",
                 a.rank,
                 a.name,
@@ -48,24 +55,24 @@ pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
                 format_bytes(a.max_storage_buffer_binding_size),
                 a.max_compute_workgroups_per_dimension
             );
-            println!("       why: {}", a.why);
+            outln!("       why: {}", a.why);
             if is_lavapipe(a) {
-                println!(
+                outln!(
                     "       lavapipe: Mesa's Vulkan on the CPU; kernels run correctly, but it says nothing of GPU speed"
                 );
             }
         }
     }
     match (selection.chosen_report(), &selection.problem) {
-        (Some(a), _) => println!("Default adapter: #{} {}", a.rank, a.label()),
-        (None, Some(problem)) => println!("Default adapter: none ({problem}); everything runs on the CPU"),
-        (None, None) => println!("Default adapter: none; everything runs on the CPU"),
+        (Some(a), _) => outln!("Default adapter: #{} {}", a.rank, a.label()),
+        (None, Some(problem)) => outln!("Default adapter: none ({problem}); everything runs on the CPU"),
+        (None, None) => outln!("Default adapter: none; everything runs on the CPU"),
     }
-    println!("Device mode: {mode} (--device or THREADX_DEVICE: auto, cpu, gpu)");
-    println!(
+    outln!("Device mode: {mode} (--device or THREADX_DEVICE: auto, cpu, gpu)");
+    outln!(
         "NVML: {}",
         if nvml { "present (GPU telemetry available)" } else { "not present (no NVIDIA GPU telemetry)" }
     );
-    println!("Profile fingerprint: {fp}");
+    outln!("Profile fingerprint: {fp}");
     Ok(())
 }

@@ -56,6 +56,6 @@ pub fn run(data: &str, indicators: &[Indicator], out: &Path, mode: DeviceMode) -
         tracing::warn!("could not save the timing profile: {e}");
     }
     let devices: Vec<String> = bank.runs().iter().map(|r| format!("{} on {}", r.key, r.device)).collect();
-    println!("wrote {} bars × {} columns to {} ({})", data.len(), columns.len(), out.display(), devices.join("; "));
+    outln!("wrote {} bars × {} columns to {} ({})", data.len(), columns.len(), out.display(), devices.join("; "));
     Ok(())
 }

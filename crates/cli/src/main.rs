@@ -1,6 +1,22 @@
 //! The `threadx` command. Thin by design: it parses arguments, calls the crates and prints;
 //! nothing an embedding user would need lives here.
-#![allow(clippy::print_stdout)] // Printing results is this binary's job.
+
+/// `print!` that returns the error instead of panicking, so that a closed pipe
+/// (`threadx sweep | head -1`) ends the command quietly (see [`main`]).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// `println!` that returns the error instead of panicking (see [`out!`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
 
 mod backtest;
 mod data;
@@ -54,9 +70,8 @@ enum Command {
     },
     /// Compute indicators (TA-Lib's definitions) over a data set and write them as CSV.
     Indicators {
-        /// A CSV file (timestamp/time/date/open_time, open, high, low, close[, volume];
-        /// or headerless Binance klines) or synthetic:bars=N,seed=S.
-        #[arg(long)]
+        /// A CSV file or synthetic:bars=N,seed=S[,market=fx].
+        #[arg(long, long_help = data_help())]
         data: String,
         /// An indicator with its parameters, repeatable, e.g. bbands:period=20,std=2 (see --help).
         #[arg(long = "ind", value_parser = parse_indicator, long_help = format!("An indicator with its parameters, repeatable. Known (with defaults): {INDICATOR_HELP}"))]
@@ -68,11 +83,15 @@ enum Command {
     /// Backtest one parameter set of a strategy and print its metrics.
     #[command(after_long_help = format!("Strategies and their parameters (defaults; ranges):\n{}", strategy_help()))]
     Backtest {
-        /// A CSV file or synthetic:bars=N,seed=S (as for `indicators`).
-        #[arg(long, default_value = "synthetic")]
+        /// A CSV file or synthetic:bars=N,seed=S[,market=fx].
+        #[arg(long, default_value = "synthetic", long_help = data_help())]
         data: String,
-        /// bb_atr, ma_cross or rsi_reversion (see --help for their parameters).
-        #[arg(long, default_value = "bb_atr")]
+        /// bb_atr, ma_cross or rsi_reversion (--help lists their parameters).
+        #[arg(
+            long,
+            default_value = "bb_atr",
+            long_help = "bb_atr, ma_cross or rsi_reversion (their parameters are listed below)"
+        )]
         strategy: String,
         /// A parameter, repeatable: --set bb_period=20 --set bb_std=2; others take their defaults.
         #[arg(long = "set", value_name = "NAME=VALUE")]
@@ -97,6 +116,16 @@ enum Command {
     Merge(sweep::MergeArgs),
 }
 
+/// What `--data` takes, for every command's long help.
+pub fn data_help() -> String {
+    format!(
+        "A CSV file or synthetic:bars=N,seed=S[,market=fx] (default for backtest and sweep: one year of \
+         synthetic BTC-like 15-minute bars).\n\nCSV: {}. Header names in any case; times as date-time strings \
+         or epoch seconds, milliseconds or microseconds. A headerless Binance kline file is read too.",
+        threadx_indicators::columns_help()
+    )
+}
+
 fn parse_indicator(s: &str) -> Result<Indicator, String> {
     Indicator::parse(s).map_err(|e| e.to_string())
 }
@@ -109,6 +138,7 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("THREADX_LOG").unwrap_or_else(|_| "warn,wgpu_hal=off".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .without_time()
         .init();
@@ -127,11 +157,19 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader went away (`| head`): stop quietly, as Unix tools do.
+        Err(e) if is_broken_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The device mode of this run: the flag, else the environment.

@@ -31,19 +31,24 @@ fn stats(s: &threadx_profile_store::RunningStats) -> String {
 fn show(device: Option<DeviceMode>) -> Result<()> {
     let dispatcher = Dispatcher::from_env(Some(crate::mode(device)?)).map_err(anyhow::Error::msg)?;
     let rows = dispatcher.profile_decisions();
-    println!("Thresholds: {} ({} entries)", dispatcher.profile_path().display(), rows.len());
-    println!("Fingerprint: {}", dispatcher.fingerprint());
-    println!("Device mode: {}", dispatcher.mode());
+    outln!("Thresholds: {} ({} entries)", dispatcher.profile_path().display(), rows.len());
+    outln!("Fingerprint: {}", dispatcher.fingerprint());
+    outln!("Device mode: {}", dispatcher.mode());
     if !rows.is_empty() {
-        println!(
+        outln!(
             "{:<52} {:>5} {:>18} {:>5} {:>18}  {:<7}  would run on",
-            "operation", "cpu n", "cpu ms", "gpu n", "gpu ms", "trusted"
+            "operation",
+            "cpu n",
+            "cpu ms",
+            "gpu n",
+            "gpu ms",
+            "trusted"
         );
     }
     for (key, view, decision) in rows {
         let choice =
             decision.map_or_else(|| "- (key has no size)".to_owned(), |d| format!("{} ({})", d.device, d.reason));
-        println!(
+        outln!(
             "{key:<52} {:>5} {:>18} {:>5} {:>18}  {:<7}  {choice}",
             view.cpu.n,
             stats(&view.cpu),
@@ -54,10 +59,10 @@ fn show(device: Option<DeviceMode>) -> Result<()> {
     }
     let profiles = Profiles::from_env(dispatcher.fingerprint());
     let multi = profiles.get_multigpu_profiles()?;
-    println!("Multi-GPU ratios: {} ({} workload tags)", profiles.multigpu_path().display(), multi.profiles.len());
+    outln!("Multi-GPU ratios: {} ({} workload tags)", profiles.multigpu_path().display(), multi.profiles.len());
     for (tag, p) in &multi.profiles {
         let ratios: Vec<String> = p.ratios.iter().map(|(d, r)| format!("{d} {:.1}%", r * 100.0)).collect();
-        println!("  {tag}: {} (updated {})", ratios.join(", "), p.updated_at.as_deref().unwrap_or("?"));
+        outln!("  {tag}: {} (updated {})", ratios.join(", "), p.updated_at.as_deref().unwrap_or("?"));
     }
     Ok(())
 }
@@ -66,14 +71,14 @@ fn reset() -> Result<()> {
     let profiles = Profiles::from_env(fingerprint(None));
     let cleared = profiles.reset().context("resetting the profiles")?;
     if cleared.is_empty() {
-        println!(
+        outln!(
             "Nothing to reset: no profile at {} or {}",
             profiles.thresholds_path().display(),
             profiles.multigpu_path().display()
         );
     }
     for path in cleared {
-        println!("Emptied {}", path.display());
+        outln!("Emptied {}", path.display());
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 use crate::backtest::split_assignment;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -23,8 +23,8 @@ const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";
      With either, parameters not named stay at their defaults.\n\n\
      Strategies and their parameters (defaults; ranges):\n{}", strategy_help()))]
 pub struct SweepArgs {
-    /// A CSV file or synthetic:bars=N,seed=S (default: one year of synthetic 15-minute bars).
-    #[arg(long, default_value = "synthetic")]
+    /// A CSV file or synthetic:bars=N,seed=S[,market=fx].
+    #[arg(long, default_value = "synthetic", long_help = crate::data_help())]
     data: String,
     /// bb_atr, ma_cross or rsi_reversion (default: the config's, else bb_atr).
     #[arg(long)]
@@ -129,8 +129,14 @@ fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
         ProgressDrawTarget::stderr()
     };
     let bar = ProgressBar::with_draw_target(Some(total), target);
-    let template = format!("{{bar:40}} {{human_pos}}/{{human_len}} {unit} · {{per_sec}} · ETA {{eta}}");
-    bar.set_style(ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let template = format!("{{bar:40}} {{human_pos}}/{{human_len}} {unit} · {{rate}} · ETA {{eta}}");
+    let style = ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()).with_key(
+        "rate",
+        |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{}/s", HumanCount(state.per_sec().round() as u64));
+        },
+    );
+    bar.set_style(style);
     bar
 }
 
@@ -190,7 +196,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     {
         let executor = sweep.executor(&dispatcher)?;
         let combos = sweep.combos();
-        println!(
+        outln!(
             "{} sweep on {} ({} bars): {} combos{}, {} chunks of {}{}",
             spec.strategy,
             data.origin(),
@@ -211,9 +217,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         if let Err(e) = dispatcher.flush() {
             tracing::warn!("could not save the timing profile: {e}");
         }
-        print!("{}", top_table(spec.strategy, &report.best, &args.by));
+        out!("{}", top_table(spec.strategy, &report.best, &args.by));
         let t = &report.summary["timings_s"];
-        println!(
+        outln!(
             "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {:.2}s \
              ({:.0} combos/s), writing {:.2}s; devices {}",
             loaded_s,
@@ -224,10 +230,10 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
             t["assembling"].as_f64().unwrap_or(0.0),
             report.summary["devices"],
         );
-        println!("wrote {} rows to {}", report.rows, opts.out.display());
-        println!("wrote the summary to {}", report.summary_path.display());
+        outln!("wrote {} rows to {}", report.rows, opts.out.display());
+        outln!("wrote the summary to {}", report.summary_path.display());
         if let Some(h) = &opts.heatmap {
-            println!("wrote the {} heatmap to {}", args.by, h.path.display());
+            outln!("wrote the {} heatmap to {}", args.by, h.path.display());
         }
         Ok(())
     }
@@ -252,20 +258,25 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
     let json_path = args.out.with_extension("json");
     threadx_profile_store::write_file_atomic(&json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
         .with_context(|| format!("writing {}", json_path.display()))?;
-    println!(
+    outln!(
         "{} walk-forward on {} ({} bars), best by {} in each train window:",
         spec.strategy,
         data.origin(),
         data.len(),
         args.by
     );
-    println!(
+    outln!(
         "  {:>3}  {:<52} {:>12} {:>10} {:>7} {:>10}",
-        "win", "best in sample", "oos return", "oos sharpe", "trades", "oos max dd"
+        "win",
+        "best in sample",
+        "oos return",
+        "oos sharpe",
+        "trades",
+        "oos max dd"
     );
     for (w, r) in report.windows.iter().enumerate() {
         let m = &r.test_report.metrics;
-        println!(
+        outln!(
             "  {w:>3}  {:<52} {:>12} {:>10} {:>7} {:>10}",
             spec.strategy.describe(&r.best.values),
             pct(m.total_return),
@@ -275,7 +286,7 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         );
     }
     let m = &report.overall;
-    println!(
+    outln!(
         "  out of sample overall: return {}, sharpe {}, {} trades, max drawdown {}, exposure {}",
         pct(m.total_return),
         num(m.sharpe),
@@ -283,7 +294,7 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         pct(m.max_drawdown),
         pct(m.exposure)
     );
-    println!(
+    outln!(
         "wrote {} windows to {} and the summary to {}",
         report.windows.len(),
         args.out.display(),
@@ -354,8 +365,8 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
     metric_index(&args.by)?;
     let report = merge(&args.shards, &args.out, args.top, &args.by)?;
     let strategy = Strategy::parse(report.summary["identity"]["spec"]["strategy"].as_str().unwrap_or_default())?;
-    print!("{}", top_table(strategy, &report.best, &args.by));
-    println!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());
-    println!("wrote the summary to {}", report.summary_path.display());
+    out!("{}", top_table(strategy, &report.best, &args.by));
+    outln!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());
+    outln!("wrote the summary to {}", report.summary_path.display());
     Ok(())
 }

@@ -291,3 +291,37 @@ fn backtest_refuses_bad_input_before_any_work() {
     let run = threadx(&["backtest", "--strategy", "ma_cross", "--set", "fast=60", "--set", "slow=20"], &[]);
     assert!(text(&run.stderr).contains("fast (60) must be shorter than slow (20)"), "{}", text(&run.stderr));
 }
+
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    // `threadx ... | head -1`: the reader goes away after the first line.
+    for args in [
+        &["--device", "cpu", "backtest", "--data", "synthetic:bars=2000,seed=1"][..],
+        &["--device", "cpu", "profile", "show"][..],
+    ] {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_threadx"))
+            .args(args)
+            .env("THREADX_GPU_THRESHOLD_PATH", scratch.path().join("thresholds.json"))
+            .env("THREADX_MULTIGPU_PROFILE_PATH", scratch.path().join("multigpu.json"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closing our end before the command writes: every write it makes fails with EPIPE.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {:?} {stderr}", out.status);
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn errors_written_to_a_pipe_carry_no_colour_codes() {
+    let out = threadx(&["--device", "cpu", "backtest", "--data", "/no/such/file.csv"], &[]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("ERROR") && stderr.contains("/no/such/file.csv"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "ANSI escape in {stderr:?}");
+}

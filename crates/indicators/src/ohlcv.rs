@@ -12,9 +12,7 @@ pub enum DataError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{origin}: no bars (the file is empty or holds only a header)")]
     Empty { origin: String },
-    #[error(
-        "{origin}: no `{column}` column (found: {found}); expected timestamp/time/date/open_time, open, high, low, close[, volume]"
-    )]
+    #[error("{origin}: no `{column}` column (found: {found}); expected {}", columns_help())]
     MissingColumn { origin: String, column: &'static str, found: String },
     #[error("{origin}, line {line}, column `{column}`: {problem}")]
     Invalid { origin: String, line: usize, column: String, problem: String },
@@ -34,6 +32,19 @@ pub struct Ohlcv {
     low: Vec<f64>,
     close: Vec<f64>,
     volume: Vec<f64>,
+}
+
+/// Header names of the time column, matched in any case. A pandas `to_csv()` export names
+/// its index column nothing (or `Unnamed: 0` once read back and written again): an unnamed
+/// first column is the time column too.
+const TIME_COLUMNS: [&str; 6] = ["timestamp", "time", "date", "datetime", "open_time", "opentime"];
+
+/// The columns a CSV must have, for errors and `--help`.
+pub fn columns_help() -> String {
+    format!(
+        "a time column (named {}, or an unnamed first column as pandas' to_csv() writes), open, high, low, close[, volume]",
+        TIME_COLUMNS.join(", ")
+    )
 }
 
 /// The columns of one bar, in the order of [`Ohlcv::new`]'s arguments.
@@ -66,7 +77,7 @@ impl Ohlcv {
     }
 
     /// Reads a CSV file: a header naming the columns (any case; the time column may be
-    /// called timestamp, time, date, datetime or open_time; volume is optional), or a
+    /// called as [`columns_help`] says; volume is optional), or a
     /// headerless Binance kline file (open_time, open, high, low, close, volume, …).
     /// Times are date-time strings (RFC 3339, `YYYY-MM-DD[ HH:MM[:SS]]`) or epoch seconds,
     /// milliseconds or microseconds (told apart by magnitude).
@@ -102,8 +113,9 @@ impl Ohlcv {
             [Some(0), Some(1), Some(2), Some(3), Some(4), Some(5)]
         } else {
             let find = |names: &[&str]| first.iter().position(|h| names.iter().any(|n| h.eq_ignore_ascii_case(n)));
+            let unnamed_first = first.get(0).is_some_and(|h| h.is_empty() || h.eq_ignore_ascii_case("unnamed: 0"));
             [
-                find(&["timestamp", "time", "date", "datetime", "open_time", "opentime"]),
+                find(&TIME_COLUMNS).or(unnamed_first.then_some(0)),
                 find(&["open"]),
                 find(&["high"]),
                 find(&["low"]),

@@ -76,6 +76,26 @@ fn validation_names_line_and_column() {
 }
 
 #[test]
+fn a_pandas_export_with_its_unnamed_index_column_is_read() {
+    // `df.to_csv()` of a frame indexed by time, and the same file read back and written
+    // again (pandas then names the column `Unnamed: 0`).
+    for head in ["", "Unnamed: 0"] {
+        let bars = parse(&format!(
+            "{head},Open,High,Low,Close,Volume\n2024-01-01 00:00:00,1,2,0.5,1.5,10\n2024-01-01 00:15:00,1.5,2,1,1.25,7\n"
+        ))
+        .unwrap();
+        assert_eq!(bars.timestamps(), &[T0, T0 + STEP]);
+        assert_eq!(bars.close(), &[1.5, 1.25]);
+        assert_eq!(bars.volume(), &[10.0, 7.0]);
+    }
+    // The error lists every accepted name of the time column.
+    let err = parse("x,open,high,low,close\n1,1,2,0.5,1.5\n").unwrap_err().to_string();
+    for name in ["timestamp", "time", "date", "datetime", "open_time", "unnamed first column"] {
+        assert!(err.contains(name), "{name} missing from: {err}");
+    }
+}
+
+#[test]
 fn missing_columns_and_empty_files_are_refused() {
     match parse("time,open,high,close\n1,2,3,4\n") {
         Err(e @ DataError::MissingColumn { column: "low", .. }) => {
