@@ -25,7 +25,7 @@ mod metrics;
 mod simulate;
 mod strategy;
 
-pub use book::{ComboPlan, SignalBook};
+pub use book::{BookLayout, ComboPlan, ParamGrid, SignalBook};
 pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
 pub use gpu::{GpuBacktester, KERNELS};
 pub use metrics::{ExitReason, Metrics, Trade};

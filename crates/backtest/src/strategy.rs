@@ -336,25 +336,6 @@ impl Strategy {
         }
     }
 
-    /// The indicators one parameter set reads.
-    pub fn indicators(self, values: &[f64]) -> Vec<Indicator> {
-        let period = |v: f64| v as usize;
-        match self {
-            Strategy::BbAtr => vec![
-                Indicator::BollingerBands { period: period(values[0]), std: values[1] },
-                Indicator::Atr { period: period(values[2]) },
-            ],
-            Strategy::MaCross => [values[1], values[2]].map(|p| ma(values[0], period(p))).to_vec(),
-            Strategy::RsiReversion => {
-                let mut v = vec![Indicator::Rsi { period: period(values[0]) }];
-                if values[4] > 0.0 {
-                    v.push(Indicator::Atr { period: period(values[3]) });
-                }
-                v
-            }
-        }
-    }
-
     /// The first bar on which a parameter set may enter: the first bar where every
     /// indicator it reads exists (and, for crossings, the bar before it too). Does not
     /// allocate: sweeps call it per combo.

@@ -11,8 +11,8 @@ use threadx_backtest::{Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_sweep::{
-    HeatmapOptions, OutputOptions, Row, Sample, Shard, Sweep, SweepSpec, WalkForward, check_output, check_writable,
-    merge, metric_index, run_to_files, walk_forward,
+    HeatmapOptions, OutputOptions, Row, Sample, Shard, SweepPlan, SweepSpec, WalkForward, available_memory,
+    check_output, check_writable, human_bytes, merge, metric_index, run_to_files, thousands, walk_forward,
 };
 
 const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";
@@ -80,9 +80,36 @@ pub struct SweepArgs {
     /// Worker threads (default: one per CPU core).
     #[arg(long)]
     threads: Option<usize>,
+    /// Refuse a sweep whose preparation (indicator series, decision rows) would need more
+    /// memory than this, e.g. 8G or 500M (default: the memory available now).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+}
+
+/// `8G`, `500M`, `64k` or a plain byte count (binary multiples: 1k = 1024).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (number, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_lowercase() {
+                'k' => 10,
+                'm' => 20,
+                'g' => 30,
+                't' => 40,
+                _ => return Err(format!("`{text}`: use a number with k, M, G or T, e.g. 8G")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let value: f64 = number.trim().parse().map_err(|_| format!("`{text}` is not a size, e.g. 8G or 500M"))?;
+    if !(value.is_finite() && value > 0.0) {
+        return Err(format!("`{text}`: the size must be positive"));
+    }
+    Ok((value * (1u64 << shift) as f64).min(u64::MAX as f64) as u64)
 }
 
 /// The spec the flags describe, checked.
@@ -188,25 +215,29 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if spec.walk_forward.is_some() {
         return in_pool(pool.as_ref(), || walk(&data, &dispatcher, &spec, args));
     }
+    let memory_limit = args.max_memory.or_else(available_memory);
+    let plan = SweepPlan::new(&spec, data.len(), memory_limit)?;
+    let combos = plan.combos();
+    outln!(
+        "{} sweep on {} ({} bars): {}{}, {} of {}{}",
+        spec.strategy,
+        data.origin(),
+        thousands(data.len() as u64),
+        count(combos.len(), "combo"),
+        if spec.sample.is_some() { format!(" sampled of {}", thousands(combos.grid_len())) } else { String::new() },
+        count(combos.chunks(), "chunk"),
+        thousands(combos.chunk_size()),
+        if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
+    );
+    outln!("preparing {} (about {})", plan.describe(), human_bytes(plan.bytes()));
     // The runner hands chunks to the pool itself; only the preparation runs inside it.
     let prepare_started = Instant::now();
     let bank = IndicatorBank::new(&data, &dispatcher);
-    let sweep = in_pool(pool.as_ref(), || Sweep::prepare(&bank, &spec))?;
+    let sweep = in_pool(pool.as_ref(), || plan.prepare(&bank))?;
     let prepare_s = prepare_started.elapsed().as_secs_f64();
     {
         let executor = sweep.executor(&dispatcher)?;
         let combos = sweep.combos();
-        outln!(
-            "{} sweep on {} ({} bars): {} combos{}, {} chunks of {}{}",
-            spec.strategy,
-            data.origin(),
-            data.len(),
-            combos.len(),
-            if spec.sample.is_some() { format!(" sampled of {}", combos.grid_len()) } else { String::new() },
-            combos.chunks(),
-            combos.chunk_size(),
-            if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
-        );
         let bar = progress_bar(combos.len(), args.quiet, "combos");
         let report = run_to_files(&sweep, &data, &executor, pool.as_ref(), &opts, &mut |done, total| {
             bar.set_length(total);
@@ -301,6 +332,11 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         json_path.display()
     );
     Ok(())
+}
+
+/// `1 chunk`, `12,000 combos`.
+fn count(n: u64, noun: &str) -> String {
+    format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
 }
 
 /// A fraction as a percentage with two decimals; `-` for NaN.

@@ -42,7 +42,7 @@ fn sweep_writes_results_summary_heatmap_and_prints_the_top() {
     let out = threadx(dir.path(), &args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("bb_atr sweep on synthetic:bars=3000,seed=2 (3000 bars): 24 combos"), "{stdout}");
+    assert!(stdout.contains("bb_atr sweep on synthetic:bars=3000,seed=2 (3,000 bars): 24 combos"), "{stdout}");
     assert!(stdout.contains("top 3 by total_return:"), "{stdout}");
     assert!(stdout.contains("wrote 24 rows to r.csv"), "{stdout}");
     let csv = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
@@ -209,4 +209,77 @@ fn auto_never_runs_a_software_adapter_and_the_gpu_gives_the_cpus_bytes() {
     if std::env::var("THREADX_REQUIRE_GPU").as_deref() == Ok("1") {
         assert!(devices.as_object().unwrap().keys().all(|k| k.starts_with("gpu:")), "{devices}");
     }
+}
+
+/// The 10^12-combo grid: 1,000 values of each bb_atr parameter.
+const TRILLION: [&str; 8] = [
+    "--grid",
+    "bb_period=2:1001:1",
+    "--grid",
+    "bb_std=0.01:10:0.01",
+    "--grid",
+    "atr_period=1:1000:1",
+    "--grid",
+    "atr_mult=0.1:100:0.1",
+];
+
+#[test]
+fn a_trillion_combo_grid_says_what_it_prepares_at_once_and_is_refused_when_it_cannot_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = ["--device", "cpu", "sweep", "--quiet", "--out", "r.csv"];
+    // Too big for the memory given: refused before any work, with the estimate and the
+    // flag that helps.
+    let mut args = base.to_vec();
+    args.extend(TRILLION);
+    args.extend(["--max-memory", "2G"]);
+    let out = threadx(dir.path(), &args);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("needs about 6.4 GB") && stderr.contains("--random N"), "{stderr}");
+    assert!(!dir.path().join("r.csv.parts").exists());
+
+    // Allowed to run, it says what it prepares before preparing it (it used to spend
+    // minutes in silence): the line comes within seconds, then we stop it.
+    let mut args = base.to_vec();
+    args.extend(TRILLION);
+    args.extend(["--max-memory", "1T"]);
+    let mut child = command(dir.path(), &args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let started = Instant::now();
+    let mut first = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
+        first.push(line);
+        if first.len() == 2 {
+            break;
+        }
+    }
+    let waited = started.elapsed();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert!(first[0].contains("1,000,000,000,000 combos"), "{first:?}");
+    assert!(
+        first[1].starts_with("preparing 3,000 indicator series of 35,040 bars, 1,001,000 decision rows"),
+        "{first:?}"
+    );
+    assert!(waited < Duration::from_secs(10), "the first lines took {waited:?}");
+
+    // A sample of it prepares only its own series and runs to the end.
+    let mut args = base.to_vec();
+    args.extend(TRILLION);
+    args.extend(["--random", "10", "--seed", "4"]);
+    let out = threadx(dir.path(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let preparing = stdout.lines().find(|l| l.starts_with("preparing ")).unwrap();
+    let series: usize = preparing.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(series <= 30, "{preparing}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("r.csv")).unwrap().lines().count(), 11);
 }

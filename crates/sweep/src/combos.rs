@@ -4,7 +4,7 @@ use crate::SweepError;
 use crate::spec::Sample;
 use std::collections::HashSet;
 use std::ops::Range;
-use threadx_backtest::SignalBook;
+use threadx_backtest::ParamGrid;
 use threadx_indicators::SeededRng;
 
 /// Bar·combos per chunk the chunk size aims at: about 50 ms of one CPU core, a few
@@ -32,17 +32,17 @@ pub struct ComboSet {
 }
 
 impl ComboSet {
-    /// The whole grid of `book`'s axes, or `sample.n` distinct combos of it that the
-    /// strategy's rules allow, drawn with `sample.seed` (the same on every machine), in
-    /// chunks of `chunk` combos (default: [`chunk_size`] of the data length).
-    pub fn new(book: &SignalBook, sample: Option<Sample>, chunk: Option<u64>) -> Result<Self, SweepError> {
-        let grid_len = book.grid_len();
-        let chunk_size = chunk.unwrap_or_else(|| chunk_size(book.bars()));
+    /// The whole `grid`, or `sample.n` distinct combos of it that the strategy's rules
+    /// allow, drawn with `sample.seed` (the same on every machine), in chunks of `chunk`
+    /// combos (default: [`chunk_size`] of the data length, `bars`).
+    pub fn new(grid: &ParamGrid, sample: Option<Sample>, chunk: Option<u64>, bars: usize) -> Result<Self, SweepError> {
+        let grid_len = grid.len();
+        let chunk_size = chunk.unwrap_or_else(|| chunk_size(bars));
         let Some(sample) = sample else {
             return Ok(Self { grid_len, sample: None, chunk_size });
         };
-        let strategy = book.strategy();
-        let allowed = |combo: u64| strategy.allows(&book.combo_values(combo));
+        let strategy = grid.strategy();
+        let allowed = |combo: u64| strategy.allows(&grid.values(combo));
         let mut rng = SeededRng::new(sample.seed);
         let mut picked = if sample.n.saturating_mul(2) > grid_len {
             // Dense: shuffle the allowed combos and keep the first n.
@@ -75,6 +75,11 @@ impl ComboSet {
         };
         picked.sort_unstable();
         Ok(Self { grid_len, sample: Some(picked), chunk_size })
+    }
+
+    /// The sampled combos' grid numbers, sorted; `None` for the whole grid.
+    pub fn sample(&self) -> Option<&[u64]> {
+        self.sample.as_deref()
     }
 
     /// Combos of the full grid.

@@ -32,7 +32,7 @@ pub use output::{
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use rows::{Row, header, parse_row, write_row};
-pub use runner::{ChunkResult, DispatchExecutor, Executor, Sweep};
+pub use runner::{ChunkResult, DispatchExecutor, Executor, Sweep, SweepPlan, available_memory, human_bytes, thousands};
 pub use spec::{MAX_AXIS_VALUES, Sample, SweepSpec, WalkForward, parse_axis};
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
-use threadx_backtest::{Backtester, ComboPlan, Metrics, SignalBook};
+use threadx_backtest::{Backtester, BookLayout, ComboPlan, Metrics, ParamGrid, SignalBook};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::IndicatorBank;
 
@@ -57,6 +57,128 @@ pub struct ChunkResult {
     pub elapsed_s: f64,
 }
 
+/// Bytes a sample takes per drawn combo while it is drawn (the list, the set that keeps
+/// it distinct) and held.
+const BYTES_PER_SAMPLED_COMBO: u64 = 48;
+
+/// What preparing a spec on data of a given length computes and holds, laid out before
+/// any work: the combos (a sample drawn), the signal book's rows, stops and indicator
+/// series, and about how much memory they take. A plan that cannot fit is refused here,
+/// with the estimate and what would help.
+#[derive(Debug, Clone)]
+pub struct SweepPlan {
+    spec: SweepSpec,
+    layout: BookLayout,
+    combos: ComboSet,
+    bars: usize,
+}
+
+impl SweepPlan {
+    /// Checks `spec`, draws its sample and lays out its book for `bars` bars, refusing
+    /// when that needs more than `memory_limit` bytes (`None`: no limit).
+    pub fn new(spec: &SweepSpec, bars: usize, memory_limit: Option<u64>) -> Result<Self, SweepError> {
+        spec.check()?;
+        let grid = ParamGrid::new(spec.strategy, spec.axes())?;
+        let limit = memory_limit.unwrap_or(u64::MAX);
+        let refuse = |needs: u64, what: String| {
+            SweepError::Spec(format!(
+                "this sweep needs about {} to prepare ({what}), more than the {} of memory available; \
+                 sweep a sample of the grid with --random N (only the sampled combos' series and rows are \
+                 prepared), or use fewer values or fewer bars{}",
+                human_bytes(needs),
+                human_bytes(limit),
+                if memory_limit.is_some() { "; --max-memory sets the limit" } else { "" }
+            ))
+        };
+        let sample_bytes = spec.sample.map_or(0, |s| s.n.saturating_mul(BYTES_PER_SAMPLED_COMBO));
+        if sample_bytes > limit {
+            let n = spec.sample.map_or(0, |s| s.n);
+            return Err(refuse(sample_bytes, format!("{n} sampled combos")));
+        }
+        let combos = ComboSet::new(&grid, spec.sample, spec.chunk_size, bars)?;
+        let layout = BookLayout::new(grid, combos.sample());
+        let plan = Self { spec: spec.clone(), layout, combos, bars };
+        if plan.bytes() > limit {
+            return Err(refuse(plan.bytes(), plan.describe()));
+        }
+        Ok(plan)
+    }
+
+    /// About how many bytes preparing takes at its peak.
+    pub fn bytes(&self) -> u64 {
+        let sample = self.combos.sample().map_or(0, |s| s.len() as u64 * BYTES_PER_SAMPLED_COMBO);
+        self.layout.bytes(self.bars).saturating_add(sample)
+    }
+
+    /// Indicator series to compute.
+    pub fn series(&self) -> usize {
+        self.layout.indicators().len()
+    }
+
+    /// `N indicator series of B bars, R decision rows, S stops`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} indicator series of {} bars, {} decision rows, {} stops",
+            thousands(self.series() as u64),
+            thousands(self.bars as u64),
+            thousands(self.layout.decision_rows()),
+            thousands(self.layout.stops())
+        )
+    }
+
+    pub fn combos(&self) -> &ComboSet {
+        &self.combos
+    }
+
+    /// Computes the indicators (through `bank`, each once) and the book the plan laid out.
+    pub fn prepare(self, bank: &IndicatorBank<'_>) -> Result<Sweep, SweepError> {
+        if bank.data().len() != self.bars {
+            return Err(SweepError::Spec(format!(
+                "the sweep was planned for {} bars but the data has {}",
+                self.bars,
+                bank.data().len()
+            )));
+        }
+        let book = SignalBook::from_layout(bank, self.layout)?;
+        Ok(Sweep { spec: self.spec, book, combos: self.combos })
+    }
+}
+
+/// `1,234,567`: a count with thousands separators, for messages.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() * 4 / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `1.5 GB`, `320 MB`: a size in decimal units, as people say it.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < UNITS.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+}
+
+/// The memory this machine can give a new allocation now (its cgroup's limit included);
+/// `None` where the system does not say.
+pub fn available_memory() -> Option<u64> {
+    let mut system = sysinfo::System::new();
+    system.refresh_memory();
+    let available = system.available_memory();
+    let limited = system.cgroup_limits().map_or(available, |c| available.min(c.free_memory));
+    (limited > 0).then_some(limited)
+}
+
 /// A sweep ready to run: its spec, the signal book (every indicator the combos need,
 /// computed once through the bank) and its combos.
 #[derive(Debug)]
@@ -67,13 +189,11 @@ pub struct Sweep {
 }
 
 impl Sweep {
-    /// Checks the spec, computes the indicators and decision rows every combo needs
-    /// (through `bank`, each once) and lays out the combos (sampling them if asked).
+    /// Checks the spec, computes the indicators and decision rows its combos need
+    /// (through `bank`, each once; a sample's only) and lays out the combos, refusing
+    /// before any work what would not fit in the memory available ([`SweepPlan`]).
     pub fn prepare(bank: &IndicatorBank<'_>, spec: &SweepSpec) -> Result<Self, SweepError> {
-        spec.check()?;
-        let book = SignalBook::build(bank, spec.strategy, spec.axes())?;
-        let combos = ComboSet::new(&book, spec.sample, spec.chunk_size)?;
-        Ok(Self { spec: spec.clone(), book, combos })
+        SweepPlan::new(spec, bank.data().len(), available_memory())?.prepare(bank)
     }
 
     pub fn spec(&self) -> &SweepSpec {

@@ -7,7 +7,7 @@ use threadx_dispatch::testing::dispatcher_in;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_sweep::{
-    Executor, OutputOptions, Sample, Shard, Sweep, SweepSpec, merge, parse_row, run_to_files, walk_forward,
+    Executor, OutputOptions, Sample, Shard, Sweep, SweepPlan, SweepSpec, merge, parse_row, run_to_files, walk_forward,
 };
 
 /// A CPU dispatcher with its profile in `dir` (which must outlive it).
@@ -308,4 +308,69 @@ fn auto_mode_with_the_gpu_on_some_chunks_resumes_and_merges_to_the_cpus_bytes() 
     let merged = dir.path().join("auto-merged.csv");
     merge(&shards, &merged, 5, "sharpe").unwrap();
     assert_eq!(std::fs::read(&merged).unwrap(), whole, "auto-mode shards merge to the CPU bytes");
+}
+
+#[test]
+fn a_samples_book_holds_only_its_own_combos_and_gives_the_grids_metrics() {
+    let d = data();
+    let profile = tempfile::tempdir().unwrap();
+    let dispatcher = cpu(&profile);
+    for strategy in Strategy::ALL {
+        let grid_spec = SweepSpec::default_grid(strategy);
+        let mut sample_spec = grid_spec.clone();
+        sample_spec.sample = Some(Sample { n: 12, seed: 3 });
+        let (grid_bank, sample_bank) = (IndicatorBank::new(&d, &dispatcher), IndicatorBank::new(&d, &dispatcher));
+        let grid = Sweep::prepare(&grid_bank, &grid_spec).unwrap();
+        let sample = Sweep::prepare(&sample_bank, &sample_spec).unwrap();
+        // Each combo reads at most three series (bb_atr: middle band, deviation, ATR).
+        assert!(sample_bank.computations() <= 3 * 12, "{strategy}: {}", sample_bank.computations());
+        assert!(sample_bank.computations() <= grid_bank.computations(), "{strategy}");
+        if strategy != Strategy::RsiReversion {
+            // (rsi_reversion's grid has only 5 series.)
+            assert!(sample_bank.computations() < grid_bank.computations(), "{strategy}");
+        }
+        let from_grid = grid.run_all(&grid.executor(&dispatcher).unwrap());
+        let from_sample = sample.run_all(&sample.executor(&dispatcher).unwrap());
+        assert_eq!(from_sample.combos.len(), 12);
+        for (&combo, m) in from_sample.combos.iter().zip(&from_sample.metrics) {
+            let at = from_grid.combos.binary_search(&combo).unwrap();
+            assert_eq!(m.to_json(), from_grid.metrics[at].to_json(), "{strategy} combo {combo}");
+            assert_eq!(sample.book().combo_values(combo), grid.book().combo_values(combo));
+        }
+    }
+}
+
+/// The 10^12-combo grid (1,000 values of each bb_atr parameter).
+fn trillion() -> SweepSpec {
+    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    for (name, values) in
+        [("bb_period", "2:1001:1"), ("bb_std", "0.01:10:0.01"), ("atr_period", "1:1000:1"), ("atr_mult", "0.1:100:0.1")]
+    {
+        spec.set_axis(name, values).unwrap();
+    }
+    spec
+}
+
+#[test]
+fn preparation_is_laid_out_before_work_and_refused_when_it_cannot_fit() {
+    let spec = trillion();
+    assert_eq!(spec.grid_len().unwrap(), 1_000_000_000_000);
+    // The whole grid: 1,000 periods (middle band and deviation each) and 1,000 ATR
+    // series, one entry row per (bb_period, bb_std): gigabytes, known without computing.
+    let whole = SweepPlan::new(&spec, 35_040, None).unwrap();
+    assert_eq!(whole.series(), 3_000);
+    assert!(whole.bytes() > 5_000_000_000, "{}", whole.bytes());
+    let err = SweepPlan::new(&spec, 35_040, Some(1 << 30)).unwrap_err().to_string();
+    assert!(err.contains("6.4 GB") && err.contains("1.1 GB") && err.contains("--random N"), "{err}");
+    // A sample of 10 needs only its own series: at most 3 each.
+    let mut sampled = spec.clone();
+    sampled.sample = Some(Sample { n: 10, seed: 1 });
+    let plan = SweepPlan::new(&sampled, 35_040, Some(1 << 30)).unwrap();
+    assert!(plan.series() <= 30, "{}", plan.series());
+    assert!(plan.bytes() < 50_000_000, "{}", plan.bytes());
+    assert_eq!(plan.combos().len(), 10);
+    // Drawing an enormous sample is refused before the draw allocates.
+    sampled.sample = Some(Sample { n: 100_000_000_000, seed: 1 });
+    let err = SweepPlan::new(&sampled, 35_040, Some(1 << 30)).unwrap_err().to_string();
+    assert!(err.contains("100000000000 sampled combos"), "{err}");
 }
