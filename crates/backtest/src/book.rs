@@ -305,6 +305,8 @@ pub struct SignalBook {
     close: Vec<f64>,
     /// close[t] / close[t−1] − 1 (0 at t = 0): a held bar's return, computed once.
     ret: Vec<f64>,
+    /// What annualises the Sharpe ratio: the data's, or the user's.
+    bars_per_year: f64,
 }
 
 impl SignalBook {
@@ -407,7 +409,21 @@ impl SignalBook {
 
         let entry = fill_rows(&entry_rules, bars, words);
         let exit = fill_rows(&exit_rules, bars, words);
-        Ok(Self { layout, bars, entry, exit, atr, stops, timestamps: data.timestamps().to_vec(), close, ret })
+        let timestamps = data.timestamps().to_vec();
+        let bars_per_year = data.bars_per_year();
+        Ok(Self { layout, bars, entry, exit, atr, stops, timestamps, close, ret, bars_per_year })
+    }
+
+    /// Bars per year, which annualise the Sharpe ratio: the data's
+    /// ([`Ohlcv::bars_per_year`](threadx_indicators::Ohlcv::bars_per_year)) unless set.
+    pub fn bars_per_year(&self) -> f64 {
+        self.bars_per_year
+    }
+
+    /// The book with `bars_per_year` set (e.g. 252 for daily stock bars).
+    pub fn with_bars_per_year(mut self, bars_per_year: f64) -> Self {
+        self.bars_per_year = bars_per_year;
+        self
     }
 
     pub fn strategy(&self) -> Strategy {

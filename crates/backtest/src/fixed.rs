@@ -132,19 +132,29 @@ pub struct Totals {
 impl Totals {
     /// The metrics of a run measured over `bars` bars: the one conversion from integer
     /// totals to reported values, on every device.
-    pub fn metrics(&self, bars: usize) -> Metrics {
+    /// The reported metrics of these totals over `bars` bars, the Sharpe ratio
+    /// annualised with `bars_per_year`.
+    pub fn metrics(&self, bars: usize, bars_per_year: f64) -> Metrics {
         let log = |units: i64| units as f64 / LOG_SCALE;
         let ret = |units: u128| units as i128 as f64 / RET_SCALE;
+        let sharpe = sharpe(ret(self.sum), ret(self.sum_sq), bars);
         Metrics {
             total_return: libm::expm1(log(self.log_equity)),
             trades: self.trades,
             closed_trades: self.closed,
             win_rate: if self.closed > 0 { f64::from(self.wins) / f64::from(self.closed) } else { f64::NAN },
             max_drawdown: libm::expm1(log(self.drawdown)),
-            sharpe: sharpe(ret(self.sum), ret(self.sum_sq), bars),
+            sharpe,
+            sharpe_annual: annualised(sharpe, bars_per_year),
             exposure: if bars > 0 { f64::from(self.held) / bars as f64 } else { f64::NAN },
         }
     }
+}
+
+/// A per-bar Sharpe ratio annualised: times √(bars per year) (a correctly rounded square
+/// root, so the same bits everywhere).
+pub(crate) fn annualised(sharpe: f64, bars_per_year: f64) -> f64 {
+    sharpe * bars_per_year.sqrt()
 }
 
 /// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` bars; NaN when the

@@ -89,7 +89,7 @@ impl<'a> Backtester<'a> {
 
     /// One plan's metrics on the CPU (the same bytes as on any device).
     pub fn metrics(&self, plan: &ComboPlan) -> Metrics {
-        simulate_totals(self.book, &self.tables, plan).metrics(self.book.bars())
+        simulate_totals(self.book, &self.tables, plan).metrics(self.book.bars(), self.book.bars_per_year())
     }
 
     /// The profile key of a run of `combos` plans, `backtest_<strategy>:{"bars":N,"size":W}`
@@ -103,8 +103,8 @@ impl<'a> Backtester<'a> {
     /// Metrics of every plan, in order, on the CPU or the GPU as `dispatcher` decides (a
     /// GPU failure falls back to the CPU); the same bytes either way.
     pub fn run(&self, dispatcher: &Dispatcher, plans: &[ComboPlan]) -> Outcome<Vec<Metrics>> {
-        let bars = self.book.bars();
-        self.run_totals(dispatcher, plans).map(|totals| totals.iter().map(|t| t.metrics(bars)).collect())
+        let (bars, per_year) = (self.book.bars(), self.book.bars_per_year());
+        self.run_totals(dispatcher, plans).map(|totals| totals.iter().map(|t| t.metrics(bars, per_year)).collect())
     }
 
     /// The integer totals of every plan, in order, where `dispatcher` decides.
@@ -127,6 +127,19 @@ impl<'a> Backtester<'a> {
     }
 }
 
+/// Checks a user's bars per year (`--periods-per-year`): positive and finite.
+pub fn check_bars_per_year(bars_per_year: f64) -> Result<f64, BacktestError> {
+    if bars_per_year.is_finite() && bars_per_year > 0.0 {
+        Ok(bars_per_year)
+    } else {
+        Err(BacktestError::BadValue {
+            param: "periods_per_year",
+            value: bars_per_year.to_string(),
+            problem: "must be a positive number of bars per year (e.g. 252 for daily stock bars)".into(),
+        })
+    }
+}
+
 /// One parameter set (schema order, checked) over the bank's data, with trades and the
 /// equity curve (the f64 simulation) and the metrics every device reports for it (the
 /// integer totals: the same bytes as the combo's row in a sweep). Indicators are the
@@ -136,11 +149,16 @@ pub fn backtest(
     strategy: Strategy,
     values: &[f64],
     fee: f64,
+    bars_per_year: Option<f64>,
 ) -> Result<BacktestReport, BacktestError> {
     strategy.check(values)?;
     check_fee(fee)?;
+    let bars_per_year = bars_per_year.map(check_bars_per_year).transpose()?;
     let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
-    let book = SignalBook::build(bank, strategy, &axes)?;
+    let mut book = SignalBook::build(bank, strategy, &axes)?;
+    if let Some(per_year) = bars_per_year {
+        book = book.with_bars_per_year(per_year);
+    }
     let plan = book.plan(&vec![0; values.len()]);
     let mut report = simulate_detailed(&book, &plan, fee);
     report.metrics = Backtester::new(&book, fee)?.metrics(&plan);

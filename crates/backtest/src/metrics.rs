@@ -14,18 +14,32 @@ pub struct Metrics {
     pub win_rate: f64,
     /// min over t of E[t] / max(E[0..=t]) − 1 (≤ 0).
     pub max_drawdown: f64,
-    /// mean(r) / std(r, ddof = 1) of the per-bar returns, not annualized; NaN when flat.
+    /// mean(r) / std(r, ddof = 1) of the per-bar returns, not annualised; NaN when flat.
     pub sharpe: f64,
+    /// `sharpe · √(bars per year)`: the annualised Sharpe ratio.
+    pub sharpe_annual: f64,
     /// Fraction of bars that end in a position.
     pub exposure: f64,
 }
 
 impl Metrics {
     /// Names as they appear in results files and JSON, in [`Metrics::values`] order.
-    pub const NAMES: [&'static str; 7] =
-        ["total_return", "trades", "closed_trades", "win_rate", "max_drawdown", "sharpe", "exposure"];
+    pub const NAMES: [&'static str; 8] =
+        ["total_return", "trades", "closed_trades", "win_rate", "max_drawdown", "sharpe", "sharpe_annual", "exposure"];
 
-    pub fn values(&self) -> [f64; 7] {
+    /// What each of [`Metrics::NAMES`] means, for `--help`.
+    pub const HELP: [&'static str; 8] = [
+        "equity at the end over equity at the start, minus 1",
+        "entries, a position open at the end included",
+        "trades that exited",
+        "fraction of closed trades that gained",
+        "deepest fall of equity from its running peak (≤ 0)",
+        "mean over standard deviation of the per-bar returns (per bar, not annualised)",
+        "sharpe × √(bars per year): annualised",
+        "fraction of bars that end in a position",
+    ];
+
+    pub fn values(&self) -> [f64; 8] {
         [
             self.total_return,
             self.trades.into(),
@@ -33,6 +47,7 @@ impl Metrics {
             self.win_rate,
             self.max_drawdown,
             self.sharpe,
+            self.sharpe_annual,
             self.exposure,
         ]
     }

@@ -11,7 +11,7 @@
 //! Both skip flat stretches a 64-bar word of entry bits at a time.
 
 use crate::book::{ComboPlan, SignalBook};
-use crate::fixed::{BarTables, Totals, sharpe};
+use crate::fixed::{BarTables, Totals, annualised, sharpe};
 use crate::metrics::{ExitReason, Metrics, Trade};
 use rayon::prelude::*;
 
@@ -134,6 +134,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
         win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
         max_drawdown,
         sharpe: sharpe(acc.sum, acc.sum_sq, n),
+        sharpe_annual: annualised(sharpe(acc.sum, acc.sum_sq, n), book.bars_per_year()),
         exposure: held as f64 / n as f64,
     }
 }
@@ -216,6 +217,8 @@ pub struct BacktestReport {
     pub trades: Vec<Trade>,
     /// Equity marked to market at every close, starting from 1 before the first bar.
     pub equity: Vec<f64>,
+    /// What annualises the Sharpe ratio (the book's).
+    pub bars_per_year: f64,
 }
 
 struct Recorder<'a> {
@@ -253,7 +256,7 @@ impl Observer for Recorder<'_> {
 pub fn simulate_detailed(book: &SignalBook, plan: &ComboPlan, fee: f64) -> BacktestReport {
     let mut recorder = Recorder { book, trades: Vec::new(), equity: vec![f64::NAN; book.bars()] };
     let metrics = simulate(book, plan, fee, &mut recorder);
-    BacktestReport { metrics, trades: recorder.trades, equity: recorder.equity }
+    BacktestReport { metrics, trades: recorder.trades, equity: recorder.equity, bars_per_year: book.bars_per_year() }
 }
 
 impl BacktestReport {
@@ -269,8 +272,8 @@ impl BacktestReport {
             .filter(|t| t.entry_bar >= start)
             .map(|t| Trade { entry_bar: t.entry_bar - start, exit_bar: t.exit_bar - start, ..*t })
             .collect();
-        let metrics = curve_metrics(&equity, &trades);
-        BacktestReport { metrics, trades, equity }
+        let metrics = curve_metrics(&equity, &trades, self.bars_per_year);
+        BacktestReport { metrics, trades, equity, bars_per_year: self.bars_per_year }
     }
 
     /// Consecutive runs as one: each starts with the equity the previous one ended with,
@@ -287,15 +290,17 @@ impl BacktestReport {
             equity.extend(part.equity.iter().map(|e| e * scale));
             scale = equity.last().copied().unwrap_or(scale);
         }
-        let metrics = curve_metrics(&equity, &trades);
-        BacktestReport { metrics, trades, equity }
+        let bars_per_year = parts.first().map_or(f64::NAN, |p| p.bars_per_year);
+        let metrics = curve_metrics(&equity, &trades, bars_per_year);
+        BacktestReport { metrics, trades, equity, bars_per_year }
     }
 }
 
 /// Metrics by DESIGN.md's definitions from an equity curve (E[−1] = 1, one value per
 /// bar) and its trades (bars relative to the curve). Agrees with the simulation's own
 /// metrics to rounding (it divides equities where the simulation uses close ratios).
-pub fn curve_metrics(equity: &[f64], trades: &[Trade]) -> Metrics {
+/// `bars_per_year` annualises the Sharpe ratio.
+pub fn curve_metrics(equity: &[f64], trades: &[Trade], bars_per_year: f64) -> Metrics {
     let n = equity.len();
     let mut acc = Accumulator { sum: 0.0, sum_sq: 0.0, peak: 1.0, trough: 1.0, max_drawdown: 0.0 };
     let mut prev = 1.0;
@@ -317,6 +322,7 @@ pub fn curve_metrics(equity: &[f64], trades: &[Trade]) -> Metrics {
         win_rate: if closed_trades > 0 { f64::from(wins) / f64::from(closed_trades) } else { f64::NAN },
         max_drawdown: acc.max_drawdown.min(acc.trough / acc.peak - 1.0),
         sharpe: sharpe(acc.sum, acc.sum_sq, n),
+        sharpe_annual: annualised(sharpe(acc.sum, acc.sum_sq, n), bars_per_year),
         exposure: if n > 0 { held as f64 / n as f64 } else { f64::NAN },
     }
 }

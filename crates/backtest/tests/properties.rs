@@ -141,7 +141,7 @@ proptest! {
             && a.values().into_iter().zip(b.values()).all(|(x, y)| close(x, y));
         let whole = cpu_book(&d, Strategy::BbAtr, &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]);
         let report = simulate_detailed(&whole, &whole.plan(&[0, 0, 0, 0]), 0.001);
-        prop_assert!(same(&curve_metrics(&report.equity, &report.trades), &report.metrics));
+        prop_assert!(same(&curve_metrics(&report.equity, &report.trades, report.bars_per_year), &report.metrics));
         prop_assert!(same(&report.since(0).metrics, &report.metrics));
 
         // A window whose first `w` bars are warm-up (no entry there) reads like a run on
@@ -158,7 +158,7 @@ proptest! {
         prop_assert_eq!(chained.trades.len(), r1.trades.len() + r2.trades.len());
         let end = r1.equity.last().unwrap() * r2.equity.last().unwrap() - 1.0;
         prop_assert!(close(chained.metrics.total_return, end));
-        prop_assert!(same(&chained.metrics, &curve_metrics(&chained.equity, &chained.trades)));
+        prop_assert!(same(&chained.metrics, &curve_metrics(&chained.equity, &chained.trades, chained.bars_per_year)));
         prop_assert!(chained.metrics.max_drawdown <= r1.metrics.max_drawdown.min(r2.metrics.max_drawdown) + 1e-12);
     }
 }

@@ -28,7 +28,7 @@ fn run(data: &Ohlcv, strategy: Strategy, params: &[(&str, &str)], fee: f64) -> B
     let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(data, &dispatcher);
     let values = strategy.params(params).unwrap();
-    backtest(&bank, strategy, &values, fee).unwrap()
+    backtest(&bank, strategy, &values, fee, None).unwrap()
 }
 
 /// (entry bar, exit bar, reason) of every trade.

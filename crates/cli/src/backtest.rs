@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
 use std::path::PathBuf;
-use threadx_backtest::{BacktestReport, Metrics, Strategy, backtest, check_fee};
+use threadx_backtest::{BacktestReport, Metrics, Strategy, backtest, check_bars_per_year, check_fee};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 use threadx_profile_store::write_file_atomic;
@@ -18,6 +18,7 @@ pub struct Request {
     pub strategy: String,
     pub set: Vec<String>,
     pub fee: f64,
+    pub periods_per_year: Option<f64>,
     pub trades: Option<PathBuf>,
     pub equity: Option<PathBuf>,
     pub json: bool,
@@ -40,13 +41,14 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
         req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     let values = strategy.params(&pairs)?;
     check_fee(req.fee)?;
+    req.periods_per_year.map(check_bars_per_year).transpose()?;
     for path in req.trades.iter().chain(&req.equity) {
         check_writable(path)?;
     }
     let data = Ohlcv::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let bank = IndicatorBank::new(&data, &dispatcher);
-    let report = backtest(&bank, strategy, &values, req.fee)?;
+    let report = backtest(&bank, strategy, &values, req.fee, req.periods_per_year)?;
     if let Some(path) = &req.trades {
         write_file_atomic(path, trades_csv(&report).as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
@@ -68,6 +70,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
         object.insert("fee".into(), json!(req.fee));
         object.insert("data".into(), json!(data.origin()));
         object.insert("bars".into(), json!(data.len()));
+        object.insert("periods_per_year".into(), json!(report.bars_per_year));
         object.extend(m.to_json());
         outln!("{}", Value::Object(object));
     } else {
@@ -79,7 +82,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
             data.len(),
             req.fee
         );
-        out!("{}", metrics_table(m));
+        out!("{}", metrics_table(m, report.bars_per_year));
         for (what, path) in [("trades", &req.trades), ("equity", &req.equity)] {
             if let Some(path) = path {
                 outln!("wrote {what} to {}", path.display());
@@ -89,19 +92,21 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     Ok(())
 }
 
-fn metrics_table(m: &Metrics) -> String {
+fn metrics_table(m: &Metrics, bars_per_year: f64) -> String {
+    let ratio = |v: f64, what: String| if v.is_nan() { "-".to_owned() } else { format!("{v:.4}  {what}") };
     let rows = [
         ("total_return", pct(m.total_return)),
         ("trades", m.trades.to_string()),
         ("closed_trades", m.closed_trades.to_string()),
         ("win_rate", pct(m.win_rate)),
         ("max_drawdown", pct(m.max_drawdown)),
-        ("sharpe", if m.sharpe.is_nan() { "-".to_owned() } else { format!("{:.4} (per bar)", m.sharpe) }),
+        ("sharpe", ratio(m.sharpe, "per bar".into())),
+        ("sharpe_annual", ratio(m.sharpe_annual, format!("× √{bars_per_year:.0} bars per year"))),
         ("exposure", pct(m.exposure)),
     ];
     let mut out = String::new();
     for (name, value) in rows {
-        let _ = writeln!(out, "  {name:<14} {value:>14}");
+        let _ = writeln!(out, "  {name:<14} {value}");
     }
     out
 }

@@ -38,12 +38,16 @@ pub struct SweepArgs {
     /// Cost per side as a fraction of traded value (default: the config's, else 0.001).
     #[arg(long, allow_negative_numbers = true)]
     fee: Option<f64>,
+    /// Bars per year that annualise the Sharpe ratio (default: the config's, else from the
+    /// median spacing of the timestamps, a year of 365 days; e.g. 252 for daily stock bars).
+    #[arg(long, value_name = "BARS", allow_negative_numbers = true)]
+    periods_per_year: Option<f64>,
     /// Run N distinct combos of the grid drawn at random (Monte-Carlo) instead of all.
     #[arg(long, value_name = "N")]
     random: Option<u64>,
-    /// Seed of --random: the same seed draws the same combos on every machine.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    /// Seed of --random (default 0): the same seed draws the same combos on every machine.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Optimize on each train window, evaluate the best combo on the next test window:
     /// train=BARS,test=BARS[,step=BARS].
     #[arg(long, value_name = "SPEC")]
@@ -54,8 +58,8 @@ pub struct SweepArgs {
     /// How many of the best combos to print.
     #[arg(long, default_value_t = 10)]
     top: usize,
-    /// The metric that ranks combos, largest first (total_return, sharpe, win_rate, max_drawdown, ...).
-    #[arg(long, default_value = "sharpe")]
+    /// The metric that ranks combos, largest first (sharpe, sharpe_annual, total_return, ...; --help lists them).
+    #[arg(long, default_value = "sharpe", long_help = metrics_help("The metric that ranks combos, largest first (max_drawdown: the shallowest)."))]
     by: String,
     /// Draw the --by metric over two parameters (best over the others) into this SVG
     /// (default: beside the results, as <name>-heatmap.svg).
@@ -136,8 +140,17 @@ fn build_spec(args: &SweepArgs) -> Result<SweepSpec> {
     if let Some(fee) = args.fee {
         spec.fee = fee;
     }
-    if let Some(n) = args.random {
-        spec.sample = Some(Sample { n, seed: args.seed });
+    if let Some(p) = args.periods_per_year {
+        spec.periods_per_year = Some(p);
+    }
+    match (args.random, args.seed, spec.sample.as_mut()) {
+        (Some(n), seed, config) => {
+            let seed = seed.or(config.map(|s| s.seed)).unwrap_or(0);
+            spec.sample = Some(Sample { n, seed });
+        }
+        (None, Some(seed), Some(config)) => config.seed = seed,
+        (None, Some(_), None) => bail!("--seed draws the --random sample; pass --random N too"),
+        (None, None, _) => {}
     }
     if let Some(n) = args.chunk_size {
         spec.chunk_size = Some(n);
@@ -297,30 +310,31 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         args.by
     );
     outln!(
-        "  {:>3}  {:<52} {:>12} {:>10} {:>7} {:>10}",
+        "  {:>3}  {:<52} {:>12} {:>13} {:>7} {:>10}",
         "win",
         "best in sample",
         "oos return",
-        "oos sharpe",
+        "oos sharpe/yr",
         "trades",
         "oos max dd"
     );
     for (w, r) in report.windows.iter().enumerate() {
         let m = &r.test_report.metrics;
         outln!(
-            "  {w:>3}  {:<52} {:>12} {:>10} {:>7} {:>10}",
+            "  {w:>3}  {:<52} {:>12} {:>13} {:>7} {:>10}",
             spec.strategy.describe(&r.best.values),
             pct(m.total_return),
-            num(m.sharpe),
+            num(m.sharpe_annual),
             m.trades,
             pct(m.max_drawdown)
         );
     }
     let m = &report.overall;
     outln!(
-        "  out of sample overall: return {}, sharpe {}, {} trades, max drawdown {}, exposure {}",
+        "  out of sample overall: return {}, sharpe {} per bar ({} annualised), {} trades, max drawdown {}, exposure {}",
         pct(m.total_return),
         num(m.sharpe),
+        num(m.sharpe_annual),
         m.trades,
         pct(m.max_drawdown),
         pct(m.exposure)
@@ -332,6 +346,13 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         json_path.display()
     );
     Ok(())
+}
+
+/// Every metric with what it means, after `intro`: the long help of `--by`.
+fn metrics_help(intro: &str) -> String {
+    let lines: String =
+        Metrics::NAMES.iter().zip(Metrics::HELP).map(|(name, help)| format!("\n  {name:<14} {help}")).collect();
+    format!("{intro}{lines}")
 }
 
 /// `1 chunk`, `12,000 combos`.
@@ -359,14 +380,14 @@ fn top_table(strategy: Strategy, rows: &[Row], by: &str) -> String {
     let mut out = format!("top {} by {by}:\n", rows.len());
     let _ = writeln!(
         out,
-        "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>9} {:>9}",
-        "rank", "combo", "parameters", "return", "trades", "win", "max dd", "sharpe", "exposure"
+        "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9}",
+        "rank", "combo", "parameters", "return", "trades", "win", "max dd", "sharpe/bar", "sharpe/yr", "exposure"
     );
     for (i, r) in rows.iter().enumerate() {
         let m: &Metrics = &r.metrics;
         let _ = writeln!(
             out,
-            "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>9} {:>9}",
+            "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9}",
             i + 1,
             r.combo,
             strategy.describe(&r.values),
@@ -375,6 +396,7 @@ fn top_table(strategy: Strategy, rows: &[Row], by: &str) -> String {
             pct(m.win_rate),
             pct(m.max_drawdown),
             num(m.sharpe),
+            num(m.sharpe_annual),
             pct(m.exposure)
         );
     }

@@ -223,7 +223,8 @@ fn backtest_prints_metrics_and_writes_trades_and_equity() {
     let dispatcher = threadx_dispatch::testing::dispatcher_in(dir.path(), threadx_dispatch::DeviceMode::Cpu);
     let bank = threadx_indicators::IndicatorBank::new(&ohlcv, &dispatcher);
     let report =
-        threadx_backtest::backtest(&bank, threadx_backtest::Strategy::BbAtr, &[20.0, 2.0, 14.0, 2.0], 0.001).unwrap();
+        threadx_backtest::backtest(&bank, threadx_backtest::Strategy::BbAtr, &[20.0, 2.0, 14.0, 2.0], 0.001, None)
+            .unwrap();
     for (name, want) in threadx_backtest::Metrics::NAMES.iter().zip(report.metrics.values()) {
         assert_eq!(v[name].as_f64().unwrap(), want, "{name}");
     }
@@ -252,6 +253,23 @@ fn backtest_prints_metrics_and_writes_trades_and_equity() {
     // The curve is the f64 simulation; the metrics are the integer totals every device
     // reports: the same equity to well within 1e-12 of it.
     assert!((last - (1.0 + report.metrics.total_return)).abs() <= 1e-12 * last, "{last} {:?}", report.metrics);
+
+    // 15-minute bars: the Sharpe ratio annualised with √35,040; --periods-per-year sets it.
+    assert_eq!(v["periods_per_year"].as_f64(), Some(35_040.0));
+    assert_eq!(v["sharpe_annual"].as_f64().unwrap(), report.metrics.sharpe * 35_040f64.sqrt());
+    let mut daily = args.clone();
+    daily.extend(["--periods-per-year", "252"]);
+    let out = threadx(&daily, &env);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["sharpe"], v["sharpe"]);
+    assert_eq!(d["sharpe_annual"].as_f64().unwrap(), report.metrics.sharpe * 252f64.sqrt());
+    for bad in ["0", "-5", "nan"] {
+        let mut args = args.clone();
+        args.extend(["--periods-per-year", bad]);
+        let out = threadx(&args, &env);
+        assert!(text(&out.stderr).contains("periods_per_year"), "{bad}: {}", text(&out.stderr));
+    }
 
     // The table form names every metric.
     let out = threadx(&["backtest", "--data", data, "--device", "cpu"], &env);

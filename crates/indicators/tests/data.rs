@@ -110,6 +110,21 @@ fn missing_columns_and_empty_files_are_refused() {
 }
 
 #[test]
+fn bars_per_year_come_from_the_median_spacing() {
+    // 15-minute BTC-like bars: 96 a day, 365 days.
+    assert_eq!(Ohlcv::load("synthetic:bars=3000,seed=1").unwrap().bars_per_year(), 35_040.0);
+    // Hourly FX bars with weekend gaps: the gaps are not the median.
+    assert_eq!(Ohlcv::load("synthetic:bars=3000,seed=1,market=fx").unwrap().bars_per_year(), 8_760.0);
+    // Daily bars with one missing day; a single bar has no spacing.
+    let daily = parse(
+        "date,open,high,low,close\n2024-01-01,1,1,1,1\n2024-01-02,1,1,1,1\n2024-01-04,1,1,1,1\n2024-01-05,1,1,1,1\n",
+    )
+    .unwrap();
+    assert_eq!(daily.bars_per_year(), 365.0);
+    assert!(parse("date,open,high,low,close\n2024-01-01,1,1,1,1\n").unwrap().bars_per_year().is_nan());
+}
+
+#[test]
 fn csv_round_trip_keeps_every_value() {
     let bars = SyntheticSpec { bars: 3000, seed: 11, ..SyntheticSpec::default() }.generate();
     let back = Ohlcv::parse_csv(bars.origin(), &bars.to_csv()).unwrap();

@@ -64,7 +64,7 @@ pub fn parse_row(strategy: Strategy, line: &str) -> Result<Row, SweepError> {
             _ => text.parse().map_err(|_| bad())?,
         };
     }
-    let mut m = [f64::NAN; 7];
+    let mut m = [f64::NAN; Metrics::NAMES.len()];
     for slot in &mut m {
         let text = fields.next().ok_or_else(bad)?;
         if !text.is_empty() {
@@ -81,7 +81,8 @@ pub fn parse_row(strategy: Strategy, line: &str) -> Result<Row, SweepError> {
         win_rate: m[3],
         max_drawdown: m[4],
         sharpe: m[5],
-        exposure: m[6],
+        sharpe_annual: m[6],
+        exposure: m[7],
     };
     Ok(Row { combo, values: ParamValues::new(&values[..schema.len()]), metrics })
 }

@@ -139,7 +139,10 @@ impl SweepPlan {
                 bank.data().len()
             )));
         }
-        let book = SignalBook::from_layout(bank, self.layout)?;
+        let mut book = SignalBook::from_layout(bank, self.layout)?;
+        if let Some(per_year) = self.spec.periods_per_year {
+            book = book.with_bars_per_year(per_year);
+        }
         Ok(Sweep { spec: self.spec, book, combos: self.combos })
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::SweepError;
 use serde_json::{Value, json};
-use threadx_backtest::{ParamKind, ParamSpec, Strategy, check_fee};
+use threadx_backtest::{ParamKind, ParamSpec, Strategy, check_bars_per_year, check_fee};
 
 /// The most values one parameter may take (a range longer than this is a typo).
 pub const MAX_AXIS_VALUES: usize = 1_000_000;
@@ -75,13 +75,16 @@ pub struct SweepSpec {
     /// Combos per chunk; `None` takes [`chunk_size`](crate::chunk_size) of the data length.
     /// Part of the sweep's identity: a resume or merge needs the same value.
     pub chunk_size: Option<u64>,
+    /// Bars per year that annualise the Sharpe ratio; `None` infers them from the data's
+    /// timestamps ([`Ohlcv::bars_per_year`](threadx_indicators::Ohlcv::bars_per_year)).
+    pub periods_per_year: Option<f64>,
 }
 
 impl SweepSpec {
     /// A one-combo spec: every parameter at its default, fee 0.001.
     pub fn new(strategy: Strategy) -> Self {
         let axes = strategy.schema().iter().map(|p| vec![p.default]).collect();
-        Self { strategy, axes, fee: 0.001, sample: None, walk_forward: None, chunk_size: None }
+        Self { strategy, axes, fee: 0.001, sample: None, walk_forward: None, chunk_size: None, periods_per_year: None }
     }
 
     /// The built-in grid of a strategy, for a sweep run without `--grid`: bb_atr's is
@@ -129,6 +132,9 @@ impl SweepSpec {
     /// combo passes the strategy's rules.
     pub fn check(&self) -> Result<(), SweepError> {
         check_fee(self.fee)?;
+        if let Some(p) = self.periods_per_year {
+            check_bars_per_year(p)?;
+        }
         let grid = self.grid_len()?;
         if let Some(sample) = self.sample {
             if sample.n == 0 {
@@ -180,13 +186,17 @@ impl SweepSpec {
                 (p.name.to_owned(), Value::Array(values))
             })
             .collect();
-        json!({
+        let mut spec = json!({
             "strategy": self.strategy.name(),
             "grid": grid,
             "fee": self.fee,
             "random": self.sample.map(|s| json!({"n": s.n, "seed": s.seed})),
             "walk_forward": self.walk_forward.map(|w| json!({"train": w.train, "test": w.test, "step": w.step})),
-        })
+        });
+        if let Some(p) = self.periods_per_year {
+            spec["periods_per_year"] = json!(p);
+        }
+        spec
     }
 
     /// A spec from a TOML file's text (see the README for the layout); `--grid` flags may
@@ -204,6 +214,10 @@ impl SweepSpec {
             match (key.as_str(), value) {
                 ("strategy", _) => {}
                 ("fee", v) => spec.fee = number(v).ok_or_else(|| bad("fee must be a number".into()))?,
+                ("periods_per_year", v) => {
+                    spec.periods_per_year =
+                        Some(number(v).ok_or_else(|| bad("periods_per_year must be a number".into()))?);
+                }
                 ("chunk_size", toml::Value::Integer(n)) if *n > 0 => spec.chunk_size = Some(*n as u64),
                 ("chunk_size", _) => return Err(bad("chunk_size must be a whole number ≥ 1".into())),
                 ("grid", toml::Value::Table(grid)) => {
@@ -245,7 +259,7 @@ impl SweepSpec {
                 (key @ ("grid" | "random" | "walk_forward"), _) => return Err(bad(format!("[{key}] must be a table"))),
                 (other, _) => {
                     return Err(bad(format!(
-                        "unknown key `{other}` (known: strategy, fee, chunk_size, grid, random, walk_forward)"
+                        "unknown key `{other}` (known: strategy, fee, periods_per_year, chunk_size, grid, random, walk_forward)"
                     )));
                 }
             }

@@ -55,6 +55,9 @@ pub fn walk_forward(
     }
     let mut train_spec = spec.clone();
     train_spec.walk_forward = None;
+    // Every window's Sharpe is annualised like the whole data's.
+    let per_year = spec.periods_per_year.unwrap_or_else(|| data.bars_per_year());
+    train_spec.periods_per_year = per_year.is_finite().then_some(per_year);
     train_spec.check()?;
     let mut results = Vec::with_capacity(windows.len());
     for (w, &(train_start, test_start, test_end)) in windows.iter().enumerate() {
@@ -73,7 +76,7 @@ pub fn walk_forward(
         let history = data.slice(0..test_end);
         let bank = IndicatorBank::new(&history, dispatcher);
         let axes: Vec<Vec<f64>> = best.values.iter().map(|&v| vec![v]).collect();
-        let book = SignalBook::build(&bank, spec.strategy, &axes)?;
+        let book = SignalBook::build(&bank, spec.strategy, &axes)?.with_bars_per_year(per_year);
         let mut plan = book.plan(&vec![0; axes.len()]);
         plan.warmup = plan.warmup.max(test_start as u32);
         let test_report = simulate_detailed(&book, &plan, spec.fee).since(test_start);

@@ -66,7 +66,7 @@ fn rows_are_single_backtests_in_combo_order() {
     let csv = lines(&run(&d, &spec, &options(&dir.path().join("r.csv")), 2));
     assert_eq!(
         csv[0],
-        "combo,bb_period,bb_std,atr_period,atr_mult,total_return,trades,closed_trades,win_rate,max_drawdown,sharpe,exposure"
+        "combo,bb_period,bb_std,atr_period,atr_mult,total_return,trades,closed_trades,win_rate,max_drawdown,sharpe,sharpe_annual,exposure"
     );
     assert_eq!(csv.len(), 1 + 4 * 3 * 2 * 3);
     let profile = tempfile::tempdir().unwrap();
@@ -80,7 +80,7 @@ fn rows_are_single_backtests_in_combo_order() {
                     let row = parse_row(Strategy::BbAtr, &csv[n + 1]).unwrap();
                     assert_eq!(row.combo, n as u64);
                     assert_eq!(row.values[..], [p, k, a, m], "combo {n}: the last parameter varies fastest");
-                    let want = backtest(&bank, Strategy::BbAtr, &[p, k, a, m], 0.001).unwrap().metrics;
+                    let want = backtest(&bank, Strategy::BbAtr, &[p, k, a, m], 0.001, None).unwrap().metrics;
                     let bits = |m: &Metrics| m.values().map(f64::to_bits);
                     assert_eq!(bits(&row.metrics), bits(&want), "combo {n}");
                     n += 1;

@@ -102,7 +102,10 @@ fn toml_configs() {
     assert_eq!(wf.walk_forward, Some(WalkForward { train: 100, test: 20, step: 20 }));
     for (text, message) in [
         ("strategy = \"nope\"", "unknown strategy `nope` (known: bb_atr, ma_cross, rsi_reversion)"),
-        ("colour = 1", "config: unknown key `colour` (known: strategy, fee, chunk_size, grid, random, walk_forward)"),
+        (
+            "colour = 1",
+            "config: unknown key `colour` (known: strategy, fee, periods_per_year, chunk_size, grid, random, walk_forward)",
+        ),
         ("[grid]\nbb_period = \"10:5:1\"", "bb_period=10:5:1: empty range: start 10 is after stop 5"),
         ("[grid]\nbb_period = true", "config: grid.bb_period: expected a list, a range or a value"),
         ("[random]\nseed = 1", "config: random.n is needed"),

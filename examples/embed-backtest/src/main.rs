@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The best combo again, with its trades.
     let best = values_of(ranked[0].0);
-    let report = backtest(&bank, strategy, &best, 0.001)?;
+    let report = backtest(&bank, strategy, &best, 0.001, None)?;
     println!("first trades of {}:", strategy.describe(&best));
     for t in report.trades.iter().take(5) {
         println!(

@@ -24,8 +24,12 @@ pub fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
     (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect()
 }
 
+/// Bars per year of bars 15 minutes apart: 365 days of 96.
+pub const QUARTER_HOURS_PER_YEAR: f64 = 365.0 * 96.0;
+
 /// Metrics by DESIGN.md's definitions from the equity at every close (E[−1] = 1), with
-/// two-pass mean and standard deviation and a running peak.
+/// two-pass mean and standard deviation and a running peak; 15-minute bars (the Sharpe
+/// ratio annualised with [`QUARTER_HOURS_PER_YEAR`]).
 pub fn metrics_of_equity(equity: &[f64], trades: u32, closed: u32, wins: u32, held: usize) -> Metrics {
     let n = equity.len();
     let mut prev = 1.0;
@@ -44,13 +48,15 @@ pub fn metrics_of_equity(equity: &[f64], trades: u32, closed: u32, wins: u32, he
         peak = peak.max(e);
         mdd = mdd.min(e / peak - 1.0);
     }
+    let sharpe = if var > 0.0 { mean / var.sqrt() } else { f64::NAN };
     Metrics {
         total_return: equity[n - 1] - 1.0,
         trades,
         closed_trades: closed,
         win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
         max_drawdown: mdd,
-        sharpe: if var > 0.0 { mean / var.sqrt() } else { f64::NAN },
+        sharpe,
+        sharpe_annual: sharpe * QUARTER_HOURS_PER_YEAR.sqrt(),
         exposure: held as f64 / n as f64,
     }
 }
