@@ -343,3 +343,23 @@ fn errors_written_to_a_pipe_carry_no_colour_codes() {
     assert!(stderr.contains("ERROR") && stderr.contains("/no/such/file.csv"), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "ANSI escape in {stderr:?}");
 }
+
+#[test]
+fn with_the_cpu_forced_no_gpu_stack_is_started() {
+    let scratch = tempfile::tempdir().unwrap();
+    let profile = scratch.path().join("t.json");
+    let env = [("THREADX_GPU_THRESHOLD_PATH", profile.to_str().unwrap()), ("THREADX_LOG", "debug")];
+    let run = |device: &str| {
+        let args = ["--device", device, "backtest", "--data", "synthetic:bars=2000,seed=1", "--json"];
+        let out = threadx(&args, &env);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        (text(&out.stderr), serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap())
+    };
+    let (forced, cpu) = run("cpu");
+    assert!(!forced.contains("probing GPU adapters"), "{forced}");
+    // auto probes (and, with no trusted timings, runs this small job on the CPU too):
+    // the same numbers.
+    let (auto, same) = run("auto");
+    assert!(auto.contains("probing GPU adapters"), "{auto}");
+    assert_eq!(cpu, same);
+}

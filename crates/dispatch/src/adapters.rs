@@ -97,6 +97,7 @@ pub fn format_bytes(bytes: u64) -> String {
 /// Enumerates adapters (backends from `WGPU_BACKEND`, else all), ranks them and picks one:
 /// the best, or the first whose name contains `THREADX_ADAPTER` (case-insensitive).
 pub fn select_gpu() -> GpuSelection {
+    tracing::debug!("probing GPU adapters");
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     let mut found: Vec<(wgpu::Adapter, wgpu::AdapterInfo, wgpu::Limits)> =
         pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
@@ -185,7 +186,12 @@ pub fn fingerprint(gpu: Option<&AdapterReport>) -> String {
         || "no GPU".to_owned(),
         |g| format!("{} ({}, driver {} {})", g.name, g.backend, g.driver, g.driver_info),
     );
-    format!("threadx {}; cpu {}; gpu {gpu}", env!("CARGO_PKG_VERSION"), threadx_profile_store::host_cpu())
+    format!("{}{gpu}", host_fingerprint())
+}
+
+/// The part of [`fingerprint`] that needs no GPU probe: the ThreadX version and the CPU.
+pub fn host_fingerprint() -> String {
+    format!("threadx {}; cpu {}; gpu ", env!("CARGO_PKG_VERSION"), threadx_profile_store::host_cpu())
 }
 
 /// Whether NVIDIA's management library (NVML) can be loaded, for GPU telemetry.

@@ -197,17 +197,31 @@ impl Dispatcher {
             Some(m) => m,
             None => DeviceMode::from_env()?,
         };
-        let selection = adapters::select_gpu();
-        let report = selection.chosen_report().cloned();
-        let profiles = Profiles::from_env(adapters::fingerprint(report.as_ref()));
-        let store = profiles.threshold_store().map_err(|e| e.to_string())?;
+        let mut store = Profiles::from_env(String::new()).threshold_store().map_err(|e| e.to_string())?;
+        // With the CPU forced, no GPU stack is started (enumerating adapters costs tens of
+        // milliseconds, more than a small run): CPU samples go under the fingerprint of
+        // the profile's last writer when that was this host and version (its probe, cached
+        // in the file), else under the host's with the GPU "not probed" (a later probing
+        // run re-measures them rather than trust them).
+        let host = adapters::host_fingerprint();
         let (gpu, problem) = match mode {
-            DeviceMode::Cpu => (None, None),
-            DeviceMode::Auto if report.as_ref().is_some_and(|r| r.software) => (None, None),
-            _ => match selection.open() {
-                Ok(ctx) => (Some(ctx), None),
-                Err(e) => (None, Some(e)),
-            },
+            DeviceMode::Cpu => {
+                let cached = store.written_by().filter(|f| f.starts_with(&host)).map(str::to_owned);
+                store.set_fingerprint(&cached.unwrap_or_else(|| format!("{host}not probed")));
+                (None, None)
+            }
+            _ => {
+                let selection = adapters::select_gpu();
+                let report = selection.chosen_report().cloned();
+                store.set_fingerprint(&adapters::fingerprint(report.as_ref()));
+                match mode {
+                    DeviceMode::Auto if report.as_ref().is_some_and(|r| r.software) => (None, None),
+                    _ => match selection.open() {
+                        Ok(ctx) => (Some(ctx), None),
+                        Err(e) => (None, Some(e)),
+                    },
+                }
+            }
         };
         let dispatcher = Self::new(mode, gpu, store, Policy::default());
         if let Some(e) = problem {

@@ -20,7 +20,9 @@ mod mode;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, nvml_present, select_gpu};
+pub use adapters::{
+    AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, nvml_present, select_gpu,
+};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
 pub use gpu::{GpuContext, GpuError, Kernel, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};

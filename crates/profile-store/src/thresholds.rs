@@ -178,6 +178,8 @@ impl EntryView {
 pub struct ThresholdStore {
     path: PathBuf,
     fingerprint: String,
+    /// The fingerprint of the file's last writer.
+    written_by: Option<String>,
     disk: BTreeMap<String, ThresholdEntry>,
     /// Samples recorded since the last flush; only these are merged into the file, so
     /// that nothing is counted twice.
@@ -188,8 +190,25 @@ impl ThresholdStore {
     /// Loads the profile at `path` (empty when missing; a corrupt file is moved aside).
     pub fn open(path: impl Into<PathBuf>, fingerprint: &str) -> Result<Self> {
         let path = path.into();
-        let disk = io::load::<ThresholdsFile>(&path)?.entries;
-        Ok(Self { path, fingerprint: fingerprint.to_owned(), disk, pending: BTreeMap::new() })
+        let file = io::load::<ThresholdsFile>(&path)?;
+        Ok(Self {
+            path,
+            fingerprint: fingerprint.to_owned(),
+            written_by: file.fingerprint,
+            disk: file.entries,
+            pending: BTreeMap::new(),
+        })
+    }
+
+    /// The fingerprint the file was last written under: a probe of the hardware that a
+    /// run which needs no GPU can reuse instead of probing again.
+    pub fn written_by(&self) -> Option<&str> {
+        self.written_by.as_deref()
+    }
+
+    /// Records new samples under `fingerprint` from now on.
+    pub fn set_fingerprint(&mut self, fingerprint: &str) {
+        fingerprint.clone_into(&mut self.fingerprint);
     }
 
     pub fn path(&self) -> &Path {
