@@ -147,6 +147,14 @@ fn main() -> std::process::ExitCode {
         .without_time()
         .init();
     let cli = Cli::parse();
+    // Ctrl-C: say what is kept and how to go on (temporary files are left locked by
+    // nobody, so the next run removes them), then exit as interrupted programs do.
+    let _ = ctrlc::set_handler(|| {
+        use std::io::Write as _;
+        let note = INTERRUPTED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let _ = writeln!(std::io::stderr(), "\ninterrupted{}", note.map(|n| format!(": {n}")).unwrap_or_default());
+        std::process::exit(130);
+    });
     let result = match cli.command {
         Command::Devices { json } => devices::run(json, cli.device),
         Command::Profile { action } => profile::run(action, cli.device),
@@ -173,6 +181,14 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// What to tell the user if Ctrl-C stops the run now.
+static INTERRUPTED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Sets what Ctrl-C tells the user from now on.
+pub fn on_interrupt(note: String) {
+    *INTERRUPTED.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(note);
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

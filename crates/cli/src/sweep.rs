@@ -251,6 +251,10 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     {
         let executor = sweep.executor(&dispatcher)?;
         let combos = sweep.combos();
+        crate::on_interrupt(format!(
+            "the finished chunks are kept in {}.parts; run the same command with --resume to continue",
+            opts.out.display()
+        ));
         let bar = progress_bar(combos.len(), args.quiet, "combos");
         let report = run_to_files(&sweep, &data, &executor, pool.as_ref(), &opts, &mut |done, total| {
             bar.set_length(total);

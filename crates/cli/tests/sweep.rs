@@ -283,3 +283,76 @@ fn a_trillion_combo_grid_says_what_it_prepares_at_once_and_is_refused_when_it_ca
     assert!(series <= 30, "{preparing}");
     assert_eq!(std::fs::read_to_string(dir.path().join("r.csv")).unwrap().lines().count(), 11);
 }
+
+/// A sweep of many small chunks (one worker), long enough to be caught running.
+fn slow_args(out: &'static str) -> Vec<&'static str> {
+    let mut a = SMALL.to_vec();
+    a.extend(["--grid", "atr_period=5:100:1", "--chunk-size", "4", "--threads", "1", "--out", out]);
+    a
+}
+
+fn chunk_files(parts: &Path) -> usize {
+    std::fs::read_dir(parts)
+        .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("chunk-")).count())
+}
+
+#[test]
+fn ctrl_c_says_what_is_kept_and_the_next_run_leaves_no_temporary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    // A temporary file of a killed earlier run, and a results file the user made private.
+    std::fs::write(dir.path().join("r.csv.tmp-4194305"), "half a file").unwrap();
+    let mut child =
+        command(dir.path(), &slow_args("r.csv")).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let parts = dir.path().join("r.csv.parts");
+    let started = Instant::now();
+    while chunk_files(&parts) < 2 {
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before it could be interrupted");
+        assert!(started.elapsed() < Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // A second run into the same checkpoint is refused, naming the first one's pid.
+    let mut again = slow_args("r.csv");
+    again.push("--resume");
+    let second = threadx(dir.path(), &again);
+    assert!(!second.status.success());
+    let stderr = text(&second.stderr);
+    assert!(stderr.contains(&format!("another sweep (pid {}) is running into", child.id())), "{stderr}");
+
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("interrupted: the finished chunks are kept in r.csv.parts"), "{stderr}");
+    assert!(stderr.contains("--resume"), "{stderr}");
+
+    let resumed = threadx(dir.path(), &again);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("r.csv")).unwrap().lines().count(), 1 + 3 * 2 * 96 * 4);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_read_only_results_file_is_refused_and_a_private_one_stays_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.csv");
+    let mut args = SMALL.to_vec();
+    args.extend(["--out", "r.csv"]);
+    std::fs::write(&path, "mine").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let out = threadx(dir.path(), &args);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("cannot write r.csv: the file is read-only"), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "mine");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = threadx(dir.path(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+}

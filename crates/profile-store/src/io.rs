@@ -23,7 +23,7 @@ pub(crate) fn now_rfc3339() -> String {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ProfileError + '_ {
-    move |source| ProfileError::Io { path: path.to_owned(), source }
+    move |error| ProfileError::Io { path: path.to_owned(), error }
 }
 
 enum Read<T> {
@@ -153,6 +153,9 @@ pub fn check_writable(path: &Path) -> std::result::Result<(), String> {
     if path.is_dir() {
         return Err(format!("cannot write {}: it is a folder", path.display()));
     }
+    if let Err(e) = check_replaceable(path) {
+        return Err(format!("cannot write {}: {e}", path.display()));
+    }
     match parent.metadata() {
         Ok(m) if m.permissions().readonly() => {
             Err(format!("cannot write {}: folder {} is read-only", path.display(), parent.display()))
@@ -162,28 +165,91 @@ pub fn check_writable(path: &Path) -> std::result::Result<(), String> {
     }
 }
 
+/// Whether an existing file at `path` may be replaced: the user must be able to write
+/// to it (a read-only file is refused, even for root: replacing it would drop the mode
+/// its owner chose). A missing file may be created.
+fn check_replaceable(path: &Path) -> std::io::Result<Option<fs::Permissions>> {
+    let permissions = match fs::metadata(path) {
+        Ok(m) => m.permissions(),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if permissions.readonly() {
+        return Err(std::io::Error::new(ErrorKind::PermissionDenied, "the file is read-only"));
+    }
+    OpenOptions::new().append(true).open(path)?;
+    Ok(Some(permissions))
+}
+
+/// The prefix of the temporary files [`AtomicFile`] writes beside `path`.
+fn tmp_prefix(path: &Path) -> std::ffi::OsString {
+    let mut prefix = path.file_name().unwrap_or_default().to_os_string();
+    prefix.push(".tmp-");
+    prefix
+}
+
+/// Removes temporary files beside `path` that no live writer holds: those of a writer
+/// killed before its commit. A writer locks its temporary file for its whole life, so a
+/// file whose lock can be taken is stale.
+fn remove_stale_tmp(path: &Path) {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let prefix = tmp_prefix(path);
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if !entry.file_name().as_encoded_bytes().starts_with(prefix.as_encoded_bytes()) {
+            continue;
+        }
+        let stale = OpenOptions::new().write(true).open(entry.path()).is_ok_and(|f| f.try_lock().is_ok());
+        if stale && fs::remove_file(entry.path()).is_ok() {
+            tracing::info!("removed {}, left by an interrupted run", entry.path().display());
+        }
+    }
+}
+
 /// A file written in pieces that appears at its path whole or not at all: writes go to a
 /// temporary file beside it, [`AtomicFile::commit`] syncs it and renames it over `path`;
 /// dropped without a commit, the temporary file is removed and `path` is untouched.
 /// For outputs too large to hold in memory; [`write_file_atomic`] is the one-buffer form.
+///
+/// A file that exists keeps its permissions; one the user cannot write to is refused.
+/// The temporary file (`<name>.tmp-<pid>`) is locked while written, so that temporary
+/// files of killed writers are recognised and removed by the next writer of `path`.
 #[derive(Debug)]
 pub struct AtomicFile {
     path: PathBuf,
     tmp: PathBuf,
+    permissions: Option<fs::Permissions>,
     file: Option<std::io::BufWriter<File>>,
 }
 
 impl AtomicFile {
     pub fn create(path: &Path) -> std::io::Result<Self> {
-        let tmp = sibling(path, &format!(".tmp-{}", std::process::id()));
+        let permissions = check_replaceable(path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot replace {}: {e}", path.display())))?;
+        remove_stale_tmp(path);
+        let mut name = tmp_prefix(path);
+        name.push(std::process::id().to_string());
+        let tmp = path.with_file_name(name);
         let file = File::create(&tmp)?;
-        Ok(Self { path: path.to_owned(), tmp, file: Some(std::io::BufWriter::with_capacity(1 << 20, file)) })
+        file.lock()?;
+        Ok(Self {
+            path: path.to_owned(),
+            tmp,
+            permissions,
+            file: Some(std::io::BufWriter::with_capacity(1 << 20, file)),
+        })
     }
 
     /// Syncs the data and renames it over the destination.
     pub fn commit(mut self) -> std::io::Result<()> {
         let result = (|| {
             let file = self.file.take().expect("an uncommitted file").into_inner().map_err(|e| e.into_error())?;
+            if let Some(permissions) = self.permissions.take() {
+                file.set_permissions(permissions)?;
+            }
             file.sync_all()?;
             fs::rename(&self.tmp, &self.path)
         })();

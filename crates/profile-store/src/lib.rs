@@ -43,12 +43,9 @@ pub const SCHEMA: u32 = 1;
 /// Errors of the profile store.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("profile file {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    // The cause is in the message, not a `source`: error chains would print it twice.
+    #[error("profile file {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("profile file {path}: cannot encode: {source}")]
     Encode {
         path: PathBuf,

@@ -264,3 +264,46 @@ fn env_paths_override_defaults() {
         .unwrap();
     assert!(status.success(), "the child saw other paths than its environment's");
 }
+
+#[cfg(unix)]
+#[test]
+fn atomic_writes_keep_the_mode_refuse_read_only_files_and_clean_stale_temporaries() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    use threadx_profile_store::{AtomicFile, check_writable, write_file_atomic};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.csv");
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+
+    // A file's mode survives being replaced.
+    fs::write(&path, "old").unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+    write_file_atomic(&path, b"new").unwrap();
+    assert_eq!((fs::read_to_string(&path).unwrap().as_str(), mode(&path)), ("new", 0o600));
+
+    // A read-only file is refused, before work and at write time, and left as it was.
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
+    let before = check_writable(&path).unwrap_err();
+    assert!(before.contains("read-only") && before.contains("results.csv"), "{before}");
+    let err = write_file_atomic(&path, b"newer").unwrap_err();
+    assert!(err.to_string().contains("read-only"), "{err}");
+    assert_eq!((fs::read_to_string(&path).unwrap().as_str(), mode(&path)), ("new", 0o444));
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+
+    // A temporary file left by a killed writer (nobody holds its lock) is removed by the
+    // next writer; one a live writer holds is not.
+    let stale = dir.path().join("results.csv.tmp-4194305");
+    fs::write(&stale, "half a file").unwrap();
+    let mut live = AtomicFile::create(&path).unwrap();
+    live.write_all(b"live").unwrap();
+    assert!(!stale.exists(), "the stale temporary file is gone");
+    let live_tmp = dir.path().join(format!("results.csv.tmp-{}", std::process::id()));
+    assert!(live_tmp.exists());
+    // Another writer of the same path (as another process would) leaves it alone.
+    let lock = fs::OpenOptions::new().write(true).open(&live_tmp).unwrap();
+    assert!(lock.try_lock().is_err(), "the live writer holds its temporary file");
+    drop(lock);
+    live.commit().unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "live");
+    assert!(!live_tmp.exists());
+}

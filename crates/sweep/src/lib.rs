@@ -50,10 +50,11 @@ pub enum SweepError {
     Results(String),
     #[error("merge: {0}")]
     Merge(String),
-    #[error("{path}: {source}")]
-    Io { path: std::path::PathBuf, source: std::io::Error },
+    // The cause is in the message, not a `source`: error chains would print it twice.
+    #[error("{path}: {error}")]
+    Io { path: std::path::PathBuf, error: std::io::Error },
 }
 
 pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
-    move |source| SweepError::Io { path: path.to_owned(), source }
+    move |error| SweepError::Io { path: path.to_owned(), error }
 }

@@ -100,6 +100,56 @@ fn identity(sweep: &Sweep, data: &Ohlcv, shard: Shard) -> Value {
     })
 }
 
+/// The exclusive hold of one run on a checkpoint folder: a lock on `<parts>/lock`, which
+/// holds the holder's pid. Released when dropped or when the process dies (SIGKILL too).
+#[derive(Debug)]
+struct CheckpointLock {
+    _held: fs::File,
+}
+
+impl CheckpointLock {
+    fn acquire(parts: &Path) -> Result<Self, SweepError> {
+        let path = parts.join("lock");
+        let mut file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_error(&path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(held(parts, &path)),
+            Err(fs::TryLockError::Error(e)) => return Err(io_error(&path)(e)),
+        }
+        file.set_len(0).map_err(io_error(&path))?;
+        file.write_all(std::process::id().to_string().as_bytes()).map_err(io_error(&path))?;
+        Ok(Self { _held: file })
+    }
+}
+
+/// The error for a checkpoint another live run holds, naming its pid.
+fn held(parts: &Path, lock: &Path) -> SweepError {
+    let pid = fs::read_to_string(lock).ok().filter(|p| !p.trim().is_empty()).unwrap_or_else(|| "?".into());
+    SweepError::Results(format!(
+        "another sweep (pid {}) is running into {}; wait for it to finish, or stop it and then --resume",
+        pid.trim(),
+        parts.display()
+    ))
+}
+
+/// Whether a live run holds the checkpoint in `parts` (then the error naming it).
+fn check_not_held(parts: &Path) -> Result<(), SweepError> {
+    let lock = parts.join("lock");
+    match fs::OpenOptions::new().write(true).open(&lock) {
+        Ok(file) => match file.try_lock() {
+            Err(fs::TryLockError::WouldBlock) => Err(held(parts, &lock)),
+            _ => Ok(()),
+        },
+        Err(_) => Ok(()),
+    }
+}
+
 /// Fails before any work if `path` cannot be written.
 pub fn check_writable(path: &Path) -> Result<(), SweepError> {
     threadx_profile_store::check_writable(path).map_err(SweepError::Results)
@@ -118,6 +168,9 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
         check_writable(&h.path)?;
     }
     let parts = parts_dir(&opts.out);
+    if parts.exists() {
+        check_not_held(&parts)?;
+    }
     if parts.exists() && !opts.resume {
         return Err(SweepError::Results(format!(
             "{} holds the checkpoint of an unfinished sweep; pass --resume to continue it, or delete the folder to start over",
@@ -151,7 +204,9 @@ pub fn run_to_files(
     let identity = identity(sweep, data, opts.shard);
     let meta = json!({"identity": identity, "shard": opts.shard.index});
     let meta_path = parts.join("sweep.json");
+    let _lock;
     if parts.exists() {
+        _lock = CheckpointLock::acquire(&parts)?;
         let text = fs::read_to_string(&meta_path).map_err(io_error(&meta_path))?;
         let found: Value = serde_json::from_str(&text).map_err(|e| {
             SweepError::Results(format!("{} is not a sweep checkpoint ({e}); delete the folder", meta_path.display()))
@@ -165,6 +220,7 @@ pub fn run_to_files(
         }
     } else {
         fs::create_dir(&parts).map_err(io_error(&parts))?;
+        _lock = CheckpointLock::acquire(&parts)?;
         write_file_atomic(&meta_path, format!("{meta:#}\n").as_bytes()).map_err(io_error(&meta_path))?;
     }
 
@@ -188,7 +244,8 @@ pub fn run_to_files(
         let path = chunk_path(&parts, c);
         let text = fs::read_to_string(&path).map_err(io_error(&path))?;
         for line in text.lines() {
-            take(parse_row(strategy, line)?, &mut leaderboard, &mut heatmap);
+            let row = parse_row(strategy, line).map_err(|e| in_file(&path, e))?;
+            take(row, &mut leaderboard, &mut heatmap);
             rows += 1;
         }
         *devices.entry("checkpoint".into()).or_default() += 1;
@@ -264,6 +321,11 @@ pub fn run_to_files(
     write_file_atomic(&summary_path, format!("{summary:#}\n").as_bytes()).map_err(io_error(&summary_path))?;
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(SweepReport { summary, best: leaderboard.rows().to_vec(), rows, summary_path })
+}
+
+/// `e`, naming the file it was found in.
+fn in_file(path: &Path, e: SweepError) -> SweepError {
+    SweepError::Results(format!("{}: {e}", path.display()))
 }
 
 /// The best rows as JSON objects: combo, params, metrics.
@@ -369,7 +431,7 @@ pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<Swe
             return Err(bad(format!("combo {combo} appears twice or out of order (in {})", shards[i].display())));
         }
         last = Some(combo);
-        leaderboard.offer(parse_row(strategy, &line)?);
+        leaderboard.offer(parse_row(strategy, &line).map_err(|e| in_file(&shards[i], e))?);
         file.write_all(line.as_bytes()).map_err(io_error(out))?;
         file.write_all(b"\n").map_err(io_error(out))?;
         rows += 1;
