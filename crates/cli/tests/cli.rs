@@ -363,3 +363,30 @@ fn with_the_cpu_forced_no_gpu_stack_is_started() {
     assert!(auto.contains("probing GPU adapters"), "{auto}");
     assert_eq!(cpu, same);
 }
+
+#[test]
+fn a_bad_tick_is_named_once_and_indicators_recover_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, out_csv) = (dir.path().join("d.csv"), dir.path().join("i.csv"));
+    let synth = threadx(&["data", "synth", "--bars", "1000", "--seed", "1", "--out", data.to_str().unwrap()], &[]);
+    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    let mut lines: Vec<String> = std::fs::read_to_string(&data).unwrap().lines().map(str::to_owned).collect();
+    // Line 301 (bar 299): high and close of 1e20.
+    let mut fields: Vec<String> = lines[300].split(',').map(str::to_owned).collect();
+    (fields[2], fields[4]) = ("1e20".into(), "1e20".into());
+    lines[300] = fields.join(",");
+    std::fs::write(&data, lines.join("\n") + "\n").unwrap();
+    let args = ["--device", "cpu", "indicators", "--data", data.to_str().unwrap(), "--ind", "sma:period=20"];
+    let out = threadx(&[&args[..], &["--out", out_csv.to_str().unwrap()]].concat(), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches("more than 100 times away").count(), 1, "{stderr}");
+    assert!(stderr.contains("line 301, column `high`") && stderr.contains("2 such prices"), "{stderr}");
+    // 300 bars later the mean is the window's again.
+    let close: Vec<f64> = lines[1..].iter().map(|l| l.split(',').nth(4).unwrap().parse().unwrap()).collect();
+    let sma: Vec<String> = std::fs::read_to_string(&out_csv).unwrap().lines().skip(1).map(str::to_owned).collect();
+    let t = 599;
+    let want = close[t - 19..=t].iter().sum::<f64>() / 20.0;
+    let got: f64 = sma[t].split(',').nth(1).unwrap().parse().unwrap();
+    assert!((got - want).abs() <= 1e-11 * want, "sma[{t}] = {got}, want {want}");
+}

@@ -69,13 +69,32 @@ fn larger(a: f64, b: f64) -> f64 {
 ///
 /// Four bars' changes are summed among themselves before they meet the running sums, so
 /// the loop-carried chain is one addition per four bars.
+///
+/// A price far above the one before it (a bad tick: 1e20 among prices of 40,000) leaves
+/// rounding error of its own size in the running sums, and `inf − inf` if its square
+/// overflows; so the first bar whose window no longer holds it takes its sums afresh from
+/// the window, and its values, and all after, are the window's again.
 pub(crate) fn rolling<const STD: bool>(x: &[f64], period: usize, mut emit: impl FnMut(usize, &[f64], &[f64])) {
     let mut window = Window::new(x, period);
     let first = window.finish::<1, STD>([window.s1], [window.s2]);
     emit(period - 1, &first.mean, if STD { &first.dev } else { &[] });
     let mut refresh_at = period + REFRESH;
+    // The first bar whose window holds none of the spikes seen so far (0: none seen).
+    let mut clean_at = (1..period).filter(|&j| spike(x, j)).map(|j| j + period).max().unwrap_or(0);
     let mut t = period;
     while t + 4 <= x.len() {
+        if let Some(j) = (t..t + 4).filter(|&j| spike(x, j)).last() {
+            clean_at = j + period;
+        }
+        if (t..t + 4).contains(&clean_at) {
+            // Bar by bar, the one that loses the spike from fresh sums.
+            for u in t..t + 4 {
+                window.step::<STD>(u, u == clean_at, &mut emit);
+            }
+            refresh_at = t + REFRESH;
+            t += 4;
+            continue;
+        }
         let mut block = window.block::<4, STD>(t);
         if block.wandered || t >= refresh_at {
             window.recentre(t);
@@ -85,7 +104,7 @@ pub(crate) fn rolling<const STD: bool>(x: &[f64], period: usize, mut emit: impl 
         if block.wandered {
             // Rare (a window of near-equal prices): bar by bar, recentring each.
             for t in t..t + 4 {
-                window.step::<STD>(t, &mut emit);
+                window.step::<STD>(t, false, &mut emit);
             }
         } else {
             (window.s1, window.s2) = (block.s1[3], block.s2[3]);
@@ -94,8 +113,18 @@ pub(crate) fn rolling<const STD: bool>(x: &[f64], period: usize, mut emit: impl 
         t += 4;
     }
     for t in t..x.len() {
-        window.step::<STD>(t, &mut emit);
+        if spike(x, t) {
+            clean_at = t + period;
+        }
+        window.step::<STD>(t, t == clean_at, &mut emit);
     }
+}
+
+/// Whether bar `j` is more than 16 times the bar before it: a spike whose rounding would
+/// outlast it in running sums.
+#[inline(always)]
+fn spike(x: &[f64], j: usize) -> bool {
+    j > 0 && x[j].abs() > 16.0 * x[j - 1].abs()
 }
 
 /// The sum of `f` over `values` in four independent lanes (a fourth of the latency).
@@ -197,11 +226,11 @@ impl<'a> Window<'a> {
         Block { s1, s2, mean, dev, wandered }
     }
 
-    /// Takes bar `t` alone, recentring on its window if the mean wandered.
+    /// Takes bar `t` alone, recentring on its window if the mean wandered or `fresh` asks.
     #[inline(always)]
-    fn step<const STD: bool>(&mut self, t: usize, emit: &mut impl FnMut(usize, &[f64], &[f64])) {
+    fn step<const STD: bool>(&mut self, t: usize, fresh: bool, emit: &mut impl FnMut(usize, &[f64], &[f64])) {
         let mut bar = self.block::<1, STD>(t);
-        if bar.wandered {
+        if bar.wandered || fresh {
             self.recentre(t + 1);
             bar = self.finish::<1, STD>([self.s1], [self.s2]);
         }

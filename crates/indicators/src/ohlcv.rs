@@ -215,7 +215,43 @@ impl Ohlcv {
                 return Err(invalid(i, "high", format!("high {} is below low {}", self.high[i], self.low[i])));
             }
         }
+        self.warn_outliers(&line);
         Ok(())
+    }
+
+    /// Warns, once, about prices more than 100 times away from both neighbours in their
+    /// series (a bad tick: valid data, so not refused, but every window holding it says
+    /// little), naming the first one's line and how many there are.
+    fn warn_outliers(&self, line: &impl Fn(usize) -> usize) {
+        let far = |v: f64, other: f64| v > 100.0 * other || other > 100.0 * v;
+        let mut found: Vec<(usize, usize)> = Vec::new();
+        for (c, values) in [&self.open, &self.high, &self.low, &self.close].into_iter().enumerate() {
+            for i in 0..values.len() {
+                let before = i.checked_sub(1).map_or(true, |j| far(values[i], values[j]));
+                let after = values.get(i + 1).is_none_or(|&n| far(values[i], n));
+                if before && after && values.len() > 1 {
+                    found.push((i, c));
+                }
+            }
+        }
+        let Some(&(i, c)) = found.iter().min() else { return };
+        let values = [&self.open, &self.high, &self.low, &self.close][c];
+        let neighbours: Vec<String> = [i.checked_sub(1), Some(i + 1)]
+            .into_iter()
+            .flatten()
+            .filter_map(|j| values.get(j))
+            .map(f64::to_string)
+            .collect();
+        let others = if found.len() > 1 { format!(" ({} such prices in all)", found.len()) } else { String::new() };
+        tracing::warn!(
+            "{}, line {}, column `{}`: price {} is more than 100 times away from its neighbours ({}); \
+             a bad tick? Indicators over windows that hold it are distorted{others}",
+            self.origin,
+            line(i),
+            FIELDS[c + 1],
+            values[i],
+            neighbours.join(" and "),
+        );
     }
 
     /// Bars per year from the median spacing of the timestamps (a year of 365 days): what

@@ -353,3 +353,46 @@ fn rolling_windows_stay_exact_through_trends_gaps_and_flat_stretches() {
         }
     }
 }
+
+/// One bad tick (a close of 1e20 or 1e308 among prices near 40,000): once the window no
+/// longer holds it, SMA, the Bollinger middle and the deviation are the window's again.
+#[test]
+fn rolling_windows_recover_after_an_outlier_leaves() {
+    let data = Ohlcv::load("synthetic:bars=2000,seed=3").unwrap();
+    for spike in [1e20, 1e308] {
+        for at in [5, 700] {
+            let mut close = data.close().to_vec();
+            close[at] = spike;
+            let high: Vec<f64> = data.high().iter().zip(&close).map(|(&h, &c)| h.max(c)).collect();
+            let bad = Ohlcv::new(
+                "spiked",
+                data.timestamps().to_vec(),
+                data.open().to_vec(),
+                high,
+                data.low().to_vec(),
+                close.clone(),
+                data.volume().to_vec(),
+            )
+            .unwrap();
+            let period = 20;
+            let values = compute_cpu(
+                &bad,
+                &[
+                    Indicator::Sma { period },
+                    Indicator::BollingerBands { period, std: 2.0 },
+                    Indicator::StdDev { period },
+                ],
+            )
+            .unwrap();
+            for t in (at + period..close.len()).step_by(7) {
+                let window = &close[t + 1 - period..=t];
+                let mean = window.iter().sum::<f64>() / period as f64;
+                let dev = (window.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / period as f64).sqrt();
+                let (sma, middle, sd) = (values[0].output(0)[t], values[1].output(0)[t], values[2].output(0)[t]);
+                assert!((sma - mean).abs() <= 1e-11 * mean, "spike {spike} at {at}: sma[{t}] = {sma}, mean {mean}");
+                assert!((middle - mean).abs() <= 1e-11 * mean, "spike {spike} at {at}: middle[{t}] = {middle}");
+                assert!((sd - dev).abs() <= 1e-9 * mean, "spike {spike} at {at}: stddev[{t}] = {sd}, want {dev}");
+            }
+        }
+    }
+}
