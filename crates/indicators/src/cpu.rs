@@ -83,7 +83,7 @@ pub(crate) fn rolling<const STD: bool>(x: &[f64], period: usize, mut emit: impl 
     let mut clean_at = (1..period).filter(|&j| spike(x, j)).map(|j| j + period).max().unwrap_or(0);
     let mut t = period;
     while t + 4 <= x.len() {
-        if let Some(j) = (t..t + 4).filter(|&j| spike(x, j)).last() {
+        if let Some(j) = (t..t + 4).rev().find(|&j| spike(x, j)) {
             clean_at = j + period;
         }
         if (t..t + 4).contains(&clean_at) {

@@ -227,7 +227,7 @@ impl Ohlcv {
         let mut found: Vec<(usize, usize)> = Vec::new();
         for (c, values) in [&self.open, &self.high, &self.low, &self.close].into_iter().enumerate() {
             for i in 0..values.len() {
-                let before = i.checked_sub(1).map_or(true, |j| far(values[i], values[j]));
+                let before = i.checked_sub(1).is_none_or(|j| far(values[i], values[j]));
                 let after = values.get(i + 1).is_none_or(|&n| far(values[i], n));
                 if before && after && values.len() > 1 {
                     found.push((i, c));
