@@ -57,8 +57,10 @@ fn sweep_writes_results_summary_heatmap_and_prints_the_top() {
     assert!(stdout.contains(&format!("{:.2}%", top * 100.0)), "{stdout}");
     let svg = std::fs::read_to_string(dir.path().join("r-heatmap.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("bb_period") && svg.contains("bb_std"));
-    // bb_period (3) × bb_std (2) cells, plus the legend's 50 steps and the background.
-    assert_eq!(svg.matches("<rect").count(), 3 * 2 + 50 + 1);
+    // bb_period (3) × bb_std (2) cells, the legend's 50 steps and its "no value" box, and
+    // the background.
+    assert_eq!(svg.matches("<rect").count(), 3 * 2 + 50 + 1 + 1);
+    assert!(svg.contains("total_return: the best over atr_mult in each cell"), "{svg:.400}");
 }
 
 #[test]

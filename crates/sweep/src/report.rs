@@ -74,6 +74,8 @@ pub struct Heatmap {
     by: usize,
     x_values: Vec<f64>,
     y_values: Vec<f64>,
+    /// The other parameters that take several values: each cell is the best over them.
+    best_over: Vec<&'static str>,
     x_index: HashMap<u64, usize>,
     y_index: HashMap<u64, usize>,
     cells: Vec<(f64, u64)>,
@@ -112,6 +114,10 @@ impl Heatmap {
             x_index: index(&axes[x]),
             y_index: index(&axes[y]),
             cells: vec![(f64::NAN, u64::MAX); axes[x].len() * axes[y].len()],
+            best_over: (0..axes.len())
+                .filter(|&i| i != x && i != y && axes[i].len() > 1)
+                .map(|i| strategy.schema()[i].name)
+                .collect(),
             x_values: axes[x].clone(),
             y_values: axes[y].clone(),
         })
@@ -135,7 +141,9 @@ impl Heatmap {
         self.cells[j * self.x_values.len() + i].0
     }
 
-    /// The heatmap as an SVG document.
+    /// The heatmap as an SVG document: labelled axes (every k-th value on large grids),
+    /// a colour bar (diverging around zero when the metric changes sign), and a legend
+    /// entry for cells without a value.
     pub fn to_svg(&self) -> Result<String, SweepError> {
         let schema = self.strategy.schema();
         let (px, py): (&ParamSpec, &ParamSpec) = (&schema[self.x], &schema[self.y]);
@@ -143,71 +151,118 @@ impl Heatmap {
         let (nx, ny) = (self.x_values.len(), self.y_values.len());
         let finite = self.cells.iter().map(|c| c.0).filter(|v| v.is_finite());
         let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let scale = Scale { lo, hi };
+        let title = if self.best_over.is_empty() {
+            format!("{} {metric} by {} and {}", self.strategy, px.name, py.name)
+        } else {
+            format!("{} {metric}: the best over {} in each cell", self.strategy, self.best_over.join(", "))
+        };
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (960, 720)).into_drawing_area();
             let draw = |e: DrawingAreaErrorKind<_>| SweepError::Results(format!("drawing the heatmap: {e}"));
             root.fill(&WHITE).map_err(draw)?;
-            let (plot, legend) = root.split_horizontally(860);
-            let title = format!("{} {metric}: best over the other parameters", self.strategy);
+            let (plot, legend) = root.split_horizontally(840);
             let mut chart = ChartBuilder::on(&plot)
                 .caption(title, ("sans-serif", 20))
                 .margin(12)
                 .x_label_area_size(48)
                 .y_label_area_size(64)
-                .build_cartesian_2d(0.0..nx as f64, 0.0..ny as f64)
+                .build_cartesian_2d((0..nx as i32).into_segmented(), (0..ny as i32).into_segmented())
                 .map_err(draw)?;
-            let label = |values: &[f64], spec: &ParamSpec, v: f64| {
-                let i = v.floor() as usize;
-                if (v - v.floor() - 0.5).abs() < 1e-9 && i < values.len() {
-                    spec.format(values[i])
-                } else {
-                    String::new()
-                }
+            // Segment centres are the labels: plotters picks every k-th so that at most
+            // 20 fit, whatever the grid size.
+            let label = |values: &[f64], spec: &ParamSpec, v: &SegmentValue<i32>| match v {
+                SegmentValue::CenterOf(i) => values.get(*i as usize).map(|&v| spec.format(v)).unwrap_or_default(),
+                _ => String::new(),
             };
             chart
                 .configure_mesh()
                 .disable_mesh()
                 .x_desc(px.name)
                 .y_desc(py.name)
-                .x_labels(nx.min(20) * 2 + 1)
-                .y_labels(ny.min(20) * 2 + 1)
-                .x_label_formatter(&|v| label(&self.x_values, px, *v))
-                .y_label_formatter(&|v| label(&self.y_values, py, *v))
+                .x_labels(nx.min(20))
+                .y_labels(ny.min(20))
+                .x_label_formatter(&|v| label(&self.x_values, px, v))
+                .y_label_formatter(&|v| label(&self.y_values, py, v))
                 .draw()
                 .map_err(draw)?;
             chart
                 .draw_series((0..nx).flat_map(|i| (0..ny).map(move |j| (i, j))).map(|(i, j)| {
-                    let color = colour(self.cell(i, j), lo, hi);
-                    Rectangle::new([(i as f64, j as f64), (i as f64 + 1.0, j as f64 + 1.0)], color.filled())
+                    let (i0, j0) = (i as i32, j as i32);
+                    let corners = [
+                        (SegmentValue::Exact(i0), SegmentValue::Exact(j0)),
+                        (SegmentValue::Exact(i0 + 1), SegmentValue::Exact(j0 + 1)),
+                    ];
+                    Rectangle::new(corners, scale.colour(self.cell(i, j)).filled())
                 }))
                 .map_err(draw)?;
-            // Legend: a vertical colour bar from lo (bottom) to hi (top).
+            // Legend: a vertical colour bar from lo (bottom) to hi (top), its ends (and 0
+            // on a diverging scale) labelled, then the colour of cells without a value.
+            let style = ("sans-serif", 12).into_font().color(&BLACK);
+            legend.draw(&Text::new(metric.to_owned(), (10, 20), style.clone())).map_err(draw)?;
+            let (top, bottom) = (40, 600);
             let steps = 50;
-            let bar = legend.margin(60, 60, 10, 40);
-            let (w, h) = bar.dim_in_pixel();
+            let at = |v: f64| bottom - ((v - lo) / (hi - lo) * f64::from(bottom - top)).round() as i32;
             for s in 0..steps {
                 let v = lo + (hi - lo) * (s as f64 + 0.5) / steps as f64;
-                let y0 = h as i32 - ((s + 1) * h as usize / steps) as i32;
-                let y1 = h as i32 - (s * h as usize / steps) as i32;
-                bar.draw(&Rectangle::new([(0, y0), (w as i32 / 2, y1)], colour(v, lo, hi).filled())).map_err(draw)?;
+                let y0 = bottom - (s + 1) * (bottom - top) / steps;
+                let y1 = bottom - s * (bottom - top) / steps;
+                legend.draw(&Rectangle::new([(10, y0), (40, y1)], scale.colour(v).filled())).map_err(draw)?;
             }
             let text = |v: f64| if v.is_finite() { format!("{v:.4}") } else { "-".into() };
-            let style = ("sans-serif", 12).into_font().color(&BLACK);
-            legend.draw(&Text::new(text(hi), (4, 40), style.clone())).map_err(draw)?;
-            legend.draw(&Text::new(text(lo), (4, 720 - 50), style)).map_err(draw)?;
+            let mut ticks = vec![(hi, top), (lo, bottom)];
+            if scale.diverging() {
+                ticks.push((0.0, at(0.0)));
+            }
+            for (v, y) in ticks {
+                legend.draw(&Text::new(text(v), (46, y - 6), style.clone())).map_err(draw)?;
+            }
+            legend
+                .draw(&Rectangle::new([(10, bottom + 30), (40, bottom + 50)], scale.colour(f64::NAN).filled()))
+                .map_err(draw)?;
+            legend.draw(&Text::new("no value", (46, bottom + 34), style.clone())).map_err(draw)?;
+            legend.draw(&Text::new("(no trades)", (46, bottom + 48), style)).map_err(draw)?;
             root.present().map_err(draw)?;
         }
         Ok(svg)
     }
 }
 
-/// Blue (low) through white to red (high); grey where there is no value.
-fn colour(v: f64, lo: f64, hi: f64) -> RGBColor {
-    if !v.is_finite() {
-        return RGBColor(200, 200, 200);
+/// A metric's colour scale over [lo, hi]: diverging (blue below zero, white at zero, red
+/// above) when the metric changes sign, else from white at the end nearest zero to red
+/// (positive values) or blue (negative ones); grey where there is no value.
+#[derive(Debug, Clone, Copy)]
+struct Scale {
+    lo: f64,
+    hi: f64,
+}
+
+impl Scale {
+    fn diverging(self) -> bool {
+        self.lo < 0.0 && self.hi > 0.0
     }
-    let t = if hi > lo { ((v - lo) / (hi - lo)).clamp(0.0, 1.0) } else { 0.5 };
+
+    fn colour(self, v: f64) -> RGBColor {
+        if !v.is_finite() {
+            return RGBColor(200, 200, 200);
+        }
+        let (lo, hi) = (self.lo, self.hi);
+        let span = |a: f64, b: f64| if b > a { ((v - a) / (b - a)).clamp(0.0, 1.0) } else { 1.0 };
+        // t in [0, 1]: 0 blue, 0.5 white, 1 red.
+        let t = if self.diverging() {
+            0.5 + 0.5 * (v / lo.abs().max(hi)).clamp(-1.0, 1.0)
+        } else if lo >= 0.0 {
+            0.5 + 0.5 * span(lo, hi)
+        } else {
+            0.5 * span(lo, hi)
+        };
+        colour(t)
+    }
+}
+
+/// Blue (t = 0) through white (0.5) to red (1).
+fn colour(t: f64) -> RGBColor {
     let mix = |a: f64, b: f64, f: f64| (a + (b - a) * f).round() as u8;
     if t < 0.5 {
         let f = t / 0.5;
