@@ -267,14 +267,20 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         }
         out!("{}", top_table(spec.strategy, &report.best, &args.by));
         let t = &report.summary["timings_s"];
+        let backtests = match t["combos_per_s"].as_f64() {
+            Some(rate) => format!(
+                "{:.2}s ({} combos/s)",
+                t["run"].as_f64().unwrap_or(0.0),
+                thousands(rate.round() as u64)
+            ),
+            None => "none (every chunk came from the checkpoint)".into(),
+        };
         outln!(
-            "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {:.2}s \
-             ({:.0} combos/s), writing {:.2}s; devices {}",
+            "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {backtests}, \
+             writing {:.2}s; devices {}",
             loaded_s,
             prepare_s,
             bank.computations(),
-            t["run"].as_f64().unwrap_or(0.0),
-            t["combos_per_s"].as_f64().unwrap_or(0.0),
             t["assembling"].as_f64().unwrap_or(0.0),
             report.summary["devices"],
         );

@@ -66,7 +66,10 @@ fn sweep_writes_results_summary_heatmap_and_prints_the_top() {
 #[test]
 fn sweep_refuses_bad_input_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 11] = [
+        (&["--walk-forward", "train=10,test=10"], "--walk-forward train=10: a train window of 10 bars is too short"),
+        (&["--seed", "3"], "--seed draws the --random sample; pass --random N too"),
+        (&["--periods-per-year", "0"], "periods_per_year=0"),
         (&["--grid", "bb_period=50:10:5"], "bb_period=50:10:5: empty range: start 50 is after stop 10"),
         (&["--grid", "bb_period=10:50:0"], "the step must be positive"),
         (&["--grid", "colour=1"], "unknown parameter `colour`"),

@@ -256,6 +256,7 @@ pub fn run_to_files(
     let run_started = Instant::now();
     let write_s = std::sync::Mutex::new(0.0f64);
     let mut compute_s = 0.0;
+    let mut rows_run = 0u64;
     let book = sweep.book();
     let write_chunk = |r: &ChunkResult| -> Result<(), SweepError> {
         let t = Instant::now();
@@ -273,6 +274,7 @@ pub fn run_to_files(
             take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap);
         }
         rows += r.combos.len() as u64;
+        rows_run += r.combos.len() as u64;
         compute_s += r.elapsed_s;
         *devices.entry(r.device).or_default() += 1;
         done_positions += combos.chunk_len(r.chunk);
@@ -313,7 +315,8 @@ pub fn run_to_files(
             "writing_chunks": write_s,
             "assembling": assemble_s,
             "total": started.elapsed().as_secs_f64(),
-            "combos_per_s": if run_s > 0.0 { rows as f64 / run_s } else { 0.0 },
+            // Of the combos run now (a resumed run's checkpointed rows were not run).
+            "combos_per_s": if to_run.is_empty() || run_s <= 0.0 { Value::Null } else { json!(rows_run as f64 / run_s) },
         },
         "best": best_json(strategy, &leaderboard),
     });

@@ -12,7 +12,7 @@ use crate::runner::Sweep;
 use crate::spec::SweepSpec;
 use serde_json::{Value, json};
 use std::fmt::Write;
-use threadx_backtest::{BacktestReport, Metrics, SignalBook, simulate_detailed};
+use threadx_backtest::{BacktestError, BacktestReport, Metrics, SignalBook, simulate_detailed};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 
@@ -63,8 +63,15 @@ pub fn walk_forward(
     for (w, &(train_start, test_start, test_end)) in windows.iter().enumerate() {
         let train = data.slice(train_start..test_start);
         let bank = IndicatorBank::new(&train, dispatcher);
-        let sweep = Sweep::prepare(&bank, &train_spec).map_err(|e| {
-            SweepError::Spec(format!("walk-forward window {w} (train bars {train_start}..{test_start}): {e}"))
+        let sweep = Sweep::prepare(&bank, &train_spec).map_err(|e| match e {
+            SweepError::Backtest(BacktestError::TooShort { strategy, params, needed, len }) => {
+                SweepError::Spec(format!(
+                    "--walk-forward train={}: a train window of {len} bars is too short for {strategy} with \
+                     {params}, which needs at least {needed}; use train={needed} or more",
+                    wf.train
+                ))
+            }
+            e => SweepError::Spec(format!("walk-forward window {w} (train bars {train_start}..{test_start}): {e}")),
         })?;
         let result = sweep.run_all(&sweep.executor(dispatcher)?);
         let mut leaderboard = Leaderboard::new(by, 1)?;
