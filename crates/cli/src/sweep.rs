@@ -268,11 +268,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         out!("{}", top_table(spec.strategy, &report.best, &args.by));
         let t = &report.summary["timings_s"];
         let backtests = match t["combos_per_s"].as_f64() {
-            Some(rate) => format!(
-                "{:.2}s ({} combos/s)",
-                t["run"].as_f64().unwrap_or(0.0),
-                thousands(rate.round() as u64)
-            ),
+            Some(rate) => {
+                format!("{:.2}s ({} combos/s)", t["run"].as_f64().unwrap_or(0.0), thousands(rate.round() as u64))
+            }
             None => "none (every chunk came from the checkpoint)".into(),
         };
         outln!(
