@@ -214,7 +214,7 @@ fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
     assert!(crash.is_err());
     assert!(!out.exists(), "no results file from an interrupted run");
     let parts = dir.path().join("r.csv.parts");
-    assert_eq!(std::fs::read_dir(&parts).unwrap().count(), 1 + 2, "sweep.json and the two finished chunks");
+    assert_eq!(std::fs::read_dir(&parts).unwrap().count(), 2 + 2, "sweep.json, the lock and the two finished chunks");
 
     // Without --resume the checkpoint is not overwritten; with another spec it is refused.
     let refused = run_to_files(&sweep, &d, &cpu_executor, None, &options(&out), &mut |_, _| {}).unwrap_err();
