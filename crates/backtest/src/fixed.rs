@@ -130,10 +130,9 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// The metrics of a run measured over `bars` bars: the one conversion from integer
-    /// totals to reported values, on every device.
-    /// The reported metrics of these totals over `bars` bars, the Sharpe ratio
-    /// annualised with `bars_per_year`.
+    /// The metrics of a run measured over `bars` bars, the Sharpe ratio annualised with
+    /// `bars_per_year`: the one conversion from integer totals to reported values, on
+    /// every device.
     pub fn metrics(&self, bars: usize, bars_per_year: f64) -> Metrics {
         let log = |units: i64| units as f64 / LOG_SCALE;
         let ret = |units: u128| units as i128 as f64 / RET_SCALE;

@@ -127,14 +127,15 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
         from = x + 1;
     };
     let max_drawdown = acc.max_drawdown.min(acc.trough / acc.peak - 1.0);
+    let sharpe = sharpe(acc.sum, acc.sum_sq, n);
     Metrics {
         total_return: equity - 1.0,
         trades,
         closed_trades: closed,
         win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
         max_drawdown,
-        sharpe: sharpe(acc.sum, acc.sum_sq, n),
-        sharpe_annual: annualised(sharpe(acc.sum, acc.sum_sq, n), book.bars_per_year()),
+        sharpe,
+        sharpe_annual: annualised(sharpe, book.bars_per_year()),
         exposure: held as f64 / n as f64,
     }
 }
@@ -315,14 +316,15 @@ pub fn curve_metrics(equity: &[f64], trades: &[Trade], bars_per_year: f64) -> Me
         .iter()
         .map(|t| if t.reason == ExitReason::OpenAtEnd { n - t.entry_bar } else { t.exit_bar - t.entry_bar })
         .sum();
+    let sharpe = sharpe(acc.sum, acc.sum_sq, n);
     Metrics {
         total_return: prev - 1.0,
         trades: trades.len() as u32,
         closed_trades,
         win_rate: if closed_trades > 0 { f64::from(wins) / f64::from(closed_trades) } else { f64::NAN },
         max_drawdown: acc.max_drawdown.min(acc.trough / acc.peak - 1.0),
-        sharpe: sharpe(acc.sum, acc.sum_sq, n),
-        sharpe_annual: annualised(sharpe(acc.sum, acc.sum_sq, n), bars_per_year),
+        sharpe,
+        sharpe_annual: annualised(sharpe, bars_per_year),
         exposure: if n > 0 { held as f64 / n as f64 } else { f64::NAN },
     }
 }

@@ -8,11 +8,11 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::{Metrics, Strategy, strategy_help};
-use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, Sample, Shard, SweepPlan, SweepSpec, WalkForward, available_memory,
-    check_output, check_writable, human_bytes, merge, metric_index, run_to_files, thousands, walk_forward,
+    check_output, check_writable, checkpoint_dir, merge, metric_index, run_to_files, thousands, walk_forward,
 };
 
 const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";
@@ -242,7 +242,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         thousands(combos.chunk_size()),
         if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
     );
-    outln!("preparing {} (about {})", plan.describe(), human_bytes(plan.bytes()));
+    outln!("preparing {} (about {})", plan.describe(), format_bytes(plan.bytes()));
     // The runner hands chunks to the pool itself; only the preparation runs inside it.
     let prepare_started = Instant::now();
     let bank = IndicatorBank::new(&data, &dispatcher);
@@ -252,8 +252,8 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         let executor = sweep.executor(&dispatcher)?;
         let combos = sweep.combos();
         crate::on_interrupt(format!(
-            "the finished chunks are kept in {}.parts; run the same command with --resume to continue",
-            opts.out.display()
+            "the finished chunks are kept in {}; run the same command with --resume to continue",
+            checkpoint_dir(&opts.out).display()
         ));
         let bar = progress_bar(combos.len(), args.quiet, "combos");
         let report = run_to_files(&sweep, &data, &executor, pool.as_ref(), &opts, &mut |done, total| {

@@ -88,10 +88,18 @@ fn backend_order(b: wgpu::Backend) -> u8 {
 
 /// A byte count as people read it: `2.0 GiB`, `128 MiB`.
 pub fn format_bytes(bytes: u64) -> String {
-    const GIB: f64 = (1u64 << 30) as f64;
-    const MIB: f64 = (1u64 << 20) as f64;
+    const KIB: f64 = 1024.0;
+    const MIB: f64 = KIB * 1024.0;
+    const GIB: f64 = MIB * 1024.0;
+    const TIB: f64 = GIB * 1024.0;
     let b = bytes as f64;
-    if b >= GIB { format!("{:.1} GiB", b / GIB) } else { format!("{:.0} MiB", b / MIB) }
+    match b {
+        b if b >= TIB => format!("{:.1} TiB", b / TIB),
+        b if b >= GIB => format!("{:.1} GiB", b / GIB),
+        b if b >= MIB => format!("{:.0} MiB", b / MIB),
+        b if b >= KIB => format!("{:.0} KiB", b / KIB),
+        _ => format!("{bytes} B"),
+    }
 }
 
 /// Enumerates adapters (backends from `WGPU_BACKEND`, else all), ranks them and picks one:

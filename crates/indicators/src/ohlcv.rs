@@ -224,18 +224,22 @@ impl Ohlcv {
     /// little), naming the first one's line and how many there are.
     fn warn_outliers(&self, line: &impl Fn(usize) -> usize) {
         let far = |v: f64, other: f64| v > 100.0 * other || other > 100.0 * v;
+        let prices = [&self.open, &self.high, &self.low, &self.close];
+        if self.len() < 2 {
+            return;
+        }
         let mut found: Vec<(usize, usize)> = Vec::new();
-        for (c, values) in [&self.open, &self.high, &self.low, &self.close].into_iter().enumerate() {
+        for (c, values) in prices.into_iter().enumerate() {
             for i in 0..values.len() {
                 let before = i.checked_sub(1).is_none_or(|j| far(values[i], values[j]));
                 let after = values.get(i + 1).is_none_or(|&n| far(values[i], n));
-                if before && after && values.len() > 1 {
+                if before && after {
                     found.push((i, c));
                 }
             }
         }
         let Some(&(i, c)) = found.iter().min() else { return };
-        let values = [&self.open, &self.high, &self.low, &self.close][c];
+        let values = prices[c];
         let neighbours: Vec<String> = [i.checked_sub(1), Some(i + 1)]
             .into_iter()
             .flatten()

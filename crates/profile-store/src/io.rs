@@ -143,10 +143,7 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// not end in an unwritable path: its folder must exist and not be read-only, and it must
 /// not be a folder itself. The error says which.
 pub fn check_writable(path: &Path) -> std::result::Result<(), String> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let parent = parent_dir(path);
     if !parent.is_dir() {
         return Err(format!("cannot write {}: folder {} does not exist", path.display(), parent.display()));
     }
@@ -181,6 +178,14 @@ fn check_replaceable(path: &Path) -> std::io::Result<Option<fs::Permissions>> {
     Ok(Some(permissions))
 }
 
+/// The folder `path` is in (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// The prefix of the temporary files [`AtomicFile`] writes beside `path`.
 fn tmp_prefix(path: &Path) -> std::ffi::OsString {
     let mut prefix = path.file_name().unwrap_or_default().to_os_string();
@@ -192,12 +197,8 @@ fn tmp_prefix(path: &Path) -> std::ffi::OsString {
 /// killed before its commit. A writer locks its temporary file for its whole life, so a
 /// file whose lock can be taken is stale.
 fn remove_stale_tmp(path: &Path) {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
     let prefix = tmp_prefix(path);
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(parent_dir(path)) else { return };
     for entry in entries.flatten() {
         if !entry.file_name().as_encoded_bytes().starts_with(prefix.as_encoded_bytes()) {
             continue;

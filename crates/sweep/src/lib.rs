@@ -27,12 +27,12 @@ mod walk;
 
 pub use combos::{ComboSet, Shard, chunk_size};
 pub use output::{
-    HeatmapOptions, OutputOptions, SweepReport, check_output, check_writable, data_fingerprint, merge, row_json,
-    run_to_files,
+    HeatmapOptions, OutputOptions, SweepReport, check_output, check_writable, checkpoint_dir, data_fingerprint, merge,
+    row_json, run_to_files,
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use rows::{Row, header, parse_row, write_row};
-pub use runner::{ChunkResult, DispatchExecutor, Executor, Sweep, SweepPlan, available_memory, human_bytes, thousands};
+pub use runner::{ChunkResult, DispatchExecutor, Executor, Sweep, SweepPlan, available_memory, thousands};
 pub use spec::{MAX_AXIS_VALUES, Sample, SweepSpec, WalkForward, parse_axis};
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};
 

@@ -80,7 +80,8 @@ fn summary_path(out: &Path) -> PathBuf {
     out.with_extension("json")
 }
 
-fn parts_dir(out: &Path) -> PathBuf {
+/// The checkpoint folder of a run writing `out`: `<out>.parts`.
+pub fn checkpoint_dir(out: &Path) -> PathBuf {
     let mut name = out.file_name().unwrap_or_default().to_os_string();
     name.push(".parts");
     out.with_file_name(name)
@@ -138,18 +139,6 @@ fn held(parts: &Path, lock: &Path) -> SweepError {
     ))
 }
 
-/// Whether a live run holds the checkpoint in `parts` (then the error naming it).
-fn check_not_held(parts: &Path) -> Result<(), SweepError> {
-    let lock = parts.join("lock");
-    match fs::OpenOptions::new().write(true).open(&lock) {
-        Ok(file) => match file.try_lock() {
-            Err(fs::TryLockError::WouldBlock) => Err(held(parts, &lock)),
-            _ => Ok(()),
-        },
-        Err(_) => Ok(()),
-    }
-}
-
 /// Fails before any work if `path` cannot be written.
 pub fn check_writable(path: &Path) -> Result<(), SweepError> {
     threadx_profile_store::check_writable(path).map_err(SweepError::Results)
@@ -167,9 +156,10 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
     if let Some(h) = &opts.heatmap {
         check_writable(&h.path)?;
     }
-    let parts = parts_dir(&opts.out);
+    let parts = checkpoint_dir(&opts.out);
     if parts.exists() {
-        check_not_held(&parts)?;
+        // Taken and let go at once: only to tell whether a live run holds it.
+        drop(CheckpointLock::acquire(&parts)?);
     }
     if parts.exists() && !opts.resume {
         return Err(SweepError::Results(format!(
@@ -200,7 +190,7 @@ pub fn run_to_files(
         None => None,
     };
 
-    let parts = parts_dir(&opts.out);
+    let parts = checkpoint_dir(&opts.out);
     let identity = identity(sweep, data, opts.shard);
     let meta = json!({"identity": identity, "shard": opts.shard.index});
     let meta_path = parts.join("sweep.json");

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 use threadx_backtest::{Backtester, BookLayout, ComboPlan, Metrics, ParamGrid, SignalBook};
-use threadx_dispatch::Dispatcher;
+use threadx_dispatch::{Dispatcher, format_bytes};
 use threadx_indicators::IndicatorBank;
 
 /// Runs the plans of one chunk somewhere. The sweep does not care where: the dispatcher's
@@ -85,8 +85,8 @@ impl SweepPlan {
                 "this sweep needs about {} to prepare ({what}), more than the {} of memory available; \
                  sweep a sample of the grid with --random N (only the sampled combos' series and rows are \
                  prepared), or use fewer values or fewer bars{}",
-                human_bytes(needs),
-                human_bytes(limit),
+                format_bytes(needs),
+                format_bytes(limit),
                 if memory_limit.is_some() { "; --max-memory sets the limit" } else { "" }
             ))
         };
@@ -158,18 +158,6 @@ pub fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
-}
-
-/// `1.5 GB`, `320 MB`: a size in decimal units, as people say it.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1000.0 && unit + 1 < UNITS.len() {
-        value /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
 }
 
 /// The memory this machine can give a new allocation now (its cgroup's limit included);

@@ -361,7 +361,7 @@ fn preparation_is_laid_out_before_work_and_refused_when_it_cannot_fit() {
     assert_eq!(whole.series(), 3_000);
     assert!(whole.bytes() > 5_000_000_000, "{}", whole.bytes());
     let err = SweepPlan::new(&spec, 35_040, Some(1 << 30)).unwrap_err().to_string();
-    assert!(err.contains("6.4 GB") && err.contains("1.1 GB") && err.contains("--random N"), "{err}");
+    assert!(err.contains("6.0 GiB") && err.contains("1.0 GiB") && err.contains("--random N"), "{err}");
     // A sample of 10 needs only its own series: at most 3 each.
     let mut sampled = spec.clone();
     sampled.sample = Some(Sample { n: 10, seed: 1 });
