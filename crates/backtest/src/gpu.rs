@@ -8,7 +8,7 @@
 use crate::book::{ComboPlan, SignalBook};
 use crate::fixed::{BarTables, Totals};
 use std::sync::Arc;
-use threadx_dispatch::{GpuContext, GpuError, Kernel, wgpu};
+use threadx_dispatch::{GpuContext, GpuError, Kernel, PendingRead, wgpu};
 
 pub(crate) const BACKTEST: Kernel = Kernel {
     name: "backtest",
@@ -178,12 +178,20 @@ impl GpuBacktester {
 
     /// The totals of every plan, in order: the same bits as the CPU's.
     pub fn run(&self, plans: &[ComboPlan]) -> Result<Vec<Totals>, GpuError> {
+        let pending = self.submit(plans)?;
+        self.collect(pending)
+    }
+
+    /// Uploads `plans`, submits their kernels and the copies of their totals, and returns
+    /// without waiting: a caller that submits the next plans before [`Self::collect`]ing
+    /// these overlaps that upload with this compute.
+    pub fn submit(&self, plans: &[ComboPlan]) -> Result<PendingTotals, GpuError> {
         let ctx = &self.ctx;
         let max_binding = ctx.max_binding_bytes();
         let per_piece = (max_binding / std::mem::size_of::<Outcome>() as u64).max(1) as usize;
         let per_dispatch =
             (MAX_WORK_PER_DISPATCH / u64::from(self.params.bars.max(1))).clamp(1, u64::from(u32::MAX)) as usize;
-        let mut pending = Vec::new();
+        let mut reads = Vec::new();
         for piece in plans.chunks(per_piece) {
             let plan_buffer = ctx.storage_buffer("plans", piece)?;
             let out = ctx.output_buffer::<Outcome>("outcomes", piece.len())?;
@@ -198,15 +206,26 @@ impl GpuBacktester {
                     ctx.grid(combos as u64, WORKGROUP)?,
                 )?;
             }
-            pending.push((out, piece.len()));
+            reads.push(ctx.start_read_back(&out, piece.len())?);
         }
-        let mut totals = Vec::with_capacity(plans.len());
-        for (out, len) in pending {
-            let outcomes: Vec<Outcome> = ctx.read_back(&out, len)?;
+        Ok(PendingTotals { reads })
+    }
+
+    /// Waits for a submitted run and returns its totals, in plan order.
+    pub fn collect(&self, pending: PendingTotals) -> Result<Vec<Totals>, GpuError> {
+        let mut totals = Vec::new();
+        for read in pending.reads {
+            let outcomes: Vec<Outcome> = self.ctx.finish_read_back(read)?;
             totals.extend(outcomes.iter().map(Outcome::totals));
         }
         Ok(totals)
     }
+}
+
+/// Plans submitted by [`GpuBacktester::submit`], their totals not yet read back.
+#[derive(Debug)]
+pub struct PendingTotals {
+    reads: Vec<PendingRead<Outcome>>,
 }
 
 /// Refuses books whose stop arithmetic would meet subnormal or infinite values: closes

@@ -39,7 +39,7 @@ use threadx_indicators::{INDICATOR_HELP, Indicator};
     about = "Trading-strategy research on the fastest device: CPU or GPU, chosen from measured timings"
 )]
 struct Cli {
-    /// Where operations run: auto (from timing profiles), cpu or gpu. Default: $THREADX_DEVICE, else auto.
+    /// Where operations run: auto (from timing profiles), cpu, gpu, or all (a sweep on every GPU and the CPU at once). Default: $THREADX_DEVICE, else auto.
     #[arg(long, global = true, value_parser = parse_mode)]
     device: Option<DeviceMode>,
     #[command(subcommand)]

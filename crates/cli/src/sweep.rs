@@ -8,11 +8,11 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::{Metrics, Strategy, strategy_help};
-use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes};
+use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, Sample, Shard, SweepPlan, SweepSpec, WalkForward, available_memory,
-    check_output, check_writable, checkpoint_dir, merge, metric_index, run_to_files, thousands, walk_forward,
+    check_output, check_writable, checkpoint_dir, merge, metric_index, run_to_files, walk_forward,
 };
 
 const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";

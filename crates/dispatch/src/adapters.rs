@@ -16,6 +16,8 @@ pub struct AdapterReport {
     pub driver_info: String,
     pub vendor_id: u32,
     pub device_id: u32,
+    /// The PCI bus id where the driver gives one: what tells two identical GPUs apart.
+    pub pci_bus_id: String,
     pub max_buffer_size: u64,
     pub max_storage_buffer_binding_size: u64,
     pub max_compute_workgroups_per_dimension: u32,
@@ -53,6 +55,34 @@ impl GpuSelection {
     /// Opens a device on the chosen adapter.
     pub fn open(&self) -> Result<Arc<GpuContext>, GpuError> {
         let i = self.chosen.ok_or_else(|| GpuError::NoAdapter(self.problem.clone().unwrap_or_default()))?;
+        GpuContext::open(self.handles[i].clone(), self.adapters[i].clone()).map(Arc::new)
+    }
+
+    /// Indices into `adapters` of one adapter per physical device, best first: a GPU
+    /// that several backends expose (Vulkan and GL) is kept once, through its native API.
+    pub fn physical(&self) -> Vec<usize> {
+        let identity = |a: &AdapterReport| {
+            if a.pci_bus_id.is_empty() {
+                format!("{:x}:{:x}:{}", a.vendor_id, a.device_id, a.name)
+            } else {
+                a.pci_bus_id.clone()
+            }
+        };
+        let backend = |i: usize| backend_order(self.handles[i].get_info().backend);
+        let mut best: Vec<usize> = Vec::new();
+        for (i, a) in self.adapters.iter().enumerate() {
+            match best.iter_mut().find(|j| identity(&self.adapters[**j]) == identity(a)) {
+                Some(j) if backend(i) < backend(*j) => *j = i,
+                Some(_) => {}
+                None => best.push(i),
+            }
+        }
+        best.sort_unstable();
+        best
+    }
+
+    /// Opens a device on adapter `i` of `adapters`.
+    pub fn open_at(&self, i: usize) -> Result<Arc<GpuContext>, GpuError> {
         GpuContext::open(self.handles[i].clone(), self.adapters[i].clone()).map(Arc::new)
     }
 
@@ -102,6 +132,19 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// `1,234,567`: a count with thousands separators, for messages.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() * 4 / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Enumerates adapters (backends from `WGPU_BACKEND`, else all), ranks them and picks one:
 /// the best, or the first whose name contains `THREADX_ADAPTER` (case-insensitive).
 pub fn select_gpu() -> GpuSelection {
@@ -137,6 +180,7 @@ pub fn select_gpu() -> GpuSelection {
             driver_info: info.driver_info.clone(),
             vendor_id: info.vendor,
             device_id: info.device,
+            pci_bus_id: info.device_pci_bus_id.clone(),
             max_buffer_size: limits.max_buffer_size,
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,

@@ -215,7 +215,7 @@ impl Dispatcher {
                 let report = selection.chosen_report().cloned();
                 store.set_fingerprint(&adapters::fingerprint(report.as_ref()));
                 match mode {
-                    DeviceMode::Auto if report.as_ref().is_some_and(|r| r.software) => (None, None),
+                    DeviceMode::Auto | DeviceMode::All if report.as_ref().is_some_and(|r| r.software) => (None, None),
                     _ => match selection.open() {
                         Ok(ctx) => (Some(ctx), None),
                         Err(e) => (None, Some(e)),
@@ -264,7 +264,7 @@ impl Dispatcher {
             (DeviceMode::Cpu, _) => return decision(Device::Cpu, Reason::Forced),
             (_, false) => return decision(Device::Cpu, Reason::NoGpu),
             (DeviceMode::Gpu, true) => return decision(Device::Gpu, Reason::Forced),
-            (DeviceMode::Auto, true) => {}
+            (DeviceMode::Auto | DeviceMode::All, true) => {}
         }
         if op.size < self.policy.min_gpu_size {
             return decision(Device::Cpu, Reason::BelowFloor);

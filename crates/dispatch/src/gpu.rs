@@ -4,7 +4,9 @@
 use crate::adapters::AdapterReport;
 use std::collections::HashMap;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use wgpu::util::DeviceExt;
 
@@ -256,9 +258,21 @@ impl GpuContext {
 
     /// Copies the first `len` elements of `buffer` back to the host (waits for the GPU).
     pub fn read_back<T: bytemuck::Pod>(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<T>, GpuError> {
+        let pending = self.start_read_back(buffer, len)?;
+        self.finish_read_back(pending)
+    }
+
+    /// Submits the copy of the first `len` elements of `buffer` into host-visible memory
+    /// and returns at once: work submitted after it (the next chunk's upload and kernel)
+    /// keeps the GPU busy while [`GpuContext::finish_read_back`] waits for this copy only.
+    pub fn start_read_back<T: bytemuck::Pod>(
+        &self,
+        buffer: &wgpu::Buffer,
+        len: usize,
+    ) -> Result<PendingRead<T>, GpuError> {
         let bytes = (len * std::mem::size_of::<T>()) as u64;
         if bytes == 0 {
-            return Ok(Vec::new());
+            return Ok(PendingRead { copy: None, len, _items: PhantomData });
         }
         self.scoped(|| {
             let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -270,20 +284,49 @@ impl GpuContext {
             let mut encoder =
                 self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
             encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
-            self.queue.submit([encoder.finish()]);
-            let (tx, rx) = std::sync::mpsc::channel();
+            let submission = self.queue.submit([encoder.finish()]);
+            let (tx, mapped) = mpsc::channel();
             staging.map_async(wgpu::MapMode::Read, .., move |r| {
                 let _ = tx.send(r);
             });
-            self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))?;
-            rx.recv().map_err(|e| GpuError::Readback(e.to_string()))?.map_err(|e| GpuError::Readback(e.to_string()))?;
+            Ok(PendingRead { copy: Some((staging, submission, mapped)), len, _items: PhantomData })
+        })
+    }
+
+    /// Waits for a read-back started by [`GpuContext::start_read_back`] and returns its data.
+    pub fn finish_read_back<T: bytemuck::Pod>(&self, pending: PendingRead<T>) -> Result<Vec<T>, GpuError> {
+        let Some((staging, submission, mapped)) = pending.copy else {
+            return Ok(Vec::new());
+        };
+        self.scoped(|| {
+            self.device
+                .poll(wgpu::PollType::Wait { submission_index: Some(submission), timeout: None })
+                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            mapped
+                .recv()
+                .map_err(|e| GpuError::Readback(e.to_string()))?
+                .map_err(|e| GpuError::Readback(e.to_string()))?;
             let data = {
                 let view = staging.get_mapped_range(..).map_err(|e| GpuError::Readback(e.to_string()))?;
-                bytemuck::cast_slice::<u8, T>(&view).to_vec()
+                bytemuck::cast_slice::<u8, T>(&view)[..pending.len].to_vec()
             };
             staging.unmap();
             Ok(data)
         })
+    }
+}
+
+/// A read-back in flight: its staging buffer, the submission that fills it and the
+/// signal that it is mapped.
+pub struct PendingRead<T> {
+    copy: Option<(wgpu::Buffer, wgpu::SubmissionIndex, mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>)>,
+    len: usize,
+    _items: PhantomData<T>,
+}
+
+impl<T> fmt::Debug for PendingRead<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingRead").field("len", &self.len).finish_non_exhaustive()
     }
 }
 

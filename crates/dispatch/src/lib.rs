@@ -21,10 +21,10 @@ mod mode;
 pub mod testing;
 
 pub use adapters::{
-    AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, nvml_present, select_gpu,
+    AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, nvml_present, select_gpu, thousands,
 };
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
-pub use gpu::{GpuContext, GpuError, Kernel, f32_pairs};
+pub use gpu::{GpuContext, GpuError, Kernel, PendingRead, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use threadx_profile_store::Device;
 /// The wgpu this crate is built on, so kernels' crates bind buffers of the same version.

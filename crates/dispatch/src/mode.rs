@@ -7,13 +7,16 @@ use std::str::FromStr;
 pub const DEVICE_ENV: &str = "THREADX_DEVICE";
 
 /// `Auto` decides per operation from timing profiles; `Cpu` and `Gpu` force a device
-/// (a forced GPU that fails still falls back to the CPU, with a warning).
+/// (a forced GPU that fails still falls back to the CPU, with a warning). `All` runs a
+/// sweep's chunks on every worker of the device pool (each GPU and the CPU); single
+/// operations (indicators, one backtest) treat it as `Auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DeviceMode {
     #[default]
     Auto,
     Cpu,
     Gpu,
+    All,
 }
 
 impl DeviceMode {
@@ -34,7 +37,8 @@ impl FromStr for DeviceMode {
             "auto" => Ok(Self::Auto),
             "cpu" => Ok(Self::Cpu),
             "gpu" => Ok(Self::Gpu),
-            other => Err(format!("unknown device mode '{other}' (expected auto, cpu or gpu)")),
+            "all" => Ok(Self::All),
+            other => Err(format!("unknown device mode '{other}' (expected auto, cpu, gpu or all)")),
         }
     }
 }
@@ -45,6 +49,7 @@ impl fmt::Display for DeviceMode {
             Self::Auto => "auto",
             Self::Cpu => "cpu",
             Self::Gpu => "gpu",
+            Self::All => "all",
         })
     }
 }
@@ -58,6 +63,7 @@ mod tests {
         assert_eq!("AUTO".parse::<DeviceMode>(), Ok(DeviceMode::Auto));
         assert_eq!(" gpu ".parse::<DeviceMode>(), Ok(DeviceMode::Gpu));
         assert_eq!("cpu".parse::<DeviceMode>(), Ok(DeviceMode::Cpu));
+        assert_eq!("All".parse::<DeviceMode>(), Ok(DeviceMode::All));
         assert!("tpu".parse::<DeviceMode>().unwrap_err().contains("unknown device mode 'tpu'"));
     }
 }

@@ -204,7 +204,7 @@ fn mode_is_forced_by_the_environment() {
     probe("cpu", "cpu");
     probe("GPU", "gpu");
     probe("", "auto");
-    probe("quantum", "error: THREADX_DEVICE: unknown device mode 'quantum' (expected auto, cpu or gpu)");
+    probe("quantum", "error: THREADX_DEVICE: unknown device mode 'quantum' (expected auto, cpu, gpu or all)");
 }
 
 #[test]

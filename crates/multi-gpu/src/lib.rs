@@ -1,8 +1,62 @@
-//! Splits large work across several GPUs: a `DevicePool` of workers (GPUs weighted by
-//! measured throughput, the CPU as a worker too), auto-balancing from the ratios kept in
-//! `multigpu.json`, a merge by chunk index that makes results bit-identical whatever the
-//! split, and GPU telemetry.
+//! Runs large work on every device at once: a [`DevicePool`] of [`Worker`]s (one per
+//! physical GPU, named `gpu0:<adapter>`, `gpu1:…`, and the CPU as `cpu` on its rayon
+//! pool) that [`DevicePool::distribute`]s fixed logical [`Chunk`]s of a [`Workload`]: the
+//! first assignment in proportion to the workload tag's ratios from `multigpu.json`
+//! ([`DevicePool::profile_auto_balance`] measures them on first use), the tail
+//! self-scheduled (idle workers steal queued chunks and back up a slow worker's last
+//! ones), failed workers retired with their chunks re-run elsewhere, out-of-memory chunks
+//! split on the same GPU, and results handed back in chunk order.
 //!
-//! Not implemented yet: this crate is a placeholder in the layering (it stands on
-//! threadx-profile-store and threadx-dispatch, and must not depend on indicators,
-//! backtests or sweeps). It exports nothing until its issue lands.
+//! Work is items cut into chunks and a per-device closure ([`Workload`]): this crate
+//! knows nothing of indicators, strategies or sweeps. It stands on threadx-dispatch (GPU
+//! contexts, adapters) and threadx-profile-store (the ratios on disk).
+//!
+//! Invariant: a chunk's output depends only on the chunk (the workload promises that;
+//! split pieces are joined in item order), and outputs are delivered in chunk order, so
+//! what the caller sees is the same whatever the workers, ratios, failures or timing.
+
+mod balance;
+mod pool;
+mod schedule;
+mod worker;
+
+pub use balance::{Balance, BalanceOptions, WorkerTiming};
+pub use pool::{Chunk, DevicePool, DistributeOptions, RunStats, WorkerStats, Workload};
+pub use worker::{Fault, PoolOptions, Worker, WorkerDevice};
+
+use threadx_dispatch::GpuError;
+
+/// Why a worker could not do a piece of work.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WorkError {
+    /// The device ran out of memory (or a buffer exceeded its limits): a smaller piece may fit.
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
+    /// The device cannot go on (lost, rejected the work, unsupported): retire it.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<GpuError> for WorkError {
+    fn from(e: GpuError) -> Self {
+        match e {
+            GpuError::OutOfMemory(_) | GpuError::TooLarge { .. } => Self::OutOfMemory(e.to_string()),
+            other => Self::Failed(other.to_string()),
+        }
+    }
+}
+
+/// A pool that cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error("the device pool has no workers")]
+    Empty,
+    #[error("two workers are named {0}; worker names must be unique")]
+    DuplicateName(String),
+    #[error("every worker failed ({0}); {1} chunks were not run")]
+    AllFailed(String, usize),
+    #[error("balance: {0}")]
+    Balance(String),
+    #[error(transparent)]
+    Profile(#[from] threadx_profile_store::ProfileError),
+}

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 use threadx_backtest::{Backtester, BookLayout, ComboPlan, Metrics, ParamGrid, SignalBook};
-use threadx_dispatch::{Dispatcher, format_bytes};
+use threadx_dispatch::{Dispatcher, format_bytes, thousands};
 use threadx_indicators::IndicatorBank;
 
 /// Runs the plans of one chunk somewhere. The sweep does not care where: the dispatcher's
@@ -145,19 +145,6 @@ impl SweepPlan {
         }
         Ok(Sweep { spec: self.spec, book, combos: self.combos })
     }
-}
-
-/// `1,234,567`: a count with thousands separators, for messages.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() * 4 / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The memory this machine can give a new allocation now (its cgroup's limit included);
