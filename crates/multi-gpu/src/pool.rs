@@ -90,6 +90,8 @@ pub struct WorkerStats {
     pub share: f64,
     /// Backups it ran that another worker finished first.
     pub duplicates: u64,
+    /// Times a piece ran out of memory on it and was split in two.
+    pub splits: u64,
     /// Why it was retired, if it was.
     pub failed: Option<String>,
 }
@@ -120,6 +122,9 @@ impl RunStats {
                 }
                 if w.duplicates > 0 {
                     v["backups_dropped"] = json!(w.duplicates);
+                }
+                if w.splits > 0 {
+                    v["out_of_memory_splits"] = json!(w.splits);
                 }
                 (w.name.clone(), v)
             })
@@ -242,7 +247,13 @@ impl DevicePool {
         let mut delivery = Delivery { waiting: BTreeMap::new(), next: 0, in_order };
         let sched = Scheduler::new(items.clone(), &order, &ratio_list, prior);
         let tally = run_pass(&self.workers, sched, work, &sorted, in_worker, &mut delivery)?;
-        let mut stats: Vec<WorkerStats> = self.workers.iter().zip(&tally.tally).map(|(w, t)| stats_of(w, t)).collect();
+        let mut stats: Vec<WorkerStats> = self
+            .workers
+            .iter()
+            .zip(&tally.tally)
+            .zip(&tally.splits)
+            .map(|((w, t), &splits)| WorkerStats { splits, ..stats_of(w, t) })
+            .collect();
         if !tally.undone.is_empty() {
             let reasons =
                 stats.iter().filter_map(|s| s.failed.as_ref().map(|f| format!("{}: {f}", s.name))).collect::<Vec<_>>();
@@ -256,7 +267,7 @@ impl DevicePool {
             if !fallback.undone.is_empty() {
                 return Err(PoolError::AllFailed(reasons.join("; "), fallback.undone.len()).into());
             }
-            stats.push(stats_of(&cpu[0], &fallback.tally[0]));
+            stats.push(WorkerStats { splits: fallback.splits[0], ..stats_of(&cpu[0], &fallback.tally[0]) });
         }
         let total: u64 = stats.iter().map(|s| s.items).sum();
         for s in &mut stats {
@@ -327,6 +338,7 @@ fn stats_of(w: &Worker, t: &crate::schedule::Tally) -> WorkerStats {
         items_per_s: if t.busy > 0.0 { t.finished_items as f64 / t.busy } else { 0.0 },
         share: 0.0,
         duplicates: t.duplicates,
+        splits: 0,
         failed: t.failed.clone(),
     }
 }
@@ -371,9 +383,10 @@ struct Delivery<'a, O, E> {
     in_order: &'a mut dyn FnMut(&Chunk, O) -> Result<(), E>,
 }
 
-/// What a pass left: the workers' tallies and the chunks no worker finished.
+/// What a pass left: the workers' tallies, their splits and the chunks no worker finished.
 struct Pass {
     tally: Vec<crate::schedule::Tally>,
+    splits: Vec<u64>,
     undone: Vec<Slot>,
 }
 
@@ -390,8 +403,8 @@ struct Shared<'a, W: Workload, E> {
     /// Lanes still running per worker: all but the last may leave when there is nothing to take.
     alive: Vec<AtomicUsize>,
     in_worker: &'a (dyn Fn(&Chunk, &W::Output) -> Result<(), E> + Sync),
-    /// Warned once per worker about splitting.
-    split_warned: Vec<AtomicBool>,
+    /// Out-of-memory splits per worker (the first one is warned about).
+    splits: Vec<AtomicU64>,
 }
 
 enum Message<O, E> {
@@ -421,32 +434,17 @@ where
         taken: workers.iter().map(|_| AtomicU64::new(0)).collect(),
         alive: workers.iter().map(|w| AtomicUsize::new(w.lanes)).collect(),
         in_worker,
-        split_warned: workers.iter().map(|_| AtomicBool::new(false)).collect(),
+        splits: workers.iter().map(|_| AtomicU64::new(0)).collect(),
     };
     let (tx, rx) = mpsc::channel::<Message<W::Output, E>>();
     let mut failure = None;
     std::thread::scope(|scope| {
+        // Every lane is a thread of its own that mostly waits; the CPU's work inside it
+        // runs on the worker's rayon pool (`Worker::install`).
         for (w, worker) in workers.iter().enumerate() {
-            let (shared, tx) = (&shared, tx.clone());
-            match worker.device {
-                WorkerDevice::Cpu => {
-                    scope.spawn(move || {
-                        worker.install(|| {
-                            rayon::scope(|s| {
-                                for lane in 0..worker.lanes {
-                                    let tx = tx.clone();
-                                    s.spawn(move |_| guarded(shared, w, lane, &tx));
-                                }
-                            })
-                        })
-                    });
-                }
-                WorkerDevice::Gpu(_) => {
-                    for lane in 0..worker.lanes {
-                        let tx = tx.clone();
-                        scope.spawn(move || guarded(shared, w, lane, &tx));
-                    }
-                }
+            for lane in 0..worker.lanes {
+                let (shared, tx) = (&shared, tx.clone());
+                scope.spawn(move || guarded(shared, w, lane, &tx));
             }
         }
         drop(tx);
@@ -478,8 +476,9 @@ where
     if let Some(e) = failure {
         return Err(e);
     }
+    let splits = shared.splits.iter().map(|s| s.load(Ordering::Relaxed)).collect();
     let sched = shared.sched.into_inner().unwrap_or_else(PoisonError::into_inner);
-    Ok(Pass { undone: sched.undone(), tally: sched.tally })
+    Ok(Pass { undone: sched.undone(), tally: sched.tally, splits })
 }
 
 /// Runs a lane; a panic stops the whole pass (so no lane waits for a chunk that will never
@@ -505,7 +504,7 @@ impl<W: Workload, E> Shared<'_, W, E> {
 
     /// The next chunk for this lane; with `block`, waits while other workers may still
     /// fail (requeuing chunks) or a backup may become worth running. A lane that is not
-    /// its worker's last leaves instead of waiting, giving its thread back to the others.
+    /// its worker's last leaves instead of waiting: one poller per worker is enough.
     fn take(&self, w: usize, lane: usize, block: bool) -> Take {
         let mut sched = self.lock();
         loop {
@@ -542,7 +541,7 @@ impl<W: Workload, E> Shared<'_, W, E> {
         }
         match self.submit(w, state, items.clone()).and_then(|p| self.finish(w, state, p)) {
             Err(WorkError::OutOfMemory(e)) if len > 1 => {
-                if !self.split_warned[w].swap(true, Ordering::Relaxed) {
+                if self.splits[w].fetch_add(1, Ordering::Relaxed) == 0 {
                     tracing::warn!(
                         "{}: out of memory on chunk {index} ({len} {}): {e}; splitting it and retrying on the same device",
                         self.workers[w].name,
@@ -593,15 +592,14 @@ impl<W: Workload, E> Shared<'_, W, E> {
     /// Sleeps a throttled worker's extra time, waking early when the run stops or the
     /// chunk was finished elsewhere.
     fn throttle(&self, w: usize, slot: Slot, worked: Duration) {
-        let extra = worked.mul_f64(self.workers[w].slowdown);
-        let deadline = Instant::now() + extra;
-        let mut sched = self.lock();
-        while !self.stop.load(Ordering::SeqCst) && !sched.is_done(slot) {
-            let now = Instant::now();
-            if now >= deadline {
+        let deadline = Instant::now() + worked.mul_f64(self.workers[w].slowdown);
+        // Plain sleeps in short slices: as precise as the device they stand in for.
+        while !self.stop.load(Ordering::SeqCst) && !self.lock().is_done(slot) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 break;
             }
-            sched = self.wake.wait_timeout(sched, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+            std::thread::sleep(left.min(Duration::from_millis(25)));
         }
     }
 

@@ -1,0 +1,119 @@
+//! The balance and the schedule in time: a throttled worker's ratio found, a run as fast
+//! as the workers' summed throughputs allow, a slow worker that cannot stall a run.
+//! These tests time real work, so they run one at a time.
+#![allow(clippy::print_stdout)] // Measured figures are printed for the test log.
+
+mod common;
+
+use common::{Hashes, chunks, ratios, run};
+use std::sync::Mutex;
+use threadx_multi_gpu::{BalanceOptions, DevicePool, DistributeOptions, Worker};
+use threadx_profile_store::Profiles;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Some 10 µs per item (debug build), 40,000 items.
+fn light() -> Hashes {
+    Hashes { items: 40_000, rounds: 2_000 }
+}
+
+#[test]
+fn the_balance_finds_a_throttled_workers_true_ratio_and_runs_refresh_it() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let work = light();
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = Profiles::at(dir.path().join("t.json"), dir.path().join("multigpu.json"), "test");
+    // "slow" does the same work, then sleeps twice as long: a third of the speed.
+    let pool = DevicePool::new(vec![
+        Worker::cpu().with_lanes(1).named("fast"),
+        Worker::cpu().with_lanes(1).named("slow").throttled(2.0),
+    ])
+    .unwrap();
+    let options = BalanceOptions { sample_size: 2_000, warmup: 3, runs: 5 };
+    let balance = pool.profile_auto_balance(&work, &options, "hashes", Some(&profiles)).unwrap();
+    println!("{balance}");
+    let slow = balance.ratios["slow"];
+    assert!((slow - 0.25).abs() < 0.05, "slow's share {slow:.3}, true 0.25");
+    assert_eq!(profiles.multigpu_ratios("hashes").unwrap().unwrap().ratios, balance.ratios, "saved");
+    assert!(balance.to_string().contains("balance of hashes: fast 7"), "{balance}");
+
+    // A wrong profile (the seed's single-profile form: even split, no throughputs) is
+    // used as the first assignment, then refreshed from what the run observed.
+    std::fs::write(
+        profiles.multigpu_path(),
+        r#"{"updated_at": "2024-01-01T00:00:00Z", "workload_tag": "hashes", "ratios": {"fast": 0.5, "slow": 0.5}}"#,
+    )
+    .unwrap();
+    let mut distribute = DistributeOptions::new("hashes");
+    distribute.profiles = Some(profiles.clone());
+    let (out, stats) = run(&pool, &work, &chunks(work.items, 500), &distribute);
+    assert_eq!(out.len() as u64, work.items);
+    assert_eq!(stats.ratios, ratios(&[("fast", 0.5), ("slow", 0.5)]), "the seed file's ratios were read");
+    assert!(stats.profiled.is_none());
+    let refreshed = profiles.multigpu_ratios("hashes").unwrap().unwrap().ratios["slow"];
+    println!("slow's share after one run from an even split: {refreshed:.3}");
+    assert!((refreshed - 0.25).abs() < 0.05, "refreshed share {refreshed:.3}, true 0.25");
+}
+
+#[test]
+fn a_distributed_run_takes_about_the_sum_of_the_workers_throughputs() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Mostly sleeping workers (1 % of their time is real work), so that the two cores of
+    // CI are not what limits three of them side by side.
+    let work = Hashes { items: 20_000, rounds: 200 };
+    let pool = DevicePool::new(vec![
+        Worker::cpu().with_lanes(1).named("a").throttled(99.0),
+        Worker::cpu().with_lanes(1).named("b").throttled(199.0),
+        Worker::cpu().with_lanes(1).named("c").throttled(149.0),
+    ])
+    .unwrap();
+    let balance = pool
+        .profile_auto_balance(&work, &BalanceOptions { sample_size: 500, warmup: 2, runs: 5 }, "light", None)
+        .unwrap();
+    println!("{balance}");
+    let summed: f64 = balance.throughput.values().sum();
+    let mut options = DistributeOptions::new("light");
+    options.ratios = Some(balance.ratios.clone());
+    let (out, stats) = run(&pool, &work, &chunks(work.items, 250), &options);
+    assert_eq!(out.len() as u64, work.items);
+    let ideal = work.items as f64 / summed;
+    let efficiency = ideal / stats.wall_s;
+    // The same against the throughputs the workers kept up in the run: what the schedule
+    // itself loses to idle workers and the tail.
+    let kept_up: f64 = stats.workers.iter().map(|w| w.items_per_s).sum();
+    let scheduling = work.items as f64 / kept_up / stats.wall_s;
+    println!(
+        "efficiency {efficiency:.3} (ideal {ideal:.3} s from the throughputs measured alone, run {:.3} s); \
+         against the throughputs kept up in the run {scheduling:.3}; chunks and shares: {:?}",
+        stats.wall_s,
+        stats.workers.iter().map(|w| (&w.name, w.chunks, (w.share * 1000.0).round() / 10.0)).collect::<Vec<_>>()
+    );
+    assert!(efficiency >= 0.9, "efficiency {efficiency:.3} (wall time more than 10% over the ideal)");
+    assert!(scheduling >= 0.95, "scheduling efficiency {scheduling:.3}");
+}
+
+#[test]
+fn a_slow_worker_cannot_stall_the_run() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Profiled as equal, "sloth" is in truth 40 times slower: the others steal its queue
+    // and back up its last chunk.
+    let work = Hashes { items: 6_000, rounds: 2_000 };
+    let pool = DevicePool::new(vec![
+        Worker::cpu().with_lanes(1).named("quick"),
+        Worker::cpu().with_lanes(1).named("sloth").throttled(39.0),
+    ])
+    .unwrap();
+    let mut options = DistributeOptions::new("s");
+    options.ratios = Some(ratios(&[("quick", 0.5), ("sloth", 0.5)]));
+    let started = std::time::Instant::now();
+    let (out, stats) =
+        run(&DevicePool::new(vec![Worker::cpu().with_lanes(1)]).unwrap(), &work, &chunks(6_000, 200), &options);
+    let alone = started.elapsed().as_secs_f64();
+    let (pooled, pooled_stats) = run(&pool, &work, &chunks(6_000, 200), &options);
+    assert_eq!(pooled, out);
+    let quick = &pooled_stats.workers[0];
+    println!("alone {alone:.3} s, with the sloth {:.3} s; {:?}", pooled_stats.wall_s, pooled_stats.workers);
+    assert!(quick.chunks >= 25, "quick took most chunks: {quick:?}");
+    assert!(pooled_stats.wall_s < 2.0 * alone + 0.1, "{} s vs {alone} s alone", pooled_stats.wall_s);
+    assert_eq!(stats.workers.len(), 1);
+}

@@ -1,0 +1,90 @@
+//! The device pool gives the bytes of one CPU whatever the workers (CPU, every adapter,
+//! several logical workers on one), ratios, hand-out orders, failures and splits.
+
+mod common;
+
+use common::{Hashes, chunks, hash, ratios, run};
+use std::collections::BTreeMap;
+use threadx_dispatch::testing::adapters;
+use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PoolError, Worker};
+
+#[test]
+fn every_mix_of_workers_gives_the_bytes_of_one_cpu() {
+    let work = Hashes { items: 5_000, rounds: 64 };
+    let expected: Vec<u32> = (0..5_000).map(|i| hash(i, 64)).collect();
+    let all = chunks(5_000, 97);
+    let one = DevicePool::new(vec![Worker::cpu()]).unwrap();
+    let (out, stats) = run(&one, &work, &all, &DistributeOptions::new("hashes"));
+    assert_eq!(out, expected);
+    assert_eq!(stats.workers[0].chunks, all.len() as u64);
+
+    // N identical logical workers on each adapter (two chunks in flight each), with and
+    // without the CPU, under several ratios and hand-out orders.
+    for ctx in adapters() {
+        for logical in [1, 3] {
+            let mut workers: Vec<Worker> = (0..logical)
+                .map(|k| Worker::gpu(0, ctx.clone()).named(format!("gpu0.{k}:{}", ctx.report().name)))
+                .collect();
+            let gpu_only = DevicePool::new(workers.clone()).unwrap();
+            let (out, stats) = run(&gpu_only, &work, &all, &DistributeOptions::new("hashes"));
+            assert_eq!(out, expected, "{logical} logical workers on {}", ctx.report().name);
+            assert_eq!(stats.workers.iter().map(|w| w.chunks).sum::<u64>(), all.len() as u64);
+            workers.push(Worker::cpu().with_lanes(1));
+            let mixed = DevicePool::new(workers).unwrap();
+            for (seed, cpu_share) in [(1, 0.1), (2, 0.5), (3, 0.9)] {
+                let mut options = DistributeOptions::new("hashes");
+                let gpu_share = (1.0 - cpu_share) / logical as f64;
+                let mut r: BTreeMap<String, f64> = mixed.names().into_iter().map(|n| (n, gpu_share)).collect();
+                r.insert("cpu".into(), cpu_share);
+                options.ratios = Some(r);
+                options.shuffle = Some(seed);
+                let (out, _) = run(&mixed, &work, &all, &options);
+                assert_eq!(out, expected, "{logical} logical workers and the CPU, seed {seed}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
+    let work = Hashes { items: 3_000, rounds: 32 };
+    let expected: Vec<u32> = (0..3_000).map(|i| hash(i, 32)).collect();
+    let all = chunks(3_000, 100);
+    let mut options = DistributeOptions::new("hashes");
+    options.ratios = Some(ratios(&[("lost", 0.5), ("small", 0.5)]));
+    // No healthy worker beside them: "small" (and the GPU) must split what "lost" leaves.
+    let mut workers = vec![
+        Worker::cpu().with_lanes(1).named("lost").with_fault(Fault::FailAt { chunk: 3 }),
+        Worker::cpu().with_lanes(1).named("small").with_fault(Fault::OutOfMemoryAbove { items: 30 }),
+    ];
+    if let Some(ctx) = adapters().first() {
+        // A GPU whose memory holds only 40 items: every chunk it takes is split.
+        workers.push(Worker::gpu(0, ctx.clone()).with_fault(Fault::OutOfMemoryAbove { items: 40 }));
+        options.ratios.as_mut().unwrap().insert(workers[2].name().to_owned(), 0.5);
+    }
+    let pool = DevicePool::new(workers).unwrap();
+    let (out, stats) = run(&pool, &work, &all, &options);
+    assert_eq!(out, expected);
+    let lost = &stats.workers[0];
+    assert!(lost.chunks <= 3, "the failing worker delivered at most its first three chunks: {lost:?}");
+    assert!(lost.failed.as_deref().unwrap().contains("injected failure"), "{lost:?}");
+    for w in &stats.workers[1..] {
+        assert!(w.failed.is_none(), "{w:?}");
+        // After its first split, a worker cuts later chunks to the piece that fit, up front.
+        assert!(w.chunks == 0 || w.splits >= 1, "{} split its chunks: {w:?}", w.name);
+    }
+    assert!(stats.workers[1..].iter().map(|w| w.chunks).sum::<u64>() >= 27, "{stats:?}");
+
+    // When every worker fails, the CPU finishes the run; without the fallback it is an error.
+    let Some(ctx) = adapters().first() else { return };
+    let doomed = || vec![Worker::gpu(0, ctx.clone()).with_fault(Fault::FailAt { chunk: 0 })];
+    let pool = DevicePool::new(doomed()).unwrap();
+    let (out, stats) = run(&pool, &work, &all, &DistributeOptions::new("hashes"));
+    assert_eq!(out, expected);
+    assert_eq!(stats.workers.last().unwrap().name, "cpu (fallback)");
+    let pool = DevicePool::new(doomed()).unwrap().without_fallback();
+    let err = pool
+        .distribute::<_, PoolError>(&work, &all, &DistributeOptions::new("h"), &|_, _| Ok(()), &mut |_, _| Ok(()))
+        .unwrap_err();
+    assert!(err.to_string().contains("every worker failed") && err.to_string().contains("30 chunks"), "{err}");
+}
