@@ -19,6 +19,7 @@ macro_rules! outln {
 }
 
 mod backtest;
+mod balance;
 mod data;
 mod devices;
 mod indicators;
@@ -118,6 +119,9 @@ enum Command {
     Sweep(Box<sweep::SweepArgs>),
     /// Join the results of every shard of a sweep (--shard I/N) into one file.
     Merge(sweep::MergeArgs),
+    /// Time each worker (every GPU and the CPU) on a sample of a workload and save how
+    /// sweeps split it among them.
+    Balance(balance::BalanceArgs),
 }
 
 /// What `--data` takes, for every command's long help.
@@ -171,6 +175,7 @@ fn main() -> std::process::ExitCode {
             }),
         Command::Sweep(args) => mode(cli.device).and_then(|m| sweep::run(&args, m)),
         Command::Merge(args) => sweep::run_merge(&args),
+        Command::Balance(args) => balance::run(&args, cli.device),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -2,14 +2,15 @@
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use threadx_dispatch::{DeviceMode, Dispatcher, fingerprint};
+use threadx_dispatch::{DeviceMode, Dispatcher, fingerprint, thousands};
 use threadx_profile_store::Profiles;
 
 #[derive(Debug, Subcommand)]
 pub enum Action {
-    /// Every profiled operation: samples and mean time per device, and where it would run now.
+    /// Every profiled operation (samples and mean time per device, and where it would run
+    /// now), then every saved balance (each worker's share and throughput).
     Show,
-    /// Empty both profiles (thresholds and multi-GPU ratios).
+    /// Empty both profiles (thresholds and the balances of `threadx balance`).
     Reset,
 }
 
@@ -61,8 +62,11 @@ fn show(device: Option<DeviceMode>) -> Result<()> {
     let multi = profiles.get_multigpu_profiles()?;
     outln!("Multi-GPU ratios: {} ({} workload tags)", profiles.multigpu_path().display(), multi.profiles.len());
     for (tag, p) in &multi.profiles {
-        let ratios: Vec<String> = p.ratios.iter().map(|(d, r)| format!("{d} {:.1}%", r * 100.0)).collect();
-        outln!("  {tag}: {} (updated {})", ratios.join(", "), p.updated_at.as_deref().unwrap_or("?"));
+        outln!("  {tag} (updated {}):", p.updated_at.as_deref().unwrap_or("?"));
+        for (worker, ratio) in &p.ratios {
+            let rate = p.throughput.get(worker).map(|t| format!(", {} per s", thousands(t.round() as u64)));
+            outln!("    {worker:<40} {:>6.1} %{}", ratio * 100.0, rate.unwrap_or_default());
+        }
     }
     Ok(())
 }

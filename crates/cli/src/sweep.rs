@@ -6,10 +6,13 @@ use clap::Args;
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 use threadx_backtest::{Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_multi_gpu::{BalanceOptions, DevicePool, DistributeOptions};
+use threadx_profile_store::Profiles;
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, Sample, Shard, SweepPlan, SweepSpec, WalkForward, available_memory,
     check_output, check_writable, checkpoint_dir, merge, metric_index, run_to_files, walk_forward,
@@ -219,14 +222,16 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     }
 
     let pool = match args.threads {
-        Some(n) => Some(rayon::ThreadPoolBuilder::new().num_threads(n).build().context("starting worker threads")?),
+        Some(n) => {
+            Some(Arc::new(rayon::ThreadPoolBuilder::new().num_threads(n).build().context("starting worker threads")?))
+        }
         None => None,
     };
     let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let loaded_s = started.elapsed().as_secs_f64();
     if spec.walk_forward.is_some() {
-        return in_pool(pool.as_ref(), || walk(&data, &dispatcher, &spec, args));
+        return in_pool(pool.as_deref(), || walk(&data, &dispatcher, &spec, args));
     }
     let memory_limit = args.max_memory.or_else(available_memory);
     let plan = SweepPlan::new(&spec, data.len(), memory_limit)?;
@@ -246,49 +251,111 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     // The runner hands chunks to the pool itself; only the preparation runs inside it.
     let prepare_started = Instant::now();
     let bank = IndicatorBank::new(&data, &dispatcher);
-    let sweep = in_pool(pool.as_ref(), || plan.prepare(&bank))?;
+    let sweep = in_pool(pool.as_deref(), || plan.prepare(&bank))?;
     let prepare_s = prepare_started.elapsed().as_secs_f64();
-    {
-        let executor = sweep.executor(&dispatcher)?;
-        let combos = sweep.combos();
-        crate::on_interrupt(format!(
-            "the finished chunks are kept in {}; run the same command with --resume to continue",
-            checkpoint_dir(&opts.out).display()
-        ));
-        let bar = progress_bar(combos.len(), args.quiet, "combos");
-        let report = run_to_files(&sweep, &data, &executor, pool.as_ref(), &opts, &mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        });
-        bar.finish_and_clear();
-        let report = report?;
-        if let Err(e) = dispatcher.flush() {
-            tracing::warn!("could not save the timing profile: {e}");
-        }
-        out!("{}", top_table(spec.strategy, &report.best, &args.by));
-        let t = &report.summary["timings_s"];
-        let backtests = match t["combos_per_s"].as_f64() {
-            Some(rate) => {
-                format!("{:.2}s ({} combos/s)", t["run"].as_f64().unwrap_or(0.0), thousands(rate.round() as u64))
-            }
-            None => "none (every chunk came from the checkpoint)".into(),
-        };
-        outln!(
-            "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {backtests}, \
-             writing {:.2}s; devices {}",
-            loaded_s,
-            prepare_s,
-            bank.computations(),
-            t["assembling"].as_f64().unwrap_or(0.0),
-            report.summary["devices"],
-        );
-        outln!("wrote {} rows to {}", report.rows, opts.out.display());
-        outln!("wrote the summary to {}", report.summary_path.display());
-        if let Some(h) = &opts.heatmap {
-            outln!("wrote the {} heatmap to {}", args.by, h.path.display());
-        }
-        Ok(())
+    let (devices, distribute) = device_pool(mode, &dispatcher, pool, &sweep)?;
+    crate::on_interrupt(format!(
+        "the finished chunks are kept in {}; run the same command with --resume to continue",
+        checkpoint_dir(&opts.out).display()
+    ));
+    let bar = progress_bar(sweep.combos().len(), args.quiet, "combos");
+    let report = run_to_files(&sweep, &data, &devices, &distribute, &opts, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    if let Err(e) = dispatcher.flush() {
+        tracing::warn!("could not save the timing profile: {e}");
     }
+    out!("{}", top_table(spec.strategy, &report.best, &args.by));
+    let t = &report.summary["timings_s"];
+    let backtests = match t["combos_per_s"].as_f64() {
+        Some(rate) => {
+            format!("{:.2}s ({} combos/s)", t["run"].as_f64().unwrap_or(0.0), thousands(rate.round() as u64))
+        }
+        None => "none (every chunk came from the checkpoint)".into(),
+    };
+    outln!(
+        "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {backtests}, writing {:.2}s",
+        loaded_s,
+        prepare_s,
+        bank.computations(),
+        t["assembling"].as_f64().unwrap_or(0.0),
+    );
+    if let Some(workers) = report.summary["workers"].as_object().filter(|w| !w.is_empty()) {
+        outln!("workers: {}", workers_line(workers));
+    }
+    outln!("wrote {} rows to {}", report.rows, opts.out.display());
+    outln!("wrote the summary to {}", report.summary_path.display());
+    if let Some(h) = &opts.heatmap {
+        outln!("wrote the {} heatmap to {}", args.by, h.path.display());
+    }
+    Ok(())
+}
+
+/// `gpu0:NVIDIA H100 81.0 % (12 chunks, 5,204,122 combos/s), cpu 19.0 % (…)`.
+fn workers_line(workers: &serde_json::Map<String, serde_json::Value>) -> String {
+    let parts: Vec<String> = workers
+        .iter()
+        .map(|(name, w)| {
+            let failed = w["failed"].as_str().map(|f| format!(", failed: {f}")).unwrap_or_default();
+            format!(
+                "{name} {:.1} % ({}, {} combos/s{failed})",
+                w["share"].as_f64().unwrap_or(0.0) * 100.0,
+                count(w["chunks"].as_u64().unwrap_or(0), "chunk"),
+                thousands(w["combos_per_s"].as_f64().unwrap_or(0.0).round() as u64)
+            )
+        })
+        .collect();
+    parts.join(", ")
+}
+
+/// Runs below this many combos, with no balance saved, run on the CPU alone in `auto`:
+/// measuring every device would cost more than it saves.
+const AUTO_PROFILE_MIN_COMBOS: u64 = 4 * 8192;
+
+/// The workers a sweep runs on in `mode`, and how the work is split among them. With
+/// several workers and no balance saved for the sweep's workload, the balance is
+/// measured first (and saved); `auto` then keeps the workers that add throughput.
+fn device_pool(
+    mode: DeviceMode,
+    dispatcher: &Dispatcher,
+    threads: Option<Arc<rayon::ThreadPool>>,
+    sweep: &threadx_sweep::Sweep,
+) -> Result<(DevicePool, DistributeOptions)> {
+    let mut distribute = DistributeOptions::new(sweep.workload_tag());
+    let mut pool = DevicePool::for_mode(mode, dispatcher.gpu().cloned(), threads.clone())?;
+    if pool.workers().len() < 2 {
+        return Ok((pool, distribute));
+    }
+    let profiles = Profiles::from_env(dispatcher.fingerprint());
+    let ratios = match pool.saved_ratios(&profiles, &distribute.tag)? {
+        Some(ratios) => ratios,
+        None if mode == DeviceMode::Auto && sweep.combos().len() < AUTO_PROFILE_MIN_COMBOS => {
+            return Ok((DevicePool::for_mode(DeviceMode::Cpu, None, threads)?, distribute));
+        }
+        None => {
+            outln!(
+                "measuring the balance of {} on {} (once; `threadx balance` measures it again):",
+                distribute.tag,
+                pool.names().join(", ")
+            );
+            let balance = pool.profile_auto_balance(
+                &sweep.workload()?,
+                &BalanceOptions::default(),
+                &distribute.tag,
+                Some(&profiles),
+            )?;
+            outln!("{balance}");
+            balance.ratios
+        }
+    };
+    if mode == DeviceMode::Auto {
+        pool = pool.useful(&ratios);
+    }
+    distribute.profiles = Some(profiles);
+    Ok((pool, distribute))
 }
 
 /// Runs `f` on the `--threads` pool if there is one, else on the global one.

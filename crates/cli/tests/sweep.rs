@@ -201,7 +201,7 @@ fn auto_never_runs_a_software_adapter_and_the_gpu_gives_the_cpus_bytes() {
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.path().join(out).with_extension("json")).unwrap())
                 .unwrap();
-        (std::fs::read(dir.path().join(out)).unwrap(), summary["devices"].clone())
+        (std::fs::read(dir.path().join(out)).unwrap(), summary["workers"].clone())
     };
     let (cpu, _) = run("cpu", "cpu.csv");
     let (auto, devices) = run("auto", "auto.csv");
@@ -212,8 +212,79 @@ fn auto_never_runs_a_software_adapter_and_the_gpu_gives_the_cpus_bytes() {
     let (gpu, devices) = run("gpu", "gpu.csv");
     assert_eq!(gpu, cpu, "the GPU's rows are the CPU's bytes");
     if std::env::var("THREADX_REQUIRE_GPU").as_deref() == Ok("1") {
-        assert!(devices.as_object().unwrap().keys().all(|k| k.starts_with("gpu:")), "{devices}");
+        assert!(devices.as_object().unwrap().keys().all(|k| k.starts_with("gpu0:")), "{devices}");
     }
+}
+
+#[test]
+fn balance_saves_the_split_that_device_all_uses_and_profile_show_lists_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // The original single-profile form of multigpu.json is read and kept.
+    std::fs::create_dir_all(dir.path().join("artifacts/profiles")).unwrap();
+    let seed = r#"{"updated_at": "2024-05-01T10:00:00Z", "workload_tag": "bollinger_computation",
+                   "ratios": {"RTX3090": 0.75, "GTX1660": 0.25}}"#;
+    std::fs::write(dir.path().join("artifacts/profiles/multigpu.json"), seed).unwrap();
+    let show = text(&threadx(dir.path(), &["profile", "show"]).stdout);
+    assert!(show.contains("bollinger_computation") && show.contains("RTX3090") && show.contains("75.0 %"), "{show}");
+
+    // lavapipe (in CI) joins only when asked for by name: it shares the CPU's cores.
+    let gpu = std::env::var("THREADX_REQUIRE_GPU").as_deref() == Ok("1");
+    let with_lavapipe = |args: &[&str]| command(dir.path(), args).env("THREADX_ADAPTER", "llvmpipe").output().unwrap();
+    let data = "synthetic:bars=3000,seed=2";
+    let balance = with_lavapipe(&[
+        "balance",
+        "--workload-tag",
+        "backtest_bb_atr",
+        "--sample-size",
+        "200",
+        "--warmup",
+        "1",
+        "--runs",
+        "2",
+        "--data",
+        data,
+    ]);
+    let printed = text(&balance.stdout);
+    assert!(balance.status.success(), "{}", text(&balance.stderr));
+    assert!(printed.contains("balance of backtest_bb_atr: ") && printed.contains("cpu: "), "{printed}");
+    assert_eq!(printed.contains("gpu0:llvmpipe"), gpu, "{printed}");
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("artifacts/profiles/multigpu.json")).unwrap())
+            .unwrap();
+    let ratios = file["profiles"]["backtest_bb_atr"]["ratios"].as_object().unwrap();
+    let sum: f64 = ratios.values().map(|r| r.as_f64().unwrap()).sum();
+    assert!((sum - 1.0).abs() < 1e-9 && ratios.contains_key("cpu"), "{file:#}");
+    assert_eq!(file["profiles"]["bollinger_computation"]["ratios"]["RTX3090"], 0.75, "the seed profile is kept");
+    let show = text(&threadx(dir.path(), &["profile", "show"]).stdout);
+    assert!(show.contains("backtest_bb_atr (updated ") && show.contains(" per s"), "{show}");
+
+    // A sweep on every worker: the CPU's bytes, each worker's part in the summary.
+    let run = |device: &str, out: &str| {
+        let mut args = SMALL.to_vec();
+        args[1] = device;
+        args.extend(["--out", out, "--chunk-size", "4"]);
+        let result = with_lavapipe(&args);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(out).with_extension("json")).unwrap())
+                .unwrap();
+        (std::fs::read(dir.path().join(out)).unwrap(), summary, text(&result.stdout))
+    };
+    let (cpu, _, _) = run("cpu", "cpu.csv");
+    let (all, summary, printed) = run("all", "all.csv");
+    assert_eq!(all, cpu, "every worker together: the CPU's bytes");
+    let workers = summary["workers"].as_object().unwrap();
+    assert_eq!(workers.len(), if gpu { 2 } else { 1 }, "{summary:#}");
+    let chunks: u64 = workers.values().map(|w| w["chunks"].as_u64().unwrap()).sum();
+    assert_eq!(chunks, 6, "{summary:#}");
+    assert!(printed.contains("workers: cpu ") || printed.contains("workers: gpu0:"), "{printed}");
+    if gpu {
+        assert_eq!(summary["balance"]["ratios"].as_object().unwrap().len(), 2, "{summary:#}");
+    }
+
+    let unknown = threadx(dir.path(), &["balance", "--workload-tag", "bollinger"]);
+    assert!(!unknown.status.success());
+    assert!(text(&unknown.stderr).contains("unknown workload tag `bollinger` (known: backtest_bb_atr"));
 }
 
 /// The issue's 10^12-combo grid: 1,000 values of each bb_atr parameter.

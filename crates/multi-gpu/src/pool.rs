@@ -9,9 +9,11 @@ use crate::{PoolError, WorkError};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::{Duration, Instant};
+use threadx_dispatch::{DeviceMode, GpuContext};
 use threadx_profile_store::Profiles;
 
 /// A fixed logical piece of work: its number (results are merged by it) and its items.
@@ -169,6 +171,25 @@ impl DevicePool {
         Self::new(workers)
     }
 
+    /// The candidate workers of a device mode: `cpu` the CPU; `gpu` the given GPU (the
+    /// dispatcher's; the CPU when there is none); `all` and `auto` every hardware GPU and
+    /// the CPU (`auto` then keeps those the balance finds useful: [`DevicePool::useful`]).
+    /// The CPU runs on `threads` when given.
+    pub fn for_mode(
+        mode: DeviceMode,
+        gpu: Option<Arc<GpuContext>>,
+        threads: Option<Arc<rayon::ThreadPool>>,
+    ) -> Result<Self, PoolError> {
+        let cpu = || threads.clone().map_or_else(Worker::cpu, Worker::cpu_on);
+        match (mode, gpu) {
+            (DeviceMode::Cpu, _) | (DeviceMode::Gpu, None) => Self::new(vec![cpu()]),
+            (DeviceMode::Gpu, Some(ctx)) => Self::new(vec![Worker::gpu(0, ctx)]),
+            (DeviceMode::All | DeviceMode::Auto, gpu) => {
+                Self::open(&PoolOptions { cpu: true, threads: threads.clone(), reuse: gpu, ..PoolOptions::default() })
+            }
+        }
+    }
+
     /// No CPU fallback: when every worker fails, the run fails.
     pub fn without_fallback(mut self) -> Self {
         self.fallback_cpu = false;
@@ -235,6 +256,9 @@ impl DevicePool {
         E: From<PoolError> + Send,
     {
         let started = Instant::now();
+        if chunks.is_empty() {
+            return Ok(RunStats { workers: Vec::new(), wall_s: 0.0, ratios: BTreeMap::new(), profiled: None });
+        }
         let mut sorted = chunks.to_vec();
         sorted.sort_by_key(|c| c.index);
         let (ratios, prior, profiled) = self.resolve_ratios(work, options)?;

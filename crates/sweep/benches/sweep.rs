@@ -5,7 +5,8 @@
 //!   indicators. Each iteration does the whole sweep: indicator bank, signal book, combos,
 //!   backtests. Throughput is in tests (combos) per second; the bar is 100,000.
 //! - `grid/960x2.9M`: 2,900,000 combos (100 bb_period × 29 bb_std × 25 atr_period ×
-//!   40 atr_mult) on 960 bars in fixed chunks on every core; the bar is under 10 s.
+//!   40 atr_mult) on 960 bars in fixed chunks on the pool's CPU worker (every core); the
+//!   bar is under 10 s.
 //!
 //! Both run on the CPU (`DeviceMode::Cpu`) so the figures are comparable across machines
 //! with and without a GPU.
@@ -16,6 +17,7 @@ use std::time::Duration;
 use threadx_backtest::Strategy;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, Worker};
 use threadx_sweep::{Sweep, SweepSpec};
 
 fn spec(grid: &[(&str, &str)]) -> SweepSpec {
@@ -36,7 +38,7 @@ fn reference(c: &mut Criterion) {
         b.iter(|| {
             let bank = IndicatorBank::new(&data, &dispatcher);
             let sweep = Sweep::prepare(&bank, &spec).expect("a valid sweep");
-            let result = sweep.run_all(&sweep.executor(&dispatcher).expect("an executor"));
+            let result = sweep.run_all(&dispatcher).expect("a run");
             assert_eq!(bank.computations(), 11, "8 Bollinger (period × width) + 3 ATR, each once");
             black_box(result.metrics)
         })
@@ -53,6 +55,7 @@ fn big_grid(c: &mut Criterion) {
         ("atr_period", "5:29:1"),
         ("atr_mult", "0.5:10.25:0.25"),
     ]);
+    let pool = DevicePool::new(vec![Worker::cpu()]).expect("a CPU pool");
     let mut group = c.benchmark_group("grid");
     group.sample_size(10).measurement_time(Duration::from_secs(20));
     group.throughput(Throughput::Elements(2_900_000));
@@ -60,11 +63,11 @@ fn big_grid(c: &mut Criterion) {
         b.iter(|| {
             let bank = IndicatorBank::new(&data, &dispatcher);
             let sweep = Sweep::prepare(&bank, &spec).expect("a valid sweep");
-            let executor = sweep.executor(&dispatcher).expect("an executor");
+            let options = DistributeOptions::new(sweep.workload_tag());
             let chunks: Vec<u64> = (0..sweep.combos().chunks()).collect();
             let mut best = f64::MIN;
             sweep
-                .run(&executor, &chunks, None, &|_| Ok(()), &mut |r| {
+                .run(&pool, &chunks, &options, &|_| Ok(()), &mut |r| {
                     best = r.metrics.iter().fold(best, |b, m| b.max(m.total_return));
                     Ok(())
                 })

@@ -1,21 +1,20 @@
 //! Parameter sweeps: a [`SweepSpec`] (grids of lists and ranges, Monte-Carlo sampling,
 //! walk-forward) expanded into combos in DESIGN.md's order, run in fixed logical chunks
-//! on the devices the dispatcher picks, with results streamed to a CSV (one row per combo,
+//! on the workers of a device pool (every GPU and the CPU, split by measured speed), with results streamed to a CSV (one row per combo,
 //! in combo order), a JSON summary, the best combos and a heatmap; checkpointed so that a
 //! killed run resumes, and shardable so that many machines share one sweep and `merge`
 //! joins their files into the very bytes one process would have written.
 //!
 //! Main types: [`SweepSpec`], [`Sweep`] (a spec prepared on data: indicators computed
-//! once, the signal book, the [`ComboSet`]), the [`Executor`] a chunk runs on (the
-//! dispatcher's device today; the multi-GPU pool plugs in there), [`run_to_files`],
-//! [`merge`] and [`walk_forward`].
+//! once, the signal book, the [`ComboSet`]) and its [`SweepWork`] (the sweep as work for
+//! threadx-multi-gpu's `DevicePool`), [`run_to_files`], [`merge`] and [`walk_forward`].
 //!
 //! Invariant: chunk `c` holds the same combos on every machine (its size depends only on
 //! the data length), and a combo's row depends only on the spec, the data and the combo,
 //! so results are byte-identical whatever the devices, threads, interruptions or shards.
 //!
-//! This crate stands on threadx-backtest (and through it indicators and dispatch); it
-//! must not depend on the CLI.
+//! This crate stands on threadx-backtest and threadx-multi-gpu (and through them
+//! indicators and dispatch); it must not depend on the CLI.
 
 mod combos;
 mod output;
@@ -32,7 +31,7 @@ pub use output::{
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use rows::{Row, header, parse_row, write_row};
-pub use runner::{ChunkResult, DispatchExecutor, Executor, Sweep, SweepPlan, available_memory, thousands};
+pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, available_memory};
 pub use spec::{MAX_AXIS_VALUES, Sample, SweepSpec, WalkForward, parse_axis};
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};
 
@@ -46,6 +45,8 @@ pub enum SweepError {
     Spec(String),
     #[error(transparent)]
     Backtest(#[from] BacktestError),
+    #[error(transparent)]
+    Pool(#[from] threadx_multi_gpu::PoolError),
     #[error("{0}")]
     Results(String),
     #[error("merge: {0}")]

@@ -11,7 +11,7 @@
 use crate::combos::Shard;
 use crate::report::{Heatmap, Leaderboard};
 use crate::rows::{Row, header, parse_row, row_combo, write_row};
-use crate::runner::{ChunkResult, Executor, Sweep};
+use crate::runner::{ChunkResult, Sweep};
 use crate::{SweepError, io_error};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BinaryHeap};
@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
+use threadx_multi_gpu::{DevicePool, DistributeOptions};
 use threadx_profile_store::{AtomicFile, write_file_atomic};
 
 /// How a sweep writes its results.
@@ -170,14 +171,14 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
     Ok(())
 }
 
-/// Runs `sweep` (prepared on `data`) to files as `opts` says, calling `progress` as
-/// chunks finish. Chunks already in the checkpoint are read back, not run, when
+/// Runs `sweep` (prepared on `data`) to files as `opts` says, on the workers of `pool` as
+/// `distribute` splits the work, calling `progress` as chunks finish. Chunks already in the checkpoint are read back, not run, when
 /// `opts.resume` is set and the checkpoint was made by the same spec, data and sharding.
 pub fn run_to_files(
     sweep: &Sweep,
     data: &Ohlcv,
-    executor: &dyn Executor,
-    pool: Option<&rayon::ThreadPool>,
+    pool: &DevicePool,
+    distribute: &DistributeOptions,
     opts: &OutputOptions,
     progress: ProgressFn<'_>,
 ) -> Result<SweepReport, SweepError> {
@@ -219,7 +220,6 @@ pub fn run_to_files(
     let total: u64 = chunks.iter().map(|&c| combos.chunk_len(c)).sum();
     let mut done_positions = 0u64;
     let mut rows = 0u64;
-    let mut devices: BTreeMap<String, u64> = BTreeMap::new();
     let (mut resumed, mut to_run) = (Vec::new(), Vec::new());
     for &c in &chunks {
         if chunk_path(&parts, c).exists() { resumed.push(c) } else { to_run.push(c) }
@@ -238,14 +238,12 @@ pub fn run_to_files(
             take(row, &mut leaderboard, &mut heatmap);
             rows += 1;
         }
-        *devices.entry("checkpoint".into()).or_default() += 1;
         done_positions += combos.chunk_len(c);
     }
     progress(done_positions, total);
 
     let run_started = Instant::now();
     let write_s = std::sync::Mutex::new(0.0f64);
-    let mut compute_s = 0.0;
     let mut rows_run = 0u64;
     let book = sweep.book();
     let write_chunk = |r: &ChunkResult| -> Result<(), SweepError> {
@@ -259,14 +257,12 @@ pub fn run_to_files(
         *write_s.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
         Ok(())
     };
-    sweep.run(executor, &to_run, pool, &write_chunk, &mut |r: ChunkResult| {
+    let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |r: ChunkResult| {
         for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
             take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap);
         }
         rows += r.combos.len() as u64;
         rows_run += r.combos.len() as u64;
-        compute_s += r.elapsed_s;
-        *devices.entry(r.device).or_default() += 1;
         done_positions += combos.chunk_len(r.chunk);
         progress(done_positions, total);
         Ok(())
@@ -298,10 +294,11 @@ pub fn run_to_files(
         "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
         "combos": {"grid": combos.grid_len(), "positions": total, "rows": rows, "skipped": total - rows},
         "chunks": {"size": combos.chunk_size(), "this_shard": chunks.len(), "run": to_run.len(), "resumed": resumed.len()},
-        "devices": devices,
+        "workers": stats.to_json("combos"),
+        "balance": {"tag": distribute.tag, "ratios": stats.ratios},
         "timings_s": {
             "run": run_s,
-            "backtests_in_chunks": compute_s,
+            "workers_busy": stats.workers.iter().map(|w| w.busy_s).sum::<f64>(),
             "writing_chunks": write_s,
             "assembling": assemble_s,
             "total": started.elapsed().as_secs_f64(),

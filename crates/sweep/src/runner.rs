@@ -1,60 +1,26 @@
 //! The runner: a prepared [`Sweep`] (indicators computed once, the signal book, the
-//! combos) runs chunks on an [`Executor`] from a pool of workers, and hands the results
-//! back in chunk order.
+//! combos) as a [`Workload`] of the device pool: its chunks run on the pool's workers and
+//! come back in chunk order.
 
 use crate::SweepError;
 use crate::combos::ComboSet;
 use crate::spec::SweepSpec;
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::time::Instant;
-use threadx_backtest::{Backtester, BookLayout, ComboPlan, Metrics, ParamGrid, SignalBook};
+use std::ops::Range;
+use threadx_backtest::{
+    Backtester, BarTables, BookLayout, ComboPlan, GpuBacktester, Metrics, ParamGrid, PendingTotals, SignalBook, Totals,
+    simulate_cpu,
+};
 use threadx_dispatch::{Dispatcher, format_bytes, thousands};
 use threadx_indicators::IndicatorBank;
-
-/// Runs the plans of one chunk somewhere. The sweep does not care where: the dispatcher's
-/// choice ([`DispatchExecutor`]) today; a multi-GPU device pool plugs in here.
-pub trait Executor: Sync {
-    /// The metrics of `plans`, in order, and the device that computed them (`cpu`,
-    /// `gpu:<adapter>`).
-    fn execute(&self, plans: &[ComboPlan]) -> (Vec<Metrics>, String);
-}
-
-/// Runs each chunk on the device the dispatcher picks for its size (profiles in `auto`,
-/// or the forced device), with the book kept on the GPU between chunks.
-#[derive(Debug)]
-pub struct DispatchExecutor<'a> {
-    backtester: Backtester<'a>,
-    dispatcher: &'a Dispatcher,
-}
-
-impl<'a> DispatchExecutor<'a> {
-    pub fn new(book: &'a SignalBook, fee: f64, dispatcher: &'a Dispatcher) -> Result<Self, SweepError> {
-        Ok(Self { backtester: Backtester::new(book, fee)?, dispatcher })
-    }
-}
-
-impl Executor for DispatchExecutor<'_> {
-    fn execute(&self, plans: &[ComboPlan]) -> (Vec<Metrics>, String) {
-        let outcome = self.backtester.run(self.dispatcher, plans);
-        let device = match (outcome.device, self.dispatcher.gpu()) {
-            (threadx_dispatch::Device::Gpu, Some(gpu)) => format!("gpu:{}", gpu.report().name),
-            (device, _) => device.to_string(),
-        };
-        (outcome.value, device)
-    }
-}
+use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions, RunStats, WorkError, WorkerDevice, Workload};
 
 /// What one chunk produced: the grid numbers of the combos it ran (those the strategy's
 /// rules allow) and their metrics, in combo order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ChunkResult {
     pub chunk: u64,
     pub combos: Vec<u64>,
     pub metrics: Vec<Metrics>,
-    pub device: String,
-    pub elapsed_s: f64,
 }
 
 /// Bytes a sample takes per drawn combo while it is drawn (the list, the set that keeps
@@ -186,15 +152,26 @@ impl Sweep {
         &self.combos
     }
 
-    /// The executor of this sweep on the dispatcher's devices.
-    pub fn executor<'a>(&'a self, dispatcher: &'a Dispatcher) -> Result<DispatchExecutor<'a>, SweepError> {
-        DispatchExecutor::new(&self.book, self.spec.fee, dispatcher)
+    /// The profile tag of this sweep's work: `backtest_<strategy>` (one balance per
+    /// strategy; combos per second scale alike on every device with the data length).
+    pub fn workload_tag(&self) -> String {
+        format!("backtest_{}", self.spec.strategy.name())
     }
 
-    /// The combos of chunk `chunk` that the strategy's rules allow, with their plans.
-    fn chunk_plans(&self, chunk: u64) -> (Vec<u64>, Vec<ComboPlan>) {
+    /// This sweep as work for the device pool: combo positions, run a range at a time.
+    pub fn workload(&self) -> Result<SweepWork<'_>, SweepError> {
+        threadx_backtest::check_fee(self.spec.fee)?;
+        Ok(SweepWork { sweep: self, tables: BarTables::new(&self.book, self.spec.fee) })
+    }
+
+    /// The logical chunk `chunk` of the combos (its size depends only on the data length).
+    pub fn chunk(&self, chunk: u64) -> Chunk {
+        Chunk { index: chunk, items: self.combos.chunk(chunk) }
+    }
+
+    /// The combos at `positions` that the strategy's rules allow, with their plans.
+    fn plans(&self, positions: Range<u64>) -> (Vec<u64>, Vec<ComboPlan>) {
         let strategy = self.spec.strategy;
-        let positions = self.combos.chunk(chunk);
         let mut combos = Vec::with_capacity((positions.end - positions.start) as usize);
         let mut plans = Vec::with_capacity(combos.capacity());
         for position in positions {
@@ -207,87 +184,115 @@ impl Sweep {
         (combos, plans)
     }
 
-    /// Runs one chunk.
-    pub fn run_chunk(&self, executor: &dyn Executor, chunk: u64) -> ChunkResult {
-        let start = Instant::now();
-        let (combos, plans) = self.chunk_plans(chunk);
-        let (metrics, device) = if plans.is_empty() { (Vec::new(), "none".into()) } else { executor.execute(&plans) };
-        ChunkResult { chunk, combos, metrics, device, elapsed_s: start.elapsed().as_secs_f64() }
+    /// Every combo of the sweep in one call, on the device the dispatcher picks, in combo
+    /// order: the in-memory path for small sweeps and for walk-forward training windows.
+    pub fn run_all(&self, dispatcher: &Dispatcher) -> Result<ChunkResult, SweepError> {
+        let (combos, plans) = self.plans(0..self.combos.len());
+        let metrics = Backtester::new(&self.book, self.spec.fee)?.run(dispatcher, &plans).value;
+        Ok(ChunkResult { chunk: 0, combos, metrics })
     }
 
-    /// Every combo of the sweep in one executor call, in combo order: the in-memory path
-    /// for small sweeps and for walk-forward training windows.
-    pub fn run_all(&self, executor: &dyn Executor) -> ChunkResult {
-        let start = Instant::now();
-        let mut combos = Vec::new();
-        let mut plans = Vec::new();
-        for chunk in 0..self.combos.chunks() {
-            let (c, p) = self.chunk_plans(chunk);
-            combos.extend(c);
-            plans.extend(p);
-        }
-        let (metrics, device) = executor.execute(&plans);
-        ChunkResult { chunk: 0, combos, metrics, device, elapsed_s: start.elapsed().as_secs_f64() }
-    }
-
-    /// Runs `chunks` on the workers of `pool` (the global rayon pool if `None`), each
-    /// chunk taken by the next free worker, in order. `in_worker` runs on the worker right after its
-    /// chunk (e.g. to write it to disk); `in_order` runs on the calling thread, in the order
-    /// of `chunks` whatever the order in which they finish. The first error stops the run.
+    /// Runs `chunks` on the workers of `pool` as `options` split them. `in_worker` runs on
+    /// the worker right after its chunk (e.g. to write it to disk); `in_order` runs on the
+    /// calling thread, in chunk order whatever the order in which they finish. The first
+    /// error stops the run.
     pub fn run(
         &self,
-        executor: &dyn Executor,
+        pool: &DevicePool,
         chunks: &[u64],
-        pool: Option<&rayon::ThreadPool>,
+        options: &DistributeOptions,
         in_worker: &(dyn Fn(&ChunkResult) -> Result<(), SweepError> + Sync),
         in_order: &mut dyn FnMut(ChunkResult) -> Result<(), SweepError>,
-    ) -> Result<(), SweepError> {
-        let stop = AtomicBool::new(false);
-        let next_chunk = AtomicUsize::new(0);
-        let workers = pool.map_or_else(rayon::current_num_threads, |p| p.current_num_threads());
-        // Workers take chunks in order from a shared counter (self-scheduling), so chunks
-        // finish nearly in order and the reorder buffer stays a few chunks deep.
-        let (tx, rx) = mpsc::sync_channel::<(usize, Result<ChunkResult, SweepError>)>(workers);
-        std::thread::scope(|scope| {
-            let (stop, next_chunk) = (&stop, &next_chunk);
-            scope.spawn(move || {
-                let work = move || {
-                    rayon::scope(|s| {
-                        for _ in 0..workers {
-                            let tx = tx.clone();
-                            s.spawn(move |_| {
-                                while !stop.load(Ordering::Relaxed) {
-                                    let i = next_chunk.fetch_add(1, Ordering::Relaxed);
-                                    let Some(&chunk) = chunks.get(i) else { break };
-                                    let result = self.run_chunk(executor, chunk);
-                                    let result = in_worker(&result).map(|()| result);
-                                    // The receiver is gone only after an error; nothing to report then.
-                                    if tx.send((i, result)).is_err() {
-                                        break;
-                                    }
-                                }
-                            });
-                        }
-                    });
-                };
-                match pool {
-                    Some(pool) => pool.install(work),
-                    None => work(),
-                }
-            });
-            let mut waiting = BTreeMap::new();
-            let mut next = 0;
-            for (i, result) in rx {
-                waiting.insert(i, result);
-                while let Some(result) = waiting.remove(&next) {
-                    next += 1;
-                    if let Err(e) = result.and_then(&mut *in_order) {
-                        stop.store(true, Ordering::Relaxed);
-                        return Err(e);
-                    }
-                }
+    ) -> Result<RunStats, SweepError> {
+        let work = self.workload()?;
+        let chunks: Vec<Chunk> = chunks.iter().map(|&c| self.chunk(c)).collect();
+        pool.distribute(
+            &work,
+            &chunks,
+            options,
+            &|chunk, rows: &ChunkResult| in_worker(&ChunkResult { chunk: chunk.index, ..rows.clone() }),
+            &mut |chunk, rows: ChunkResult| in_order(ChunkResult { chunk: chunk.index, ..rows }),
+        )
+    }
+}
+
+/// A [`Sweep`] as work for the device pool: items are combo positions; a lane on a GPU
+/// holds the book and its tables resident there.
+#[derive(Debug)]
+pub struct SweepWork<'a> {
+    sweep: &'a Sweep,
+    tables: BarTables,
+}
+
+/// A lane of [`SweepWork`]: the CPU, or the book resident on one GPU.
+#[derive(Debug)]
+pub enum SweepLane {
+    Cpu,
+    Gpu(Box<GpuBacktester>),
+}
+
+/// A range submitted: done (the CPU), or its totals still on the GPU.
+#[derive(Debug)]
+pub enum SweepPending {
+    Done(ChunkResult),
+    Gpu(Vec<u64>, PendingTotals),
+}
+
+impl SweepWork<'_> {
+    fn rows(&self, combos: Vec<u64>, totals: &[Totals]) -> ChunkResult {
+        let book = &self.sweep.book;
+        let metrics = totals.iter().map(|t| t.metrics(book.bars(), book.bars_per_year())).collect();
+        ChunkResult { chunk: 0, combos, metrics }
+    }
+}
+
+impl Workload for SweepWork<'_> {
+    type Lane = SweepLane;
+    type Pending = SweepPending;
+    type Output = ChunkResult;
+
+    fn items(&self) -> u64 {
+        self.sweep.combos.len()
+    }
+
+    fn unit(&self) -> &'static str {
+        "combos"
+    }
+
+    fn open(&self, device: &WorkerDevice) -> Result<SweepLane, WorkError> {
+        Ok(match device {
+            WorkerDevice::Cpu => SweepLane::Cpu,
+            WorkerDevice::Gpu(ctx) => {
+                SweepLane::Gpu(Box::new(GpuBacktester::new(ctx.clone(), &self.sweep.book, &self.tables)?))
             }
-            Ok(())
         })
+    }
+
+    fn submit(&self, lane: &mut SweepLane, items: Range<u64>) -> Result<SweepPending, WorkError> {
+        let (combos, plans) = self.sweep.plans(items);
+        Ok(match lane {
+            SweepLane::Cpu => {
+                let totals = simulate_cpu(&self.sweep.book, &self.tables, &plans);
+                SweepPending::Done(self.rows(combos, &totals))
+            }
+            SweepLane::Gpu(gpu) => SweepPending::Gpu(combos, gpu.submit(&plans)?),
+        })
+    }
+
+    fn finish(&self, lane: &mut SweepLane, pending: SweepPending) -> Result<ChunkResult, WorkError> {
+        match (lane, pending) {
+            (_, SweepPending::Done(rows)) => Ok(rows),
+            (SweepLane::Gpu(gpu), SweepPending::Gpu(combos, totals)) => Ok(self.rows(combos, &gpu.collect(totals)?)),
+            (SweepLane::Cpu, SweepPending::Gpu(..)) => Err(WorkError::Failed("GPU totals on a CPU lane".into())),
+        }
+    }
+
+    fn join(&self, parts: Vec<ChunkResult>) -> ChunkResult {
+        let mut all = ChunkResult::default();
+        for part in parts {
+            all.combos.extend(part.combos);
+            all.metrics.extend(part.metrics);
+        }
+        all
     }
 }

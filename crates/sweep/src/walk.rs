@@ -73,7 +73,7 @@ pub fn walk_forward(
             }
             e => SweepError::Spec(format!("walk-forward window {w} (train bars {train_start}..{test_start}): {e}")),
         })?;
-        let result = sweep.run_all(&sweep.executor(dispatcher)?);
+        let result = sweep.run_all(dispatcher)?;
         let mut leaderboard = Leaderboard::new(by, 1)?;
         for (&combo, &metrics) in result.combos.iter().zip(&result.metrics) {
             leaderboard.offer(Row { combo, values: sweep.book().combo_values(combo), metrics });

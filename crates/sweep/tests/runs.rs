@@ -2,12 +2,14 @@
 //! on threads, shards or interruptions; merge and resume refuse what does not belong.
 
 use std::path::{Path, PathBuf};
-use threadx_backtest::{ComboPlan, Metrics, Strategy, backtest};
-use threadx_dispatch::testing::dispatcher_in;
+use std::sync::Arc;
+use threadx_backtest::{Metrics, Strategy, backtest};
+use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
 use threadx_sweep::{
-    Executor, OutputOptions, Sample, Shard, Sweep, SweepPlan, SweepSpec, merge, parse_row, run_to_files, walk_forward,
+    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepSpec, merge, parse_row, run_to_files, walk_forward,
 };
 
 /// A CPU dispatcher with its profile in `dir` (which must outlive it).
@@ -39,18 +41,32 @@ fn options(out: &Path) -> OutputOptions {
     }
 }
 
-fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+/// A pool of the CPU alone, on `threads` threads.
+fn cpu_pool(threads: usize) -> DevicePool {
+    let threads = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    DevicePool::new(vec![Worker::cpu_on(Arc::new(threads))]).unwrap()
 }
 
-/// Runs `spec` on `data` into `out` with `threads` workers; returns the CSV bytes.
+/// Runs `sweep` to files on `pool` (ratios as given, none saved).
+fn to_files(
+    sweep: &Sweep,
+    data: &Ohlcv,
+    pool: &DevicePool,
+    ratios: &[f64],
+    opts: &OutputOptions,
+) -> Result<serde_json::Value, SweepError> {
+    let mut distribute = DistributeOptions::new(sweep.workload_tag());
+    distribute.ratios = Some(pool.names().into_iter().zip(ratios.iter().copied()).collect());
+    run_to_files(sweep, data, pool, &distribute, opts, &mut |_, _| {}).map(|r| r.summary)
+}
+
+/// Runs `spec` on `data` into `out` with `threads` CPU threads; returns the CSV bytes.
 fn run(data: &Ohlcv, spec: &SweepSpec, opts: &OutputOptions, threads: usize) -> Vec<u8> {
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(data, &dispatcher);
     let sweep = Sweep::prepare(&bank, spec).unwrap();
-    let executor = sweep.executor(&dispatcher).unwrap();
-    run_to_files(&sweep, data, &executor, Some(&pool(threads)), opts, &mut |_, _| {}).unwrap();
+    to_files(&sweep, data, &cpu_pool(threads), &[1.0], opts).unwrap();
     std::fs::read(&opts.out).unwrap()
 }
 
@@ -91,7 +107,9 @@ fn rows_are_single_backtests_in_combo_order() {
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
     assert_eq!(summary["combos"]["rows"], 72);
-    assert_eq!(summary["devices"]["cpu"], 1);
+    assert_eq!(summary["workers"]["cpu"]["chunks"], 1);
+    assert_eq!(summary["workers"]["cpu"]["combos"], 72);
+    assert_eq!(summary["workers"]["cpu"]["share"], 1.0);
     assert!(!dir.path().join("r.csv.parts").exists(), "the checkpoint is removed once the results are whole");
     // The best list is the top of a full sort (largest sharpe, ties to the lower combo).
     let mut rows: Vec<_> = csv[1..].iter().map(|l| parse_row(Strategy::BbAtr, l).unwrap()).collect();
@@ -179,22 +197,6 @@ fn bytes_do_not_depend_on_threads_shards_or_sampling() {
     assert_ne!(a, lines(&run(&d, &sampled, &options(&dir.path().join("c.csv")), 2)), "another seed, another sample");
 }
 
-/// Runs the CPU but panics on chunk number `fail_at` (counted from 0 in run order),
-/// standing in for a process killed mid-run.
-struct Interrupted<'a> {
-    inner: &'a dyn Executor,
-    calls: std::sync::atomic::AtomicUsize,
-    fail_at: usize,
-}
-
-impl Executor for Interrupted<'_> {
-    fn execute(&self, plans: &[ComboPlan]) -> (Vec<Metrics>, String) {
-        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        assert!(call != self.fail_at, "interrupted");
-        self.inner.execute(plans)
-    }
-}
-
 #[test]
 fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -205,31 +207,29 @@ fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
     let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(&d, &dispatcher);
     let sweep = Sweep::prepare(&bank, &spec).unwrap();
-    let cpu_executor = sweep.executor(&dispatcher).unwrap();
-    let one = pool(1);
-    let interrupted = Interrupted { inner: &cpu_executor, calls: 0.into(), fail_at: 2 };
-    let crash = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_to_files(&sweep, &d, &interrupted, Some(&one), &options(&out), &mut |_, _| {})
-    }));
-    assert!(crash.is_err());
+    // The only worker dies on its third chunk, with no fallback: a run killed mid-way.
+    let dying = DevicePool::new(vec![Worker::cpu().with_lanes(1).with_fault(Fault::FailAt { chunk: 2 })])
+        .unwrap()
+        .without_fallback();
+    let crash = to_files(&sweep, &d, &dying, &[1.0], &options(&out)).unwrap_err();
+    assert!(crash.to_string().contains("every worker failed"), "{crash}");
     assert!(!out.exists(), "no results file from an interrupted run");
     let parts = dir.path().join("r.csv.parts");
     assert_eq!(std::fs::read_dir(&parts).unwrap().count(), 2 + 2, "sweep.json, the lock and the two finished chunks");
 
     // Without --resume the checkpoint is not overwritten; with another spec it is refused.
-    let refused = run_to_files(&sweep, &d, &cpu_executor, None, &options(&out), &mut |_, _| {}).unwrap_err();
+    let refused = to_files(&sweep, &d, &cpu_pool(2), &[1.0], &options(&out)).unwrap_err();
     assert!(refused.to_string().contains("pass --resume to continue it"), "{refused}");
     let mut other = spec.clone();
     other.fee = 0.002;
     let other_sweep = Sweep::prepare(&bank, &other).unwrap();
     let resume = OutputOptions { resume: true, ..options(&out) };
-    let err = run_to_files(&other_sweep, &d, &cpu_executor, None, &resume, &mut |_, _| {}).unwrap_err();
+    let err = to_files(&other_sweep, &d, &cpu_pool(2), &[1.0], &resume).unwrap_err();
     assert!(err.to_string().contains("was made by a different sweep"), "{err}");
 
-    let counting = Interrupted { inner: &cpu_executor, calls: 0.into(), fail_at: usize::MAX };
-    let report = run_to_files(&sweep, &d, &counting, None, &resume, &mut |_, _| {}).unwrap();
-    assert_eq!(counting.calls.into_inner(), 5 - 2, "only the missing chunks ran");
-    assert_eq!(report.summary["chunks"]["resumed"], 2);
+    let summary = to_files(&sweep, &d, &cpu_pool(2), &[1.0], &resume).unwrap();
+    assert_eq!(summary["workers"]["cpu"]["chunks"], 5 - 2, "only the missing chunks ran");
+    assert_eq!(summary["chunks"]["resumed"], 2);
     assert_eq!(std::fs::read(&out).unwrap(), whole, "resumed results equal an uninterrupted run, byte for byte");
     assert!(!parts.exists());
 }
@@ -255,7 +255,7 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
         plain.walk_forward = None;
         let bank = IndicatorBank::new(&train, &dispatcher);
         let sweep = Sweep::prepare(&bank, &plain).unwrap();
-        let all = sweep.run_all(&sweep.executor(&dispatcher).unwrap());
+        let all = sweep.run_all(&dispatcher).unwrap();
         let best = all.metrics.iter().map(|m| m.total_return).fold(f64::MIN, f64::max);
         assert_eq!(window.best.metrics.total_return, best);
         assert_eq!(window.test_report.equity.len(), 1000);
@@ -269,45 +269,85 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     assert!(err.contains("fewer than one train and one test window"), "{err}");
 }
 
+/// The CPU and N logical workers on every adapter (two chunks in flight each).
+fn mixed_pool(logical: usize) -> DevicePool {
+    let mut workers = vec![Worker::cpu()];
+    for (a, ctx) in adapters().iter().enumerate() {
+        for k in 0..logical {
+            workers.push(Worker::gpu(a, ctx.clone()).named(format!("gpu{a}.{k}")));
+        }
+    }
+    DevicePool::new(workers).unwrap()
+}
+
 #[test]
-fn auto_mode_with_the_gpu_on_some_chunks_resumes_and_merges_to_the_cpus_bytes() {
+fn the_cpu_and_every_adapter_together_resume_and_merge_to_the_cpus_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let (d, spec) = many_chunks();
     let whole = run(&d, &spec, &options(&dir.path().join("whole.csv")), 2);
-    // An empty profile: auto explores, so chunks alternate between the CPU and the GPU
-    // (lavapipe in CI; `auto` from the command line never picks it, tests may).
     let profile = tempfile::tempdir().unwrap();
-    let auto = dispatcher_in(profile.path(), DeviceMode::Auto);
-    let bank = IndicatorBank::new(&d, &auto);
+    let dispatcher = cpu(&profile);
+    let bank = IndicatorBank::new(&d, &dispatcher);
     let sweep = Sweep::prepare(&bank, &spec).unwrap();
-    let executor = sweep.executor(&auto).unwrap();
-    let to_files = |executor: &dyn Executor, opts: &OutputOptions| {
-        run_to_files(&sweep, &d, executor, Some(&pool(1)), opts, &mut |_, _| {}).map(|r| r.summary)
-    };
 
-    let summary = to_files(&executor, &options(&dir.path().join("auto.csv"))).unwrap();
-    assert_eq!(std::fs::read(dir.path().join("auto.csv")).unwrap(), whole, "auto equals the CPU, byte for byte");
-    let devices: Vec<&String> = summary["devices"].as_object().unwrap().keys().collect();
-    if auto.gpu().is_some() {
-        assert!(devices.iter().any(|k| k.starts_with("gpu:")) && devices.contains(&&"cpu".to_owned()), "{devices:?}");
+    // N identical logical workers give the bytes of one, whatever the ratios.
+    for (logical, cpu_share) in [(1, 0.5), (3, 0.1)] {
+        let pool = mixed_pool(logical);
+        let n = pool.workers().len() - 1;
+        let ratios: Vec<f64> = [cpu_share].into_iter().chain(vec![(1.0 - cpu_share) / n.max(1) as f64; n]).collect();
+        let out = dir.path().join(format!("mixed{logical}.csv"));
+        let summary = to_files(&sweep, &d, &pool, &ratios, &options(&out)).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), whole, "{logical} logical workers per adapter and the CPU");
+        let workers = summary["workers"].as_object().unwrap();
+        let chunks: u64 = workers.values().map(|w| w["chunks"].as_u64().unwrap()).sum();
+        assert_eq!(chunks, 5, "{summary:#}");
+        if !adapters().is_empty() {
+            assert!(workers.keys().any(|k| k.starts_with("gpu")), "{summary:#}");
+        }
     }
 
-    let out = dir.path().join("resumed.csv");
-    let interrupted = Interrupted { inner: &executor, calls: 0.into(), fail_at: 3 };
-    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| to_files(&interrupted, &options(&out)))).is_err());
-    to_files(&executor, &OutputOptions { resume: true, ..options(&out) }).unwrap();
-    assert_eq!(std::fs::read(&out).unwrap(), whole, "resumed in auto mode: the uninterrupted CPU bytes");
+    // A worker lost on its first chunk, and a GPU that runs out of memory above 10 combos,
+    // beside a slow CPU that gets nothing up front: the same bytes.
+    let mut workers = vec![Worker::cpu().with_lanes(1).named("lost").with_fault(Fault::FailAt { chunk: 0 })];
+    for (a, ctx) in adapters().iter().enumerate() {
+        workers.push(Worker::gpu(a, ctx.clone()).with_fault(Fault::OutOfMemoryAbove { items: 10 }));
+    }
+    workers.push(Worker::cpu().with_lanes(1).throttled(20.0));
+    let faulty = DevicePool::new(workers).unwrap();
+    let n = faulty.workers().len();
+    let mut ratios = vec![1.0; n];
+    ratios[n - 1] = 0.0;
+    let out = dir.path().join("faulty.csv");
+    let summary = to_files(&sweep, &d, &faulty, &ratios, &options(&out)).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), whole, "a failure and out-of-memory splits change nothing");
+    assert!(summary["workers"]["lost"]["failed"].as_str().unwrap().contains("injected"), "{summary:#}");
+    for (name, w) in summary["workers"].as_object().unwrap() {
+        if name.starts_with("gpu") && w["chunks"].as_u64() > Some(0) {
+            assert!(w["out_of_memory_splits"].as_u64() >= Some(1), "{summary:#}");
+        }
+    }
 
+    // Interrupted (every worker dies), then resumed on the mixed pool; then sharded.
+    let out = dir.path().join("resumed.csv");
+    let dying = DevicePool::new(vec![Worker::cpu().with_lanes(1).with_fault(Fault::FailAt { chunk: 3 })])
+        .unwrap()
+        .without_fallback();
+    assert!(to_files(&sweep, &d, &dying, &[1.0], &options(&out)).is_err());
+    let pool = mixed_pool(2);
+    let even = vec![1.0; pool.workers().len()];
+    to_files(&sweep, &d, &pool, &even, &OutputOptions { resume: true, ..options(&out) }).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), whole, "resumed on the pool: the uninterrupted CPU bytes");
     let shards: Vec<PathBuf> = (0..2)
         .map(|i| {
-            let out = dir.path().join(format!("auto-shard{i}.csv"));
-            to_files(&executor, &OutputOptions { shard: Shard { index: i, count: 2 }, ..options(&out) }).unwrap();
+            let out = dir.path().join(format!("pool-shard{i}.csv"));
+            to_files(&sweep, &d, &pool, &even, &OutputOptions { shard: Shard { index: i, count: 2 }, ..options(&out) })
+                .unwrap();
             out
         })
         .collect();
-    let merged = dir.path().join("auto-merged.csv");
+    let merged = dir.path().join("pool-merged.csv");
     merge(&shards, &merged, 5, "sharpe").unwrap();
-    assert_eq!(std::fs::read(&merged).unwrap(), whole, "auto-mode shards merge to the CPU bytes");
+    assert_eq!(std::fs::read(&merged).unwrap(), whole, "pool shards merge to the CPU bytes");
 }
 
 #[test]
@@ -329,8 +369,8 @@ fn a_samples_book_holds_only_its_own_combos_and_gives_the_grids_metrics() {
             // (rsi_reversion's grid has only 5 series.)
             assert!(sample_bank.computations() < grid_bank.computations(), "{strategy}");
         }
-        let from_grid = grid.run_all(&grid.executor(&dispatcher).unwrap());
-        let from_sample = sample.run_all(&sample.executor(&dispatcher).unwrap());
+        let from_grid = grid.run_all(&dispatcher).unwrap();
+        let from_sample = sample.run_all(&dispatcher).unwrap();
         assert_eq!(from_sample.combos.len(), 12);
         for (&combo, m) in from_sample.combos.iter().zip(&from_sample.metrics) {
             let at = from_grid.combos.binary_search(&combo).unwrap();

@@ -1,0 +1,74 @@
+//! `threadx balance`: measure how a workload splits across this machine's workers.
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use threadx_backtest::Strategy;
+use threadx_dispatch::{DeviceMode, Dispatcher, thousands};
+use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_multi_gpu::{BalanceOptions, DevicePool};
+use threadx_profile_store::Profiles;
+use threadx_sweep::{SweepPlan, SweepSpec, available_memory};
+
+#[derive(Debug, Args)]
+pub struct BalanceArgs {
+    /// The workload to measure: backtest_<strategy> (backtest_bb_atr, backtest_ma_cross or
+    /// backtest_rsi_reversion), the tag sweeps of that strategy split their work by.
+    #[arg(long, value_name = "TAG")]
+    workload_tag: String,
+    /// Combos each timed run backtests (the first ones of the strategy's default grid).
+    #[arg(long, default_value_t = BalanceOptions::default().sample_size, value_name = "N")]
+    sample_size: u64,
+    /// Untimed runs first (compiling kernels, uploading data, warming caches).
+    #[arg(long, default_value_t = BalanceOptions::default().warmup)]
+    warmup: usize,
+    /// Timed runs per worker.
+    #[arg(long, default_value_t = BalanceOptions::default().runs)]
+    runs: usize,
+    /// The data the sample runs on.
+    #[arg(long, default_value = "synthetic", long_help = crate::data_help())]
+    data: String,
+}
+
+/// The strategy a workload tag names.
+fn strategy_of(tag: &str) -> Result<Strategy> {
+    let known = || Strategy::ALL.iter().map(|s| format!("backtest_{}", s.name())).collect::<Vec<_>>().join(", ");
+    match tag.strip_prefix("backtest_").map(Strategy::parse) {
+        Some(Ok(strategy)) => Ok(strategy),
+        _ => bail!("unknown workload tag `{tag}` (known: {})", known()),
+    }
+}
+
+/// Every worker of the pool (`--device cpu` or `gpu` narrow it) timed alone on a sample.
+pub fn run(args: &BalanceArgs, device: Option<DeviceMode>) -> Result<()> {
+    let strategy = strategy_of(&args.workload_tag)?;
+    if args.sample_size == 0 || args.runs == 0 {
+        bail!("--sample-size and --runs must be at least 1");
+    }
+    let mode = match device {
+        Some(DeviceMode::Auto) | None => DeviceMode::All,
+        Some(m) => m,
+    };
+    let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
+    let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
+    let spec = SweepSpec::default_grid(strategy);
+    let sweep =
+        SweepPlan::new(&spec, data.len(), available_memory())?.prepare(&IndicatorBank::new(&data, &dispatcher))?;
+    let pool = DevicePool::for_mode(mode, dispatcher.gpu().cloned(), None)?;
+    let sample = args.sample_size.min(sweep.combos().len());
+    outln!(
+        "timing {} on {} ({} bars): {} combos per run, {} warm-up and {} timed runs on each of {}",
+        args.workload_tag,
+        data.origin(),
+        thousands(data.len() as u64),
+        thousands(sample),
+        args.warmup,
+        args.runs,
+        pool.names().join(", ")
+    );
+    let profiles = Profiles::from_env(dispatcher.fingerprint());
+    let options = BalanceOptions { sample_size: sample, warmup: args.warmup, runs: args.runs };
+    let balance = pool.profile_auto_balance(&sweep.workload()?, &options, &args.workload_tag, Some(&profiles))?;
+    outln!("{balance}");
+    outln!("saved to {}", profiles.multigpu_path().display());
+    Ok(())
+}
