@@ -2,7 +2,11 @@
 //!
 //! `cargo xtask bench [--quick] [CRATE...]` runs the criterion benches and writes
 //! `artifacts/bench/REPORT.md`: every benchmark's mean time with the machine it ran on.
+//! `cargo xtask determinism [--runs N --seed S]` runs one sweep on differently made
+//! device pools and fails unless every results file has the same SHA-256.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod determinism;
 
 use anyhow::{Context, Result, bail};
 use std::fmt::Write as _;
@@ -13,9 +17,12 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("bench") => bench(&args[1..]),
+        Some("determinism") => determinism::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask bench [--quick] [CRATE...]\n\n  bench   run the criterion benches and write artifacts/bench/REPORT.md"
+                "usage: cargo xtask bench [--quick] [CRATE...] | determinism [--runs N --seed S]\n\n  \
+                 bench         run the criterion benches and write artifacts/bench/REPORT.md\n  \
+                 determinism   run one sweep on differently made device pools; fail unless the results are identical"
             );
             bail!("unknown or missing task")
         }

@@ -316,10 +316,13 @@ impl GpuContext {
     }
 }
 
+/// Tells when a staging buffer is mapped (or why it could not be).
+type MappedSignal = mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>;
+
 /// A read-back in flight: its staging buffer, the submission that fills it and the
 /// signal that it is mapped.
 pub struct PendingRead<T> {
-    copy: Option<(wgpu::Buffer, wgpu::SubmissionIndex, mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>)>,
+    copy: Option<(wgpu::Buffer, wgpu::SubmissionIndex, MappedSignal)>,
     len: usize,
     _items: PhantomData<T>,
 }

@@ -21,7 +21,9 @@ mod schedule;
 mod worker;
 
 pub use balance::{Balance, BalanceOptions, WorkerTiming};
-pub use pool::{Chunk, DevicePool, DistributeOptions, RunStats, WorkerStats, Workload};
+pub use pool::{
+    Chunk, DevicePool, DistributeOptions, InOrder, InWorker, MIN_USEFUL_SHARE, RunStats, WorkerStats, Workload,
+};
 pub use worker::{Fault, PoolOptions, Worker, WorkerDevice};
 
 use threadx_dispatch::GpuError;

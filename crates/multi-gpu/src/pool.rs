@@ -55,6 +55,12 @@ pub trait Workload: Sync {
     fn join(&self, parts: Vec<Self::Output>) -> Self::Output;
 }
 
+/// What [`DevicePool::distribute`] calls on the worker's thread right after a chunk.
+pub type InWorker<'a, O, E> = dyn Fn(&Chunk, &O) -> Result<(), E> + Sync + 'a;
+
+/// What [`DevicePool::distribute`] calls on the caller's thread, in chunk order.
+pub type InOrder<'a, O, E> = dyn FnMut(&Chunk, O) -> Result<(), E> + 'a;
+
 /// How [`DevicePool::distribute`] splits work.
 #[derive(Debug, Clone)]
 pub struct DistributeOptions {
@@ -248,8 +254,8 @@ impl DevicePool {
         work: &W,
         chunks: &[Chunk],
         options: &DistributeOptions,
-        in_worker: &(dyn Fn(&Chunk, &W::Output) -> Result<(), E> + Sync),
-        in_order: &mut dyn FnMut(&Chunk, W::Output) -> Result<(), E>,
+        in_worker: &InWorker<'_, W::Output, E>,
+        in_order: &mut InOrder<'_, W::Output, E>,
     ) -> Result<RunStats, E>
     where
         W: Workload,
@@ -404,7 +410,7 @@ fn refresh(profiles: &Profiles, tag: &str, stats: &[WorkerStats], tally: &[crate
 struct Delivery<'a, O, E> {
     waiting: BTreeMap<Slot, O>,
     next: Slot,
-    in_order: &'a mut dyn FnMut(&Chunk, O) -> Result<(), E>,
+    in_order: &'a mut InOrder<'a, O, E>,
 }
 
 /// What a pass left: the workers' tallies, their splits and the chunks no worker finished.
@@ -426,7 +432,7 @@ struct Shared<'a, W: Workload, E> {
     taken: Vec<AtomicU64>,
     /// Lanes still running per worker: all but the last may leave when there is nothing to take.
     alive: Vec<AtomicUsize>,
-    in_worker: &'a (dyn Fn(&Chunk, &W::Output) -> Result<(), E> + Sync),
+    in_worker: &'a InWorker<'a, W::Output, E>,
     /// Out-of-memory splits per worker (the first one is warned about).
     splits: Vec<AtomicU64>,
 }
@@ -441,7 +447,7 @@ fn run_pass<W, E>(
     sched: Scheduler,
     work: &W,
     chunks: &[Chunk],
-    in_worker: &(dyn Fn(&Chunk, &W::Output) -> Result<(), E> + Sync),
+    in_worker: &InWorker<'_, W::Output, E>,
     delivery: &mut Delivery<'_, W::Output, E>,
 ) -> Result<Pass, E>
 where
