@@ -53,7 +53,7 @@ pub fn run(args: &BalanceArgs, device: Option<DeviceMode>) -> Result<()> {
     let spec = SweepSpec::default_grid(strategy);
     let sweep =
         SweepPlan::new(&spec, data.len(), available_memory())?.prepare(&IndicatorBank::new(&data, &dispatcher))?;
-    let pool = DevicePool::for_mode(mode, dispatcher.gpu().cloned(), None)?;
+    let pool = DevicePool::for_mode(mode, &dispatcher, None)?;
     let sample = args.sample_size.min(sweep.combos().len());
     outln!(
         "timing {} on {} ({} bars): {} combos per run, {} warm-up and {} timed runs on each of {}",

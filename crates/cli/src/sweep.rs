@@ -325,7 +325,7 @@ fn device_pool(
     sweep: &threadx_sweep::Sweep,
 ) -> Result<(DevicePool, DistributeOptions)> {
     let mut distribute = DistributeOptions::new(sweep.workload_tag());
-    let mut pool = DevicePool::for_mode(mode, dispatcher.gpu().cloned(), threads.clone())?;
+    let mut pool = DevicePool::for_mode(mode, dispatcher, threads.clone())?;
     if pool.workers().len() < 2 {
         return Ok((pool, distribute));
     }
@@ -333,7 +333,7 @@ fn device_pool(
     let ratios = match pool.saved_ratios(&profiles, &distribute.tag)? {
         Some(ratios) => ratios,
         None if mode == DeviceMode::Auto && sweep.combos().len() < AUTO_PROFILE_MIN_COMBOS => {
-            return Ok((DevicePool::for_mode(DeviceMode::Cpu, None, threads)?, distribute));
+            return Ok((DevicePool::for_mode(DeviceMode::Cpu, dispatcher, threads)?, distribute));
         }
         None => {
             outln!(

@@ -102,7 +102,9 @@ fn profile_show_lists_entries_with_their_choice_and_reset_empties() {
     let row = stdout.lines().find(|l| l.starts_with("bollinger_bands:")).unwrap();
     assert!(row.contains("150.000") && row.contains("50.000") && row.contains("yes"), "{row}");
     assert!(row.ends_with("cpu (forced by the device mode)"), "{row}");
-    assert!(stdout.contains("bb: gpu0:A 75.0%, gpu1:B 25.0%"), "{stdout}");
+    assert!(stdout.contains("bb (updated 2025-01-01T00:00:00Z):"), "{stdout}");
+    let share = |worker: &str| stdout.lines().find(|l| l.trim_start().starts_with(worker)).unwrap_or_default();
+    assert!(share("gpu0:A").ends_with("75.0 %") && share("gpu1:B").ends_with("25.0 %"), "{stdout}");
 
     let out = threadx(&["profile", "reset"], &env);
     assert!(out.status.success());

@@ -155,6 +155,9 @@ pub struct Dispatcher {
     mode: DeviceMode,
     policy: Policy,
     gpu: Option<Arc<GpuContext>>,
+    /// The adapters found when the dispatcher was made (none when the CPU is forced), kept
+    /// until a device pool takes them so that it does not enumerate them again.
+    selection: Mutex<Option<adapters::GpuSelection>>,
     /// Set after an error that disables the GPU for this process.
     gpu_failed: AtomicBool,
     /// One warning per dispatcher is enough to tell the user the GPU is not used.
@@ -178,6 +181,7 @@ impl Dispatcher {
             mode,
             policy,
             gpu,
+            selection: Mutex::new(None),
             gpu_failed: AtomicBool::new(false),
             warned: AtomicBool::new(false),
             store: Mutex::new(store),
@@ -204,6 +208,7 @@ impl Dispatcher {
         // in the file), else under the host's with the GPU "not probed" (a later probing
         // run re-measures them rather than trust them).
         let host = adapters::host_fingerprint();
+        let mut found = None;
         let (gpu, problem) = match mode {
             DeviceMode::Cpu => {
                 let cached = store.written_by().filter(|f| f.starts_with(&host)).map(str::to_owned);
@@ -214,16 +219,18 @@ impl Dispatcher {
                 let selection = adapters::select_gpu();
                 let report = selection.chosen_report().cloned();
                 store.set_fingerprint(&adapters::fingerprint(report.as_ref()));
-                match mode {
+                let opened = match mode {
                     DeviceMode::Auto | DeviceMode::All if report.as_ref().is_some_and(|r| r.software) => (None, None),
                     _ => match selection.open() {
                         Ok(ctx) => (Some(ctx), None),
                         Err(e) => (None, Some(e)),
                     },
-                }
+                };
+                found = Some(selection);
+                opened
             }
         };
-        let dispatcher = Self::new(mode, gpu, store, Policy::default());
+        let dispatcher = Self { selection: Mutex::new(found), ..Self::new(mode, gpu, store, Policy::default()) };
         if let Some(e) = problem {
             dispatcher.warn_once(&format!("{e}; running on the CPU"));
         }
@@ -246,6 +253,12 @@ impl Dispatcher {
 
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// The adapters found when this dispatcher was made (None when the CPU was forced, or
+    /// once taken): handed over once, so that what is not used is freed.
+    pub fn take_selection(&self) -> Option<adapters::GpuSelection> {
+        self.selection.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
     /// The GPU operations may run on, unless it failed earlier.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::{Duration, Instant};
-use threadx_dispatch::{DeviceMode, GpuContext};
+use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_profile_store::Profiles;
 
 /// A fixed logical piece of work: its number (results are merged by it) and its items.
@@ -177,22 +177,27 @@ impl DevicePool {
         Self::new(workers)
     }
 
-    /// The candidate workers of a device mode: `cpu` the CPU; `gpu` the given GPU (the
-    /// dispatcher's; the CPU when there is none); `all` and `auto` every hardware GPU and
-    /// the CPU (`auto` then keeps those the balance finds useful: [`DevicePool::useful`]).
-    /// The CPU runs on `threads` when given.
+    /// The candidate workers of a device mode: `cpu` the CPU; `gpu` the dispatcher's GPU
+    /// (the CPU when it has none); `all` and `auto` every hardware GPU and the CPU (`auto`
+    /// then keeps those the balance finds useful: [`DevicePool::useful`]). The adapters
+    /// the dispatcher found (taken from it) and its open device are reused. The CPU runs
+    /// on `threads` when given.
     pub fn for_mode(
         mode: DeviceMode,
-        gpu: Option<Arc<GpuContext>>,
+        dispatcher: &Dispatcher,
         threads: Option<Arc<rayon::ThreadPool>>,
     ) -> Result<Self, PoolError> {
         let cpu = || threads.clone().map_or_else(Worker::cpu, Worker::cpu_on);
-        match (mode, gpu) {
+        match (mode, dispatcher.gpu()) {
             (DeviceMode::Cpu, _) | (DeviceMode::Gpu, None) => Self::new(vec![cpu()]),
-            (DeviceMode::Gpu, Some(ctx)) => Self::new(vec![Worker::gpu(0, ctx)]),
-            (DeviceMode::All | DeviceMode::Auto, gpu) => {
-                Self::open(&PoolOptions { cpu: true, threads: threads.clone(), reuse: gpu, ..PoolOptions::default() })
-            }
+            (DeviceMode::Gpu, Some(ctx)) => Self::new(vec![Worker::gpu(0, ctx.clone())]),
+            (DeviceMode::All | DeviceMode::Auto, gpu) => Self::open(&PoolOptions {
+                cpu: true,
+                threads: threads.clone(),
+                reuse: gpu.cloned(),
+                selection: dispatcher.take_selection().map(Arc::new),
+                ..PoolOptions::default()
+            }),
         }
     }
 

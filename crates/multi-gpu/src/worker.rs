@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use threadx_dispatch::{ADAPTER_ENV, GpuContext, select_gpu};
+use threadx_dispatch::{ADAPTER_ENV, GpuContext, GpuSelection, select_gpu};
 
 /// What a worker computes on.
 #[derive(Clone)]
@@ -150,6 +150,8 @@ pub struct PoolOptions {
     pub cpu: bool,
     /// An already open context to reuse for its adapter instead of opening a second one.
     pub reuse: Option<Arc<GpuContext>>,
+    /// Adapters already enumerated (the dispatcher's); None: enumerate them now.
+    pub selection: Option<Arc<GpuSelection>>,
 }
 
 /// The GPU workers and the CPU worker `options` ask for, with the problems of adapters
@@ -158,7 +160,7 @@ pub(crate) fn open_workers(options: &PoolOptions) -> (Vec<Worker>, Vec<String>) 
     let mut workers = Vec::new();
     let mut problems = Vec::new();
     let wanted = std::env::var(ADAPTER_ENV).ok().map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty());
-    let selection = select_gpu();
+    let selection = options.selection.clone().unwrap_or_else(|| Arc::new(select_gpu()));
     let mut index = 0;
     for i in selection.physical() {
         let report = &selection.adapters[i];
