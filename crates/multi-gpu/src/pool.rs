@@ -741,6 +741,12 @@ fn finish_one<W: Workload, E>(
     tx: &mpsc::Sender<Message<W::Output, E>>,
 ) -> Result<(), String> {
     let chunk = &shared.chunks[slot];
+    if shared.lock().is_done(slot) {
+        // A backup finished it first: drop it unread instead of waiting for the device.
+        drop(pending);
+        shared.lock().complete(slot, w, lane, Instant::now());
+        return Ok(());
+    }
     let output = match shared.finish(w, state, pending) {
         Err(WorkError::OutOfMemory(_)) => shared.run_split(w, state, chunk.index, chunk.items.clone(), fits),
         other => other,
