@@ -571,34 +571,22 @@ impl<W: Workload, E> Shared<'_, W, E> {
         fits: &mut u64,
     ) -> Result<W::Output, WorkError> {
         let len = items.end - items.start;
-        if len > *fits && len > 1 {
-            return self.halves(w, state, index, items, fits);
-        }
-        match self.submit(w, state, items.clone()).and_then(|p| self.finish(w, state, p)) {
-            Err(WorkError::OutOfMemory(e)) if len > 1 => {
-                if self.splits[w].fetch_add(1, Ordering::Relaxed) == 0 {
-                    tracing::warn!(
-                        "{}: out of memory on chunk {index} ({len} {}): {e}; splitting it and retrying on the same device",
-                        self.workers[w].name,
-                        self.work.unit()
-                    );
+        if len <= *fits || len == 1 {
+            match self.submit(w, state, items.clone()).and_then(|p| self.finish(w, state, p)) {
+                Err(WorkError::OutOfMemory(e)) if len > 1 => {
+                    if self.splits[w].fetch_add(1, Ordering::Relaxed) == 0 {
+                        tracing::warn!(
+                            "{}: out of memory on chunk {index} ({len} {}): {e}; splitting it and retrying on the same device",
+                            self.workers[w].name,
+                            self.work.unit()
+                        );
+                    }
+                    *fits = (*fits).min(len / 2);
                 }
-                *fits = (*fits).min(len / 2);
-                self.halves(w, state, index, items, fits)
+                other => return other,
             }
-            other => other,
         }
-    }
-
-    fn halves(
-        &self,
-        w: usize,
-        state: &mut W::Lane,
-        index: u64,
-        items: Range<u64>,
-        fits: &mut u64,
-    ) -> Result<W::Output, WorkError> {
-        let mid = items.start + (items.end - items.start) / 2;
+        let mid = items.start + len / 2;
         let first = self.run_split(w, state, index, items.start..mid, fits)?;
         let second = self.run_split(w, state, index, mid..items.end, fits)?;
         Ok(self.work.join(vec![first, second]))
