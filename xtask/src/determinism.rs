@@ -75,12 +75,10 @@ pub fn run(args: &[String]) -> Result<()> {
             workers[victim] = workers[victim].clone().with_fault(Fault::FailAt { chunk });
         }
         let pool = DevicePool::new(workers)?;
-        let ratios: BTreeMap<String, f64> =
-            pool.names().into_iter().map(|n| (n, 0.05 + rng.uniform())).collect::<BTreeMap<_, _>>();
-        let sum: f64 = ratios.values().sum();
-        let ratios: BTreeMap<String, f64> = ratios.into_iter().map(|(n, r)| (n, r / sum)).collect();
+        // Any positive weights: the pool scales them to shares.
+        let weights: BTreeMap<String, f64> = pool.names().into_iter().map(|n| (n, 0.05 + rng.uniform())).collect();
         let mut distribute = DistributeOptions::new(sweep.workload_tag());
-        distribute.ratios = Some(ratios.clone());
+        distribute.ratios = Some(weights);
         distribute.shuffle = Some(rng.next_u64());
         let out = dir.join(format!("run-{run}.csv"));
         let opts = OutputOptions {
@@ -93,7 +91,9 @@ pub fn run(args: &[String]) -> Result<()> {
         };
         let report = run_to_files(&sweep, &data, &pool, &distribute, &opts, &mut |_, _| {})?;
         let digest = hex(&Sha256::digest(std::fs::read(&out)?));
-        let split: Vec<String> = ratios.iter().map(|(n, r)| format!("{n} {:.0}%", r * 100.0)).collect();
+        let shares = report.summary["balance"]["ratios"].as_object().cloned().unwrap_or_default();
+        let split: Vec<String> =
+            shares.iter().map(|(n, r)| format!("{n} {:.0}%", r.as_f64().unwrap_or(0.0) * 100.0)).collect();
         println!("run {run}: {digest}  {} rows; workers {}; failure: {failure}", report.rows, split.join(", "));
         digests.push(digest);
     }

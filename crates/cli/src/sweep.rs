@@ -331,7 +331,7 @@ fn device_pool(
     }
     let profiles = Profiles::from_env(dispatcher.fingerprint());
     let ratios = match pool.saved_ratios(&profiles, &distribute.tag)? {
-        Some(ratios) => ratios,
+        Some(saved) => saved.ratios,
         None if mode == DeviceMode::Auto && sweep.combos().len() < AUTO_PROFILE_MIN_COMBOS => {
             return Ok((DevicePool::for_mode(DeviceMode::Cpu, dispatcher, threads)?, distribute));
         }

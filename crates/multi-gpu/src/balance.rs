@@ -2,7 +2,7 @@
 //! ratios follow the throughputs and are kept per workload tag in `multigpu.json`.
 
 use crate::pool::{DevicePool, Workload, normalised};
-use crate::{Fault, PoolError, WorkError};
+use crate::{PoolError, WorkError};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -145,11 +145,7 @@ fn time_worker<W: Workload>(
         let mut lane = work.open(&worker.device)?;
         let mut runs = Vec::with_capacity(options.runs);
         for run in 0..options.warmup + options.runs {
-            if let Some(Fault::OutOfMemoryAbove { items: max }) = worker.fault
-                && items.end - items.start > max
-            {
-                return Err(WorkError::OutOfMemory(format!("injected: more than {max} items")));
-            }
+            worker.injected_out_of_memory(&items)?;
             let started = Instant::now();
             let pending = work.submit(&mut lane, items.clone())?;
             work.finish(&mut lane, pending)?;

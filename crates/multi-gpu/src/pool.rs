@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 use threadx_dispatch::{DeviceMode, Dispatcher};
-use threadx_profile_store::Profiles;
+use threadx_profile_store::{Profiles, RatioProfile};
 
 /// A fixed logical piece of work: its number (results are merged by it) and its items.
 /// Its size never depends on the devices.
@@ -226,15 +226,20 @@ impl DevicePool {
         Self { workers, fallback_cpu: self.fallback_cpu }
     }
 
-    /// The saved ratios of `tag` if they cover every worker of this pool, renormalised.
-    pub fn saved_ratios(&self, profiles: &Profiles, tag: &str) -> Result<Option<BTreeMap<String, f64>>, PoolError> {
-        let Some(profile) = profiles.multigpu_ratios(tag)? else {
+    /// The saved balance of `tag` if it covers every worker of this pool, its ratios
+    /// renormalised over them.
+    pub fn saved_ratios(&self, profiles: &Profiles, tag: &str) -> Result<Option<RatioProfile>, PoolError> {
+        let Some(mut profile) = profiles.multigpu_ratios(tag)? else {
             return Ok(None);
         };
         if !self.workers.iter().all(|w| profile.ratios.contains_key(&w.name)) {
             return Ok(None);
         }
-        Ok(normalised(self.workers.iter().map(|w| (w.name.clone(), profile.ratios[&w.name])).collect()))
+        let ratios = normalised(self.workers.iter().map(|w| (w.name.clone(), profile.ratios[&w.name])).collect());
+        Ok(ratios.map(|ratios| {
+            profile.ratios = ratios;
+            profile
+        }))
     }
 
     /// Times each worker on the first `options.sample_size` items of `work` (`warmup`
@@ -282,13 +287,7 @@ impl DevicePool {
         let mut delivery = Delivery { waiting: BTreeMap::new(), next: 0, in_order };
         let sched = Scheduler::new(items.clone(), &order, &ratio_list, prior);
         let tally = run_pass(&self.workers, sched, work, &sorted, in_worker, &mut delivery)?;
-        let mut stats: Vec<WorkerStats> = self
-            .workers
-            .iter()
-            .zip(&tally.tally)
-            .zip(&tally.splits)
-            .map(|((w, t), &splits)| WorkerStats { splits, ..stats_of(w, t) })
-            .collect();
+        let mut stats: Vec<WorkerStats> = self.workers.iter().zip(&tally.tally).map(|(w, t)| stats_of(w, t)).collect();
         if !tally.undone.is_empty() {
             let reasons =
                 stats.iter().filter_map(|s| s.failed.as_ref().map(|f| format!("{}: {f}", s.name))).collect::<Vec<_>>();
@@ -302,7 +301,7 @@ impl DevicePool {
             if !fallback.undone.is_empty() {
                 return Err(PoolError::AllFailed(reasons.join("; "), fallback.undone.len()).into());
             }
-            stats.push(WorkerStats { splits: fallback.splits[0], ..stats_of(&cpu[0], &fallback.tally[0]) });
+            stats.push(stats_of(&cpu[0], &fallback.tally[0]));
         }
         let total: u64 = stats.iter().map(|s| s.items).sum();
         for s in &mut stats {
@@ -336,14 +335,15 @@ impl DevicePool {
         let Some(profiles) = &options.profiles else {
             return Ok((equal(&names), vec![None; names.len()], None));
         };
-        if let Some(ratios) = self.saved_ratios(profiles, &options.tag)? {
-            let throughput = profiles.multigpu_ratios(&options.tag)?.map(|p| p.throughput).unwrap_or_default();
-            let prior = names.iter().map(|n| throughput.get(n).copied().filter(|&t| t > 0.0)).collect();
-            return Ok((ratios, prior, None));
-        }
-        let balance = self.profile_auto_balance(work, &options.balance, &options.tag, Some(profiles))?;
-        let prior = names.iter().map(|n| balance.throughput.get(n).copied().filter(|&t| t > 0.0)).collect();
-        Ok((balance.ratios.clone(), prior, Some(balance)))
+        let (ratios, throughput, profiled) = match self.saved_ratios(profiles, &options.tag)? {
+            Some(saved) => (saved.ratios, saved.throughput, None),
+            None => {
+                let balance = self.profile_auto_balance(work, &options.balance, &options.tag, Some(profiles))?;
+                (balance.ratios.clone(), balance.throughput.clone(), Some(balance))
+            }
+        };
+        let prior = names.iter().map(|n| throughput.get(n).copied().filter(|&t| t > 0.0)).collect();
+        Ok((ratios, prior, profiled))
     }
 }
 
@@ -373,7 +373,7 @@ fn stats_of(w: &Worker, t: &crate::schedule::Tally) -> WorkerStats {
         items_per_s: if t.busy > 0.0 { t.finished_items as f64 / t.busy } else { 0.0 },
         share: 0.0,
         duplicates: t.duplicates,
-        splits: 0,
+        splits: t.splits,
         failed: t.failed.clone(),
     }
 }
@@ -418,10 +418,9 @@ struct Delivery<'a, O, E> {
     in_order: &'a mut InOrder<'a, O, E>,
 }
 
-/// What a pass left: the workers' tallies, their splits and the chunks no worker finished.
+/// What a pass left: the workers' tallies and the chunks no worker finished.
 struct Pass {
     tally: Vec<crate::schedule::Tally>,
-    splits: Vec<u64>,
     undone: Vec<Slot>,
 }
 
@@ -438,8 +437,6 @@ struct Shared<'a, W: Workload, E> {
     /// Lanes still running per worker: all but the last may leave when there is nothing to take.
     alive: Vec<AtomicUsize>,
     in_worker: &'a InWorker<'a, W::Output, E>,
-    /// Out-of-memory splits per worker (the first one is warned about).
-    splits: Vec<AtomicU64>,
 }
 
 enum Message<O, E> {
@@ -469,7 +466,6 @@ where
         taken: workers.iter().map(|_| AtomicU64::new(0)).collect(),
         alive: workers.iter().map(|w| AtomicUsize::new(w.lanes)).collect(),
         in_worker,
-        splits: workers.iter().map(|_| AtomicU64::new(0)).collect(),
     };
     let (tx, rx) = mpsc::channel::<Message<W::Output, E>>();
     let mut failure = None;
@@ -511,9 +507,8 @@ where
     if let Some(e) = failure {
         return Err(e);
     }
-    let splits = shared.splits.iter().map(|s| s.load(Ordering::Relaxed)).collect();
     let sched = shared.sched.into_inner().unwrap_or_else(PoisonError::into_inner);
-    Ok(Pass { undone: sched.undone(), tally: sched.tally, splits })
+    Ok(Pass { undone: sched.undone(), tally: sched.tally })
 }
 
 /// Runs a lane; a panic stops the whole pass (so no lane waits for a chunk that will never
@@ -574,7 +569,12 @@ impl<W: Workload, E> Shared<'_, W, E> {
         if len <= *fits || len == 1 {
             match self.submit(w, state, items.clone()).and_then(|p| self.finish(w, state, p)) {
                 Err(WorkError::OutOfMemory(e)) if len > 1 => {
-                    if self.splits[w].fetch_add(1, Ordering::Relaxed) == 0 {
+                    let first = {
+                        let mut sched = self.lock();
+                        sched.tally[w].splits += 1;
+                        sched.tally[w].splits == 1
+                    };
+                    if first {
                         tracing::warn!(
                             "{}: out of memory on chunk {index} ({len} {}): {e}; splitting it and retrying on the same device",
                             self.workers[w].name,
@@ -594,11 +594,7 @@ impl<W: Workload, E> Shared<'_, W, E> {
 
     fn submit(&self, w: usize, state: &mut W::Lane, items: Range<u64>) -> Result<W::Pending, WorkError> {
         let worker = &self.workers[w];
-        if let Some(Fault::OutOfMemoryAbove { items: max }) = worker.fault
-            && items.end - items.start > max
-        {
-            return Err(WorkError::OutOfMemory(format!("injected: more than {max} items")));
-        }
+        worker.injected_out_of_memory(&items)?;
         worker.install(|| self.work.submit(state, items))
     }
 
@@ -626,7 +622,18 @@ impl<W: Workload, E> Shared<'_, W, E> {
         }
     }
 
-    fn deliver(&self, w: usize, lane: usize, slot: Slot, output: W::Output, tx: &mpsc::Sender<Message<W::Output, E>>) {
+    /// Hands over the output of `slot`, taken at `started` (after a throttled worker's
+    /// extra time): to `in_worker` and the caller when it is the first copy finished.
+    fn deliver(
+        &self,
+        w: usize,
+        lane: usize,
+        slot: Slot,
+        output: W::Output,
+        started: Instant,
+        tx: &mpsc::Sender<Message<W::Output, E>>,
+    ) {
+        self.throttle(w, slot, started.elapsed());
         let first = self.lock().complete(slot, w, lane, Instant::now());
         self.wake.notify_all();
         if first && !self.stop.load(Ordering::SeqCst) {
@@ -697,10 +704,7 @@ fn run_lane<W: Workload, E>(
                         }
                     }
                     match shared.run_split(w, &mut state, chunk.index, chunk.items.clone(), &mut fits) {
-                        Ok(output) => {
-                            shared.throttle(w, slot, started.elapsed());
-                            shared.deliver(w, lane, slot, output, tx);
-                        }
+                        Ok(output) => shared.deliver(w, lane, slot, output, started, tx),
                         Err(e) => return shared.fail(w, lane, &[slot], &e.to_string()),
                     }
                 }
@@ -740,7 +744,6 @@ fn finish_one<W: Workload, E>(
         other => other,
     };
     let output = output.map_err(|e| e.to_string())?;
-    shared.throttle(w, slot, started.elapsed());
-    shared.deliver(w, lane, slot, output, tx);
+    shared.deliver(w, lane, slot, output, started, tx);
     Ok(())
 }

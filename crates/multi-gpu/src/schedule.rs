@@ -27,6 +27,8 @@ pub(crate) struct Tally {
     pub duplicates: u64,
     /// Items it finished, taken or not (what its throughput is measured on).
     pub finished_items: u64,
+    /// Times a piece ran out of memory on it and was split in two.
+    pub splits: u64,
     pub failed: Option<String>,
     in_flight: usize,
     busy_since: Option<Instant>,

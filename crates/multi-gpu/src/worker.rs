@@ -1,6 +1,7 @@
 //! Workers: a device (the CPU on a rayon pool, or one GPU context) with a stable name, and
 //! the wrappers tests use to make one slow or faulty.
 
+use crate::WorkError;
 use std::fmt;
 use std::sync::Arc;
 use threadx_dispatch::{ADAPTER_ENV, GpuContext, GpuSelection, select_gpu};
@@ -125,6 +126,16 @@ impl Worker {
 
     pub fn device(&self) -> &WorkerDevice {
         &self.device
+    }
+
+    /// The out-of-memory error an [`Fault::OutOfMemoryAbove`] worker gives for `items`.
+    pub(crate) fn injected_out_of_memory(&self, items: &std::ops::Range<u64>) -> Result<(), WorkError> {
+        match self.fault {
+            Some(Fault::OutOfMemoryAbove { items: max }) if items.end - items.start > max => {
+                Err(WorkError::OutOfMemory(format!("injected: more than {max} items")))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Runs `f` on this worker's rayon pool (the global one if it has none).

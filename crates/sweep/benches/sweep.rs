@@ -67,7 +67,7 @@ fn big_grid(c: &mut Criterion) {
             let chunks: Vec<u64> = (0..sweep.combos().chunks()).collect();
             let mut best = f64::MIN;
             sweep
-                .run(&pool, &chunks, &options, &|_| Ok(()), &mut |r| {
+                .run(&pool, &chunks, &options, &|_, _| Ok(()), &mut |_, r| {
                     best = r.metrics.iter().fold(best, |b, m| b.max(m.total_return));
                     Ok(())
                 })

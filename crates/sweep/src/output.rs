@@ -246,24 +246,24 @@ pub fn run_to_files(
     let write_s = std::sync::Mutex::new(0.0f64);
     let mut rows_run = 0u64;
     let book = sweep.book();
-    let write_chunk = |r: &ChunkResult| -> Result<(), SweepError> {
+    let write_chunk = |chunk: u64, r: &ChunkResult| -> Result<(), SweepError> {
         let t = Instant::now();
         let mut text = String::with_capacity(r.combos.len() * 128);
         for (&combo, m) in r.combos.iter().zip(&r.metrics) {
             write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
         }
-        let path = chunk_path(&parts, r.chunk);
+        let path = chunk_path(&parts, chunk);
         write_file_atomic(&path, text.as_bytes()).map_err(io_error(&path))?;
         *write_s.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
         Ok(())
     };
-    let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |r: ChunkResult| {
+    let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |chunk, r: ChunkResult| {
         for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
             take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap);
         }
         rows += r.combos.len() as u64;
         rows_run += r.combos.len() as u64;
-        done_positions += combos.chunk_len(r.chunk);
+        done_positions += combos.chunk_len(chunk);
         progress(done_positions, total);
         Ok(())
     })?;

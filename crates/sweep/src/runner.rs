@@ -14,11 +14,10 @@ use threadx_dispatch::{Dispatcher, format_bytes, thousands};
 use threadx_indicators::IndicatorBank;
 use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions, RunStats, WorkError, WorkerDevice, Workload};
 
-/// What one chunk produced: the grid numbers of the combos it ran (those the strategy's
-/// rules allow) and their metrics, in combo order.
+/// What a chunk (or any range of combo positions) produced: the grid numbers of the
+/// combos it ran (those the strategy's rules allow) and their metrics, in combo order.
 #[derive(Debug, Clone, Default)]
 pub struct ChunkResult {
-    pub chunk: u64,
     pub combos: Vec<u64>,
     pub metrics: Vec<Metrics>,
 }
@@ -189,7 +188,7 @@ impl Sweep {
     pub fn run_all(&self, dispatcher: &Dispatcher) -> Result<ChunkResult, SweepError> {
         let (combos, plans) = self.plans(0..self.combos.len());
         let metrics = Backtester::new(&self.book, self.spec.fee)?.run(dispatcher, &plans).value;
-        Ok(ChunkResult { chunk: 0, combos, metrics })
+        Ok(ChunkResult { combos, metrics })
     }
 
     /// Runs `chunks` on the workers of `pool` as `options` split them. `in_worker` runs on
@@ -201,8 +200,8 @@ impl Sweep {
         pool: &DevicePool,
         chunks: &[u64],
         options: &DistributeOptions,
-        in_worker: &(dyn Fn(&ChunkResult) -> Result<(), SweepError> + Sync),
-        in_order: &mut dyn FnMut(ChunkResult) -> Result<(), SweepError>,
+        in_worker: &(dyn Fn(u64, &ChunkResult) -> Result<(), SweepError> + Sync),
+        in_order: &mut dyn FnMut(u64, ChunkResult) -> Result<(), SweepError>,
     ) -> Result<RunStats, SweepError> {
         let work = self.workload()?;
         let chunks: Vec<Chunk> = chunks.iter().map(|&c| self.chunk(c)).collect();
@@ -210,8 +209,8 @@ impl Sweep {
             &work,
             &chunks,
             options,
-            &|chunk, rows: &ChunkResult| in_worker(&ChunkResult { chunk: chunk.index, ..rows.clone() }),
-            &mut |chunk, rows: ChunkResult| in_order(ChunkResult { chunk: chunk.index, ..rows }),
+            &|chunk, rows: &ChunkResult| in_worker(chunk.index, rows),
+            &mut |chunk, rows: ChunkResult| in_order(chunk.index, rows),
         )
     }
 }
@@ -242,7 +241,7 @@ impl SweepWork<'_> {
     fn rows(&self, combos: Vec<u64>, totals: &[Totals]) -> ChunkResult {
         let book = &self.sweep.book;
         let metrics = totals.iter().map(|t| t.metrics(book.bars(), book.bars_per_year())).collect();
-        ChunkResult { chunk: 0, combos, metrics }
+        ChunkResult { combos, metrics }
     }
 }
 
