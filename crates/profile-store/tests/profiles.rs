@@ -198,8 +198,10 @@ fn entries_from_other_hardware_are_kept_but_untrusted_until_remeasured() {
 fn multigpu_ratios_round_trip_and_original_form() {
     let dir = tempfile::tempdir().unwrap();
     let p = profiles(dir.path());
-    let ratios = BTreeMap::from([("gpu0:A".to_owned(), 0.75), ("gpu1:B".to_owned(), 0.25)]);
-    let tput = BTreeMap::from([("gpu0:A".to_owned(), 5.2e6), ("gpu1:B".to_owned(), 1.7e6)]);
+    // Measured shares (this pair once came back an ulp off: every float must round-trip).
+    let ratios =
+        BTreeMap::from([("gpu0:A".to_owned(), 0.7518688206041672), ("gpu1:B".to_owned(), 0.24813117939583282)]);
+    let tput = BTreeMap::from([("gpu0:A".to_owned(), 47_492.123456789), ("gpu1:B".to_owned(), 15_673.987654321)]);
     p.update_multigpu_ratio_profile(&ratios, &tput, "bollinger_computation").unwrap();
     p.update_multigpu_ratio_profile(&BTreeMap::from([("gpu0:A".to_owned(), 1.0)]), &BTreeMap::new(), "other").unwrap();
     let got = p.multigpu_ratios("bollinger_computation").unwrap().unwrap();
