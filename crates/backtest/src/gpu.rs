@@ -8,7 +8,7 @@
 use crate::book::{ComboPlan, SignalBook};
 use crate::fixed::{BarTables, Totals};
 use std::sync::Arc;
-use threadx_dispatch::{GpuContext, GpuError, Kernel, PendingRead, wgpu};
+use threadx_dispatch::{Dispatch, GpuContext, GpuError, Kernel, PendingRead, wgpu};
 
 pub(crate) const BACKTEST: Kernel = Kernel {
     name: "backtest",
@@ -179,7 +179,7 @@ impl GpuBacktester {
     /// The totals of every plan, in order: the same bits as the CPU's.
     pub fn run(&self, plans: &[ComboPlan]) -> Result<Vec<Totals>, GpuError> {
         let pending = self.submit(plans)?;
-        self.collect(pending)
+        Ok(self.collect(pending, &|| true)?.unwrap_or_default())
     }
 
     /// Uploads `plans`, submits their kernels and the copies of their totals, and returns
@@ -195,30 +195,42 @@ impl GpuBacktester {
         for piece in plans.chunks(per_piece) {
             let plan_buffer = ctx.storage_buffer("plans", piece)?;
             let out = ctx.output_buffer::<Outcome>("outcomes", piece.len())?;
-            for first in (0..piece.len()).step_by(per_dispatch) {
-                let combos = per_dispatch.min(piece.len() - first);
-                let params = Params { combos: combos as u32, first: first as u32, ..self.params };
-                let uniform = ctx.uniform_buffer("params", &params)?;
-                let [a, b, c, d, e] = &self.shared;
-                ctx.dispatch(
-                    &BACKTEST,
-                    &[a, b, c, d, e, &plan_buffer, &out, &uniform],
-                    ctx.grid(combos as u64, WORKGROUP)?,
-                )?;
-            }
-            reads.push(ctx.start_read_back(&out, piece.len())?);
+            let firsts: Vec<usize> = (0..piece.len()).step_by(per_dispatch).collect();
+            let combos = |first: usize| per_dispatch.min(piece.len() - first);
+            let uniforms = firsts
+                .iter()
+                .map(|&first| {
+                    let params = Params { combos: combos(first) as u32, first: first as u32, ..self.params };
+                    ctx.uniform_buffer("params", &params)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let [a, b, c, d, e] = &self.shared;
+            let bindings: Vec<[&wgpu::Buffer; 8]> =
+                uniforms.iter().map(|uniform| [a, b, c, d, e, &plan_buffer, &out, uniform]).collect();
+            let launches = firsts
+                .iter()
+                .zip(&bindings)
+                .map(|(&first, buffers)| {
+                    Ok(Dispatch { kernel: &BACKTEST, buffers, workgroups: ctx.grid(combos(first) as u64, WORKGROUP)? })
+                })
+                .collect::<Result<Vec<_>, GpuError>>()?;
+            // One submission per piece: its read-back can be left while its kernels run.
+            reads.push(ctx.dispatch_and_read_back(&launches, &out, piece.len())?);
         }
         Ok(PendingTotals { reads })
     }
 
-    /// Waits for a submitted run and returns its totals, in plan order.
-    pub fn collect(&self, pending: PendingTotals) -> Result<Vec<Totals>, GpuError> {
+    /// Waits for a submitted run and returns its totals, in plan order, or `None` as soon
+    /// as `wanted` says they are no longer needed (see [`GpuContext::finish_read_back`]).
+    pub fn collect(&self, pending: PendingTotals, wanted: &dyn Fn() -> bool) -> Result<Option<Vec<Totals>>, GpuError> {
         let mut totals = Vec::new();
         for read in pending.reads {
-            let outcomes: Vec<Outcome> = self.ctx.finish_read_back(read)?;
+            let Some(outcomes) = self.ctx.finish_read_back::<Outcome>(read, wanted)? else {
+                return Ok(None);
+            };
             totals.extend(outcomes.iter().map(Outcome::totals));
         }
-        Ok(totals)
+        Ok(Some(totals))
     }
 }
 

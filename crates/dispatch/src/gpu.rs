@@ -8,6 +8,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use wgpu::util::DeviceExt;
 
 /// A WGSL compute kernel: a name (the pipeline cache key), its source and entry point.
@@ -70,6 +71,9 @@ impl fmt::Debug for GpuContext {
 }
 
 impl GpuContext {
+    /// How often a waiting [`Self::finish_read_back`] asks whether the data is still wanted.
+    pub const WANTED_POLL: Duration = Duration::from_millis(10);
+
     pub(crate) fn open(adapter: wgpu::Adapter, report: AdapterReport) -> Result<Self, GpuError> {
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -220,6 +224,41 @@ impl GpuContext {
     /// Dispatches `kernel` over `workgroups` with `buffers` bound at bindings 0, 1, … of
     /// group 0. The caller cuts work so that each dimension fits the adapter's limit.
     pub fn dispatch(&self, kernel: &Kernel, buffers: &[&wgpu::Buffer], workgroups: [u32; 3]) -> Result<(), GpuError> {
+        let mut encoder = self.encoder(kernel.name);
+        self.encode_dispatch(&mut encoder, kernel, buffers, workgroups)?;
+        self.scoped(|| {
+            self.queue.submit([encoder.finish()]);
+            Ok(())
+        })
+    }
+
+    /// `dispatches` in order, then the copy of `len` elements of `out` to the host, in one
+    /// submission: only these kernels stand between the caller and its data, and
+    /// [`Self::finish_read_back`] can leave them running when the data is no longer wanted.
+    pub fn dispatch_and_read_back<T: bytemuck::Pod>(
+        &self,
+        dispatches: &[Dispatch<'_>],
+        out: &wgpu::Buffer,
+        len: usize,
+    ) -> Result<PendingRead<T>, GpuError> {
+        let mut encoder = self.encoder("dispatch_and_read_back");
+        for d in dispatches {
+            self.encode_dispatch(&mut encoder, d.kernel, d.buffers, d.workgroups)?;
+        }
+        self.submit_read_back(encoder, out, len)
+    }
+
+    fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
+        self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) })
+    }
+
+    fn encode_dispatch(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        kernel: &Kernel,
+        buffers: &[&wgpu::Buffer],
+        workgroups: [u32; 3],
+    ) -> Result<(), GpuError> {
         let limit = self.limits.max_compute_workgroups_per_dimension;
         if let Some(&n) = workgroups.iter().find(|&&n| n > limit) {
             return Err(GpuError::TooLarge {
@@ -240,18 +279,11 @@ impl GpuContext {
                 layout: &pipeline.get_bind_group_layout(0),
                 entries: &entries,
             });
-            let mut encoder =
-                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(kernel.name) });
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some(kernel.name),
-                    timestamp_writes: None,
-                });
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &bind_group, &[]);
-                pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-            }
-            self.queue.submit([encoder.finish()]);
+            let mut pass = encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(kernel.name), timestamp_writes: None });
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
             Ok(())
         })
     }
@@ -259,7 +291,7 @@ impl GpuContext {
     /// Copies the first `len` elements of `buffer` back to the host (waits for the GPU).
     pub fn read_back<T: bytemuck::Pod>(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<T>, GpuError> {
         let pending = self.start_read_back(buffer, len)?;
-        self.finish_read_back(pending)
+        Ok(self.finish_read_back(pending, &|| true)?.unwrap_or_default())
     }
 
     /// Submits the copy of the first `len` elements of `buffer` into host-visible memory
@@ -270,19 +302,29 @@ impl GpuContext {
         buffer: &wgpu::Buffer,
         len: usize,
     ) -> Result<PendingRead<T>, GpuError> {
+        self.submit_read_back(self.encoder("readback"), buffer, len)
+    }
+
+    /// Appends the copy of `len` elements of `buffer` to `encoder`, submits it and asks for
+    /// the staging buffer's mapping.
+    fn submit_read_back<T: bytemuck::Pod>(
+        &self,
+        mut encoder: wgpu::CommandEncoder,
+        buffer: &wgpu::Buffer,
+        len: usize,
+    ) -> Result<PendingRead<T>, GpuError> {
         let bytes = (len * std::mem::size_of::<T>()) as u64;
-        if bytes == 0 {
-            return Ok(PendingRead { copy: None, len, _items: PhantomData });
-        }
         self.scoped(|| {
+            if bytes == 0 {
+                self.queue.submit([encoder.finish()]);
+                return Ok(PendingRead { copy: None, len, _items: PhantomData });
+            }
             let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("readback"),
                 size: bytes,
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            let mut encoder =
-                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
             encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
             let submission = self.queue.submit([encoder.finish()]);
             let (tx, mapped) = mpsc::channel();
@@ -293,15 +335,31 @@ impl GpuContext {
         })
     }
 
-    /// Waits for a read-back started by [`GpuContext::start_read_back`] and returns its data.
-    pub fn finish_read_back<T: bytemuck::Pod>(&self, pending: PendingRead<T>) -> Result<Vec<T>, GpuError> {
+    /// Waits for a read-back started by [`GpuContext::start_read_back`] and returns its
+    /// data, or `None` as soon as `wanted` says it is no longer needed (asked every
+    /// [`Self::WANTED_POLL`] while the device works): the kernel may run on, but the
+    /// caller need not wait for it.
+    pub fn finish_read_back<T: bytemuck::Pod>(
+        &self,
+        pending: PendingRead<T>,
+        wanted: &dyn Fn() -> bool,
+    ) -> Result<Option<Vec<T>>, GpuError> {
         let Some((staging, submission, mapped)) = pending.copy else {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         };
         self.scoped(|| {
-            self.device
-                .poll(wgpu::PollType::Wait { submission_index: Some(submission), timeout: None })
-                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            loop {
+                let wait = wgpu::PollType::Wait {
+                    submission_index: Some(submission.clone()),
+                    timeout: Some(Self::WANTED_POLL),
+                };
+                match self.device.poll(wait) {
+                    Ok(_) => break,
+                    Err(wgpu::PollError::Timeout) if !wanted() => return Ok(None),
+                    Err(wgpu::PollError::Timeout) => {}
+                    Err(e) => return Err(GpuError::Readback(e.to_string())),
+                }
+            }
             mapped
                 .recv()
                 .map_err(|e| GpuError::Readback(e.to_string()))?
@@ -311,9 +369,18 @@ impl GpuContext {
                 bytemuck::cast_slice::<u8, T>(&view)[..pending.len].to_vec()
             };
             staging.unmap();
-            Ok(data)
+            Ok(Some(data))
         })
     }
+}
+
+/// One kernel launch for [`GpuContext::dispatch_and_read_back`]: `buffers` bound at
+/// bindings 0, 1, … of group 0, over `workgroups`.
+#[derive(Debug, Clone, Copy)]
+pub struct Dispatch<'a> {
+    pub kernel: &'a Kernel,
+    pub buffers: &'a [&'a wgpu::Buffer],
+    pub workgroups: [u32; 3],
 }
 
 /// Tells when a staging buffer is mapped (or why it could not be).

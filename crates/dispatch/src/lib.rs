@@ -24,7 +24,7 @@ pub use adapters::{
     AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, nvml_present, select_gpu, thousands,
 };
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
-pub use gpu::{GpuContext, GpuError, Kernel, PendingRead, f32_pairs};
+pub use gpu::{Dispatch, GpuContext, GpuError, Kernel, PendingRead, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use threadx_profile_store::Device;
 /// The wgpu this crate is built on, so kernels' crates bind buffers of the same version.

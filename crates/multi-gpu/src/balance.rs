@@ -148,7 +148,7 @@ fn time_worker<W: Workload>(
             worker.injected_out_of_memory(&items)?;
             let started = Instant::now();
             let pending = work.submit(&mut lane, items.clone())?;
-            work.finish(&mut lane, pending)?;
+            work.finish(&mut lane, pending, &|| true)?;
             let worked = started.elapsed();
             std::thread::sleep(Duration::from_secs_f64(worked.as_secs_f64() * worker.slowdown));
             if run >= options.warmup {

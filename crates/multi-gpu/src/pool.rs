@@ -28,7 +28,8 @@ pub struct Chunk {
 ///
 /// A lane is what one worker keeps between chunks (the data resident on its GPU). `submit`
 /// starts a range and may return before the device is done (a GPU keeps two ranges in
-/// flight); `finish` waits for it. The output of a range must depend only on the range,
+/// flight); `finish` waits for it, or gives up with `None` as soon as `wanted()` turns
+/// false (another worker delivered that range first, or the run stopped). The output of a range must depend only on the range,
 /// and `join` of the outputs of consecutive ranges must equal the output of their union:
 /// the pool splits ranges that run out of memory.
 pub trait Workload: Sync {
@@ -49,7 +50,12 @@ pub trait Workload: Sync {
 
     fn submit(&self, lane: &mut Self::Lane, items: Range<u64>) -> Result<Self::Pending, WorkError>;
 
-    fn finish(&self, lane: &mut Self::Lane, pending: Self::Pending) -> Result<Self::Output, WorkError>;
+    fn finish(
+        &self,
+        lane: &mut Self::Lane,
+        pending: Self::Pending,
+        wanted: &dyn Fn() -> bool,
+    ) -> Result<Option<Self::Output>, WorkError>;
 
     /// The outputs of consecutive ranges, in order, as one.
     fn join(&self, parts: Vec<Self::Output>) -> Self::Output;
@@ -555,19 +561,21 @@ impl<W: Workload, E> Shared<'_, W, E> {
         }
     }
 
-    /// Runs `items` on `lane` to the end, splitting it in halves while it runs out of
-    /// memory; the learned largest piece (`fits`) cuts later chunks up front.
+    /// Runs `items` of chunk `slot` on `lane` to the end, splitting it in halves while it
+    /// runs out of memory; the learned largest piece (`fits`) cuts later chunks up front.
+    /// `None` when another copy of the chunk was delivered first.
     fn run_split(
         &self,
         w: usize,
         state: &mut W::Lane,
-        index: u64,
+        slot: Slot,
         items: Range<u64>,
         fits: &mut u64,
-    ) -> Result<W::Output, WorkError> {
+    ) -> Result<Option<W::Output>, WorkError> {
+        let index = self.chunks[slot].index;
         let len = items.end - items.start;
         if len <= *fits || len == 1 {
-            match self.submit(w, state, items.clone()).and_then(|p| self.finish(w, state, p)) {
+            match self.submit(w, state, items.clone()).and_then(|p| self.finish(w, state, slot, p)) {
                 Err(WorkError::OutOfMemory(e)) if len > 1 => {
                     let first = {
                         let mut sched = self.lock();
@@ -587,9 +595,9 @@ impl<W: Workload, E> Shared<'_, W, E> {
             }
         }
         let mid = items.start + len / 2;
-        let first = self.run_split(w, state, index, items.start..mid, fits)?;
-        let second = self.run_split(w, state, index, mid..items.end, fits)?;
-        Ok(self.work.join(vec![first, second]))
+        let Some(first) = self.run_split(w, state, slot, items.start..mid, fits)? else { return Ok(None) };
+        let Some(second) = self.run_split(w, state, slot, mid..items.end, fits)? else { return Ok(None) };
+        Ok(Some(self.work.join(vec![first, second])))
     }
 
     fn submit(&self, w: usize, state: &mut W::Lane, items: Range<u64>) -> Result<W::Pending, WorkError> {
@@ -598,8 +606,23 @@ impl<W: Workload, E> Shared<'_, W, E> {
         worker.install(|| self.work.submit(state, items))
     }
 
-    fn finish(&self, w: usize, state: &mut W::Lane, pending: W::Pending) -> Result<W::Output, WorkError> {
-        self.workers[w].install(|| self.work.finish(state, pending))
+    /// Waits for `slot`'s output on worker `w`, or gives up once another copy of it was
+    /// delivered or the run stopped: a lagging device does not hold the run's end.
+    fn finish(
+        &self,
+        w: usize,
+        state: &mut W::Lane,
+        slot: Slot,
+        pending: W::Pending,
+    ) -> Result<Option<W::Output>, WorkError> {
+        let wanted = || !self.stop.load(Ordering::SeqCst) && !self.lock().is_done(slot);
+        self.workers[w].install(|| self.work.finish(state, pending, &wanted))
+    }
+
+    /// Books a copy of `slot` that worker `w` leaves unread (another copy came first).
+    fn drop_unread(&self, w: usize, lane: usize, slot: Slot) {
+        self.lock().complete(slot, w, lane, Instant::now());
+        self.wake.notify_all();
     }
 
     /// Whether the `FailAt` fault of worker `w` strikes on the chunk it takes now.
@@ -703,8 +726,9 @@ fn run_lane<W: Workload, E>(
                             return shared.fail(w, lane, &held(&flight, &[s, slot]), &e);
                         }
                     }
-                    match shared.run_split(w, &mut state, chunk.index, chunk.items.clone(), &mut fits) {
-                        Ok(output) => shared.deliver(w, lane, slot, output, started, tx),
+                    match shared.run_split(w, &mut state, slot, chunk.items.clone(), &mut fits) {
+                        Ok(Some(output)) => shared.deliver(w, lane, slot, output, started, tx),
+                        Ok(None) => shared.drop_unread(w, lane, slot),
                         Err(e) => return shared.fail(w, lane, &[slot], &e.to_string()),
                     }
                 }
@@ -732,18 +756,13 @@ fn finish_one<W: Workload, E>(
     fits: &mut u64,
     tx: &mpsc::Sender<Message<W::Output, E>>,
 ) -> Result<(), String> {
-    let chunk = &shared.chunks[slot];
-    if shared.lock().is_done(slot) {
-        // A backup finished it first: drop it unread instead of waiting for the device.
-        drop(pending);
-        shared.lock().complete(slot, w, lane, Instant::now());
-        return Ok(());
-    }
-    let output = match shared.finish(w, state, pending) {
-        Err(WorkError::OutOfMemory(_)) => shared.run_split(w, state, chunk.index, chunk.items.clone(), fits),
+    let output = match shared.finish(w, state, slot, pending) {
+        Err(WorkError::OutOfMemory(_)) => shared.run_split(w, state, slot, shared.chunks[slot].items.clone(), fits),
         other => other,
     };
-    let output = output.map_err(|e| e.to_string())?;
-    shared.deliver(w, lane, slot, output, started, tx);
+    match output.map_err(|e| e.to_string())? {
+        Some(output) => shared.deliver(w, lane, slot, output, started, tx),
+        None => shared.drop_unread(w, lane, slot),
+    }
     Ok(())
 }

@@ -1,13 +1,18 @@
 //! The balance and the schedule in time: a throttled worker's ratio found, a run as fast
-//! as the workers' summed throughputs allow, a slow worker that cannot stall a run.
+//! as the workers' summed throughputs allow, a slow worker that cannot stall a run, nor a
+//! device still busy with a chunk another worker delivered.
 //! These tests time real work, so they run one at a time.
 #![allow(clippy::print_stdout)] // Measured figures are printed for the test log.
 
 mod common;
 
 use common::{Hashes, chunks, ratios, run};
-use std::sync::Mutex;
-use threadx_multi_gpu::{BalanceOptions, DevicePool, DistributeOptions, Worker};
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use threadx_multi_gpu::{
+    BalanceOptions, DevicePool, DistributeOptions, PoolError, WorkError, Worker, WorkerDevice, Workload,
+};
 use threadx_profile_store::Profiles;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -120,4 +125,72 @@ fn a_slow_worker_cannot_stall_the_run() {
     assert!(quick.chunks >= 25, "quick took most chunks: {quick:?}");
     assert!(pooled_stats.wall_s < 2.0 * alone + 0.1, "{} s vs {alone} s alone", pooled_stats.wall_s);
     assert_eq!(stats.workers.len(), 1);
+}
+
+/// A simulated device that answers a range after a latency set by its thread count (2 s
+/// on one thread, 20 ms on more), waiting in slices as a GPU read-back does and giving
+/// up as soon as the range is no longer wanted. Item i's output is i.
+struct Lagging;
+
+impl Workload for Lagging {
+    type Lane = ();
+    type Pending = (Range<u64>, Instant);
+    type Output = Vec<u64>;
+
+    fn items(&self) -> u64 {
+        6
+    }
+
+    fn open(&self, _: &WorkerDevice) -> Result<(), WorkError> {
+        Ok(())
+    }
+
+    fn submit(&self, _: &mut (), items: Range<u64>) -> Result<Self::Pending, WorkError> {
+        let latency = if rayon::current_num_threads() == 1 { 2_000 } else { 20 };
+        Ok((items, Instant::now() + Duration::from_millis(latency)))
+    }
+
+    fn finish(
+        &self,
+        _: &mut (),
+        (items, ready): Self::Pending,
+        wanted: &dyn Fn() -> bool,
+    ) -> Result<Option<Vec<u64>>, WorkError> {
+        while Instant::now() < ready {
+            if !wanted() {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(Some(items.collect()))
+    }
+
+    fn join(&self, parts: Vec<Vec<u64>>) -> Vec<u64> {
+        parts.concat()
+    }
+}
+
+#[test]
+fn a_device_still_working_on_a_chunk_finished_elsewhere_does_not_hold_the_runs_end() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let threads = |n| Arc::new(rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap());
+    let pool = DevicePool::new(vec![
+        Worker::cpu_on(threads(2)).with_lanes(1).named("quick"),
+        Worker::cpu_on(threads(1)).with_lanes(1).named("lagging"),
+    ])
+    .unwrap();
+    let mut options = DistributeOptions::new("lagging");
+    options.ratios = Some(ratios(&[("quick", 0.5), ("lagging", 0.5)]));
+    let mut out = Vec::new();
+    let stats = pool
+        .distribute::<_, PoolError>(&Lagging, &chunks(6, 1), &options, &|_, _| Ok(()), &mut |_, o| {
+            out.extend(o);
+            Ok(())
+        })
+        .unwrap();
+    println!("{:.3} s; {:?}", stats.wall_s, stats.workers);
+    assert_eq!(out, (0..6).collect::<Vec<u64>>());
+    assert_eq!(stats.workers[0].chunks, 6, "{stats:?}");
+    // The lagging device's 2 s wait is left as soon as "quick" delivers its chunk.
+    assert!(stats.wall_s < 1.0, "the run waited for the lagging device: {} s", stats.wall_s);
 }

@@ -1,12 +1,17 @@
 //! The device pool gives the bytes of one CPU whatever the workers (CPU, every adapter,
-//! several logical workers on one), ratios, hand-out orders, failures and splits.
+//! several logical workers on one), ratios, hand-out orders, failures and splits; a GPU
+//! read that is no longer wanted is left without waiting for the device.
+
+#![allow(clippy::print_stdout)] // Measured figures are printed for the test log.
 
 mod common;
 
 use common::{Hashes, chunks, hash, ratios, run};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 use threadx_dispatch::testing::adapters;
-use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PoolError, Worker};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PoolError, Worker, WorkerDevice, Workload};
 
 #[test]
 fn every_mix_of_workers_gives_the_bytes_of_one_cpu() {
@@ -87,4 +92,34 @@ fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
         .distribute::<_, PoolError>(&work, &all, &DistributeOptions::new("h"), &|_, _| Ok(()), &mut |_, _| Ok(()))
         .unwrap_err();
     assert!(err.to_string().contains("every worker failed") && err.to_string().contains("30 chunks"), "{err}");
+}
+
+#[test]
+fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
+    // About a second of work on lavapipe, in one submission.
+    let heavy = Hashes { items: 65_536, rounds: 20_000 };
+    // GL runs a submission on the submitting thread: nothing is left to wait for there.
+    for ctx in adapters().iter().filter(|ctx| ctx.report().backend != "gl") {
+        let name = &ctx.report().name;
+        let mut lane = heavy.open(&WorkerDevice::Gpu(ctx.clone())).unwrap();
+        let started = Instant::now();
+        let pending = heavy.submit(&mut lane, 0..heavy.items).unwrap();
+        let asked = AtomicUsize::new(0);
+        let left = heavy
+            .finish(&mut lane, pending, &|| {
+                asked.fetch_add(1, Ordering::SeqCst);
+                false
+            })
+            .unwrap();
+        let abandoned = started.elapsed();
+        // The next read waits behind the abandoned kernel, and is right.
+        let small = heavy.submit(&mut lane, 7..9).unwrap();
+        let next = heavy.finish(&mut lane, small, &|| true).unwrap();
+        let drained = started.elapsed();
+        println!("{name}: left after {abandoned:?}, the lane drained after {drained:?}");
+        assert!(left.is_none(), "{name}: the read was waited for");
+        assert_eq!(asked.load(Ordering::SeqCst), 1, "{name}");
+        assert_eq!(next, Some(vec![hash(7, heavy.rounds), hash(8, heavy.rounds)]), "{name}");
+        assert!(abandoned * 4 < drained, "{name}: left after {abandoned:?}, the kernel ran {drained:?}");
+    }
 }

@@ -278,10 +278,17 @@ impl Workload for SweepWork<'_> {
         })
     }
 
-    fn finish(&self, lane: &mut SweepLane, pending: SweepPending) -> Result<ChunkResult, WorkError> {
+    fn finish(
+        &self,
+        lane: &mut SweepLane,
+        pending: SweepPending,
+        wanted: &dyn Fn() -> bool,
+    ) -> Result<Option<ChunkResult>, WorkError> {
         match (lane, pending) {
-            (_, SweepPending::Done(rows)) => Ok(rows),
-            (SweepLane::Gpu(gpu), SweepPending::Gpu(combos, totals)) => Ok(self.rows(combos, &gpu.collect(totals)?)),
+            (_, SweepPending::Done(rows)) => Ok(Some(rows)),
+            (SweepLane::Gpu(gpu), SweepPending::Gpu(combos, totals)) => {
+                Ok(gpu.collect(totals, wanted)?.map(|totals| self.rows(combos, &totals)))
+            }
             (SweepLane::Cpu, SweepPending::Gpu(..)) => Err(WorkError::Failed("GPU totals on a CPU lane".into())),
         }
     }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
-use threadx_dispatch::{GpuContext, Kernel, PendingRead};
+use threadx_dispatch::{Dispatch, GpuContext, Kernel, PendingRead};
 use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions, PoolError, RunStats, WorkError, WorkerDevice, Workload};
 
 const HASH: Kernel = Kernel {
@@ -81,16 +81,22 @@ impl Workload for Hashes {
                 let count = (items.end - items.start) as u32;
                 let out = ctx.output_buffer::<u32>("hashes", count as usize)?;
                 let params = ctx.uniform_buffer("params", &[items.start as u32, count, self.rounds, 0])?;
-                ctx.dispatch(&HASH, &[&out, &params], ctx.grid(count.into(), 64)?)?;
-                Ok(Pending::Gpu(ctx.start_read_back(&out, count as usize)?))
+                let launch =
+                    Dispatch { kernel: &HASH, buffers: &[&out, &params], workgroups: ctx.grid(count.into(), 64)? };
+                Ok(Pending::Gpu(ctx.dispatch_and_read_back(&[launch], &out, count as usize)?))
             }
         }
     }
 
-    fn finish(&self, lane: &mut Lane, pending: Pending) -> Result<Vec<u32>, WorkError> {
+    fn finish(
+        &self,
+        lane: &mut Lane,
+        pending: Pending,
+        wanted: &dyn Fn() -> bool,
+    ) -> Result<Option<Vec<u32>>, WorkError> {
         match (lane, pending) {
-            (_, Pending::Ready(v)) => Ok(v),
-            (Lane::Gpu(ctx), Pending::Gpu(read)) => Ok(ctx.finish_read_back(read)?),
+            (_, Pending::Ready(v)) => Ok(Some(v)),
+            (Lane::Gpu(ctx), Pending::Gpu(read)) => Ok(ctx.finish_read_back(read, wanted)?),
             (Lane::Cpu, Pending::Gpu(_)) => Err(WorkError::Failed("a GPU read on the CPU".into())),
         }
     }
