@@ -23,6 +23,7 @@ mod balance;
 mod data;
 mod devices;
 mod indicators;
+mod monitor;
 mod profile;
 mod sweep;
 
@@ -122,6 +123,9 @@ enum Command {
     /// Time each worker (every GPU and the CPU) on a sample of a workload and save how
     /// sweeps split it among them.
     Balance(balance::BalanceArgs),
+    /// Sample CPU, memory and every NVIDIA GPU (utilization, memory, temperature, power)
+    /// at an interval, print each sample, and keep the history as CSV and a plot.
+    Monitor(monitor::MonitorArgs),
 }
 
 /// What `--data` takes, for every command's long help.
@@ -153,8 +157,13 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // Ctrl-C: say what is kept and how to go on (temporary files are left locked by
     // nobody, so the next run removes them), then exit as interrupted programs do.
+    // A command that registered a stop flag is asked to stop instead (a second Ctrl-C exits).
     let _ = ctrlc::set_handler(|| {
         use std::io::Write as _;
+        let stop = STOP_FLAG.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if stop.is_some_and(|s| !s.swap(true, std::sync::atomic::Ordering::SeqCst)) {
+            return;
+        }
         let note = INTERRUPTED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         let _ = writeln!(std::io::stderr(), "\ninterrupted{}", note.map(|n| format!(": {n}")).unwrap_or_default());
         std::process::exit(130);
@@ -176,6 +185,7 @@ fn main() -> std::process::ExitCode {
         Command::Sweep(args) => mode(cli.device).and_then(|m| sweep::run(&args, m)),
         Command::Merge(args) => sweep::run_merge(&args),
         Command::Balance(args) => balance::run(&args, cli.device),
+        Command::Monitor(args) => monitor::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -190,6 +200,15 @@ fn main() -> std::process::ExitCode {
 
 /// What to tell the user if Ctrl-C stops the run now.
 static INTERRUPTED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Set by a command that stops cleanly on Ctrl-C.
+static STOP_FLAG: std::sync::Mutex<Option<std::sync::Arc<std::sync::atomic::AtomicBool>>> = std::sync::Mutex::new(None);
+
+/// From now on, the first Ctrl-C sets `stop` (the command winds down and saves) instead
+/// of exiting.
+pub fn stop_on_interrupt(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    *STOP_FLAG.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stop);
+}
 
 /// Sets what Ctrl-C tells the user from now on.
 pub fn on_interrupt(note: String) {

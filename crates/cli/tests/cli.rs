@@ -392,3 +392,32 @@ fn a_bad_tick_is_named_once_and_indicators_recover_after_it() {
     let got: f64 = sma[t].split(',').nth(1).unwrap().parse().unwrap();
     assert!((got - want).abs() <= 1e-11 * want, "sma[{t}] = {got}, want {want}");
 }
+
+#[test]
+fn monitor_prints_samples_and_writes_its_history_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, svg) = (dir.path().join("h.csv"), dir.path().join("h.svg"));
+    let args = ["monitor", "--interval", "0.2", "--duration", "0.9", "--out"];
+    let out = threadx(&[&args[..], &[csv.to_str().unwrap(), "--plot", svg.to_str().unwrap()]].concat(), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("sampling every 0.2 s for 0.9 s; NVML"), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.contains(" s  cpu ")).collect();
+    assert_eq!(lines.len(), 4, "a line per sample: {stdout}");
+    assert!(lines[0].trim_start().starts_with("0.2 s  cpu") && lines[0].contains("GiB  process"), "{}", lines[0]);
+    let history = threadx_multi_gpu::parse_history_csv(&std::fs::read_to_string(&csv).unwrap()).unwrap();
+    assert_eq!(history.len(), 4);
+    assert!(history.windows(2).all(|w| w[1].elapsed_s > w[0].elapsed_s));
+    assert!(stdout.contains(&format!("wrote 4 samples to {}", csv.display())), "{stdout}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("CPU, % of the machine"));
+
+    for (flags, why) in [
+        (vec!["--interval", "0.05"], "at least 0.2 s"),
+        (vec!["--duration", "-1"], "--duration must be a positive number of seconds"),
+        (vec!["--out", "/nonexistent/dir/h.csv"], "/nonexistent/dir"),
+    ] {
+        let out = threadx(&[&["monitor", "--duration", "1"][..], &flags].concat(), &[]);
+        assert!(!out.status.success());
+        assert!(text(&out.stderr).contains(why), "{flags:?}: {}", text(&out.stderr));
+    }
+}

@@ -14,13 +14,21 @@
 //! Invariant: a chunk's output depends only on the chunk (the workload promises that;
 //! split pieces are joined in item order), and outputs are delivered in chunk order, so
 //! what the caller sees is the same whatever the workers, ratios, failures or timing.
+//!
+//! Telemetry lives here too: [`SystemMonitor`] samples the machine, this process and
+//! every NVIDIA GPU (NVML, loaded at run time) in the background.
 
 mod balance;
+mod monitor;
 mod pool;
 mod schedule;
 mod worker;
 
 pub use balance::{Balance, BalanceOptions, WorkerTiming};
+pub use monitor::{
+    GpuReading, MonitorError, MonitorOptions, Sample, SystemMonitor, history_csv, parse_history_csv, plot_svg,
+    sample_line, summary_json,
+};
 pub use pool::{
     Chunk, DevicePool, DistributeOptions, InOrder, InWorker, MIN_USEFUL_SHARE, RunStats, WorkerStats, Workload,
 };

@@ -1,0 +1,91 @@
+//! `threadx monitor`: sample the machine, this process and every NVIDIA GPU, print each
+//! sample, and keep the history as CSV and a plot.
+
+use crate::data::check_writable;
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use threadx_multi_gpu::{MonitorOptions, SystemMonitor, history_csv, plot_svg, sample_line};
+use threadx_profile_store::write_file_atomic;
+
+#[derive(Debug, Args)]
+pub struct MonitorArgs {
+    /// Seconds between samples (at least 0.2).
+    #[arg(long, default_value_t = 0.5, value_name = "S")]
+    interval: f64,
+    /// Stop after this many seconds (default: at Ctrl-C).
+    #[arg(long, value_name = "S")]
+    duration: Option<f64>,
+    /// Write the history (one row per sample) to this CSV when stopping.
+    #[arg(long, value_name = "FILE.csv")]
+    out: Option<PathBuf>,
+    /// Draw each metric over time (a panel per family) into this SVG when stopping.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// The most samples kept; the oldest go first.
+    #[arg(long, default_value_t = MonitorOptions::default().max_history, value_name = "N")]
+    max_history: usize,
+}
+
+/// Seconds as a duration, or why not.
+pub fn seconds(flag: &str, s: f64) -> Result<Duration> {
+    if !(s.is_finite() && s > 0.0 && s <= 1e7) {
+        bail!("{flag} must be a positive number of seconds, not {s}");
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+pub fn run(args: &MonitorArgs) -> Result<()> {
+    let options = MonitorOptions {
+        interval: seconds("--interval", args.interval)?,
+        max_history: args.max_history,
+        ..MonitorOptions::default()
+    };
+    let duration = args.duration.map(|d| seconds("--duration", d)).transpose()?;
+    for path in args.out.iter().chain(&args.plot) {
+        check_writable(path)?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    crate::stop_on_interrupt(Arc::clone(&stop));
+    let mut monitor = SystemMonitor::start(&options)?;
+    let started = Instant::now();
+    outln!(
+        "sampling every {} s{}; {}",
+        args.interval,
+        duration.map(|d| format!(" for {} s", d.as_secs_f64())).unwrap_or_else(|| " until Ctrl-C".into()),
+        monitor.gpu_status()
+    );
+    for (i, name) in monitor.gpu_names().iter().enumerate() {
+        outln!("gpu{i}: {name}");
+    }
+    let mut printed = 0.0;
+    let tick = options.interval / 4;
+    while !stop.load(Ordering::SeqCst) && duration.is_none_or(|d| started.elapsed() < d) {
+        std::thread::sleep(tick.min(duration.map_or(tick, |d| d.saturating_sub(started.elapsed()))));
+        if let Some(sample) = monitor.latest().filter(|s| s.elapsed_s > printed) {
+            printed = sample.elapsed_s;
+            outln!("{}", sample_line(&sample));
+        }
+    }
+    monitor.stop();
+    save(&monitor, args.out.as_deref(), args.plot.as_deref(), "threadx monitor")
+}
+
+/// Writes the monitor's history to `csv` and its plot to `svg` (each when given).
+pub fn save(monitor: &SystemMonitor, csv: Option<&Path>, svg: Option<&Path>, title: &str) -> Result<()> {
+    let history = monitor.history();
+    if let Some(path) = csv {
+        write_file_atomic(path, history_csv(&history).as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        outln!("wrote {} samples to {}", history.len(), path.display());
+    }
+    if let Some(path) = svg {
+        let plot = plot_svg(&history, monitor.gpu_names(), monitor.cores(), title)?;
+        write_file_atomic(path, plot.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+        outln!("wrote the plot to {}", path.display());
+    }
+    Ok(())
+}

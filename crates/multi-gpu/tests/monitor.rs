@@ -1,0 +1,61 @@
+//! The system monitor in time: samples at the interval, a bounded history, a prompt stop,
+//! and the machine and process recorded when NVML is absent.
+
+use std::time::{Duration, Instant};
+use threadx_multi_gpu::{MonitorError, MonitorOptions, SystemMonitor, history_csv, parse_history_csv};
+
+fn without_nvml(interval_ms: u64, max_history: usize) -> MonitorOptions {
+    MonitorOptions {
+        interval: Duration::from_millis(interval_ms),
+        max_history,
+        nvml_library: Some("/nonexistent/libnvidia-ml.so.1".into()),
+    }
+}
+
+#[test]
+fn samples_come_at_the_interval_into_a_bounded_history_and_stop_promptly() {
+    let mut monitor = SystemMonitor::start(&without_nvml(200, 5)).unwrap();
+    // Work for the process to be seen doing.
+    let until = Instant::now() + Duration::from_millis(1_900);
+    let mut spins = 0u64;
+    while Instant::now() < until {
+        spins = spins.wrapping_add(std::hint::black_box(1));
+    }
+    let history = monitor.history();
+    assert_eq!(history.len(), 5, "the history keeps the last 5 of 9 samples");
+    let gaps: Vec<f64> = history.windows(2).map(|w| w[1].elapsed_s - w[0].elapsed_s).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    assert!((mean - 0.2).abs() < 0.02, "mean gap {mean:.4} s for a 0.2 s interval: {gaps:?}");
+    assert!(history[0].elapsed_s > 0.9, "the oldest samples were dropped: {:.3}", history[0].elapsed_s);
+    let last = monitor.latest().unwrap();
+    let busy = history.iter().map(|s| s.process_cpu_percent).sum::<f64>() / history.len() as f64;
+    assert!((70.0..=130.0).contains(&busy), "one core busy: {busy:.1} % of a core");
+    assert!(last.memory_total_bytes > last.memory_used_bytes && last.memory_used_bytes > 0);
+    assert!(last.process_rss_bytes > 1_000_000 && (0.0..=100.0).contains(&last.cpu_percent), "{last:?}");
+    assert!(last.gpus.is_empty());
+    assert!(monitor.gpu_status().starts_with("NVML unavailable"), "{}", monitor.gpu_status());
+    assert!(monitor.gpu_names().is_empty());
+    assert_eq!(parse_history_csv(&history_csv(&history)).unwrap(), history);
+
+    // A long interval: stopping does not wait for it.
+    let mut slow = SystemMonitor::start(&without_nvml(30_000, 10)).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let stopping = Instant::now();
+    slow.stop();
+    assert!(stopping.elapsed() < Duration::from_millis(200), "stop took {:?}", stopping.elapsed());
+    assert!(slow.history().is_empty());
+    let stopping = Instant::now();
+    monitor.stop();
+    assert!(stopping.elapsed() < Duration::from_millis(200));
+    let kept = monitor.history().len();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(monitor.history().len(), kept, "no sample after stop");
+}
+
+#[test]
+fn absurd_options_are_refused() {
+    let err = SystemMonitor::start(&without_nvml(50, 8)).err().unwrap();
+    assert!(matches!(err, MonitorError::Interval(_)), "{err}");
+    let err = SystemMonitor::start(&without_nvml(500, 0)).err().unwrap();
+    assert!(err.to_string().contains("at least one sample"), "{err}");
+}
