@@ -413,7 +413,7 @@ fn monitor_prints_samples_and_writes_its_history_and_plot() {
 
     for (flags, why) in [
         (vec!["--interval", "0.05"], "at least 0.2 s"),
-        (vec!["--duration", "-1"], "--duration must be a positive number of seconds"),
+        (vec!["--duration=-1"], "--duration must be a positive number of seconds"),
         (vec!["--out", "/nonexistent/dir/h.csv"], "/nonexistent/dir"),
     ] {
         let out = threadx(&[&["monitor", "--duration", "1"][..], &flags].concat(), &[]);
