@@ -62,6 +62,9 @@ pub struct GpuContext {
     limits: wgpu::Limits,
     pipelines: Mutex<HashMap<&'static str, wgpu::ComputePipeline>>,
     lost: Arc<AtomicBool>,
+    /// Whether the adapter has timestamp queries, and the kernel time they measured (ns).
+    timestamps: bool,
+    kernel_ns: Mutex<f64>,
 }
 
 impl fmt::Debug for GpuContext {
@@ -76,9 +79,11 @@ impl GpuContext {
 
     pub(crate) fn open(adapter: wgpu::Adapter, report: AdapterReport) -> Result<Self, GpuError> {
         let limits = adapter.limits();
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("threadx"),
             required_limits: limits.clone(),
+            required_features: if timestamps { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() },
             ..Default::default()
         }))
         .map_err(|e| GpuError::Open { adapter: report.label(), reason: e.to_string() })?;
@@ -88,7 +93,23 @@ impl GpuContext {
         // wgpu's default handler panics; errors are captured by scopes around each call,
         // and anything that escapes them is only logged.
         device.on_uncaptured_error(Arc::new(|e| tracing::warn!("uncaptured GPU error: {e}")));
-        Ok(Self { report, device, queue, limits, pipelines: Mutex::default(), lost })
+        Ok(Self {
+            report,
+            device,
+            queue,
+            limits,
+            pipelines: Mutex::default(),
+            lost,
+            timestamps,
+            kernel_ns: Mutex::new(0.0),
+        })
+    }
+
+    /// Seconds the kernels of [`Self::dispatch_and_read_back`] ran on the device so far,
+    /// measured by timestamp queries (of those read back); `None` where the adapter has
+    /// no timestamps.
+    pub fn kernel_seconds(&self) -> Option<f64> {
+        self.timestamps.then(|| *self.kernel_ns.lock().unwrap_or_else(PoisonError::into_inner) * 1e-9)
     }
 
     pub fn report(&self) -> &AdapterReport {
@@ -225,7 +246,7 @@ impl GpuContext {
     /// group 0. The caller cuts work so that each dimension fits the adapter's limit.
     pub fn dispatch(&self, kernel: &Kernel, buffers: &[&wgpu::Buffer], workgroups: [u32; 3]) -> Result<(), GpuError> {
         let mut encoder = self.encoder(kernel.name);
-        self.encode_dispatch(&mut encoder, kernel, buffers, workgroups)?;
+        self.encode_dispatch(&mut encoder, kernel, buffers, workgroups, None)?;
         self.scoped(|| {
             self.queue.submit([encoder.finish()]);
             Ok(())
@@ -242,10 +263,34 @@ impl GpuContext {
         len: usize,
     ) -> Result<PendingRead<T>, GpuError> {
         let mut encoder = self.encoder("dispatch_and_read_back");
-        for d in dispatches {
-            self.encode_dispatch(&mut encoder, d.kernel, d.buffers, d.workgroups)?;
+        // Timestamps at the start of the first pass and the end of the last.
+        let queries = (self.timestamps && !dispatches.is_empty()).then(|| {
+            self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("kernel time"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            })
+        });
+        let last = dispatches.len().saturating_sub(1);
+        for (i, d) in dispatches.iter().enumerate() {
+            let writes = queries.as_ref().map(|q| wgpu::ComputePassTimestampWrites {
+                query_set: q,
+                beginning_of_pass_write_index: (i == 0).then_some(0),
+                end_of_pass_write_index: (i == last).then_some(1),
+            });
+            self.encode_dispatch(&mut encoder, d.kernel, d.buffers, d.workgroups, writes)?;
         }
-        self.submit_read_back(encoder, out, len)
+        let stamps = queries.map(|q| {
+            let resolved = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kernel time"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            encoder.resolve_query_set(&q, 0..2, &resolved, 0);
+            resolved
+        });
+        self.submit_read_back(encoder, out, len, stamps.as_ref())
     }
 
     fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
@@ -258,6 +303,7 @@ impl GpuContext {
         kernel: &Kernel,
         buffers: &[&wgpu::Buffer],
         workgroups: [u32; 3],
+        timestamp_writes: Option<wgpu::ComputePassTimestampWrites<'_>>,
     ) -> Result<(), GpuError> {
         let limit = self.limits.max_compute_workgroups_per_dimension;
         if let Some(&n) = workgroups.iter().find(|&&n| n > limit) {
@@ -279,8 +325,8 @@ impl GpuContext {
                 layout: &pipeline.get_bind_group_layout(0),
                 entries: &entries,
             });
-            let mut pass = encoder
-                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(kernel.name), timestamp_writes: None });
+            let mut pass =
+                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(kernel.name), timestamp_writes });
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
@@ -302,36 +348,46 @@ impl GpuContext {
         buffer: &wgpu::Buffer,
         len: usize,
     ) -> Result<PendingRead<T>, GpuError> {
-        self.submit_read_back(self.encoder("readback"), buffer, len)
+        self.submit_read_back(self.encoder("readback"), buffer, len, None)
     }
 
-    /// Appends the copy of `len` elements of `buffer` to `encoder`, submits it and asks for
-    /// the staging buffer's mapping.
+    /// Appends the copy of `len` elements of `buffer` (and of the two resolved timestamps
+    /// in `stamps`, after them) to `encoder`, submits it and asks for the staging buffer's
+    /// mapping.
     fn submit_read_back<T: bytemuck::Pod>(
         &self,
         mut encoder: wgpu::CommandEncoder,
         buffer: &wgpu::Buffer,
         len: usize,
+        stamps: Option<&wgpu::Buffer>,
     ) -> Result<PendingRead<T>, GpuError> {
         let bytes = (len * std::mem::size_of::<T>()) as u64;
+        // The stamps are u64s, after the data.
+        let stamps_at = bytes.next_multiple_of(8);
         self.scoped(|| {
-            if bytes == 0 {
+            if bytes == 0 && stamps.is_none() {
                 self.queue.submit([encoder.finish()]);
-                return Ok(PendingRead { copy: None, len, _items: PhantomData });
+                return Ok(PendingRead { copy: None, len, stamps_at: None, _items: PhantomData });
             }
             let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("readback"),
-                size: bytes,
+                size: if stamps.is_some() { stamps_at + 16 } else { bytes },
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+            if bytes > 0 {
+                encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+            }
+            if let Some(stamps) = stamps {
+                encoder.copy_buffer_to_buffer(stamps, 0, &staging, stamps_at, 16);
+            }
             let submission = self.queue.submit([encoder.finish()]);
             let (tx, mapped) = mpsc::channel();
             staging.map_async(wgpu::MapMode::Read, .., move |r| {
                 let _ = tx.send(r);
             });
-            Ok(PendingRead { copy: Some((staging, submission, mapped)), len, _items: PhantomData })
+            let stamps_at = stamps.map(|_| stamps_at as usize);
+            Ok(PendingRead { copy: Some((staging, submission, mapped)), len, stamps_at, _items: PhantomData })
         })
     }
 
@@ -366,7 +422,16 @@ impl GpuContext {
                 .map_err(|e| GpuError::Readback(e.to_string()))?;
             let data = {
                 let view = staging.get_mapped_range(..).map_err(|e| GpuError::Readback(e.to_string()))?;
-                bytemuck::cast_slice::<u8, T>(&view)[..pending.len].to_vec()
+                if let Some(at) = pending.stamps_at {
+                    let stamp =
+                        |k: usize| u64::from_le_bytes(view[at + 8 * k..at + 8 * k + 8].try_into().unwrap_or([0; 8]));
+                    let (begin, end) = (stamp(0), stamp(1));
+                    if end > begin {
+                        let ns = (end - begin) as f64 * f64::from(self.queue.get_timestamp_period());
+                        *self.kernel_ns.lock().unwrap_or_else(PoisonError::into_inner) += ns;
+                    }
+                }
+                bytemuck::cast_slice::<u8, T>(&view[..pending.len * std::mem::size_of::<T>()]).to_vec()
             };
             staging.unmap();
             Ok(Some(data))
@@ -391,6 +456,8 @@ type MappedSignal = mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>;
 pub struct PendingRead<T> {
     copy: Option<(wgpu::Buffer, wgpu::SubmissionIndex, MappedSignal)>,
     len: usize,
+    /// Where the kernels' two timestamps follow the data in the staging buffer.
+    stamps_at: Option<usize>,
     _items: PhantomData<T>,
 }
 

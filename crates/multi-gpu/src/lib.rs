@@ -16,10 +16,14 @@
 //! what the caller sees is the same whatever the workers, ratios, failures or timing.
 //!
 //! Telemetry lives here too: [`SystemMonitor`] samples the machine, this process and
-//! every NVIDIA GPU (NVML, loaded at run time) in the background.
+//! every NVIDIA GPU (NVML, loaded at run time) in the background; [`PhaseTimer`] splits a
+//! run's wall time into phases and the unaccounted rest; each worker's
+//! [`WorkerStats::phases`] splits its lane time, and GPU kernel time comes from
+//! timestamp queries.
 
 mod balance;
 mod monitor;
+mod phases;
 mod pool;
 mod schedule;
 mod worker;
@@ -29,6 +33,7 @@ pub use monitor::{
     GpuReading, MonitorError, MonitorOptions, Sample, SystemMonitor, history_csv, parse_history_csv, plot_svg,
     sample_line, summary_json,
 };
+pub use phases::{PhaseReport, PhaseTimer};
 pub use pool::{
     Chunk, DevicePool, DistributeOptions, InOrder, InWorker, MIN_USEFUL_SHARE, RunStats, WorkerStats, Workload,
 };

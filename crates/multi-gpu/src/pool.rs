@@ -59,6 +59,13 @@ pub trait Workload: Sync {
 
     /// The outputs of consecutive ranges, in order, as one.
     fn join(&self, parts: Vec<Self::Output>) -> Self::Output;
+
+    /// What a worker on `device` does in `submit`, in `finish` and while its outputs are
+    /// handed over (`in_worker`), for [`WorkerStats::phases`]; equal names add up.
+    fn phase_names(&self, device: &WorkerDevice) -> [&'static str; 3] {
+        let _ = device;
+        ["submit", "finish", "deliver"]
+    }
 }
 
 /// What [`DevicePool::distribute`] calls on the worker's thread right after a chunk.
@@ -108,6 +115,22 @@ pub struct WorkerStats {
     pub splits: u64,
     /// Why it was retired, if it was.
     pub failed: Option<String>,
+    /// Its lanes' seconds per phase ([`Workload::phase_names`]), in order.
+    pub phases: Vec<(&'static str, f64)>,
+    pub on_gpu: bool,
+    /// Seconds its GPU spent running kernels (timestamp queries); `None` on the CPU and
+    /// on adapters without timestamps. Device time: it overlaps the lanes' phases.
+    pub kernel_s: Option<f64>,
+    /// Lanes × the run's wall time: its phases plus `idle_s()` make this up.
+    pub lane_s: f64,
+}
+
+impl WorkerStats {
+    /// Lane time in no phase: waiting for work or for the other lanes, scheduling,
+    /// a throttled worker's sleep.
+    pub fn idle_s(&self) -> f64 {
+        self.lane_s - self.phases.iter().map(|p| p.1).sum::<f64>()
+    }
 }
 
 /// What a run did: per worker, the ratios it started from, and the balance measured
@@ -139,6 +162,14 @@ impl RunStats {
                 }
                 if w.splits > 0 {
                     v["out_of_memory_splits"] = json!(w.splits);
+                }
+                let mut phases: serde_json::Map<String, Value> =
+                    w.phases.iter().map(|(name, s)| ((*name).to_owned(), json!(s))).collect();
+                phases.insert("idle".into(), json!(w.idle_s()));
+                v["phases_s"] = Value::Object(phases);
+                if w.on_gpu {
+                    v["kernel_s"] =
+                        w.kernel_s.map_or_else(|| json!("unavailable (no timestamp queries)"), |k| json!(k));
                 }
                 (w.name.clone(), v)
             })
@@ -292,8 +323,20 @@ impl DevicePool {
         let ratio_list: Vec<f64> = self.workers.iter().map(|w| ratios[&w.name]).collect();
         let mut delivery = Delivery { waiting: BTreeMap::new(), next: 0, in_order };
         let sched = Scheduler::new(items.clone(), &order, &ratio_list, prior);
+        let kernels = |workers: &[Worker]| -> Vec<Option<f64>> {
+            workers.iter().map(|w| w.device.gpu().and_then(|ctx| ctx.kernel_seconds())).collect()
+        };
+        let before = kernels(&self.workers);
+        let pass_started = Instant::now();
         let tally = run_pass(&self.workers, sched, work, &sorted, in_worker, &mut delivery)?;
-        let mut stats: Vec<WorkerStats> = self.workers.iter().zip(&tally.tally).map(|(w, t)| stats_of(w, t)).collect();
+        let pass_s = pass_started.elapsed().as_secs_f64();
+        let mut stats: Vec<WorkerStats> = self
+            .workers
+            .iter()
+            .zip(&tally.tally)
+            .zip(before.iter().zip(kernels(&self.workers)))
+            .map(|((w, t), (before, after))| stats_of(work, w, t, pass_s, before.zip(after).map(|(b, a)| a - b)))
+            .collect();
         if !tally.undone.is_empty() {
             let reasons =
                 stats.iter().filter_map(|s| s.failed.as_ref().map(|f| format!("{}: {f}", s.name))).collect::<Vec<_>>();
@@ -303,11 +346,13 @@ impl DevicePool {
             tracing::warn!("every worker failed; the {} chunks left run on the CPU", tally.undone.len());
             let cpu = [Worker::cpu().named("cpu (fallback)")];
             let sched = Scheduler::new(items, &tally.undone, &[1.0], vec![None]);
+            let fallback_started = Instant::now();
             let fallback = run_pass(&cpu, sched, work, &sorted, in_worker, &mut delivery)?;
             if !fallback.undone.is_empty() {
                 return Err(PoolError::AllFailed(reasons.join("; "), fallback.undone.len()).into());
             }
-            stats.push(stats_of(&cpu[0], &fallback.tally[0]));
+            let fallback_s = fallback_started.elapsed().as_secs_f64();
+            stats.push(stats_of(work, &cpu[0], &fallback.tally[0], fallback_s, None));
         }
         let total: u64 = stats.iter().map(|s| s.items).sum();
         for s in &mut stats {
@@ -370,8 +415,26 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-fn stats_of(w: &Worker, t: &crate::schedule::Tally) -> WorkerStats {
+/// Worker `w`'s stats from its tally over a pass of `pass_s` seconds.
+fn stats_of<W: Workload>(
+    work: &W,
+    w: &Worker,
+    t: &crate::schedule::Tally,
+    pass_s: f64,
+    kernel_s: Option<f64>,
+) -> WorkerStats {
+    let mut phases: Vec<(&'static str, f64)> = Vec::new();
+    for (name, s) in work.phase_names(&w.device).into_iter().zip(t.phases) {
+        match phases.iter_mut().find(|p| p.0 == name) {
+            Some(p) => p.1 += s,
+            None => phases.push((name, s)),
+        }
+    }
     WorkerStats {
+        phases,
+        on_gpu: w.device.gpu().is_some(),
+        kernel_s,
+        lane_s: w.lanes as f64 * pass_s,
         name: w.name.clone(),
         chunks: t.chunks,
         items: t.items,
@@ -603,7 +666,15 @@ impl<W: Workload, E> Shared<'_, W, E> {
     fn submit(&self, w: usize, state: &mut W::Lane, items: Range<u64>) -> Result<W::Pending, WorkError> {
         let worker = &self.workers[w];
         worker.injected_out_of_memory(&items)?;
-        worker.install(|| self.work.submit(state, items))
+        self.timed(w, 0, || worker.install(|| self.work.submit(state, items)))
+    }
+
+    /// Runs `f`, adding its time to phase `phase` of worker `w`.
+    fn timed<R>(&self, w: usize, phase: usize, f: impl FnOnce() -> R) -> R {
+        let started = Instant::now();
+        let r = f();
+        self.lock().tally[w].phases[phase] += started.elapsed().as_secs_f64();
+        r
     }
 
     /// Waits for `slot`'s output on worker `w`, or gives up once another copy of it was
@@ -616,7 +687,7 @@ impl<W: Workload, E> Shared<'_, W, E> {
         pending: W::Pending,
     ) -> Result<Option<W::Output>, WorkError> {
         let wanted = || !self.stop.load(Ordering::SeqCst) && !self.lock().is_done(slot);
-        self.workers[w].install(|| self.work.finish(state, pending, &wanted))
+        self.timed(w, 1, || self.workers[w].install(|| self.work.finish(state, pending, &wanted)))
     }
 
     /// Books a copy of `slot` that worker `w` leaves unread (another copy came first).
@@ -660,7 +731,7 @@ impl<W: Workload, E> Shared<'_, W, E> {
         let first = self.lock().complete(slot, w, lane, Instant::now());
         self.wake.notify_all();
         if first && !self.stop.load(Ordering::SeqCst) {
-            let message = match (self.in_worker)(&self.chunks[slot], &output) {
+            let message = match self.timed(w, 2, || (self.in_worker)(&self.chunks[slot], &output)) {
                 Ok(()) => Message::Done(slot, output),
                 Err(e) => Message::Error(e),
             };

@@ -30,6 +30,8 @@ pub(crate) struct Tally {
     /// Times a piece ran out of memory on it and was split in two.
     pub splits: u64,
     pub failed: Option<String>,
+    /// Seconds its lanes spent in `submit`, in `finish` and handing outputs over.
+    pub phases: [f64; 3],
     in_flight: usize,
     busy_since: Option<Instant>,
 }

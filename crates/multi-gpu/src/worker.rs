@@ -15,6 +15,16 @@ pub enum WorkerDevice {
     Gpu(Arc<GpuContext>),
 }
 
+impl WorkerDevice {
+    /// The GPU's context, if this is a GPU.
+    pub fn gpu(&self) -> Option<&Arc<GpuContext>> {
+        match self {
+            Self::Cpu => None,
+            Self::Gpu(ctx) => Some(ctx),
+        }
+    }
+}
+
 impl fmt::Debug for WorkerDevice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -123,3 +123,35 @@ fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
         assert!(abandoned * 4 < drained, "{name}: left after {abandoned:?}, the kernel ran {drained:?}");
     }
 }
+
+#[test]
+fn a_workers_phases_fill_its_lane_time_and_gpu_kernels_are_timed() {
+    let work = Hashes { items: 20_000, rounds: 500 };
+    let all = chunks(20_000, 1_000);
+    for ctx in adapters() {
+        let pool = DevicePool::new(vec![Worker::gpu(0, ctx.clone()), Worker::cpu().with_lanes(1)]).unwrap();
+        let mut options = DistributeOptions::new("hashes");
+        options.ratios = Some(ratios(&[(pool.names()[0].as_str(), 0.5), ("cpu", 0.5)]));
+        let (_, stats) = run(&pool, &work, &all, &options);
+        for w in &stats.workers {
+            let names: Vec<&str> = w.phases.iter().map(|p| p.0).collect();
+            assert_eq!(names, ["submit", "finish", "deliver"], "{w:?}");
+            let timed: f64 = w.phases.iter().map(|p| p.1).sum();
+            assert!(timed > 0.0 && timed <= w.lane_s && w.idle_s() >= 0.0, "{w:?}");
+            assert!((w.lane_s - stats.wall_s).abs() < 0.05, "one lane, the run's wall time: {w:?}");
+        }
+        let (gpu, cpu) = (&stats.workers[0], &stats.workers[1]);
+        assert!(gpu.on_gpu && !cpu.on_gpu && cpu.kernel_s.is_none());
+        let json = stats.to_json("items");
+        match ctx.kernel_seconds() {
+            Some(_) => {
+                let k = gpu.kernel_s.unwrap();
+                assert!(gpu.chunks == 0 || (k > 0.0 && k < stats.wall_s), "{}: kernel {k} s", ctx.report().label());
+                assert_eq!(json[&gpu.name]["kernel_s"], k);
+            }
+            None => assert!(json[&gpu.name]["kernel_s"].as_str().unwrap().starts_with("unavailable")),
+        }
+        assert!(json["cpu"].get("kernel_s").is_none());
+        assert!(json["cpu"]["phases_s"]["idle"].as_f64().unwrap() >= 0.0);
+    }
+}

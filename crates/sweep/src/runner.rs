@@ -293,6 +293,14 @@ impl Workload for SweepWork<'_> {
         }
     }
 
+    fn phase_names(&self, device: &WorkerDevice) -> [&'static str; 3] {
+        match device {
+            // A CPU chunk is simulated in `submit`; `finish` only hands it back.
+            WorkerDevice::Cpu => ["simulate", "simulate", "write"],
+            WorkerDevice::Gpu(_) => ["upload", "readback", "write"],
+        }
+    }
+
     fn join(&self, parts: Vec<ChunkResult>) -> ChunkResult {
         let mut all = ChunkResult::default();
         for part in parts {
