@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, select_gpu};
 use threadx_indicators::{IndicatorBank, Ohlcv, SeededRng};
-use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PhaseTimer, Worker};
 use threadx_sweep::{OutputOptions, Shard, Sweep, SweepSpec, run_to_files};
 
 /// `below(n)`: a draw in 0..n.
@@ -89,7 +89,7 @@ pub fn run(args: &[String]) -> Result<()> {
             by: "sharpe".into(),
             heatmap: None,
         };
-        let report = run_to_files(&sweep, &data, &pool, &distribute, &opts, &mut |_, _| {})?;
+        let report = run_to_files(&sweep, &data, &pool, &distribute, &opts, PhaseTimer::start(), &mut |_, _| {})?;
         let digest = hex(&Sha256::digest(std::fs::read(&out)?));
         let shares = report.summary["balance"]["ratios"].as_object().cloned().unwrap_or_default();
         let split: Vec<String> =

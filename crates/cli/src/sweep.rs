@@ -11,8 +11,11 @@ use std::time::Instant;
 use threadx_backtest::{Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::{IndicatorBank, Ohlcv};
-use threadx_multi_gpu::{BalanceOptions, DevicePool, DistributeOptions};
-use threadx_profile_store::Profiles;
+use threadx_multi_gpu::{
+    BalanceOptions, DevicePool, DistributeOptions, MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg,
+    summary_json,
+};
+use threadx_profile_store::{Profiles, write_file_atomic};
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, Sample, Shard, SweepPlan, SweepSpec, WalkForward, available_memory,
     check_output, check_writable, checkpoint_dir, merge, metric_index, run_to_files, walk_forward,
@@ -94,6 +97,18 @@ pub struct SweepArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Print where the time went: each phase of the run (and the unaccounted rest) and
+    /// each worker's busy time (upload, kernel, readback, simulate, write, idle). The
+    /// summary JSON holds it either way.
+    #[arg(long)]
+    profile: bool,
+    /// Sample CPU, memory and every NVIDIA GPU during the run (every 0.2 s): their mean
+    /// and max go into the summary JSON, and a plot beside the results.
+    #[arg(long)]
+    monitor: bool,
+    /// Where --monitor draws its plot (default: beside --out, `-monitor.svg`).
+    #[arg(long, value_name = "FILE.svg", requires = "monitor")]
+    monitor_plot: Option<PathBuf>,
 }
 
 /// `8G`, `500M`, `64k` or a plain byte count (binary multiples: 1k = 1024).
@@ -184,7 +199,7 @@ fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
 }
 
 pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
-    let started = Instant::now();
+    let mut phases = PhaseTimer::start();
     // Everything the user typed is checked before data is read or anything computed.
     let spec = build_spec(args)?;
     metric_index(&args.by)?;
@@ -212,6 +227,14 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         by: args.by.clone(),
         heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
     };
+    let monitor_plot =
+        args.monitor.then(|| args.monitor_plot.clone().unwrap_or_else(|| sibling(&args.out, "-monitor.svg")));
+    if let Some(plot) = &monitor_plot {
+        if spec.walk_forward.is_some() {
+            bail!("--monitor applies to a grid or random sweep, not to --walk-forward");
+        }
+        check_writable(plot)?;
+    }
     if spec.walk_forward.is_some() {
         check_writable(&args.out)?;
     } else {
@@ -227,9 +250,14 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         }
         None => None,
     };
-    let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
-    let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
-    let loaded_s = started.elapsed().as_secs_f64();
+    let mut monitor = match args.monitor {
+        true => Some(SystemMonitor::start(&MonitorOptions { interval: MIN_INTERVAL, ..MonitorOptions::default() })?),
+        false => None,
+    };
+    let (data, dispatcher) = phases.time("load", || -> Result<_> {
+        let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
+        Ok((data, Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?))
+    })?;
     if spec.walk_forward.is_some() {
         return in_pool(pool.as_deref(), || walk(&data, &dispatcher, &spec, args));
     }
@@ -253,18 +281,32 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let bank = IndicatorBank::new(&data, &dispatcher);
     let sweep = in_pool(pool.as_deref(), || plan.prepare(&bank))?;
     let prepare_s = prepare_started.elapsed().as_secs_f64();
-    let (devices, distribute) = device_pool(mode, &dispatcher, pool, &sweep)?;
+    let indicators_s = (bank.runs().iter().map(|r| r.elapsed_ms).sum::<f64>() / 1e3).min(prepare_s);
+    phases.add("indicators", indicators_s);
+    phases.add("book", prepare_s - indicators_s);
+    let (devices, distribute) = phases.time("devices", || device_pool(mode, &dispatcher, pool, &sweep))?;
     crate::on_interrupt(format!(
         "the finished chunks are kept in {}; run the same command with --resume to continue",
         checkpoint_dir(&opts.out).display()
     ));
     let bar = progress_bar(sweep.combos().len(), args.quiet, "combos");
-    let report = run_to_files(&sweep, &data, &devices, &distribute, &opts, &mut |done, total| {
+    let report = run_to_files(&sweep, &data, &devices, &distribute, &opts, phases, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     });
     bar.finish_and_clear();
-    let report = report?;
+    let mut report = report?;
+    if let (Some(monitor), Some(plot)) = (monitor.as_mut(), &monitor_plot) {
+        monitor.stop();
+        let history = monitor.history();
+        report.summary["telemetry"] = summary_json(&history, monitor.gpu_names(), monitor.gpu_status());
+        let summary = format!("{:#}\n", report.summary);
+        write_file_atomic(&report.summary_path, summary.as_bytes())
+            .with_context(|| format!("writing {}", report.summary_path.display()))?;
+        let title = format!("threadx sweep {}", opts.out.display());
+        let svg = plot_svg(&history, monitor.gpu_names(), monitor.cores(), &title)?;
+        write_file_atomic(plot, svg.as_bytes()).with_context(|| format!("writing {}", plot.display()))?;
+    }
     if let Err(e) = dispatcher.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
@@ -276,9 +318,16 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         }
         None => "none (every chunk came from the checkpoint)".into(),
     };
+    let phase = |name: &str| {
+        report.summary["phases"]["phases"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["phase"] == name))
+            .and_then(|r| r["s"].as_f64())
+            .unwrap_or(0.0)
+    };
     outln!(
         "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {backtests}, writing {:.2}s",
-        loaded_s,
+        phase("load"),
         prepare_s,
         bank.computations(),
         t["assembling"].as_f64().unwrap_or(0.0),
@@ -286,12 +335,89 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if let Some(workers) = report.summary["workers"].as_object().filter(|w| !w.is_empty()) {
         outln!("workers: {}", workers_line(workers));
     }
+    if args.profile {
+        out!("{}", profile_tables(&report.summary));
+    }
+    if let (Some(telemetry), Some(plot)) = (report.summary.get("telemetry"), &monitor_plot) {
+        outln!("{}", telemetry_line(telemetry));
+        outln!("wrote the monitor plot to {}", plot.display());
+    }
     outln!("wrote {} rows to {}", report.rows, opts.out.display());
     outln!("wrote the summary to {}", report.summary_path.display());
     if let Some(h) = &opts.heatmap {
         outln!("wrote the {} heatmap to {}", args.by, h.path.display());
     }
     Ok(())
+}
+
+/// The summary's phases as a table, then each worker's lane time by phase.
+fn profile_tables(summary: &serde_json::Value) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("where the time went (wall):\n");
+    let wall = summary["phases"]["wall_s"].as_f64().unwrap_or(0.0);
+    let _ = writeln!(out, "  {:<14}{:>10}{:>9}", "phase", "s", "share");
+    for row in summary["phases"]["phases"].as_array().into_iter().flatten() {
+        let s = row["s"].as_f64().unwrap_or(0.0);
+        let _ = writeln!(
+            out,
+            "  {:<14}{s:>10.4}{:>8.1}%",
+            row["phase"].as_str().unwrap_or("?"),
+            row["share"].as_f64().unwrap_or(0.0) * 100.0
+        );
+    }
+    let _ = writeln!(out, "  {:<14}{wall:>10.4}{:>8.1}%", "total", 100.0);
+    let Some(workers) = summary["workers"].as_object().filter(|w| !w.is_empty()) else { return out };
+    const COLUMNS: [&str; 6] = ["upload", "kernel", "readback", "simulate", "write", "idle"];
+    let _ = writeln!(out, "each worker's lane time during the backtests (s; kernel is device time, inside readback):");
+    let width = workers.keys().map(|k| k.len()).max().unwrap_or(6).max(6);
+    let _ = write!(out, "  {:<width$}", "worker");
+    for c in COLUMNS {
+        let _ = write!(out, "{c:>10}");
+    }
+    out.push('\n');
+    for (name, w) in workers {
+        let _ = write!(out, "  {name:<width$}");
+        for c in COLUMNS {
+            let cell = match (c, &w["kernel_s"]) {
+                ("kernel", serde_json::Value::String(_)) => "n/a".to_owned(),
+                ("kernel", k) => k.as_f64().map_or_else(|| "-".to_owned(), |k| format!("{k:.4}")),
+                _ => w["phases_s"][c].as_f64().map_or_else(|| "-".to_owned(), |v| format!("{v:.4}")),
+            };
+            let _ = write!(out, "{cell:>10}");
+        }
+        out.push('\n');
+    }
+    if workers.values().any(|w| w["kernel_s"].is_string()) {
+        let _ = writeln!(out, "  (n/a: the adapter has no timestamp queries)");
+    }
+    out
+}
+
+/// `telemetry: 4 samples; cpu mean 61.2 % max 98.0 %; rss max 120 MB; gpu0 …`.
+fn telemetry_line(t: &serde_json::Value) -> String {
+    let stat = |v: &serde_json::Value, scale: f64, unit: &str| match (v["mean"].as_f64(), v["max"].as_f64()) {
+        (Some(mean), Some(max)) => format!("mean {:.1}{unit} max {:.1}{unit}", mean * scale, max * scale),
+        _ => "no samples".into(),
+    };
+    let mut line = format!(
+        "telemetry: {} samples; machine cpu {}; process cpu {} (of a core); process rss {}",
+        t["samples"],
+        stat(&t["cpu_percent"], 1.0, " %"),
+        stat(&t["process_cpu_percent"], 1.0, " %"),
+        stat(&t["process_rss_bytes"], 1e-6, " MB"),
+    );
+    for (name, g) in t["gpus"].as_object().into_iter().flatten() {
+        line += &format!(
+            "; {name} ({}) busy {}, power {}",
+            g["name"].as_str().unwrap_or("?"),
+            stat(&g["utilization_percent"], 1.0, " %"),
+            stat(&g["power_w"], 1.0, " W")
+        );
+    }
+    if t["gpus"].as_object().is_none_or(|g| g.is_empty()) {
+        line += &format!("; {}", t["gpu_status"].as_str().unwrap_or(""));
+    }
+    line
 }
 
 /// `gpu0:NVIDIA H100 81.0 % (12 chunks, 5,204,122 combos/s), cpu 19.0 % (…)`.

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
-use threadx_multi_gpu::{DevicePool, DistributeOptions};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, PhaseTimer};
 use threadx_profile_store::{AtomicFile, write_file_atomic};
 
 /// How a sweep writes its results.
@@ -174,12 +174,15 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
 /// Runs `sweep` (prepared on `data`) to files as `opts` says, on the workers of `pool` as
 /// `distribute` splits the work, calling `progress` as chunks finish. Chunks already in the checkpoint are read back, not run, when
 /// `opts.resume` is set and the checkpoint was made by the same spec, data and sharding.
+/// `phases` goes on timing (the caller's phases before, e.g. load and indicators, then
+/// `backtests`, `merge` and `write`); the summary's `phases` holds its breakdown.
 pub fn run_to_files(
     sweep: &Sweep,
     data: &Ohlcv,
     pool: &DevicePool,
     distribute: &DistributeOptions,
     opts: &OutputOptions,
+    mut phases: PhaseTimer,
     progress: ProgressFn<'_>,
 ) -> Result<SweepReport, SweepError> {
     let started = Instant::now();
@@ -230,6 +233,7 @@ pub fn run_to_files(
         }
         leaderboard.offer(row);
     };
+    let resume_started = Instant::now();
     for &c in &resumed {
         let path = chunk_path(&parts, c);
         let text = fs::read_to_string(&path).map_err(io_error(&path))?;
@@ -239,6 +243,9 @@ pub fn run_to_files(
             rows += 1;
         }
         done_positions += combos.chunk_len(c);
+    }
+    if !resumed.is_empty() {
+        phases.add("merge", resume_started.elapsed().as_secs_f64());
     }
     progress(done_positions, total);
 
@@ -268,6 +275,7 @@ pub fn run_to_files(
         Ok(())
     })?;
     let run_s = run_started.elapsed().as_secs_f64();
+    phases.add("backtests", run_s);
 
     let assemble_started = Instant::now();
     let mut file = AtomicFile::create(&opts.out).map_err(io_error(&opts.out))?;
@@ -278,8 +286,9 @@ pub fn run_to_files(
         std::io::copy(&mut chunk, &mut file).map_err(io_error(&opts.out))?;
     }
     file.commit().map_err(io_error(&opts.out))?;
+    phases.add("merge", assemble_started.elapsed().as_secs_f64());
     if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
-        write_file_atomic(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path))?;
+        phases.time("write", || write_file_atomic(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path)))?;
     }
     let assemble_s = assemble_started.elapsed().as_secs_f64();
     let write_s = write_s.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -306,6 +315,8 @@ pub fn run_to_files(
             "combos_per_s": if to_run.is_empty() || run_s <= 0.0 { Value::Null } else { json!(rows_run as f64 / run_s) },
         },
         "best": best_json(strategy, &leaderboard),
+        // Until here: writing the summary itself is the one thing not in it.
+        "phases": phases.report().to_json(),
     });
     let summary_path = summary_path(&opts.out);
     write_file_atomic(&summary_path, format!("{summary:#}\n").as_bytes()).map_err(io_error(&summary_path))?;

@@ -7,7 +7,7 @@ use threadx_backtest::{Metrics, Strategy, backtest};
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
-use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PhaseTimer, Worker};
 use threadx_sweep::{
     OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepSpec, merge, parse_row, run_to_files, walk_forward,
 };
@@ -57,7 +57,7 @@ fn to_files(
 ) -> Result<serde_json::Value, SweepError> {
     let mut distribute = DistributeOptions::new(sweep.workload_tag());
     distribute.ratios = Some(pool.names().into_iter().zip(ratios.iter().copied()).collect());
-    run_to_files(sweep, data, pool, &distribute, opts, &mut |_, _| {}).map(|r| r.summary)
+    run_to_files(sweep, data, pool, &distribute, opts, PhaseTimer::start(), &mut |_, _| {}).map(|r| r.summary)
 }
 
 /// Runs `spec` on `data` into `out` with `threads` CPU threads; returns the CSV bytes.
