@@ -432,3 +432,57 @@ fn a_read_only_results_file_is_refused_and_a_private_one_stays_private() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
 }
+
+#[test]
+fn profile_prints_where_the_time_went_and_monitor_adds_telemetry() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = SMALL.to_vec();
+    args[4] = "synthetic:bars=20000,seed=3";
+    args.extend(["--out", "r.csv", "--profile", "--monitor"]);
+    let out = threadx(dir.path(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let table: Vec<&str> =
+        stdout.lines().skip_while(|l| !l.starts_with("where the time went")).skip(2).take(9).collect();
+    let phases: Vec<&str> = table.iter().filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(
+        phases,
+        ["load", "indicators", "book", "devices", "backtests", "merge", "write", "unaccounted", "total"],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  worker    upload    kernel  readback  simulate     write      idle\n  cpu "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("telemetry: ") && stdout.contains("wrote the monitor plot to r-monitor.svg"), "{stdout}");
+
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let rows = summary["phases"]["phases"].as_array().unwrap();
+    let sum: f64 = rows.iter().map(|r| r["s"].as_f64().unwrap()).sum();
+    let wall = summary["phases"]["wall_s"].as_f64().unwrap();
+    assert!((sum - wall).abs() < 1e-3, "phases and unaccounted {sum} s, wall {wall} s");
+    assert!(rows.iter().all(|r| r["s"].as_f64().unwrap() >= 0.0), "{rows:?}");
+    let cpu = &summary["workers"]["cpu"]["phases_s"];
+    assert!(cpu["simulate"].as_f64().unwrap() > 0.0 && cpu["idle"].as_f64().unwrap() >= 0.0, "{cpu}");
+    assert!(summary["workers"]["cpu"].get("kernel_s").is_none());
+    let telemetry = &summary["telemetry"];
+    assert!(telemetry["gpu_status"].as_str().unwrap().starts_with("NVML"), "{telemetry}");
+    if telemetry["samples"].as_u64().unwrap() > 0 {
+        let cpu = telemetry["cpu_percent"]["max"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&cpu) && telemetry["process_rss_bytes"]["max"].as_f64().unwrap() > 1e6);
+    }
+    assert!(std::fs::read_to_string(dir.path().join("r-monitor.svg")).unwrap().contains("memory, GiB"));
+
+    // Without --profile the table is not printed, but the summary holds the phases.
+    let mut args = SMALL.to_vec();
+    args.extend(["--out", "q.csv"]);
+    let out = threadx(dir.path(), &args);
+    assert!(!text(&out.stdout).contains("where the time went"));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("q.json")).unwrap()).unwrap();
+    assert_eq!(summary["phases"]["phases"].as_array().unwrap().last().unwrap()["phase"], "unaccounted");
+    assert!(summary.get("telemetry").is_none());
+    let out = threadx(dir.path(), &["sweep", "--monitor-plot", "x.svg"]);
+    assert!(!out.status.success() && text(&out.stderr).contains("--monitor"), "{}", text(&out.stderr));
+}
