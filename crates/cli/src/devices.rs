@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use serde_json::json;
-use threadx_dispatch::{ADAPTER_ENV, AdapterReport, DeviceMode, fingerprint, format_bytes, nvml_present, select_gpu};
+use threadx_dispatch::{ADAPTER_ENV, AdapterReport, DeviceMode, fingerprint, format_bytes, select_gpu};
 
 /// Mesa's Vulkan driver on the CPU reports itself as llvmpipe.
 fn is_lavapipe(a: &AdapterReport) -> bool {
@@ -12,7 +12,7 @@ fn is_lavapipe(a: &AdapterReport) -> bool {
 pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
     let mode = crate::mode(device)?;
     let selection = select_gpu();
-    let nvml = nvml_present();
+    let nvml = threadx_multi_gpu::nvml_gpus();
     let fp = fingerprint(selection.chosen_report());
     if as_json {
         let out = json!({
@@ -20,7 +20,7 @@ pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
             "default": selection.chosen_report().map(|a| a.rank),
             "problem": selection.problem,
             "mode": mode.to_string(),
-            "nvml": nvml,
+            "nvml": nvml.is_ok(),
             "fingerprint": fp,
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
@@ -71,7 +71,10 @@ pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
     outln!("Device mode: {mode} (--device or THREADX_DEVICE: auto, cpu, gpu)");
     outln!(
         "NVML: {}",
-        if nvml { "present (GPU telemetry available)" } else { "not present (no NVIDIA GPU telemetry)" }
+        match &nvml {
+            Ok(n) => format!("present, {n} GPU(s) (telemetry: threadx monitor, sweep --monitor)"),
+            Err(e) => format!("not present (no NVIDIA GPU telemetry): {e}"),
+        }
     );
     outln!("Profile fingerprint: {fp}");
     Ok(())

@@ -245,12 +245,3 @@ pub fn fingerprint(gpu: Option<&AdapterReport>) -> String {
 pub fn host_fingerprint() -> String {
     format!("threadx {}; cpu {}; gpu ", env!("CARGO_PKG_VERSION"), threadx_profile_store::host_cpu())
 }
-
-/// Whether NVIDIA's management library (NVML) can be loaded, for GPU telemetry.
-#[allow(unsafe_code)] // Loading a library runs its initialisers; NVML's are benign.
-pub fn nvml_present() -> bool {
-    // SAFETY: the library is only opened and closed; no symbol is called.
-    ["libnvidia-ml.so.1", "libnvidia-ml.so", "nvml.dll"]
-        .iter()
-        .any(|&name| unsafe { libloading::Library::new(name) }.is_ok())
-}

@@ -20,9 +20,7 @@ mod mode;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use adapters::{
-    AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, nvml_present, select_gpu, thousands,
-};
+pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_gpu, thousands};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
 pub use gpu::{Dispatch, GpuContext, GpuError, Kernel, PendingRead, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};

@@ -30,8 +30,8 @@ mod worker;
 
 pub use balance::{Balance, BalanceOptions, WorkerTiming};
 pub use monitor::{
-    GpuReading, MIN_INTERVAL, MonitorError, MonitorOptions, Sample, SystemMonitor, history_csv, parse_history_csv,
-    plot_svg, sample_line, summary_json,
+    GpuReading, MIN_INTERVAL, MonitorError, MonitorOptions, Sample, SystemMonitor, history_csv, nvml_gpus,
+    parse_history_csv, plot_svg, sample_line, summary_json,
 };
 pub use phases::{PhaseReport, PhaseTimer};
 pub use pool::{

@@ -194,6 +194,11 @@ impl Drop for SystemMonitor {
     }
 }
 
+/// How many GPUs NVML sees, or why it cannot be used (no NVIDIA driver).
+pub fn nvml_gpus() -> Result<u32, String> {
+    open_nvml(None).and_then(|nvml| nvml.device_count()).map_err(|e| e.to_string())
+}
+
 fn open_nvml(path: Option<&OsStr>) -> Result<nvml_wrapper::Nvml, nvml_wrapper::error::NvmlError> {
     match path {
         Some(path) => nvml_wrapper::Nvml::builder().lib_path(path).init(),
