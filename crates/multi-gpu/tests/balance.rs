@@ -1,15 +1,18 @@
 //! The balance and the schedule in time: a throttled worker's ratio found, a run as fast
 //! as the workers' summed throughputs allow, a slow worker that cannot stall a run, nor a
-//! device still busy with a chunk another worker delivered.
+//! device still busy with a chunk another worker delivered; a GPU read that is no longer
+//! wanted is left without waiting for the device; each worker's time by phase.
 //! These tests time real work, so they run one at a time.
 #![allow(clippy::print_stdout)] // Measured figures are printed for the test log.
 
 mod common;
 
-use common::{Hashes, chunks, ratios, run};
+use common::{Hashes, chunks, hash, ratios, run};
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use threadx_dispatch::testing::adapters;
 use threadx_multi_gpu::{
     BalanceOptions, DevicePool, DistributeOptions, PoolError, WorkError, Worker, WorkerDevice, Workload,
 };
@@ -193,4 +196,72 @@ fn a_device_still_working_on_a_chunk_finished_elsewhere_does_not_hold_the_runs_e
     assert_eq!(stats.workers[0].chunks, 6, "{stats:?}");
     // The lagging device's 2 s wait is left as soon as "quick" delivers its chunk.
     assert!(stats.wall_s < 1.0, "the run waited for the lagging device: {} s", stats.wall_s);
+}
+
+#[test]
+fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // About a second of work on lavapipe, in one submission.
+    let heavy = Hashes { items: 65_536, rounds: 20_000 };
+    // Devices of its own: on lavapipe another test's submit to a shared device blocks
+    // until that test's kernel is done, holding the device while it waits. GL runs a
+    // submission on the submitting thread: nothing is left to wait for there.
+    let own: Vec<_> = threadx_dispatch::select_gpu().open_all().into_iter().filter_map(|(_, ctx)| ctx.ok()).collect();
+    assert_eq!(own.len(), adapters().len());
+    for ctx in own.iter().filter(|ctx| ctx.report().backend != "gl") {
+        let name = &ctx.report().name;
+        let mut lane = heavy.open(&WorkerDevice::Gpu(ctx.clone())).unwrap();
+        let started = Instant::now();
+        let pending = heavy.submit(&mut lane, 0..heavy.items).unwrap();
+        let asked = AtomicUsize::new(0);
+        let left = heavy
+            .finish(&mut lane, pending, &|| {
+                asked.fetch_add(1, Ordering::SeqCst);
+                false
+            })
+            .unwrap();
+        let abandoned = started.elapsed();
+        // The next read waits behind the abandoned kernel, and is right.
+        let small = heavy.submit(&mut lane, 7..9).unwrap();
+        let next = heavy.finish(&mut lane, small, &|| true).unwrap();
+        let drained = started.elapsed();
+        println!("{name}: left after {abandoned:?}, the lane drained after {drained:?}");
+        assert!(left.is_none(), "{name}: the read was waited for");
+        assert_eq!(asked.load(Ordering::SeqCst), 1, "{name}");
+        assert_eq!(next, Some(vec![hash(7, heavy.rounds), hash(8, heavy.rounds)]), "{name}");
+        assert!(abandoned * 4 < drained, "{name}: left after {abandoned:?}, the kernel ran {drained:?}");
+    }
+}
+
+#[test]
+fn a_workers_phases_fill_its_lane_time_and_gpu_kernels_are_timed() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let work = Hashes { items: 20_000, rounds: 500 };
+    let all = chunks(20_000, 1_000);
+    for ctx in adapters() {
+        let pool = DevicePool::new(vec![Worker::gpu(0, ctx.clone()), Worker::cpu().with_lanes(1)]).unwrap();
+        let mut options = DistributeOptions::new("hashes");
+        options.ratios = Some(ratios(&[(pool.names()[0].as_str(), 0.5), ("cpu", 0.5)]));
+        let (_, stats) = run(&pool, &work, &all, &options);
+        for w in &stats.workers {
+            let names: Vec<&str> = w.phases.iter().map(|p| p.0).collect();
+            assert_eq!(names, ["submit", "finish", "deliver"], "{w:?}");
+            let timed: f64 = w.phases.iter().map(|p| p.1).sum();
+            assert!(timed > 0.0 && timed <= w.lane_s && w.idle_s() >= 0.0, "{w:?}");
+            assert!((w.lane_s - stats.wall_s).abs() < 0.05, "one lane, the run's wall time: {w:?}");
+        }
+        let (gpu, cpu) = (&stats.workers[0], &stats.workers[1]);
+        assert!(gpu.on_gpu && !cpu.on_gpu && cpu.kernel_s.is_none());
+        let json = stats.to_json("items");
+        match ctx.kernel_seconds() {
+            Some(_) => {
+                let k = gpu.kernel_s.unwrap();
+                assert!(gpu.chunks == 0 || (k > 0.0 && k < stats.wall_s), "{}: kernel {k} s", ctx.report().label());
+                assert_eq!(json[&gpu.name]["kernel_s"], k);
+            }
+            None => assert!(json[&gpu.name]["kernel_s"].as_str().unwrap().starts_with("unavailable")),
+        }
+        assert!(json["cpu"].get("kernel_s").is_none());
+        assert!(json["cpu"]["phases_s"]["idle"].as_f64().unwrap() >= 0.0);
+    }
 }

@@ -1,6 +1,5 @@
 //! The device pool gives the bytes of one CPU whatever the workers (CPU, every adapter,
-//! several logical workers on one), ratios, hand-out orders, failures and splits; a GPU
-//! read that is no longer wanted is left without waiting for the device.
+//! several logical workers on one), ratios, hand-out orders, failures and splits.
 
 #![allow(clippy::print_stdout)] // Measured figures are printed for the test log.
 
@@ -8,13 +7,16 @@ mod common;
 
 use common::{Hashes, chunks, hash, ratios, run};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 use threadx_dispatch::testing::adapters;
-use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PoolError, Worker, WorkerDevice, Workload};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PoolError, Worker};
+
+/// One test at a time: lavapipe's kernels take both cores, and a starved worker could
+/// see every chunk taken before its injected failure strikes.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn every_mix_of_workers_gives_the_bytes_of_one_cpu() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let work = Hashes { items: 5_000, rounds: 64 };
     let expected: Vec<u32> = (0..5_000).map(|i| hash(i, 64)).collect();
     let all = chunks(5_000, 97);
@@ -52,6 +54,7 @@ fn every_mix_of_workers_gives_the_bytes_of_one_cpu() {
 
 #[test]
 fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let work = Hashes { items: 3_000, rounds: 32 };
     let expected: Vec<u32> = (0..3_000).map(|i| hash(i, 32)).collect();
     let all = chunks(3_000, 100);
@@ -59,7 +62,7 @@ fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
     options.ratios = Some(ratios(&[("lost", 0.5), ("small", 0.5)]));
     // No healthy worker beside them: "small" (and the GPU) must split what "lost" leaves.
     let mut workers = vec![
-        Worker::cpu().with_lanes(1).named("lost").with_fault(Fault::FailAt { chunk: 3 }),
+        Worker::cpu().with_lanes(1).named("lost").with_fault(Fault::FailAt { chunk: 1 }),
         Worker::cpu().with_lanes(1).named("small").with_fault(Fault::OutOfMemoryAbove { items: 30 }),
     ];
     if let Some(ctx) = adapters().first() {
@@ -71,7 +74,7 @@ fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
     let (out, stats) = run(&pool, &work, &all, &options);
     assert_eq!(out, expected);
     let lost = &stats.workers[0];
-    assert!(lost.chunks <= 3, "the failing worker delivered at most its first three chunks: {lost:?}");
+    assert!(lost.chunks <= 1, "the failing worker delivered at most its first chunk: {lost:?}");
     assert!(lost.failed.as_deref().unwrap().contains("injected failure"), "{lost:?}");
     for w in &stats.workers[1..] {
         assert!(w.failed.is_none(), "{w:?}");
@@ -92,66 +95,4 @@ fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
         .distribute::<_, PoolError>(&work, &all, &DistributeOptions::new("h"), &|_, _| Ok(()), &mut |_, _| Ok(()))
         .unwrap_err();
     assert!(err.to_string().contains("every worker failed") && err.to_string().contains("30 chunks"), "{err}");
-}
-
-#[test]
-fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
-    // About a second of work on lavapipe, in one submission.
-    let heavy = Hashes { items: 65_536, rounds: 20_000 };
-    // GL runs a submission on the submitting thread: nothing is left to wait for there.
-    for ctx in adapters().iter().filter(|ctx| ctx.report().backend != "gl") {
-        let name = &ctx.report().name;
-        let mut lane = heavy.open(&WorkerDevice::Gpu(ctx.clone())).unwrap();
-        let started = Instant::now();
-        let pending = heavy.submit(&mut lane, 0..heavy.items).unwrap();
-        let asked = AtomicUsize::new(0);
-        let left = heavy
-            .finish(&mut lane, pending, &|| {
-                asked.fetch_add(1, Ordering::SeqCst);
-                false
-            })
-            .unwrap();
-        let abandoned = started.elapsed();
-        // The next read waits behind the abandoned kernel, and is right.
-        let small = heavy.submit(&mut lane, 7..9).unwrap();
-        let next = heavy.finish(&mut lane, small, &|| true).unwrap();
-        let drained = started.elapsed();
-        println!("{name}: left after {abandoned:?}, the lane drained after {drained:?}");
-        assert!(left.is_none(), "{name}: the read was waited for");
-        assert_eq!(asked.load(Ordering::SeqCst), 1, "{name}");
-        assert_eq!(next, Some(vec![hash(7, heavy.rounds), hash(8, heavy.rounds)]), "{name}");
-        assert!(abandoned * 4 < drained, "{name}: left after {abandoned:?}, the kernel ran {drained:?}");
-    }
-}
-
-#[test]
-fn a_workers_phases_fill_its_lane_time_and_gpu_kernels_are_timed() {
-    let work = Hashes { items: 20_000, rounds: 500 };
-    let all = chunks(20_000, 1_000);
-    for ctx in adapters() {
-        let pool = DevicePool::new(vec![Worker::gpu(0, ctx.clone()), Worker::cpu().with_lanes(1)]).unwrap();
-        let mut options = DistributeOptions::new("hashes");
-        options.ratios = Some(ratios(&[(pool.names()[0].as_str(), 0.5), ("cpu", 0.5)]));
-        let (_, stats) = run(&pool, &work, &all, &options);
-        for w in &stats.workers {
-            let names: Vec<&str> = w.phases.iter().map(|p| p.0).collect();
-            assert_eq!(names, ["submit", "finish", "deliver"], "{w:?}");
-            let timed: f64 = w.phases.iter().map(|p| p.1).sum();
-            assert!(timed > 0.0 && timed <= w.lane_s && w.idle_s() >= 0.0, "{w:?}");
-            assert!((w.lane_s - stats.wall_s).abs() < 0.05, "one lane, the run's wall time: {w:?}");
-        }
-        let (gpu, cpu) = (&stats.workers[0], &stats.workers[1]);
-        assert!(gpu.on_gpu && !cpu.on_gpu && cpu.kernel_s.is_none());
-        let json = stats.to_json("items");
-        match ctx.kernel_seconds() {
-            Some(_) => {
-                let k = gpu.kernel_s.unwrap();
-                assert!(gpu.chunks == 0 || (k > 0.0 && k < stats.wall_s), "{}: kernel {k} s", ctx.report().label());
-                assert_eq!(json[&gpu.name]["kernel_s"], k);
-            }
-            None => assert!(json[&gpu.name]["kernel_s"].as_str().unwrap().starts_with("unavailable")),
-        }
-        assert!(json["cpu"].get("kernel_s").is_none());
-        assert!(json["cpu"]["phases_s"]["idle"].as_f64().unwrap() >= 0.0);
-    }
 }
