@@ -31,7 +31,7 @@ pub struct MonitorArgs {
 }
 
 /// Seconds as a duration, or why not.
-pub fn seconds(flag: &str, s: f64) -> Result<Duration> {
+fn seconds(flag: &str, s: f64) -> Result<Duration> {
     if !(s.is_finite() && s > 0.0 && s <= 1e7) {
         bail!("{flag} must be a positive number of seconds, not {s}");
     }

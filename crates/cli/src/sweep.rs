@@ -318,13 +318,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         }
         None => "none (every chunk came from the checkpoint)".into(),
     };
-    let phase = |name: &str| {
-        report.summary["phases"]["phases"]
-            .as_array()
-            .and_then(|rows| rows.iter().find(|r| r["phase"] == name))
-            .and_then(|r| r["s"].as_f64())
-            .unwrap_or(0.0)
-    };
+    let phase = |name: &str| report.phases.iter().flat_map(|p| p.rows()).find(|p| p.0 == name).map_or(0.0, |p| p.1);
     outln!(
         "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {backtests}, writing {:.2}s",
         phase("load"),
@@ -335,8 +329,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if let Some(workers) = report.summary["workers"].as_object().filter(|w| !w.is_empty()) {
         outln!("workers: {}", workers_line(workers));
     }
-    if args.profile {
-        out!("{}", profile_tables(&report.summary));
+    if let (true, Some(phases)) = (args.profile, &report.phases) {
+        out!("where the time went (wall):\n{}", phases.table());
+        out!("{}", worker_table(&report.summary));
     }
     if let (Some(telemetry), Some(plot)) = (report.summary.get("telemetry"), &monitor_plot) {
         outln!("{}", telemetry_line(telemetry));
@@ -350,22 +345,10 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     Ok(())
 }
 
-/// The summary's phases as a table, then each worker's lane time by phase.
-fn profile_tables(summary: &serde_json::Value) -> String {
+/// Each worker's lane time by phase, from the summary's `workers`.
+fn worker_table(summary: &serde_json::Value) -> String {
     use std::fmt::Write as _;
-    let mut out = String::from("where the time went (wall):\n");
-    let wall = summary["phases"]["wall_s"].as_f64().unwrap_or(0.0);
-    let _ = writeln!(out, "  {:<14}{:>10}{:>9}", "phase", "s", "share");
-    for row in summary["phases"]["phases"].as_array().into_iter().flatten() {
-        let s = row["s"].as_f64().unwrap_or(0.0);
-        let _ = writeln!(
-            out,
-            "  {:<14}{s:>10.4}{:>8.1}%",
-            row["phase"].as_str().unwrap_or("?"),
-            row["share"].as_f64().unwrap_or(0.0) * 100.0
-        );
-    }
-    let _ = writeln!(out, "  {:<14}{wall:>10.4}{:>8.1}%", "total", 100.0);
+    let mut out = String::new();
     let Some(workers) = summary["workers"].as_object().filter(|w| !w.is_empty()) else { return out };
     const COLUMNS: [&str; 6] = ["upload", "kernel", "readback", "simulate", "write", "idle"];
     let _ = writeln!(out, "each worker's lane time during the backtests (s; kernel is device time, inside readback):");

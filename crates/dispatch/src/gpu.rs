@@ -336,19 +336,8 @@ impl GpuContext {
 
     /// Copies the first `len` elements of `buffer` back to the host (waits for the GPU).
     pub fn read_back<T: bytemuck::Pod>(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<T>, GpuError> {
-        let pending = self.start_read_back(buffer, len)?;
+        let pending = self.submit_read_back(self.encoder("readback"), buffer, len, None)?;
         Ok(self.finish_read_back(pending, &|| true)?.unwrap_or_default())
-    }
-
-    /// Submits the copy of the first `len` elements of `buffer` into host-visible memory
-    /// and returns at once: work submitted after it (the next chunk's upload and kernel)
-    /// keeps the GPU busy while [`GpuContext::finish_read_back`] waits for this copy only.
-    pub fn start_read_back<T: bytemuck::Pod>(
-        &self,
-        buffer: &wgpu::Buffer,
-        len: usize,
-    ) -> Result<PendingRead<T>, GpuError> {
-        self.submit_read_back(self.encoder("readback"), buffer, len, None)
     }
 
     /// Appends the copy of `len` elements of `buffer` (and of the two resolved timestamps
@@ -391,7 +380,7 @@ impl GpuContext {
         })
     }
 
-    /// Waits for a read-back started by [`GpuContext::start_read_back`] and returns its
+    /// Waits for a read-back started by [`GpuContext::dispatch_and_read_back`] and returns its
     /// data, or `None` as soon as `wanted` says it is no longer needed (asked every
     /// [`Self::WANTED_POLL`] while the device works): the kernel may run on, but the
     /// caller need not wait for it.

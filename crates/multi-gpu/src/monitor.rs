@@ -31,6 +31,8 @@ pub enum MonitorError {
     Plot(String),
 }
 
+const GIB: f64 = (1u64 << 30) as f64;
+
 /// The shortest interval: sysinfo measures the machine's CPU use over at least 200 ms.
 pub const MIN_INTERVAL: Duration = sysinfo::MINIMUM_CPU_UPDATE_INTERVAL;
 
@@ -104,23 +106,24 @@ impl SystemMonitor {
         if options.max_history == 0 {
             return Err(MonitorError::History);
         }
-        let (nvml, gpu_status) = match open_nvml(options.nvml_library.as_deref().map(|p| p.as_os_str())) {
-            Ok(nvml) => {
-                let n = nvml.device_count().unwrap_or(0);
-                (Some(nvml), format!("NVML: {n} GPU{}", if n == 1 { "" } else { "s" }))
-            }
+        let nvml = open_nvml(options.nvml_library.as_deref().map(|p| p.as_os_str()));
+        let gpu_names: Vec<String> = nvml.as_ref().map_or_else(
+            |_| Vec::new(),
+            |nvml| {
+                (0..nvml.device_count().unwrap_or(0))
+                    .map(|i| nvml.device_by_index(i).and_then(|d| d.name()).unwrap_or_else(|_| "unknown".into()))
+                    .collect()
+            },
+        );
+        let gpu_status = match &nvml {
+            Ok(_) => format!("NVML: {} GPU{}", gpu_names.len(), if gpu_names.len() == 1 { "" } else { "s" }),
             Err(e) => {
                 let status = format!("NVML unavailable ({e}): GPU metrics are not recorded");
                 tracing::info!("{status}");
-                (None, status)
+                status
             }
         };
-        let gpu_names = nvml.as_ref().map_or_else(Vec::new, |nvml| {
-            let n = nvml.device_count().unwrap_or(0);
-            (0..n)
-                .map(|i| nvml.device_by_index(i).and_then(|d| d.name()).unwrap_or_else(|_| "unknown".into()))
-                .collect()
-        });
+        let nvml = nvml.ok();
         let mut sampler = Sampler::new(nvml);
         let cores = sampler.system.cpus().len().max(1);
         let shared = Arc::new(Shared {
@@ -449,7 +452,6 @@ pub fn summary_json(history: &[Sample], gpu_names: &[String], gpu_status: &str) 
 /// One line per sample for a terminal: `12.5 s  cpu 48.0 %  mem 5.1/23.4 GiB  process
 /// 97.0 % of a core, 120 MB  gpu0 87 % busy, 41 % mem, 63 °C, 250 W`.
 pub fn sample_line(s: &Sample) -> String {
-    const GIB: f64 = (1u64 << 30) as f64;
     let mut line = format!(
         "{:7.1} s  cpu {:5.1} %  mem {:.1}/{:.1} GiB  process {:5.1} % of a core, {} MB",
         s.elapsed_s,
@@ -477,7 +479,6 @@ pub fn sample_line(s: &Sample) -> String {
 /// their utilization %, memory %, temperature and power), `cores` scaling this process's
 /// CPU to a share of the machine.
 pub fn plot_svg(history: &[Sample], gpu_names: &[String], cores: usize, title: &str) -> Result<String, MonitorError> {
-    const GIB: f64 = (1u64 << 30) as f64;
     type Series = (String, Vec<(f64, f64)>);
     let gpus = history.iter().map(|s| s.gpus.len()).max().unwrap_or(0);
     let machine =

@@ -323,20 +323,8 @@ impl DevicePool {
         let ratio_list: Vec<f64> = self.workers.iter().map(|w| ratios[&w.name]).collect();
         let mut delivery = Delivery { waiting: BTreeMap::new(), next: 0, in_order };
         let sched = Scheduler::new(items.clone(), &order, &ratio_list, prior);
-        let kernels = |workers: &[Worker]| -> Vec<Option<f64>> {
-            workers.iter().map(|w| w.device.gpu().and_then(|ctx| ctx.kernel_seconds())).collect()
-        };
-        let before = kernels(&self.workers);
-        let pass_started = Instant::now();
         let tally = run_pass(&self.workers, sched, work, &sorted, in_worker, &mut delivery)?;
-        let pass_s = pass_started.elapsed().as_secs_f64();
-        let mut stats: Vec<WorkerStats> = self
-            .workers
-            .iter()
-            .zip(&tally.tally)
-            .zip(before.iter().zip(kernels(&self.workers)))
-            .map(|((w, t), (before, after))| stats_of(work, w, t, pass_s, before.zip(after).map(|(b, a)| a - b)))
-            .collect();
+        let mut stats = tally.stats;
         if !tally.undone.is_empty() {
             let reasons =
                 stats.iter().filter_map(|s| s.failed.as_ref().map(|f| format!("{}: {f}", s.name))).collect::<Vec<_>>();
@@ -346,13 +334,11 @@ impl DevicePool {
             tracing::warn!("every worker failed; the {} chunks left run on the CPU", tally.undone.len());
             let cpu = [Worker::cpu().named("cpu (fallback)")];
             let sched = Scheduler::new(items, &tally.undone, &[1.0], vec![None]);
-            let fallback_started = Instant::now();
             let fallback = run_pass(&cpu, sched, work, &sorted, in_worker, &mut delivery)?;
             if !fallback.undone.is_empty() {
                 return Err(PoolError::AllFailed(reasons.join("; "), fallback.undone.len()).into());
             }
-            let fallback_s = fallback_started.elapsed().as_secs_f64();
-            stats.push(stats_of(work, &cpu[0], &fallback.tally[0], fallback_s, None));
+            stats.extend(fallback.stats);
         }
         let total: u64 = stats.iter().map(|s| s.items).sum();
         for s in &mut stats {
@@ -489,6 +475,8 @@ struct Delivery<'a, O, E> {
 
 /// What a pass left: the workers' tallies and the chunks no worker finished.
 struct Pass {
+    /// Per worker: what it did, and its raw tally (the ratios' refresh reads it).
+    stats: Vec<WorkerStats>,
     tally: Vec<crate::schedule::Tally>,
     undone: Vec<Slot>,
 }
@@ -536,6 +524,11 @@ where
         alive: workers.iter().map(|w| AtomicUsize::new(w.lanes)).collect(),
         in_worker,
     };
+    let kernels = || -> Vec<Option<f64>> {
+        workers.iter().map(|w| w.device.gpu().and_then(|ctx| ctx.kernel_seconds())).collect()
+    };
+    let kernels_before = kernels();
+    let started = Instant::now();
     let (tx, rx) = mpsc::channel::<Message<W::Output, E>>();
     let mut failure = None;
     std::thread::scope(|scope| {
@@ -576,8 +569,15 @@ where
     if let Some(e) = failure {
         return Err(e);
     }
+    let pass_s = started.elapsed().as_secs_f64();
     let sched = shared.sched.into_inner().unwrap_or_else(PoisonError::into_inner);
-    Ok(Pass { undone: sched.undone(), tally: sched.tally })
+    let stats = workers
+        .iter()
+        .zip(&sched.tally)
+        .zip(kernels_before.into_iter().zip(kernels()))
+        .map(|((w, t), (before, after))| stats_of(work, w, t, pass_s, before.zip(after).map(|(b, a)| a - b)))
+        .collect();
+    Ok(Pass { stats, undone: sched.undone(), tally: sched.tally })
 }
 
 /// Runs a lane; a panic stops the whole pass (so no lane waits for a chunk that will never

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
-use threadx_multi_gpu::{DevicePool, DistributeOptions, PhaseTimer};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, PhaseReport, PhaseTimer};
 use threadx_profile_store::{AtomicFile, write_file_atomic};
 
 /// How a sweep writes its results.
@@ -54,6 +54,8 @@ pub type ProgressFn<'a> = &'a mut dyn FnMut(u64, u64);
 #[derive(Debug, Clone)]
 pub struct SweepReport {
     pub summary: Value,
+    /// Where the run's time went (the summary's `phases`); `None` for a merge.
+    pub phases: Option<PhaseReport>,
     pub best: Vec<Row>,
     pub rows: u64,
     pub summary_path: PathBuf,
@@ -293,6 +295,7 @@ pub fn run_to_files(
     let assemble_s = assemble_started.elapsed().as_secs_f64();
     let write_s = write_s.into_inner().unwrap_or_else(|e| e.into_inner());
 
+    let phase_report = phases.report();
     let summary = json!({
         "threadx": env!("CARGO_PKG_VERSION"),
         "identity": identity,
@@ -316,12 +319,12 @@ pub fn run_to_files(
         },
         "best": best_json(strategy, &leaderboard),
         // Until here: writing the summary itself is the one thing not in it.
-        "phases": phases.report().to_json(),
+        "phases": phase_report.to_json(),
     });
     let summary_path = summary_path(&opts.out);
     write_file_atomic(&summary_path, format!("{summary:#}\n").as_bytes()).map_err(io_error(&summary_path))?;
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
-    Ok(SweepReport { summary, best: leaderboard.rows().to_vec(), rows, summary_path })
+    Ok(SweepReport { summary, phases: Some(phase_report), best: leaderboard.rows().to_vec(), rows, summary_path })
 }
 
 /// `e`, naming the file it was found in.
@@ -453,5 +456,5 @@ pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<Swe
     });
     let summary_path = summary_path(out);
     write_file_atomic(&summary_path, format!("{summary:#}\n").as_bytes()).map_err(io_error(&summary_path))?;
-    Ok(SweepReport { summary, best: leaderboard.rows().to_vec(), rows, summary_path })
+    Ok(SweepReport { summary, phases: None, best: leaderboard.rows().to_vec(), rows, summary_path })
 }
