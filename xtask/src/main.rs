@@ -4,9 +4,16 @@
 //! `artifacts/bench/REPORT.md`: every benchmark's mean time with the machine it ran on.
 //! `cargo xtask determinism [--runs N --seed S]` runs one sweep on differently made
 //! device pools and fails unless every results file has the same SHA-256.
+//! `cargo xtask reference [--quick]` times the original system's reference workload;
+//! `cargo xtask matrix [--quick]` times every indicator family and sweeps over sizes and
+//! devices (crossover, auto's regret). Both write to `artifacts/bench/`; see
+//! docs/benchmarks.md.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
 mod determinism;
+mod matrix;
+mod reference;
 
 use anyhow::{Context, Result, bail};
 use std::fmt::Write as _;
@@ -18,11 +25,15 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("bench") => bench(&args[1..]),
         Some("determinism") => determinism::run(&args[1..]),
+        Some("reference") => reference::run(&args[1..]),
+        Some("matrix") => matrix::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask bench [--quick] [CRATE...] | determinism [--runs N --seed S]\n\n  \
+                "usage: cargo xtask bench [--quick] [CRATE...] | determinism [--runs N --seed S] | reference [--quick] | matrix [--quick]\n\n  \
                  bench         run the criterion benches and write artifacts/bench/REPORT.md\n  \
-                 determinism   run one sweep on differently made device pools; fail unless the results are identical"
+                 determinism   run one sweep on differently made device pools; fail unless the results are identical\n  \
+                 reference     the original's reference workload per device mode: artifacts/bench/reference.{{json,md}}\n  \
+                 matrix        sizes × devices for every indicator family and sweeps: artifacts/bench/matrix.{{json,md}} and plots"
             );
             bail!("unknown or missing task")
         }
