@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use threadx_backtest::{Backtester, Strategy};
-use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext};
+use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, Operation, thousands};
 use threadx_indicators::{Indicator, IndicatorBank, Ohlcv};
 use threadx_sweep::{Sweep, SweepSpec};
 
@@ -178,17 +178,24 @@ fn measure(
     mut call: Call<'_>,
 ) -> Result<Value> {
     let mut point = json!({ "size": size, "work": work });
-    for mode in MODES {
-        if mode == DeviceMode::Gpu && gpu.is_none() {
-            continue;
-        }
+    let modes: Vec<DeviceMode> = MODES.into_iter().filter(|&m| m != DeviceMode::Gpu || gpu.is_some()).collect();
+    let mut lanes = Vec::new();
+    for &mode in &modes {
         let dispatcher = bench::dispatcher(mode, gpu.clone(), profile)?;
-        let warm = if mode == DeviceMode::Auto { 8 } else { 1 };
         let mut key = String::new();
-        for _ in 0..warm {
+        for _ in 0..if mode == DeviceMode::Auto { 8 } else { 1 } {
             key = call(&dispatcher)?;
         }
-        let runs = bench::time_runs(plan.runs, plan.min_s, || call(&dispatcher).map(drop))?;
+        lanes.push((mode, dispatcher, key, Vec::new()));
+    }
+    // Runs interleaved across modes, so that a drift of the machine (another process,
+    // the clock) falls on every mode alike.
+    for _ in 0..plan.runs {
+        for (_, dispatcher, _, runs) in &mut lanes {
+            runs.extend(bench::time_runs(1, plan.min_s, || call(dispatcher).map(drop))?);
+        }
+    }
+    for (mode, dispatcher, key, runs) in lanes {
         let s = median(&runs);
         point[mode.to_string()] = json!({ "s": s, "runs_s": runs, "throughput": work / s });
         if mode == DeviceMode::Auto {
@@ -207,7 +214,7 @@ fn measure(
     let time = |m: &str| time(&point, m);
     println!(
         "  size {:>9}: cpu {} gpu {} auto {} (regret {:.3})",
-        rate(size),
+        thousands(size as u64),
         time("cpu").map_or("–".into(), seconds),
         time("gpu").map_or("–".into(), seconds),
         time("auto").map_or("–".into(), seconds),
@@ -243,7 +250,7 @@ fn crossover(points: &[Value]) -> Value {
         if r0 >= 1.0 && r1 < 1.0 {
             let t = r0.ln() / (r0.ln() - r1.ln());
             let at = (s0.ln() + t * (s1.ln() - s0.ln())).exp();
-            return json!({ "at": at, "text": format!("the GPU is faster from about {}", rate(at)) });
+            return json!({ "at": at, "text": format!("the GPU is faster from about {}", thousands(at as u64)) });
         }
     }
     let last = measured.last().expect("not empty").1;
@@ -360,7 +367,7 @@ fn markdown(r: &Value) -> String {
             let _ = writeln!(
                 md,
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                rate(num(&p["size"])),
+                thousands(num(&p["size"]) as u64),
                 time("cpu"),
                 time("gpu"),
                 time("auto"),

@@ -68,7 +68,10 @@ pub struct Policy {
     pub min_gpu_size: usize,
     /// Samples a device needs before its mean is trusted; fewer means explore it.
     pub min_samples: u64,
-    /// Every n-th call of a key runs the losing device, so a stale decision heals (0: never).
+    /// Re-checks cost about 1/`recheck_every` of the time spent on a key: its losing device
+    /// runs every `recheck_every × (loser's time / winner's time)`-th call, so a stale
+    /// decision heals while a device 100 times slower is re-run 100 times less often
+    /// (0: never).
     pub recheck_every: u64,
 }
 
@@ -291,7 +294,10 @@ impl Dispatcher {
             (Some((cpu_ms, p1)), Some((gpu_ms, p2))) => {
                 let (winner, loser) =
                     if gpu_ms < cpu_ms { (Device::Gpu, Device::Cpu) } else { (Device::Cpu, Device::Gpu) };
-                if count_call && self.count_call(&op.key).is_multiple_of(self.policy.recheck_every) {
+                let gap = (cpu_ms.max(gpu_ms) / cpu_ms.min(gpu_ms).max(1e-9)).round();
+                let period =
+                    self.policy.recheck_every.saturating_mul(if gap.is_finite() { gap.max(1.0) as u64 } else { 1 });
+                if count_call && self.count_call(&op.key).is_multiple_of(period) {
                     decision(loser, Reason::Recheck { cpu_ms, gpu_ms })
                 } else {
                     decision(winner, Reason::Faster { cpu_ms, gpu_ms, predicted: p1 || p2 })

@@ -112,16 +112,36 @@ fn devices_with_few_samples_are_explored_then_the_faster_wins() {
 }
 
 #[test]
-fn the_slower_device_is_remeasured_now_and_then() {
+fn the_slower_device_is_remeasured_less_often_the_slower_it_is() {
     let Some(gpu) = best_adapter() else { return };
+    // (cpu ms, gpu ms, the calls that re-run the slower device among the first 300).
+    let cases: [(f64, f64, Vec<usize>); 3] = [
+        (1.2, 1.0, (0..30).map(|k| 10 * k + 9).collect()),
+        (2.0, 1.0, (0..15).map(|k| 20 * k + 19).collect()),
+        (1.0, 100.0, vec![]),
+    ];
+    for (cpu_ms, gpu_ms, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let op = bb(20, 100_000);
+        let mut s = store(dir.path());
+        seed(&mut s, &op, &[cpu_ms; 3], &[gpu_ms; 3]);
+        let d =
+            Dispatcher::new(DeviceMode::Auto, Some(gpu.clone()), s, Policy { recheck_every: 10, ..Policy::default() });
+        let winner = if gpu_ms < cpu_ms { Device::Gpu } else { Device::Cpu };
+        let rechecks: Vec<usize> = (0..300).filter(|_| d.decide(&op).device != winner).collect();
+        assert_eq!(rechecks, expected, "cpu {cpu_ms} ms, gpu {gpu_ms} ms");
+        // Whatever the gap, re-checks add about 1/recheck_every to the time of the calls.
+        let (fast, slow) = (cpu_ms.min(gpu_ms), cpu_ms.max(gpu_ms));
+        let spent = rechecks.len() as f64 * slow + (300 - rechecks.len()) as f64 * fast;
+        assert!(spent / (300.0 * fast) <= 1.0 + 1.0 / 10.0 + 1e-9, "{spent}");
+    }
     let dir = tempfile::tempdir().unwrap();
     let op = bb(20, 100_000);
     let mut s = store(dir.path());
-    seed(&mut s, &op, &[10.0; 3], &[1.0; 3]);
+    seed(&mut s, &op, &[1.0; 3], &[100.0; 3]);
     let d = Dispatcher::new(DeviceMode::Auto, Some(gpu), s, Policy { recheck_every: 10, ..Policy::default() });
-    let devices: Vec<Device> = (0..30).map(|_| d.decide(&op).device).collect();
-    let rechecks: Vec<usize> = (0..30).filter(|&i| devices[i] == Device::Cpu).collect();
-    assert_eq!(rechecks, vec![9, 19, 29]);
+    let first = (0..2000).position(|_| d.decide(&op).device == Device::Gpu);
+    assert_eq!(first, Some(999), "a device 100 times slower is re-run every 1,000th call");
 }
 
 #[test]
