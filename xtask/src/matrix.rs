@@ -199,8 +199,8 @@ fn measure(
         let s = median(&runs);
         point[mode.to_string()] = json!({ "s": s, "runs_s": runs, "throughput": work / s });
         if mode == DeviceMode::Auto {
-            let decision =
-                dispatcher.profile_decisions().into_iter().find(|(k, _, _)| *k == key).and_then(|(_, _, d)| d);
+            // What auto would pick now (asked once more, after the timed calls).
+            let decision = Operation::from_key(&key).map(|op| dispatcher.decide(&op));
             point["auto"]["choice"] = json!(decision.map(|d| format!("{} ({})", d.device, d.reason)));
         }
     }
