@@ -1,0 +1,124 @@
+//! Checks of the repository itself, as plain tests: the crates' layering and the
+//! documentation's links (docs/ARCHITECTURE.md names both).
+
+use std::path::{Component, Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// The layers, bottom first: a crate may depend only on crates before it.
+const LAYERS: [(&str, &str); 7] = [
+    ("threadx-profile-store", "crates/profile-store"),
+    ("threadx-dispatch", "crates/dispatch"),
+    ("threadx-multi-gpu", "crates/multi-gpu"),
+    ("threadx-indicators", "crates/indicators"),
+    ("threadx-backtest", "crates/backtest"),
+    ("threadx-sweep", "crates/sweep"),
+    ("threadx", "crates/cli"),
+];
+
+#[test]
+fn crates_depend_only_on_the_layers_below() {
+    let mut problems = Vec::new();
+    for (level, (name, dir)) in LAYERS.iter().enumerate() {
+        let text = std::fs::read_to_string(root().join(dir).join("Cargo.toml")).unwrap();
+        let manifest: toml::Table = toml::from_str(&text).unwrap();
+        assert_eq!(manifest["package"]["name"].as_str(), Some(*name), "{dir}/Cargo.toml");
+        for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+            let Some(deps) = manifest.get(section).and_then(|d| d.as_table()) else { continue };
+            for dep in deps.keys().filter(|d| d.starts_with("threadx")) {
+                match LAYERS.iter().position(|(n, _)| n == dep) {
+                    Some(l) if l < level => {}
+                    Some(_) => problems.push(format!("{name} ({section}) depends on {dep}, which is not below it")),
+                    None => problems.push(format!("{name} ({section}) depends on {dep}, which is in no layer")),
+                }
+            }
+        }
+    }
+    // profile-store is the bottom: no GPU stack at all.
+    let text = std::fs::read_to_string(root().join("crates/profile-store/Cargo.toml")).unwrap();
+    if text.contains("wgpu") {
+        problems.push("threadx-profile-store depends on wgpu".into());
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The repository's own text files: what a clone holds, not what builds or tools made.
+fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !name.starts_with('.') && !["target", "artifacts", ".venv"].contains(&name.as_str()) {
+                text_files(&path, out);
+            }
+        } else if ["md", "rs", "toml", "sh", "py", "yaml", "wgsl", "txt"]
+            .iter()
+            .any(|ext| path.extension().is_some_and(|e| e == *ext))
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// `path` joined onto `dir` without touching the file system; `None` when it climbs above `/`.
+fn resolve(dir: &Path, path: &str) -> Option<PathBuf> {
+    let mut out = dir.to_owned();
+    for part in Path::new(path).components() {
+        match part {
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(p) => out.push(p),
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+#[test]
+fn links_and_paths_stay_inside_the_repository() {
+    let root = root();
+    let mut files = Vec::new();
+    text_files(&root, &mut files);
+    files.push(root.join(".ci/run"));
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let dir = file.parent().unwrap();
+        let shown = file.strip_prefix(&root).unwrap().display().to_string();
+        // Every relative path that climbs (`../…`) must land inside the repository.
+        for (at, _) in text.match_indices("../") {
+            let start = text[..at].rfind(|c: char| c.is_whitespace() || "\"'`(<=[".contains(c)).map_or(0, |i| i + 1);
+            let end = at + text[at..].find(|c: char| c.is_whitespace() || "\"'`)>]#,;:".contains(c)).unwrap_or(0);
+            let token = &text[start..end.max(at + 3)];
+            if token.contains("://") || token.starts_with('$') {
+                continue;
+            }
+            match resolve(dir, token.trim_start_matches("$(dirname \"$0\")/")) {
+                Some(p) if p.starts_with(&root) => {}
+                _ => problems.push(format!("{shown}: `{token}` points outside the repository")),
+            }
+        }
+        // Every relative Markdown link must name a file that exists.
+        if file.extension().is_some_and(|e| e == "md") {
+            for (at, _) in text.match_indices("](") {
+                let rest = &text[at + 2..];
+                let target = &rest[..rest.find(')').unwrap_or(0)];
+                let path = target.split('#').next().unwrap_or("");
+                if path.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                match resolve(dir, path) {
+                    Some(p) if p.starts_with(&root) && p.exists() => {}
+                    Some(p) if p.starts_with(root.join("artifacts")) => {} // made by the xtask commands
+                    _ => problems.push(format!("{shown}: link `{target}` does not name a file of the repository")),
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
