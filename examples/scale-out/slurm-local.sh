@@ -6,6 +6,10 @@
 #
 #   sudo examples/scale-out/slurm-local.sh        # Debian/Ubuntu; root, or sudo
 #
+# THREADX=path/to/threadx uses that binary instead of building a release one, and
+# DATA=synthetic:bars=N,seed=S (read by slurm-sweep.sh) makes the sweep smaller: CI runs
+# it on its debug build with 3,000 bars.
+#
 # Installs Debian's slurm-wlm and munge when missing. The cluster's files (config, state,
 # logs, results) live in a temporary folder, and its daemons are stopped on exit; a
 # munge daemon that was already running is left alone. Settings the example needs:
@@ -25,12 +29,17 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
 fi
 
-echo "== building threadx (release)"
-cargo build --release --quiet -p threadx
-export THREADX=$root/target/release/threadx
+if [ -z "${THREADX:-}" ]; then
+    echo "== building threadx (release)"
+    cargo build --release --quiet -p threadx
+    THREADX=$root/target/release/threadx
+fi
+export THREADX
 
 work=$(mktemp -d /tmp/threadx-slurm.XXXXXX)
 chmod 755 "$work"
+# Mesa's GL probing (threadx looks for adapters) wants a runtime folder.
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$work}
 pids=()
 cleanup() {
     local status=$?
