@@ -40,10 +40,14 @@ work=$(mktemp -d /tmp/threadx-slurm.XXXXXX)
 chmod 755 "$work"
 # Mesa's GL probing (threadx looks for adapters) wants a runtime folder.
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$work}
-pids=()
+started_munge=0
 cleanup() {
     local status=$?
-    for pid in "${pids[@]}"; do sudo_if_needed kill "$pid" 2>/dev/null || true; done
+    for pidfile in "$work"/slurmctld.pid "$work"/slurmd.pid; do
+        [ -s "$pidfile" ] && sudo_if_needed kill "$(cat "$pidfile")" 2>/dev/null || true
+    done
+    # munged forks away from the pid that started it: stop it by name, if it is ours.
+    [ "$started_munge" = 1 ] && sudo_if_needed pkill -x munged 2>/dev/null || true
     if [ "$status" != 0 ]; then
         echo "== failed; the cluster's logs:" >&2
         tail -n 20 "$work"/*.log >&2 2>/dev/null || true
@@ -53,7 +57,8 @@ cleanup() {
 trap cleanup EXIT
 
 # munge: the authentication Slurm's daemons and commands share.
-if ! pgrep -x munged >/dev/null; then
+munge_works() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+if ! munge_works; then
     if [ ! -s /etc/munge/munge.key ]; then
         sudo_if_needed mkdir -p /etc/munge
         sudo_if_needed dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
@@ -63,8 +68,12 @@ if ! pgrep -x munged >/dev/null; then
     sudo_if_needed mkdir -p /run/munge /var/log/munge /var/lib/munge
     sudo_if_needed chown munge:munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
     sudo_if_needed runuser -u munge -- munged --force 2>/dev/null || sudo_if_needed munged --force
-    for _ in $(seq 50); do pgrep -x munged >/dev/null && break; sleep 0.1; done
-    pids+=("$(pgrep -x munged)")
+    started_munge=1
+fi
+for _ in $(seq 50); do munge_works && break; sleep 0.1; done
+if ! munge_works; then
+    echo "munge does not work here (see /var/log/munge/munged.log): Slurm cannot authenticate" >&2
+    exit 1
 fi
 
 host=$(hostname -s)
@@ -99,9 +108,12 @@ mkdir -p "$work/state" "$work/spool"
 echo "== starting slurmctld and slurmd on $host ($cpus CPUs)"
 sudo_if_needed env SLURM_CONF="$SLURM_CONF" slurmctld -i
 sudo_if_needed env SLURM_CONF="$SLURM_CONF" slurmd
-for _ in $(seq 100); do [ -s "$work/slurmctld.pid" ] && [ -s "$work/slurmd.pid" ] && break; sleep 0.1; done
-pids+=("$(cat "$work/slurmctld.pid")" "$(cat "$work/slurmd.pid")")
 for _ in $(seq 100); do sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix|alloc)' && break; sleep 0.2; done
+if ! sinfo -h -o %t | grep -qE '^(idle|mix|alloc)'; then
+    echo "the node did not come up within 20 s:" >&2
+    sinfo >&2 || true
+    exit 1
+fi
 sinfo
 
 shards=3
