@@ -15,6 +15,7 @@ cargo build --release --quiet -p threadx
 threadx=target/release/threadx
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$work}
 "$threadx" data synth --bars 5000 --seed 1 --out "$work/data.csv" >/dev/null
 mkdir -p artifacts/bench
 # Every tool's own threads: numba's prange and ThreadX use every core.
