@@ -41,7 +41,7 @@ impl ComboPlan {
 }
 
 /// A strategy's parameter grid: one list of values per parameter (schema order), every
-/// value checked against the schema. Combos are the Cartesian product in DESIGN.md's
+/// value checked against the schema. Combos are the Cartesian product in docs/strategies.md's
 /// order (the last parameter varying fastest); a combo's number is its position.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamGrid {
@@ -473,7 +473,7 @@ impl SignalBook {
         }
     }
 
-    /// The plan of combo number `combo` of the grid of the axes, in DESIGN.md's order (the
+    /// The plan of combo number `combo` of the grid of the axes, in docs/strategies.md's order (the
     /// Cartesian product in schema order, the last parameter varying fastest). A combo's
     /// number is stable: it is how results are merged and resumed. Allocation-free.
     ///

@@ -1,4 +1,4 @@
-//! Per-combo metrics and the trades of a single backtest (definitions in DESIGN.md).
+//! Per-combo metrics and the trades of a single backtest (definitions in docs/strategies.md).
 
 use std::fmt;
 

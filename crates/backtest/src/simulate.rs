@@ -1,5 +1,5 @@
 //! The CPU simulations of one combo over all bars, with the fill, fee, equity and metric
-//! rules of DESIGN.md:
+//! rules of docs/strategies.md:
 //!
 //! - [`simulate_detailed`]: f64 equity bar by bar, with the trades and the equity curve.
 //!   It is the test oracle of the metrics, and what `threadx backtest` writes as trades
@@ -297,7 +297,7 @@ impl BacktestReport {
     }
 }
 
-/// Metrics by DESIGN.md's definitions from an equity curve (E[−1] = 1, one value per
+/// Metrics by docs/strategies.md's definitions from an equity curve (E[−1] = 1, one value per
 /// bar) and its trades (bars relative to the curve). Agrees with the simulation's own
 /// metrics to rounding (it divides equities where the simulation uses close ratios).
 /// `bars_per_year` annualises the Sharpe ratio.

@@ -234,7 +234,7 @@ impl std::ops::Deref for ParamValues {
 }
 
 /// A built-in strategy. All are long-only, one position at a time, all cash in, filled at
-/// the close, with the fee, equity and metric rules of DESIGN.md.
+/// the close, with the fee, equity and metric rules of docs/strategies.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Strategy {
     /// Enter when close < lower Bollinger band; exit when close > middle band or at the

@@ -1,5 +1,5 @@
 //! Properties of the CPU simulation (proptest): it agrees with a plain per-bar reference
-//! written straight from DESIGN.md over the indicator values; metrics keep their bounds;
+//! written straight from docs/strategies.md over the indicator values; metrics keep their bounds;
 //! results are bit-identical however combos are cut and however many threads run them.
 
 mod common;
@@ -13,7 +13,7 @@ fn data(bars: usize, seed: u64) -> Ohlcv {
     Ohlcv::load(&format!("synthetic:bars={bars},seed={seed}")).unwrap()
 }
 
-/// bb_atr as DESIGN.md words it, bar by bar, from the indicator series: no bits, no
+/// bb_atr as docs/strategies.md words it, bar by bar, from the indicator series: no bits, no
 /// skipping, equity recomputed from shares and cash at every close.
 fn reference_bb_atr(data: &Ohlcv, p: usize, k: f64, a: usize, m: f64, fee: f64) -> Metrics {
     let values =

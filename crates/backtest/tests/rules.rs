@@ -1,4 +1,4 @@
-//! Hand-worked tiny series, one rule at a time, with expectations written from DESIGN.md's
+//! Hand-worked tiny series, one rule at a time, with expectations written from docs/strategies.md's
 //! rules and the prices (bands and ATR worked out by hand in the comments), and the
 //! schema's refusals of bad input.
 

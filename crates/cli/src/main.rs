@@ -111,7 +111,7 @@ enum Command {
         /// Write the equity curve (equity 1 before the first bar) to this CSV.
         #[arg(long, value_name = "FILE.csv")]
         equity: Option<PathBuf>,
-        /// Print one JSON object (the metric names of DESIGN.md) instead of a table.
+        /// Print one JSON object (the metric names of docs/strategies.md) instead of a table.
         #[arg(long)]
         json: bool,
     },

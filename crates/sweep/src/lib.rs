@@ -1,5 +1,5 @@
 //! Parameter sweeps: a [`SweepSpec`] (grids of lists and ranges, Monte-Carlo sampling,
-//! walk-forward) expanded into combos in DESIGN.md's order, run in fixed logical chunks
+//! walk-forward) expanded into combos in docs/strategies.md's order, run in fixed logical chunks
 //! on the workers of a device pool (every GPU and the CPU, split by measured speed), with results streamed to a CSV (one row per combo,
 //! in combo order), a JSON summary, the best combos and a heatmap; checkpointed so that a
 //! killed run resumes, and shardable so that many machines share one sweep and `merge`

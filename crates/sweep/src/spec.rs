@@ -63,7 +63,7 @@ impl WalkForward {
 }
 
 /// A sweep: a strategy, one list of values per parameter (schema order; combos are their
-/// Cartesian product in DESIGN.md's order), the fee, and optionally sampling or
+/// Cartesian product in docs/strategies.md's order), the fee, and optionally sampling or
 /// walk-forward. Every value is checked when it is set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepSpec {

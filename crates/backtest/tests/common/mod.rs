@@ -27,7 +27,7 @@ pub fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
 /// Bars per year of bars 15 minutes apart: 365 days of 96.
 pub const QUARTER_HOURS_PER_YEAR: f64 = 365.0 * 96.0;
 
-/// Metrics by DESIGN.md's definitions from the equity at every close (E[−1] = 1), with
+/// Metrics by docs/strategies.md's definitions from the equity at every close (E[−1] = 1), with
 /// two-pass mean and standard deviation and a running peak; 15-minute bars (the Sharpe
 /// ratio annualised with [`QUARTER_HOURS_PER_YEAR`]).
 pub fn metrics_of_equity(equity: &[f64], trades: u32, closed: u32, wins: u32, held: usize) -> Metrics {
