@@ -9,6 +9,17 @@ use std::time::Instant;
 use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, Policy, select_gpu};
 use threadx_profile_store::ThresholdStore;
 
+/// The device modes both benchmarks time, in their reports' order.
+pub const MODES: [DeviceMode; 3] = [DeviceMode::Cpu, DeviceMode::Gpu, DeviceMode::Auto];
+
+/// Whether `--quick` was given, the only argument `task` takes.
+pub fn quick_flag(task: &str, args: &[String]) -> Result<bool> {
+    if let Some(bad) = args.iter().find(|a| *a != "--quick") {
+        bail!("{task}: unknown argument `{bad}` (usage: cargo xtask {task} [--quick])");
+    }
+    Ok(!args.is_empty())
+}
+
 /// Measurements made by a debug build say nothing of speed: a full run re-runs the task
 /// in a release build of xtask (and `--quick`, the CI's smoke run, stays as it is).
 /// Returns `true` when it did so, and the caller stops.

@@ -10,7 +10,7 @@
 //! opens in `auto`: on a machine without a GPU that is the only way to exercise the
 //! decision between two devices at all.
 
-use crate::bench::{self, median, rate, seconds};
+use crate::bench::{self, MODES, median, rate, seconds};
 use anyhow::{Result, bail};
 use plotters::prelude::*;
 use serde_json::{Value, json};
@@ -23,7 +23,6 @@ use threadx_sweep::{Sweep, SweepSpec};
 
 /// Auto's goal: at most 5 % slower than the best fixed device.
 const REGRET_GOAL: f64 = 1.05;
-const MODES: [DeviceMode; 3] = [DeviceMode::Cpu, DeviceMode::Gpu, DeviceMode::Auto];
 const INDICATORS: [&str; 8] = [
     "sma:period=20",
     "ema:period=20",
@@ -49,10 +48,7 @@ struct Plan {
 type Call<'a> = Box<dyn FnMut(&Dispatcher) -> Result<String> + 'a>;
 
 pub fn run(args: &[String]) -> Result<()> {
-    let quick = args.iter().any(|a| a == "--quick");
-    if let Some(bad) = args.iter().find(|a| *a != "--quick") {
-        bail!("matrix: unknown argument `{bad}` (usage: cargo xtask matrix [--quick])");
-    }
+    let quick = bench::quick_flag("matrix", args)?;
     // Even a quick matrix is about speed: always a release build.
     if bench::rerun_in_release("matrix", args, false)? {
         return Ok(());

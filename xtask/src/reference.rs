@@ -6,7 +6,7 @@
 //! over the original's 100.74 tests/s; a full run also times 2.9 million combos for real.
 //! Writes `artifacts/bench/reference.json` and `reference.md`.
 
-use crate::bench::{self, median, rate, seconds};
+use crate::bench::{self, MODES, median, rate, seconds};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -28,13 +28,9 @@ const GRID: [(&str, &str); 3] = [("bb_period", "10,20,30,40"), ("bb_std", "1.5,2
 const BIG_GRID: [(&str, &str); 4] =
     [("bb_period", "5:104:1"), ("bb_std", "1:3.8:0.1"), ("atr_period", "5:29:1"), ("atr_mult", "0.5:10.25:0.25")];
 const RUNS: usize = 3;
-const MODES: [DeviceMode; 3] = [DeviceMode::Cpu, DeviceMode::Gpu, DeviceMode::Auto];
 
 pub fn run(args: &[String]) -> Result<()> {
-    let quick = args.iter().any(|a| a == "--quick");
-    if let Some(bad) = args.iter().find(|a| *a != "--quick") {
-        bail!("reference: unknown argument `{bad}` (usage: cargo xtask reference [--quick])");
-    }
+    let quick = bench::quick_flag("reference", args)?;
     if bench::rerun_in_release("reference", args, quick)? {
         return Ok(());
     }
