@@ -376,3 +376,31 @@ fn markdown(r: &Value) -> String {
     }
     md
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(size: f64, cpu: f64, gpu: f64) -> Value {
+        json!({ "size": size, "cpu": { "s": cpu }, "gpu": { "s": gpu } })
+    }
+
+    #[test]
+    fn the_crossover_is_where_the_time_ratio_crosses_one_in_log_log() {
+        // GPU/CPU time 2 at 10^3 and 0.5 at 10^4: the ratio's log crosses 0 half-way, at 10^3.5.
+        let c = crossover(&[point(1e3, 1.0, 2.0), point(1e4, 2.0, 1.0), point(1e5, 4.0, 1.0)]);
+        assert!((c["at"].as_f64().unwrap() - 10f64.powf(3.5)).abs() < 1e-6, "{c}");
+        let none = crossover(&[point(1e3, 1.0, 30.0), point(1e4, 1.0, 3.0)]);
+        assert_eq!(none["at"], Value::Null);
+        assert!(none["text"].as_str().unwrap().contains("3.0×"), "{none}");
+        let first = crossover(&[point(1e3, 2.0, 1.0), point(1e4, 2.0, 1.0)]);
+        assert_eq!(first["at"].as_f64(), Some(1e3));
+        assert_eq!(crossover(&[json!({ "size": 1e3, "cpu": { "s": 1.0 } })])["at"], Value::Null);
+    }
+
+    #[test]
+    fn plots_are_named_after_their_operation() {
+        assert_eq!(file_name("sweep bb_atr, 2000 bars"), "sweep-bb-atr-2000-bars");
+        assert_eq!(file_name("macd_12_26_9"), "macd-12-26-9");
+    }
+}
