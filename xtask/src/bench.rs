@@ -122,7 +122,7 @@ pub fn write_report(name: &str, bytes: &[u8]) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// A duration for a table: ms below a second, s above.
+/// A duration for a table, in the unit that keeps it short (µs up to h).
 pub fn seconds(s: f64) -> String {
     match s {
         x if x < 1e-3 => format!("{:.1} µs", x * 1e6),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, select_gpu};
 use threadx_indicators::{IndicatorBank, Ohlcv, SeededRng};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PhaseTimer, Worker};
-use threadx_sweep::{OutputOptions, Shard, Sweep, SweepSpec, run_to_files};
+use threadx_sweep::{OutputOptions, Shard, Sweep, run_to_files};
 
 /// `below(n)`: a draw in 0..n.
 fn below(rng: &mut SeededRng, n: u64) -> u64 {
@@ -26,12 +26,12 @@ pub fn run(args: &[String]) -> Result<()> {
     let runs = value("--runs", 6)?.max(2);
     let seed = value("--seed", 2026)?;
     let data = Ohlcv::load("synthetic:bars=4000,seed=42")?;
-    let mut spec = SweepSpec::new(threadx_backtest::Strategy::BbAtr);
-    for (name, values) in
-        [("bb_period", "10:40:5"), ("bb_std", "1.5,2,2.5"), ("atr_period", "7,14"), ("atr_mult", "1:3:0.5")]
-    {
-        spec.set_axis(name, values)?;
-    }
+    let mut spec = crate::bb_atr_spec(&[
+        ("bb_period", "10:40:5"),
+        ("bb_std", "1.5,2,2.5"),
+        ("atr_period", "7,14"),
+        ("atr_mult", "1:3:0.5"),
+    ])?;
     spec.chunk_size = Some(16);
     let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).map_err(anyhow::Error::msg)?;
     let bank = IndicatorBank::new(&data, &dispatcher);

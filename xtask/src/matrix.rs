@@ -16,7 +16,7 @@ use plotters::prelude::*;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::sync::Arc;
-use threadx_backtest::{Backtester, Strategy};
+use threadx_backtest::Backtester;
 use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, Operation, thousands};
 use threadx_indicators::{Indicator, IndicatorBank, Ohlcv};
 use threadx_sweep::{Sweep, SweepSpec};
@@ -88,10 +88,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut points = Vec::new();
     for &n in bars {
         let data = Ohlcv::load(&format!("synthetic:bars={n},seed=1"))?;
-        let mut spec = SweepSpec::new(Strategy::BbAtr);
-        for (name, values) in SWEEP_COMBOS_GRID {
-            spec.set_axis(name, values)?;
-        }
+        let spec = crate::bb_atr_spec(&SWEEP_COMBOS_GRID)?;
         let combos = spec.grid_len()? as f64;
         let call = sweep_call(&data, spec);
         let profile = dir.path().join(format!("sweep-bars-{n}.json"));
@@ -140,10 +137,7 @@ fn sweep_spec(n: u64) -> Result<SweepSpec> {
             ("atr_mult", "0.1:10:0.1"),
         ],
     };
-    let mut spec = SweepSpec::new(Strategy::BbAtr);
-    for (name, values) in grid {
-        spec.set_axis(name, values)?;
-    }
+    let spec = crate::bb_atr_spec(grid)?;
     if spec.grid_len()? != n {
         bail!("matrix: the grid for {n} combos has {}", spec.grid_len()?);
     }

@@ -13,10 +13,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
-use threadx_backtest::Strategy;
 use threadx_dispatch::DeviceMode;
 use threadx_indicators::{IndicatorBank, Ohlcv};
-use threadx_sweep::{Sweep, SweepSpec};
+use threadx_sweep::Sweep;
 
 /// The original system's throughput on this workload (tests per second).
 const ORIGINAL_TESTS_PER_S: f64 = 100.74;
@@ -38,7 +37,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let profile = dir.path().join("thresholds.json");
     let data = Ohlcv::load(DATA)?;
-    let spec = grid_spec(&GRID)?;
+    let spec = crate::bb_atr_spec(&GRID)?;
     let combos = spec.grid_len()?;
     let (gpu, adapter) = bench::open_gpu();
     println!(
@@ -69,16 +68,16 @@ pub fn run(args: &[String]) -> Result<()> {
         results.push(row("api", mode, combos, &runs));
     }
     // Whole processes: start-up, data, sweep, results CSV, summary and heatmap.
-    let mut digests = Vec::new();
+    let mut csvs = Vec::new();
     for mode in MODES {
         let out = dir.path().join(format!("{mode}.csv"));
         let sweep = |grid: &[(&str, &str)], out: &Path| sweep_process(&bin, dir.path(), mode, grid, out);
         sweep(&GRID, &out)?; // warms the page cache and the profile
         let runs = (0..RUNS).map(|_| sweep(&GRID, &out)).collect::<Result<Vec<f64>>>()?;
-        digests.push((mode, std::fs::read(&out)?));
+        csvs.push(std::fs::read(&out)?);
         results.push(row("process", mode, combos, &runs));
     }
-    let identical = digests.iter().all(|(_, bytes)| bytes == &digests[0].1);
+    let identical = csvs.iter().all(|bytes| bytes == &csvs[0]);
     if !identical {
         bail!("the results CSV differs between device modes: the device must never change the answer");
     }
@@ -86,7 +85,7 @@ pub fn run(args: &[String]) -> Result<()> {
     // A full run also times the 2.9 million combos the ETA speaks of.
     let mut big = Vec::new();
     if !quick {
-        let big_spec = grid_spec(&BIG_GRID)?;
+        let big_spec = crate::bb_atr_spec(&BIG_GRID)?;
         let dispatcher = bench::dispatcher(DeviceMode::Cpu, None, &profile)?;
         let start = Instant::now();
         let bank = IndicatorBank::new(&data, &dispatcher);
@@ -128,14 +127,6 @@ pub fn run(args: &[String]) -> Result<()> {
     bench::write_report("reference.md", md.as_bytes())?;
     println!("\n{md}");
     Ok(())
-}
-
-fn grid_spec(grid: &[(&str, &str)]) -> Result<SweepSpec> {
-    let mut spec = SweepSpec::new(Strategy::BbAtr);
-    for (name, values) in grid {
-        spec.set_axis(name, values)?;
-    }
-    Ok(spec)
 }
 
 fn row(path: &str, mode: DeviceMode, combos: u64, runs: &[f64]) -> Value {
