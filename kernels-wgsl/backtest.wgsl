@@ -2,9 +2,10 @@
 // integer totals, bit for bit the CPU's `simulate_totals` (crates/backtest/src/simulate.rs).
 // It reads the signal book and its fixed-point tables, uploaded once: entry and exit
 // decisions as bit rows (decided in f64 on the host), each bar's close as f64 bits and
-// log close in 2^-52 units, the prefix sums of returns in 2^-64 units, and the ATR rows
-// as f64 bits, from which the stop level is formed exactly as the CPU's f64 arithmetic
-// does (exact.wgsl, put in front of this file at compile time). No float is used.
+// log close in 2^-52 units, the prefix sums of returns in 2^-64 units, and the stop
+// series as f64 bits: ATR rows, from which the stop level is formed exactly as the CPU's
+// f64 arithmetic does (exact.wgsl, put in front of this file at compile time), or a
+// user's levels (positive, or 0 for no stop), used as they are. No float is used.
 
 struct Params {
     bars: u32,
@@ -57,9 +58,10 @@ struct Outcome {
 @group(0) @binding(0) var<storage, read> bar: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> sums: array<Sums>;
 @group(0) @binding(2) var<storage, read> bits: array<u32>;
-// ATR rows of `bars` f64 values each.
+// Stop series (ATR rows or level rows) of `bars` f64 values each.
 @group(0) @binding(3) var<storage, read> atr: array<vec2<u32>>;
-// (ATR row, multiplier bits low, high, unused) per stop.
+// (series, multiplier bits low, high, kind) per stop; kind 0: close − multiplier · ATR,
+// kind 1: the series' level itself.
 @group(0) @binding(4) var<storage, read> stops: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> plans: array<Plan>;
 @group(0) @binding(6) var<storage, read_write> outcomes: array<Outcome>;
@@ -81,10 +83,12 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     let has_stop = plan.stop != NO_STOP;
     var atr_base = 0u;
     var mult = vec2<u32>(0u, 0u);
+    var level_stop = false;
     if (has_stop) {
         let s = stops[plan.stop];
         atr_base = s.x * n;
         mult = s.yz;
+        level_stop = s.w == 1u;
     }
     let zero2 = vec2<u32>(0u, 0u);
     let zero4 = vec4<u32>(0u, 0u, 0u, 0u);
@@ -123,7 +127,9 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
                 let at_entry = bar[e];
                 // Level 0 (no stop, or a level ≤ 0): no positive close is at or below it.
                 level = zero2;
-                if (has_stop) {
+                if (level_stop) {
+                    level = atr[atr_base + e];
+                } else if (has_stop) {
                     level = stop_level(at_entry.xy, atr[atr_base + e], mult);
                 }
                 base = sub64(add64(equity, params.log_buy), at_entry.zw);

@@ -15,14 +15,19 @@
 //! A [`BookLayout`] says, before anything is computed, which rows, stops and indicator
 //! series a book over a [`ParamGrid`] (or over a sample of its combos) holds and about
 //! how much memory that takes; a sample's book holds only what its own combos read.
+//!
+//! A book can also hold a user's own decisions ([`SignalBook::from_signals`]): one entry
+//! row, one exit row and optionally one stop-level series per column of the user's
+//! arrays, a column being a combo. The simulation and the kernel are the same.
 
 use crate::BacktestError;
 use crate::strategy::{MAX_PARAMS, ParamValues, Strategy, ma};
+use ndarray::ArrayView2;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
 use threadx_dispatch::cpu_grain;
-use threadx_indicators::{Indicator, IndicatorBank, IndicatorValues};
+use threadx_indicators::{Indicator, IndicatorBank, IndicatorValues, Ohlcv};
 
 /// Where one combo reads its decisions: rows of the book and its first tradable bar.
 #[repr(C)]
@@ -289,18 +294,82 @@ impl BookLayout {
     }
 }
 
-/// Decision rows for every combo of a parameter space (or a sample of it) over one data set.
+/// What a book's combos are: the combos of a strategy's grid (or a sample of them), or
+/// the columns of a user's own signals.
+#[derive(Debug)]
+enum Combos {
+    Grid(BookLayout),
+    Signals { columns: usize },
+}
+
+/// A series that stops read: an ATR series (a stop `close[e] − m · ATR[e]`) or a user's
+/// stop levels (the level at the entry bar itself).
+#[derive(Debug)]
+enum StopSeries {
+    Indicator(Arc<IndicatorValues>),
+    /// Levels with every NaN or non-positive value made 0 (no stop at that bar): the GPU
+    /// compares the bits of positive numbers only.
+    Levels(Vec<f64>),
+}
+
+impl StopSeries {
+    fn values(&self) -> &[f64] {
+        match self {
+            StopSeries::Indicator(values) => values.output(0),
+            StopSeries::Levels(levels) => levels,
+        }
+    }
+}
+
+/// One stop of a book: which series it reads and how its level at the entry bar is formed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Stop {
+    /// `close[e] − mult · series[e]` (an ATR series and a multiplier).
+    Distance { series: u32, mult: f64 },
+    /// `series[e]`, a user's level.
+    Level { series: u32 },
+}
+
+impl Stop {
+    pub(crate) fn series(self) -> u32 {
+        match self {
+            Stop::Distance { series, .. } | Stop::Level { series } => series,
+        }
+    }
+}
+
+/// A combo's stop, ready to give its level at an entry bar.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StopRule<'a> {
+    series: &'a [f64],
+    /// `None` for a level stop.
+    mult: Option<f64>,
+}
+
+impl StopRule<'_> {
+    /// The level frozen for a trade entered at bar `e` with close `close`.
+    #[inline(always)]
+    pub(crate) fn level(&self, e: usize, close: f64) -> f64 {
+        match self.mult {
+            Some(m) => close - m * self.series[e],
+            None => self.series[e],
+        }
+    }
+}
+
+/// Decision rows for every combo of a parameter space (or a sample of it) over one data
+/// set, or for the columns of a user's own signals.
 #[derive(Debug)]
 pub struct SignalBook {
-    layout: BookLayout,
+    combos: Combos,
     bars: usize,
     /// Bit rows of [`SignalBook::words`] u64 words each; bits past the last bar are 0.
     entry: Vec<u64>,
     exit: Vec<u64>,
-    /// ATR series the stops read, each once.
-    atr: Vec<Arc<IndicatorValues>>,
-    /// Stops as (index into `atr`, multiplier), one per stop row of the layout.
-    stops: Vec<(u32, f64)>,
+    /// Series the stops read, each once.
+    stop_series: Vec<StopSeries>,
+    /// One per stop row of the layout (or per signal column).
+    stops: Vec<Stop>,
     timestamps: Vec<i64>,
     close: Vec<f64>,
     /// close[t] / close[t−1] − 1 (0 at t = 0): a held bar's return, computed once.
@@ -347,11 +416,7 @@ impl SignalBook {
             });
         }
 
-        let close = data.close().to_vec();
-        let mut ret = vec![0.0; bars];
-        for t in 1..bars {
-            ret[t] = close[t] / close[t - 1] - 1.0;
-        }
+        let (close, ret) = close_and_returns(data);
         let words = bars.div_ceil(64);
         let values = bank.get_many_exact(&layout.indicators)?;
         let by_key: HashMap<String, Arc<IndicatorValues>> =
@@ -402,16 +467,101 @@ impl SignalBook {
             stop_pairs.iter().filter(|(_, m)| *m > 0.0).map(|&(a, _)| period(a)).collect();
         atr_periods.sort_unstable();
         atr_periods.dedup();
-        let atr: Vec<Arc<IndicatorValues>> =
-            atr_periods.iter().map(|&a| by_key[&Indicator::Atr { period: a }.key()].clone()).collect();
-        let stops =
-            stop_pairs.iter().map(|&(a, m)| (atr_periods.binary_search(&period(a)).unwrap_or(0) as u32, m)).collect();
+        let stop_series: Vec<StopSeries> = atr_periods
+            .iter()
+            .map(|&a| StopSeries::Indicator(by_key[&Indicator::Atr { period: a }.key()].clone()))
+            .collect();
+        let stops = stop_pairs
+            .iter()
+            .map(|&(a, mult)| Stop::Distance {
+                series: atr_periods.binary_search(&period(a)).unwrap_or(0) as u32,
+                mult,
+            })
+            .collect();
 
         let entry = fill_rows(&entry_rules, bars, words);
         let exit = fill_rows(&exit_rules, bars, words);
-        let timestamps = data.timestamps().to_vec();
-        let bars_per_year = data.bars_per_year();
-        Ok(Self { layout, bars, entry, exit, atr, stops, timestamps, close, ret, bars_per_year })
+        Ok(Self {
+            combos: Combos::Grid(layout),
+            bars,
+            entry,
+            exit,
+            stop_series,
+            stops,
+            timestamps: data.timestamps().to_vec(),
+            close,
+            ret,
+            bars_per_year: data.bars_per_year(),
+        })
+    }
+
+    /// A book of a user's own decisions over `data`'s closes: `entries` and `exits` of
+    /// shape (bars, columns), and optionally `stop` levels of the same shape, each column
+    /// a combo (combo `c` is column `c`). The rules are the built-in strategies': an entry
+    /// from the first bar, exits checked from the bar after the entry, the stop level of
+    /// the entry bar frozen for the trade (a NaN or non-positive level: no stop), no entry
+    /// on the bar of an exit. A stop array whose columns are one series (a broadcast
+    /// view, column stride 0) is held once.
+    pub fn from_signals(
+        data: &Ohlcv,
+        entries: ArrayView2<'_, bool>,
+        exits: ArrayView2<'_, bool>,
+        stop: Option<ArrayView2<'_, f64>>,
+    ) -> Result<Self, BacktestError> {
+        let bars = data.len();
+        let columns = entries.ncols();
+        let shape = |what: &str, view: (usize, usize)| {
+            if view == (bars, columns) {
+                Ok(())
+            } else {
+                Err(BacktestError::Signals(format!(
+                    "{what} has shape ({}, {}); expected ({bars}, {columns}): one row per bar of the prices and one column per entries column",
+                    view.0, view.1
+                )))
+            }
+        };
+        shape("entries", entries.dim())?;
+        shape("exits", exits.dim())?;
+        if columns == 0 {
+            return Err(BacktestError::Signals("the signals have no columns".into()));
+        }
+        if columns > u32::MAX as usize {
+            return Err(BacktestError::Signals(format!("{columns} columns: more than a book can number")));
+        }
+        let (stop_series, stops) = match stop {
+            None => (Vec::new(), Vec::new()),
+            Some(levels) => {
+                shape("stop", levels.dim())?;
+                if let Some(((t, c), _)) = levels.indexed_iter().find(|(_, v)| **v == f64::INFINITY) {
+                    return Err(BacktestError::Signals(format!(
+                        "stop level +inf at bar {t}, column {c}: every close would be at or below it (NaN means no stop)"
+                    )));
+                }
+                let shared = columns == 1 || levels.strides()[1] == 0;
+                let kept = if shared { 1 } else { columns };
+                let series = (0..kept)
+                    .map(|c| {
+                        StopSeries::Levels(levels.column(c).iter().map(|&l| if l > 0.0 { l } else { 0.0 }).collect())
+                    })
+                    .collect();
+                let stops = (0..columns).map(|c| Stop::Level { series: if shared { 0 } else { c as u32 } }).collect();
+                (series, stops)
+            }
+        };
+        let words = bars.div_ceil(64);
+        let (close, ret) = close_and_returns(data);
+        Ok(Self {
+            combos: Combos::Signals { columns },
+            bars,
+            entry: pack_columns(entries, words),
+            exit: pack_columns(exits, words),
+            stop_series,
+            stops,
+            timestamps: data.timestamps().to_vec(),
+            close,
+            ret,
+            bars_per_year: data.bars_per_year(),
+        })
     }
 
     /// Bars per year, which annualise the Sharpe ratio: the data's
@@ -426,41 +576,59 @@ impl SignalBook {
         self
     }
 
-    pub fn strategy(&self) -> Strategy {
-        self.layout.grid.strategy()
+    /// The strategy of a grid's book; `None` for a user's signals.
+    pub fn strategy(&self) -> Option<Strategy> {
+        self.grid().map(ParamGrid::strategy)
     }
 
-    /// The parameter grid the book was built for.
-    pub fn grid(&self) -> &ParamGrid {
-        &self.layout.grid
+    /// What the book's combos run, for profile keys: the strategy's name, or `signals`.
+    pub fn name(&self) -> &'static str {
+        self.strategy().map_or("signals", Strategy::name)
     }
 
-    /// The parameter lists the book was built for.
-    pub fn axes(&self) -> &[Vec<f64>] {
-        self.layout.grid.axes()
+    /// The parameter grid the book was built for; `None` for a user's signals.
+    pub fn grid(&self) -> Option<&ParamGrid> {
+        match &self.combos {
+            Combos::Grid(layout) => Some(&layout.grid),
+            Combos::Signals { .. } => None,
+        }
     }
 
     pub fn bars(&self) -> usize {
         self.bars
     }
 
-    /// The number of combos of the full grid of the axes.
+    /// The number of combos of the full grid of the axes (a user's signals: the columns).
     pub fn grid_len(&self) -> u64 {
-        self.layout.grid.len()
+        match &self.combos {
+            Combos::Grid(layout) => layout.grid.len(),
+            Combos::Signals { columns } => *columns as u64,
+        }
     }
 
-    /// The plan of the combo taking value `index[i]` of axis `i`. Allocation-free.
+    /// The plan of the combo taking value `index[i]` of axis `i` (a user's signals: the
+    /// one index is the column). Allocation-free.
     ///
     /// # Panics
     /// If `index` does not hold one in-range position per axis, or names a combo outside
     /// the sample the book was built for (a caller's bug).
     pub fn plan(&self, index: &[usize]) -> ComboPlan {
-        let axes = self.axes();
+        let layout = match &self.combos {
+            Combos::Grid(layout) => layout,
+            Combos::Signals { columns } => {
+                assert!(index.len() == 1 && index[0] < *columns, "one column of {columns}");
+                let column = index[0] as u32;
+                let stop = self.stops.get(index[0]).map_or(ComboPlan::NO_STOP, |_| column);
+                return ComboPlan { entry: column, exit: column, stop, warmup: 0 };
+            }
+        };
+        let axes = layout.grid.axes();
         assert_eq!(index.len(), axes.len(), "one index per parameter");
-        let values = self.layout.grid.values_at(index);
-        let [entry, exit, stop] = families(self.strategy());
-        let row = |family: usize, axes_of: &[usize]| self.layout.rows[family].row(row_number(axes, axes_of, index));
-        let has_stop = match self.strategy() {
+        let values = layout.grid.values_at(index);
+        let strategy = layout.grid.strategy();
+        let [entry, exit, stop] = families(strategy);
+        let row = |family: usize, axes_of: &[usize]| layout.rows[family].row(row_number(axes, axes_of, index));
+        let has_stop = match strategy {
             Strategy::BbAtr => true,
             Strategy::MaCross => false,
             Strategy::RsiReversion => values[4] > 0.0,
@@ -469,26 +637,37 @@ impl SignalBook {
             entry: row(0, entry),
             exit: row(1, exit),
             stop: if has_stop { row(2, stop) } else { ComboPlan::NO_STOP },
-            warmup: self.strategy().warmup(&values) as u32,
+            warmup: strategy.warmup(&values) as u32,
         }
     }
 
     /// The plan of combo number `combo` of the grid of the axes, in docs/strategies.md's order (the
-    /// Cartesian product in schema order, the last parameter varying fastest). A combo's
-    /// number is stable: it is how results are merged and resumed. Allocation-free.
+    /// Cartesian product in schema order, the last parameter varying fastest); of a user's
+    /// signals, column `combo`. A combo's number is stable: it is how results are merged
+    /// and resumed. Allocation-free.
     ///
     /// # Panics
     /// If `combo` ≥ [`SignalBook::grid_len`], or is outside the book's sample.
     pub fn combo_plan(&self, combo: u64) -> ComboPlan {
-        self.plan(&self.layout.grid.index(combo)[..self.axes().len()])
+        match &self.combos {
+            Combos::Grid(layout) => self.plan(&layout.grid.index(combo)[..layout.grid.axes().len()]),
+            Combos::Signals { .. } => self.plan(&[combo as usize]),
+        }
     }
 
-    /// The parameter values of combo number `combo` (schema order). Allocation-free.
+    /// The parameter values of combo number `combo` (schema order; a user's signals: the
+    /// column number). Allocation-free.
     ///
     /// # Panics
     /// If `combo` ≥ [`SignalBook::grid_len`].
     pub fn combo_values(&self, combo: u64) -> ParamValues {
-        self.layout.grid.values(combo)
+        match &self.combos {
+            Combos::Grid(layout) => layout.grid.values(combo),
+            Combos::Signals { columns } => {
+                assert!(combo < *columns as u64, "column {combo} of {columns}");
+                ParamValues::new(&[combo as f64])
+            }
+        }
     }
 
     pub(crate) fn close(&self) -> &[f64] {
@@ -526,21 +705,46 @@ impl SignalBook {
         &self.exit[row as usize * words..][..words]
     }
 
-    /// The ATR series stops read, each once.
-    pub(crate) fn atr_rows(&self) -> impl ExactSizeIterator<Item = &[f64]> {
-        self.atr.iter().map(|values| values.output(0))
+    /// The series stops read, each once.
+    pub(crate) fn stop_rows(&self) -> impl ExactSizeIterator<Item = &[f64]> {
+        self.stop_series.iter().map(StopSeries::values)
     }
 
-    /// Every stop as (index into [`SignalBook::atr_rows`], multiplier).
-    pub(crate) fn stops(&self) -> &[(u32, f64)] {
+    /// Every stop of the book.
+    pub(crate) fn stops(&self) -> &[Stop] {
         &self.stops
     }
 
-    /// The ATR series and multiplier of stop `stop`, if the plan has one.
-    pub(crate) fn stop(&self, stop: u32) -> Option<(&[f64], f64)> {
-        let &(atr, mult) = self.stops.get(stop as usize)?;
-        Some((self.atr[atr as usize].output(0), mult))
+    /// The stop `stop`, if the plan has one.
+    pub(crate) fn stop(&self, stop: u32) -> Option<StopRule<'_>> {
+        let stop = *self.stops.get(stop as usize)?;
+        let series = self.stop_series[stop.series() as usize].values();
+        Some(match stop {
+            Stop::Distance { mult, .. } => StopRule { series, mult: Some(mult) },
+            Stop::Level { .. } => StopRule { series, mult: None },
+        })
     }
+}
+
+/// The closes of `data` and each bar's return `close[t] / close[t−1] − 1` (0 at t = 0).
+fn close_and_returns(data: &Ohlcv) -> (Vec<f64>, Vec<f64>) {
+    let close = data.close().to_vec();
+    let mut ret = vec![0.0; close.len()];
+    for t in 1..close.len() {
+        ret[t] = close[t] / close[t - 1] - 1.0;
+    }
+    (close, ret)
+}
+
+/// Each column of `signals` (bars × columns) as a bit row of `words` u64 words.
+fn pack_columns(signals: ArrayView2<'_, bool>, words: usize) -> Vec<u64> {
+    let mut rows = vec![0u64; signals.ncols() * words];
+    rows.par_chunks_mut(words.max(1)).enumerate().for_each(|(c, row)| {
+        for (t, &on) in signals.column(c).iter().enumerate() {
+            row[t / 64] |= u64::from(on) << (t % 64);
+        }
+    });
+    rows
 }
 
 /// The middle band of a Bollinger period: the window mean, the same bits whatever the

@@ -5,7 +5,7 @@
 //! and per-dispatch work limits; all are submitted before the first read-back, so the
 //! upload of one piece overlaps the compute of the previous one.
 
-use crate::book::{ComboPlan, SignalBook};
+use crate::book::{ComboPlan, SignalBook, Stop};
 use crate::fixed::{BarTables, Totals};
 use std::sync::Arc;
 use threadx_dispatch::{Dispatch, GpuContext, GpuError, Kernel, PendingRead, wgpu};
@@ -89,7 +89,7 @@ pub struct GpuBacktester {
     ctx: Arc<GpuContext>,
     /// The book's part of every dispatch's parameters.
     params: Params,
-    /// bars, sums, decision bits, ATR rows, stops.
+    /// bars, sums, decision bits, stop series, stops.
     shared: [wgpu::Buffer; 5],
 }
 
@@ -136,17 +136,20 @@ impl GpuBacktester {
         let exit_rows = u32::try_from(bits.len() * 2)
             .map_err(|_| GpuError::Unsupported("the decision rows exceed the GPU's u32 indices".into()))?;
         bits.extend_from_slice(book.exit_rows());
-        // WGSL arrays cannot be empty: a book without stops gets one unused ATR and stop.
-        let mut atr: Vec<f64> = book.atr_rows().flatten().copied().collect();
+        // WGSL arrays cannot be empty: a book without stops gets one unused series and stop.
+        let mut atr: Vec<f64> = book.stop_rows().flatten().copied().collect();
         if atr.is_empty() {
             atr.push(0.0);
         }
         let mut stops: Vec<[u32; 4]> = book
             .stops()
             .iter()
-            .map(|&(row, mult)| {
-                let [m0, m1] = i64_words(mult.to_bits() as i64);
-                [row, m0, m1, 0]
+            .map(|&stop| match stop {
+                Stop::Distance { series, mult } => {
+                    let [m0, m1] = i64_words(mult.to_bits() as i64);
+                    [series, m0, m1, 0]
+                }
+                Stop::Level { series } => [series, 0, 0, 1],
             })
             .collect();
         if stops.is_empty() {
@@ -156,7 +159,7 @@ impl GpuBacktester {
             ctx.storage_buffer("bars", &bar)?,
             ctx.storage_buffer("sums", &sums)?,
             ctx.storage_buffer::<u32>("decision bits", bytemuck::cast_slice(&bits))?,
-            ctx.storage_buffer::<u32>("atr rows", bytemuck::cast_slice(&atr))?,
+            ctx.storage_buffer::<u32>("stop series", bytemuck::cast_slice(&atr))?,
             ctx.storage_buffer("stops", &stops)?,
         ];
         ctx.pipeline(&BACKTEST)?;
@@ -241,7 +244,8 @@ pub struct PendingTotals {
 }
 
 /// Refuses books whose stop arithmetic would meet subnormal or infinite values: closes
-/// outside [`EXACT_RANGE`], or an ATR × multiplier product leaving it.
+/// outside [`EXACT_RANGE`], or an ATR × multiplier product leaving it. (A level stop is
+/// compared as it is, with no arithmetic.)
 fn check_exact_range(book: &SignalBook) -> Result<(), GpuError> {
     let outside = |what: &str, v: f64| {
         GpuError::Unsupported(format!(
@@ -256,14 +260,26 @@ fn check_exact_range(book: &SignalBook) -> Result<(), GpuError> {
             return Err(outside("the price", v));
         }
     }
-    if book.stops().is_empty() {
+    let distances: Vec<(u32, f64)> = book
+        .stops()
+        .iter()
+        .filter_map(|&stop| match stop {
+            Stop::Distance { series, mult } if mult > 0.0 => Some((series, mult)),
+            _ => None,
+        })
+        .collect();
+    if distances.is_empty() {
         return Ok(());
     }
-    let (m_lo, m_hi) = min_max(book.stops().iter().map(|&(_, m)| m).filter(|&m| m > 0.0));
+    let (m_lo, m_hi) = min_max(distances.iter().map(|&(_, m)| m));
     if m_lo < f64::MIN_POSITIVE {
         return Err(outside("the multiplier", m_lo));
     }
-    for row in book.atr_rows() {
+    let mut series: Vec<u32> = distances.iter().map(|&(s, _)| s).collect();
+    series.sort_unstable();
+    series.dedup();
+    let rows: Vec<&[f64]> = book.stop_rows().collect();
+    for row in series.into_iter().map(|s| rows[s as usize]) {
         let (a_lo, a_hi) = min_max(row.iter().copied().filter(|&a| a > 0.0));
         for product in [a_lo * m_lo, a_hi * m_hi] {
             if product.is_finite() && !EXACT_RANGE.contains(&product) {

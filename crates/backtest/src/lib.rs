@@ -52,6 +52,8 @@ pub enum BacktestError {
     Combo { strategy: &'static str, problem: String },
     #[error("parameter {param} has no values")]
     EmptyAxis { param: &'static str },
+    #[error("signals: {0}")]
+    Signals(String),
     #[error("fee {0} is outside [0, 1) (a fraction of traded value per side, e.g. 0.001)")]
     Fee(f64),
     #[error("{strategy} with {params} needs at least {needed} bars to trade; the data has {len}")]
@@ -97,7 +99,7 @@ impl<'a> Backtester<'a> {
     /// chunk sizes are predicted from measured ones.
     pub fn operation(&self, combos: usize) -> Operation {
         let bars = self.book.bars();
-        Operation::new(&format!("backtest_{}", self.book.strategy().name()), json!({ "bars": bars }), bars * combos)
+        Operation::new(&format!("backtest_{}", self.book.name()), json!({ "bars": bars }), bars * combos)
     }
 
     /// Metrics of every plan, in order, on the CPU or the GPU as `dispatcher` decides (a

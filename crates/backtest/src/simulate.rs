@@ -97,7 +97,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
         let mut value = shares * entry_close;
         acc.step(value / cash - 1.0, value);
         obs.held(e, value);
-        let stop = stop.map_or(f64::NEG_INFINITY, |(atr, m)| entry_close - m * atr[e]);
+        let stop = stop.map_or(f64::NEG_INFINITY, |s| s.level(e, entry_close));
         let mut exit = None;
         for t in e + 1..n {
             let c = close[t];
@@ -160,7 +160,7 @@ pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) 
     let mut from = plan.warmup as usize;
     while let Some(e) = next_bit(entries, from).filter(|&e| e < n) {
         totals.trades += 1;
-        let level = stop.map_or(f64::NEG_INFINITY, |(atr, m)| close[e] - m * atr[e]);
+        let level = stop.map_or(f64::NEG_INFINITY, |s| s.level(e, close[e]));
         let base = equity.wrapping_add(tables.log_buy).wrapping_sub(log[e]);
         let mut hi = log[e].max(peak.wrapping_sub(base));
         let mut low = log[e].wrapping_sub(hi);

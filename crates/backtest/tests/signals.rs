@@ -1,0 +1,214 @@
+//! A user's own signals ([`SignalBook::from_signals`]): the book's simulation against a
+//! plain per-bar loop written here from docs/strategies.md's rules, the GPU kernel's
+//! totals against the CPU's bits on every adapter (level stops included), a broadcast
+//! stop against the same levels given per column, and the refusals of bad shapes.
+
+#![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
+
+mod common;
+
+use common::metrics_of_equity;
+use ndarray::{Array2, ArrayView2, Axis};
+use threadx_backtest::{
+    BacktestError, BarTables, ExitReason, GpuBacktester, SignalBook, simulate_cpu, simulate_detailed,
+};
+use threadx_dispatch::testing::adapters;
+use threadx_indicators::{Ohlcv, SeededRng};
+
+const FEE: f64 = 0.001;
+
+/// Random entries and exits (about one bar in `every` each) and stop levels a few percent
+/// under the close, some NaN and some non-positive (no stop), for `columns` columns.
+fn random_signals(data: &Ohlcv, columns: usize, seed: u64) -> (Array2<bool>, Array2<bool>, Array2<f64>) {
+    let mut rng = SeededRng::new(seed);
+    let n = data.len();
+    let close = data.close();
+    let mut entries = Array2::from_elem((n, columns), false);
+    let mut exits = Array2::from_elem((n, columns), false);
+    let mut stop = Array2::from_elem((n, columns), f64::NAN);
+    for c in 0..columns {
+        let every = 5.0 + 40.0 * (c % 4) as f64;
+        for t in 0..n {
+            entries[[t, c]] = rng.uniform() * every < 1.0;
+            exits[[t, c]] = rng.uniform() * every < 1.0;
+            let u = rng.uniform();
+            stop[[t, c]] = match u {
+                u if u < 0.05 => f64::NAN,
+                u if u < 0.08 => -1.0,
+                u if u < 0.10 => 0.0,
+                u => close[t] * (1.0 - 0.03 * u),
+            };
+        }
+    }
+    (entries, exits, stop)
+}
+
+/// The trades and equity of one column by the rules, bar by bar in f64: (entry, exit,
+/// reason) per trade and the equity at every close.
+fn plain_loop(
+    close: &[f64],
+    entries: &[bool],
+    exits: &[bool],
+    stop: Option<&[f64]>,
+) -> (Vec<(usize, usize, ExitReason)>, Vec<f64>) {
+    let n = close.len();
+    let mut equity = vec![0.0; n];
+    let mut trades = Vec::new();
+    let mut cash = 1.0;
+    let mut t = 0;
+    while t < n {
+        if !entries[t] {
+            equity[t] = cash;
+            t += 1;
+            continue;
+        }
+        let e = t;
+        let shares = cash / (close[e] * (1.0 + FEE));
+        equity[e] = shares * close[e];
+        // The level at the entry bar, frozen; NaN or ≤ 0: no stop.
+        let level = stop.map(|s| s[e]).filter(|&l| l > 0.0);
+        let mut exit = None;
+        for (x, &c) in close.iter().enumerate().skip(e + 1) {
+            if level.is_some_and(|l| c <= l) {
+                exit = Some((x, ExitReason::Stop));
+                break;
+            }
+            if exits[x] {
+                exit = Some((x, ExitReason::Signal));
+                break;
+            }
+            equity[x] = shares * c;
+        }
+        match exit {
+            Some((x, reason)) => {
+                cash = shares * close[x] * (1.0 - FEE);
+                equity[x] = cash;
+                trades.push((e, x, reason));
+                // No entry on the bar of an exit.
+                t = x + 1;
+            }
+            None => {
+                trades.push((e, n - 1, ExitReason::OpenAtEnd));
+                t = n;
+            }
+        }
+    }
+    (trades, equity)
+}
+
+fn column(view: ArrayView2<'_, bool>, c: usize) -> Vec<bool> {
+    view.column(c).to_vec()
+}
+
+#[test]
+fn user_signals_run_by_the_rules_of_a_plain_loop() {
+    let data = Ohlcv::load("synthetic:bars=3000,seed=21").unwrap();
+    let (entries, exits, stop) = random_signals(&data, 8, 3);
+    for with_stop in [false, true] {
+        let levels = with_stop.then(|| stop.view());
+        let book = SignalBook::from_signals(&data, entries.view(), exits.view(), levels).unwrap();
+        assert_eq!(book.grid_len(), 8);
+        assert_eq!(book.name(), "signals");
+        let tables = BarTables::new(&book, FEE);
+        let plans: Vec<_> = (0..8).map(|c| book.combo_plan(c)).collect();
+        let totals = simulate_cpu(&book, &tables, &plans);
+        for c in 0..8 {
+            let stop_column = stop.column(c).to_vec();
+            let (trades, equity) = plain_loop(
+                data.close(),
+                &column(entries.view(), c),
+                &column(exits.view(), c),
+                with_stop.then_some(&stop_column[..]),
+            );
+            let report = simulate_detailed(&book, &plans[c as usize], FEE);
+            let got: Vec<_> = report.trades.iter().map(|t| (t.entry_bar, t.exit_bar, t.reason)).collect();
+            assert_eq!(got, trades, "column {c}, stop {with_stop}");
+            assert!(trades.len() > 3, "column {c} trades ({} trades)", trades.len());
+            if with_stop {
+                assert!(trades.iter().any(|t| t.2 == ExitReason::Stop), "column {c}: some stop fires");
+            }
+            let closed = trades.iter().filter(|t| t.2 != ExitReason::OpenAtEnd).count() as u32;
+            let wins = report.trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd && t.return_ > 0.0).count();
+            let held: usize =
+                trades.iter().map(|&(e, x, r)| if r == ExitReason::OpenAtEnd { data.len() - e } else { x - e }).sum();
+            let want = metrics_of_equity(&equity, trades.len() as u32, closed, wins as u32, held);
+            let m = totals[c as usize].metrics(book.bars(), book.bars_per_year());
+            assert_eq!((m.trades, m.closed_trades), (want.trades, want.closed_trades));
+            for (name, got, want) in [
+                ("total_return", m.total_return, want.total_return),
+                ("max_drawdown", m.max_drawdown, want.max_drawdown),
+                ("sharpe", m.sharpe, want.sharpe),
+                ("win_rate", m.win_rate, want.win_rate),
+                ("exposure", m.exposure, want.exposure),
+            ] {
+                assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0), "column {c} {name}: {got} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_totals_of_user_signals_are_the_cpus_bits() {
+    for source in ["synthetic:bars=20000,seed=8", "synthetic:bars=9000,seed=2,market=fx"] {
+        let data = Ohlcv::load(source).unwrap();
+        let (entries, exits, stop) = random_signals(&data, 24, 17);
+        for levels in [None, Some(stop.view())] {
+            let book = SignalBook::from_signals(&data, entries.view(), exits.view(), levels).unwrap();
+            let tables = BarTables::new(&book, FEE);
+            let plans: Vec<_> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
+            let cpu = simulate_cpu(&book, &tables, &plans);
+            let trades: u32 = cpu.iter().map(|t| t.trades).sum();
+            for ctx in adapters() {
+                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap();
+                println!(
+                    "{source}, stops {}: {} columns, {trades} trades on {}",
+                    levels.is_some(),
+                    plans.len(),
+                    ctx.report().label()
+                );
+                assert_eq!(cpu, gpu, "{source} on {}", ctx.report().label());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_broadcast_stop_is_the_same_levels_in_every_column() {
+    let data = Ohlcv::load("synthetic:bars=4000,seed=5").unwrap();
+    let (entries, exits, stop) = random_signals(&data, 6, 9);
+    let one = stop.column(0).insert_axis(Axis(1));
+    let shared = one.broadcast((data.len(), 6)).unwrap();
+    assert_eq!(shared.strides()[1], 0);
+    let repeated = shared.to_owned();
+    let run = |levels: ArrayView2<'_, f64>| {
+        let book = SignalBook::from_signals(&data, entries.view(), exits.view(), Some(levels)).unwrap();
+        let tables = BarTables::new(&book, FEE);
+        let plans: Vec<_> = (0..6).map(|c| book.combo_plan(c)).collect();
+        let mut totals = simulate_cpu(&book, &tables, &plans);
+        for ctx in adapters() {
+            assert_eq!(GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap(), totals);
+        }
+        totals.dedup();
+        totals
+    };
+    assert_eq!(run(shared), run(repeated.view()));
+}
+
+#[test]
+fn bad_signals_are_refused_with_what_is_wrong() {
+    let data = Ohlcv::load("synthetic:bars=100,seed=1").unwrap();
+    let on = Array2::from_elem((100, 3), true);
+    let short = Array2::from_elem((99, 3), true);
+    let err = |e: Result<SignalBook, BacktestError>| e.unwrap_err().to_string();
+    let msg = err(SignalBook::from_signals(&data, on.view(), short.view(), None));
+    assert!(msg.contains("exits has shape (99, 3); expected (100, 3)"), "{msg}");
+    let none = Array2::from_elem((100, 0), true);
+    assert!(err(SignalBook::from_signals(&data, none.view(), none.view(), None)).contains("no columns"));
+    let mut stop = Array2::from_elem((100, 3), 1.0);
+    stop[[7, 2]] = f64::INFINITY;
+    let msg = err(SignalBook::from_signals(&data, on.view(), on.view(), Some(stop.view())));
+    assert!(msg.contains("stop level +inf at bar 7, column 2"), "{msg}");
+    let wide = Array2::from_elem((100, 4), 1.0);
+    let msg = err(SignalBook::from_signals(&data, on.view(), on.view(), Some(wide.view())));
+    assert!(msg.contains("stop has shape (100, 4)"), "{msg}");
+}
