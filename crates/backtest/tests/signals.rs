@@ -120,7 +120,7 @@ fn user_signals_run_by_the_rules_of_a_plain_loop() {
                 &column(exits.view(), c),
                 with_stop.then_some(&stop_column[..]),
             );
-            let report = simulate_detailed(&book, &plans[c as usize], FEE);
+            let report = simulate_detailed(&book, &plans[c], FEE);
             let got: Vec<_> = report.trades.iter().map(|t| (t.entry_bar, t.exit_bar, t.reason)).collect();
             assert_eq!(got, trades, "column {c}, stop {with_stop}");
             assert!(trades.len() > 3, "column {c} trades ({} trades)", trades.len());
@@ -132,7 +132,7 @@ fn user_signals_run_by_the_rules_of_a_plain_loop() {
             let held: usize =
                 trades.iter().map(|&(e, x, r)| if r == ExitReason::OpenAtEnd { data.len() - e } else { x - e }).sum();
             let want = metrics_of_equity(&equity, trades.len() as u32, closed, wins as u32, held);
-            let m = totals[c as usize].metrics(book.bars(), book.bars_per_year());
+            let m = totals[c].metrics(book.bars(), book.bars_per_year());
             assert_eq!((m.trades, m.closed_trades), (want.trades, want.closed_trades));
             for (name, got, want) in [
                 ("total_return", m.total_return, want.total_return),
