@@ -16,6 +16,9 @@ pub enum DataError {
     MissingColumn { origin: String, column: &'static str, found: String },
     #[error("{origin}, line {line}, column `{column}`: {problem}")]
     Invalid { origin: String, line: usize, column: String, problem: String },
+    /// Bad data given as arrays (not a file): `row` is the 0-based position.
+    #[error("{origin}, row {row}, column `{column}`: {problem}")]
+    InvalidRow { origin: String, row: usize, column: String, problem: String },
     #[error("bad synthetic data spec `{spec}`: {problem}")]
     Synthetic { spec: String, problem: String },
 }
@@ -50,9 +53,78 @@ pub fn columns_help() -> String {
 /// The columns of one bar, in the order of [`Ohlcv::new`]'s arguments.
 const FIELDS: [&str; 6] = ["timestamp", "open", "high", "low", "close", "volume"];
 
+/// Where a bar sits in its source: a CSV line (1-based) or a row of arrays (0-based).
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    Line(usize),
+    Row(usize),
+}
+
+impl Place {
+    fn error(self, origin: &str, column: &str, problem: String) -> DataError {
+        let (origin, column) = (origin.to_owned(), column.to_owned());
+        match self {
+            Place::Line(line) => DataError::Invalid { origin, line, column, problem },
+            Place::Row(row) => DataError::InvalidRow { origin, row, column, problem },
+        }
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Line(line) => write!(f, "line {line}"),
+            Place::Row(row) => write!(f, "row {row}"),
+        }
+    }
+}
+
+/// The positions of the time, open, high, low, close and volume columns in `header`
+/// (names in any case; the time column as [`columns_help`] says, or an unnamed first
+/// column), the one header rule of CSV files and DataFrames. Volume is optional.
+pub fn find_columns(origin: &str, header: &[&str]) -> Result<([usize; 5], Option<usize>), DataError> {
+    let find = |names: &[&str]| header.iter().position(|h| names.iter().any(|n| h.trim().eq_ignore_ascii_case(n)));
+    let unnamed_first =
+        header.first().is_some_and(|h| h.trim().is_empty() || h.trim().eq_ignore_ascii_case("unnamed: 0"));
+    let found = [
+        find(&TIME_COLUMNS).or(unnamed_first.then_some(0)),
+        find(&["open"]),
+        find(&["high"]),
+        find(&["low"]),
+        find(&["close"]),
+    ];
+    match found.iter().position(Option::is_none) {
+        Some(missing) => Err(DataError::MissingColumn {
+            origin: origin.to_owned(),
+            column: FIELDS[missing],
+            found: header.join(", "),
+        }),
+        None => Ok((found.map(|c| c.unwrap_or_default()), find(&["volume"]))),
+    }
+}
+
+/// Epoch milliseconds from an epoch number in seconds, milliseconds, microseconds or
+/// nanoseconds, told apart by magnitude (1e11 s and 1e14 ms are both the year 5138): the
+/// rule of numeric time columns in CSV files and DataFrames.
+pub fn epoch_to_ms(number: f64) -> Result<i64, String> {
+    if !number.is_finite() || number < 0.0 {
+        return Err(format!("`{number}` is not a time"));
+    }
+    let ms = if number < 1e11 {
+        number * 1e3
+    } else if number < 1e14 {
+        number
+    } else if number < 1e17 {
+        number / 1e3
+    } else {
+        number / 1e6
+    };
+    Ok(ms.round() as i64)
+}
+
 impl Ohlcv {
-    /// Validated bars. `origin` names where they came from (a path, a synthetic spec) in
-    /// errors; problems are reported at line `i + 2` for bar `i`, as in a CSV with a header.
+    /// Validated bars. `origin` names where they came from (a path, a synthetic spec, a
+    /// DataFrame) in errors; problems are reported at the bar's 0-based row.
     pub fn new(
         origin: impl Into<String>,
         timestamps: Vec<i64>,
@@ -63,7 +135,7 @@ impl Ohlcv {
         volume: Vec<f64>,
     ) -> Result<Self, DataError> {
         let bars = Self { origin: origin.into(), timestamps, open, high, low, close, volume };
-        bars.validate(|i| i + 2)?;
+        bars.validate(Place::Row)?;
         Ok(bars)
     }
 
@@ -112,25 +184,10 @@ impl Ohlcv {
         let columns: [Option<usize>; 6] = if headerless {
             [Some(0), Some(1), Some(2), Some(3), Some(4), Some(5)]
         } else {
-            let find = |names: &[&str]| first.iter().position(|h| names.iter().any(|n| h.eq_ignore_ascii_case(n)));
-            let unnamed_first = first.get(0).is_some_and(|h| h.is_empty() || h.eq_ignore_ascii_case("unnamed: 0"));
-            [
-                find(&TIME_COLUMNS).or(unnamed_first.then_some(0)),
-                find(&["open"]),
-                find(&["high"]),
-                find(&["low"]),
-                find(&["close"]),
-                find(&["volume"]),
-            ]
+            let header: Vec<&str> = first.iter().collect();
+            let (found, volume) = find_columns(origin, &header)?;
+            [Some(found[0]), Some(found[1]), Some(found[2]), Some(found[3]), Some(found[4]), volume]
         };
-        if let Some(missing) = (0..5).find(|&c| columns[c].is_none()) {
-            let found = if headerless {
-                format!("{} unnamed fields", first.len())
-            } else {
-                first.iter().collect::<Vec<_>>().join(", ")
-            };
-            return Err(DataError::MissingColumn { origin: origin.to_owned(), column: FIELDS[missing], found });
-        }
         let mut bars = Self {
             origin: origin.to_owned(),
             timestamps: Vec::new(),
@@ -167,22 +224,17 @@ impl Ohlcv {
         if bars.timestamps.is_empty() {
             return Err(DataError::Empty { origin: origin.to_owned() });
         }
-        bars.validate(|i| lines[i])?;
+        bars.validate(|i| Place::Line(lines[i]))?;
         Ok(bars)
     }
 
-    /// Checks the invariants; `line(i)` is where bar `i` sits in its source.
-    fn validate(&self, line: impl Fn(usize) -> usize) -> Result<(), DataError> {
+    /// Checks the invariants; `place(i)` is where bar `i` sits in its source.
+    fn validate(&self, place: impl Fn(usize) -> Place) -> Result<(), DataError> {
         let n = self.timestamps.len();
         if n == 0 {
             return Err(DataError::Empty { origin: self.origin.clone() });
         }
-        let invalid = |i: usize, column: &str, problem: String| DataError::Invalid {
-            origin: self.origin.clone(),
-            line: line(i),
-            column: column.to_owned(),
-            problem,
-        };
+        let invalid = |i: usize, column: &str, problem: String| place(i).error(&self.origin, column, problem);
         let series = [&self.open, &self.high, &self.low, &self.close, &self.volume];
         for (c, values) in series.iter().enumerate() {
             if values.len() != n {
@@ -215,14 +267,14 @@ impl Ohlcv {
                 return Err(invalid(i, "high", format!("high {} is below low {}", self.high[i], self.low[i])));
             }
         }
-        self.warn_outliers(&line);
+        self.warn_outliers(&place);
         Ok(())
     }
 
     /// Warns, once, about prices more than 100 times away from both neighbours in their
     /// series (a bad tick: valid data, so not refused, but every window holding it says
     /// little), naming the first one's line and how many there are.
-    fn warn_outliers(&self, line: &impl Fn(usize) -> usize) {
+    fn warn_outliers(&self, place: &impl Fn(usize) -> Place) {
         let far = |v: f64, other: f64| v > 100.0 * other || other > 100.0 * v;
         let prices = [&self.open, &self.high, &self.low, &self.close];
         if self.len() < 2 {
@@ -248,10 +300,10 @@ impl Ohlcv {
             .collect();
         let others = if found.len() > 1 { format!(" ({} such prices in all)", found.len()) } else { String::new() };
         tracing::warn!(
-            "{}, line {}, column `{}`: price {} is more than 100 times away from its neighbours ({}); \
+            "{}, {}, column `{}`: price {} is more than 100 times away from its neighbours ({}); \
              a bad tick? Indicators over windows that hold it are distorted{others}",
             self.origin,
-            line(i),
+            place(i),
             FIELDS[c + 1],
             values[i],
             neighbours.join(" and "),
@@ -354,20 +406,7 @@ pub fn format_time(ms: i64) -> String {
 /// Epoch milliseconds from a date-time string or an epoch number in s, ms or µs.
 fn parse_time(text: &str) -> Result<i64, String> {
     if let Ok(number) = text.parse::<f64>() {
-        if !number.is_finite() || number < 0.0 {
-            return Err(format!("`{text}` is not a time"));
-        }
-        // Told apart by magnitude: 1e11 s is the year 5138, 1e14 ms the year 5138.
-        let ms = if number < 1e11 {
-            number * 1e3
-        } else if number < 1e14 {
-            number
-        } else if number < 1e17 {
-            number / 1e3
-        } else {
-            number / 1e6
-        };
-        return Ok(ms.round() as i64);
+        return epoch_to_ms(number).map_err(|_| format!("`{text}` is not a time"));
     }
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {
         return Ok(t.timestamp_millis());

@@ -170,3 +170,36 @@ fn bad_synthetic_specs_are_refused() {
     }
     assert_eq!(Ohlcv::load("synthetic").unwrap().len(), 35_040);
 }
+
+#[test]
+fn arrays_are_checked_and_named_by_row() {
+    let ts = vec![T0, T0 + STEP, T0 + 2 * STEP];
+    let good = vec![1.0, 2.0, 3.0];
+    let bad_close = vec![1.0, 2.0, -3.0];
+    let err = Ohlcv::new("DataFrame", ts.clone(), good.clone(), good.clone(), good.clone(), bad_close, vec![0.0; 3]);
+    assert_eq!(err.unwrap_err().to_string(), "DataFrame, row 2, column `close`: price -3 is not positive");
+    let backwards = vec![T0, T0 + STEP, T0];
+    let err = Ohlcv::new("DataFrame", backwards, good.clone(), good.clone(), good.clone(), good.clone(), vec![0.0; 3]);
+    assert!(err.unwrap_err().to_string().starts_with("DataFrame, row 2, column `timestamp`: out of order"));
+}
+
+#[test]
+fn one_header_rule_finds_the_columns_of_files_and_frames() {
+    use threadx_indicators::find_columns;
+    assert_eq!(find_columns("f", &["Date", "OPEN", "High", "low", "Close"]).unwrap(), ([0, 1, 2, 3, 4], None));
+    // A frame's index passed as an unnamed first column.
+    assert_eq!(find_columns("f", &["", "close", "low", "high", "open", "Volume"]).unwrap(), ([0, 4, 3, 2, 1], Some(5)));
+    let err = find_columns("DataFrame", &["time", "open", "high", "close"]).unwrap_err().to_string();
+    assert!(err.starts_with("DataFrame: no `low` column (found: time, open, high, close)"), "{err}");
+}
+
+#[test]
+fn epoch_numbers_are_told_apart_by_magnitude() {
+    use threadx_indicators::epoch_to_ms;
+    let seconds = (T0 / 1000) as f64;
+    for (number, want) in [(seconds, T0), (T0 as f64, T0), (T0 as f64 * 1e3, T0), (T0 as f64 * 1e6, T0)] {
+        assert_eq!(epoch_to_ms(number), Ok(want), "{number}");
+    }
+    assert!(epoch_to_ms(f64::NAN).is_err());
+    assert!(epoch_to_ms(-1.0).is_err());
+}
