@@ -4,18 +4,15 @@ use crate::backtest::split_assignment;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 use threadx_backtest::{Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::{IndicatorBank, Ohlcv};
-use threadx_multi_gpu::{
-    BalanceOptions, DevicePool, DistributeOptions, MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg,
-    summary_json,
-};
-use threadx_profile_store::{Profiles, write_file_atomic};
+use threadx_multi_gpu::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
+use threadx_profile_store::write_file_atomic;
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, Sample, Shard, SweepPlan, SweepSpec, WalkForward, available_memory,
     check_output, check_writable, checkpoint_dir, merge, metric_index, run_to_files, walk_forward,
@@ -284,7 +281,11 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let indicators_s = (bank.runs().iter().map(|r| r.elapsed_ms).sum::<f64>() / 1e3).min(prepare_s);
     phases.add("indicators", indicators_s);
     phases.add("book", prepare_s - indicators_s);
-    let (devices, distribute) = phases.time("devices", || device_pool(mode, &dispatcher, pool, &sweep))?;
+    // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
+    let mut note = |note: &str| {
+        let _ = writeln!(std::io::stdout().lock(), "{note}");
+    };
+    let (devices, distribute) = phases.time("devices", || sweep.device_pool(mode, &dispatcher, pool, &mut note))?;
     crate::on_interrupt(format!(
         "the finished chunks are kept in {}; run the same command with --resume to continue",
         checkpoint_dir(&opts.out).display()
@@ -418,53 +419,6 @@ fn workers_line(workers: &serde_json::Map<String, serde_json::Value>) -> String 
         })
         .collect();
     parts.join(", ")
-}
-
-/// Runs below this many combos, with no balance saved, run on the CPU alone in `auto`:
-/// measuring every device would cost more than it saves.
-const AUTO_PROFILE_MIN_COMBOS: u64 = 4 * 8192;
-
-/// The workers a sweep runs on in `mode`, and how the work is split among them. With
-/// several workers and no balance saved for the sweep's workload, the balance is
-/// measured first (and saved); `auto` then keeps the workers that add throughput.
-fn device_pool(
-    mode: DeviceMode,
-    dispatcher: &Dispatcher,
-    threads: Option<Arc<rayon::ThreadPool>>,
-    sweep: &threadx_sweep::Sweep,
-) -> Result<(DevicePool, DistributeOptions)> {
-    let mut distribute = DistributeOptions::new(sweep.workload_tag());
-    let mut pool = DevicePool::for_mode(mode, dispatcher, threads.clone())?;
-    if pool.workers().len() < 2 {
-        return Ok((pool, distribute));
-    }
-    let profiles = Profiles::from_env(dispatcher.fingerprint());
-    let ratios = match pool.saved_ratios(&profiles, &distribute.tag)? {
-        Some(saved) => saved.ratios,
-        None if mode == DeviceMode::Auto && sweep.combos().len() < AUTO_PROFILE_MIN_COMBOS => {
-            return Ok((DevicePool::for_mode(DeviceMode::Cpu, dispatcher, threads)?, distribute));
-        }
-        None => {
-            outln!(
-                "measuring the balance of {} on {} (once; `threadx balance` measures it again):",
-                distribute.tag,
-                pool.names().join(", ")
-            );
-            let balance = pool.profile_auto_balance(
-                &sweep.workload()?,
-                &BalanceOptions::default(),
-                &distribute.tag,
-                Some(&profiles),
-            )?;
-            outln!("{balance}");
-            balance.ratios
-        }
-    };
-    if mode == DeviceMode::Auto {
-        pool = pool.useful(&ratios);
-    }
-    distribute.profiles = Some(profiles);
-    Ok((pool, distribute))
 }
 
 /// Runs `f` on the `--threads` pool if there is one, else on the global one.

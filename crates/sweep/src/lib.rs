@@ -31,7 +31,9 @@ pub use output::{
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use rows::{Row, header, parse_row, write_row};
-pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, available_memory};
+pub use runner::{
+    AUTO_PROFILE_MIN_COMBOS, ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, available_memory,
+};
 pub use spec::{MAX_AXIS_VALUES, Sample, SweepSpec, WalkForward, parse_axis};
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};
 
@@ -51,6 +53,9 @@ pub enum SweepError {
     Results(String),
     #[error("merge: {0}")]
     Merge(String),
+    /// The caller asked the run to stop (e.g. Ctrl-C); the rows so far are dropped.
+    #[error("the sweep was cancelled")]
+    Cancelled,
     // The cause is in the message, not a `source`: error chains would print it twice.
     #[error("{path}: {error}")]
     Io { path: std::path::PathBuf, error: std::io::Error },

@@ -6,13 +6,22 @@ use crate::SweepError;
 use crate::combos::ComboSet;
 use crate::spec::SweepSpec;
 use std::ops::Range;
+use std::sync::Arc;
 use threadx_backtest::{
     Backtester, BarTables, BookLayout, ComboPlan, GpuBacktester, Metrics, ParamGrid, PendingTotals, SignalBook, Totals,
     simulate_cpu,
 };
+use threadx_dispatch::DeviceMode;
 use threadx_dispatch::{Dispatcher, format_bytes, thousands};
 use threadx_indicators::IndicatorBank;
-use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions, RunStats, WorkError, WorkerDevice, Workload};
+use threadx_multi_gpu::{
+    BalanceOptions, Chunk, DevicePool, DistributeOptions, RunStats, WorkError, WorkerDevice, Workload,
+};
+use threadx_profile_store::Profiles;
+
+/// Sweeps below this many combos, with no balance saved, run on the CPU alone in `auto`:
+/// measuring every device would cost more than it saves.
+pub const AUTO_PROFILE_MIN_COMBOS: u64 = 4 * 8192;
 
 /// What a chunk (or any range of combo positions) produced: the grid numbers of the
 /// combos it ran (those the strategy's rules allow) and their metrics, in combo order.
@@ -181,6 +190,75 @@ impl Sweep {
             }
         }
         (combos, plans)
+    }
+
+    /// The workers this sweep runs on in `mode`, and how the work is split among them.
+    /// With several workers and no balance saved for the sweep's workload, the balance is
+    /// measured first (and saved), telling `note` what it does; `auto` then keeps the
+    /// workers that add throughput. The CPU runs on `threads` when given.
+    pub fn device_pool(
+        &self,
+        mode: DeviceMode,
+        dispatcher: &Dispatcher,
+        threads: Option<Arc<rayon::ThreadPool>>,
+        note: &mut dyn FnMut(&str),
+    ) -> Result<(DevicePool, DistributeOptions), SweepError> {
+        let mut distribute = DistributeOptions::new(self.workload_tag());
+        let mut pool = DevicePool::for_mode(mode, dispatcher, threads.clone())?;
+        if pool.workers().len() < 2 {
+            return Ok((pool, distribute));
+        }
+        let profiles = Profiles::from_env(dispatcher.fingerprint());
+        let ratios = match pool.saved_ratios(&profiles, &distribute.tag)? {
+            Some(saved) => saved.ratios,
+            None if mode == DeviceMode::Auto && self.combos.len() < AUTO_PROFILE_MIN_COMBOS => {
+                return Ok((DevicePool::for_mode(DeviceMode::Cpu, dispatcher, threads)?, distribute));
+            }
+            None => {
+                note(&format!(
+                    "measuring the balance of {} on {} (once; `threadx balance` measures it again):",
+                    distribute.tag,
+                    pool.names().join(", ")
+                ));
+                let balance = pool.profile_auto_balance(
+                    &self.workload()?,
+                    &BalanceOptions::default(),
+                    &distribute.tag,
+                    Some(&profiles),
+                )?;
+                note(&balance.to_string());
+                balance.ratios
+            }
+        };
+        if mode == DeviceMode::Auto {
+            pool = pool.useful(&ratios);
+        }
+        distribute.profiles = Some(profiles);
+        Ok((pool, distribute))
+    }
+
+    /// Every combo of the sweep run on `pool`, the rows kept in memory in combo order (no
+    /// files, no checkpoint): for callers that want the rows themselves. `progress(done,
+    /// total)` runs on the calling thread after each chunk, in chunk order; an error it
+    /// returns (e.g. [`SweepError::Cancelled`]) stops the run between chunks.
+    pub fn run_in_memory(
+        &self,
+        pool: &DevicePool,
+        options: &DistributeOptions,
+        progress: &mut dyn FnMut(u64, u64) -> Result<(), SweepError>,
+    ) -> Result<ChunkResult, SweepError> {
+        let chunks: Vec<u64> = (0..self.combos.chunks()).collect();
+        let total = self.combos.len();
+        let mut rows = ChunkResult::default();
+        let mut done = 0;
+        progress(0, total)?;
+        self.run(pool, &chunks, options, &|_, _| Ok(()), &mut |chunk, part| {
+            rows.combos.extend(part.combos);
+            rows.metrics.extend(part.metrics);
+            done += self.combos.chunk_len(chunk);
+            progress(done, total)
+        })?;
+        Ok(rows)
     }
 
     /// Every combo of the sweep in one call, on the device the dispatcher picks, in combo

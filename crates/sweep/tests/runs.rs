@@ -414,3 +414,40 @@ fn preparation_is_laid_out_before_work_and_refused_when_it_cannot_fit() {
     let err = SweepPlan::new(&sampled, 35_040, Some(1 << 30)).unwrap_err().to_string();
     assert!(err.contains("100000000000 sampled combos"), "{err}");
 }
+
+#[test]
+fn rows_in_memory_are_the_files_rows_and_a_cancel_stops_between_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = data();
+    let mut spec = bb_spec();
+    spec.chunk_size = Some(5);
+    let opts = options(&dir.path().join("r.csv"));
+    let file = lines(&run(&d, &spec, &opts, 2));
+    let dispatcher = cpu(&dir);
+    let bank = IndicatorBank::new(&d, &dispatcher);
+    let sweep = Sweep::prepare(&bank, &spec).unwrap();
+    let distribute = DistributeOptions::new(sweep.workload_tag());
+    let mut seen = Vec::new();
+    let rows = sweep
+        .run_in_memory(&cpu_pool(2), &distribute, &mut |done, total| {
+            seen.push((done, total));
+            Ok(())
+        })
+        .unwrap();
+    let mut text = String::new();
+    for (&combo, m) in rows.combos.iter().zip(&rows.metrics) {
+        threadx_sweep::write_row(&mut text, Strategy::BbAtr, combo, &sweep.book().combo_values(combo), m);
+    }
+    assert_eq!(text.lines().collect::<Vec<_>>(), file[1..], "the same rows as the CSV");
+    let chunks = sweep.combos().chunks();
+    assert_eq!(seen.len() as u64, chunks + 1, "once at the start and once per chunk");
+    assert_eq!(seen.last(), Some(&(72, 72)));
+
+    let mut calls = 0;
+    let cancelled = sweep.run_in_memory(&cpu_pool(2), &distribute, &mut |done, _| {
+        calls += 1;
+        if done > 0 { Err(SweepError::Cancelled) } else { Ok(()) }
+    });
+    assert!(matches!(cancelled, Err(SweepError::Cancelled)), "{cancelled:?}");
+    assert_eq!(calls, 2, "stopped after the first chunk");
+}
