@@ -14,26 +14,10 @@ pub fn run(data: &str, indicators: &[Indicator], out: &Path, mode: DeviceMode) -
     }
     check_writable(out)?;
     let data = Ohlcv::load(data).with_context(|| format!("loading --data {data}"))?;
-    let mut unique: Vec<Indicator> = Vec::new();
-    for indicator in indicators {
-        if unique.iter().any(|u| u.key() == indicator.key()) {
-            tracing::warn!("{indicator} is asked for twice; writing it once");
-        } else {
-            unique.push(*indicator);
-        }
-    }
-    for indicator in &unique {
-        indicator.check(data.len())?;
-    }
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let bank = IndicatorBank::new(&data, &dispatcher);
-    let values = bank.get_many(&unique)?;
-    let mut columns: Vec<(String, &[f64])> = Vec::new();
-    for v in &values {
-        for (i, name) in v.indicator().columns().into_iter().enumerate() {
-            columns.push((name, v.output(i)));
-        }
-    }
+    let table = bank.table(indicators)?;
+    let columns: Vec<(&str, &[f64])> = table.iter().map(|(name, v, i)| (name.as_str(), v.output(*i))).collect();
     let mut csv = String::with_capacity(data.len() * (24 + 20 * columns.len()));
     csv.push_str("timestamp");
     for (name, _) in &columns {

@@ -158,9 +158,9 @@ pub struct Dispatcher {
     mode: DeviceMode,
     policy: Policy,
     gpu: Option<Arc<GpuContext>>,
-    /// The adapters found when the dispatcher was made (none when the CPU is forced), kept
-    /// until a device pool takes them so that it does not enumerate them again.
-    selection: Mutex<Option<adapters::GpuSelection>>,
+    /// The adapters found when the dispatcher was made (none when the CPU is forced),
+    /// shared with the device pools made from it so that they do not enumerate them again.
+    selection: Option<Arc<adapters::GpuSelection>>,
     /// Set after an error that disables the GPU for this process.
     gpu_failed: AtomicBool,
     /// One warning per dispatcher is enough to tell the user the GPU is not used.
@@ -184,7 +184,7 @@ impl Dispatcher {
             mode,
             policy,
             gpu,
-            selection: Mutex::new(None),
+            selection: None,
             gpu_failed: AtomicBool::new(false),
             warned: AtomicBool::new(false),
             store: Mutex::new(store),
@@ -233,7 +233,7 @@ impl Dispatcher {
                 opened
             }
         };
-        let dispatcher = Self { selection: Mutex::new(found), ..Self::new(mode, gpu, store, Policy::default()) };
+        let dispatcher = Self { selection: found.map(Arc::new), ..Self::new(mode, gpu, store, Policy::default()) };
         if let Some(e) = problem {
             dispatcher.warn_once(&format!("{e}; running on the CPU"));
         }
@@ -258,10 +258,9 @@ impl Dispatcher {
         &self.policy
     }
 
-    /// The adapters found when this dispatcher was made (None when the CPU was forced, or
-    /// once taken): handed over once, so that what is not used is freed.
-    pub fn take_selection(&self) -> Option<adapters::GpuSelection> {
-        self.selection.lock().unwrap_or_else(PoisonError::into_inner).take()
+    /// The adapters found when this dispatcher was made (None when the CPU was forced).
+    pub fn selection(&self) -> Option<Arc<adapters::GpuSelection>> {
+        self.selection.clone()
     }
 
     /// The GPU operations may run on, unless it failed earlier.

@@ -55,6 +55,34 @@ impl<'a> IndicatorBank<'a> {
         self.fetch(indicators, false)
     }
 
+    /// The output columns of `indicators` as a table: (column name, the values and the
+    /// output's index) in the order asked, each unique indicator once (a repeat is left
+    /// out with a warning), every one checked against the data's length first.
+    pub fn table(
+        &self,
+        indicators: &[Indicator],
+    ) -> Result<Vec<(String, Arc<IndicatorValues>, usize)>, IndicatorError> {
+        let mut unique: Vec<Indicator> = Vec::new();
+        for indicator in indicators {
+            if unique.iter().any(|u| u.key() == indicator.key()) {
+                tracing::warn!("{indicator} is asked for twice; computing it once");
+            } else {
+                unique.push(*indicator);
+            }
+        }
+        for indicator in &unique {
+            indicator.check(self.data.len())?;
+        }
+        let values = self.get_many(&unique)?;
+        Ok(values
+            .into_iter()
+            .flat_map(|v| {
+                let names = v.indicator().columns();
+                names.into_iter().enumerate().map(move |(i, name)| (name, v.clone(), i))
+            })
+            .collect())
+    }
+
     /// Like [`IndicatorBank::get_many`], but always the CPU's f64 values (the reference):
     /// what decisions are made from.
     pub fn get_many_exact(&self, indicators: &[Indicator]) -> Result<Vec<Arc<IndicatorValues>>, IndicatorError> {

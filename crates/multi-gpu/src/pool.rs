@@ -217,7 +217,7 @@ impl DevicePool {
     /// The candidate workers of a device mode: `cpu` the CPU; `gpu` the dispatcher's GPU
     /// (the CPU when it has none); `all` and `auto` every hardware GPU and the CPU (`auto`
     /// then keeps those the balance finds useful: [`DevicePool::useful`]). The adapters
-    /// the dispatcher found (taken from it) and its open device are reused. The CPU runs
+    /// the dispatcher found and its open device are reused. The CPU runs
     /// on `threads` when given.
     pub fn for_mode(
         mode: DeviceMode,
@@ -232,7 +232,7 @@ impl DevicePool {
                 cpu: true,
                 threads: threads.clone(),
                 reuse: gpu.cloned(),
-                selection: dispatcher.take_selection().map(Arc::new),
+                selection: dispatcher.selection(),
                 ..PoolOptions::default()
             }),
         }
