@@ -1,0 +1,570 @@
+//! The native module of the `threadx` Python package, `threadx._threadx`: thin PyO3
+//! wrappers over the library crates. The pandas side (DataFrames in and out, progress
+//! bars, argument conversion) is the pure-Python package in `python/threadx`; here, numpy
+//! arrays come in (read in place, whatever their strides) and go out (numpy takes over
+//! the Rust buffers, no copy), the GIL is released while anything is computed, Ctrl-C is
+//! checked between a sweep's chunks, and every error becomes a Python exception:
+//! `ValueError` for bad input (with the CLI's message), `FileNotFoundError` and `OSError`
+//! for files, `RuntimeError` for a device failure that could not fall back,
+//! `KeyboardInterrupt` for Ctrl-C.
+//!
+//! It holds no ThreadX logic of its own: what an embedding user needs lives in the crates
+//! ([`Sweep::run_in_memory`], [`SignalBook::from_signals`], [`IndicatorBank::table`]), and
+//! this crate, like the CLI, stands on top of all of them.
+
+use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::exceptions::{PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::io::Write as _;
+use std::sync::{Arc, Mutex, PoisonError};
+use threadx_backtest::{
+    Backtester, ComboPlan, Metrics, ParamKind, ParamSpec, SignalBook, Strategy, check_bars_per_year, check_fee,
+};
+use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
+use threadx_indicators::{DataError, Indicator, IndicatorBank, Ohlcv, epoch_to_ms, find_columns};
+use threadx_sweep::{Sample, SweepError, SweepPlan, SweepSpec, WalkForward, available_memory};
+
+/// Validated bars (timestamps in epoch milliseconds UTC, prices, volumes).
+#[pyclass(frozen, module = "threadx._threadx")]
+struct Bars {
+    data: Arc<Ohlcv>,
+    /// False when the timestamps are only positions (prices given without times): the
+    /// bars per year are then unknown.
+    timed: bool,
+}
+
+#[pymethods]
+impl Bars {
+    /// A CSV file or a synthetic spec (`synthetic:bars=N,seed=S[,market=fx]`), as `--data`.
+    #[staticmethod]
+    fn load(py: Python<'_>, source: String) -> PyResult<Self> {
+        let data = py.detach(move || Ohlcv::load(&source)).map_err(data_error)?;
+        Ok(Self { data: Arc::new(data), timed: true })
+    }
+
+    /// Bars from arrays, checked as the CSV loader checks them (errors name the row).
+    #[staticmethod]
+    #[pyo3(signature = (origin, timestamps, open, high, low, close, volume=None))]
+    fn from_arrays(
+        origin: &str,
+        timestamps: PyReadonlyArray1<'_, i64>,
+        open: PyReadonlyArray1<'_, f64>,
+        high: PyReadonlyArray1<'_, f64>,
+        low: PyReadonlyArray1<'_, f64>,
+        close: PyReadonlyArray1<'_, f64>,
+        volume: Option<PyReadonlyArray1<'_, f64>>,
+    ) -> PyResult<Self> {
+        let n = timestamps.len()?;
+        let volume = volume.map_or_else(|| vec![0.0; n], |v| v.as_array().to_vec());
+        let data = Ohlcv::new(
+            origin,
+            timestamps.as_array().to_vec(),
+            open.as_array().to_vec(),
+            high.as_array().to_vec(),
+            low.as_array().to_vec(),
+            close.as_array().to_vec(),
+            volume,
+        )
+        .map_err(data_error)?;
+        Ok(Self { data: Arc::new(data), timed: true })
+    }
+
+    /// Closes alone (for `simulate`): every price is the close; without timestamps the
+    /// bars are numbered and their bars per year unknown.
+    #[staticmethod]
+    #[pyo3(signature = (close, timestamps=None))]
+    fn from_close(close: PyReadonlyArray1<'_, f64>, timestamps: Option<PyReadonlyArray1<'_, i64>>) -> PyResult<Self> {
+        let close = close.as_array().to_vec();
+        let timed = timestamps.is_some();
+        let timestamps = timestamps.map_or_else(|| (0..close.len() as i64).collect(), |t| t.as_array().to_vec());
+        let volume = vec![0.0; close.len()];
+        let data = Ohlcv::new("close", timestamps, close.clone(), close.clone(), close.clone(), close, volume);
+        let data = match data {
+            // Open, high and low are the close here: name the one the user gave.
+            Err(DataError::InvalidRow { origin, row, column, problem }) if column != "timestamp" => {
+                Err(DataError::InvalidRow { origin, row, column: "close".into(), problem })
+            }
+            other => other,
+        };
+        let data = data.map_err(data_error)?;
+        Ok(Self { data: Arc::new(data), timed })
+    }
+
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Bars({} bars of {})", self.data.len(), self.data.origin())
+    }
+
+    /// Where the bars came from (a path, a synthetic spec, `DataFrame`).
+    #[getter]
+    fn origin(&self) -> &str {
+        self.data.origin()
+    }
+
+    /// Bars per year from the median spacing of the timestamps (a year of 365 days).
+    #[getter]
+    fn bars_per_year(&self) -> f64 {
+        if self.timed { self.data.bars_per_year() } else { f64::NAN }
+    }
+
+    /// The columns as new arrays: `timestamp` (epoch ms, int64), open, high, low, close, volume.
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        let d = &self.data;
+        out.set_item("timestamp", d.timestamps().to_vec().into_pyarray(py))?;
+        for (name, values) in
+            [("open", d.open()), ("high", d.high()), ("low", d.low()), ("close", d.close()), ("volume", d.volume())]
+        {
+            out.set_item(name, values.to_vec().into_pyarray(py))?;
+        }
+        Ok(out)
+    }
+}
+
+/// The positions of the time, open, high, low and close columns in `header`, and of
+/// volume if there is one: the CSV loader's header rule.
+#[pyfunction]
+fn columns_of(origin: &str, header: Vec<String>) -> PyResult<(Vec<usize>, Option<usize>)> {
+    let names: Vec<&str> = header.iter().map(String::as_str).collect();
+    let (found, volume) = find_columns(origin, &names).map_err(data_error)?;
+    Ok((found.to_vec(), volume))
+}
+
+/// Epoch numbers (s, ms, µs or ns, told apart by magnitude as in CSV files) as epoch ms.
+#[pyfunction]
+fn epoch_ms<'py>(
+    py: Python<'py>,
+    values: PyReadonlyArray1<'py, f64>,
+    origin: &str,
+    column: &str,
+) -> PyResult<Bound<'py, numpy::PyArray1<i64>>> {
+    let out: Result<Vec<i64>, DataError> = values
+        .as_array()
+        .iter()
+        .enumerate()
+        .map(|(row, &v)| {
+            epoch_to_ms(v).map_err(|problem| DataError::InvalidRow {
+                origin: origin.to_owned(),
+                row,
+                column: column.to_owned(),
+                problem,
+            })
+        })
+        .collect();
+    Ok(out.map_err(data_error)?.into_pyarray(py))
+}
+
+/// The indicators' columns: (name, values) in the order asked, and where each family ran.
+#[pyfunction]
+#[pyo3(signature = (bars, specs, device=None))]
+fn indicators<'py>(
+    py: Python<'py>,
+    bars: &Bars,
+    specs: Vec<String>,
+    device: Option<&str>,
+) -> PyResult<(Bound<'py, PyList>, Vec<String>)> {
+    if specs.is_empty() {
+        return Err(PyValueError::new_err(
+            "no indicator asked for: name one or more, e.g. indicators(data, \"bbands:period=20,std=2\")",
+        ));
+    }
+    let wanted: Vec<Indicator> = specs.iter().map(|s| Indicator::parse(s)).collect::<Result<_, _>>().map_err(value)?;
+    let mode = device_mode(device)?;
+    let data = bars.data.clone();
+    let (columns, runs) = py.detach(move || -> PyResult<_> {
+        let dispatcher = dispatcher(mode)?;
+        let bank = IndicatorBank::new(&data, &dispatcher);
+        let table = bank.table(&wanted).map_err(value)?;
+        let columns: Vec<(String, Vec<f64>)> =
+            table.into_iter().map(|(name, values, i)| (name, values.output(i).to_vec())).collect();
+        let runs = bank.runs().iter().map(|r| format!("{} on {}", r.key, r.device)).collect();
+        flush(&dispatcher);
+        Ok((columns, runs))
+    })?;
+    let out = PyList::empty(py);
+    for (name, values) in columns {
+        out.append((name, values.into_pyarray(py)))?;
+    }
+    Ok((out, runs))
+}
+
+/// One parameter set of a strategy: its metrics, trades and equity curve.
+#[pyfunction]
+#[pyo3(signature = (bars, strategy, params, fee, periods_per_year=None, device=None))]
+fn backtest<'py>(
+    py: Python<'py>,
+    bars: &Bars,
+    strategy: &str,
+    params: Vec<(String, String)>,
+    fee: f64,
+    periods_per_year: Option<f64>,
+    device: Option<&str>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let strategy = Strategy::parse(strategy).map_err(value)?;
+    let values = strategy.params(&params).map_err(value)?;
+    check_fee(fee).map_err(value)?;
+    periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
+    let mode = device_mode(device)?;
+    let data = bars.data.clone();
+    let run_values = values.clone();
+    let report = py.detach(move || -> PyResult<_> {
+        let dispatcher = dispatcher(mode)?;
+        let bank = IndicatorBank::new(&data, &dispatcher);
+        let report = threadx_backtest::backtest(&bank, strategy, &run_values, fee, periods_per_year).map_err(value)?;
+        flush(&dispatcher);
+        Ok(report)
+    })?;
+    let out = PyDict::new(py);
+    let chosen = PyDict::new(py);
+    for (spec, &v) in strategy.schema().iter().zip(&values) {
+        chosen.set_item(spec.name, param_object(py, spec, v)?)?;
+    }
+    out.set_item("params", chosen)?;
+    out.set_item("description", strategy.describe(&values))?;
+    out.set_item("metrics", metrics_dict(py, &report.metrics)?)?;
+    out.set_item("bars_per_year", report.bars_per_year)?;
+    let trades = PyDict::new(py);
+    let t = &report.trades;
+    trades.set_item("entry_bar", t.iter().map(|t| t.entry_bar as i64).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("entry_price", t.iter().map(|t| t.entry_price).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("exit_bar", t.iter().map(|t| t.exit_bar as i64).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("exit_price", t.iter().map(|t| t.exit_price).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("return", t.iter().map(|t| t.return_).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("exit_reason", t.iter().map(|t| t.reason.to_string()).collect::<Vec<_>>())?;
+    out.set_item("trades", trades)?;
+    out.set_item("equity", report.equity.into_pyarray(py))?;
+    Ok(out)
+}
+
+/// A sweep's rows: `{"columns": [(name, values, categories or None)], "walk_forward_csv": …}`.
+#[pyfunction]
+#[pyo3(signature = (bars, strategy, grid, fee, device=None, random=None, seed=None, walk_forward=None,
+                    periods_per_year=None, chunk_size=None, threads=None, by="sharpe", progress=None))]
+#[allow(clippy::too_many_arguments)] // One per keyword of `threadx.sweep`.
+fn sweep<'py>(
+    py: Python<'py>,
+    bars: &Bars,
+    strategy: &str,
+    grid: Option<Vec<(String, String)>>,
+    fee: f64,
+    device: Option<&str>,
+    random: Option<u64>,
+    seed: Option<u64>,
+    walk_forward: Option<&str>,
+    periods_per_year: Option<f64>,
+    chunk_size: Option<u64>,
+    threads: Option<usize>,
+    by: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let strategy = Strategy::parse(strategy).map_err(value)?;
+    let mut spec = match &grid {
+        None => SweepSpec::default_grid(strategy),
+        Some(_) => SweepSpec::new(strategy),
+    };
+    for (name, values) in grid.iter().flatten() {
+        spec.set_axis(name, values).map_err(sweep_error)?;
+    }
+    spec.fee = fee;
+    spec.periods_per_year = periods_per_year;
+    spec.sample = match (random, seed) {
+        (Some(n), seed) => Some(Sample { n, seed: seed.unwrap_or(0) }),
+        (None, Some(_)) => return Err(PyValueError::new_err("seed draws the random sample; pass random=N too")),
+        (None, None) => None,
+    };
+    spec.chunk_size = chunk_size;
+    spec.walk_forward = walk_forward.map(WalkForward::parse).transpose().map_err(sweep_error)?;
+    spec.check().map_err(sweep_error)?;
+    threadx_sweep::metric_index(by).map_err(sweep_error)?;
+    if threads == Some(0) {
+        return Err(PyValueError::new_err("threads must be at least 1"));
+    }
+    let mode = device_mode(device)?;
+    let data = bars.data.clone();
+    let by = by.to_owned();
+    let out = PyDict::new(py);
+    if spec.walk_forward.is_some() {
+        let csv = py.detach(move || -> PyResult<String> {
+            let dispatcher = dispatcher(mode)?;
+            let report =
+                threadx_sweep::walk_forward(&data, &dispatcher, &spec, &by, &mut |_, _| {}).map_err(sweep_error)?;
+            flush(&dispatcher);
+            Ok(report.to_csv(&data, &spec))
+        })?;
+        out.set_item("walk_forward_csv", csv)?;
+        return Ok(out);
+    }
+    let threads = match threads {
+        Some(n) => Some(Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?,
+        )),
+        None => None,
+    };
+    // What stopped the run from Python's side (Ctrl-C, or the progress callback raising).
+    let mut stopped: Option<PyErr> = None;
+    let result = py.detach(|| -> Result<_, SweepError> {
+        let dispatcher = dispatcher(mode).map_err(|e| SweepError::Spec(e.to_string()))?;
+        let plan = SweepPlan::new(&spec, data.len(), available_memory())?;
+        let bank = IndicatorBank::new(&data, &dispatcher);
+        let sweep = match &threads {
+            Some(pool) => pool.install(|| plan.prepare(&bank))?,
+            None => plan.prepare(&bank)?,
+        };
+        let mut note = |note: &str| {
+            let _ = writeln!(std::io::stderr(), "{note}");
+        };
+        let (pool, distribute) = sweep.device_pool(mode, &dispatcher, threads.clone(), &mut note)?;
+        let rows = sweep.run_in_memory(&pool, &distribute, &mut |done, total| {
+            Python::attach(|py| {
+                let checked = py.check_signals().and_then(|()| match &progress {
+                    Some(callback) => callback.call1(py, (done, total)).map(drop),
+                    None => Ok(()),
+                });
+                checked.map_err(|e| {
+                    stopped = Some(e);
+                    SweepError::Cancelled
+                })
+            })
+        })?;
+        flush(&dispatcher);
+        let values: Vec<_> = rows.combos.iter().map(|&c| sweep.book().combo_values(c)).collect();
+        Ok((rows, values))
+    });
+    let (rows, values) = match result {
+        Ok(done) => done,
+        Err(SweepError::Cancelled) => return Err(stopped.unwrap_or_else(|| PyKeyboardInterrupt::new_err(()))),
+        Err(e) => return Err(sweep_error(e)),
+    };
+    let columns = PyList::empty(py);
+    let combos: Vec<i64> = rows.combos.iter().map(|&c| c as i64).collect();
+    columns.append(("combo", combos.into_pyarray(py), py.None()))?;
+    for (i, spec) in strategy.schema().iter().enumerate() {
+        let column: Vec<f64> = values.iter().map(|v| v[i]).collect();
+        columns.append(param_column(py, spec, column)?)?;
+    }
+    for (name, column) in metric_columns(py, &rows.metrics)? {
+        columns.append((name, column, py.None()))?;
+    }
+    out.set_item("columns", columns)?;
+    Ok(out)
+}
+
+/// A user's own signals run by the built-in rules: one metrics row per column.
+#[pyfunction]
+#[pyo3(signature = (bars, entries, exits, stop, fee, periods_per_year=None, device=None))]
+fn simulate<'py>(
+    py: Python<'py>,
+    bars: &Bars,
+    entries: PyReadonlyArray2<'py, bool>,
+    exits: PyReadonlyArray2<'py, bool>,
+    stop: Option<PyReadonlyArray2<'py, f64>>,
+    fee: f64,
+    periods_per_year: Option<f64>,
+    device: Option<&str>,
+) -> PyResult<(Bound<'py, PyList>, String)> {
+    check_fee(fee).map_err(value)?;
+    let per_year = match (periods_per_year, bars.timed) {
+        (Some(p), _) => check_bars_per_year(p).map_err(value)?,
+        (None, true) => bars.data.bars_per_year(),
+        (None, false) => f64::NAN,
+    };
+    let mode = device_mode(device)?;
+    // Packed into bit rows while the GIL keeps the arrays still.
+    let book =
+        SignalBook::from_signals(&bars.data, entries.as_array(), exits.as_array(), stop.as_ref().map(|s| s.as_array()))
+            .map_err(value)?
+            .with_bars_per_year(per_year);
+    let (metrics, device) = py.detach(move || -> PyResult<_> {
+        let dispatcher = dispatcher(mode)?;
+        let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
+        let outcome = Backtester::new(&book, fee).map_err(value)?.run(&dispatcher, &plans);
+        flush(&dispatcher);
+        Ok((outcome.value, outcome.device.to_string()))
+    })?;
+    let columns = PyList::empty(py);
+    for (name, column) in metric_columns(py, &metrics)? {
+        columns.append((name, column))?;
+    }
+    Ok((columns, device))
+}
+
+/// The GPU adapters (`threadx devices --json`'s `adapters`) as JSON, and the default's rank.
+#[pyfunction]
+fn devices(py: Python<'_>) -> PyResult<(String, Option<usize>)> {
+    let selection = py.detach(select_gpu);
+    let json = serde_json::to_string(&selection.adapters).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok((json, selection.chosen_report().map(|a| a.rank)))
+}
+
+/// Every strategy with its parameters: (name, [{name, kind, default, range, help}]).
+#[pyfunction]
+fn strategies(py: Python<'_>) -> PyResult<Vec<(&'static str, Vec<Bound<'_, PyDict>>)>> {
+    Strategy::ALL
+        .iter()
+        .map(|s| {
+            let params = s
+                .schema()
+                .iter()
+                .map(|p| {
+                    let d = PyDict::new(py);
+                    d.set_item("name", p.name)?;
+                    d.set_item(
+                        "kind",
+                        match p.kind {
+                            ParamKind::Int => "int",
+                            ParamKind::Float => "float",
+                            ParamKind::Choice(_) => "choice",
+                        },
+                    )?;
+                    d.set_item("default", param_object(py, p, p.default)?)?;
+                    d.set_item("range", p.range())?;
+                    d.set_item("help", p.help)?;
+                    Ok(d)
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok((s.name(), params))
+        })
+        .collect()
+}
+
+/// One dispatcher per device mode for the life of the process: adapters are enumerated
+/// and devices opened once, not per call.
+fn dispatcher(mode: DeviceMode) -> PyResult<Arc<Dispatcher>> {
+    static OPEN: Mutex<Vec<(DeviceMode, Arc<Dispatcher>)>> = Mutex::new(Vec::new());
+    let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, d)) = open.iter().find(|(m, _)| *m == mode) {
+        return Ok(d.clone());
+    }
+    let d = Arc::new(Dispatcher::from_env(Some(mode)).map_err(PyRuntimeError::new_err)?);
+    open.push((mode, d.clone()));
+    Ok(d)
+}
+
+/// Saves the timing samples of a call (the CLI does it once per process).
+fn flush(dispatcher: &Dispatcher) {
+    if let Err(e) = dispatcher.flush() {
+        let _ = writeln!(std::io::stderr(), "threadx: could not save the timing profile: {e}");
+    }
+}
+
+/// `None`: `THREADX_DEVICE`, else auto.
+fn device_mode(device: Option<&str>) -> PyResult<DeviceMode> {
+    match device {
+        Some(d) => d.parse().map_err(PyValueError::new_err),
+        None => DeviceMode::from_env().map_err(PyValueError::new_err),
+    }
+}
+
+/// A parameter value as Python has it: int, float or the choice's name.
+fn param_object<'py>(py: Python<'py>, spec: &ParamSpec, v: f64) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match spec.kind {
+        ParamKind::Int => (v as i64).into_pyobject(py)?.into_any(),
+        ParamKind::Float => v.into_pyobject(py)?.into_any(),
+        ParamKind::Choice(_) => spec.format(v).into_pyobject(py)?.into_any(),
+    })
+}
+
+/// A parameter's column: int64, float64, or int64 codes with the choice's names.
+fn param_column<'py>(
+    py: Python<'py>,
+    spec: &ParamSpec,
+    column: Vec<f64>,
+) -> PyResult<(&'static str, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    Ok(match spec.kind {
+        ParamKind::Int => (
+            spec.name,
+            column.iter().map(|&v| v as i64).collect::<Vec<_>>().into_pyarray(py).into_any(),
+            py.None().into_bound(py),
+        ),
+        ParamKind::Float => (spec.name, column.into_pyarray(py).into_any(), py.None().into_bound(py)),
+        ParamKind::Choice(names) => (
+            spec.name,
+            column.iter().map(|&v| v as i64).collect::<Vec<_>>().into_pyarray(py).into_any(),
+            names.to_vec().into_pyobject(py)?.into_any(),
+        ),
+    })
+}
+
+/// Every metric as a column, in [`Metrics::NAMES`] order: counts as int64, the rest float64.
+fn metric_columns<'py>(py: Python<'py>, metrics: &[Metrics]) -> PyResult<Vec<(&'static str, Bound<'py, PyAny>)>> {
+    Ok(Metrics::NAMES
+        .iter()
+        .enumerate()
+        .map(|(i, &name)| {
+            let column = match name {
+                "trades" => metrics.iter().map(|m| i64::from(m.trades)).collect::<Vec<_>>().into_pyarray(py).into_any(),
+                "closed_trades" => {
+                    metrics.iter().map(|m| i64::from(m.closed_trades)).collect::<Vec<_>>().into_pyarray(py).into_any()
+                }
+                _ => metrics.iter().map(|m| m.values()[i]).collect::<Vec<_>>().into_pyarray(py).into_any(),
+            };
+            (name, column)
+        })
+        .collect())
+}
+
+fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for (name, v) in Metrics::NAMES.iter().zip(m.values()) {
+        match *name {
+            "trades" | "closed_trades" => out.set_item(name, v as i64)?,
+            _ => out.set_item(name, v)?,
+        }
+    }
+    Ok(out)
+}
+
+fn value(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn data_error(e: DataError) -> PyErr {
+    match &e {
+        DataError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            PyFileNotFoundError::new_err(format!("{e}: {source}"))
+        }
+        DataError::Io { source, .. } => PyOSError::new_err(format!("{e}: {source}")),
+        _ => value(e),
+    }
+}
+
+fn sweep_error(e: SweepError) -> PyErr {
+    match e {
+        SweepError::Pool(e) => PyRuntimeError::new_err(e.to_string()),
+        SweepError::Io { .. } => PyOSError::new_err(e.to_string()),
+        SweepError::Cancelled => PyKeyboardInterrupt::new_err(e.to_string()),
+        e => value(e),
+    }
+}
+
+#[pymodule]
+fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Warnings (a GPU that fell back, a bad tick) go to stderr as the CLI's do;
+    // THREADX_LOG sets the level. A host that installed its own subscriber keeps it.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("THREADX_LOG").unwrap_or_else(|_| "warn,wgpu_hal=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Bars>()?;
+    m.add_function(wrap_pyfunction!(columns_of, m)?)?;
+    m.add_function(wrap_pyfunction!(epoch_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(indicators, m)?)?;
+    m.add_function(wrap_pyfunction!(backtest, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(devices, m)?)?;
+    m.add_function(wrap_pyfunction!(strategies, m)?)?;
+    Ok(())
+}

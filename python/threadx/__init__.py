@@ -1,0 +1,450 @@
+"""ThreadX for Python: indicators, backtests, parameter sweeps and your own signals on
+pandas and numpy, run by the ThreadX engine on the CPU or a GPU, with the same bytes on
+every device.
+
+Data is a pandas DataFrame (a DatetimeIndex or a time column, and open/high/low/close
+[/volume] columns in any case), a dict of numpy arrays, the path of a CSV file, or
+``synthetic(bars, seed)``. Every function releases the GIL while it computes; bad input
+raises ``ValueError`` with the CLI's message, a missing file ``FileNotFoundError``, a
+device failure that could not fall back ``RuntimeError``; Ctrl-C stops a sweep between
+chunks with ``KeyboardInterrupt``. Definitions: docs/strategies.md; this API:
+docs/python.md.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+import pandas as pd
+
+from . import _threadx
+
+__version__: str = _threadx.__version__
+
+__all__ = [
+    "Backtest",
+    "backtest",
+    "devices",
+    "indicators",
+    "load",
+    "simulate",
+    "strategies",
+    "sweep",
+    "synthetic",
+]
+
+#: What the functions accept as market data.
+Data = Union[pd.DataFrame, Mapping[str, Any], str, "os.PathLike[str]"]
+#: ``(done, total)`` combos, called after each chunk.
+ProgressCallback = Callable[[int, int], None]
+
+
+def synthetic(bars: int = 35_040, seed: int = 42, market: str = "btc") -> pd.DataFrame:
+    """ThreadX's deterministic synthetic market as a DataFrame: BTC-like 15-minute bars,
+    or with ``market="fx"`` EURUSD-like hourly bars. The same seed gives the same bars on
+    every machine (the CLI's ``--data synthetic:bars=N,seed=S``)."""
+    if isinstance(bars, bool) or not isinstance(bars, (int, np.integer)) or bars < 1:
+        raise ValueError(f"bars must be a positive whole number (got {bars!r})")
+    return load(f"synthetic:bars={int(bars)},seed={int(seed)},market={market}")
+
+
+def load(source: Union[str, "os.PathLike[str]"]) -> pd.DataFrame:
+    """A CSV file (or a ``synthetic:...`` spec) read and checked as ``threadx --data``
+    reads it, as a DataFrame indexed by UTC time."""
+    bars = _threadx.Bars.load(os.fspath(source))
+    arrays = bars.arrays()
+    index = _utc_index(arrays.pop("timestamp"))
+    return pd.DataFrame(arrays, index=index, copy=False)
+
+
+def indicators(data: Data, *specs: str, device: Optional[str] = None) -> pd.DataFrame:
+    """Indicator values (TA-Lib's definitions) as a DataFrame indexed like the data, one
+    column per output, e.g. ``indicators(df, "bbands:period=20,std=2", "atr:period=14")``.
+    ``device``: ``"auto"``, ``"cpu"`` or ``"gpu"`` (default: ``THREADX_DEVICE``, else auto)."""
+    bars, index = _bars(data)
+    columns, _runs = _threadx.indicators(bars, list(specs), device)
+    return pd.DataFrame(dict(columns), index=index, copy=False)
+
+
+@dataclass(frozen=True)
+class Backtest:
+    """One backtest: its parameters, metrics, trades and equity curve (equity starts at 1).
+
+    The metrics are the bytes a sweep reports for the same combo on any device."""
+
+    strategy: str
+    params: Dict[str, Any]
+    metrics: Dict[str, float]
+    trades: pd.DataFrame
+    equity: pd.Series
+    bars_per_year: float
+
+    def __repr__(self) -> str:
+        m = self.metrics
+        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return (
+            f"Backtest({self.strategy} {params}: return {m['total_return']:.2%}, "
+            f"{m['trades']} trades, sharpe {m['sharpe']:.4f}, max drawdown {m['max_drawdown']:.2%})"
+        )
+
+
+def backtest(
+    data: Data,
+    strategy: str = "bb_atr",
+    fee: float = 0.001,
+    *,
+    periods_per_year: Optional[float] = None,
+    device: Optional[str] = None,
+    **params: Any,
+) -> Backtest:
+    """One parameter set of a built-in strategy, e.g. ``backtest(df, "bb_atr",
+    bb_period=20, bb_std=2)``; parameters not given keep their defaults (see
+    ``strategies()``). ``fee`` is the cost per side as a fraction of traded value;
+    ``periods_per_year`` annualises the Sharpe ratio (default: from the timestamps)."""
+    bars, index = _bars(data)
+    pairs = [(name, _text(name, value)) for name, value in params.items()]
+    out = _threadx.backtest(bars, strategy, pairs, float(fee), _opt_float(periods_per_year), device)
+    raw = out["trades"]
+    trades = pd.DataFrame(
+        {
+            "entry_time": index.take(raw["entry_bar"]),
+            "entry_bar": raw["entry_bar"],
+            "entry_price": raw["entry_price"],
+            "exit_time": index.take(raw["exit_bar"]),
+            "exit_bar": raw["exit_bar"],
+            "exit_price": raw["exit_price"],
+            "return": raw["return"],
+            "exit_reason": pd.Categorical(raw["exit_reason"], categories=["signal", "stop", "open"]),
+        },
+    )
+    trades.index.name = "trade"
+    equity = pd.Series(out["equity"], index=index, name="equity", copy=False)
+    return Backtest(
+        strategy=strategy,
+        params=out["params"],
+        metrics=out["metrics"],
+        trades=trades,
+        equity=equity,
+        bars_per_year=out["bars_per_year"],
+    )
+
+
+def sweep(
+    data: Data,
+    strategy: str = "bb_atr",
+    grid: Optional[Mapping[str, Any]] = None,
+    fee: float = 0.001,
+    device: Optional[str] = None,
+    random: Optional[int] = None,
+    seed: Optional[int] = None,
+    walk_forward: Optional[str] = None,
+    progress: Union[bool, ProgressCallback] = True,
+    *,
+    periods_per_year: Optional[float] = None,
+    chunk_size: Optional[int] = None,
+    threads: Optional[int] = None,
+    by: str = "sharpe",
+) -> pd.DataFrame:
+    """Every combo of a parameter grid, one row per combo: index ``combo`` (the CLI's
+    combo number), the parameters, then the metrics, the values of ``threadx sweep``'s
+    CSV.
+
+    ``grid`` maps parameters to values: a list, a ``range``, a number, or the CLI's text
+    (``"10:50:5"``, ``"1.5,2"``); parameters not named keep their defaults, and no grid
+    at all runs the strategy's built-in grid. ``random=N`` runs N distinct combos drawn
+    with ``seed``. ``walk_forward="train=BARS,test=BARS[,step=BARS]"`` returns one row
+    per window instead (best combo by ``by`` in sample, its out-of-sample metrics).
+    ``progress``: a bar (tqdm when installed, else text on stderr), False for none, or a
+    callable ``(done, total)``. ``device``: ``"auto"``, ``"cpu"``, ``"gpu"`` or ``"all"``
+    (every GPU and the CPU)."""
+    bars, _index = _bars(data)
+    axes = None if grid is None else [(name, _axis_text(name, values)) for name, values in grid.items()]
+    callback, finish = _progress(progress, "combos")
+    try:
+        out = _threadx.sweep(
+            bars,
+            strategy,
+            axes,
+            float(fee),
+            device,
+            _opt_int("random", random),
+            _opt_int("seed", seed),
+            walk_forward,
+            _opt_float(periods_per_year),
+            _opt_int("chunk_size", chunk_size),
+            _opt_int("threads", threads),
+            by,
+            callback,
+        )
+    finally:
+        finish()
+    if "walk_forward_csv" in out:
+        times = ["train_start", "train_end", "test_start", "test_end"]
+        return pd.read_csv(io.StringIO(out["walk_forward_csv"]), index_col="window", parse_dates=times)
+    columns: Dict[str, Any] = {}
+    for name, values, categories in out["columns"]:
+        columns[name] = values if categories is None else pd.Categorical.from_codes(values, categories)
+    frame = pd.DataFrame(columns, copy=False)
+    return frame.set_index("combo")
+
+
+def simulate(
+    close: Any,
+    entries: Any,
+    exits: Any,
+    stop: Any = None,
+    fee: float = 0.001,
+    device: Optional[str] = None,
+    *,
+    periods_per_year: Optional[float] = None,
+) -> pd.DataFrame:
+    """Your own signals, run by ThreadX's engine with the built-in strategies' rules (as
+    vectorbt's ``Portfolio.from_signals``): one metrics row per column.
+
+    ``entries`` and ``exits`` are booleans of shape (bars,) or (bars, columns); ``stop``
+    optionally gives a stop level per bar (the level at the entry bar is frozen for the
+    trade; NaN or ≤ 0: none). Decisions and fills are at the close, all cash in, long
+    only; exits are checked from the bar after the entry, the stop before the exit
+    signal; no entry on the bar of an exit; ``fee`` is paid on each side. A (bars,) input
+    applies to every column. The rows are the same bytes on the CPU and any GPU
+    (``result.attrs["device"]`` says where they ran)."""
+    close_series = close if isinstance(close, pd.Series) else None
+    prices = _f64(close, "close", "close")
+    if prices.ndim != 1:
+        raise ValueError(f"close must be one price per bar, shape (bars,); got shape {prices.shape}")
+    times = None
+    if close_series is not None and isinstance(close_series.index, pd.DatetimeIndex):
+        times = _datetime_ms(close_series.index, "close")
+    bars = _threadx.Bars.from_close(prices, times)
+    labels: Optional[pd.Index] = None
+    signals: List[np.ndarray] = []
+    for name, value in (("entries", entries), ("exits", exits)):
+        array = _bools(value, name)
+        signals.append(array)
+        if isinstance(value, pd.DataFrame):
+            labels = value.columns
+    levels = None if stop is None else _f64(stop, "stop", "stop")
+    if isinstance(stop, pd.DataFrame):
+        labels = stop.columns
+    two_d = [a for a in [*signals, levels] if a is not None]
+    for a in two_d:
+        if a.ndim not in (1, 2):
+            raise ValueError(f"signals must have shape (bars,) or (bars, columns); got shape {a.shape}")
+    widths = {a.shape[1] for a in two_d if a.ndim == 2 and a.shape[1] != 1}
+    if len(widths) > 1:
+        raise ValueError(f"entries, exits and stop have different numbers of columns: {sorted(widths)}")
+    width = widths.pop() if widths else 1
+
+    def wide(a: np.ndarray) -> np.ndarray:
+        a = a.reshape(-1, 1) if a.ndim == 1 else a
+        return np.broadcast_to(a, (a.shape[0], width))
+
+    rows, device_used = _threadx.simulate(
+        bars,
+        wide(signals[0]),
+        wide(signals[1]),
+        None if levels is None else wide(levels),
+        float(fee),
+        _opt_float(periods_per_year),
+        device,
+    )
+    index = labels if labels is not None and len(labels) == width else pd.RangeIndex(width, name="column")
+    frame = pd.DataFrame(dict(rows), index=index, copy=False)
+    frame.attrs["device"] = device_used
+    return frame
+
+
+def devices() -> List[Dict[str, Any]]:
+    """The GPU adapters, best first (``threadx devices --json``'s ``adapters``), each
+    with ``default``: whether ThreadX uses it. An empty list: everything runs on the CPU."""
+    adapters, default = _threadx.devices()
+    out: List[Dict[str, Any]] = json.loads(adapters)
+    for adapter in out:
+        adapter["default"] = adapter.get("rank") == default
+    return out
+
+
+def strategies() -> Dict[str, List[Dict[str, Any]]]:
+    """The built-in strategies and their parameters (name, kind, default, range, help)."""
+    return dict(_threadx.strategies())
+
+
+# --- data in -----------------------------------------------------------------------------
+
+
+def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
+    """The bars of `data`, checked by the engine, and the index results take."""
+    if isinstance(data, (str, os.PathLike)):
+        bars = _threadx.Bars.load(os.fspath(data))
+        return bars, _utc_index(bars.arrays()["timestamp"])
+    if isinstance(data, pd.DataFrame):
+        names = [str(c) for c in data.columns]
+        return _frame_bars("DataFrame", names, lambda i: data.iloc[:, i], data.index), data.index
+    if isinstance(data, Mapping):
+        names = [str(k) for k in data.keys()]
+        values = list(data.values())
+        bars = _frame_bars("dict", names, lambda i: values[i], None)
+        return bars, _utc_index(bars.arrays()["timestamp"])
+    raise TypeError(
+        f"data must be a DataFrame, a dict of arrays, a CSV path or synthetic(...); got {type(data).__name__}"
+    )
+
+
+def _frame_bars(origin: str, names: List[str], column: Callable[[int], Any], index: Optional[pd.Index]) -> _threadx.Bars:
+    if isinstance(index, pd.DatetimeIndex):
+        # The index is the time column: passed as a named first column, it wins.
+        (_, *prices), volume = _threadx.columns_of(origin, ["timestamp", *names])
+        prices = [p - 1 for p in prices]
+        volume = None if volume is None else volume - 1
+        times = _datetime_ms(index, origin)
+    else:
+        (time_at, *prices), volume = _threadx.columns_of(origin, names)
+        times = _times(column(time_at), origin, names[time_at])
+    o, h, l, c = (_f64(column(i), origin, names[i]) for i in prices)
+    v = None if volume is None else _f64(column(volume), origin, names[volume])
+    return _threadx.Bars.from_arrays(origin, times, o, h, l, c, v)
+
+
+def _datetime_ms(values: Any, origin: str) -> np.ndarray:
+    index = pd.DatetimeIndex(values)
+    if index.hasnans:
+        row = int(np.flatnonzero(index.isna())[0])
+        raise ValueError(f"{origin}, row {row}, column `timestamp`: NaT is not a time")
+    if index.tz is not None:
+        index = index.tz_convert("UTC").tz_localize(None)
+    ns = index.as_unit("ns").asi8 if hasattr(index, "as_unit") else index.asi8
+    return np.floor_divide(ns, 1_000_000)
+
+
+def _times(values: Any, origin: str, name: str) -> np.ndarray:
+    """Epoch ms from a time column: datetimes, epoch numbers (s, ms, µs, ns by magnitude,
+    as in CSV files) or date-time strings."""
+    dtype = getattr(values, "dtype", None)
+    if dtype is not None and (pd.api.types.is_datetime64_any_dtype(dtype)):
+        return _datetime_ms(values, origin)
+    if dtype is not None and pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
+        return _threadx.epoch_ms(_f64(values, origin, name), origin, name)
+    try:
+        parsed = pd.to_datetime(pd.Series(values), utc=True)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{origin}, column `{name}`: {e}") from None
+    return _datetime_ms(pd.DatetimeIndex(parsed), origin)
+
+
+def _f64(values: Any, origin: str, name: str) -> np.ndarray:
+    """float64 numbers: a view where the input already is float64 (no copy)."""
+    try:
+        if isinstance(values, (pd.Series, pd.DataFrame)):
+            return values.to_numpy(dtype=np.float64, na_value=np.nan)
+        return np.asarray(values, dtype=np.float64)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{origin}, column `{name}`: not numbers ({e})") from None
+
+
+def _bools(values: Any, name: str) -> np.ndarray:
+    array = values.to_numpy() if isinstance(values, (pd.Series, pd.DataFrame)) else np.asarray(values)
+    if array.dtype == np.bool_:
+        return array
+    if np.issubdtype(array.dtype, np.integer):
+        return array != 0
+    raise ValueError(f"{name} must be booleans (or 0/1 integers); got dtype {array.dtype}")
+
+
+def _utc_index(ms: np.ndarray) -> pd.DatetimeIndex:
+    return pd.DatetimeIndex(pd.to_datetime(ms, unit="ms", utc=True), name="timestamp")
+
+
+# --- arguments ---------------------------------------------------------------------------
+
+
+def _text(name: str, value: Any) -> str:
+    """A parameter value as the CLI takes it: numbers in their shortest exact form."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r}: expected a number or a name, not a boolean")
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"{name}={value!r}: expected a number or a name")
+
+
+def _axis_text(name: str, values: Any) -> str:
+    """A grid axis as the CLI's ``--grid`` text: a list of values, or the user's own text."""
+    if isinstance(values, str):
+        return values
+    if isinstance(values, (int, float, np.integer, np.floating)) and not isinstance(values, (bool, np.bool_)):
+        return _text(name, values)
+    if isinstance(values, Iterable):
+        return ",".join(_text(name, v) for v in values)
+    raise ValueError(f"grid[{name!r}]: expected a list, a range, a number or text like '10:50:5'")
+
+
+def _opt_int(name: str, value: Optional[int]) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be a whole number ≥ 0 (got {value!r})")
+    return int(value)
+
+
+def _opt_float(value: Optional[float]) -> Optional[float]:
+    return None if value is None else float(value)
+
+
+# --- progress ----------------------------------------------------------------------------
+
+
+def _progress(progress: Union[bool, ProgressCallback], unit: str) -> Tuple[Optional[ProgressCallback], Callable[[], None]]:
+    """The callback a sweep reports to, and what closes it."""
+    if callable(progress):
+        return progress, lambda: None
+    if not progress:
+        return None, lambda: None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _text_progress(unit)
+    bars: List[Any] = []
+
+    def update(done: int, total: int) -> None:
+        # Made at the first report, so that input refused before any work shows no bar.
+        if not bars:
+            bars.append(tqdm(total=total, unit=unit, unit_scale=True, desc="threadx sweep"))
+        bar = bars[0]
+        bar.total = total
+        bar.update(done - bar.n)
+
+    def finish() -> None:
+        for bar in bars:
+            bar.close()
+
+    return update, finish
+
+
+def _text_progress(unit: str) -> Tuple[ProgressCallback, Callable[[], None]]:
+    state = {"last": 0.0, "shown": False}
+
+    def update(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - state["last"] < 0.5:
+            return
+        state["last"], state["shown"] = now, True
+        share = done / total if total else 1.0
+        sys.stderr.write(f"\rthreadx sweep: {done:,}/{total:,} {unit} ({share:.0%})")
+        sys.stderr.flush()
+
+    def finish() -> None:
+        if state["shown"]:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+    return update, finish

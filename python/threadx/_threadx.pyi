@@ -1,0 +1,72 @@
+"""Type stubs of the native module (python/src/lib.rs)."""
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class Bars:
+    """Validated bars (timestamps in epoch ms UTC, prices, volumes)."""
+
+    @staticmethod
+    def load(source: str) -> Bars: ...
+    @staticmethod
+    def from_arrays(
+        origin: str,
+        timestamps: npt.NDArray[np.int64],
+        open: npt.NDArray[np.float64],
+        high: npt.NDArray[np.float64],
+        low: npt.NDArray[np.float64],
+        close: npt.NDArray[np.float64],
+        volume: Optional[npt.NDArray[np.float64]] = None,
+    ) -> Bars: ...
+    @staticmethod
+    def from_close(close: npt.NDArray[np.float64], timestamps: Optional[npt.NDArray[np.int64]] = None) -> Bars: ...
+    def __len__(self) -> int: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def bars_per_year(self) -> float: ...
+    def arrays(self) -> Dict[str, npt.NDArray[Any]]: ...
+
+def columns_of(origin: str, header: Sequence[str]) -> Tuple[List[int], Optional[int]]: ...
+def epoch_ms(values: npt.NDArray[np.float64], origin: str, column: str) -> npt.NDArray[np.int64]: ...
+def indicators(
+    bars: Bars, specs: Sequence[str], device: Optional[str] = None
+) -> Tuple[List[Tuple[str, npt.NDArray[np.float64]]], List[str]]: ...
+def backtest(
+    bars: Bars,
+    strategy: str,
+    params: Sequence[Tuple[str, str]],
+    fee: float,
+    periods_per_year: Optional[float] = None,
+    device: Optional[str] = None,
+) -> Dict[str, Any]: ...
+def sweep(
+    bars: Bars,
+    strategy: str,
+    grid: Optional[Sequence[Tuple[str, str]]],
+    fee: float,
+    device: Optional[str] = None,
+    random: Optional[int] = None,
+    seed: Optional[int] = None,
+    walk_forward: Optional[str] = None,
+    periods_per_year: Optional[float] = None,
+    chunk_size: Optional[int] = None,
+    threads: Optional[int] = None,
+    by: str = "sharpe",
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Dict[str, Any]: ...
+def simulate(
+    bars: Bars,
+    entries: npt.NDArray[np.bool_],
+    exits: npt.NDArray[np.bool_],
+    stop: Optional[npt.NDArray[np.float64]],
+    fee: float,
+    periods_per_year: Optional[float] = None,
+    device: Optional[str] = None,
+) -> Tuple[List[Tuple[str, npt.NDArray[Any]]], str]: ...
+def devices() -> Tuple[str, Optional[int]]: ...
+def strategies() -> List[Tuple[str, List[Dict[str, Any]]]]: ...
