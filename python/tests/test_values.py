@@ -1,0 +1,124 @@
+"""Values equal to the Rust API's, read from the `threadx` command's files: indicators,
+one backtest (metrics, trades, equity), sweeps of every strategy (grid, random sample,
+walk-forward) with the CSV's shapes and dtypes; and the same bytes on every device."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import threadx
+from conftest import REQUIRE_GPU, grid_flags
+
+DATA = "synthetic:bars=3000,seed=7"
+
+
+def test_indicators_are_the_clis(cli, data: pd.DataFrame) -> None:
+    specs = ["bbands:period=20,std=2", "atr:period=14", "macd:fast=12,slow=26,signal=9", "ema:period=30"]
+    got = threadx.indicators(data, *specs, device="cpu")
+    cli.run("--device", "cpu", "indicators", "--data", DATA, *[f"--ind={s}" for s in specs], "--out", "ind.csv")
+    want = cli.csv("ind.csv", index_col="timestamp")
+    assert list(got.columns) == list(want.columns)
+    assert got.dtypes.eq(np.float64).all()
+    np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
+
+
+def test_one_backtest_is_the_clis(cli, data: pd.DataFrame) -> None:
+    bt = threadx.backtest(data, "bb_atr", fee=0.002, bb_period=25, bb_std=1.5, atr_mult=3)
+    out = cli.run(
+        "backtest", "--data", DATA, "--fee", "0.002", "--set", "bb_period=25", "--set", "bb_std=1.5",
+        "--set", "atr_mult=3", "--trades", "trades.csv", "--equity", "equity.csv", "--json",
+    )
+    report = json.loads(out)
+    assert bt.params == report["params"] == {"bb_period": 25, "bb_std": 1.5, "atr_period": 14, "atr_mult": 3.0}
+    for name, value in bt.metrics.items():
+        want = report[name]
+        assert (value == want) or (np.isnan(value) and want is None), name
+    assert bt.metrics["trades"] > 10
+    trades = cli.csv("trades.csv")
+    assert len(bt.trades) == len(trades)
+    for column in ["entry_bar", "entry_price", "exit_bar", "exit_price", "return"]:
+        np.testing.assert_array_equal(bt.trades[column].to_numpy(), trades[column].to_numpy(), err_msg=column)
+    assert list(bt.trades["exit_reason"].astype(str)) == list(trades["exit_reason"])
+    assert (bt.trades["entry_time"] == data.index[bt.trades["entry_bar"]]).all()
+    np.testing.assert_array_equal(bt.equity.to_numpy(), cli.csv("equity.csv")["equity"].to_numpy())
+    assert bt.equity.index.equals(data.index)
+
+
+def assert_same_as_csv(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    """The rows of a sweep equal those of its CSV, value for value, in the CSV's columns."""
+    assert got.index.equals(want.index)
+    assert list(got.columns) == list(want.columns)
+    for column in want.columns:
+        mine = got[column]
+        if isinstance(mine.dtype, pd.CategoricalDtype):
+            assert list(mine.astype(str)) == list(want[column]), column
+        elif mine.dtype == np.float64:
+            # A float parameter's whole values read back from the CSV as integers.
+            np.testing.assert_array_equal(mine.to_numpy(), want[column].to_numpy(np.float64), err_msg=column)
+        else:
+            assert mine.dtype == want[column].dtype == np.int64, column
+            np.testing.assert_array_equal(mine.to_numpy(), want[column].to_numpy(), err_msg=column)
+
+
+CASES = [
+    ("bb_atr", {"bb_period": [10, 20, 30], "bb_std": [1.5, 2.0, 2.5], "atr_period": [7, 14], "atr_mult": [1.0, 2.5]}),
+    ("ma_cross", {"ma_type": ["sma", "ema"], "fast": [5, 10], "slow": [30, 60]}),
+    ("rsi_reversion", {"rsi_period": [7, 14], "rsi_low": [25, 30], "rsi_high": [70], "atr_mult": [0, 2]}),
+]
+
+
+@pytest.mark.parametrize("strategy, grid", CASES, ids=[c[0] for c in CASES])
+def test_sweeps_are_the_clis_csv(cli, data: pd.DataFrame, strategy: str, grid: dict) -> None:
+    got = threadx.sweep(data, strategy, grid=grid, fee=0.0015, device="cpu", progress=False)
+    cli.run("--device", "cpu", "sweep", "--data", DATA, "--strategy", strategy, *grid_flags(grid),
+            "--fee", "0.0015", "--out", "r.csv", "--quiet")
+    want = cli.csv("r.csv", index_col="combo")
+    assert len(got) == int(np.prod([len(v) for v in grid.values()])) == len(want)
+    assert got.index.name == "combo" and got.index.dtype == np.int64
+    assert_same_as_csv(got, want)
+    assert got["trades"].sum() > len(got), "the combos trade"
+
+
+def test_a_random_sample_and_walk_forward_are_the_clis(cli, data: pd.DataFrame) -> None:
+    grid = {"bb_period": list(range(10, 60, 5)), "bb_std": [1.5, 2, 2.5], "atr_mult": [1, 2, 3]}
+    got = threadx.sweep(data, grid=grid, random=17, seed=3, device="cpu", progress=False)
+    cli.run("--device", "cpu", "sweep", "--data", DATA, *grid_flags(grid), "--random", "17", "--seed", "3",
+            "--out", "s.csv", "--quiet")
+    assert_same_as_csv(got, cli.csv("s.csv", index_col="combo"))
+    assert len(got) == 17
+    walk = threadx.sweep(data, grid={"bb_period": [20, 30]}, walk_forward="train=1200,test=600", by="total_return",
+                         progress=False)
+    cli.run("sweep", "--data", DATA, "--grid", "bb_period=20,30", "--walk-forward", "train=1200,test=600",
+            "--by", "total_return", "--out", "w.csv", "--quiet")
+    want = cli.csv("w.csv", index_col="window", parse_dates=["train_start", "train_end", "test_start", "test_end"])
+    pd.testing.assert_frame_equal(walk, want, check_exact=True)
+    assert len(walk) == 3
+
+
+def test_a_sweep_is_the_same_bytes_on_every_device(data: pd.DataFrame) -> None:
+    grid = {"bb_period": [10, 20, 30, 40], "bb_std": [1.5, 2.5], "atr_period": [7, 14], "atr_mult": [1, 2, 3]}
+    frames = {d: threadx.sweep(data, grid=grid, device=d, chunk_size=7, progress=False) for d in ["cpu", "gpu", "all", "auto"]}
+    for device, frame in frames.items():
+        pd.testing.assert_frame_equal(frame, frames["cpu"], check_exact=True, obj=device)
+
+
+def test_a_grid_takes_ranges_numbers_and_cli_text(data: pd.DataFrame) -> None:
+    a = threadx.sweep(data, grid={"bb_period": range(10, 35, 10), "bb_std": 2, "atr_mult": "1:3:1"}, progress=False)
+    b = threadx.sweep(data, grid={"bb_period": [10, 20, 30], "bb_std": [2.0], "atr_mult": [1, 2, 3]}, progress=False)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert len(a) == 9 and set(a["bb_std"]) == {2.0}
+    default = threadx.sweep(threadx.synthetic(bars=800, seed=1), progress=False)
+    assert len(default) == 10_000, "no grid: the strategy's built-in grid"
+
+
+def test_gpu_is_there_when_required() -> None:
+    adapters = threadx.devices()
+    if REQUIRE_GPU:
+        assert adapters, "THREADX_REQUIRE_GPU=1 but no adapter"
+    assert sum(a["default"] for a in adapters) == (1 if adapters else 0)
+    for a in adapters:
+        assert {"rank", "name", "backend", "device_type", "software", "why"} <= set(a)
