@@ -307,41 +307,44 @@ fn sweep<'py>(
         )),
         None => None,
     };
-    // What stopped the run from Python's side (Ctrl-C, or the progress callback raising).
-    let mut stopped: Option<PyErr> = None;
-    let result = py.detach(|| -> Result<_, SweepError> {
-        let dispatcher = dispatcher(mode).map_err(|e| SweepError::Spec(e.to_string()))?;
-        let plan = SweepPlan::new(&spec, data.len(), available_memory())?;
-        let bank = IndicatorBank::new(&data, &dispatcher);
-        let sweep = match &threads {
-            Some(pool) => pool.install(|| plan.prepare(&bank))?,
-            None => plan.prepare(&bank)?,
-        };
-        let mut note = |note: &str| {
-            let _ = writeln!(std::io::stderr(), "{note}");
-        };
-        let (pool, distribute) = sweep.device_pool(mode, &dispatcher, threads.clone(), &mut note)?;
-        let rows = sweep.run_in_memory(&pool, &distribute, &mut |done, total| {
-            Python::attach(|py| {
-                let checked = py.check_signals().and_then(|()| match &progress {
-                    Some(callback) => callback.call1(py, (done, total)).map(drop),
-                    None => Ok(()),
-                });
-                checked.map_err(|e| {
-                    stopped = Some(e);
-                    SweepError::Cancelled
+    let (rows, values) = py.detach(|| -> PyResult<_> {
+        let dispatcher = dispatcher(mode)?;
+        // What stopped the run from Python's side (Ctrl-C, or the progress callback raising).
+        let mut stopped: Option<PyErr> = None;
+        let mut run = || -> Result<_, SweepError> {
+            let plan = SweepPlan::new(&spec, data.len(), available_memory())?;
+            let bank = IndicatorBank::new(&data, &dispatcher);
+            let sweep = match &threads {
+                Some(pool) => pool.install(|| plan.prepare(&bank))?,
+                None => plan.prepare(&bank)?,
+            };
+            let mut note = |note: &str| {
+                let _ = writeln!(std::io::stderr(), "{note}");
+            };
+            let (pool, distribute) = sweep.device_pool(mode, &dispatcher, threads.clone(), &mut note)?;
+            let rows = sweep.run_in_memory(&pool, &distribute, &mut |done, total| {
+                Python::attach(|py| {
+                    let checked = py.check_signals().and_then(|()| match &progress {
+                        Some(callback) => callback.call1(py, (done, total)).map(drop),
+                        None => Ok(()),
+                    });
+                    checked.map_err(|e| {
+                        stopped = Some(e);
+                        SweepError::Cancelled
+                    })
                 })
-            })
-        })?;
+            })?;
+            let values: Vec<_> = rows.combos.iter().map(|&c| sweep.book().combo_values(c)).collect();
+            Ok((rows, values))
+        };
+        let result = run();
         flush(&dispatcher);
-        let values: Vec<_> = rows.combos.iter().map(|&c| sweep.book().combo_values(c)).collect();
-        Ok((rows, values))
-    });
-    let (rows, values) = match result {
-        Ok(done) => done,
-        Err(SweepError::Cancelled) => return Err(stopped.unwrap_or_else(|| PyKeyboardInterrupt::new_err(()))),
-        Err(e) => return Err(sweep_error(e)),
-    };
+        match result {
+            Ok(done) => Ok(done),
+            Err(SweepError::Cancelled) => Err(stopped.take().unwrap_or_else(|| PyKeyboardInterrupt::new_err(()))),
+            Err(e) => Err(sweep_error(e)),
+        }
+    })?;
     let columns = PyList::empty(py);
     let combos: Vec<i64> = rows.combos.iter().map(|&c| c as i64).collect();
     columns.append(("combo", combos.into_pyarray(py), py.None()))?;
