@@ -362,6 +362,7 @@ fn sweep<'py>(
 /// A user's own signals run by the built-in rules: one metrics row per column.
 #[pyfunction]
 #[pyo3(signature = (bars, entries, exits, stop, fee, periods_per_year=None, device=None))]
+#[allow(clippy::too_many_arguments)] // One per keyword of `threadx.simulate`.
 fn simulate<'py>(
     py: Python<'py>,
     bars: &Bars,
@@ -406,35 +407,29 @@ fn devices(py: Python<'_>) -> PyResult<(String, Option<usize>)> {
     Ok((json, selection.chosen_report().map(|a| a.rank)))
 }
 
-/// Every strategy with its parameters: (name, [{name, kind, default, range, help}]).
+/// Every strategy with its parameters: {strategy: [{name, kind, default, range, help}]}.
 #[pyfunction]
-fn strategies(py: Python<'_>) -> PyResult<Vec<(&'static str, Vec<Bound<'_, PyDict>>)>> {
-    Strategy::ALL
-        .iter()
-        .map(|s| {
-            let params = s
-                .schema()
-                .iter()
-                .map(|p| {
-                    let d = PyDict::new(py);
-                    d.set_item("name", p.name)?;
-                    d.set_item(
-                        "kind",
-                        match p.kind {
-                            ParamKind::Int => "int",
-                            ParamKind::Float => "float",
-                            ParamKind::Choice(_) => "choice",
-                        },
-                    )?;
-                    d.set_item("default", param_object(py, p, p.default)?)?;
-                    d.set_item("range", p.range())?;
-                    d.set_item("help", p.help)?;
-                    Ok(d)
-                })
-                .collect::<PyResult<Vec<_>>>()?;
-            Ok((s.name(), params))
-        })
-        .collect()
+fn strategies(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    for s in Strategy::ALL {
+        let params = PyList::empty(py);
+        for p in s.schema() {
+            let d = PyDict::new(py);
+            d.set_item("name", p.name)?;
+            let kind = match p.kind {
+                ParamKind::Int => "int",
+                ParamKind::Float => "float",
+                ParamKind::Choice(_) => "choice",
+            };
+            d.set_item("kind", kind)?;
+            d.set_item("default", param_object(py, p, p.default)?)?;
+            d.set_item("range", p.range())?;
+            d.set_item("help", p.help)?;
+            params.append(d)?;
+        }
+        out.set_item(s.name(), params)?;
+    }
+    Ok(out)
 }
 
 /// One dispatcher per device mode for the life of the process: adapters are enumerated

@@ -7,8 +7,9 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
-/// The layers, bottom first: a crate may depend only on crates before it.
-const LAYERS: [(&str, &str); 7] = [
+/// The layers, bottom first: a crate may depend only on crates before it. The two front
+/// ends, the CLI and the Python package, are the top; neither depends on the other.
+const LAYERS: [(&str, &str); 8] = [
     ("threadx-profile-store", "crates/profile-store"),
     ("threadx-dispatch", "crates/dispatch"),
     ("threadx-multi-gpu", "crates/multi-gpu"),
@@ -16,6 +17,7 @@ const LAYERS: [(&str, &str); 7] = [
     ("threadx-backtest", "crates/backtest"),
     ("threadx-sweep", "crates/sweep"),
     ("threadx", "crates/cli"),
+    ("threadx-python", "python"),
 ];
 
 #[test]
@@ -29,6 +31,7 @@ fn crates_depend_only_on_the_layers_below() {
             let Some(deps) = manifest.get(section).and_then(|d| d.as_table()) else { continue };
             for dep in deps.keys().filter(|d| d.starts_with("threadx")) {
                 match LAYERS.iter().position(|(n, _)| n == dep) {
+                    Some(_) if dep == "threadx" => problems.push(format!("{name} ({section}) depends on the CLI")),
                     Some(l) if l < level => {}
                     Some(_) => problems.push(format!("{name} ({section}) depends on {dep}, which is not below it")),
                     None => problems.push(format!("{name} ({section}) depends on {dep}, which is in no layer")),
