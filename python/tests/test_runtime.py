@@ -144,3 +144,20 @@ def test_the_stubs_name_what_the_native_module_has() -> None:
     methods = {n.name for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body if isinstance(n, ast.FunctionDef)}
     assert {m for m in dir(_threadx.Bars) if not m.startswith("_")} <= methods
     assert (Path(threadx.__file__).parent / "py.typed").exists()
+
+
+def test_the_quickstart_example_runs(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "python" / "quickstart.py"
+    done = subprocess.run(
+        [sys.executable, str(example), "--bars", "3000", "--out", str(tmp_path / "heatmap.png")],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "228 combos; the best five by Sharpe ratio" in done.stdout
+    assert "three up, three down" in done.stdout
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "no heatmap" in done.stdout
+    else:
+        assert (tmp_path / "heatmap.png").stat().st_size > 1000

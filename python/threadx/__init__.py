@@ -418,7 +418,7 @@ def _progress(progress: Union[bool, ProgressCallback], unit: str) -> Tuple[Optio
     def update(done: int, total: int) -> None:
         # Made at the first report, so that input refused before any work shows no bar.
         if not bars:
-            bars.append(tqdm(total=total, unit=unit, unit_scale=True, desc="threadx sweep"))
+            bars.append(tqdm(total=total, unit=unit, unit_scale=total >= 100_000, desc="threadx sweep"))
         bar = bars[0]
         bar.total = total
         bar.update(done - bar.n)
