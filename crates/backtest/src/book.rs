@@ -481,18 +481,7 @@ impl SignalBook {
 
         let entry = fill_rows(&entry_rules, bars, words);
         let exit = fill_rows(&exit_rules, bars, words);
-        Ok(Self {
-            combos: Combos::Grid(layout),
-            bars,
-            entry,
-            exit,
-            stop_series,
-            stops,
-            timestamps: data.timestamps().to_vec(),
-            close,
-            ret,
-            bars_per_year: data.bars_per_year(),
-        })
+        Ok(Self::assemble(Combos::Grid(layout), data, (close, ret), [entry, exit], stop_series, stops))
     }
 
     /// A book of a user's own decisions over `data`'s closes: `entries` and `exits` of
@@ -549,19 +538,32 @@ impl SignalBook {
             }
         };
         let words = bars.div_ceil(64);
-        let (close, ret) = close_and_returns(data);
-        Ok(Self {
-            combos: Combos::Signals { columns },
-            bars,
-            entry: pack_columns(entries, words),
-            exit: pack_columns(exits, words),
+        let rows = [pack_columns(entries, words), pack_columns(exits, words)];
+        Ok(Self::assemble(Combos::Signals { columns }, data, close_and_returns(data), rows, stop_series, stops))
+    }
+
+    /// A book of `data`'s bars from its parts: the closes and returns, the entry and exit
+    /// rows, the stops.
+    fn assemble(
+        combos: Combos,
+        data: &Ohlcv,
+        (close, ret): (Vec<f64>, Vec<f64>),
+        [entry, exit]: [Vec<u64>; 2],
+        stop_series: Vec<StopSeries>,
+        stops: Vec<Stop>,
+    ) -> Self {
+        Self {
+            combos,
+            bars: data.len(),
+            entry,
+            exit,
             stop_series,
             stops,
             timestamps: data.timestamps().to_vec(),
             close,
             ret,
             bars_per_year: data.bars_per_year(),
-        })
+        }
     }
 
     /// Bars per year, which annualise the Sharpe ratio: the data's
