@@ -111,11 +111,16 @@ impl Bars {
         if self.timed { self.data.bars_per_year() } else { f64::NAN }
     }
 
+    /// The bar times as a new array of epoch ms (int64).
+    fn timestamps<'py>(&self, py: Python<'py>) -> Bound<'py, numpy::PyArray1<i64>> {
+        self.data.timestamps().to_vec().into_pyarray(py)
+    }
+
     /// The columns as new arrays: `timestamp` (epoch ms, int64), open, high, low, close, volume.
     fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
         let d = &self.data;
-        out.set_item("timestamp", d.timestamps().to_vec().into_pyarray(py))?;
+        out.set_item("timestamp", self.timestamps(py))?;
         for (name, values) in
             [("open", d.open()), ("high", d.high()), ("low", d.low()), ("close", d.close()), ("volume", d.volume())]
         {
@@ -158,7 +163,7 @@ fn epoch_ms<'py>(
     Ok(out.map_err(data_error)?.into_pyarray(py))
 }
 
-/// The indicators' columns: (name, values) in the order asked, and where each family ran.
+/// The indicators' columns: (name, values) in the order asked.
 #[pyfunction]
 #[pyo3(signature = (bars, specs, device=None))]
 fn indicators<'py>(
@@ -166,7 +171,7 @@ fn indicators<'py>(
     bars: &Bars,
     specs: Vec<String>,
     device: Option<&str>,
-) -> PyResult<(Bound<'py, PyList>, Vec<String>)> {
+) -> PyResult<Bound<'py, PyList>> {
     if specs.is_empty() {
         return Err(PyValueError::new_err(
             "no indicator asked for: name one or more, e.g. indicators(data, \"bbands:period=20,std=2\")",
@@ -175,21 +180,20 @@ fn indicators<'py>(
     let wanted: Vec<Indicator> = specs.iter().map(|s| Indicator::parse(s)).collect::<Result<_, _>>().map_err(value)?;
     let mode = device_mode(device)?;
     let data = bars.data.clone();
-    let (columns, runs) = py.detach(move || -> PyResult<_> {
+    let columns = py.detach(move || -> PyResult<_> {
         let dispatcher = dispatcher(mode)?;
         let bank = IndicatorBank::new(&data, &dispatcher);
         let table = bank.table(&wanted).map_err(value)?;
         let columns: Vec<(String, Vec<f64>)> =
             table.into_iter().map(|(name, values, i)| (name, values.output(i).to_vec())).collect();
-        let runs = bank.runs().iter().map(|r| format!("{} on {}", r.key, r.device)).collect();
         flush(&dispatcher);
-        Ok((columns, runs))
+        Ok(columns)
     })?;
     let out = PyList::empty(py);
     for (name, values) in columns {
         out.append((name, values.into_pyarray(py)))?;
     }
-    Ok((out, runs))
+    Ok(out)
 }
 
 /// One parameter set of a strategy: its metrics, trades and equity curve.
@@ -490,18 +494,22 @@ fn param_column<'py>(
     })
 }
 
+/// Whether a metric is a count (`trades`, `closed_trades`): an integer in Python.
+fn is_count(name: &str) -> bool {
+    matches!(name, "trades" | "closed_trades")
+}
+
 /// Every metric as a column, in [`Metrics::NAMES`] order: counts as int64, the rest float64.
 fn metric_columns<'py>(py: Python<'py>, metrics: &[Metrics]) -> PyResult<Vec<(&'static str, Bound<'py, PyAny>)>> {
+    let rows: Vec<_> = metrics.iter().map(Metrics::values).collect();
     Ok(Metrics::NAMES
         .iter()
         .enumerate()
         .map(|(i, &name)| {
-            let column = match name {
-                "trades" => metrics.iter().map(|m| i64::from(m.trades)).collect::<Vec<_>>().into_pyarray(py).into_any(),
-                "closed_trades" => {
-                    metrics.iter().map(|m| i64::from(m.closed_trades)).collect::<Vec<_>>().into_pyarray(py).into_any()
-                }
-                _ => metrics.iter().map(|m| m.values()[i]).collect::<Vec<_>>().into_pyarray(py).into_any(),
+            let column = rows.iter().map(|row| row[i]);
+            let column = match is_count(name) {
+                true => column.map(|v| v as i64).collect::<Vec<_>>().into_pyarray(py).into_any(),
+                false => column.collect::<Vec<_>>().into_pyarray(py).into_any(),
             };
             (name, column)
         })
@@ -510,10 +518,10 @@ fn metric_columns<'py>(py: Python<'py>, metrics: &[Metrics]) -> PyResult<Vec<(&'
 
 fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
-    for (name, v) in Metrics::NAMES.iter().zip(m.values()) {
-        match *name {
-            "trades" | "closed_trades" => out.set_item(name, v as i64)?,
-            _ => out.set_item(name, v)?,
+    for (&name, v) in Metrics::NAMES.iter().zip(m.values()) {
+        match is_count(name) {
+            true => out.set_item(name, v as i64)?,
+            false => out.set_item(name, v)?,
         }
     }
     Ok(out)

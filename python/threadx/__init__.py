@@ -69,7 +69,7 @@ def indicators(data: Data, *specs: str, device: Optional[str] = None) -> pd.Data
     column per output, e.g. ``indicators(df, "bbands:period=20,std=2", "atr:period=14")``.
     ``device``: ``"auto"``, ``"cpu"`` or ``"gpu"`` (default: ``THREADX_DEVICE``, else auto)."""
     bars, index = _bars(data)
-    columns, _runs = _threadx.indicators(bars, list(specs), device)
+    columns = _threadx.indicators(bars, list(specs), device)
     return pd.DataFrame(dict(columns), index=index, copy=False)
 
 
@@ -283,7 +283,7 @@ def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
     """The bars of `data`, checked by the engine, and the index results take."""
     if isinstance(data, (str, os.PathLike)):
         bars = _threadx.Bars.load(os.fspath(data))
-        return bars, _utc_index(bars.arrays()["timestamp"])
+        return bars, _utc_index(bars.timestamps())
     if isinstance(data, pd.DataFrame):
         names = [str(c) for c in data.columns]
         return _frame_bars("DataFrame", names, lambda i: data.iloc[:, i], data.index), data.index
@@ -291,7 +291,7 @@ def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
         names = [str(k) for k in data.keys()]
         values = list(data.values())
         bars = _frame_bars("dict", names, lambda i: values[i], None)
-        return bars, _utc_index(bars.arrays()["timestamp"])
+        return bars, _utc_index(bars.timestamps())
     raise TypeError(
         f"data must be a DataFrame, a dict of arrays, a CSV path or synthetic(...); got {type(data).__name__}"
     )

@@ -31,9 +31,7 @@ pub use output::{
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use rows::{Row, header, parse_row, write_row};
-pub use runner::{
-    AUTO_PROFILE_MIN_COMBOS, ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, available_memory,
-};
+pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, available_memory};
 pub use spec::{MAX_AXIS_VALUES, Sample, SweepSpec, WalkForward, parse_axis};
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};
 

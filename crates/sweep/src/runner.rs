@@ -11,8 +11,7 @@ use threadx_backtest::{
     Backtester, BarTables, BookLayout, ComboPlan, GpuBacktester, Metrics, ParamGrid, PendingTotals, SignalBook, Totals,
     simulate_cpu,
 };
-use threadx_dispatch::DeviceMode;
-use threadx_dispatch::{Dispatcher, format_bytes, thousands};
+use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::IndicatorBank;
 use threadx_multi_gpu::{
     BalanceOptions, Chunk, DevicePool, DistributeOptions, RunStats, WorkError, WorkerDevice, Workload,
@@ -21,7 +20,7 @@ use threadx_profile_store::Profiles;
 
 /// Sweeps below this many combos, with no balance saved, run on the CPU alone in `auto`:
 /// measuring every device would cost more than it saves.
-pub const AUTO_PROFILE_MIN_COMBOS: u64 = 4 * 8192;
+const AUTO_PROFILE_MIN_COMBOS: u64 = 4 * 8192;
 
 /// What a chunk (or any range of combo positions) produced: the grid numbers of the
 /// combos it ran (those the strategy's rules allow) and their metrics, in combo order.
