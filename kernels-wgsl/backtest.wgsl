@@ -5,7 +5,9 @@
 // log close in 2^-52 units, the prefix sums of returns in 2^-64 units, and the stop
 // series as f64 bits: ATR rows, from which the stop level is formed exactly as the CPU's
 // f64 arithmetic does (exact.wgsl, put in front of this file at compile time), or a
-// user's levels (positive, or 0 for no stop), used as they are. No float is used.
+// user's or a rule's levels (positive, or 0 for none), used as they are. A trade exits
+// at the first close at or below its stop, at or above its take-profit, on an exit bit,
+// or after max_bars bars. No float is used.
 
 struct Params {
     bars: u32,
@@ -31,6 +33,10 @@ struct Plan {
     exit: u32,
     stop: u32,
     warmup: u32,
+    // A level of `stops` like `stop`, exit at a close at or above it; NO_STOP: none.
+    take_profit: u32,
+    // Exit after this many bars in a trade; 0: no limit.
+    max_bars: u32,
 }
 
 // Prefix sums at one bar (see BarTables): held-bar returns, their squares, and the same
@@ -70,6 +76,20 @@ struct Outcome {
 const WORKGROUP: u32 = 64u;
 const NO_STOP: u32 = 0xffffffffu;
 
+// The bits of level `stop` of `stops` for a trade entered at bar `e` with close bits
+// `close`: 0 for NO_STOP or a level ≤ 0.
+fn level_at(stop: u32, e: u32, close: vec2<u32>) -> vec2<u32> {
+    if (stop == NO_STOP) {
+        return vec2<u32>(0u, 0u);
+    }
+    let s = stops[stop];
+    let value = atr[s.x * params.bars + e];
+    if (s.w == 1u) {
+        return value;
+    }
+    return stop_level(close, value, s.yz);
+}
+
 @compute @workgroup_size(64)
 fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = gid.y * groups.x * WORKGROUP + gid.x;
@@ -80,16 +100,6 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     let n = params.bars;
     let entry_base = plan.entry * params.words;
     let exit_base = params.exit_rows + plan.exit * params.words;
-    let has_stop = plan.stop != NO_STOP;
-    var atr_base = 0u;
-    var mult = vec2<u32>(0u, 0u);
-    var level_stop = false;
-    if (has_stop) {
-        let s = stops[plan.stop];
-        atr_base = s.x * n;
-        mult = s.yz;
-        level_stop = s.w == 1u;
-    }
     let zero2 = vec2<u32>(0u, 0u);
     let zero4 = vec4<u32>(0u, 0u, 0u, 0u);
     var trades = 0u;
@@ -108,6 +118,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     var in_position = false;
     var e = 0u;
     var level = zero2;
+    var target = zero2;
     var base = zero2;
     var hi = zero2;
     var low = zero2;
@@ -125,13 +136,10 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
                 e = t;
                 trades += 1u;
                 let at_entry = bar[e];
-                // Level 0 (no stop, or a level ≤ 0): no positive close is at or below it.
-                level = zero2;
-                if (level_stop) {
-                    level = atr[atr_base + e];
-                } else if (has_stop) {
-                    level = stop_level(at_entry.xy, atr[atr_base + e], mult);
-                }
+                // Level 0 (no stop, or a level ≤ 0): no positive close is at or below
+                // it; a target of 0 is none.
+                level = level_at(plan.stop, e, at_entry.xy);
+                target = level_at(plan.take_profit, e, at_entry.xy);
                 base = sub64(add64(equity, params.log_buy), at_entry.zw);
                 hi = max_i64(at_entry.zw, sub64(peak, base));
                 low = sub64(at_entry.zw, hi);
@@ -141,7 +149,9 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
         } else {
             let b = bar[t];
             let signal = ((bits[exit_base + (t >> 5u)] >> (t & 31u)) & 1u) == 1u;
-            if (signal || le_u64(b.xy, level)) {
+            let reached = (target.x | target.y) != 0u && le_u64(target, b.xy);
+            let expired = plan.max_bars != 0u && t - e >= plan.max_bars;
+            if (signal || le_u64(b.xy, level) || reached || expired) {
                 drawdown = min_i64(drawdown, low);
                 held += t - e;
                 closed += 1u;

@@ -7,7 +7,8 @@
 //! - `bb_atr_cpu/all_threads`: the rayon batch on every core.
 //! - `bb_atr_gpu/*`: the whole-backtest kernel on the best adapter, plans uploaded and
 //!   metrics read back in the timing.
-//! - `book/*`: building the book (indicators and decision rows) for the same grid.
+//! - `book/*`: building the book (indicators and decision rows) for the same grid, and for
+//!   the default sweep grids of ma_cross (380 combos) and rsi_reversion (400 combos).
 #![allow(clippy::print_stderr)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -25,8 +26,18 @@ fn grid() -> Vec<Vec<f64>> {
 }
 
 fn book(data: &Ohlcv) -> SignalBook {
+    book_of(data, "bb_atr", &grid())
+}
+
+fn book_of(data: &Ohlcv, strategy: &str, axes: &[Vec<f64>]) -> SignalBook {
     let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).expect("a CPU dispatcher");
-    SignalBook::build(&IndicatorBank::new(data, &dispatcher), Strategy::BbAtr, &grid()).expect("a valid grid")
+    let strategy = Strategy::parse(strategy).expect("a built-in strategy");
+    SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).expect("a valid grid")
+}
+
+/// `start`, `start + step`, … up to `stop` inclusive.
+fn range(start: f64, stop: f64, step: f64) -> Vec<f64> {
+    (0..).map(|i| start + step * f64::from(i)).take_while(|&v| v <= stop).collect()
 }
 
 fn plans(book: &SignalBook) -> Vec<ComboPlan> {
@@ -50,6 +61,15 @@ fn cpu(c: &mut Criterion) {
     let mut g = c.benchmark_group("book");
     g.sample_size(10);
     g.bench_function("bb_atr_100_combos_35040_bars", |b| b.iter(|| SignalBook::bars(&self::book(black_box(&data)))));
+    let ma_cross = [vec![0.0, 1.0], range(5.0, 50.0, 5.0), range(20.0, 200.0, 10.0)];
+    g.bench_function("ma_cross_380_combos_35040_bars", |b| {
+        b.iter(|| book_of(black_box(&data), "ma_cross", &ma_cross).bars())
+    });
+    let rsi =
+        [range(7.0, 28.0, 7.0), range(20.0, 40.0, 5.0), range(60.0, 80.0, 5.0), vec![14.0], vec![0.0, 1.0, 2.0, 3.0]];
+    g.bench_function("rsi_reversion_400_combos_35040_bars", |b| {
+        b.iter(|| book_of(black_box(&data), "rsi_reversion", &rsi).bars())
+    });
     g.finish();
 }
 

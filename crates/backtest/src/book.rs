@@ -1,16 +1,18 @@
 //! The [`SignalBook`]: every decision a sweep's combos can make, derived once from the
 //! indicator bank and shared by all combos, on the CPU and the GPU alike.
 //!
-//! A strategy's entry and exit rules depend on a few parameters each (bb_atr's entry on
-//! bb_period and bb_std, its exit on bb_period only, its stop on atr_period and
-//! atr_mult), so the book holds one bit row per distinct value of those parameters:
-//! bit t says whether the rule fires at bar t, decided in f64 from the CPU's f64
-//! indicator values whatever device the bank's user picked. A stop is an ATR series and a
-//! multiplier: its level `close[e] − m · ATR[e]` is formed in f64 at the entry bar e
-//! (the GPU forms the same f64 bits in integer arithmetic), so memory grows with the
-//! unique ATR series, never with the (atr_period, atr_mult) pairs. A combo is then four
-//! numbers, a [`ComboPlan`], and a simulation reads only close, the rows it names and
-//! nothing per combo: every device takes the same trades, bar for bar.
+//! A strategy's rules depend on a few parameters each (bb_atr's entry on bb_period and
+//! bb_std, its exit on bb_period only, its stop on atr_period and atr_mult), so the book
+//! holds one row per distinct value of those parameters: for a condition (entry, exit)
+//! a bit row, bit t saying whether it holds at bar t, decided in f64 from the CPU's f64
+//! series whatever device the bank's user picked; for a level (stop, take-profit) a
+//! stop the simulation reads at the entry bar. A level `close − m · ATR` is held as its
+//! ATR series and multiplier and formed in f64 at the entry bar e (the GPU forms the
+//! same f64 bits in integer arithmetic), so memory grows with the unique ATR series,
+//! never with the (atr_period, atr_mult) pairs; any other level is held as its series.
+//! A combo is then a few numbers, a [`ComboPlan`], and a simulation reads only close,
+//! the rows it names and nothing per combo: every device takes the same trades, bar
+//! for bar.
 //!
 //! A [`BookLayout`] says, before anything is computed, which rows, stops and indicator
 //! series a book over a [`ParamGrid`] (or over a sample of its combos) holds and about
@@ -21,12 +23,12 @@
 //! arrays, a column being a combo. The simulation and the kernel are the same.
 
 use crate::BacktestError;
-use crate::strategy::{MAX_PARAMS, ParamValues, Strategy, ma};
+use crate::rules::{Bound, Eval, Op, Price, RuleKind, SeriesKey, SeriesTable, fill_rows, indicators_of, is_none};
+use crate::strategy::{MAX_PARAMS, ParamValues, Strategy};
 use ndarray::ArrayView2;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
-use threadx_dispatch::cpu_grain;
 use threadx_indicators::{Indicator, IndicatorBank, IndicatorValues, Ohlcv};
 
 /// Where one combo reads its decisions: rows of the book and its first tradable bar.
@@ -39,6 +41,11 @@ pub struct ComboPlan {
     pub stop: u32,
     /// No entry before this bar.
     pub warmup: u32,
+    /// Take-profit level of [`SignalBook::stops`] (same forms as a stop), or
+    /// [`ComboPlan::NO_STOP`].
+    pub take_profit: u32,
+    /// Exit after this many bars in a trade; 0: no limit.
+    pub max_bars: u32,
 }
 
 impl ComboPlan {
@@ -60,28 +67,27 @@ impl ParamGrid {
     /// combo count that fits in 64 bits.
     pub fn new(strategy: Strategy, axes: &[Vec<f64>]) -> Result<Self, BacktestError> {
         let schema = strategy.schema();
+        let combo = |problem: String| BacktestError::Combo { strategy: strategy.name().to_owned(), problem };
         if axes.len() != schema.len() {
-            return Err(BacktestError::Combo {
-                strategy: strategy.name(),
-                problem: format!("{} parameter lists given for {} parameters", axes.len(), schema.len()),
-            });
+            return Err(combo(format!("{} parameter lists given for {} parameters", axes.len(), schema.len())));
         }
         for (spec, values) in schema.iter().zip(axes) {
             if values.is_empty() {
-                return Err(BacktestError::EmptyAxis { param: spec.name });
+                return Err(BacktestError::EmptyAxis { param: spec.name.clone() });
             }
             for &v in values {
                 spec.check(v)?;
             }
         }
-        let len = axes.iter().try_fold(1u64, |n, a| n.checked_mul(a.len() as u64)).ok_or_else(|| {
-            BacktestError::Combo { strategy: strategy.name(), problem: "the grid has more than 2^64 combos".into() }
-        })?;
+        let len = axes
+            .iter()
+            .try_fold(1u64, |n, a| n.checked_mul(a.len() as u64))
+            .ok_or_else(|| combo("the grid has more than 2^64 combos".into()))?;
         Ok(Self { strategy, axes: axes.to_vec(), len })
     }
 
-    pub fn strategy(&self) -> Strategy {
-        self.strategy
+    pub fn strategy(&self) -> &Strategy {
+        &self.strategy
     }
 
     /// The parameter lists, schema order.
@@ -129,15 +135,15 @@ impl ParamGrid {
     }
 }
 
-/// The axes each family of rows (entry, exit, stop) depends on. A family's rows are
-/// numbered by the mixed radix of those axes' positions (the row's grid number).
-fn families(strategy: Strategy) -> [&'static [usize]; 3] {
-    match strategy {
-        Strategy::BbAtr => [&[0, 1], &[0], &[2, 3]],
-        Strategy::MaCross => [&[0, 1, 2], &[0, 1, 2], &[]],
-        Strategy::RsiReversion => [&[0, 1], &[0, 2], &[3, 4]],
-    }
-}
+/// The row families of a book, each from one rule: entry and exit (bit rows), stop and
+/// take-profit (levels), max_bars (a number).
+const FAMILIES: [RuleKind; 5] =
+    [RuleKind::Entry, RuleKind::Exit, RuleKind::Stop, RuleKind::TakeProfit, RuleKind::MaxBars];
+const ENTRY: usize = 0;
+const EXIT: usize = 1;
+const STOP: usize = 2;
+const TAKE_PROFIT: usize = 3;
+const MAX_BARS: usize = 4;
 
 /// The rows of one family a book holds: all of them (row = grid number), or only those a
 /// sample of combos reads (sorted grid numbers; row = position in the list).
@@ -180,16 +186,21 @@ fn row_number(axes: &[Vec<f64>], family: &[usize], index: &[usize]) -> u64 {
     family.iter().fold(0, |n, &a| n * axes[a].len() as u64 + index[a] as u64)
 }
 
-/// The values of the axes of `family` at row grid number `number` (family order).
-fn row_values(axes: &[Vec<f64>], family: &[usize], mut number: u64) -> [f64; 3] {
-    let mut values = [0.0; 3];
-    for (slot, &a) in family.iter().enumerate().rev() {
+/// The parameter values of a family's row at grid number `number`: the family's axes
+/// set, the others NaN (its rule does not read them).
+fn row_values(axes: &[Vec<f64>], family: &[usize], mut number: u64) -> ParamValues {
+    let mut values = [f64::NAN; MAX_PARAMS];
+    for &a in family.iter().rev() {
         let len = axes[a].len() as u64;
-        values[slot] = axes[a][(number % len) as usize];
+        values[a] = axes[a][(number % len) as usize];
         number /= len;
     }
-    values
+    ParamValues::new(&values[..axes.len()])
 }
+
+/// Rows of a family beyond which a layout does not list the indicators (binding each
+/// row's rule to find them): such a book's bit rows alone outweigh any memory limit.
+const MAX_LISTED_ROWS: u64 = 1 << 22;
 
 /// What a signal book over a grid, or over a sample of its combos, holds: its decision
 /// rows, its stops and the indicator series they read. Known before anything is
@@ -198,8 +209,10 @@ fn row_values(axes: &[Vec<f64>], family: &[usize], mut number: u64) -> [f64; 3] 
 #[derive(Debug, Clone)]
 pub struct BookLayout {
     grid: ParamGrid,
-    /// Entry, exit and stop rows.
-    rows: [RowSet; 3],
+    /// The axes each family's rule reads; a family's rows are numbered by the mixed
+    /// radix of those axes' positions (the row's grid number).
+    families: [Vec<usize>; 5],
+    rows: [RowSet; 5],
     indicators: Vec<Indicator>,
 }
 
@@ -209,66 +222,80 @@ const BYTES_PER_BAR: u64 = 3 * 8 + 8 + 4 * 16;
 
 impl BookLayout {
     /// The layout of the whole `grid` (`combos: None`) or of the listed combos only
-    /// (grid numbers, sorted).
-    pub fn new(grid: ParamGrid, combos: Option<&[u64]>) -> Self {
+    /// (grid numbers, sorted). Refuses values a rule cannot be formed with (a period
+    /// below 1, a lookback into the future).
+    pub fn new(grid: ParamGrid, combos: Option<&[u64]>) -> Result<Self, BacktestError> {
         let strategy = grid.strategy();
         let axes = grid.axes();
-        let families = families(strategy);
-        let (rows, used): ([RowSet; 3], Vec<Vec<f64>>) = match combos {
-            None => (
-                families.map(|family| RowSet::All(family.iter().map(|&a| axes[a].len() as u64).product())),
-                axes.to_vec(),
-            ),
+        let families = FAMILIES.map(|kind| strategy.compiled(kind).map_or_else(Vec::new, |r| r.deps.clone()));
+        let rows: [RowSet; 5] = match combos {
+            None => families.clone().map(|family| RowSet::All(family.iter().map(|&a| axes[a].len() as u64).product())),
             Some(combos) => {
-                let mut numbers: [Vec<u64>; 3] = Default::default();
-                let mut positions: Vec<Vec<usize>> = vec![Vec::new(); axes.len()];
+                let mut numbers: [Vec<u64>; 5] = Default::default();
                 for &combo in combos {
                     let index = grid.index(combo);
-                    for (numbers, family) in numbers.iter_mut().zip(families) {
+                    for (numbers, family) in numbers.iter_mut().zip(&families) {
                         numbers.push(row_number(axes, family, &index));
                     }
-                    for (positions, &i) in positions.iter_mut().zip(&index) {
-                        positions.push(i);
-                    }
                 }
-                let rows = numbers.map(|mut n| {
+                numbers.map(|mut n| {
                     n.sort_unstable();
                     n.dedup();
                     RowSet::Only(n)
-                });
-                let used = positions
-                    .into_iter()
-                    .zip(axes)
-                    .map(|(mut p, axis)| {
-                        p.sort_unstable();
-                        p.dedup();
-                        p.into_iter().map(|i| axis[i]).collect()
-                    })
-                    .collect();
-                (rows, used)
+                })
             }
         };
-        let indicators = needed_indicators(strategy, &used);
-        Self { grid, rows, indicators }
+        let mut layout = Self { grid, families, rows, indicators: Vec::new() };
+        if layout.rows[..MAX_BARS].iter().all(|r| r.len() <= MAX_LISTED_ROWS) {
+            let bound = layout.bind_rows()?;
+            layout.indicators = indicators_of(bound.iter().take(MAX_BARS).flatten());
+        }
+        Ok(layout)
     }
 
     pub fn grid(&self) -> &ParamGrid {
         &self.grid
     }
 
-    /// Every indicator series the book reads, each once.
+    /// The rule of every row of every family with its values in place. A family without
+    /// a rule has one row: never (exit), none (stop, take-profit), no limit (max_bars).
+    fn bind_rows(&self) -> Result<[Vec<Bound>; 5], BacktestError> {
+        let strategy = self.grid.strategy();
+        let axes = self.grid.axes();
+        let mut out: [Vec<Bound>; 5] = Default::default();
+        for (f, kind) in FAMILIES.into_iter().enumerate() {
+            let set = &self.rows[f];
+            out[f] = (0..set.len() as usize)
+                .map(|r| {
+                    let values = row_values(axes, &self.families[f], set.number(r));
+                    match strategy.compiled(kind) {
+                        None if kind == RuleKind::Exit => Ok(Bound::Const(0.0)),
+                        None => Ok(Bound::Const(f64::NAN)),
+                        Some(rule) => rule.bind(&values, strategy.schema()).map_err(|e| BacktestError::Combo {
+                            strategy: strategy.name().to_owned(),
+                            problem: format!("rule `{}`: {e}", kind.name()),
+                        }),
+                    }
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(out)
+    }
+
+    /// Every indicator series the book reads, each once (not listed for a book whose
+    /// rows are too many to build).
     pub fn indicators(&self) -> &[Indicator] {
         &self.indicators
     }
 
     /// Entry and exit bit rows.
     pub fn decision_rows(&self) -> u64 {
-        self.rows[0].len() + self.rows[1].len()
+        self.rows[ENTRY].len() + self.rows[EXIT].len()
     }
 
-    /// Stops (ATR series and multiplier).
+    /// Stops and take-profits (a series and a multiplier, or a level series).
     pub fn stops(&self) -> u64 {
-        self.rows[2].len()
+        self.rows[STOP].len() + self.rows[TAKE_PROFIT].len()
     }
 
     /// About how many bytes building the book on `bars` bars takes at its peak: the
@@ -368,8 +395,16 @@ pub struct SignalBook {
     exit: Vec<u64>,
     /// Series the stops read, each once.
     stop_series: Vec<StopSeries>,
-    /// One per stop row of the layout (or per signal column).
+    /// Stops and take-profits (or one stop per signal column).
     stops: Vec<Stop>,
+    /// Per stop row and per take-profit row of the layout: its stop, or
+    /// [`ComboPlan::NO_STOP`] when its level is none.
+    levels: [Vec<u32>; 2],
+    /// Per row of the entry, exit, stop and take-profit families: the bars before every
+    /// series the row reads has a value.
+    warmups: [Vec<u32>; 4],
+    /// Per max_bars row: the limit (0: none).
+    max_bars: Vec<u32>,
     timestamps: Vec<i64>,
     close: Vec<f64>,
     /// close[t] / close[t−1] − 1 (0 at t = 0): a held bar's return, computed once.
@@ -378,36 +413,39 @@ pub struct SignalBook {
     bars_per_year: f64,
 }
 
+/// `close − m · series` with m > 0 and a bank indicator's first output: a stop held as
+/// the series and the multiplier.
+fn distance(level: &Bound) -> Option<(Indicator, f64)> {
+    let Bound::Binary(Op::Sub, close, product) = level else { return None };
+    let Bound::Binary(Op::Mul, m, series) = product.as_ref() else { return None };
+    match (close.as_ref(), m.as_ref(), series.as_ref()) {
+        (Bound::Series(c, 0), Bound::Const(m), Bound::Series(s, 0)) if m.is_finite() && *m > 0.0 => {
+            match (c.as_ref(), s.as_ref()) {
+                (SeriesKey::Price(Price::Close), SeriesKey::Indicator(indicator, 0)) => Some((*indicator, *m)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 impl SignalBook {
     /// Builds the rows for every combo of `axes` (one list of values per parameter of
     /// `strategy`, in schema order), computing the indicators they need through `bank`
     /// (each once). Every value is checked against the schema, and the data must be long
     /// enough for the slowest combo to trade at least one bar.
-    pub fn build(bank: &IndicatorBank<'_>, strategy: Strategy, axes: &[Vec<f64>]) -> Result<Self, BacktestError> {
-        Self::from_layout(bank, BookLayout::new(ParamGrid::new(strategy, axes)?, None))
+    pub fn build(bank: &IndicatorBank<'_>, strategy: &Strategy, axes: &[Vec<f64>]) -> Result<Self, BacktestError> {
+        Self::from_layout(bank, BookLayout::new(ParamGrid::new(strategy.clone(), axes)?, None)?)
     }
 
-    /// Builds the rows, stops and indicators `layout` names.
+    /// Builds the rows, stops and series `layout` names.
     pub fn from_layout(bank: &IndicatorBank<'_>, layout: BookLayout) -> Result<Self, BacktestError> {
-        let strategy = layout.grid.strategy();
-        let axes = layout.grid.axes();
+        let strategy = layout.grid.strategy().clone();
         let data = bank.data();
         let bars = data.len();
-        // Warm-up never shrinks as a value grows (atr_mult > 0 switches the stop on), so
-        // the largest value of every axis gives the longest one.
-        let slowest: Vec<f64> = axes.iter().map(|values| values.iter().copied().fold(f64::MIN, f64::max)).collect();
-        let needed = strategy.warmup(&slowest) + 1;
-        if bars < needed {
-            return Err(BacktestError::TooShort {
-                strategy: strategy.name(),
-                params: strategy.describe(&slowest),
-                needed,
-                len: bars,
-            });
-        }
         if layout.decision_rows().max(layout.stops()) > u64::from(u32::MAX) {
             return Err(BacktestError::Combo {
-                strategy: strategy.name(),
+                strategy: strategy.name().to_owned(),
                 problem: format!(
                     "{} decision rows and {} stops: more than a book can number",
                     layout.decision_rows(),
@@ -415,73 +453,76 @@ impl SignalBook {
                 ),
             });
         }
-
-        let (close, ret) = close_and_returns(data);
-        let words = bars.div_ceil(64);
-        let values = bank.get_many_exact(&layout.indicators)?;
-        let by_key: HashMap<String, Arc<IndicatorValues>> =
-            layout.indicators.iter().zip(values).map(|(i, v)| (i.key(), v)).collect();
-        let series = |indicator: Indicator, output: usize| -> &[f64] { by_key[&indicator.key()].output(output) };
-        let period = |v: f64| v as usize;
-        let middle = |p: f64| series(middle_band(period(p)), 0);
-        let deviation = |p: f64| series(Indicator::StdDev { period: period(p) }, 0);
-
-        let families = families(strategy);
-        let (entry_rules, exit_rules) = match strategy {
-            Strategy::BbAtr => (
-                family_rules(&layout.rows[0], axes, families[0], &|[p, k, _]| {
-                    Rule::BelowBand(&close, middle(p), deviation(p), k)
+        let bound = layout.bind_rows()?;
+        let none = |f: usize, b: &Bound| f >= STOP && is_none(b);
+        let warmups: [Vec<u32>; 4] = std::array::from_fn(|f| {
+            bound[f].iter().map(|b| if none(f, b) { 0 } else { b.lookback().min(u32::MAX as usize) as u32 }).collect()
+        });
+        let needed = warmups.iter().filter_map(|w| w.iter().max()).max().map_or(0, |&w| w as usize) + 1;
+        if bars < needed {
+            // The largest value of every axis: the slowest combo for the usual rules.
+            let slowest: Vec<f64> =
+                layout.grid.axes().iter().map(|values| values.iter().copied().fold(f64::MIN, f64::max)).collect();
+            return Err(BacktestError::TooShort {
+                strategy: strategy.name().to_owned(),
+                params: strategy.describe(&slowest),
+                needed,
+                len: bars,
+            });
+        }
+        let max_bars = bound[MAX_BARS]
+            .iter()
+            .map(|b| match *b {
+                Bound::Const(v) if v.is_nan() => Ok(0),
+                Bound::Const(v) if v >= 1.0 && v.fract() == 0.0 && v <= f64::from(u32::MAX) => Ok(v as u32),
+                _ => Err(BacktestError::Combo {
+                    strategy: strategy.name().to_owned(),
+                    problem: format!("max_bars = {}: must be a whole number of bars ≥ 1", b.id()),
                 }),
-                family_rules(&layout.rows[1], axes, families[1], &|[p, ..]| Rule::Above(&close, middle(p))),
-            ),
-            Strategy::MaCross => {
-                let lines = |[kind, f, s]: [f64; 3]| (series(ma(kind, period(f)), 0), series(ma(kind, period(s)), 0));
-                (
-                    family_rules(&layout.rows[0], axes, families[0], &|v| {
-                        let (f, s) = lines(v);
-                        Rule::CrossAbove(f, s)
-                    }),
-                    family_rules(&layout.rows[1], axes, families[1], &|v| {
-                        let (f, s) = lines(v);
-                        Rule::CrossAbove(s, f)
-                    }),
-                )
-            }
-            Strategy::RsiReversion => {
-                let rsi = |p: f64| series(Indicator::Rsi { period: period(p) }, 0);
-                (
-                    family_rules(&layout.rows[0], axes, families[0], &|[p, low, _]| Rule::BelowLevel(rsi(p), low)),
-                    family_rules(&layout.rows[1], axes, families[1], &|[p, high, _]| Rule::AboveLevel(rsi(p), high)),
-                )
-            }
-        };
-        let stop_set = &layout.rows[2];
-        let stop_pairs: Vec<(f64, f64)> = (0..stop_set.len() as usize)
-            .map(|r| {
-                let [a, m, _] = row_values(axes, families[2], stop_set.number(r));
-                (a, m)
             })
-            .collect();
-        // A multiplier of 0 (rsi_reversion) means no stop: its plans never read the pair.
-        let mut atr_periods: Vec<usize> =
-            stop_pairs.iter().filter(|(_, m)| *m > 0.0).map(|&(a, _)| period(a)).collect();
-        atr_periods.sort_unstable();
-        atr_periods.dedup();
-        let stop_series: Vec<StopSeries> = atr_periods
-            .iter()
-            .map(|&a| StopSeries::Indicator(by_key[&Indicator::Atr { period: a }.key()].clone()))
-            .collect();
-        let stops = stop_pairs
-            .iter()
-            .map(|&(a, mult)| Stop::Distance {
-                series: atr_periods.binary_search(&period(a)).unwrap_or(0) as u32,
-                mult,
-            })
-            .collect();
+            .collect::<Result<Vec<u32>, _>>()?;
 
-        let entry = fill_rows(&entry_rules, bars, words);
-        let exit = fill_rows(&exit_rules, bars, words);
-        Ok(Self::assemble(Combos::Grid(layout), data, (close, ret), [entry, exit], stop_series, stops))
+        let table = SeriesTable::new(bank, bound[..MAX_BARS].iter().flatten())?;
+        let entry = fill_rows(&bound[ENTRY], &table);
+        let exit = fill_rows(&bound[EXIT], &table);
+
+        let mut stop_series: Vec<StopSeries> = Vec::new();
+        let mut series_of: HashMap<String, u32> = HashMap::new();
+        let mut stops = Vec::new();
+        let mut levels: [Vec<u32>; 2] = Default::default();
+        for (f, levels) in [STOP, TAKE_PROFIT].into_iter().zip(&mut levels) {
+            for level in &bound[f] {
+                if is_none(level) {
+                    levels.push(ComboPlan::NO_STOP);
+                    continue;
+                }
+                let (id, mult) = match distance(level) {
+                    Some((indicator, m)) => (indicator.key(), Some(m)),
+                    None => (level.id(), None),
+                };
+                let series = *series_of.entry(id).or_insert_with(|| {
+                    stop_series.push(match distance(level) {
+                        Some((indicator, _)) => StopSeries::Indicator(
+                            table.indicator(&indicator).expect("the table holds what the rules read").clone(),
+                        ),
+                        None => StopSeries::Levels(
+                            Eval::new(level, &table).values(bars).into_iter().map(|l| if l > 0.0 { l } else { 0.0 }).collect(),
+                        ),
+                    });
+                    (stop_series.len() - 1) as u32
+                });
+                levels.push(stops.len() as u32);
+                stops.push(match mult {
+                    Some(mult) => Stop::Distance { series, mult },
+                    None => Stop::Level { series },
+                });
+            }
+        }
+        let mut book = Self::assemble(Combos::Grid(layout), data, close_and_returns(data), [entry, exit], stop_series, stops);
+        book.levels = levels;
+        book.warmups = warmups;
+        book.max_bars = max_bars;
+        Ok(book)
     }
 
     /// A book of a user's own decisions over `data`'s closes: `entries` and `exits` of
@@ -559,6 +600,9 @@ impl SignalBook {
             exit,
             stop_series,
             stops,
+            levels: Default::default(),
+            warmups: Default::default(),
+            max_bars: Vec::new(),
             timestamps: data.timestamps().to_vec(),
             close,
             ret,
@@ -579,12 +623,12 @@ impl SignalBook {
     }
 
     /// The strategy of a grid's book; `None` for a user's signals.
-    pub fn strategy(&self) -> Option<Strategy> {
+    pub fn strategy(&self) -> Option<&Strategy> {
         self.grid().map(ParamGrid::strategy)
     }
 
     /// What the book's combos run, for profile keys: the strategy's name, or `signals`.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         self.strategy().map_or("signals", Strategy::name)
     }
 
@@ -621,26 +665,29 @@ impl SignalBook {
                 assert!(index.len() == 1 && index[0] < *columns, "one column of {columns}");
                 let column = index[0] as u32;
                 let stop = self.stops.get(index[0]).map_or(ComboPlan::NO_STOP, |_| column);
-                return ComboPlan { entry: column, exit: column, stop, warmup: 0 };
+                return ComboPlan {
+                    entry: column,
+                    exit: column,
+                    stop,
+                    warmup: 0,
+                    take_profit: ComboPlan::NO_STOP,
+                    max_bars: 0,
+                };
             }
         };
         let axes = layout.grid.axes();
         assert_eq!(index.len(), axes.len(), "one index per parameter");
-        let values = layout.grid.values_at(index);
-        let strategy = layout.grid.strategy();
-        let [entry, exit, stop] = families(strategy);
-        let row = |family: usize, axes_of: &[usize]| layout.rows[family].row(row_number(axes, axes_of, index));
-        let has_stop = match strategy {
-            Strategy::BbAtr => true,
-            Strategy::MaCross => false,
-            Strategy::RsiReversion => values[4] > 0.0,
-        };
-        ComboPlan {
-            entry: row(0, entry),
-            exit: row(1, exit),
-            stop: if has_stop { row(2, stop) } else { ComboPlan::NO_STOP },
-            warmup: strategy.warmup(&values) as u32,
+        let row = |f: usize| layout.rows[f].row(row_number(axes, &layout.families[f], index)) as usize;
+        let rows = [row(ENTRY), row(EXIT), row(STOP), row(TAKE_PROFIT)];
+        let stop = self.levels[0][rows[STOP]];
+        let take_profit = self.levels[1][rows[TAKE_PROFIT]];
+        let mut warmup = self.warmups[ENTRY][rows[ENTRY]].max(self.warmups[EXIT][rows[EXIT]]);
+        for (f, level) in [(STOP, stop), (TAKE_PROFIT, take_profit)] {
+            if level != ComboPlan::NO_STOP {
+                warmup = warmup.max(self.warmups[f][rows[f]]);
+            }
         }
+        ComboPlan { entry: rows[ENTRY] as u32, exit: rows[EXIT] as u32, stop, warmup, take_profit, max_bars: self.max_bars[row(MAX_BARS)] }
     }
 
     /// The plan of combo number `combo` of the grid of the axes, in docs/strategies.md's order (the
@@ -744,89 +791,6 @@ fn pack_columns(signals: ArrayView2<'_, bool>, words: usize) -> Vec<u64> {
     rows.par_chunks_mut(words.max(1)).enumerate().for_each(|(c, row)| {
         for (t, &on) in signals.column(c).iter().enumerate() {
             row[t / 64] |= u64::from(on) << (t % 64);
-        }
-    });
-    rows
-}
-
-/// The middle band of a Bollinger period: the window mean, the same bits whatever the
-/// width (the bank computes it with the deviation in one rolling pass).
-fn middle_band(period: usize) -> Indicator {
-    Indicator::BollingerBands { period, std: 1.0 }
-}
-
-/// Every indicator the rows read, each once, from the values each axis takes (`used`).
-/// A Bollinger entry `close < middle − k · deviation` is formed from the period's middle
-/// band and deviation, the same bits as the bank's lower band of width k, so memory grows
-/// with the periods, never with the (period, width) pairs.
-fn needed_indicators(strategy: Strategy, used: &[Vec<f64>]) -> Vec<Indicator> {
-    let period = |v: f64| v as usize;
-    let mut out: Vec<Indicator> = match strategy {
-        Strategy::BbAtr => used[0]
-            .iter()
-            .flat_map(|&p| [middle_band(period(p)), Indicator::StdDev { period: period(p) }])
-            .chain(used[2].iter().map(|&a| Indicator::Atr { period: period(a) }))
-            .collect(),
-        Strategy::MaCross => {
-            used[0].iter().flat_map(|&kind| used[1].iter().chain(&used[2]).map(move |&p| ma(kind, period(p)))).collect()
-        }
-        Strategy::RsiReversion => {
-            let stops = used[4].iter().any(|&m| m > 0.0);
-            used[0]
-                .iter()
-                .map(|&p| Indicator::Rsi { period: period(p) })
-                .chain(used[3].iter().filter(|_| stops).map(|&a| Indicator::Atr { period: period(a) }))
-                .collect()
-        }
-    };
-    let mut seen = std::collections::HashSet::new();
-    out.retain(|i| seen.insert(i.key()));
-    out
-}
-
-/// A decision per bar, true only where every series it reads exists (NaN compares false).
-#[derive(Debug, Clone, Copy)]
-enum Rule<'a> {
-    /// a[t] < middle[t] − k · deviation[t]: below the lower Bollinger band of width k.
-    BelowBand(&'a [f64], &'a [f64], &'a [f64], f64),
-    /// a[t] > b[t].
-    Above(&'a [f64], &'a [f64]),
-    /// a crosses above b at t: a[t] > b[t] and a[t−1] ≤ b[t−1].
-    CrossAbove(&'a [f64], &'a [f64]),
-    BelowLevel(&'a [f64], f64),
-    AboveLevel(&'a [f64], f64),
-}
-
-impl Rule<'_> {
-    fn fires(&self, t: usize) -> bool {
-        match *self {
-            Rule::BelowBand(a, middle, deviation, k) => a[t] < middle[t] - k * deviation[t],
-            Rule::Above(a, b) => a[t] > b[t],
-            Rule::CrossAbove(a, b) => t > 0 && a[t] > b[t] && a[t - 1] <= b[t - 1],
-            Rule::BelowLevel(a, level) => a[t] < level,
-            Rule::AboveLevel(a, level) => a[t] > level,
-        }
-    }
-}
-
-/// The rule of every row of `set`, from the values of its family's axes.
-fn family_rules<'a>(
-    set: &RowSet,
-    axes: &[Vec<f64>],
-    family: &[usize],
-    rule: &dyn Fn([f64; 3]) -> Rule<'a>,
-) -> Vec<Rule<'a>> {
-    (0..set.len() as usize).map(|r| rule(row_values(axes, family, set.number(r)))).collect()
-}
-
-fn fill_rows(rules: &[Rule<'_>], bars: usize, words: usize) -> Vec<u64> {
-    let mut rows = vec![0u64; rules.len() * words];
-    rows.par_chunks_mut(words.max(1)).zip(rules).with_min_len(cpu_grain(bars)).for_each(|(row, rule)| {
-        for (w, word) in row.iter_mut().enumerate() {
-            let base = w * 64;
-            for bit in 0..(bars - base).min(64) {
-                *word |= u64::from(rule.fires(base + bit)) << bit;
-            }
         }
     });
     rows

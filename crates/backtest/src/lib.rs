@@ -1,11 +1,12 @@
-//! Strategies (`bb_atr`, `ma_cross`, `rsi_reversion`), trade simulation over precomputed
-//! indicator series and per-combo metrics, on the CPU and in a whole-backtest WGSL kernel
-//! (one invocation per combo).
+//! Strategies written as rule files (the built-ins `bb_atr`, `ma_cross`, `rsi_reversion`
+//! are embedded ones), trade simulation over precomputed series and per-combo metrics,
+//! on the CPU and in a whole-backtest WGSL kernel (one invocation per combo).
 //!
-//! Main types: [`Strategy`] with its parameter schema ([`ParamSpec`]), the [`SignalBook`]
-//! (every entry/exit decision and stop the combos of a parameter space need, derived once
-//! in f64 from the [`IndicatorBank`](threadx_indicators::IndicatorBank)), [`ComboPlan`]
-//! (a combo as four numbers), [`BarTables`] (the per-bar fixed-point tables of a book and
+//! Main types: [`Strategy`] with its parameter schema ([`ParamSpec`]) and rules
+//! ([`RuleKind`]; the language is in `rules/`), the [`SignalBook`] (every entry/exit
+//! decision and stop level the combos of a parameter space need, derived once in f64
+//! from the [`IndicatorBank`](threadx_indicators::IndicatorBank)), [`ComboPlan`] (a
+//! combo as six numbers), [`BarTables`] (the per-bar fixed-point tables of a book and
 //! fee), [`Totals`] (a combo's integer totals) and [`Metrics`], and [`Backtester`], which
 //! runs plans on the device the dispatcher picks. [`backtest`] runs one parameter set with
 //! its trades and equity.
@@ -22,6 +23,7 @@ mod book;
 mod fixed;
 mod gpu;
 mod metrics;
+mod rules;
 mod simulate;
 mod strategy;
 
@@ -30,7 +32,10 @@ pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
 pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
 pub use metrics::{ExitReason, Metrics, Trade};
 pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals};
-pub use strategy::{MAX_PARAMS, ParamKind, ParamSpec, ParamValues, Strategy, check_fee, strategy_help};
+pub use rules::{RuleKind, rule_functions};
+pub use strategy::{
+    MAX_AXIS_VALUES, MAX_PARAMS, ParamKind, ParamSpec, ParamValues, Strategy, check_fee, strategy_help,
+};
 
 use serde_json::json;
 use std::sync::OnceLock;
@@ -43,21 +48,27 @@ pub enum BacktestError {
     #[error("unknown strategy `{name}` (known: {known})")]
     UnknownStrategy { name: String, known: String },
     #[error("{strategy}: unknown parameter `{param}` (known: {known})")]
-    UnknownParam { strategy: &'static str, param: String, known: String },
+    UnknownParam { strategy: String, param: String, known: String },
     #[error("parameter {param} is given twice")]
-    Duplicate { param: &'static str },
+    Duplicate { param: String },
     #[error("{param}={value}: {problem}")]
-    BadValue { param: &'static str, value: String, problem: String },
+    BadValue { param: String, value: String, problem: String },
     #[error("{strategy}: {problem}")]
-    Combo { strategy: &'static str, problem: String },
+    Combo { strategy: String, problem: String },
     #[error("parameter {param} has no values")]
-    EmptyAxis { param: &'static str },
+    EmptyAxis { param: String },
+    /// A list or range of values that does not parse.
+    #[error("{0}")]
+    Axis(String),
+    /// A strategy file that cannot be read or is wrong (with its place, line and caret).
+    #[error("{0}")]
+    Definition(String),
     #[error("signals: {0}")]
     Signals(String),
     #[error("fee {0} is outside [0, 1) (a fraction of traded value per side, e.g. 0.001)")]
     Fee(f64),
     #[error("{strategy} with {params} needs at least {needed} bars to trade; the data has {len}")]
-    TooShort { strategy: &'static str, params: String, needed: usize, len: usize },
+    TooShort { strategy: String, params: String, needed: usize, len: usize },
     #[error(transparent)]
     Indicator(#[from] IndicatorError),
 }
@@ -135,7 +146,7 @@ pub fn check_bars_per_year(bars_per_year: f64) -> Result<f64, BacktestError> {
         Ok(bars_per_year)
     } else {
         Err(BacktestError::BadValue {
-            param: "periods_per_year",
+            param: "periods_per_year".into(),
             value: bars_per_year.to_string(),
             problem: "must be a positive number of bars per year (e.g. 252 for daily stock bars)".into(),
         })
@@ -148,7 +159,7 @@ pub fn check_bars_per_year(bars_per_year: f64) -> Result<f64, BacktestError> {
 /// bank's f64 values; the simulation runs on the CPU.
 pub fn backtest(
     bank: &IndicatorBank<'_>,
-    strategy: Strategy,
+    strategy: &Strategy,
     values: &[f64],
     fee: f64,
     bars_per_year: Option<f64>,

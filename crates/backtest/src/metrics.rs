@@ -82,6 +82,10 @@ pub enum ExitReason {
     Signal,
     /// The close reached the stop level (≤).
     Stop,
+    /// The close reached the take-profit level (≥).
+    TakeProfit,
+    /// The trade lasted `max_bars` bars.
+    MaxBars,
     /// Still open after the last bar (valued at the last close).
     OpenAtEnd,
 }
@@ -91,6 +95,8 @@ impl ExitReason {
         match self {
             ExitReason::Signal => "signal",
             ExitReason::Stop => "stop",
+            ExitReason::TakeProfit => "take_profit",
+            ExitReason::MaxBars => "max_bars",
             ExitReason::OpenAtEnd => "open",
         }
     }

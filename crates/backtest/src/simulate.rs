@@ -70,6 +70,12 @@ fn bit(row: &[u64], t: usize) -> bool {
     (row[t / 64] >> (t % 64)) & 1 == 1
 }
 
+/// The bar at which a trade entered at `e` has lasted `max_bars` bars (never for 0).
+#[inline(always)]
+fn last_bar(e: usize, max_bars: u32) -> usize {
+    if max_bars == 0 { usize::MAX } else { e + max_bars as usize }
+}
+
 /// One combo's simulation. Equity starts at 1 (E[−1]).
 #[inline(always)]
 pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f64, obs: &mut O) -> Metrics {
@@ -79,6 +85,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
     let entries = book.entry_row(plan.entry);
     let exits = book.exit_row(plan.exit);
     let stop = book.stop(plan.stop);
+    let target = book.stop(plan.take_profit);
     let (buy, sell) = (1.0 + fee, 1.0 - fee);
     let mut acc = Accumulator { sum: 0.0, sum_sq: 0.0, peak: 1.0, trough: 1.0, max_drawdown: 0.0 };
     let (mut trades, mut closed, mut wins, mut held) = (0u32, 0u32, 0u32, 0usize);
@@ -98,17 +105,28 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
         acc.step(value / cash - 1.0, value);
         obs.held(e, value);
         let stop = stop.map_or(f64::NEG_INFINITY, |s| s.level(e, entry_close));
+        // A target ≤ 0 or NaN is none (the GPU holds it as 0).
+        let target = target.map_or(0.0, |s| s.level(e, entry_close));
+        let last = last_bar(e, plan.max_bars);
         let mut exit = None;
         for t in e + 1..n {
             let c = close[t];
-            let stopped = c <= stop;
-            if stopped || bit(exits, t) {
-                exit = Some((t, if stopped { ExitReason::Stop } else { ExitReason::Signal }));
-                break;
-            }
-            value = shares * c;
-            acc.step(ret[t], value);
-            obs.held(t, value);
+            let reason = if c <= stop {
+                ExitReason::Stop
+            } else if target > 0.0 && c >= target {
+                ExitReason::TakeProfit
+            } else if bit(exits, t) {
+                ExitReason::Signal
+            } else if t >= last {
+                ExitReason::MaxBars
+            } else {
+                value = shares * c;
+                acc.step(ret[t], value);
+                obs.held(t, value);
+                continue;
+            };
+            exit = Some((t, reason));
+            break;
         }
         let Some((x, reason)) = exit else {
             held += n - e;
@@ -155,18 +173,22 @@ pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) 
     let entries = book.entry_row(plan.entry);
     let exits = book.exit_row(plan.exit);
     let stop = book.stop(plan.stop);
+    let target = book.stop(plan.take_profit);
     let mut totals = Totals::default();
     let (mut equity, mut peak) = (0i64, 0i64);
     let mut from = plan.warmup as usize;
     while let Some(e) = next_bit(entries, from).filter(|&e| e < n) {
         totals.trades += 1;
         let level = stop.map_or(f64::NEG_INFINITY, |s| s.level(e, close[e]));
+        let target = target.map_or(0.0, |s| s.level(e, close[e]));
+        let last = last_bar(e, plan.max_bars);
         let base = equity.wrapping_add(tables.log_buy).wrapping_sub(log[e]);
         let mut hi = log[e].max(peak.wrapping_sub(base));
         let mut low = log[e].wrapping_sub(hi);
         let mut exit = None;
         for t in e + 1..n {
-            if close[t] <= level || bit(exits, t) {
+            let c = close[t];
+            if c <= level || (target > 0.0 && c >= target) || bit(exits, t) || t >= last {
                 exit = Some(t);
                 break;
             }

@@ -1,50 +1,68 @@
-//! The built-in strategies and their parameter schemas, which sweeps and the CLI check
-//! values against before any work.
+//! [`Strategy`]: a strategy defined by a rule file (docs/writing-strategies.md), either
+//! one of the built-ins embedded in the binary (`bb_atr`, `ma_cross`, `rsi_reversion`) or
+//! a user's `.toml` file. Its parameter schema ([`ParamSpec`]) checks values before any
+//! work; its rules say what each row of a signal book holds.
 
 use crate::BacktestError;
+use crate::rules::{Rule, RuleKind, StrategyFile};
 use std::fmt;
-use threadx_indicators::Indicator;
+use std::sync::{Arc, OnceLock};
 
 /// What values a parameter takes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ParamKind {
     /// A whole number (periods).
     Int,
     /// A real number.
     Float,
     /// One of a few names; the value is the name's index.
-    Choice(&'static [&'static str]),
+    Choice(Vec<String>),
 }
 
-/// One parameter of a strategy: its name, kind, default and valid range.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One parameter of a strategy: its name, kind, default, valid range and default sweep
+/// values.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ParamSpec {
-    pub name: &'static str,
+    pub name: String,
     pub kind: ParamKind,
     pub default: f64,
     pub min: f64,
     /// Whether `min` itself is refused (e.g. `atr_mult > 0`).
     pub min_exclusive: bool,
     pub max: f64,
-    pub help: &'static str,
+    pub help: String,
+    /// The values a sweep takes when none are given (`10:50:5`, `1,2,3`, `sma,ema`);
+    /// `None`: the default alone.
+    pub grid: Option<String>,
 }
 
+/// The most values one parameter may take (a range longer than this is a typo).
+pub const MAX_AXIS_VALUES: usize = 1_000_000;
+
 impl ParamSpec {
+    /// A parameter with an inclusive range, no help and no default sweep values.
+    pub fn new(name: &str, kind: ParamKind, default: f64, min: f64, max: f64) -> Self {
+        Self { name: name.into(), kind, default, min, min_exclusive: false, max, help: String::new(), grid: None }
+    }
+
+    fn bad(&self, value: String, problem: String) -> BacktestError {
+        BacktestError::BadValue { param: self.name.clone(), value, problem }
+    }
+
     /// Parses and checks one value given as text (`20`, `2.5`, `ema`).
     pub fn parse(&self, text: &str) -> Result<f64, BacktestError> {
         let text = text.trim();
-        let bad = |problem: String| BacktestError::BadValue { param: self.name, value: text.to_owned(), problem };
-        let value = match self.kind {
+        let value = match &self.kind {
             ParamKind::Choice(names) => match names.iter().position(|n| n.eq_ignore_ascii_case(text)) {
                 Some(i) => i as f64,
-                None => return Err(bad(format!("expected one of {}", names.join(", ")))),
+                None => return Err(self.bad(text.into(), format!("expected one of {}", names.join(", ")))),
             },
-            ParamKind::Int | ParamKind::Float => {
-                text.parse::<f64>().map_err(|_| bad(format!("not a number (expected {})", self.range())))?
-            }
+            ParamKind::Int | ParamKind::Float => text
+                .parse::<f64>()
+                .map_err(|_| self.bad(text.into(), format!("not a number (expected {})", self.range())))?,
         };
         self.check(value).map_err(|e| match e {
-            BacktestError::BadValue { problem, .. } => bad(problem),
+            BacktestError::BadValue { problem, .. } => self.bad(text.into(), problem),
             other => other,
         })?;
         Ok(value)
@@ -52,11 +70,11 @@ impl ParamSpec {
 
     /// Checks a value against the kind and range.
     pub fn check(&self, value: f64) -> Result<(), BacktestError> {
-        let bad = |problem: String| BacktestError::BadValue { param: self.name, value: self.format(value), problem };
+        let bad = |problem: String| self.bad(self.format(value), problem);
         if !value.is_finite() {
             return Err(bad("not a finite number".into()));
         }
-        if matches!(self.kind, ParamKind::Int | ParamKind::Choice(_)) && value.fract() != 0.0 {
+        if !matches!(self.kind, ParamKind::Float) && value.fract() != 0.0 {
             return Err(bad("must be a whole number".into()));
         }
         let below = if self.min_exclusive { value <= self.min } else { value < self.min };
@@ -68,9 +86,14 @@ impl ParamSpec {
 
     /// The valid range in words, e.g. `> 0 and ≤ 100`.
     pub fn range(&self) -> String {
-        match self.kind {
-            ParamKind::Choice(names) => format!("one of {}", names.join(", ")),
-            _ => format!("{} {} and ≤ {}", if self.min_exclusive { ">" } else { "≥" }, self.min, self.max),
+        if let ParamKind::Choice(names) = &self.kind {
+            return format!("one of {}", names.join(", "));
+        }
+        let low = (self.min > f64::MIN).then(|| format!("{} {}", if self.min_exclusive { ">" } else { "≥" }, self.min));
+        let high = (self.max < f64::MAX).then(|| format!("≤ {}", self.max));
+        match (low, high) {
+            (Some(l), Some(h)) => format!("{l} and {h}"),
+            (l, h) => l.or(h).unwrap_or_else(|| "any finite number".into()),
         }
     }
 
@@ -86,128 +109,67 @@ impl ParamSpec {
 
     /// A value as the user writes it (`20`, `2.5`, `ema`).
     pub fn format(&self, value: f64) -> String {
-        match self.kind {
-            ParamKind::Choice(names) if value >= 0.0 && (value as usize) < names.len() => names[value as usize].into(),
+        match &self.kind {
+            ParamKind::Choice(names) if value >= 0.0 && (value as usize) < names.len() => names[value as usize].clone(),
             _ => format!("{value}"),
         }
     }
+
+    /// The values of one axis from a list (`1.5,2,2.5`, `sma,ema`) or an inclusive range
+    /// `start:stop:step`, each checked against the schema; no value may repeat.
+    pub fn axis(&self, text: &str) -> Result<Vec<f64>, BacktestError> {
+        let bad = |problem: String| BacktestError::Axis(format!("{}={text}: {problem}", self.name));
+        let text = text.trim();
+        let values = if text.contains(':') {
+            if matches!(self.kind, ParamKind::Choice(_)) {
+                return Err(bad(format!("a range needs numbers; list the names instead ({})", self.range())));
+            }
+            let parts: Vec<&str> = text.split(':').collect();
+            let [start, stop, step] = parts[..] else {
+                return Err(bad("a range is start:stop:step (inclusive), e.g. 10:50:5".into()));
+            };
+            let num = |what: &str, s: &str| {
+                s.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite())
+                    .ok_or_else(|| bad(format!("{what} `{s}` is not a number")))
+            };
+            let (start, stop, step) = (num("start", start)?, num("stop", stop)?, num("step", step)?);
+            if step <= 0.0 {
+                return Err(bad("the step must be positive".into()));
+            }
+            if start > stop {
+                return Err(bad(format!("empty range: start {start} is after stop {stop}")));
+            }
+            // A tolerance keeps 0.5:5:0.5 inclusive of 5 despite binary rounding.
+            let count = ((stop - start) / step + 1e-9).floor() + 1.0;
+            if count > MAX_AXIS_VALUES as f64 {
+                return Err(bad(format!("{count} values; at most {MAX_AXIS_VALUES} per parameter")));
+            }
+            // Values are rounded to 10 decimals so that 0.1 steps read 0.3, not 0.30000000000000004.
+            (0..count as usize).map(|i| ((start + i as f64 * step) * 1e10).round() / 1e10).collect::<Vec<_>>()
+        } else {
+            let items: Vec<&str> = text.split(',').map(str::trim).collect();
+            if items.iter().any(|s| s.is_empty()) {
+                return Err(bad("empty value in the list".into()));
+            }
+            items.iter().map(|s| self.parse(s)).collect::<Result<Vec<_>, _>>()?
+        };
+        for &v in &values {
+            self.check(v)?;
+        }
+        let mut sorted = values.clone();
+        sorted.sort_by(f64::total_cmp);
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(bad(format!("{} is listed twice", self.format(w[0]))));
+        }
+        Ok(values)
+    }
 }
 
-const MAX_PERIOD: f64 = 100_000.0;
-
-const BB_ATR: [ParamSpec; 4] = [
-    ParamSpec {
-        name: "bb_period",
-        kind: ParamKind::Int,
-        default: 20.0,
-        min: 2.0,
-        min_exclusive: false,
-        max: MAX_PERIOD,
-        help: "Bollinger window (bars)",
-    },
-    ParamSpec {
-        name: "bb_std",
-        kind: ParamKind::Float,
-        default: 2.0,
-        min: 0.0,
-        min_exclusive: true,
-        max: 10.0,
-        help: "band width in standard deviations",
-    },
-    ATR_PERIOD,
-    ParamSpec {
-        name: "atr_mult",
-        kind: ParamKind::Float,
-        default: 2.0,
-        min: 0.0,
-        min_exclusive: true,
-        max: 100.0,
-        help: "stop distance below the entry close, in ATRs at entry",
-    },
-];
-
-const ATR_PERIOD: ParamSpec = ParamSpec {
-    name: "atr_period",
-    kind: ParamKind::Int,
-    default: 14.0,
-    min: 1.0,
-    min_exclusive: false,
-    max: MAX_PERIOD,
-    help: "ATR window (bars, Wilder smoothing)",
-};
-
-const MA_CROSS: [ParamSpec; 3] = [
-    ParamSpec {
-        name: "ma_type",
-        kind: ParamKind::Choice(&["sma", "ema"]),
-        default: 0.0,
-        min: 0.0,
-        min_exclusive: false,
-        max: 1.0,
-        help: "moving average of both lines",
-    },
-    ParamSpec {
-        name: "fast",
-        kind: ParamKind::Int,
-        default: 10.0,
-        min: 1.0,
-        min_exclusive: false,
-        max: MAX_PERIOD,
-        help: "fast average window (bars), < slow",
-    },
-    ParamSpec {
-        name: "slow",
-        kind: ParamKind::Int,
-        default: 50.0,
-        min: 2.0,
-        min_exclusive: false,
-        max: MAX_PERIOD,
-        help: "slow average window (bars)",
-    },
-];
-
-const RSI_REVERSION: [ParamSpec; 5] = [
-    ParamSpec {
-        name: "rsi_period",
-        kind: ParamKind::Int,
-        default: 14.0,
-        min: 2.0,
-        min_exclusive: false,
-        max: MAX_PERIOD,
-        help: "RSI window (bars, Wilder smoothing)",
-    },
-    ParamSpec {
-        name: "rsi_low",
-        kind: ParamKind::Float,
-        default: 30.0,
-        min: 0.0,
-        min_exclusive: false,
-        max: 100.0,
-        help: "enter when RSI < rsi_low",
-    },
-    ParamSpec {
-        name: "rsi_high",
-        kind: ParamKind::Float,
-        default: 70.0,
-        min: 0.0,
-        min_exclusive: false,
-        max: 100.0,
-        help: "exit when RSI > rsi_high (> rsi_low)",
-    },
-    ATR_PERIOD,
-    ParamSpec {
-        name: "atr_mult",
-        kind: ParamKind::Float,
-        default: 0.0,
-        min: 0.0,
-        min_exclusive: false,
-        max: 100.0,
-        help: "ATR stop as in bb_atr; 0 = no stop",
-    },
-];
-
-/// The most parameters any strategy has.
-pub const MAX_PARAMS: usize = 5;
+/// The most parameters a strategy may have.
+pub const MAX_PARAMS: usize = 8;
 
 /// One parameter set in schema order, held inline (no allocation); reads as a `&[f64]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -233,69 +195,147 @@ impl std::ops::Deref for ParamValues {
     }
 }
 
-/// A built-in strategy. All are long-only, one position at a time, all cash in, filled at
-/// the close, with the fee, equity and metric rules of docs/strategies.md.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Strategy {
-    /// Enter when close < lower Bollinger band; exit when close > middle band or at the
-    /// ATR stop frozen at entry.
-    BbAtr,
-    /// Enter when the fast average crosses above the slow one; exit when it crosses below.
-    MaCross,
-    /// Enter when RSI < rsi_low; exit when RSI > rsi_high or at the optional ATR stop.
-    RsiReversion,
+/// A strategy: long only, one position at a time, all cash in, filled at the close, with
+/// the fee, equity and metric rules of docs/strategies.md; its decisions come from its
+/// rules. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Strategy(Arc<StrategyFile>);
+
+impl fmt::Debug for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Strategy").field(&self.0.name).field(&self.0.origin).finish()
+    }
 }
 
+impl PartialEq for Strategy {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || (self.0.name == other.0.name && self.0.source == other.0.source)
+    }
+}
+
+impl Eq for Strategy {}
+
+/// The built-in strategies' rule files, embedded in the binary.
+const BUILTIN_FILES: [(&str, &str); 3] = [
+    ("bb_atr.toml", include_str!("../strategies/bb_atr.toml")),
+    ("ma_cross.toml", include_str!("../strategies/ma_cross.toml")),
+    ("rsi_reversion.toml", include_str!("../strategies/rsi_reversion.toml")),
+];
+
 impl Strategy {
-    pub const ALL: [Strategy; 3] = [Strategy::BbAtr, Strategy::MaCross, Strategy::RsiReversion];
+    /// The built-in strategies, in `threadx strategy list` order.
+    pub fn builtins() -> &'static [Strategy] {
+        static BUILTINS: OnceLock<Vec<Strategy>> = OnceLock::new();
+        BUILTINS.get_or_init(|| {
+            BUILTIN_FILES
+                .iter()
+                .map(|(file, text)| {
+                    let file = StrategyFile::parse(text, &format!("built-in {file}"), true);
+                    Strategy(Arc::new(file.unwrap_or_else(|e| panic!("a built-in strategy file is wrong: {e}"))))
+                })
+                .collect()
+        })
+    }
 
-    /// The strategy called `name` (`bb_atr`, `ma_cross`, `rsi_reversion`).
+    /// The built-in strategy called `name` (`bb_atr`, `ma_cross`, `rsi_reversion`).
     pub fn parse(name: &str) -> Result<Self, BacktestError> {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.name().eq_ignore_ascii_case(name.trim()))
-            .ok_or_else(|| BacktestError::UnknownStrategy { name: name.to_owned(), known: Self::known() })
+        Self::builtins().iter().find(|s| s.name().eq_ignore_ascii_case(name.trim())).cloned().ok_or_else(|| {
+            let names = Self::builtins().iter().map(|s| s.name());
+            BacktestError::UnknownStrategy {
+                name: name.to_owned(),
+                known: format!(
+                    "{}{}; or a rule file, e.g. my_strategy.toml",
+                    names.clone().collect::<Vec<_>>().join(", "),
+                    crate::rules::did_you_mean(name.trim(), names).replace(" (", "; ").replace(')', "")
+                ),
+            }
+        })
     }
 
-    fn known() -> String {
-        Self::ALL.map(|s| s.name()).join(", ")
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::BbAtr => "bb_atr",
-            Strategy::MaCross => "ma_cross",
-            Strategy::RsiReversion => "rsi_reversion",
+    /// A built-in by name, or a rule file by path (a name ending in `.toml`, or holding a
+    /// path separator).
+    pub fn load(name_or_path: &str) -> Result<Self, BacktestError> {
+        let text = name_or_path.trim();
+        if !(text.ends_with(".toml") || text.contains('/') || text.contains('\\')) {
+            return Self::parse(text);
         }
+        let source = std::fs::read_to_string(text)
+            .map_err(|e| BacktestError::Definition(format!("strategy file {text}: {e}")))?;
+        Self::from_toml(&source, text)
+    }
+
+    /// A strategy from the text of a rule file; `origin` names it in errors (a path).
+    pub fn from_toml(source: &str, origin: &str) -> Result<Self, BacktestError> {
+        Ok(Strategy(Arc::new(StrategyFile::parse(source, origin, false)?)))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    pub fn description(&self) -> &str {
+        &self.0.description
+    }
+
+    /// Where it was defined: `built-in bb_atr.toml`, or the file's path.
+    pub fn origin(&self) -> &str {
+        &self.0.origin
+    }
+
+    pub fn is_builtin(&self) -> bool {
+        self.0.builtin
+    }
+
+    /// The rule file's text.
+    pub fn source(&self) -> &str {
+        &self.0.source
     }
 
     /// The parameters, in combo order (the last varies fastest in a grid).
-    pub fn schema(self) -> &'static [ParamSpec] {
-        match self {
-            Strategy::BbAtr => &BB_ATR,
-            Strategy::MaCross => &MA_CROSS,
-            Strategy::RsiReversion => &RSI_REVERSION,
-        }
+    pub fn schema(&self) -> &[ParamSpec] {
+        &self.0.params
+    }
+
+    /// The text of rule `kind`, if the strategy has one.
+    pub fn rule(&self, kind: RuleKind) -> Option<&str> {
+        self.compiled(kind).map(|r| r.text.as_str())
+    }
+
+    /// The parameters rule `kind` reads, schema order.
+    pub fn depends_on(&self, kind: RuleKind) -> Vec<&str> {
+        self.compiled(kind).map_or_else(Vec::new, |r| r.deps.iter().map(|&i| self.0.params[i].name.as_str()).collect())
+    }
+
+    pub(crate) fn compiled(&self, kind: RuleKind) -> Option<&Rule> {
+        self.0.rules.iter().find(|r| r.kind == kind)
+    }
+
+    /// The values a sweep takes when none are given: each parameter's `grid`, or its default.
+    pub fn default_axes(&self) -> Result<Vec<Vec<f64>>, BacktestError> {
+        self.schema().iter().map(|p| p.grid.as_deref().map_or(Ok(vec![p.default]), |g| p.axis(g))).collect()
     }
 
     /// The position of parameter `name` in [`Strategy::schema`].
-    pub fn param_index(self, name: &str) -> Result<usize, BacktestError> {
-        self.schema().iter().position(|p| p.name == name.trim()).ok_or_else(|| BacktestError::UnknownParam {
-            strategy: self.name(),
-            param: name.to_owned(),
-            known: self.schema().iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+    pub fn param_index(&self, name: &str) -> Result<usize, BacktestError> {
+        self.schema().iter().position(|p| p.name == name.trim()).ok_or_else(|| {
+            let names = self.schema().iter().map(|p| p.name.as_str());
+            BacktestError::UnknownParam {
+                strategy: self.name().to_owned(),
+                param: format!("{}{}", name, crate::rules::did_you_mean(name.trim(), names.clone())),
+                known: names.collect::<Vec<_>>().join(", "),
+            }
         })
     }
 
     /// Parameter values in schema order from `name=value` pairs; unnamed ones take their
     /// default. Every value and the combination are checked.
-    pub fn params<S: AsRef<str>>(self, pairs: &[(S, S)]) -> Result<Vec<f64>, BacktestError> {
+    pub fn params<S: AsRef<str>>(&self, pairs: &[(S, S)]) -> Result<Vec<f64>, BacktestError> {
         let mut values: Vec<f64> = self.schema().iter().map(|p| p.default).collect();
         let mut seen = vec![false; values.len()];
         for (name, text) in pairs {
             let i = self.param_index(name.as_ref())?;
             if std::mem::replace(&mut seen[i], true) {
-                return Err(BacktestError::Duplicate { param: self.schema()[i].name });
+                return Err(BacktestError::Duplicate { param: self.schema()[i].name.clone() });
             }
             values[i] = self.schema()[i].parse(text.as_ref())?;
         }
@@ -303,61 +343,63 @@ impl Strategy {
         Ok(values)
     }
 
-    /// Checks a full set of values (schema order): each against its range, then the rules
-    /// between them (ma_cross: fast < slow; rsi_reversion: rsi_low < rsi_high).
-    pub fn check(self, values: &[f64]) -> Result<(), BacktestError> {
+    /// Checks a full set of values (schema order): each against its range, then the
+    /// `require` rule, then that every rule can be formed with them (periods ≥ 1, no
+    /// lookahead, a `max_bars` ≥ 1).
+    pub fn check(&self, values: &[f64]) -> Result<(), BacktestError> {
         let schema = self.schema();
+        let combo = |problem: String| BacktestError::Combo { strategy: self.name().to_owned(), problem };
         if values.len() != schema.len() {
-            return Err(BacktestError::Combo {
-                strategy: self.name(),
-                problem: format!("{} values given for {} parameters", values.len(), schema.len()),
-            });
+            return Err(combo(format!("{} values given for {} parameters", values.len(), schema.len())));
         }
         for (spec, &v) in schema.iter().zip(values) {
             spec.check(v)?;
         }
-        if self.allows(values) {
-            return Ok(());
+        if !self.allows(values) {
+            let rule = self.compiled(RuleKind::Require).map_or("", |r| r.text.as_str());
+            return Err(combo(format!("{} breaks the rule `require = \"{rule}\"`", self.describe_only(values, RuleKind::Require))));
         }
-        let problem = match self {
-            Strategy::MaCross => format!("fast ({}) must be shorter than slow ({})", values[1], values[2]),
-            _ => format!("rsi_low ({}) must be below rsi_high ({})", values[1], values[2]),
-        };
-        Err(BacktestError::Combo { strategy: self.name(), problem })
+        for rule in &self.0.rules {
+            rule.bind(values, schema).map_err(|e| combo(format!("rule `{}`: {e}", rule.kind.name())))?;
+        }
+        self.max_bars(values).map(|_| ()).map_err(combo)
     }
 
-    /// Whether in-range values (schema order) obey the rules between parameters
-    /// (ma_cross: fast < slow; rsi_reversion: rsi_low < rsi_high). Allocation-free: a
-    /// sweep asks it per combo and skips the combos it refuses.
-    pub fn allows(self, values: &[f64]) -> bool {
-        match self {
-            Strategy::BbAtr => true,
-            Strategy::MaCross | Strategy::RsiReversion => values[1] < values[2],
+    /// Whether in-range values (schema order) obey the `require` rule. A sweep asks it
+    /// per combo and skips the combos it refuses; it allocates only for a rule that calls
+    /// a function.
+    pub fn allows(&self, values: &[f64]) -> bool {
+        self.compiled(RuleKind::Require)
+            .is_none_or(|rule| matches!(rule.bind(values, self.schema()), Ok(crate::rules::Bound::Const(v)) if v != 0.0))
+    }
+
+    /// The bars a trade lasts at most (`max_bars`), 0 without that rule.
+    pub(crate) fn max_bars(&self, values: &[f64]) -> Result<u32, String> {
+        let Some(rule) = self.compiled(RuleKind::MaxBars) else { return Ok(0) };
+        match rule.bind(values, self.schema())? {
+            crate::rules::Bound::Const(v) if v >= 1.0 && v.fract() == 0.0 && v <= f64::from(u32::MAX) => Ok(v as u32),
+            crate::rules::Bound::Const(v) => Err(format!("max_bars = {v}: must be a whole number of bars ≥ 1")),
+            _ => Err("max_bars must come from parameters".into()),
         }
     }
 
-    /// The first bar on which a parameter set may enter: the first bar where every
-    /// indicator it reads exists (and, for crossings, the bar before it too). Does not
-    /// allocate: sweeps call it per combo.
-    pub fn warmup(self, values: &[f64]) -> usize {
-        let period = |v: f64| v as usize;
-        let atr = |v: f64| Indicator::Atr { period: period(v) }.lookback();
-        match self {
-            Strategy::BbAtr => {
-                Indicator::BollingerBands { period: period(values[0]), std: values[1] }.lookback().max(atr(values[2]))
-            }
-            Strategy::MaCross => {
-                ma(values[0], period(values[1])).lookback().max(ma(values[0], period(values[2])).lookback()) + 1
-            }
-            Strategy::RsiReversion => {
-                let rsi = Indicator::Rsi { period: period(values[0]) }.lookback();
-                if values[4] > 0.0 { rsi.max(atr(values[3])) } else { rsi }
+    /// The first bar on which a parameter set may enter: the first bar where every series
+    /// its rules read has a value (and, for crossings and lookbacks, the bars before it too).
+    pub fn warmup(&self, values: &[f64]) -> Result<usize, BacktestError> {
+        self.check(values)?;
+        let mut warmup = 0;
+        for rule in self.0.rules.iter().filter(|r| matches!(r.kind, RuleKind::Entry | RuleKind::Exit | RuleKind::Stop | RuleKind::TakeProfit)) {
+            let bound = rule.bind(values, self.schema()).map_err(BacktestError::Definition)?;
+            let unused = matches!(rule.kind, RuleKind::Stop | RuleKind::TakeProfit) && crate::rules::is_none(&bound);
+            if !unused {
+                warmup = warmup.max(bound.lookback());
             }
         }
+        Ok(warmup)
     }
 
     /// `name=value` pairs of a parameter set, as the user writes them.
-    pub fn describe(self, values: &[f64]) -> String {
+    pub fn describe(&self, values: &[f64]) -> String {
         self.schema()
             .iter()
             .zip(values)
@@ -365,11 +407,12 @@ impl Strategy {
             .collect::<Vec<_>>()
             .join(",")
     }
-}
 
-/// The moving average of `ma_type` (0 = SMA, 1 = EMA).
-pub(crate) fn ma(ma_type: f64, period: usize) -> Indicator {
-    if ma_type == 0.0 { Indicator::Sma { period } } else { Indicator::Ema { period } }
+    /// `name=value` pairs of the parameters rule `kind` reads.
+    fn describe_only(&self, values: &[f64], kind: RuleKind) -> String {
+        let deps = self.compiled(kind).map_or(&[][..], |r| &r.deps);
+        deps.iter().map(|&i| format!("{}={}", self.schema()[i].name, self.schema()[i].format(values[i]))).collect::<Vec<_>>().join(", ")
+    }
 }
 
 impl fmt::Display for Strategy {
@@ -383,18 +426,17 @@ pub fn check_fee(fee: f64) -> Result<(), BacktestError> {
     if (0.0..1.0).contains(&fee) { Ok(()) } else { Err(BacktestError::Fee(fee)) }
 }
 
-/// Every strategy with its parameters, defaults and ranges, for `--help` texts.
+/// Every built-in strategy with its parameters, defaults and ranges, for `--help` texts.
 pub fn strategy_help() -> String {
-    Strategy::ALL
-        .iter()
-        .map(|s| {
-            let params: String = s
-                .schema()
-                .iter()
-                .map(|p| format!("\n  {}={}  {}; {}", p.name, p.format(p.default), p.help, p.range()))
-                .collect();
-            format!("{}:{params}", s.name())
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    let builtins = Strategy::builtins().iter().map(|s| {
+        let params: String = s
+            .schema()
+            .iter()
+            .map(|p| format!("\n  {}={}  {}; {}", p.name, p.format(p.default), p.help, p.range()))
+            .collect();
+        format!("{}:{params}", s.name())
+    });
+    let mut help = builtins.collect::<Vec<_>>().join("\n");
+    help.push_str("\nor a rule file: --strategy my_strategy.toml (see `threadx strategy show bb_atr`)");
+    help
 }

@@ -1,0 +1,531 @@
+//! A rule bound to one set of parameter values ([`Bound`]: constants folded, lookbacks
+//! pushed down to the series) and its evaluation over the bars, 64 at a time, in f64.
+//!
+//! Every series a book's rules read is computed once into a [`SeriesTable`]: prices from
+//! the data, indicators from the [`IndicatorBank`], rolling extremes from their source.
+//! A value before a series exists (or before the first bar, for a lookback) is NaN, so
+//! a comparison with it is false.
+
+use rayon::prelude::*;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use threadx_dispatch::cpu_grain;
+use threadx_indicators::{Indicator, IndicatorBank, IndicatorError, IndicatorValues, Ohlcv};
+
+/// The price columns a rule can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Price {
+    Open,
+    High,
+    Low,
+    Close,
+    Volume,
+}
+
+impl Price {
+    pub(crate) const ALL: [(&'static str, Price); 5] = [
+        ("open", Price::Open),
+        ("high", Price::High),
+        ("low", Price::Low),
+        ("close", Price::Close),
+        ("volume", Price::Volume),
+    ];
+
+    fn of(self, data: &Ohlcv) -> &[f64] {
+        match self {
+            Price::Open => data.open(),
+            Price::High => data.high(),
+            Price::Low => data.low(),
+            Price::Close => data.close(),
+            Price::Volume => data.volume(),
+        }
+    }
+}
+
+/// A series a bound rule reads.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum SeriesKey {
+    Price(Price),
+    /// Output `1` of an indicator of the bank.
+    Indicator(Indicator, usize),
+    /// The rolling maximum (or minimum) of `source` over `period` bars, NaN while the
+    /// window holds a NaN.
+    Rolling { max: bool, period: usize, source: Box<Bound> },
+}
+
+impl SeriesKey {
+    /// Bars before the first value.
+    fn lookback(&self) -> usize {
+        match self {
+            SeriesKey::Price(_) => 0,
+            SeriesKey::Indicator(indicator, _) => indicator.lookback(),
+            SeriesKey::Rolling { period, source, .. } => source.lookback() + period - 1,
+        }
+    }
+
+    /// The identity of the series in a book (equal keys, equal values).
+    fn id(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Min,
+    Max,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+impl Op {
+    #[inline(always)]
+    fn number(self, a: f64, b: f64) -> f64 {
+        match self {
+            Op::Add => a + b,
+            Op::Sub => a - b,
+            Op::Mul => a * b,
+            Op::Div => a / b,
+            // A value in warm-up stays NaN (f64::min would return the other one).
+            Op::Min if a.is_nan() || b.is_nan() => f64::NAN,
+            Op::Max if a.is_nan() || b.is_nan() => f64::NAN,
+            Op::Min => a.min(b),
+            Op::Max => a.max(b),
+            _ => f64::from(u8::from(self.truth(a, b))),
+        }
+    }
+
+    #[inline(always)]
+    fn truth(self, a: f64, b: f64) -> bool {
+        match self {
+            Op::Lt => a < b,
+            Op::Le => a <= b,
+            Op::Gt => a > b,
+            Op::Ge => a >= b,
+            Op::Eq => a == b,
+            Op::Ne => a != b,
+            Op::And => a != 0.0 && b != 0.0,
+            Op::Or => a != 0.0 || b != 0.0,
+            _ => self.number(a, b) != 0.0,
+        }
+    }
+
+    fn is_comparison(self) -> bool {
+        matches!(self, Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::Eq | Op::Ne)
+    }
+}
+
+/// A rule with its parameters' values in place: what one row of a book computes.
+/// Conditions are trees of comparisons; a constant condition is 1 or 0.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Bound {
+    Const(f64),
+    /// The series' value `shift` bars ago.
+    Series(Box<SeriesKey>, usize),
+    Neg(Box<Bound>),
+    Abs(Box<Bound>),
+    Not(Box<Bound>),
+    Binary(Op, Box<Bound>, Box<Bound>),
+    /// Per bar: the second value where the condition holds, else the third.
+    If(Box<Bound>, Box<Bound>, Box<Bound>),
+}
+
+impl Bound {
+    pub(crate) fn series(key: SeriesKey) -> Self {
+        Bound::Series(Box::new(key), 0)
+    }
+
+    pub(crate) fn binary(op: Op, a: Bound, b: Bound) -> Self {
+        match (&a, &b) {
+            (Bound::Const(x), Bound::Const(y)) => Bound::Const(op.number(*x, *y)),
+            _ => Bound::Binary(op, Box::new(a), Box::new(b)),
+        }
+    }
+
+    pub(crate) fn neg(a: Bound) -> Self {
+        match a {
+            Bound::Const(x) => Bound::Const(-x),
+            a => Bound::Neg(Box::new(a)),
+        }
+    }
+
+    pub(crate) fn abs(a: Bound) -> Self {
+        match a {
+            Bound::Const(x) => Bound::Const(x.abs()),
+            a => Bound::Abs(Box::new(a)),
+        }
+    }
+
+    pub(crate) fn not(a: Bound) -> Self {
+        match a {
+            Bound::Const(x) => Bound::Const(f64::from(u8::from(x == 0.0))),
+            a => Bound::Not(Box::new(a)),
+        }
+    }
+
+    pub(crate) fn choose(c: Bound, a: Bound, b: Bound) -> Self {
+        match c {
+            Bound::Const(x) if x != 0.0 => a,
+            Bound::Const(_) => b,
+            c => Bound::If(Box::new(c), Box::new(a), Box::new(b)),
+        }
+    }
+
+    /// The same value `bars` bars earlier.
+    pub(crate) fn ago(self, bars: usize) -> Self {
+        let shift = |b: Box<Bound>| Box::new(b.ago(bars));
+        match self {
+            Bound::Const(_) => self,
+            Bound::Series(key, s) => Bound::Series(key, s + bars),
+            Bound::Neg(a) => Bound::Neg(shift(a)),
+            Bound::Abs(a) => Bound::Abs(shift(a)),
+            Bound::Not(a) => Bound::Not(shift(a)),
+            Bound::Binary(op, a, b) => Bound::Binary(op, shift(a), shift(b)),
+            Bound::If(c, a, b) => Bound::If(shift(c), shift(a), shift(b)),
+        }
+    }
+
+    /// Bars before every series it reads has a value: its warm-up.
+    pub(crate) fn lookback(&self) -> usize {
+        match self {
+            Bound::Const(_) => 0,
+            Bound::Series(key, shift) => key.lookback() + shift,
+            Bound::Neg(a) | Bound::Abs(a) | Bound::Not(a) => a.lookback(),
+            Bound::Binary(_, a, b) => a.lookback().max(b.lookback()),
+            Bound::If(c, a, b) => c.lookback().max(a.lookback()).max(b.lookback()),
+        }
+    }
+
+    /// Every series it reads (those a rolling series reads included), each as often as read.
+    pub(crate) fn visit_series<'s>(&'s self, out: &mut Vec<&'s SeriesKey>) {
+        match self {
+            Bound::Const(_) => {}
+            Bound::Series(key, _) => {
+                if let SeriesKey::Rolling { source, .. } = key.as_ref() {
+                    source.visit_series(out);
+                }
+                out.push(key);
+            }
+            Bound::Neg(a) | Bound::Abs(a) | Bound::Not(a) => a.visit_series(out),
+            Bound::Binary(_, a, b) => {
+                a.visit_series(out);
+                b.visit_series(out);
+            }
+            Bound::If(c, a, b) => {
+                c.visit_series(out);
+                a.visit_series(out);
+                b.visit_series(out);
+            }
+        }
+    }
+
+    /// The identity of the rule's values (equal ids, equal values).
+    pub(crate) fn id(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+/// Every indicator of the bank `rules` read, each once, in first-read order.
+pub(crate) fn indicators_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> Vec<Indicator> {
+    let mut keys = Vec::new();
+    for rule in rules {
+        rule.visit_series(&mut keys);
+    }
+    let mut seen = std::collections::HashSet::new();
+    keys.into_iter()
+        .filter_map(|key| match key {
+            SeriesKey::Indicator(indicator, _) => Some(*indicator),
+            _ => None,
+        })
+        .filter(|i| seen.insert(i.key()))
+        .collect()
+}
+
+/// Every series some rules read, computed once.
+#[derive(Debug)]
+pub(crate) struct SeriesTable<'a> {
+    data: &'a Ohlcv,
+    indicators: HashMap<String, Arc<IndicatorValues>>,
+    rolling: HashMap<String, Vec<f64>>,
+}
+
+impl<'a> SeriesTable<'a> {
+    /// Computes what `rules` read: the bank's indicators (`get_many_exact`: the same
+    /// f64 values on every device), then rolling series, inner ones first.
+    pub(crate) fn new<'b>(
+        bank: &IndicatorBank<'a>,
+        rules: impl IntoIterator<Item = &'b Bound> + Clone,
+    ) -> Result<Self, IndicatorError> {
+        let indicators = indicators_of(rules.clone());
+        let values = bank.get_many_exact(&indicators)?;
+        let mut table = Self {
+            data: bank.data(),
+            indicators: indicators.iter().zip(values).map(|(i, v)| (i.key(), v)).collect(),
+            rolling: HashMap::new(),
+        };
+        let mut keys = Vec::new();
+        for rule in rules {
+            rule.visit_series(&mut keys);
+        }
+        // A rolling series comes after the rolling series its source reads.
+        for key in keys {
+            if let SeriesKey::Rolling { max, period, source } = key
+                && !table.rolling.contains_key(&key.id())
+            {
+                let values = rolling_extreme(&Eval::new(source, &table).values(table.data.len()), *period, *max);
+                table.rolling.insert(key.id(), values);
+            }
+        }
+        Ok(table)
+    }
+
+    pub(crate) fn bars(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The bank's values of `indicator`, if a rule reads it.
+    pub(crate) fn indicator(&self, indicator: &Indicator) -> Option<&Arc<IndicatorValues>> {
+        self.indicators.get(&indicator.key())
+    }
+
+    fn values(&self, key: &SeriesKey) -> &[f64] {
+        match key {
+            SeriesKey::Price(price) => price.of(self.data),
+            SeriesKey::Indicator(indicator, output) => self.indicators[&indicator.key()].output(*output),
+            SeriesKey::Rolling { .. } => &self.rolling[&key.id()],
+        }
+    }
+}
+
+/// The rolling maximum (or minimum) of `x` over `period` bars: NaN for the first
+/// `period − 1` bars and wherever the window holds a NaN (a source still in warm-up).
+fn rolling_extreme(x: &[f64], period: usize, max: bool) -> Vec<f64> {
+    let better = |a: f64, b: f64| if max { a >= b } else { a <= b };
+    let mut out = vec![f64::NAN; x.len()];
+    // Indices of the window's candidates, their values strictly worsening.
+    let mut window: VecDeque<usize> = VecDeque::with_capacity(period.min(x.len()));
+    let mut last_nan: Option<usize> = None;
+    for (t, &v) in x.iter().enumerate() {
+        if v.is_nan() {
+            last_nan = Some(t);
+            window.clear();
+        } else {
+            while window.back().is_some_and(|&j| better(v, x[j])) {
+                window.pop_back();
+            }
+            window.push_back(t);
+        }
+        if t + 1 < period {
+            continue;
+        }
+        let start = t + 1 - period;
+        while window.front().is_some_and(|&j| j < start) {
+            window.pop_front();
+        }
+        if last_nan.is_none_or(|n| n < start)
+            && let Some(&j) = window.front()
+        {
+            out[t] = x[j];
+        }
+    }
+    out
+}
+
+const BLOCK: usize = 64;
+type Block = [f64; BLOCK];
+
+/// A bound rule with its series resolved to slices, ready to evaluate.
+#[derive(Debug)]
+pub(crate) enum Eval<'a> {
+    Const(f64),
+    Series(&'a [f64], usize),
+    Neg(Box<Eval<'a>>),
+    Abs(Box<Eval<'a>>),
+    Not(Box<Eval<'a>>),
+    Binary(Op, Box<Eval<'a>>, Box<Eval<'a>>),
+    If(Box<Eval<'a>>, Box<Eval<'a>>, Box<Eval<'a>>),
+}
+
+impl<'a> Eval<'a> {
+    pub(crate) fn new(bound: &Bound, table: &'a SeriesTable<'_>) -> Self {
+        let sub = |b: &Bound| Box::new(Eval::new(b, table));
+        match bound {
+            Bound::Const(c) => Eval::Const(*c),
+            Bound::Series(key, shift) => Eval::Series(table.values(key), *shift),
+            Bound::Neg(a) => Eval::Neg(sub(a)),
+            Bound::Abs(a) => Eval::Abs(sub(a)),
+            Bound::Not(a) => Eval::Not(sub(a)),
+            Bound::Binary(op, a, b) => Eval::Binary(*op, sub(a), sub(b)),
+            Bound::If(c, a, b) => Eval::If(sub(c), sub(a), sub(b)),
+        }
+    }
+
+    /// Values at bars `t0..t0 + 64` of `n` (NaN past the last bar).
+    fn number(&self, t0: usize, n: usize, out: &mut Block) {
+        match self {
+            Eval::Const(c) => out.fill(*c),
+            Eval::Series(values, shift) => {
+                if t0 >= *shift && t0 + BLOCK <= n {
+                    out.copy_from_slice(&values[t0 - shift..][..BLOCK]);
+                } else {
+                    for (i, v) in out.iter_mut().enumerate() {
+                        let t = t0 + i;
+                        *v = if t >= *shift && t < n { values[t - shift] } else { f64::NAN };
+                    }
+                }
+            }
+            Eval::Neg(a) => {
+                a.number(t0, n, out);
+                out.iter_mut().for_each(|v| *v = -*v);
+            }
+            Eval::Abs(a) => {
+                a.number(t0, n, out);
+                out.iter_mut().for_each(|v| *v = v.abs());
+            }
+            Eval::Binary(op, a, b) if !op.is_comparison() && !matches!(op, Op::And | Op::Or) => {
+                a.number(t0, n, out);
+                let mut right = [0.0; BLOCK];
+                b.number(t0, n, &mut right);
+                for (v, r) in out.iter_mut().zip(right) {
+                    *v = op.number(*v, r);
+                }
+            }
+            Eval::If(c, a, b) => {
+                let mask = c.truth(t0, n);
+                a.number(t0, n, out);
+                let mut other = [0.0; BLOCK];
+                b.number(t0, n, &mut other);
+                for (i, (v, o)) in out.iter_mut().zip(other).enumerate() {
+                    if mask >> i & 1 == 0 {
+                        *v = o;
+                    }
+                }
+            }
+            Eval::Not(_) | Eval::Binary(..) => {
+                let mask = self.truth(t0, n);
+                for (i, v) in out.iter_mut().enumerate() {
+                    *v = f64::from((mask >> i & 1) as u8);
+                }
+            }
+        }
+    }
+
+    /// Bit i: whether the condition holds at bar t0 + i.
+    fn truth(&self, t0: usize, n: usize) -> u64 {
+        match self {
+            Eval::Not(a) => !a.truth(t0, n),
+            Eval::Binary(Op::And, a, b) => a.truth(t0, n) & b.truth(t0, n),
+            Eval::Binary(Op::Or, a, b) => a.truth(t0, n) | b.truth(t0, n),
+            Eval::Binary(op, a, b) if op.is_comparison() => {
+                let (mut left, mut right) = ([0.0; BLOCK], [0.0; BLOCK]);
+                a.number(t0, n, &mut left);
+                b.number(t0, n, &mut right);
+                let mut mask = 0u64;
+                for (i, (l, r)) in left.into_iter().zip(right).enumerate() {
+                    mask |= u64::from(op.truth(l, r)) << i;
+                }
+                mask
+            }
+            Eval::If(c, a, b) => {
+                let mask = c.truth(t0, n);
+                (mask & a.truth(t0, n)) | (!mask & b.truth(t0, n))
+            }
+            _ => {
+                let mut values = [0.0; BLOCK];
+                self.number(t0, n, &mut values);
+                values.iter().enumerate().fold(0, |m, (i, &v)| m | u64::from(v != 0.0) << i)
+            }
+        }
+    }
+
+    /// The condition as a bit row over `n` bars (`n.div_ceil(64)` words; bits past the
+    /// last bar are 0).
+    pub(crate) fn fill_bits(&self, n: usize, row: &mut [u64]) {
+        for (w, word) in row.iter_mut().enumerate() {
+            let t0 = w * BLOCK;
+            let valid = n - t0;
+            let mask = if valid >= BLOCK { u64::MAX } else { (1u64 << valid) - 1 };
+            *word = self.truth(t0, n) & mask;
+        }
+    }
+
+    /// The value at every bar.
+    pub(crate) fn values(&self, n: usize) -> Vec<f64> {
+        let mut out = vec![0.0; n.div_ceil(BLOCK) * BLOCK];
+        for (w, block) in out.chunks_exact_mut(BLOCK).enumerate() {
+            let block: &mut Block = block.try_into().unwrap_or_else(|_| unreachable!("exact chunks"));
+            self.number(w * BLOCK, n, block);
+        }
+        out.truncate(n);
+        out
+    }
+}
+
+/// The bit rows of `rules` (conditions) over the table's bars, one per rule, in parallel.
+pub(crate) fn fill_rows(rules: &[Bound], table: &SeriesTable<'_>) -> Vec<u64> {
+    let bars = table.bars();
+    let words = bars.div_ceil(BLOCK);
+    let mut rows = vec![0u64; rules.len() * words];
+    rows.par_chunks_mut(words.max(1)).zip(rules).with_min_len(cpu_grain(bars)).for_each(|(row, rule)| {
+        Eval::new(rule, table).fill_bits(bars, row);
+    });
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rolling_extremes_are_the_window_max_and_min_with_nan_in_warm_up() {
+        let x = [3.0, f64::NAN, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0];
+        let naive = |period: usize, max: bool| -> Vec<f64> {
+            (0..x.len())
+                .map(|t| {
+                    if t + 1 < period {
+                        return f64::NAN;
+                    }
+                    let w = &x[t + 1 - period..=t];
+                    if w.iter().any(|v| v.is_nan()) {
+                        f64::NAN
+                    } else if max {
+                        w.iter().copied().fold(f64::MIN, f64::max)
+                    } else {
+                        w.iter().copied().fold(f64::MAX, f64::min)
+                    }
+                })
+                .collect()
+        };
+        for period in 1..=5 {
+            for max in [true, false] {
+                let got = rolling_extreme(&x, period, max);
+                let want = naive(period, max);
+                assert_eq!(
+                    got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "period {period}, max {max}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn constants_fold_and_lookbacks_reach_the_series() {
+        let close = || Bound::series(SeriesKey::Price(Price::Close));
+        assert_eq!(Bound::binary(Op::Mul, Bound::Const(2.0), Bound::Const(3.0)), Bound::Const(6.0));
+        assert_eq!(Bound::choose(Bound::Const(0.0), Bound::Const(1.0), close()), close());
+        let shifted = Bound::binary(Op::Sub, close(), Bound::Const(1.0)).ago(2);
+        assert_eq!(shifted, Bound::binary(Op::Sub, Bound::Series(Box::new(SeriesKey::Price(Price::Close)), 2), Bound::Const(1.0)));
+        assert_eq!(shifted.lookback(), 2);
+        assert!(Bound::binary(Op::Min, Bound::Const(f64::NAN), Bound::Const(1.0)) != Bound::Const(1.0));
+    }
+}

@@ -1,0 +1,276 @@
+//! A strategy's rule file (TOML) read and checked: name, parameters, rules. Every
+//! mistake is reported at its line and column with a caret under it.
+
+use super::program::{Rule, RuleKind, did_you_mean};
+use super::functions::{FUNCTIONS, value_names};
+use crate::BacktestError;
+use crate::strategy::{MAX_PARAMS, ParamKind, ParamSpec};
+use indexmap::IndexMap;
+use serde::Deserialize;
+use std::ops::Range;
+use toml::Spanned;
+
+/// A rule's text: a string, or a bare number (`max_bars = 20`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RuleText {
+    Text(String),
+    Number(f64),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesDef {
+    entry: Spanned<RuleText>,
+    exit: Option<Spanned<RuleText>>,
+    stop: Option<Spanned<RuleText>>,
+    take_profit: Option<Spanned<RuleText>>,
+    max_bars: Option<Spanned<RuleText>>,
+    require: Option<Spanned<RuleText>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParamDef {
+    kind: Spanned<String>,
+    default: Option<Spanned<toml::Value>>,
+    min: Option<f64>,
+    max: Option<f64>,
+    #[serde(default)]
+    min_exclusive: bool,
+    choices: Option<Vec<String>>,
+    #[serde(default)]
+    help: String,
+    grid: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDef {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    params: IndexMap<Spanned<String>, Spanned<ParamDef>>,
+    rules: RulesDef,
+}
+
+/// A checked strategy file.
+#[derive(Debug)]
+pub(crate) struct StrategyFile {
+    pub name: String,
+    pub description: String,
+    pub params: Vec<ParamSpec>,
+    pub rules: Vec<Rule>,
+    pub source: String,
+    pub origin: String,
+    pub builtin: bool,
+}
+
+/// `origin:line:column: message`, the line, and carets under `span`.
+pub(crate) fn render(origin: &str, source: &str, span: Range<usize>, message: &str) -> String {
+    let start = span.start.min(source.len());
+    let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = source[start..].find('\n').map_or(source.len(), |i| start + i);
+    let line_no = source[..start].matches('\n').count() + 1;
+    let column = source[line_start..start].chars().count() + 1;
+    let width = source[start..span.end.clamp(start, line_end)].chars().count().max(1);
+    let gutter = " ".repeat(line_no.to_string().len());
+    let line = source[line_start..line_end].trim_end_matches('\r');
+    let lead: String = source[line_start..start].chars().map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+    format!("{origin}:{line_no}:{column}: {message}\n{gutter} |\n{line_no} | {line}\n{gutter} | {lead}{}", "^".repeat(width))
+}
+
+/// Where the text of a string value starts in the file, from the value's span (quotes
+/// and the newline that opens a multi-line string skipped).
+fn text_start(source: &str, span: &Range<usize>) -> usize {
+    let value = &source[span.start..span.end];
+    let quote = if value.starts_with("\"\"\"") || value.starts_with("'''") {
+        3 + value[3..].chars().take_while(|&c| c == '\r' || c == '\n').count().min(2)
+    } else {
+        usize::from(value.starts_with('"') || value.starts_with('\''))
+    };
+    span.start + quote
+}
+
+fn is_identifier(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl StrategyFile {
+    /// Reads and checks a rule file's text; `origin` names it in errors.
+    pub(crate) fn parse(source: &str, origin: &str, builtin: bool) -> Result<Self, BacktestError> {
+        let at = |span: Range<usize>, message: &str| BacktestError::Definition(render(origin, source, span, message));
+        let file: FileDef = toml::from_str(source).map_err(|e| {
+            let message = e.message().trim_end().to_owned();
+            match e.span() {
+                Some(span) => at(span, &message),
+                None => BacktestError::Definition(format!("{origin}: {message}")),
+            }
+        })?;
+        let name = file.name.get_ref().trim().to_owned();
+        if !is_identifier(&name) || name == "signals" {
+            return Err(at(
+                file.name.span(),
+                "the name must be lowercase letters, digits and `_` (e.g. `donchian_breakout`), and not `signals`",
+            ));
+        }
+        if file.params.len() > MAX_PARAMS {
+            return Err(BacktestError::Definition(format!(
+                "{origin}: {} parameters; a strategy has at most {MAX_PARAMS}",
+                file.params.len()
+            )));
+        }
+        let mut params = Vec::new();
+        for (key, def) in &file.params {
+            params.push(param(key, def, &at)?);
+        }
+
+        let rules = &file.rules;
+        let mut compiled = Vec::new();
+        for (kind, value) in [
+            (RuleKind::Entry, Some(&rules.entry)),
+            (RuleKind::Exit, rules.exit.as_ref()),
+            (RuleKind::Stop, rules.stop.as_ref()),
+            (RuleKind::TakeProfit, rules.take_profit.as_ref()),
+            (RuleKind::MaxBars, rules.max_bars.as_ref()),
+            (RuleKind::Require, rules.require.as_ref()),
+        ] {
+            let Some(value) = value else { continue };
+            let (text, start) = match value.get_ref() {
+                RuleText::Text(text) => (text.clone(), text_start(source, &value.span())),
+                RuleText::Number(v) => (format!("{v}"), value.span().start),
+            };
+            let rule = Rule::compile(kind, &text, &params).map_err(|e| {
+                at(start + e.span.start..start + e.span.end, &format!("rule `{}`: {}", kind.name(), e.message))
+            })?;
+            compiled.push(rule);
+        }
+        Ok(Self {
+            name,
+            description: file.description.trim().to_owned(),
+            params,
+            rules: compiled,
+            source: source.to_owned(),
+            origin: origin.to_owned(),
+            builtin,
+        })
+    }
+}
+
+/// One `[params]` entry checked: a name that shadows nothing, a known kind, a default in
+/// range, and default sweep values that parse.
+fn param(
+    key: &Spanned<String>,
+    def: &Spanned<ParamDef>,
+    at: &dyn Fn(Range<usize>, &str) -> BacktestError,
+) -> Result<ParamSpec, BacktestError> {
+    let name = key.get_ref().as_str();
+    if !is_identifier(name) {
+        return Err(at(key.span(), "a parameter name must be lowercase letters, digits and `_`"));
+    }
+    if FUNCTIONS.iter().any(|f| f.name == name) || value_names().any(|v| v == name) || name == "and" || name == "or" || name == "not" {
+        return Err(at(key.span(), &format!("`{name}` is a function or a series of the rule language: pick another name")));
+    }
+    let d = def.get_ref();
+    let kind = match d.kind.get_ref().as_str() {
+        "int" => ParamKind::Int,
+        "float" => ParamKind::Float,
+        "choice" => match &d.choices {
+            Some(choices) if !choices.is_empty() => ParamKind::Choice(choices.clone()),
+            _ => return Err(at(def.span(), &format!("parameter `{name}`: a choice needs `choices = [\"a\", \"b\"]`"))),
+        },
+        other => {
+            let hint = did_you_mean(other, ["int", "float", "choice"]);
+            return Err(at(d.kind.span(), &format!("parameter `{name}`: unknown kind `{other}`{hint} (int, float or choice)")));
+        }
+    };
+    if d.choices.is_some() && !matches!(kind, ParamKind::Choice(_)) {
+        return Err(at(def.span(), &format!("parameter `{name}`: `choices` is for kind = \"choice\"")));
+    }
+    let Some(default) = &d.default else {
+        return Err(at(def.span(), &format!("parameter `{name}` needs a `default`")));
+    };
+    let (min, max) = match &kind {
+        ParamKind::Choice(choices) => (0.0, (choices.len() - 1) as f64),
+        _ => (d.min.unwrap_or(f64::MIN), d.max.unwrap_or(f64::MAX)),
+    };
+    if min > max {
+        return Err(at(def.span(), &format!("parameter `{name}`: min {min} is above max {max}")));
+    }
+    let mut spec = ParamSpec::new(name, kind, 0.0, min, max);
+    spec.min_exclusive = d.min_exclusive;
+    spec.help = d.help.trim().to_owned();
+    let text = match default.get_ref() {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        _ => return Err(at(default.span(), &format!("parameter `{name}`: the default must be a number or a name"))),
+    };
+    spec.default = spec.parse(&text).map_err(|e| at(default.span(), &format!("parameter `{name}`: default {e}")))?;
+    if let Some(grid) = &d.grid {
+        let text = match grid.get_ref() {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Array(items) => items
+                .iter()
+                .map(|v| match v {
+                    toml::Value::String(s) => s.clone(),
+                    toml::Value::Integer(i) => i.to_string(),
+                    toml::Value::Float(f) => f.to_string(),
+                    _ => String::new(),
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            _ => return Err(at(grid.span(), &format!("parameter `{name}`: grid is `start:stop:step` or a list"))),
+        };
+        spec.axis(&text).map_err(|e| at(grid.span(), &format!("parameter `{name}`: grid {e}")))?;
+        spec.grid = Some(text);
+    }
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(source: &str) -> String {
+        StrategyFile::parse(source, "my.toml", false).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn an_unknown_function_is_shown_at_its_line_and_column() {
+        let source = "name = \"donchian\"\n[params]\nn = { kind = \"int\", default = 20, min = 2, max = 1000 }\nm = { kind = \"float\", default = 2.0 }\n[rules]\nentry = \"close > highest(high, n)[1]\"\nstop  = \"close - m * atrr(14)\"\n";
+        assert_eq!(
+            error(source),
+            "my.toml:7:22: rule `stop`: unknown function 'atrr' (did you mean 'atr'?)\n  |\n7 | stop  = \"close - m * atrr(14)\"\n  |                      ^^^^"
+        );
+    }
+
+    #[test]
+    fn file_mistakes_name_the_place() {
+        let base = "name = \"x\"\n[params]\nn = { kind = \"int\", default = 20, min = 2, max = 100 }\n[rules]\nentry = \"close > sma(n)\"\n";
+        let cases = [
+            (base.replace("\"int\"", "\"integer\""), "3:14: parameter `n`: unknown kind `integer` (did you mean 'int'?) (int, float or choice)"),
+            (base.replace("default = 20", "default = 200"), "3:31: parameter `n`: default n=200: out of range: must be ≥ 2 and ≤ 100"),
+            (base.replace("name = \"x\"", "name = \"My Strategy\""), "1:8: the name must be lowercase"),
+            (base.replace("n = {", "close = {"), "3:1: `close` is a function or a series of the rule language"),
+            (base.replace("entry", "entree"), "5:1: unknown field `entree`, expected one of `entry`"),
+            (base.replace("sma(n)", "sma(n)[-2]"), "5:25: rule `entry`: `sma(n)[-2]` looks 2 bar(s) into the future"),
+            (base.replace("max = 100 }", "max = 100, grid = \"1:5:1\" }"), "parameter `n`: grid n=1: out of range"),
+            (base.replace("[rules]\nentry = \"close > sma(n)\"\n", ""), "missing field `rules`"),
+        ];
+        for (source, expected) in cases {
+            let got = error(&source);
+            assert!(got.contains(expected), "{got}\nshould contain: {expected}");
+        }
+    }
+
+    #[test]
+    fn rule_text_positions_follow_the_quotes() {
+        let source = "name = \"x\"\n[rules]\nentry = '''\nclose > smaa(3)'''\n";
+        assert!(error(source).starts_with("my.toml:4:9: rule `entry`: unknown function 'smaa' (did you mean 'sma'?)"), "{}", error(source));
+    }
+}
