@@ -118,7 +118,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     var in_position = false;
     var e = 0u;
     var level = zero2;
-    var target = zero2;
+    var take_profit_level = zero2;
     var base = zero2;
     var hi = zero2;
     var low = zero2;
@@ -137,9 +137,9 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
                 trades += 1u;
                 let at_entry = bar[e];
                 // Level 0 (no stop, or a level ≤ 0): no positive close is at or below
-                // it; a target of 0 is none.
+                // it; a take_profit_level of 0 is none.
                 level = level_at(plan.stop, e, at_entry.xy);
-                target = level_at(plan.take_profit, e, at_entry.xy);
+                take_profit_level = level_at(plan.take_profit, e, at_entry.xy);
                 base = sub64(add64(equity, params.log_buy), at_entry.zw);
                 hi = max_i64(at_entry.zw, sub64(peak, base));
                 low = sub64(at_entry.zw, hi);
@@ -149,7 +149,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
         } else {
             let b = bar[t];
             let signal = ((bits[exit_base + (t >> 5u)] >> (t & 31u)) & 1u) == 1u;
-            let reached = (target.x | target.y) != 0u && le_u64(target, b.xy);
+            let reached = (take_profit_level.x | take_profit_level.y) != 0u && le_u64(take_profit_level, b.xy);
             let expired = plan.max_bars != 0u && t - e >= plan.max_bars;
             if (signal || le_u64(b.xy, level) || reached || expired) {
                 drawdown = min_i64(drawdown, low);

@@ -208,24 +208,25 @@ fn backtest<'py>(
     periods_per_year: Option<f64>,
     device: Option<&str>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let strategy = Strategy::parse(strategy).map_err(value)?;
+    let strategy = Strategy::load(strategy).map_err(value)?;
     let values = strategy.params(&params).map_err(value)?;
     check_fee(fee).map_err(value)?;
     periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
     let mode = device_mode(device)?;
     let data = bars.data.clone();
     let run_values = values.clone();
+    let run_strategy = strategy.clone();
     let report = py.detach(move || -> PyResult<_> {
         let dispatcher = dispatcher(mode)?;
         let bank = IndicatorBank::new(&data, &dispatcher);
-        let report = threadx_backtest::backtest(&bank, strategy, &run_values, fee, periods_per_year).map_err(value)?;
+        let report = threadx_backtest::backtest(&bank, &run_strategy, &run_values, fee, periods_per_year).map_err(value)?;
         flush(&dispatcher);
         Ok(report)
     })?;
     let out = PyDict::new(py);
     let chosen = PyDict::new(py);
     for (spec, &v) in strategy.schema().iter().zip(&values) {
-        chosen.set_item(spec.name, param_object(py, spec, v)?)?;
+        chosen.set_item(&spec.name, param_object(py, spec, v)?)?;
     }
     out.set_item("params", chosen)?;
     out.set_item("description", strategy.describe(&values))?;
@@ -265,10 +266,10 @@ fn sweep<'py>(
     by: &str,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let strategy = Strategy::parse(strategy).map_err(value)?;
+    let strategy = Strategy::load(strategy).map_err(value)?;
     let mut spec = match &grid {
-        None => SweepSpec::default_grid(strategy),
-        Some(_) => SweepSpec::new(strategy),
+        None => SweepSpec::default_grid(strategy.clone()),
+        Some(_) => SweepSpec::new(strategy.clone()),
     };
     for (name, values) in grid.iter().flatten() {
         spec.set_axis(name, values).map_err(sweep_error)?;
@@ -415,11 +416,11 @@ fn devices(py: Python<'_>) -> PyResult<(String, Option<usize>)> {
 #[pyfunction]
 fn strategies(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let out = PyDict::new(py);
-    for s in Strategy::ALL {
+    for s in Strategy::builtins() {
         let params = PyList::empty(py);
         for p in s.schema() {
             let d = PyDict::new(py);
-            d.set_item("name", p.name)?;
+            d.set_item("name", &p.name)?;
             let kind = match p.kind {
                 ParamKind::Int => "int",
                 ParamKind::Float => "float",
@@ -428,7 +429,7 @@ fn strategies(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("kind", kind)?;
             d.set_item("default", param_object(py, p, p.default)?)?;
             d.set_item("range", p.range())?;
-            d.set_item("help", p.help)?;
+            d.set_item("help", &p.help)?;
             params.append(d)?;
         }
         out.set_item(s.name(), params)?;
@@ -474,20 +475,20 @@ fn param_object<'py>(py: Python<'py>, spec: &ParamSpec, v: f64) -> PyResult<Boun
 }
 
 /// A parameter's column: int64, float64, or int64 codes with the choice's names.
-fn param_column<'py>(
+fn param_column<'a, 'py>(
     py: Python<'py>,
-    spec: &ParamSpec,
+    spec: &'a ParamSpec,
     column: Vec<f64>,
-) -> PyResult<(&'static str, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    Ok(match spec.kind {
+) -> PyResult<(&'a str, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    Ok(match &spec.kind {
         ParamKind::Int => (
-            spec.name,
+            &spec.name,
             column.iter().map(|&v| v as i64).collect::<Vec<_>>().into_pyarray(py).into_any(),
             py.None().into_bound(py),
         ),
-        ParamKind::Float => (spec.name, column.into_pyarray(py).into_any(), py.None().into_bound(py)),
+        ParamKind::Float => (&spec.name, column.into_pyarray(py).into_any(), py.None().into_bound(py)),
         ParamKind::Choice(names) => (
-            spec.name,
+            &spec.name,
             column.iter().map(|&v| v as i64).collect::<Vec<_>>().into_pyarray(py).into_any(),
             names.to_vec().into_pyobject(py)?.into_any(),
         ),

@@ -32,7 +32,7 @@ fn book(data: &Ohlcv) -> SignalBook {
 fn book_of(data: &Ohlcv, strategy: &str, axes: &[Vec<f64>]) -> SignalBook {
     let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).expect("a CPU dispatcher");
     let strategy = Strategy::parse(strategy).expect("a built-in strategy");
-    SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).expect("a valid grid")
+    SignalBook::build(&IndicatorBank::new(data, &dispatcher), &strategy, axes).expect("a valid grid")
 }
 
 /// `start`, `start + step`, … up to `stop` inclusive.

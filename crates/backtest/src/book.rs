@@ -198,10 +198,6 @@ fn row_values(axes: &[Vec<f64>], family: &[usize], mut number: u64) -> ParamValu
     ParamValues::new(&values[..axes.len()])
 }
 
-/// Rows of a family beyond which a layout does not list the indicators (binding each
-/// row's rule to find them): such a book's bit rows alone outweigh any memory limit.
-const MAX_LISTED_ROWS: u64 = 1 << 22;
-
 /// What a signal book over a grid, or over a sample of its combos, holds: its decision
 /// rows, its stops and the indicator series they read. Known before anything is
 /// computed, so that a sweep can say what it will prepare and refuse what cannot fit
@@ -246,44 +242,69 @@ impl BookLayout {
             }
         };
         let mut layout = Self { grid, families, rows, indicators: Vec::new() };
-        if layout.rows[..MAX_BARS].iter().all(|r| r.len() <= MAX_LISTED_ROWS) {
-            let bound = layout.bind_rows()?;
-            layout.indicators = indicators_of(bound.iter().take(MAX_BARS).flatten());
-        }
+        layout.indicators = layout.list_indicators()?;
         Ok(layout)
+    }
+
+    /// Every indicator the rows read, each once, found by binding each family's rule
+    /// once per distinct value of the parameters that decide its series (bb_atr's entry:
+    /// per bb_period, whatever bb_std), not once per row: a trillion-combo grid is laid
+    /// out at once. Refuses values a rule cannot be formed with.
+    fn list_indicators(&self) -> Result<Vec<Indicator>, BacktestError> {
+        let strategy = self.grid.strategy();
+        let axes = self.grid.axes();
+        let mut bound = Vec::new();
+        for (f, kind) in FAMILIES.into_iter().enumerate().take(MAX_BARS) {
+            let Some(rule) = strategy.compiled(kind) else { continue };
+            // A sample's rows, or every binding of the deciding parameters' values.
+            let bindings: Vec<ParamValues> = match &self.rows[f] {
+                RowSet::Only(numbers) => {
+                    numbers.iter().map(|&n| row_values(axes, &self.families[f], n)).collect()
+                }
+                RowSet::All(_) => {
+                    let count: u64 = rule.shape.iter().map(|&a| axes[a].len() as u64).product();
+                    (0..count).map(|n| row_values(axes, &rule.shape, n)).collect()
+                }
+            };
+            for values in bindings {
+                bound.push(self.bind(kind, &values)?);
+            }
+        }
+        Ok(indicators_of(&bound))
+    }
+
+    /// Rule `kind` with `values` in place; a family without a rule: never (exit), none
+    /// (stop, take-profit), no limit (max_bars).
+    fn bind(&self, kind: RuleKind, values: &[f64]) -> Result<Bound, BacktestError> {
+        let strategy = self.grid.strategy();
+        match strategy.compiled(kind) {
+            None if kind == RuleKind::Exit => Ok(Bound::Const(0.0)),
+            None => Ok(Bound::Const(f64::NAN)),
+            Some(rule) => rule.bind(values, strategy.schema()).map_err(|e| BacktestError::Combo {
+                strategy: strategy.name().to_owned(),
+                problem: format!("rule `{}`: {e}", kind.name()),
+            }),
+        }
     }
 
     pub fn grid(&self) -> &ParamGrid {
         &self.grid
     }
 
-    /// The rule of every row of every family with its values in place. A family without
-    /// a rule has one row: never (exit), none (stop, take-profit), no limit (max_bars).
+    /// The rule of every row of every family with its values in place.
     fn bind_rows(&self) -> Result<[Vec<Bound>; 5], BacktestError> {
-        let strategy = self.grid.strategy();
         let axes = self.grid.axes();
         let mut out: [Vec<Bound>; 5] = Default::default();
         for (f, kind) in FAMILIES.into_iter().enumerate() {
             let set = &self.rows[f];
             out[f] = (0..set.len() as usize)
-                .map(|r| {
-                    let values = row_values(axes, &self.families[f], set.number(r));
-                    match strategy.compiled(kind) {
-                        None if kind == RuleKind::Exit => Ok(Bound::Const(0.0)),
-                        None => Ok(Bound::Const(f64::NAN)),
-                        Some(rule) => rule.bind(&values, strategy.schema()).map_err(|e| BacktestError::Combo {
-                            strategy: strategy.name().to_owned(),
-                            problem: format!("rule `{}`: {e}", kind.name()),
-                        }),
-                    }
-                })
+                .map(|r| self.bind(kind, &row_values(axes, &self.families[f], set.number(r))))
                 .collect::<Result<_, _>>()?;
         }
         Ok(out)
     }
 
-    /// Every indicator series the book reads, each once (not listed for a book whose
-    /// rows are too many to build).
+    /// Every indicator series the book reads, each once.
     pub fn indicators(&self) -> &[Indicator] {
         &self.indicators
     }

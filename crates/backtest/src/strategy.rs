@@ -241,13 +241,10 @@ impl Strategy {
     pub fn parse(name: &str) -> Result<Self, BacktestError> {
         Self::builtins().iter().find(|s| s.name().eq_ignore_ascii_case(name.trim())).cloned().ok_or_else(|| {
             let names = Self::builtins().iter().map(|s| s.name());
+            let hint = crate::rules::nearest(name.trim(), names.clone()).map_or_else(String::new, |k| format!("; did you mean '{k}'?"));
             BacktestError::UnknownStrategy {
                 name: name.to_owned(),
-                known: format!(
-                    "{}{}; or a rule file, e.g. my_strategy.toml",
-                    names.clone().collect::<Vec<_>>().join(", "),
-                    crate::rules::did_you_mean(name.trim(), names).replace(" (", "; ").replace(')', "")
-                ),
+                known: format!("{}, or a rule file such as my_strategy.toml{hint}", names.collect::<Vec<_>>().join(", ")),
             }
         })
     }
@@ -311,18 +308,23 @@ impl Strategy {
     }
 
     /// The values a sweep takes when none are given: each parameter's `grid`, or its default.
-    pub fn default_axes(&self) -> Result<Vec<Vec<f64>>, BacktestError> {
-        self.schema().iter().map(|p| p.grid.as_deref().map_or(Ok(vec![p.default]), |g| p.axis(g))).collect()
+    pub fn default_axes(&self) -> Vec<Vec<f64>> {
+        self.schema()
+            .iter()
+            // A grid was checked when the file was read.
+            .map(|p| p.grid.as_deref().and_then(|g| p.axis(g).ok()).unwrap_or_else(|| vec![p.default]))
+            .collect()
     }
 
     /// The position of parameter `name` in [`Strategy::schema`].
     pub fn param_index(&self, name: &str) -> Result<usize, BacktestError> {
         self.schema().iter().position(|p| p.name == name.trim()).ok_or_else(|| {
             let names = self.schema().iter().map(|p| p.name.as_str());
+            let hint = crate::rules::nearest(name.trim(), names.clone()).map_or_else(String::new, |k| format!("; did you mean '{k}'?"));
             BacktestError::UnknownParam {
                 strategy: self.name().to_owned(),
-                param: format!("{}{}", name, crate::rules::did_you_mean(name.trim(), names.clone())),
-                known: names.collect::<Vec<_>>().join(", "),
+                param: name.to_owned(),
+                known: format!("{}{hint}", names.collect::<Vec<_>>().join(", ")),
             }
         })
     }

@@ -113,9 +113,9 @@ fn cases() -> Vec<(&'static str, Strategy, Vec<Vec<f64>>)> {
     let rsi = vec![range(5.0, 3.0, 5), range(15.0, 5.0, 4), range(60.0, 5.0, 4), vec![7.0, 14.0], vec![0.0, 1.5, 3.0]];
     let mut out = Vec::new();
     for data in ["synthetic:bars=35040,seed=42", "synthetic:bars=20000,seed=7,market=fx"] {
-        out.push((data, Strategy::BbAtr, bb_atr.clone()));
-        out.push((data, Strategy::MaCross, ma_cross.clone()));
-        out.push((data, Strategy::RsiReversion, rsi.clone()));
+        out.push((data, Strategy::parse("bb_atr").unwrap(), bb_atr.clone()));
+        out.push((data, Strategy::parse("ma_cross").unwrap(), ma_cross.clone()));
+        out.push((data, Strategy::parse("rsi_reversion").unwrap(), rsi.clone()));
     }
     out
 }
@@ -124,7 +124,7 @@ fn cases() -> Vec<(&'static str, Strategy, Vec<Vec<f64>>)> {
 fn gpu_totals_are_the_cpus_bits_for_every_strategy_and_market() {
     for (source, strategy, axes) in cases() {
         let data = Ohlcv::load(source).unwrap();
-        let book = cpu_book(&data, strategy, &axes);
+        let book = cpu_book(&data, strategy.clone(), &axes);
         let tables = BarTables::new(&book, FEE);
         let plans = all_plans(&book);
         let cpu = simulate_cpu(&book, &tables, &plans);
@@ -148,7 +148,7 @@ fn gpu_totals_are_the_cpus_bits_for_every_strategy_and_market() {
 fn gpu_results_do_not_depend_on_how_combos_are_cut() {
     let data = Ohlcv::load("synthetic:bars=3000,seed=11").unwrap();
     let book =
-        cpu_book(&data, Strategy::BbAtr, &[range(10.0, 5.0, 6), vec![1.5, 2.5], vec![7.0, 14.0], range(1.0, 1.0, 4)]);
+        cpu_book(&data, Strategy::parse("bb_atr").unwrap(), &[range(10.0, 5.0, 6), vec![1.5, 2.5], vec![7.0, 14.0], range(1.0, 1.0, 4)]);
     let tables = BarTables::new(&book, FEE);
     let plans = all_plans(&book);
     for ctx in adapters() {
@@ -165,7 +165,7 @@ fn gpu_results_do_not_depend_on_how_combos_are_cut() {
 #[test]
 fn backtester_runs_where_the_dispatcher_says_with_the_same_bytes() {
     let data = Ohlcv::load("synthetic:bars=5000,seed=5").unwrap();
-    let book = cpu_book(&data, Strategy::BbAtr, &[range(10.0, 10.0, 3), vec![2.0], vec![14.0], vec![1.0, 2.0]]);
+    let book = cpu_book(&data, Strategy::parse("bb_atr").unwrap(), &[range(10.0, 10.0, 3), vec![2.0], vec![14.0], vec![1.0, 2.0]]);
     let plans = all_plans(&book);
     let backtester = Backtester::new(&book, FEE).unwrap();
     let cpu: Vec<u64> = plans.iter().flat_map(|p| backtester.metrics(p).values().map(f64::to_bits)).collect();

@@ -60,7 +60,7 @@ proptest! {
     ) {
         let d = data(bars, seed);
         prop_assume!(bars > p.max(a + 1));
-        let b = cpu_book(&d, Strategy::BbAtr, &[vec![p as f64], vec![k], vec![a as f64], vec![m]]);
+        let b = cpu_book(&d, Strategy::parse("bb_atr").unwrap(), &[vec![p as f64], vec![k], vec![a as f64], vec![m]]);
         let report = simulate_detailed(&b, &b.plan(&[0, 0, 0, 0]), fee);
         let want = reference_bb_atr(&d, p, k, a, m, fee);
         let got = report.metrics;
@@ -87,11 +87,11 @@ proptest! {
     fn every_strategy_keeps_its_bounds(seed in 0u64..1000, which in 0usize..3, fee in 0.0f64..0.02) {
         let d = data(800, seed);
         let (strategy, axes) = match which {
-            0 => (Strategy::BbAtr, vec![vec![10.0, 30.0], vec![1.0, 2.5], vec![5.0, 14.0], vec![0.5, 3.0]]),
-            1 => (Strategy::MaCross, vec![vec![0.0, 1.0], vec![3.0, 10.0], vec![20.0, 40.0]]),
-            _ => (Strategy::RsiReversion, vec![vec![5.0, 14.0], vec![20.0, 35.0], vec![60.0, 80.0], vec![7.0], vec![0.0, 2.0]]),
+            0 => (Strategy::parse("bb_atr").unwrap(), vec![vec![10.0, 30.0], vec![1.0, 2.5], vec![5.0, 14.0], vec![0.5, 3.0]]),
+            1 => (Strategy::parse("ma_cross").unwrap(), vec![vec![0.0, 1.0], vec![3.0, 10.0], vec![20.0, 40.0]]),
+            _ => (Strategy::parse("rsi_reversion").unwrap(), vec![vec![5.0, 14.0], vec![20.0, 35.0], vec![60.0, 80.0], vec![7.0], vec![0.0, 2.0]]),
         };
-        let b = cpu_book(&d, strategy, &axes);
+        let b = cpu_book(&d, strategy.clone(), &axes);
         for plan in all_plans(&b) {
             let r = simulate_detailed(&b, &plan, fee);
             let m = r.metrics;
@@ -115,7 +115,7 @@ proptest! {
     fn chunking_and_threads_do_not_change_a_bit(seed in 0u64..1000, cuts in prop::collection::vec(1usize..40, 1..6)) {
         let d = data(1200, seed);
         let axes = vec![vec![10.0, 20.0, 30.0], vec![1.5, 2.0], vec![7.0, 14.0], vec![1.0, 2.0, 3.0]];
-        let b = cpu_book(&d, Strategy::BbAtr, &axes);
+        let b = cpu_book(&d, Strategy::parse("bb_atr").unwrap(), &axes);
         let plans = all_plans(&b);
         let tables = BarTables::new(&b, 0.001);
         let whole = simulate_cpu(&b, &tables, &plans);
@@ -143,7 +143,7 @@ proptest! {
         let close = |a: f64, b: f64| (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * b.abs().max(1e-6);
         let same = |a: &Metrics, b: &Metrics| a.trades == b.trades && a.closed_trades == b.closed_trades
             && a.values().into_iter().zip(b.values()).all(|(x, y)| close(x, y));
-        let whole = cpu_book(&d, Strategy::BbAtr, &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]);
+        let whole = cpu_book(&d, Strategy::parse("bb_atr").unwrap(), &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]);
         let report = simulate_detailed(&whole, &whole.plan(&[0, 0, 0, 0]), 0.001);
         prop_assert!(same(&curve_metrics(&report.equity, &report.trades, report.bars_per_year), &report.metrics));
         prop_assert!(same(&report.since(0).metrics, &report.metrics));
@@ -153,7 +153,7 @@ proptest! {
         let w = (p - 1).max(14);
         let split = (1200.0 * cut) as usize;
         let (first, second) = (d.slice(0..split), d.slice(split - w..1200));
-        let [b1, b2] = [&first, &second].map(|part| cpu_book(part, Strategy::BbAtr, &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]));
+        let [b1, b2] = [&first, &second].map(|part| cpu_book(part, Strategy::parse("bb_atr").unwrap(), &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]));
         let r1 = simulate_detailed(&b1, &b1.plan(&[0, 0, 0, 0]), 0.001);
         let r2 = simulate_detailed(&b2, &b2.plan(&[0, 0, 0, 0]), 0.001).since(w);
         prop_assert_eq!(r2.equity.len(), 1200 - split);

@@ -28,7 +28,7 @@ fn run(data: &Ohlcv, strategy: Strategy, params: &[(&str, &str)], fee: f64) -> B
     let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(data, &dispatcher);
     let values = strategy.params(params).unwrap();
-    backtest(&bank, strategy, &values, fee, None).unwrap()
+    backtest(&bank, &strategy, &values, fee, None).unwrap()
 }
 
 /// (entry bar, exit bar, reason) of every trade.
@@ -67,7 +67,7 @@ fn bb_params(atr_period: &'static str) -> [(&'static str, &'static str); 4] {
 
 #[test]
 fn bb_atr_entry_middle_exit_exact_stop_no_reentry_open_end_fees() {
-    let report = run(&bars(&BB_CLOSE, 1.0), Strategy::BbAtr, &bb_params("1"), FEE);
+    let report = run(&bars(&BB_CLOSE, 1.0), Strategy::parse("bb_atr").unwrap(), &bb_params("1"), FEE);
     assert_eq!(
         trades(&report),
         [
@@ -115,7 +115,7 @@ fn bb_atr_stop_is_not_hit_above_the_level() {
     // (80) is not below its lower band (75.115), so the next entry is bar 8.
     let mut close = BB_CLOSE;
     close[3] = 79.5;
-    let report = run(&bars(&close, 1.0), Strategy::BbAtr, &bb_params("1"), FEE);
+    let report = run(&bars(&close, 1.0), Strategy::parse("bb_atr").unwrap(), &bb_params("1"), FEE);
     assert_eq!(
         trades(&report),
         [(2, 4, ExitReason::Stop), (8, 10, ExitReason::Signal), (11, 11, ExitReason::OpenAtEnd)]
@@ -126,7 +126,7 @@ fn bb_atr_stop_is_not_hit_above_the_level() {
 #[test]
 fn bb_atr_warmup_waits_for_the_atr() {
     // atr_period 4: w = max(3 − 1, 4) = 4, so the signals of bars 2 and 3 are ignored.
-    let report = run(&bars(&BB_CLOSE, 1.0), Strategy::BbAtr, &bb_params("4"), FEE);
+    let report = run(&bars(&BB_CLOSE, 1.0), Strategy::parse("bb_atr").unwrap(), &bb_params("4"), FEE);
     assert_eq!(
         trades(&report),
         [(4, 5, ExitReason::Signal), (8, 10, ExitReason::Signal), (11, 11, ExitReason::OpenAtEnd)]
@@ -136,7 +136,7 @@ fn bb_atr_warmup_waits_for_the_atr() {
 
 #[test]
 fn zero_fee_round_trip_keeps_the_price_ratio() {
-    let report = run(&bars(&BB_CLOSE, 1.0), Strategy::BbAtr, &bb_params("1"), 0.0);
+    let report = run(&bars(&BB_CLOSE, 1.0), Strategy::parse("bb_atr").unwrap(), &bb_params("1"), 0.0);
     let want = 79.0 / 90.0 * 80.0 / 74.0 * 96.0 / 90.0;
     assert!(close_to(report.metrics.total_return, want - 1.0));
     assert_eq!(report.equity[2], 1.0, "no fee: entering costs nothing");
@@ -151,7 +151,7 @@ fn ma_cross_enters_on_cross_above_exits_on_cross_below() {
     //   11 ≥ 10.5), bar 5 falls again (no cross while flat), enter 6 and stay open.
     let data = bars(&[10.0, 9.0, 10.0, 11.0, 10.0, 9.0, 12.0], 0.0);
     let params = [("ma_type", "sma"), ("fast", "1"), ("slow", "2")];
-    let report = run(&data, Strategy::MaCross, &params, FEE);
+    let report = run(&data, Strategy::parse("ma_cross").unwrap(), &params, FEE);
     assert_eq!(trades(&report), [(2, 4, ExitReason::Signal), (6, 6, ExitReason::OpenAtEnd)]);
     let cash = SELL / BUY; // 10 → 10
     let equity = [1.0, 1.0, 1.0 / BUY, 11.0 / 10.0 / BUY, cash, cash, cash / BUY];
@@ -165,7 +165,7 @@ fn ma_cross_ema_reads_exponential_averages() {
     // 10.204 (10 < 10.204, 11 ≥ 10.611: exit), bar 5: 9.401, bar 6: 11.800 (enter).
     let data = bars(&[10.0, 9.0, 10.0, 11.0, 10.0, 9.0, 12.0], 0.0);
     let params = [("ma_type", "ema"), ("fast", "1"), ("slow", "2")];
-    let report = run(&data, Strategy::MaCross, &params, FEE);
+    let report = run(&data, Strategy::parse("ma_cross").unwrap(), &params, FEE);
     assert_eq!(trades(&report), [(2, 4, ExitReason::Signal), (6, 6, ExitReason::OpenAtEnd)]);
 }
 
@@ -177,13 +177,13 @@ fn rsi_reversion_thresholds_and_optional_stop() {
     let close = [10.0, 9.0, 8.0, 9.0, 10.0, 11.0, 10.0, 9.0, 8.0];
     let data = bars(&close, 0.0);
     let base = [("rsi_period", "2"), ("rsi_low", "30"), ("rsi_high", "70"), ("atr_period", "1")];
-    let no_stop = run(&data, Strategy::RsiReversion, &[base.as_slice(), &[("atr_mult", "0")]].concat(), FEE);
+    let no_stop = run(&data, Strategy::parse("rsi_reversion").unwrap(), &[base.as_slice(), &[("atr_mult", "0")]].concat(), FEE);
     assert_eq!(trades(&no_stop), [(2, 4, ExitReason::Signal), (7, 8, ExitReason::OpenAtEnd)]);
     let cash = 10.0 / 8.0 * SELL / BUY;
     let equity = [1.0, 1.0, 1.0 / BUY, 9.0 / 8.0 / BUY, cash, cash, cash, cash / BUY, cash / BUY * 8.0 / 9.0];
     assert_metrics(&no_stop.metrics, &metrics_of_equity(&equity, 2, 1, 1, 4));
     // With atr_mult 1 (ATR(1) at bar 7 = |9 − 10| = 1): stop 8, hit exactly at bar 8.
-    let stopped = run(&data, Strategy::RsiReversion, &[base.as_slice(), &[("atr_mult", "1")]].concat(), FEE);
+    let stopped = run(&data, Strategy::parse("rsi_reversion").unwrap(), &[base.as_slice(), &[("atr_mult", "1")]].concat(), FEE);
     assert_eq!(trades(&stopped), [(2, 4, ExitReason::Signal), (7, 8, ExitReason::Stop)]);
     assert!(close_to(stopped.metrics.total_return, cash * 8.0 / 9.0 * SELL / BUY - 1.0));
 }
@@ -192,7 +192,7 @@ fn rsi_reversion_thresholds_and_optional_stop() {
 fn no_trade_means_flat_metrics() {
     // A steady rise never closes below its lower band.
     let close: Vec<f64> = (0..50).map(|i| 100.0 + f64::from(i)).collect();
-    let report = run(&bars(&close, 1.0), Strategy::BbAtr, &[], FEE);
+    let report = run(&bars(&close, 1.0), Strategy::parse("bb_atr").unwrap(), &[], FEE);
     let m = report.metrics;
     assert_eq!((m.total_return, m.trades, m.closed_trades, m.max_drawdown, m.exposure), (0.0, 0, 0, 0.0, 0.0));
     assert!(m.win_rate.is_nan() && m.sharpe.is_nan());
@@ -201,37 +201,41 @@ fn no_trade_means_flat_metrics() {
 
 #[test]
 fn schema_defaults_ranges_and_refusals() {
-    let s = Strategy::BbAtr;
+    let s = Strategy::parse("bb_atr").unwrap();
     assert_eq!(s.params::<&str>(&[]).unwrap(), [20.0, 2.0, 14.0, 2.0]);
     assert_eq!(Strategy::parse("BB_ATR").unwrap(), s);
     let err = |strategy: Strategy, pairs: &[(&str, &str)]| strategy.params(pairs).unwrap_err().to_string();
     assert_eq!(
         Strategy::parse("bollinger").unwrap_err().to_string(),
-        "unknown strategy `bollinger` (known: bb_atr, ma_cross, rsi_reversion)"
+        "unknown strategy `bollinger` (known: bb_atr, ma_cross, rsi_reversion, or a rule file such as my_strategy.toml)"
     );
     assert_eq!(
-        err(s, &[("bb_len", "20")]),
+        Strategy::parse("ma_crosss").unwrap_err().to_string(),
+        "unknown strategy `ma_crosss` (known: bb_atr, ma_cross, rsi_reversion, or a rule file such as my_strategy.toml; did you mean 'ma_cross'?)"
+    );
+    assert_eq!(
+        err(s.clone(), &[("bb_len", "20")]),
         "bb_atr: unknown parameter `bb_len` (known: bb_period, bb_std, atr_period, atr_mult)"
     );
-    assert_eq!(err(s, &[("atr_mult", "0")]), "atr_mult=0: out of range: must be > 0 and ≤ 100");
-    assert_eq!(err(s, &[("atr_mult", "-1")]), "atr_mult=-1: out of range: must be > 0 and ≤ 100");
-    assert_eq!(err(s, &[("bb_period", "20.5")]), "bb_period=20.5: must be a whole number");
-    assert_eq!(err(s, &[("bb_period", "1")]), "bb_period=1: out of range: must be ≥ 2 and ≤ 100000");
-    assert_eq!(err(s, &[("bb_std", "two")]), "bb_std=two: not a number (expected > 0 and ≤ 10)");
-    assert_eq!(err(s, &[("bb_std", "NaN")]), "bb_std=NaN: not a finite number");
-    assert_eq!(err(s, &[("bb_std", "2"), ("bb_std", "3")]), "parameter bb_std is given twice");
+    assert_eq!(err(s.clone(), &[("atr_mult", "0")]), "atr_mult=0: out of range: must be > 0 and ≤ 100");
+    assert_eq!(err(s.clone(), &[("atr_mult", "-1")]), "atr_mult=-1: out of range: must be > 0 and ≤ 100");
+    assert_eq!(err(s.clone(), &[("bb_period", "20.5")]), "bb_period=20.5: must be a whole number");
+    assert_eq!(err(s.clone(), &[("bb_period", "1")]), "bb_period=1: out of range: must be ≥ 2 and ≤ 100000");
+    assert_eq!(err(s.clone(), &[("bb_std", "two")]), "bb_std=two: not a number (expected > 0 and ≤ 10)");
+    assert_eq!(err(s.clone(), &[("bb_std", "NaN")]), "bb_std=NaN: not a finite number");
+    assert_eq!(err(s.clone(), &[("bb_std", "2"), ("bb_std", "3")]), "parameter bb_std is given twice");
     assert_eq!(
-        err(Strategy::MaCross, &[("fast", "50"), ("slow", "20")]),
-        "ma_cross: fast (50) must be shorter than slow (20)"
+        err(Strategy::parse("ma_cross").unwrap(), &[("fast", "50"), ("slow", "20")]),
+        "ma_cross: fast=50, slow=20 breaks the rule `require = \"fast < slow\"`"
     );
-    assert_eq!(err(Strategy::MaCross, &[("ma_type", "wma")]), "ma_type=wma: expected one of sma, ema");
+    assert_eq!(err(Strategy::parse("ma_cross").unwrap(), &[("ma_type", "wma")]), "ma_type=wma: expected one of sma, ema");
     assert_eq!(
-        err(Strategy::RsiReversion, &[("rsi_low", "70"), ("rsi_high", "30")]),
-        "rsi_reversion: rsi_low (70) must be below rsi_high (30)"
+        err(Strategy::parse("rsi_reversion").unwrap(), &[("rsi_low", "70"), ("rsi_high", "30")]),
+        "rsi_reversion: rsi_low=70, rsi_high=30 breaks the rule `require = \"rsi_low < rsi_high\"`"
     );
-    assert_eq!(Strategy::MaCross.params(&[("ma_type", "EMA")]).unwrap(), [1.0, 10.0, 50.0]);
+    assert_eq!(Strategy::parse("ma_cross").unwrap().params(&[("ma_type", "EMA")]).unwrap(), [1.0, 10.0, 50.0]);
     assert_eq!(
-        Strategy::RsiReversion.describe(&[14.0, 30.0, 70.0, 14.0, 0.0]),
+        Strategy::parse("rsi_reversion").unwrap().describe(&[14.0, 30.0, 70.0, 14.0, 0.0]),
         "rsi_period=14,rsi_low=30,rsi_high=70,atr_period=14,atr_mult=0"
     );
     for fee in [-0.001, 1.0, f64::NAN] {
@@ -247,18 +251,18 @@ fn data_shorter_than_the_warmup_is_refused_before_work() {
     let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(&data, &dispatcher);
     let axes = vec![vec![5.0, 13.0], vec![2.0], vec![3.0], vec![2.0]];
-    let e = SignalBook::build(&bank, Strategy::BbAtr, &axes).unwrap_err();
+    let e = SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &axes).unwrap_err();
     assert_eq!(
         e.to_string(),
         "bb_atr with bb_period=13,bb_std=2,atr_period=3,atr_mult=2 needs at least 13 bars to trade; the data has 12"
     );
     assert_eq!(bank.computations(), 0, "nothing computed");
-    let empty = SignalBook::build(&bank, Strategy::BbAtr, &[vec![5.0], vec![], vec![3.0], vec![2.0]]).unwrap_err();
+    let empty = SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![], vec![3.0], vec![2.0]]).unwrap_err();
     assert_eq!(empty.to_string(), "parameter bb_std has no values");
-    let bad = SignalBook::build(&bank, Strategy::BbAtr, &[vec![5.0], vec![2.0], vec![3.0], vec![0.0]]).unwrap_err();
+    let bad = SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![2.0], vec![3.0], vec![0.0]]).unwrap_err();
     assert_eq!(bad.to_string(), "atr_mult=0: out of range: must be > 0 and ≤ 100");
     let fee = threadx_backtest::Backtester::new(
-        &SignalBook::build(&bank, Strategy::BbAtr, &[vec![5.0], vec![2.0], vec![3.0], vec![2.0]]).unwrap(),
+        &SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![2.0], vec![3.0], vec![2.0]]).unwrap(),
         1.5,
     )
     .unwrap_err();
@@ -272,7 +276,7 @@ fn combos_are_numbered_with_the_last_parameter_fastest() {
     let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(&data, &dispatcher);
     let book =
-        SignalBook::build(&bank, Strategy::BbAtr, &[vec![10.0, 20.0], vec![1.5, 2.0], vec![7.0], vec![1.0, 2.0, 3.0]])
+        SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![10.0, 20.0], vec![1.5, 2.0], vec![7.0], vec![1.0, 2.0, 3.0]])
             .unwrap();
     assert_eq!(book.grid_len(), 12);
     assert_eq!(book.combo_values(0)[..], [10.0, 1.5, 7.0, 1.0]);

@@ -36,7 +36,7 @@ pub fn split_assignment(s: &str) -> Result<(String, String), String> {
 
 pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     // Everything the user typed is checked before data is read or anything computed.
-    let strategy = Strategy::parse(&req.strategy)?;
+    let strategy = Strategy::load(&req.strategy)?;
     let pairs: Vec<(String, String)> =
         req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     let values = strategy.params(&pairs)?;
@@ -48,7 +48,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     let data = Ohlcv::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let bank = IndicatorBank::new(&data, &dispatcher);
-    let report = backtest(&bank, strategy, &values, req.fee, req.periods_per_year)?;
+    let report = backtest(&bank, &strategy, &values, req.fee, req.periods_per_year)?;
     if let Some(path) = &req.trades {
         write_file_atomic(path, trades_csv(&report).as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
@@ -65,7 +65,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
         let mut object = Map::new();
         object.insert("strategy".into(), json!(strategy.name()));
         let params: Map<String, Value> =
-            strategy.schema().iter().zip(&values).map(|(p, &v)| (p.name.to_owned(), p.to_json(v))).collect();
+            strategy.schema().iter().zip(&values).map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect();
         object.insert("params".into(), Value::Object(params));
         object.insert("fee".into(), json!(req.fee));
         object.insert("data".into(), json!(data.origin()));

@@ -31,7 +31,7 @@ pub struct BalanceArgs {
 
 /// The strategy a workload tag names.
 fn strategy_of(tag: &str) -> Result<Strategy> {
-    let known = || Strategy::ALL.iter().map(|s| format!("backtest_{}", s.name())).collect::<Vec<_>>().join(", ");
+    let known = || Strategy::builtins().iter().map(|s| format!("backtest_{}", s.name())).collect::<Vec<_>>().join(", ");
     match tag.strip_prefix("backtest_").map(Strategy::parse) {
         Some(Ok(strategy)) => Ok(strategy),
         _ => bail!("unknown workload tag `{tag}` (known: {})", known()),

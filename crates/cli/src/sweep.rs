@@ -133,18 +133,21 @@ fn parse_size(text: &str) -> Result<u64, String> {
 
 /// The spec the flags describe, checked.
 fn build_spec(args: &SweepArgs) -> Result<SweepSpec> {
-    let flag_strategy = args.strategy.as_deref().map(Strategy::parse).transpose()?;
+    let flag_strategy = args.strategy.as_deref().map(Strategy::load).transpose()?;
     let mut spec = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading --config {}", path.display()))?;
             let spec = SweepSpec::from_toml(&text).with_context(|| format!("in {}", path.display()))?;
-            if let Some(s) = flag_strategy.filter(|&s| s != spec.strategy) {
+            if let Some(s) = flag_strategy.filter(|s| *s != spec.strategy) {
                 bail!("--strategy {s} differs from the config's strategy {}", spec.strategy);
             }
             spec
         }
         None => {
-            let strategy = flag_strategy.unwrap_or(Strategy::BbAtr);
+            let strategy = match flag_strategy {
+                Some(s) => s,
+                None => Strategy::parse("bb_atr")?,
+            };
             if args.grid.is_empty() { SweepSpec::default_grid(strategy) } else { SweepSpec::new(strategy) }
         }
     };
@@ -237,7 +240,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     } else {
         check_output(&opts)?;
         if let Some(h) = &opts.heatmap {
-            threadx_sweep::Heatmap::new(spec.strategy, spec.axes(), h.x.as_deref(), h.y.as_deref(), &args.by)?;
+            threadx_sweep::Heatmap::new(spec.strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &args.by)?;
         }
     }
 
@@ -311,7 +314,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if let Err(e) = dispatcher.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
-    out!("{}", top_table(spec.strategy, &report.best, &args.by));
+    out!("{}", top_table(&spec.strategy, &report.best, &args.by));
     let t = &report.summary["timings_s"];
     let backtests = match t["combos_per_s"].as_f64() {
         Some(rate) => {
@@ -513,7 +516,7 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(format!("{stem}{suffix}"))
 }
 
-fn top_table(strategy: Strategy, rows: &[Row], by: &str) -> String {
+fn top_table(strategy: &Strategy, rows: &[Row], by: &str) -> String {
     use std::fmt::Write;
     let mut out = format!("top {} by {by}:\n", rows.len());
     let _ = writeln!(
@@ -560,8 +563,8 @@ pub struct MergeArgs {
 pub fn run_merge(args: &MergeArgs) -> Result<()> {
     metric_index(&args.by)?;
     let report = merge(&args.shards, &args.out, args.top, &args.by)?;
-    let strategy = Strategy::parse(report.summary["identity"]["spec"]["strategy"].as_str().unwrap_or_default())?;
-    out!("{}", top_table(strategy, &report.best, &args.by));
+    let strategy = SweepSpec::strategy_of(&report.summary["identity"]["spec"])?;
+    out!("{}", top_table(&strategy, &report.best, &args.by));
     outln!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());
     outln!("wrote the summary to {}", report.summary_path.display());
     Ok(())

@@ -225,7 +225,7 @@ fn backtest_prints_metrics_and_writes_trades_and_equity() {
     let dispatcher = threadx_dispatch::testing::dispatcher_in(dir.path(), threadx_dispatch::DeviceMode::Cpu);
     let bank = threadx_indicators::IndicatorBank::new(&ohlcv, &dispatcher);
     let report =
-        threadx_backtest::backtest(&bank, threadx_backtest::Strategy::BbAtr, &[20.0, 2.0, 14.0, 2.0], 0.001, None)
+        threadx_backtest::backtest(&bank, &threadx_backtest::Strategy::parse("bb_atr").unwrap(), &[20.0, 2.0, 14.0, 2.0], 0.001, None)
             .unwrap();
     for (name, want) in threadx_backtest::Metrics::NAMES.iter().zip(report.metrics.values()) {
         assert_eq!(v[name].as_f64().unwrap(), want, "{name}");
@@ -288,7 +288,7 @@ fn backtest_refuses_bad_input_before_any_work() {
     let trades_path = dir.path().join("never.csv");
     let trades = trades_path.to_str().unwrap();
     let cases: [(&[&str], &str); 9] = [
-        (&["--strategy", "momentum"], "unknown strategy `momentum` (known: bb_atr, ma_cross, rsi_reversion)"),
+        (&["--strategy", "momentum"], "unknown strategy `momentum` (known: bb_atr, ma_cross, rsi_reversion, or a rule file such as my_strategy.toml)"),
         (&["--set", "bb_len=20"], "unknown parameter `bb_len`"),
         (&["--set", "atr_mult=0"], "atr_mult=0: out of range: must be > 0"),
         (&["--set", "atr_mult=-2"], "atr_mult=-2: out of range"),
@@ -309,7 +309,7 @@ fn backtest_refuses_bad_input_before_any_work() {
     let run = threadx(&["backtest", "--trades", "/no/such/dir/t.csv"], &[]);
     assert!(text(&run.stderr).contains("folder /no/such/dir does not exist"), "{}", text(&run.stderr));
     let run = threadx(&["backtest", "--strategy", "ma_cross", "--set", "fast=60", "--set", "slow=20"], &[]);
-    assert!(text(&run.stderr).contains("fast (60) must be shorter than slow (20)"), "{}", text(&run.stderr));
+    assert!(text(&run.stderr).contains("fast=60, slow=20 breaks the rule `require = \"fast < slow\"`"), "{}", text(&run.stderr));
 }
 
 #[test]

@@ -21,7 +21,7 @@ use threadx_multi_gpu::{DevicePool, DistributeOptions, Worker};
 use threadx_sweep::{Sweep, SweepSpec};
 
 fn spec(grid: &[(&str, &str)]) -> SweepSpec {
-    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     for (name, values) in grid {
         spec.set_axis(name, values).expect("a valid grid");
     }

@@ -32,7 +32,7 @@ pub use output::{
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use rows::{Row, header, parse_row, write_row};
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, available_memory};
-pub use spec::{MAX_AXIS_VALUES, Sample, SweepSpec, WalkForward, parse_axis};
+pub use spec::{Sample, SweepSpec, WalkForward};
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};
 
 use std::path::Path;

@@ -12,7 +12,7 @@ use crate::combos::Shard;
 use crate::report::{Heatmap, Leaderboard};
 use crate::rows::{Row, header, parse_row, row_combo, write_row};
 use crate::runner::{ChunkResult, Sweep};
-use crate::{SweepError, io_error};
+use crate::{SweepError, SweepSpec, io_error};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fs;
@@ -64,19 +64,19 @@ pub struct SweepReport {
 /// A data set's identity for checkpoints and shards: FNV-1a over every timestamp and
 /// price bit, with the bar count.
 pub fn data_fingerprint(data: &Ohlcv) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: [u8; 8]| {
-        for b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
+    let mut bytes = Vec::with_capacity(data.len() * 48);
     for (i, &t) in data.timestamps().iter().enumerate() {
-        eat(t.to_le_bytes());
+        bytes.extend(t.to_le_bytes());
         for series in [data.open(), data.high(), data.low(), data.close(), data.volume()] {
-            eat(series[i].to_bits().to_le_bytes());
+            bytes.extend(series[i].to_bits().to_le_bytes());
         }
     }
-    format!("{:016x}-{}", h, data.len())
+    format!("{:016x}-{}", fnv1a(&bytes), data.len())
+}
+
+/// FNV-1a of `bytes`: the identity hash of data sets and rule files.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 fn summary_path(out: &Path) -> PathBuf {
@@ -189,10 +189,10 @@ pub fn run_to_files(
 ) -> Result<SweepReport, SweepError> {
     let started = Instant::now();
     check_output(opts)?;
-    let strategy = sweep.spec().strategy;
+    let strategy = &sweep.spec().strategy;
     let mut leaderboard = Leaderboard::new(&opts.by, opts.top)?;
     let mut heatmap = match &opts.heatmap {
-        Some(h) => Some(Heatmap::new(strategy, sweep.spec().axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
+        Some(h) => Some(Heatmap::new(strategy.clone(), sweep.spec().axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
         None => None,
     };
 
@@ -333,15 +333,15 @@ fn in_file(path: &Path, e: SweepError) -> SweepError {
 }
 
 /// The best rows as JSON objects: combo, params, metrics.
-pub fn best_json(strategy: Strategy, leaderboard: &Leaderboard) -> Value {
+pub fn best_json(strategy: &Strategy, leaderboard: &Leaderboard) -> Value {
     let rows: Vec<Value> = leaderboard.rows().iter().map(|r| row_json(strategy, r)).collect();
     json!({"by": leaderboard.by(), "rows": rows})
 }
 
 /// One row as a JSON object.
-pub fn row_json(strategy: Strategy, row: &Row) -> Value {
+pub fn row_json(strategy: &Strategy, row: &Row) -> Value {
     let params: serde_json::Map<String, Value> =
-        strategy.schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.to_owned(), p.to_json(v))).collect();
+        strategy.schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect();
     json!({"combo": row.combo, "params": params, "metrics": row.metrics.to_json()})
 }
 
@@ -397,7 +397,8 @@ pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<Swe
         return Err(bad(format!("missing shard(s) {}", missing.join(", "))));
     }
     let identity = identity.unwrap_or_default();
-    let strategy = Strategy::parse(identity["spec"]["strategy"].as_str().unwrap_or_default())?;
+    let spec = &identity["spec"];
+    let strategy = &SweepSpec::strategy_of(spec)?;
     let head = header(strategy);
 
     let mut readers = Vec::new();

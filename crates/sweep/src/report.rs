@@ -75,7 +75,7 @@ pub struct Heatmap {
     x_values: Vec<f64>,
     y_values: Vec<f64>,
     /// The other parameters that take several values: each cell is the best over them.
-    best_over: Vec<&'static str>,
+    best_over: Vec<String>,
     x_index: HashMap<u64, usize>,
     y_index: HashMap<u64, usize>,
     cells: Vec<(f64, u64)>,
@@ -106,18 +106,17 @@ impl Heatmap {
             return Err(SweepError::Spec("the heatmap's two parameters must differ".into()));
         }
         let index = |values: &[f64]| values.iter().enumerate().map(|(i, v)| (v.to_bits(), i)).collect();
+        let best_over =
+            (0..axes.len()).filter(|&i| i != x && i != y && axes[i].len() > 1).map(|i| strategy.schema()[i].name.clone()).collect();
         Ok(Self {
             strategy,
+            best_over,
             x,
             y,
             by: metric_index(by)?,
             x_index: index(&axes[x]),
             y_index: index(&axes[y]),
             cells: vec![(f64::NAN, u64::MAX); axes[x].len() * axes[y].len()],
-            best_over: (0..axes.len())
-                .filter(|&i| i != x && i != y && axes[i].len() > 1)
-                .map(|i| strategy.schema()[i].name)
-                .collect(),
             x_values: axes[x].clone(),
             y_values: axes[y].clone(),
         })
@@ -179,8 +178,8 @@ impl Heatmap {
             chart
                 .configure_mesh()
                 .disable_mesh()
-                .x_desc(px.name)
-                .y_desc(py.name)
+                .x_desc(px.name.as_str())
+                .y_desc(py.name.as_str())
                 .x_labels(nx.min(20))
                 .y_labels(ny.min(20))
                 .x_label_formatter(&|v| label(&self.x_values, px, v))

@@ -6,11 +6,11 @@ use std::fmt::Write;
 use threadx_backtest::{Metrics, ParamKind, ParamValues, Strategy};
 
 /// The header line (with its newline).
-pub fn header(strategy: Strategy) -> String {
+pub fn header(strategy: &Strategy) -> String {
     let mut line = String::from("combo");
     for p in strategy.schema() {
         line.push(',');
-        line.push_str(p.name);
+        line.push_str(&p.name);
     }
     for m in Metrics::NAMES {
         line.push(',');
@@ -22,11 +22,11 @@ pub fn header(strategy: Strategy) -> String {
 
 /// Appends one row (with its newline). Numbers are written in Rust's shortest form that
 /// reads back to the same f64; NaN (no closed trade, flat equity) is written empty.
-pub fn write_row(out: &mut String, strategy: Strategy, combo: u64, values: &[f64], metrics: &Metrics) {
+pub fn write_row(out: &mut String, strategy: &Strategy, combo: u64, values: &[f64], metrics: &Metrics) {
     let _ = write!(out, "{combo}");
     for (p, &v) in strategy.schema().iter().zip(values) {
         out.push(',');
-        match p.kind {
+        match &p.kind {
             ParamKind::Choice(_) => out.push_str(&p.format(v)),
             _ => {
                 let _ = write!(out, "{v}");
@@ -51,7 +51,7 @@ pub struct Row {
 }
 
 /// Parses a line written by [`write_row`] (without its newline).
-pub fn parse_row(strategy: Strategy, line: &str) -> Result<Row, SweepError> {
+pub fn parse_row(strategy: &Strategy, line: &str) -> Result<Row, SweepError> {
     let bad = || SweepError::Results(format!("malformed results row `{line}`"));
     let schema = strategy.schema();
     let mut fields = line.split(',');
@@ -59,7 +59,7 @@ pub fn parse_row(strategy: Strategy, line: &str) -> Result<Row, SweepError> {
     let mut values = [0.0; threadx_backtest::MAX_PARAMS];
     for (slot, p) in values.iter_mut().zip(schema) {
         let text = fields.next().ok_or_else(bad)?;
-        *slot = match p.kind {
+        *slot = match &p.kind {
             ParamKind::Choice(names) => names.iter().position(|n| *n == text).ok_or_else(bad)? as f64,
             _ => text.parse().map_err(|_| bad())?,
         };

@@ -51,7 +51,7 @@ impl SweepPlan {
     /// when that needs more than `memory_limit` bytes (`None`: no limit).
     pub fn new(spec: &SweepSpec, bars: usize, memory_limit: Option<u64>) -> Result<Self, SweepError> {
         spec.check()?;
-        let grid = ParamGrid::new(spec.strategy, spec.axes())?;
+        let grid = ParamGrid::new(spec.strategy.clone(), spec.axes())?;
         let limit = memory_limit.unwrap_or(u64::MAX);
         let refuse = |needs: u64, what: String| {
             SweepError::Spec(format!(
@@ -69,7 +69,7 @@ impl SweepPlan {
             return Err(refuse(sample_bytes, format!("{n} sampled combos")));
         }
         let combos = ComboSet::new(&grid, spec.sample, spec.chunk_size, bars)?;
-        let layout = BookLayout::new(grid, combos.sample());
+        let layout = BookLayout::new(grid, combos.sample())?;
         let plan = Self { spec: spec.clone(), layout, combos, bars };
         if plan.bytes() > limit {
             return Err(refuse(plan.bytes(), plan.describe()));
@@ -178,7 +178,7 @@ impl Sweep {
 
     /// The combos at `positions` that the strategy's rules allow, with their plans.
     fn plans(&self, positions: Range<u64>) -> (Vec<u64>, Vec<ComboPlan>) {
-        let strategy = self.spec.strategy;
+        let strategy = &self.spec.strategy;
         let mut combos = Vec::with_capacity((positions.end - positions.start) as usize);
         let mut plans = Vec::with_capacity(combos.capacity());
         for position in positions {

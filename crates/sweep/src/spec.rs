@@ -3,10 +3,7 @@
 
 use crate::SweepError;
 use serde_json::{Value, json};
-use threadx_backtest::{ParamKind, ParamSpec, Strategy, check_bars_per_year, check_fee};
-
-/// The most values one parameter may take (a range longer than this is a typo).
-pub const MAX_AXIS_VALUES: usize = 1_000_000;
+use threadx_backtest::{RuleKind, Strategy, check_bars_per_year, check_fee};
 
 /// Monte-Carlo sampling: `n` distinct combos of the grid drawn with `seed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,30 +84,19 @@ impl SweepSpec {
         Self { strategy, axes, fee: 0.001, sample: None, walk_forward: None, chunk_size: None, periods_per_year: None }
     }
 
-    /// The built-in grid of a strategy, for a sweep run without `--grid`: bb_atr's is
-    /// 20 bb_period × 5 bb_std × 10 atr_period × 10 atr_mult = 10,000 combos.
+    /// The strategy's own grid (each parameter's `grid` in its rule file, else its
+    /// default), for a sweep run without `--grid`: bb_atr's is 20 bb_period × 5 bb_std ×
+    /// 10 atr_period × 10 atr_mult = 10,000 combos.
     pub fn default_grid(strategy: Strategy) -> Self {
-        let grid: &[(&str, &str)] = match strategy {
-            Strategy::BbAtr => {
-                &[("bb_period", "10:105:5"), ("bb_std", "1:3:0.5"), ("atr_period", "5:50:5"), ("atr_mult", "0.5:5:0.5")]
-            }
-            Strategy::MaCross => &[("ma_type", "sma,ema"), ("fast", "5:50:5"), ("slow", "20:200:10")],
-            Strategy::RsiReversion => {
-                &[("rsi_period", "7:28:7"), ("rsi_low", "20:40:5"), ("rsi_high", "60:80:5"), ("atr_mult", "0,1,2,3")]
-            }
-        };
-        let mut spec = Self::new(strategy);
-        for (name, values) in grid {
-            spec.set_axis(name, values).expect("built-in grids are valid");
-        }
-        spec
+        let axes = strategy.default_axes();
+        Self { axes, ..Self::new(strategy) }
     }
 
     /// Sets the values of one parameter from text: a list `1.5,2,2.5` (names for choice
     /// parameters: `sma,ema`) or an inclusive range `start:stop:step`.
     pub fn set_axis(&mut self, name: &str, text: &str) -> Result<(), SweepError> {
         let i = self.strategy.param_index(name)?;
-        self.axes[i] = parse_axis(&self.strategy.schema()[i], text)?;
+        self.axes[i] = self.strategy.schema()[i].axis(text)?;
         Ok(())
     }
 
@@ -161,17 +147,28 @@ impl SweepSpec {
         Ok(())
     }
 
-    /// Whether some combo obeys the rules between parameters (both rules compare
-    /// parameters 1 and 2, so their extremes decide).
+    /// Whether some combo obeys the strategy's `require` rule: every binding of the
+    /// parameters it reads is tried (a rule over more than a million of them is assumed
+    /// to pass some).
     fn any_allowed(&self) -> bool {
-        match self.strategy {
-            Strategy::BbAtr => true,
-            _ => {
-                let low = self.axes[1].iter().copied().fold(f64::INFINITY, f64::min);
-                let high = self.axes[2].iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                low < high
-            }
+        let deps: Vec<usize> = self
+            .strategy
+            .depends_on(RuleKind::Require)
+            .iter()
+            .filter_map(|name| self.strategy.param_index(name).ok())
+            .collect();
+        let count = deps.iter().try_fold(1usize, |n, &i| n.checked_mul(self.axes[i].len()));
+        if count.is_none_or(|n| n > 1_000_000) {
+            return true;
         }
+        let mut values: Vec<f64> = self.axes.iter().map(|a| a[0]).collect();
+        (0..count.unwrap_or(0)).any(|mut k| {
+            for &i in deps.iter().rev() {
+                values[i] = self.axes[i][k % self.axes[i].len()];
+                k /= self.axes[i].len();
+            }
+            self.strategy.allows(&values)
+        })
     }
 
     /// The spec as JSON: what the summary records and what a checkpoint or shard must
@@ -196,7 +193,20 @@ impl SweepSpec {
         if let Some(p) = self.periods_per_year {
             spec["periods_per_year"] = json!(p);
         }
+        if !self.strategy.is_builtin() {
+            // A rule file is part of the identity: a resume or merge needs the same rules.
+            spec["strategy_file"] = json!(self.strategy.origin());
+            spec["rules"] = json!(format!("{:016x}", crate::output::fnv1a(self.strategy.source().as_bytes())));
+        }
         spec
+    }
+
+    /// The strategy a spec's JSON ([`SweepSpec::to_json`]) names: a built-in, or its rule file.
+    pub fn strategy_of(spec: &Value) -> Result<Strategy, SweepError> {
+        Ok(match spec["strategy_file"].as_str() {
+            Some(path) => Strategy::load(path)?,
+            None => Strategy::parse(spec["strategy"].as_str().unwrap_or_default())?,
+        })
     }
 
     /// A spec from a TOML file's text (see the README for the layout); `--grid` flags may
@@ -205,9 +215,9 @@ impl SweepSpec {
         let bad = |problem: String| SweepError::Spec(format!("config: {problem}"));
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| bad(e.message().to_owned()))?;
         let strategy = match table.get("strategy") {
-            Some(toml::Value::String(name)) => Strategy::parse(name)?,
-            Some(_) => return Err(bad("strategy must be a string, e.g. \"bb_atr\"".into())),
-            None => Strategy::BbAtr,
+            Some(toml::Value::String(name)) => Strategy::load(name)?,
+            Some(_) => return Err(bad("strategy must be a string, e.g. \"bb_atr\" or \"my_rules.toml\"".into())),
+            None => Strategy::parse("bb_atr")?,
         };
         let mut spec = Self::new(strategy);
         for (key, value) in &table {
@@ -284,54 +294,3 @@ fn integer(table: &toml::Table, key: &str) -> Result<Option<u64>, String> {
     }
 }
 
-/// The values of one parameter from a list (`1.5,2,2.5`, `sma,ema`) or an inclusive range
-/// `start:stop:step`, each checked against the schema; no value may repeat.
-pub fn parse_axis(spec: &ParamSpec, text: &str) -> Result<Vec<f64>, SweepError> {
-    let bad = |problem: String| SweepError::Spec(format!("{}={text}: {problem}", spec.name));
-    let text = text.trim();
-    let values = if text.contains(':') {
-        if matches!(spec.kind, ParamKind::Choice(_)) {
-            return Err(bad(format!("a range needs numbers; list the names instead ({})", spec.range())));
-        }
-        let parts: Vec<&str> = text.split(':').collect();
-        let [start, stop, step] = parts[..] else {
-            return Err(bad("a range is start:stop:step (inclusive), e.g. 10:50:5".into()));
-        };
-        let num = |what: &str, s: &str| {
-            s.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite())
-                .ok_or_else(|| bad(format!("{what} `{s}` is not a number")))
-        };
-        let (start, stop, step) = (num("start", start)?, num("stop", stop)?, num("step", step)?);
-        if step <= 0.0 {
-            return Err(bad("the step must be positive".into()));
-        }
-        if start > stop {
-            return Err(bad(format!("empty range: start {start} is after stop {stop}")));
-        }
-        // A tolerance keeps 0.5:5:0.5 inclusive of 5 despite binary rounding.
-        let count = ((stop - start) / step + 1e-9).floor() + 1.0;
-        if count > MAX_AXIS_VALUES as f64 {
-            return Err(bad(format!("{count} values; at most {MAX_AXIS_VALUES} per parameter")));
-        }
-        // Values are rounded to 10 decimals so that 0.1 steps read 0.3, not 0.30000000000000004.
-        (0..count as usize).map(|i| ((start + i as f64 * step) * 1e10).round() / 1e10).collect::<Vec<_>>()
-    } else {
-        let items: Vec<&str> = text.split(',').map(str::trim).collect();
-        if items.iter().any(|s| s.is_empty()) {
-            return Err(bad("empty value in the list".into()));
-        }
-        items.iter().map(|s| spec.parse(s)).collect::<Result<Vec<_>, _>>()?
-    };
-    for &v in &values {
-        spec.check(v)?;
-    }
-    let mut sorted = values.clone();
-    sorted.sort_by(f64::total_cmp);
-    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-        return Err(bad(format!("{} is listed twice", spec.format(w[0]))));
-    }
-    Ok(values)
-}

@@ -83,7 +83,7 @@ pub fn walk_forward(
         let history = data.slice(0..test_end);
         let bank = IndicatorBank::new(&history, dispatcher);
         let axes: Vec<Vec<f64>> = best.values.iter().map(|&v| vec![v]).collect();
-        let book = SignalBook::build(&bank, spec.strategy, &axes)?.with_bars_per_year(per_year);
+        let book = SignalBook::build(&bank, &spec.strategy, &axes)?.with_bars_per_year(per_year);
         let mut plan = book.plan(&vec![0; axes.len()]);
         plan.warmup = plan.warmup.max(test_start as u32);
         let test_report = simulate_detailed(&book, &plan, spec.fee).since(test_start);
@@ -141,7 +141,7 @@ impl WalkForwardReport {
                 json!({
                     "train": [format_time(data.timestamps()[r.train.start]), format_time(data.timestamps()[r.train.end - 1])],
                     "test": [format_time(data.timestamps()[r.test.start]), format_time(data.timestamps()[r.test.end - 1])],
-                    "best": crate::output::row_json(spec.strategy, &r.best),
+                    "best": crate::output::row_json(&spec.strategy, &r.best),
                     "out_of_sample": r.test_report.metrics.to_json(),
                 })
             })

@@ -32,7 +32,7 @@ fn a_large_grid_has_readable_labels_a_zero_centred_scale_and_explained_grey_cell
     let periods: Vec<f64> = (5..105).map(f64::from).collect();
     let widths: Vec<f64> = (10..31).map(|i| f64::from(i) / 10.0).collect();
     let axes = vec![periods.clone(), widths.clone(), vec![10.0, 20.0], vec![2.0]];
-    let mut map = Heatmap::new(Strategy::BbAtr, &axes, None, None, "sharpe").unwrap();
+    let mut map = Heatmap::new(Strategy::parse("bb_atr").unwrap(), &axes, None, None, "sharpe").unwrap();
     let mut combo = 0;
     for (i, &p) in periods.iter().enumerate() {
         for (j, &k) in widths.iter().enumerate() {

@@ -22,7 +22,7 @@ fn data() -> Ohlcv {
 }
 
 fn bb_spec() -> SweepSpec {
-    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     spec.set_axis("bb_period", "10:40:10").unwrap();
     spec.set_axis("bb_std", "1.5,2,2.5").unwrap();
     spec.set_axis("atr_period", "7,14").unwrap();
@@ -93,10 +93,10 @@ fn rows_are_single_backtests_in_combo_order() {
         for k in [1.5, 2.0, 2.5] {
             for a in [7.0, 14.0] {
                 for m in [1.0, 2.0, 3.0] {
-                    let row = parse_row(Strategy::BbAtr, &csv[n + 1]).unwrap();
+                    let row = parse_row(&Strategy::parse("bb_atr").unwrap(), &csv[n + 1]).unwrap();
                     assert_eq!(row.combo, n as u64);
                     assert_eq!(row.values[..], [p, k, a, m], "combo {n}: the last parameter varies fastest");
-                    let want = backtest(&bank, Strategy::BbAtr, &[p, k, a, m], 0.001, None).unwrap().metrics;
+                    let want = backtest(&bank, &Strategy::parse("bb_atr").unwrap(), &[p, k, a, m], 0.001, None).unwrap().metrics;
                     let bits = |m: &Metrics| m.values().map(f64::to_bits);
                     assert_eq!(bits(&row.metrics), bits(&want), "combo {n}");
                     n += 1;
@@ -112,7 +112,7 @@ fn rows_are_single_backtests_in_combo_order() {
     assert_eq!(summary["workers"]["cpu"]["share"], 1.0);
     assert!(!dir.path().join("r.csv.parts").exists(), "the checkpoint is removed once the results are whole");
     // The best list is the top of a full sort (largest sharpe, ties to the lower combo).
-    let mut rows: Vec<_> = csv[1..].iter().map(|l| parse_row(Strategy::BbAtr, l).unwrap()).collect();
+    let mut rows: Vec<_> = csv[1..].iter().map(|l| parse_row(&Strategy::parse("bb_atr").unwrap(), l).unwrap()).collect();
     rows.sort_by(|a, b| b.metrics.sharpe.total_cmp(&a.metrics.sharpe).then(a.combo.cmp(&b.combo)));
     let best: Vec<u64> =
         summary["best"]["rows"].as_array().unwrap().iter().map(|r| r["combo"].as_u64().unwrap()).collect();
@@ -122,13 +122,13 @@ fn rows_are_single_backtests_in_combo_order() {
 #[test]
 fn combos_the_rules_refuse_are_skipped_but_keep_their_numbers() {
     let dir = tempfile::tempdir().unwrap();
-    let mut spec = SweepSpec::new(Strategy::MaCross);
+    let mut spec = SweepSpec::new(Strategy::parse("ma_cross").unwrap());
     spec.set_axis("fast", "10,20,30").unwrap();
     spec.set_axis("slow", "20,40").unwrap();
     let csv = lines(&run(&data(), &spec, &options(&dir.path().join("r.csv")), 1));
     let kept: Vec<(u64, f64, f64)> = csv[1..]
         .iter()
-        .map(|l| parse_row(Strategy::MaCross, l).unwrap())
+        .map(|l| parse_row(&Strategy::parse("ma_cross").unwrap(), l).unwrap())
         .map(|r| (r.combo, r.values[1], r.values[2]))
         .collect();
     // Grid: (10,20) (10,40) (20,20) (20,40) (30,20) (30,40); fast ≥ slow is skipped.
@@ -138,7 +138,7 @@ fn combos_the_rules_refuse_are_skipped_but_keep_their_numbers() {
 /// A grid of 320 combos in chunks of 64, so that it has several chunks.
 fn many_chunks() -> (Ohlcv, SweepSpec) {
     let d = data();
-    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     spec.chunk_size = Some(64);
     spec.set_axis("bb_period", "10,20").unwrap();
     spec.set_axis("atr_period", "7,14").unwrap();
@@ -188,7 +188,7 @@ fn bytes_do_not_depend_on_threads_shards_or_sampling() {
     let grid_rows = lines(&whole);
     let mut last = None;
     for row in &a[1..] {
-        let combo = threadx_sweep::parse_row(Strategy::BbAtr, row).unwrap().combo;
+        let combo = threadx_sweep::parse_row(&Strategy::parse("bb_atr").unwrap(), row).unwrap().combo;
         assert!(last.is_none_or(|l| combo > l), "sorted and distinct");
         last = Some(combo);
         assert_eq!(row, &grid_rows[combo as usize + 1], "a sampled combo's row is its grid row");
@@ -355,8 +355,8 @@ fn a_samples_book_holds_only_its_own_combos_and_gives_the_grids_metrics() {
     let d = data();
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
-    for strategy in Strategy::ALL {
-        let grid_spec = SweepSpec::default_grid(strategy);
+    for strategy in Strategy::builtins() {
+        let grid_spec = SweepSpec::default_grid(strategy.clone());
         let mut sample_spec = grid_spec.clone();
         sample_spec.sample = Some(Sample { n: 12, seed: 3 });
         let (grid_bank, sample_bank) = (IndicatorBank::new(&d, &dispatcher), IndicatorBank::new(&d, &dispatcher));
@@ -365,7 +365,7 @@ fn a_samples_book_holds_only_its_own_combos_and_gives_the_grids_metrics() {
         // Each combo reads at most three series (bb_atr: middle band, deviation, ATR).
         assert!(sample_bank.computations() <= 3 * 12, "{strategy}: {}", sample_bank.computations());
         assert!(sample_bank.computations() <= grid_bank.computations(), "{strategy}");
-        if strategy != Strategy::RsiReversion {
+        if *strategy != Strategy::parse("rsi_reversion").unwrap() {
             // (rsi_reversion's grid has only 5 series.)
             assert!(sample_bank.computations() < grid_bank.computations(), "{strategy}");
         }
@@ -382,7 +382,7 @@ fn a_samples_book_holds_only_its_own_combos_and_gives_the_grids_metrics() {
 
 /// The 10^12-combo grid (1,000 values of each bb_atr parameter).
 fn trillion() -> SweepSpec {
-    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     for (name, values) in
         [("bb_period", "2:1001:1"), ("bb_std", "0.01:10:0.01"), ("atr_period", "1:1000:1"), ("atr_mult", "0.1:100:0.1")]
     {
@@ -436,7 +436,7 @@ fn rows_in_memory_are_the_files_rows_and_a_cancel_stops_between_chunks() {
         .unwrap();
     let mut text = String::new();
     for (&combo, m) in rows.combos.iter().zip(&rows.metrics) {
-        threadx_sweep::write_row(&mut text, Strategy::BbAtr, combo, &sweep.book().combo_values(combo), m);
+        threadx_sweep::write_row(&mut text, &Strategy::parse("bb_atr").unwrap(), combo, &sweep.book().combo_values(combo), m);
     }
     assert_eq!(text.lines().collect::<Vec<_>>(), file[1..], "the same rows as the CSV");
     let chunks = sweep.combos().chunks();

@@ -9,7 +9,7 @@ fn err(spec: &mut SweepSpec, name: &str, text: &str) -> String {
 
 #[test]
 fn lists_and_inclusive_ranges() {
-    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     spec.set_axis("bb_period", "10:50:5").unwrap();
     spec.set_axis("bb_std", "1.5,2,2.5").unwrap();
     spec.set_axis("atr_mult", "0.1:0.5:0.1").unwrap();
@@ -22,17 +22,17 @@ fn lists_and_inclusive_ranges() {
     // A range that does not land on its stop ends before it.
     spec.set_axis("bb_period", "10:20:4").unwrap();
     assert_eq!(spec.axes()[0], [10.0, 14.0, 18.0]);
-    let mut ma = SweepSpec::new(Strategy::MaCross);
+    let mut ma = SweepSpec::new(Strategy::parse("ma_cross").unwrap());
     ma.set_axis("ma_type", "sma, EMA").unwrap();
     assert_eq!(ma.axes()[0], [0.0, 1.0]);
 }
 
 #[test]
 fn bad_grids_are_refused_with_the_reason() {
-    let mut spec = SweepSpec::new(Strategy::BbAtr);
+    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     assert_eq!(
         err(&mut spec, "bb_perid", "10"),
-        "bb_atr: unknown parameter `bb_perid` (known: bb_period, bb_std, atr_period, atr_mult)"
+        "bb_atr: unknown parameter `bb_perid` (known: bb_period, bb_std, atr_period, atr_mult; did you mean 'bb_period'?)"
     );
     assert_eq!(err(&mut spec, "bb_period", "50:10:5"), "bb_period=50:10:5: empty range: start 50 is after stop 10");
     assert_eq!(err(&mut spec, "bb_period", "10:50:0"), "bb_period=10:50:0: the step must be positive");
@@ -48,7 +48,7 @@ fn bad_grids_are_refused_with_the_reason() {
     assert_eq!(err(&mut spec, "bb_std", "2,,3"), "bb_std=2,,3: empty value in the list");
     assert_eq!(err(&mut spec, "bb_std", "two"), "bb_std=two: not a number (expected > 0 and ≤ 10)");
     assert!(err(&mut spec, "bb_period", "2:100000000:1").contains("at most 1000000 per parameter"));
-    let mut ma = SweepSpec::new(Strategy::MaCross);
+    let mut ma = SweepSpec::new(Strategy::parse("ma_cross").unwrap());
     assert_eq!(
         err(&mut ma, "ma_type", "0:1:1"),
         "ma_type=0:1:1: a range needs numbers; list the names instead (one of sma, ema)"
@@ -56,11 +56,11 @@ fn bad_grids_are_refused_with_the_reason() {
     // The spec as a whole.
     ma.set_axis("fast", "50,60").unwrap();
     ma.set_axis("slow", "20,30").unwrap();
-    assert_eq!(ma.check().unwrap_err().to_string(), "ma_cross: fast (50) must be shorter than slow (20)");
-    let mut fee = SweepSpec::new(Strategy::BbAtr);
+    assert_eq!(ma.check().unwrap_err().to_string(), "ma_cross: fast=50, slow=20 breaks the rule `require = \"fast < slow\"`");
+    let mut fee = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     fee.fee = -0.001;
     assert!(fee.check().unwrap_err().to_string().starts_with("fee -0.001 is outside [0, 1)"));
-    let mut random = SweepSpec::default_grid(Strategy::BbAtr);
+    let mut random = SweepSpec::default_grid(Strategy::parse("bb_atr").unwrap());
     random.sample = Some(threadx_sweep::Sample { n: 10_001, seed: 1 });
     assert_eq!(
         random.check().unwrap_err().to_string(),
@@ -70,9 +70,9 @@ fn bad_grids_are_refused_with_the_reason() {
 
 #[test]
 fn the_default_grid_has_ten_thousand_bb_atr_combos() {
-    assert_eq!(SweepSpec::default_grid(Strategy::BbAtr).grid_len().unwrap(), 10_000);
-    for s in Strategy::ALL {
-        SweepSpec::default_grid(s).check().unwrap();
+    assert_eq!(SweepSpec::default_grid(Strategy::parse("bb_atr").unwrap()).grid_len().unwrap(), 10_000);
+    for s in Strategy::builtins() {
+        SweepSpec::default_grid(s.clone()).check().unwrap();
     }
 }
 
@@ -92,7 +92,7 @@ fn toml_configs() {
         "#,
     )
     .unwrap();
-    assert_eq!(spec.strategy, Strategy::RsiReversion);
+    assert_eq!(spec.strategy, Strategy::parse("rsi_reversion").unwrap());
     assert_eq!(spec.fee, 0.0005);
     assert_eq!(spec.axes()[0], [7.0, 14.0, 21.0]);
     assert_eq!(spec.axes()[1], [20.0, 25.5]);
@@ -101,7 +101,7 @@ fn toml_configs() {
     let wf = SweepSpec::from_toml("[walk_forward]\ntrain = 100\ntest = 20\n").unwrap();
     assert_eq!(wf.walk_forward, Some(WalkForward { train: 100, test: 20, step: 20 }));
     for (text, message) in [
-        ("strategy = \"nope\"", "unknown strategy `nope` (known: bb_atr, ma_cross, rsi_reversion)"),
+        ("strategy = \"nope\"", "unknown strategy `nope` (known: bb_atr, ma_cross, rsi_reversion, or a rule file such as my_strategy.toml)"),
         (
             "colour = 1",
             "config: unknown key `colour` (known: strategy, fee, periods_per_year, chunk_size, grid, random, walk_forward)",

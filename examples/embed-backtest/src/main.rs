@@ -19,9 +19,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bank = IndicatorBank::new(&data, &dispatcher);
 
     // A grid: one list of values per parameter, in the strategy's schema order.
-    let strategy = Strategy::BbAtr;
+    let strategy = Strategy::parse("bb_atr").unwrap();
     let axes = vec![vec![10.0, 20.0, 30.0, 40.0], vec![1.5, 2.0, 2.5], vec![14.0], vec![1.0, 2.0, 3.0]];
-    let book = SignalBook::build(&bank, strategy, &axes)?;
+    let book = SignalBook::build(&bank, &strategy, &axes)?;
     // Combo n of the grid: the Cartesian product, the last parameter varying fastest.
     let plans: Vec<_> = (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect();
     let run = Backtester::new(&book, 0.001)?.run(&dispatcher, &plans);
@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The best combo again, with its trades.
     let best = values_of(ranked[0].0);
-    let report = backtest(&bank, strategy, &best, 0.001, None)?;
+    let report = backtest(&bank, &strategy, &best, 0.001, None)?;
     println!("first trades of {}:", strategy.describe(&best));
     for t in report.trades.iter().take(5) {
         println!(

@@ -14,7 +14,7 @@ mod program;
 
 pub(crate) use eval::{Bound, Eval, Op, Price, SeriesKey, SeriesTable, fill_rows, indicators_of};
 pub(crate) use file::StrategyFile;
-pub(crate) use program::{Rule, did_you_mean};
+pub(crate) use program::{Rule, nearest};
 pub use program::RuleKind;
 use functions::FUNCTIONS;
 

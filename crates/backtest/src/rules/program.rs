@@ -86,20 +86,28 @@ pub(crate) struct Rule {
     node: Node,
     /// Indices of the parameters the rule reads, ascending.
     pub deps: Vec<usize>,
+    /// Those of `deps` that decide which series the rule reads (periods, lookbacks,
+    /// `if` conditions, called choices): the others only scale or compare them.
+    pub shape: Vec<usize>,
 }
 
 fn err<T>(message: impl Into<String>, span: Range<usize>) -> Result<T, ExprError> {
     Err(ExprError { message: message.into(), span })
 }
 
-/// ` (did you mean 'x'?)` when a known name is close to `name`.
-pub(crate) fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+/// The known name nearest to `name`, if one is near enough to be a typo of it.
+pub(crate) fn nearest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     known
         .into_iter()
         .map(|k| (strsim::damerau_levenshtein(name, k), k))
         .filter(|&(d, k)| (d <= 2.max(k.len() / 4) && d < k.len()) || (name.len() > 2 && name.starts_with(k)))
         .min()
-        .map_or_else(String::new, |(_, k)| format!(" (did you mean '{k}'?)"))
+        .map(|(_, k)| k)
+}
+
+/// ` (did you mean 'x'?)` when a known name is near `name`.
+pub(crate) fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    nearest(name, known).map_or_else(String::new, |k| format!(" (did you mean '{k}'?)"))
 }
 
 struct Checker<'a> {
@@ -300,8 +308,9 @@ impl Rule {
         if ty.per_bar && !per_bar_allowed {
             return err(format!("`{}` may read only numbers and parameters, not per-bar values", kind.name()), node.span);
         }
-        let deps = (0..params.len()).filter(|&i| ty.deps >> i & 1 == 1).collect();
-        Ok(Self { kind, text: text.to_owned(), node, deps })
+        let bits = |mask: u64| (0..params.len()).filter(|&i| mask >> i & 1 == 1).collect();
+        let shape = bits(shape_deps(&node, params));
+        Ok(Self { kind, text: text.to_owned(), node, deps: bits(ty.deps), shape })
     }
 
     /// The rule with parameter values in place (`values` in schema order; only the
@@ -309,6 +318,50 @@ impl Rule {
     /// fit (a period below 1, a lookback into the future).
     pub(crate) fn bind(&self, values: &[f64], params: &[ParamSpec]) -> Result<Bound, String> {
         bind(&self.node, values, params, &self.text)
+    }
+}
+
+/// The parameters anywhere in `node`.
+fn params_in(node: &Node, params: &[ParamSpec]) -> u64 {
+    let sub = |n: &Node| params_in(n, params);
+    match &node.kind {
+        NodeKind::Number(_) => 0,
+        NodeKind::Name(name) => params.iter().position(|p| &p.name == name).map_or(0, |i| 1 << i),
+        NodeKind::Neg(a) | NodeKind::Not(a) => sub(a),
+        NodeKind::Binary(_, a, b) | NodeKind::Ago(a, b) => sub(a) | sub(b),
+        NodeKind::Call { name, args, .. } => {
+            let callee = params.iter().position(|p| &p.name == name).map_or(0, |i| 1 << i);
+            args.iter().fold(callee, |m, a| m | sub(a))
+        }
+    }
+}
+
+/// The parameters that decide which series `node` reads (see [`Rule::shape`]).
+fn shape_deps(node: &Node, params: &[ParamSpec]) -> u64 {
+    let sub = |n: &Node| shape_deps(n, params);
+    match &node.kind {
+        NodeKind::Number(_) | NodeKind::Name(_) => 0,
+        NodeKind::Neg(a) | NodeKind::Not(a) => sub(a),
+        NodeKind::Binary(_, a, b) => sub(a) | sub(b),
+        NodeKind::Ago(x, k) => sub(x) | params_in(k, params),
+        NodeKind::Call { name, args, .. } => {
+            let (callee, f) = match params.iter().position(|p| &p.name == name) {
+                Some(i) => {
+                    let first = match &params[i].kind {
+                        ParamKind::Choice(choices) => choices.first().and_then(|c| function(c)),
+                        _ => None,
+                    };
+                    (1 << i, first)
+                }
+                None => (0, function(name)),
+            };
+            let Some(f) = f else { return callee };
+            let wanted = &f.args[f.args.len().saturating_sub(args.len())..];
+            args.iter().zip(wanted).fold(callee, |m, (arg, want)| {
+                let decides = matches!(want, Arg::Period) || (f.name == "if" && matches!(want, Arg::Cond));
+                m | sub(arg) | if decides { params_in(arg, params) } else { 0 }
+            })
+        }
     }
 }
 

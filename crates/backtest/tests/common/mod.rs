@@ -11,7 +11,7 @@ use threadx_indicators::{IndicatorBank, Ohlcv};
 pub fn cpu_book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
     let dir = tempfile::tempdir().unwrap();
     let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
-    SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).unwrap()
+    SignalBook::build(&IndicatorBank::new(data, &dispatcher), &strategy, axes).unwrap()
 }
 
 /// `count` values from `start` in steps of `step`.
