@@ -392,11 +392,13 @@ impl<'a> Eval<'a> {
                 out.iter_mut().for_each(|v| *v = v.abs());
             }
             Eval::Binary(op, a, b) if !op.is_comparison() && !matches!(op, Op::And | Op::Or) => {
-                a.number(t0, n, out);
-                let mut right = [0.0; BLOCK];
-                b.number(t0, n, &mut right);
-                for (v, r) in out.iter_mut().zip(right) {
-                    *v = op.number(*v, r);
+                let (mut left, mut right) = ([0.0; BLOCK], [0.0; BLOCK]);
+                let (left, right) = (a.block(t0, n, &mut left), b.block(t0, n, &mut right));
+                match op {
+                    Op::Add => out.iter_mut().zip(left).zip(right).for_each(|((v, l), r)| *v = l + r),
+                    Op::Sub => out.iter_mut().zip(left).zip(right).for_each(|((v, l), r)| *v = l - r),
+                    Op::Mul => out.iter_mut().zip(left).zip(right).for_each(|((v, l), r)| *v = l * r),
+                    _ => out.iter_mut().zip(left).zip(right).for_each(|((v, l), r)| *v = op.number(*l, *r)),
                 }
             }
             Eval::If(c, a, b) => {
@@ -419,21 +421,35 @@ impl<'a> Eval<'a> {
         }
     }
 
+    /// The values at bars `t0..t0 + 64`: read in place from a series when they all
+    /// exist there, else computed into `buffer`.
+    fn block<'s>(&'s self, t0: usize, n: usize, buffer: &'s mut Block) -> &'s [f64] {
+        match self {
+            Eval::Series(values, shift) if t0 >= *shift && t0 + BLOCK <= n => &values[t0 - shift..][..BLOCK],
+            _ => {
+                self.number(t0, n, buffer);
+                buffer
+            }
+        }
+    }
+
     /// Bit i: whether the condition holds at bar t0 + i.
     fn truth(&self, t0: usize, n: usize) -> u64 {
         match self {
             Eval::Not(a) => !a.truth(t0, n),
-            Eval::Binary(Op::And, a, b) => a.truth(t0, n) & b.truth(t0, n),
-            Eval::Binary(Op::Or, a, b) => a.truth(t0, n) | b.truth(t0, n),
+            // Both sides are free of effects: a decided block skips the other side.
+            Eval::Binary(Op::And, a, b) => match a.truth(t0, n) {
+                0 => 0,
+                m => m & b.truth(t0, n),
+            },
+            Eval::Binary(Op::Or, a, b) => match a.truth(t0, n) {
+                u64::MAX => u64::MAX,
+                m => m | b.truth(t0, n),
+            },
             Eval::Binary(op, a, b) if op.is_comparison() => {
                 let (mut left, mut right) = ([0.0; BLOCK], [0.0; BLOCK]);
-                a.number(t0, n, &mut left);
-                b.number(t0, n, &mut right);
-                let mut mask = 0u64;
-                for (i, (l, r)) in left.into_iter().zip(right).enumerate() {
-                    mask |= u64::from(op.truth(l, r)) << i;
-                }
-                mask
+                let (left, right) = (a.block(t0, n, &mut left), b.block(t0, n, &mut right));
+                compare(*op, left, right)
             }
             Eval::If(c, a, b) => {
                 let mask = c.truth(t0, n);
@@ -467,6 +483,27 @@ impl<'a> Eval<'a> {
         }
         out.truncate(n);
         out
+    }
+}
+
+/// Bit i: `op(left[i], right[i])`, for 64 values each.
+#[inline(always)]
+fn compare(op: Op, left: &[f64], right: &[f64]) -> u64 {
+    #[inline(always)]
+    fn bits(left: &[f64], right: &[f64], f: impl Fn(f64, f64) -> bool) -> u64 {
+        let mut flags = [false; BLOCK];
+        for ((flag, &l), &r) in flags.iter_mut().zip(left).zip(right) {
+            *flag = f(l, r);
+        }
+        flags.iter().enumerate().fold(0, |mask, (i, &f)| mask | u64::from(f) << i)
+    }
+    match op {
+        Op::Lt => bits(left, right, |l, r| l < r),
+        Op::Le => bits(left, right, |l, r| l <= r),
+        Op::Gt => bits(left, right, |l, r| l > r),
+        Op::Ge => bits(left, right, |l, r| l >= r),
+        Op::Eq => bits(left, right, |l, r| l == r),
+        _ => bits(left, right, |l, r| l != r),
     }
 }
 
