@@ -309,6 +309,12 @@ impl BookLayout {
         &self.indicators
     }
 
+    /// Rows of the family of rule `kind` (1 for a rule that reads no parameter, or a
+    /// family without a rule; 0 for `require`, which has no rows).
+    pub fn rows_of(&self, kind: RuleKind) -> u64 {
+        FAMILIES.iter().position(|&k| k == kind).map_or(0, |f| self.rows[f].len())
+    }
+
     /// Entry and exit bit rows.
     pub fn decision_rows(&self) -> u64 {
         self.rows[ENTRY].len() + self.rows[EXIT].len()

@@ -25,6 +25,7 @@ mod devices;
 mod indicators;
 mod monitor;
 mod profile;
+mod strategy;
 mod sweep;
 
 use anyhow::Result;
@@ -88,11 +89,12 @@ enum Command {
         /// A CSV file or synthetic:bars=N,seed=S[,market=fx].
         #[arg(long, default_value = "synthetic", long_help = data_help())]
         data: String,
-        /// bb_atr, ma_cross or rsi_reversion (--help lists their parameters).
+        /// bb_atr, ma_cross, rsi_reversion or a rule file FILE.toml (--help lists the parameters).
         #[arg(
             long,
             default_value = "bb_atr",
-            long_help = "bb_atr, ma_cross or rsi_reversion (their parameters are listed below)"
+            long_help = "bb_atr, ma_cross, rsi_reversion (their parameters are listed below) or your own rule \
+                         file, e.g. --strategy donchian.toml (see `threadx strategy`)"
         )]
         strategy: String,
         /// A parameter, repeatable: --set bb_period=20 --set bb_std=2; others take their defaults.
@@ -118,6 +120,11 @@ enum Command {
     /// Sweep a strategy's parameters (grid, --random sample or --walk-forward) and write
     /// every combo's metrics, the best ones and a heatmap.
     Sweep(Box<sweep::SweepArgs>),
+    /// The built-in strategies, a strategy's rule file, and checking your own.
+    Strategy {
+        #[command(subcommand)]
+        action: strategy::StrategyAction,
+    },
     /// Join the results of every shard of a sweep (--shard I/N) into one file.
     Merge(sweep::MergeArgs),
     /// Time each worker (every GPU and the CPU) on a sample of a workload and save how
@@ -184,6 +191,7 @@ fn main() -> std::process::ExitCode {
             }),
         Command::Sweep(args) => mode(cli.device).and_then(|m| sweep::run(&args, m)),
         Command::Merge(args) => sweep::run_merge(&args),
+        Command::Strategy { action } => strategy::run(&action),
         Command::Balance(args) => balance::run(&args, cli.device),
         Command::Monitor(args) => monitor::run(&args),
     };

@@ -29,7 +29,7 @@ pub struct SweepArgs {
     /// A CSV file or synthetic:bars=N,seed=S[,market=fx].
     #[arg(long, default_value = "synthetic", long_help = crate::data_help())]
     data: String,
-    /// bb_atr, ma_cross or rsi_reversion (default: the config's, else bb_atr).
+    /// bb_atr, ma_cross, rsi_reversion or a rule file FILE.toml (default: the config's, else bb_atr).
     #[arg(long)]
     strategy: Option<String>,
     /// Values of one parameter, repeatable: a list (bb_std=1.5,2,2.5) or an inclusive range (bb_period=10:50:5).
