@@ -1,0 +1,321 @@
+//! Strategies written only as rule files (examples/strategies: a Donchian breakout, a
+//! trend-filtered RSI with a time exit, a MACD cross with a take-profit and a stop),
+//! checked against plain per-bar loops written here from the same definitions, on the CPU
+//! and on every adapter; and the rule language's refusals as a user sees them.
+
+#![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
+
+mod common;
+
+use common::metrics_of_equity;
+use threadx_backtest::{
+    BarTables, ComboPlan, ExitReason, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_detailed,
+};
+use threadx_dispatch::DeviceMode;
+use threadx_dispatch::testing::{adapters, dispatcher_in};
+use threadx_indicators::{Indicator, IndicatorBank, Ohlcv};
+
+const FEE: f64 = 0.001;
+
+fn example(name: &str) -> Strategy {
+    let path = format!("{}/../../examples/strategies/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    Strategy::load(&path).unwrap()
+}
+
+/// A strategy's decisions for one parameter set, as a plain loop reads them.
+struct Rules<'a> {
+    warmup: usize,
+    entry: Box<dyn Fn(usize) -> bool + 'a>,
+    exit: Box<dyn Fn(usize) -> bool + 'a>,
+    /// The level at the entry bar, if the strategy has one.
+    stop: Option<Box<dyn Fn(usize) -> f64 + 'a>>,
+    take_profit: Option<Box<dyn Fn(usize) -> f64 + 'a>>,
+    max_bars: usize,
+}
+
+type Trades = Vec<(usize, usize, ExitReason)>;
+
+/// Trades and equity by docs/strategies.md's rules, bar by bar in f64: long only, all
+/// cash in at the close, a fee per side, exits checked from the bar after the entry
+/// (stop, then take-profit, then the exit rule, then the time limit), no entry on the
+/// bar of an exit.
+fn plain_loop(close: &[f64], rules: &Rules<'_>) -> (Trades, Vec<f64>) {
+    let n = close.len();
+    let mut equity = vec![1.0; n];
+    let mut trades = Vec::new();
+    let mut cash = 1.0;
+    let mut t = rules.warmup;
+    equity[..t.min(n)].fill(cash);
+    while t < n {
+        if !(rules.entry)(t) {
+            equity[t] = cash;
+            t += 1;
+            continue;
+        }
+        let e = t;
+        let shares = cash / (close[e] * (1.0 + FEE));
+        equity[e] = shares * close[e];
+        let stop = rules.stop.as_ref().map_or(f64::NAN, |s| s(e));
+        let target = rules.take_profit.as_ref().map_or(f64::NAN, |s| s(e));
+        let mut exit = None;
+        for (x, &c) in close.iter().enumerate().skip(e + 1) {
+            let reason = if c <= stop {
+                Some(ExitReason::Stop)
+            } else if target > 0.0 && c >= target {
+                Some(ExitReason::TakeProfit)
+            } else if (rules.exit)(x) {
+                Some(ExitReason::Signal)
+            } else if rules.max_bars > 0 && x - e >= rules.max_bars {
+                Some(ExitReason::MaxBars)
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                exit = Some((x, reason));
+                break;
+            }
+            equity[x] = shares * c;
+        }
+        match exit {
+            Some((x, reason)) => {
+                cash = shares * close[x] * (1.0 - FEE);
+                equity[x] = cash;
+                trades.push((e, x, reason));
+                t = x + 1;
+            }
+            None => {
+                trades.push((e, n - 1, ExitReason::OpenAtEnd));
+                t = n;
+            }
+        }
+    }
+    (trades, equity)
+}
+
+/// The max (or min) of `x[t - n ..= t - 1]`, the n bars before t; NaN before bar n.
+fn channel(x: &[f64], n: usize, t: usize, max: bool) -> f64 {
+    if t < n {
+        return f64::NAN;
+    }
+    let window = &x[t - n..t];
+    if max { window.iter().copied().fold(f64::MIN, f64::max) } else { window.iter().copied().fold(f64::MAX, f64::min) }
+}
+
+/// Every indicator the plain rules read, from the bank (the values the indicator tests
+/// check against TA-Lib).
+struct Series {
+    data: Ohlcv,
+    dir: tempfile::TempDir,
+}
+
+impl Series {
+    fn new(source: &str) -> Self {
+        Self { data: Ohlcv::load(source).unwrap(), dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn get(&self, indicator: Indicator, output: usize) -> Vec<f64> {
+        let dispatcher = dispatcher_in(self.dir.path(), DeviceMode::Cpu);
+        IndicatorBank::new(&self.data, &dispatcher).get(&indicator).unwrap().output(output).to_vec()
+    }
+
+    fn book(&self, strategy: &Strategy, axes: &[Vec<f64>]) -> SignalBook {
+        let dispatcher = dispatcher_in(self.dir.path(), DeviceMode::Cpu);
+        SignalBook::build(&IndicatorBank::new(&self.data, &dispatcher), strategy, axes).unwrap()
+    }
+}
+
+/// The plain rules of each example file, written here from its definition.
+fn plain_rules<'a>(name: &str, s: &'a Series, v: &[f64], atr14: &'a [f64]) -> Rules<'a> {
+    let close = s.data.close();
+    match name {
+        "donchian" => {
+            let (n, m) = (v[0] as usize, v[1]);
+            let (high, low) = (s.data.high(), s.data.low());
+            Rules {
+                warmup: n.max(14),
+                entry: Box::new(move |t| close[t] > channel(high, n, t, true)),
+                exit: Box::new(move |t| close[t] < channel(low, n, t, false)),
+                stop: Some(Box::new(move |e| close[e] - m * atr14[e])),
+                take_profit: None,
+                max_bars: 0,
+            }
+        }
+        "trend_rsi" => {
+            let (trend, period, buy, sell, hold) = (v[0] as usize, v[1] as usize, v[2], v[3], v[4] as usize);
+            let sma = kept(s, Indicator::Sma { period: trend }, 0);
+            let rsi = kept(s, Indicator::Rsi { period }, 0);
+            Rules {
+                warmup: (trend - 1).max(period),
+                entry: Box::new(move |t| close[t] > sma[t] && rsi[t] < buy),
+                exit: Box::new(move |t| rsi[t] > sell),
+                stop: None,
+                take_profit: None,
+                max_bars: hold,
+            }
+        }
+        "macd_tp" => {
+            let (fast, slow, signal) = (v[0] as usize, v[1] as usize, v[2] as usize);
+            let (tp, sl) = (v[3], v[4]);
+            let macd = Indicator::Macd { fast, slow, signal };
+            let (line, sig) = (kept(s, macd, 0), kept(s, macd, 1));
+            let (line2, sig2) = (line, sig);
+            Rules {
+                warmup: (slow + signal - 1).max(14),
+                entry: Box::new(move |t| t >= 1 && line[t] > sig[t] && line[t - 1] <= sig[t - 1]),
+                exit: Box::new(move |t| t >= 1 && line2[t] < sig2[t] && line2[t - 1] >= sig2[t - 1]),
+                stop: Some(Box::new(move |e| close[e] - sl * atr14[e])),
+                take_profit: Some(Box::new(move |e| close[e] + tp * atr14[e])),
+                max_bars: 0,
+            }
+        }
+        other => panic!("no plain rules for {other}"),
+    }
+}
+
+/// An indicator's values for the rest of the test process (the rules' closures keep them).
+fn kept(s: &Series, indicator: Indicator, output: usize) -> &'static [f64] {
+    Vec::leak(s.get(indicator, output))
+}
+
+/// The examples with a small grid each.
+fn cases() -> Vec<(&'static str, Vec<Vec<f64>>)> {
+    vec![
+        ("donchian", vec![vec![5.0, 20.0, 55.0], vec![1.0, 2.5]]),
+        ("trend_rsi", vec![vec![50.0, 200.0], vec![7.0, 14.0], vec![30.0, 40.0], vec![55.0, 70.0], vec![5.0, 40.0]]),
+        ("macd_tp", vec![vec![8.0, 12.0], vec![21.0, 26.0], vec![5.0, 9.0], vec![1.5, 3.0], vec![1.0, 2.0]]),
+    ]
+}
+
+#[test]
+fn rule_files_trade_as_plain_loops_of_their_definitions() {
+    for source in ["synthetic:bars=4000,seed=31", "synthetic:bars=4000,seed=5,market=fx"] {
+        let series = Series::new(source);
+        let atr14 = kept(&series, Indicator::Atr { period: 14 }, 0);
+        for (name, axes) in cases() {
+            let strategy = example(name);
+            let book = series.book(&strategy, &axes);
+            let tables = BarTables::new(&book, FEE);
+            let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
+            let totals = simulate_cpu(&book, &tables, &plans);
+            let mut reasons = std::collections::BTreeSet::new();
+            for combo in 0..book.grid_len() {
+                let values = book.combo_values(combo);
+                let rules = plain_rules(name, &series, &values, atr14);
+                let (trades, equity) = plain_loop(series.data.close(), &rules);
+                let plan = &plans[combo as usize];
+                assert_eq!(plan.warmup as usize, rules.warmup, "{name} {values:?}: warm-up");
+                let report = simulate_detailed(&book, plan, FEE);
+                let got: Trades = report.trades.iter().map(|t| (t.entry_bar, t.exit_bar, t.reason)).collect();
+                assert_eq!(got, trades, "{source} {name} {}", strategy.describe(&values));
+                reasons.extend(trades.iter().map(|t| t.2.name()));
+                let closed = trades.iter().filter(|t| t.2 != ExitReason::OpenAtEnd).count() as u32;
+                let wins = report.trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd && t.return_ > 0.0).count();
+                let n = series.data.len();
+                let held: usize =
+                    trades.iter().map(|&(e, x, r)| if r == ExitReason::OpenAtEnd { n - e } else { x - e }).sum();
+                let want = metrics_of_equity(&equity, trades.len() as u32, closed, wins as u32, held);
+                let m = totals[combo as usize].metrics(book.bars(), book.bars_per_year());
+                assert_eq!((m.trades, m.closed_trades), (want.trades, want.closed_trades), "{name} {values:?}");
+                for (metric, got, want) in [
+                    ("total_return", m.total_return, want.total_return),
+                    ("max_drawdown", m.max_drawdown, want.max_drawdown),
+                    ("sharpe", m.sharpe, want.sharpe),
+                    ("exposure", m.exposure, want.exposure),
+                ] {
+                    let close = (got - want).abs() <= 1e-9 * want.abs().max(1.0) || (got.is_nan() && want.is_nan());
+                    assert!(close, "{name} {values:?} {metric}: {got} vs {want}");
+                }
+            }
+            let trades: u32 = totals.iter().map(|t| t.trades).sum();
+            println!("{source} {name}: {} combos, {trades} trades, exits {reasons:?}", plans.len());
+            assert!(trades as usize > 5 * plans.len(), "{name} trades ({trades})");
+            let expected: &[&str] = match name {
+                "donchian" => &["signal", "stop"],
+                "trend_rsi" => &["max_bars", "signal"],
+                _ => &["signal", "stop", "take_profit"],
+            };
+            for reason in expected {
+                assert!(reasons.contains(reason), "{source} {name}: some exit by {reason} ({reasons:?})");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_totals_of_rule_files_are_the_cpus_bits_on_every_adapter() {
+    for source in ["synthetic:bars=12000,seed=8", "synthetic:bars=6000,seed=2,market=fx"] {
+        let series = Series::new(source);
+        for (name, axes) in cases() {
+            let book = series.book(&example(name), &axes);
+            let tables = BarTables::new(&book, FEE);
+            let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
+            let cpu = simulate_cpu(&book, &tables, &plans);
+            for ctx in adapters() {
+                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap();
+                println!("{source} {name}: {} combos on {}", plans.len(), ctx.report().label());
+                assert_eq!(cpu, gpu, "{source} {name} on {}", ctx.report().label());
+            }
+        }
+    }
+}
+
+#[test]
+fn no_decision_reads_a_later_bar() {
+    // Bars after k must not change a trade closed by bar k: the rules only look back.
+    let full = Series::new("synthetic:bars=3000,seed=12");
+    let k = 1800;
+    let cut = Series { data: full.data.slice(0..k), dir: tempfile::tempdir().unwrap() };
+    for (name, axes) in cases() {
+        let strategy = example(name);
+        let (a, b) = (full.book(&strategy, &axes), cut.book(&strategy, &axes));
+        for combo in 0..a.grid_len() {
+            let closed_before = |book: &SignalBook| -> Trades {
+                simulate_detailed(book, &book.combo_plan(combo), FEE)
+                    .trades
+                    .iter()
+                    .filter(|t| t.reason != ExitReason::OpenAtEnd && t.exit_bar < k - 1)
+                    .map(|t| (t.entry_bar, t.exit_bar, t.reason))
+                    .collect()
+            };
+            assert_eq!(closed_before(&a), closed_before(&b), "{name} combo {combo}");
+        }
+    }
+}
+
+#[test]
+fn mistakes_in_a_rule_file_point_at_the_text() {
+    let base = std::fs::read_to_string(format!("{}/../../examples/strategies/donchian.toml", env!("CARGO_MANIFEST_DIR")))
+        .unwrap();
+    let err = |from: &str, to: &str| {
+        assert!(base.contains(from), "{from}");
+        Strategy::from_toml(&base.replacen(from, to, 1), "donchian.toml").unwrap_err().to_string()
+    };
+    let typo = err("atr(14)", "atrr(14)");
+    assert!(typo.starts_with("donchian.toml:14:22: rule `stop`: unknown function 'atrr' (did you mean 'atr'?)"), "{typo}");
+    assert!(typo.ends_with("14 | stop  = \"close - m * atrr(14)\"\n   |                      ^^^^"), "{typo}");
+    let future = err("highest(high, n)[1]", "highest(high, n)[-1]");
+    assert!(future.contains("rule `entry`: `highest(high, n)[-1]` looks 1 bar(s) into the future"), "{future}");
+    assert!(future.contains("^^"), "{future}");
+    assert!(err("kind = \"float\"", "kind = \"real\"").contains("unknown kind `real`"));
+    assert!(err("n = {", "m2 = {").contains("unknown name 'n'"));
+    // A lookback whose length is a parameter is refused at the value that reaches ahead.
+    let strategy = Strategy::from_toml(&base.replacen("highest(high, n)[1]", "highest(high, n)[m - 2]", 1), "x.toml").unwrap();
+    let e = strategy.params(&[("m", "1")]).unwrap_err().to_string();
+    assert_eq!(e, "donchian: rule `entry`: `highest(high, n)[m - 2]` with m - 2=-1 does not look back a whole number of bars (lookahead refused)");
+    assert!(strategy.params(&[("m", "3")]).is_ok());
+}
+
+#[test]
+fn built_in_strategies_are_rule_files_that_read_back_the_same() {
+    for s in Strategy::builtins() {
+        assert!(s.is_builtin());
+        let again = Strategy::from_toml(s.source(), "copy.toml").unwrap();
+        assert_eq!(again.schema(), s.schema());
+        assert_eq!(again.default_axes(), s.default_axes());
+        assert!(!again.is_builtin());
+    }
+    let bb = Strategy::parse("bb_atr").unwrap();
+    assert_eq!(bb.depends_on(threadx_backtest::RuleKind::Exit), ["bb_period"]);
+    assert_eq!(bb.depends_on(threadx_backtest::RuleKind::Entry), ["bb_period", "bb_std"]);
+    assert_eq!(bb.depends_on(threadx_backtest::RuleKind::Stop), ["atr_period", "atr_mult"]);
+}
