@@ -421,3 +421,83 @@ fn monitor_prints_samples_and_writes_its_history_and_plot() {
         assert!(text(&out.stderr).contains(why), "{flags:?}: {}", text(&out.stderr));
     }
 }
+
+#[test]
+fn strategy_list_show_and_check() {
+    let list = threadx(&["strategy", "list"], &[]);
+    assert!(list.status.success());
+    let list = text(&list.stdout);
+    for name in ["bb_atr  Enter when close < lower Bollinger band", "ma_cross  ", "rsi_reversion  ", "    atr_mult=2  stop distance"] {
+        assert!(list.contains(name), "{list}");
+    }
+    let show = text(&threadx(&["strategy", "show", "rsi_reversion"], &[]).stdout);
+    assert!(show.starts_with("# built-in rsi_reversion.toml\n"), "{show}");
+    assert!(show.contains("stop = \"if(atr_mult > 0, close - atr_mult * atr(atr_period), nan)\""), "{show}");
+    assert!(show.contains("#   highest(x, n)"), "{show}");
+
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/strategies");
+    let file = format!("{examples}/donchian.toml");
+    let check = threadx(&["strategy", "check", &file, "--grid", "n=10,20", "--grid", "m=1:3:1"], &[]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let check = text(&check.stdout);
+    for line in [
+        "donchian (",
+        "  entry        close > highest(high, n)[1]\n               reads n; 2 rows",
+        "  stop         close - m * atr(14)\n               reads m; 3 rows",
+        "grid: 2 × 3 = 6 combos",
+        "book: 4 decision rows, 4 stop/take-profit levels, 1 indicator series (atr_14)",
+        "warm-up: 14 bars (n=10,m=1) with the smallest values, 20 bars (n=20,m=3) with the largest",
+    ] {
+        assert!(check.contains(line), "{line}\n---\n{check}");
+    }
+    let trend = text(&threadx(&["strategy", "check", &format!("{examples}/trend_rsi.toml")], &[]).stdout);
+    assert!(trend.contains("grid: 2 × 2 × 3 × 2 × 2 = 48 combos (48 pass `require`)"), "{trend}");
+
+    // A mistake: the place, a caret, a suggestion, and a failing exit status.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "name = \"bad\"\n[rules]\nentry = \"close > smaa(20)\"\n").unwrap();
+    for args in [&["strategy", "check"][..], &["backtest", "--strategy"][..], &["sweep", "--strategy"][..]] {
+        let mut args = args.to_vec();
+        args.push(bad.to_str().unwrap());
+        let out = threadx(&args, &[]);
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("bad.toml:3:18: rule `entry`: unknown function 'smaa' (did you mean 'sma'?)")
+                && stderr.contains("3 | entry = \"close > smaa(20)\"\n  |                  ^^^^"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let missing = text(&threadx(&["backtest", "--strategy", "nowhere.toml"], &[]).stderr);
+    assert!(missing.contains("strategy file nowhere.toml: No such file or directory"), "{missing}");
+}
+
+#[test]
+fn a_rule_file_backtests_and_sweeps_the_same_on_every_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/strategies/macd_tp.toml");
+    let mut outs = Vec::new();
+    for device in ["cpu", "gpu"] {
+        let out_file = dir.path().join(format!("{device}.csv"));
+        let out = threadx(
+            &["--device", device, "sweep", "--quiet", "--strategy", file, "--data", "synthetic:bars=5000,seed=4", "--out", out_file.to_str().unwrap()],
+            &[],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        outs.push(std::fs::read_to_string(&out_file).unwrap());
+    }
+    assert_eq!(outs[0], outs[1]);
+    assert_eq!(outs[0].lines().count(), 1 + 48, "the file's own grid: 48 combos");
+    assert!(outs[0].starts_with("combo,fast,slow,signal,tp,sl,total_return,"));
+    let summary = std::fs::read_to_string(dir.path().join("cpu.json")).unwrap();
+    assert!(summary.contains("\"strategy_file\"") && summary.contains("\"rules\""), "{summary}");
+
+    let trades = dir.path().join("trades.csv");
+    let out = threadx(&["backtest", "--strategy", file, "--set", "tp=2", "--trades", trades.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let trades = std::fs::read_to_string(&trades).unwrap();
+    for reason in [",take_profit\n", ",stop\n", ",signal\n"] {
+        assert!(trades.contains(reason), "{reason}");
+    }
+}

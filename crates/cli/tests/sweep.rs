@@ -486,3 +486,36 @@ fn profile_prints_where_the_time_went_and_monitor_adds_telemetry() {
     let out = threadx(dir.path(), &["sweep", "--monitor-plot", "x.svg"]);
     assert!(!out.status.success() && text(&out.stderr).contains("--monitor"), "{}", text(&out.stderr));
 }
+
+/// Results of the built-in strategies written by the binary before they became rule files
+/// (commit 026e41a, `tests/golden/*.csv`): the rule files give the same bytes, on the CPU
+/// and on the GPU.
+#[test]
+fn built_in_rule_files_give_the_bytes_of_the_hand_written_strategies() {
+    let cases: [(&str, &[&str]); 3] = [
+        (
+            "bb_atr",
+            &["--data", "synthetic:bars=6000,seed=11", "--grid", "bb_period=5:50:15", "--grid", "bb_std=1,2.5", "--grid", "atr_period=1,14", "--grid", "atr_mult=0.5,4"],
+        ),
+        (
+            "ma_cross",
+            &["--data", "synthetic:bars=6000,seed=5,market=fx", "--grid", "ma_type=sma,ema", "--grid", "fast=2:30:7", "--grid", "slow=10:100:30"],
+        ),
+        (
+            "rsi_reversion",
+            &["--data", "synthetic:bars=6000,seed=3", "--grid", "rsi_period=2:20:6", "--grid", "rsi_low=20,40", "--grid", "rsi_high=40,70", "--grid", "atr_period=3,14", "--grid", "atr_mult=0,1.5"],
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (strategy, grid) in cases {
+        let golden = std::fs::read(format!("{}/tests/golden/{strategy}.csv", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        for device in ["cpu", "gpu"] {
+            let mut args = vec!["--device", device, "sweep", "--quiet", "--out", "r.csv", "--strategy", strategy];
+            args.extend(grid);
+            let out = threadx(dir.path(), &args);
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            let got = std::fs::read(dir.path().join("r.csv")).unwrap();
+            assert!(got == golden, "{strategy} on the {device}: the results differ from tests/golden/{strategy}.csv");
+        }
+    }
+}
