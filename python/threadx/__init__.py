@@ -42,6 +42,10 @@ __all__ = [
 
 #: What the functions accept as market data.
 Data = Union[pd.DataFrame, Mapping[str, Any], str, "os.PathLike[str]"]
+#: A built-in strategy's name (``"bb_atr"``) or the path of a rule file (``"donchian.toml"``).
+StrategyName = Union[str, "os.PathLike[str]"]
+#: Why a trade ended, the categories of ``Backtest.trades["exit_reason"]``.
+EXIT_REASONS = ["signal", "stop", "take_profit", "max_bars", "open"]
 #: ``(done, total)`` combos, called after each chunk.
 ProgressCallback = Callable[[int, int], None]
 
@@ -97,20 +101,21 @@ class Backtest:
 
 def backtest(
     data: Data,
-    strategy: str = "bb_atr",
+    strategy: StrategyName = "bb_atr",
     fee: float = 0.001,
     *,
     periods_per_year: Optional[float] = None,
     device: Optional[str] = None,
     **params: Any,
 ) -> Backtest:
-    """One parameter set of a built-in strategy, e.g. ``backtest(df, "bb_atr",
-    bb_period=20, bb_std=2)``; parameters not given keep their defaults (see
-    ``strategies()``). ``fee`` is the cost per side as a fraction of traded value;
+    """One parameter set of a strategy, e.g. ``backtest(df, "bb_atr", bb_period=20,
+    bb_std=2)``: a built-in name (see ``strategies()``) or a rule file
+    (``backtest(df, "donchian.toml", n=30)``, docs/writing-strategies.md); parameters not
+    given keep their defaults. ``fee`` is the cost per side as a fraction of traded value;
     ``periods_per_year`` annualises the Sharpe ratio (default: from the timestamps)."""
     bars, index = _bars(data)
     pairs = [(name, _text(name, value)) for name, value in params.items()]
-    out = _threadx.backtest(bars, strategy, pairs, float(fee), _opt_float(periods_per_year), device)
+    out = _threadx.backtest(bars, os.fspath(strategy), pairs, float(fee), _opt_float(periods_per_year), device)
     raw = out["trades"]
     trades = pd.DataFrame(
         {
@@ -121,13 +126,13 @@ def backtest(
             "exit_bar": raw["exit_bar"],
             "exit_price": raw["exit_price"],
             "return": raw["return"],
-            "exit_reason": pd.Categorical(raw["exit_reason"], categories=["signal", "stop", "open"]),
+            "exit_reason": pd.Categorical(raw["exit_reason"], categories=EXIT_REASONS),
         },
     )
     trades.index.name = "trade"
     equity = pd.Series(out["equity"], index=index, name="equity", copy=False)
     return Backtest(
-        strategy=strategy,
+        strategy=os.fspath(strategy),
         params=out["params"],
         metrics=out["metrics"],
         trades=trades,
@@ -138,7 +143,7 @@ def backtest(
 
 def sweep(
     data: Data,
-    strategy: str = "bb_atr",
+    strategy: StrategyName = "bb_atr",
     grid: Optional[Mapping[str, Any]] = None,
     fee: float = 0.001,
     device: Optional[str] = None,
@@ -154,11 +159,11 @@ def sweep(
 ) -> pd.DataFrame:
     """Every combo of a parameter grid, one row per combo: index ``combo`` (the CLI's
     combo number), the parameters, then the metrics, the values of ``threadx sweep``'s
-    CSV.
+    CSV. ``strategy``: a built-in name or a rule file (``"donchian.toml"``).
 
     ``grid`` maps parameters to values: a list, a ``range``, a number, or the CLI's text
     (``"10:50:5"``, ``"1.5,2"``); parameters not named keep their defaults, and no grid
-    at all runs the strategy's built-in grid. ``random=N`` runs N distinct combos drawn
+    at all runs the strategy's own grid (its file's ``grid`` values). ``random=N`` runs N distinct combos drawn
     with ``seed``. ``walk_forward="train=BARS,test=BARS[,step=BARS]"`` returns one row
     per window instead (best combo by ``by`` in sample, its out-of-sample metrics).
     ``progress``: a bar (tqdm when installed, else text on stderr), False for none, or a
@@ -170,7 +175,7 @@ def sweep(
     try:
         out = _threadx.sweep(
             bars,
-            strategy,
+            os.fspath(strategy),
             axes,
             float(fee),
             device,
