@@ -219,7 +219,8 @@ fn backtest<'py>(
     let report = py.detach(move || -> PyResult<_> {
         let dispatcher = dispatcher(mode)?;
         let bank = IndicatorBank::new(&data, &dispatcher);
-        let report = threadx_backtest::backtest(&bank, &run_strategy, &run_values, fee, periods_per_year).map_err(value)?;
+        let report =
+            threadx_backtest::backtest(&bank, &run_strategy, &run_values, fee, periods_per_year).map_err(value)?;
         flush(&dispatcher);
         Ok(report)
     })?;

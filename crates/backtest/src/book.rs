@@ -258,9 +258,7 @@ impl BookLayout {
             let Some(rule) = strategy.compiled(kind) else { continue };
             // A sample's rows, or every binding of the deciding parameters' values.
             let bindings: Vec<ParamValues> = match &self.rows[f] {
-                RowSet::Only(numbers) => {
-                    numbers.iter().map(|&n| row_values(axes, &self.families[f], n)).collect()
-                }
+                RowSet::Only(numbers) => numbers.iter().map(|&n| row_values(axes, &self.families[f], n)).collect(),
                 RowSet::All(_) => {
                     let count: u64 = rule.shape.iter().map(|&a| axes[a].len() as u64).product();
                     (0..count).map(|n| row_values(axes, &rule.shape, n)).collect()
@@ -352,7 +350,7 @@ impl BookLayout {
 /// the columns of a user's own signals.
 #[derive(Debug)]
 enum Combos {
-    Grid(BookLayout),
+    Grid(Box<BookLayout>),
     Signals { columns: usize },
 }
 
@@ -533,7 +531,11 @@ impl SignalBook {
                             table.indicator(&indicator).expect("the table holds what the rules read").clone(),
                         ),
                         None => StopSeries::Levels(
-                            Eval::new(level, &table).values(bars).into_iter().map(|l| if l > 0.0 { l } else { 0.0 }).collect(),
+                            Eval::new(level, &table)
+                                .values(bars)
+                                .into_iter()
+                                .map(|l| if l > 0.0 { l } else { 0.0 })
+                                .collect(),
                         ),
                     });
                     (stop_series.len() - 1) as u32
@@ -545,7 +547,14 @@ impl SignalBook {
                 });
             }
         }
-        let mut book = Self::assemble(Combos::Grid(layout), data, close_and_returns(data), [entry, exit], stop_series, stops);
+        let mut book = Self::assemble(
+            Combos::Grid(Box::new(layout)),
+            data,
+            close_and_returns(data),
+            [entry, exit],
+            stop_series,
+            stops,
+        );
         book.levels = levels;
         book.warmups = warmups;
         book.max_bars = max_bars;
@@ -714,7 +723,14 @@ impl SignalBook {
                 warmup = warmup.max(self.warmups[f][rows[f]]);
             }
         }
-        ComboPlan { entry: rows[ENTRY] as u32, exit: rows[EXIT] as u32, stop, warmup, take_profit, max_bars: self.max_bars[row(MAX_BARS)] }
+        ComboPlan {
+            entry: rows[ENTRY] as u32,
+            exit: rows[EXIT] as u32,
+            stop,
+            warmup,
+            take_profit,
+            max_bars: self.max_bars[row(MAX_BARS)],
+        }
     }
 
     /// The plan of combo number `combo` of the grid of the axes, in docs/strategies.md's order (the

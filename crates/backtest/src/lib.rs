@@ -31,8 +31,8 @@ pub use book::{BookLayout, ComboPlan, ParamGrid, SignalBook};
 pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
 pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
 pub use metrics::{ExitReason, Metrics, Trade};
-pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals};
 pub use rules::{RuleKind, rule_functions};
+pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals};
 pub use strategy::{
     MAX_AXIS_VALUES, MAX_PARAMS, ParamKind, ParamSpec, ParamValues, Strategy, check_fee, strategy_help,
 };

@@ -241,10 +241,14 @@ impl Strategy {
     pub fn parse(name: &str) -> Result<Self, BacktestError> {
         Self::builtins().iter().find(|s| s.name().eq_ignore_ascii_case(name.trim())).cloned().ok_or_else(|| {
             let names = Self::builtins().iter().map(|s| s.name());
-            let hint = crate::rules::nearest(name.trim(), names.clone()).map_or_else(String::new, |k| format!("; did you mean '{k}'?"));
+            let hint = crate::rules::nearest(name.trim(), names.clone())
+                .map_or_else(String::new, |k| format!("; did you mean '{k}'?"));
             BacktestError::UnknownStrategy {
                 name: name.to_owned(),
-                known: format!("{}, or a rule file such as my_strategy.toml{hint}", names.collect::<Vec<_>>().join(", ")),
+                known: format!(
+                    "{}, or a rule file such as my_strategy.toml{hint}",
+                    names.collect::<Vec<_>>().join(", ")
+                ),
             }
         })
     }
@@ -320,7 +324,8 @@ impl Strategy {
     pub fn param_index(&self, name: &str) -> Result<usize, BacktestError> {
         self.schema().iter().position(|p| p.name == name.trim()).ok_or_else(|| {
             let names = self.schema().iter().map(|p| p.name.as_str());
-            let hint = crate::rules::nearest(name.trim(), names.clone()).map_or_else(String::new, |k| format!("; did you mean '{k}'?"));
+            let hint = crate::rules::nearest(name.trim(), names.clone())
+                .map_or_else(String::new, |k| format!("; did you mean '{k}'?"));
             BacktestError::UnknownParam {
                 strategy: self.name().to_owned(),
                 param: name.to_owned(),
@@ -359,7 +364,10 @@ impl Strategy {
         }
         if !self.allows(values) {
             let rule = self.compiled(RuleKind::Require).map_or("", |r| r.text.as_str());
-            return Err(combo(format!("{} breaks the rule `require = \"{rule}\"`", self.describe_only(values, RuleKind::Require))));
+            return Err(combo(format!(
+                "{} breaks the rule `require = \"{rule}\"`",
+                self.describe_only(values, RuleKind::Require)
+            )));
         }
         for rule in &self.0.rules {
             rule.bind(values, schema).map_err(|e| combo(format!("rule `{}`: {e}", rule.kind.name())))?;
@@ -371,8 +379,9 @@ impl Strategy {
     /// per combo and skips the combos it refuses; it allocates only for a rule that calls
     /// a function.
     pub fn allows(&self, values: &[f64]) -> bool {
-        self.compiled(RuleKind::Require)
-            .is_none_or(|rule| matches!(rule.bind(values, self.schema()), Ok(crate::rules::Bound::Const(v)) if v != 0.0))
+        self.compiled(RuleKind::Require).is_none_or(
+            |rule| matches!(rule.bind(values, self.schema()), Ok(crate::rules::Bound::Const(v)) if v != 0.0),
+        )
     }
 
     /// The bars a trade lasts at most (`max_bars`), 0 without that rule.
@@ -390,7 +399,12 @@ impl Strategy {
     pub fn warmup(&self, values: &[f64]) -> Result<usize, BacktestError> {
         self.check(values)?;
         let mut warmup = 0;
-        for rule in self.0.rules.iter().filter(|r| matches!(r.kind, RuleKind::Entry | RuleKind::Exit | RuleKind::Stop | RuleKind::TakeProfit)) {
+        for rule in self
+            .0
+            .rules
+            .iter()
+            .filter(|r| matches!(r.kind, RuleKind::Entry | RuleKind::Exit | RuleKind::Stop | RuleKind::TakeProfit))
+        {
             let bound = rule.bind(values, self.schema()).map_err(BacktestError::Definition)?;
             let unused = matches!(rule.kind, RuleKind::Stop | RuleKind::TakeProfit) && crate::rules::is_none(&bound);
             if !unused {
@@ -413,7 +427,10 @@ impl Strategy {
     /// `name=value` pairs of the parameters rule `kind` reads.
     fn describe_only(&self, values: &[f64], kind: RuleKind) -> String {
         let deps = self.compiled(kind).map_or(&[][..], |r| &r.deps);
-        deps.iter().map(|&i| format!("{}={}", self.schema()[i].name, self.schema()[i].format(values[i]))).collect::<Vec<_>>().join(", ")
+        deps.iter()
+            .map(|&i| format!("{}={}", self.schema()[i].name, self.schema()[i].format(values[i])))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

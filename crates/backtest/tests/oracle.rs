@@ -43,7 +43,10 @@ fn check(got: &Metrics, oracle: &Metrics, exact_wins: u32) -> Result<(), String>
 
 fn axes(which: usize) -> (Strategy, Vec<Vec<f64>>) {
     match which {
-        0 => (Strategy::parse("bb_atr").unwrap(), vec![vec![10.0, 55.0], vec![1.0, 2.0], vec![5.0, 14.0], vec![0.5, 3.0]]),
+        0 => (
+            Strategy::parse("bb_atr").unwrap(),
+            vec![vec![10.0, 55.0], vec![1.0, 2.0], vec![5.0, 14.0], vec![0.5, 3.0]],
+        ),
         1 => (Strategy::parse("ma_cross").unwrap(), vec![vec![0.0, 1.0], vec![3.0, 10.0], vec![20.0, 55.0]]),
         _ => (
             Strategy::parse("rsi_reversion").unwrap(),
@@ -117,7 +120,8 @@ fn decisions_agree_with_exact_arithmetic_on_fx_quotes() {
     let mut decimal_ties = 0;
     for (p, k) in [(20usize, (2i128, 1i128)), (55, (3, 2))] {
         let bb_std = num_over_den(k);
-        let book = cpu_book(&data, Strategy::parse("bb_atr").unwrap(), &[vec![p as f64], vec![bb_std], vec![14.0], vec![2.0]]);
+        let book =
+            cpu_book(&data, Strategy::parse("bb_atr").unwrap(), &[vec![p as f64], vec![bb_std], vec![14.0], vec![2.0]]);
         let plan = book.plan(&[0, 0, 0, 0]);
         let report = simulate_detailed(&book, &plan, 0.001);
         // The same rules in exact arithmetic, bar by bar. The stop level is defined in f64

@@ -147,8 +147,11 @@ fn gpu_totals_are_the_cpus_bits_for_every_strategy_and_market() {
 #[test]
 fn gpu_results_do_not_depend_on_how_combos_are_cut() {
     let data = Ohlcv::load("synthetic:bars=3000,seed=11").unwrap();
-    let book =
-        cpu_book(&data, Strategy::parse("bb_atr").unwrap(), &[range(10.0, 5.0, 6), vec![1.5, 2.5], vec![7.0, 14.0], range(1.0, 1.0, 4)]);
+    let book = cpu_book(
+        &data,
+        Strategy::parse("bb_atr").unwrap(),
+        &[range(10.0, 5.0, 6), vec![1.5, 2.5], vec![7.0, 14.0], range(1.0, 1.0, 4)],
+    );
     let tables = BarTables::new(&book, FEE);
     let plans = all_plans(&book);
     for ctx in adapters() {
@@ -165,7 +168,11 @@ fn gpu_results_do_not_depend_on_how_combos_are_cut() {
 #[test]
 fn backtester_runs_where_the_dispatcher_says_with_the_same_bytes() {
     let data = Ohlcv::load("synthetic:bars=5000,seed=5").unwrap();
-    let book = cpu_book(&data, Strategy::parse("bb_atr").unwrap(), &[range(10.0, 10.0, 3), vec![2.0], vec![14.0], vec![1.0, 2.0]]);
+    let book = cpu_book(
+        &data,
+        Strategy::parse("bb_atr").unwrap(),
+        &[range(10.0, 10.0, 3), vec![2.0], vec![14.0], vec![1.0, 2.0]],
+    );
     let plans = all_plans(&book);
     let backtester = Backtester::new(&book, FEE).unwrap();
     let cpu: Vec<u64> = plans.iter().flat_map(|p| backtester.metrics(p).values().map(f64::to_bits)).collect();

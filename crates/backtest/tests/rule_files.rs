@@ -209,7 +209,8 @@ fn rule_files_trade_as_plain_loops_of_their_definitions() {
                 assert_eq!(got, trades, "{source} {name} {}", strategy.describe(&values));
                 reasons.extend(trades.iter().map(|t| t.2.name()));
                 let closed = trades.iter().filter(|t| t.2 != ExitReason::OpenAtEnd).count() as u32;
-                let wins = report.trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd && t.return_ > 0.0).count();
+                let wins =
+                    report.trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd && t.return_ > 0.0).count();
                 let n = series.data.len();
                 let held: usize =
                     trades.iter().map(|&(e, x, r)| if r == ExitReason::OpenAtEnd { n - e } else { x - e }).sum();
@@ -284,14 +285,18 @@ fn no_decision_reads_a_later_bar() {
 
 #[test]
 fn mistakes_in_a_rule_file_point_at_the_text() {
-    let base = std::fs::read_to_string(format!("{}/../../examples/strategies/donchian.toml", env!("CARGO_MANIFEST_DIR")))
-        .unwrap();
+    let base =
+        std::fs::read_to_string(format!("{}/../../examples/strategies/donchian.toml", env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
     let err = |from: &str, to: &str| {
         assert!(base.contains(from), "{from}");
         Strategy::from_toml(&base.replacen(from, to, 1), "donchian.toml").unwrap_err().to_string()
     };
     let typo = err("atr(14)", "atrr(14)");
-    assert!(typo.starts_with("donchian.toml:14:22: rule `stop`: unknown function 'atrr' (did you mean 'atr'?)"), "{typo}");
+    assert!(
+        typo.starts_with("donchian.toml:14:22: rule `stop`: unknown function 'atrr' (did you mean 'atr'?)"),
+        "{typo}"
+    );
     assert!(typo.ends_with("14 | stop  = \"close - m * atrr(14)\"\n   |                      ^^^^"), "{typo}");
     let future = err("highest(high, n)[1]", "highest(high, n)[-1]");
     assert!(future.contains("rule `entry`: `highest(high, n)[-1]` looks 1 bar(s) into the future"), "{future}");
@@ -299,9 +304,13 @@ fn mistakes_in_a_rule_file_point_at_the_text() {
     assert!(err("kind = \"float\"", "kind = \"real\"").contains("unknown kind `real`"));
     assert!(err("n = {", "m2 = {").contains("unknown name 'n'"));
     // A lookback whose length is a parameter is refused at the value that reaches ahead.
-    let strategy = Strategy::from_toml(&base.replacen("highest(high, n)[1]", "highest(high, n)[m - 2]", 1), "x.toml").unwrap();
+    let strategy =
+        Strategy::from_toml(&base.replacen("highest(high, n)[1]", "highest(high, n)[m - 2]", 1), "x.toml").unwrap();
     let e = strategy.params(&[("m", "1")]).unwrap_err().to_string();
-    assert_eq!(e, "donchian: rule `entry`: `highest(high, n)[m - 2]` with m - 2=-1 does not look back a whole number of bars (lookahead refused)");
+    assert_eq!(
+        e,
+        "donchian: rule `entry`: `highest(high, n)[m - 2]` with m - 2=-1 does not look back a whole number of bars (lookahead refused)"
+    );
     assert!(strategy.params(&[("m", "3")]).is_ok());
 }
 

@@ -177,13 +177,15 @@ fn rsi_reversion_thresholds_and_optional_stop() {
     let close = [10.0, 9.0, 8.0, 9.0, 10.0, 11.0, 10.0, 9.0, 8.0];
     let data = bars(&close, 0.0);
     let base = [("rsi_period", "2"), ("rsi_low", "30"), ("rsi_high", "70"), ("atr_period", "1")];
-    let no_stop = run(&data, Strategy::parse("rsi_reversion").unwrap(), &[base.as_slice(), &[("atr_mult", "0")]].concat(), FEE);
+    let no_stop =
+        run(&data, Strategy::parse("rsi_reversion").unwrap(), &[base.as_slice(), &[("atr_mult", "0")]].concat(), FEE);
     assert_eq!(trades(&no_stop), [(2, 4, ExitReason::Signal), (7, 8, ExitReason::OpenAtEnd)]);
     let cash = 10.0 / 8.0 * SELL / BUY;
     let equity = [1.0, 1.0, 1.0 / BUY, 9.0 / 8.0 / BUY, cash, cash, cash, cash / BUY, cash / BUY * 8.0 / 9.0];
     assert_metrics(&no_stop.metrics, &metrics_of_equity(&equity, 2, 1, 1, 4));
     // With atr_mult 1 (ATR(1) at bar 7 = |9 − 10| = 1): stop 8, hit exactly at bar 8.
-    let stopped = run(&data, Strategy::parse("rsi_reversion").unwrap(), &[base.as_slice(), &[("atr_mult", "1")]].concat(), FEE);
+    let stopped =
+        run(&data, Strategy::parse("rsi_reversion").unwrap(), &[base.as_slice(), &[("atr_mult", "1")]].concat(), FEE);
     assert_eq!(trades(&stopped), [(2, 4, ExitReason::Signal), (7, 8, ExitReason::Stop)]);
     assert!(close_to(stopped.metrics.total_return, cash * 8.0 / 9.0 * SELL / BUY - 1.0));
 }
@@ -228,7 +230,10 @@ fn schema_defaults_ranges_and_refusals() {
         err(Strategy::parse("ma_cross").unwrap(), &[("fast", "50"), ("slow", "20")]),
         "ma_cross: fast=50, slow=20 breaks the rule `require = \"fast < slow\"`"
     );
-    assert_eq!(err(Strategy::parse("ma_cross").unwrap(), &[("ma_type", "wma")]), "ma_type=wma: expected one of sma, ema");
+    assert_eq!(
+        err(Strategy::parse("ma_cross").unwrap(), &[("ma_type", "wma")]),
+        "ma_type=wma: expected one of sma, ema"
+    );
     assert_eq!(
         err(Strategy::parse("rsi_reversion").unwrap(), &[("rsi_low", "70"), ("rsi_high", "30")]),
         "rsi_reversion: rsi_low=70, rsi_high=30 breaks the rule `require = \"rsi_low < rsi_high\"`"
@@ -257,12 +262,17 @@ fn data_shorter_than_the_warmup_is_refused_before_work() {
         "bb_atr with bb_period=13,bb_std=2,atr_period=3,atr_mult=2 needs at least 13 bars to trade; the data has 12"
     );
     assert_eq!(bank.computations(), 0, "nothing computed");
-    let empty = SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![], vec![3.0], vec![2.0]]).unwrap_err();
+    let empty =
+        SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![], vec![3.0], vec![2.0]])
+            .unwrap_err();
     assert_eq!(empty.to_string(), "parameter bb_std has no values");
-    let bad = SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![2.0], vec![3.0], vec![0.0]]).unwrap_err();
+    let bad =
+        SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![2.0], vec![3.0], vec![0.0]])
+            .unwrap_err();
     assert_eq!(bad.to_string(), "atr_mult=0: out of range: must be > 0 and ≤ 100");
     let fee = threadx_backtest::Backtester::new(
-        &SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![2.0], vec![3.0], vec![2.0]]).unwrap(),
+        &SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![2.0], vec![3.0], vec![2.0]])
+            .unwrap(),
         1.5,
     )
     .unwrap_err();
@@ -275,9 +285,12 @@ fn combos_are_numbered_with_the_last_parameter_fastest() {
     let dir = tempfile::tempdir().unwrap();
     let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(&data, &dispatcher);
-    let book =
-        SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![10.0, 20.0], vec![1.5, 2.0], vec![7.0], vec![1.0, 2.0, 3.0]])
-            .unwrap();
+    let book = SignalBook::build(
+        &bank,
+        &Strategy::parse("bb_atr").unwrap(),
+        &[vec![10.0, 20.0], vec![1.5, 2.0], vec![7.0], vec![1.0, 2.0, 3.0]],
+    )
+    .unwrap();
     assert_eq!(book.grid_len(), 12);
     assert_eq!(book.combo_values(0)[..], [10.0, 1.5, 7.0, 1.0]);
     assert_eq!(book.combo_values(1)[..], [10.0, 1.5, 7.0, 2.0]);

@@ -66,11 +66,8 @@ fn show(strategy: &Strategy) -> String {
 }
 
 fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
-    let mut spec = if grid.is_empty() {
-        SweepSpec::default_grid(strategy.clone())
-    } else {
-        SweepSpec::new(strategy.clone())
-    };
+    let mut spec =
+        if grid.is_empty() { SweepSpec::default_grid(strategy.clone()) } else { SweepSpec::new(strategy.clone()) };
     for assignment in grid {
         let (name, values) = split_assignment(assignment).map_err(anyhow::Error::msg)?;
         spec.set_axis(&name, &values)?;
@@ -84,7 +81,14 @@ fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
     for (p, axis) in strategy.schema().iter().zip(axes) {
         let values: Vec<String> = axis.iter().take(8).map(|&v| p.format(v)).collect();
         let more = if axis.len() > 8 { format!(", … ({} values)", axis.len()) } else { String::new() };
-        let _ = writeln!(out, "  {:<14} {}; default {}; grid {}{more}", p.name, p.range(), p.format(p.default), values.join(", "));
+        let _ = writeln!(
+            out,
+            "  {:<14} {}; default {}; grid {}{more}",
+            p.name,
+            p.range(),
+            p.format(p.default),
+            values.join(", ")
+        );
     }
     let layout = BookLayout::new(ParamGrid::new(strategy.clone(), axes)?, None)?;
     out.push_str("\nrules:\n");
@@ -92,7 +96,11 @@ fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
         let Some(text) = strategy.rule(kind) else { continue };
         let deps = strategy.depends_on(kind);
         let reads = if deps.is_empty() { "no parameter".to_owned() } else { deps.join(", ") };
-        let rows = if kind == RuleKind::Require { String::new() } else { format!("; {} rows", thousands(layout.rows_of(kind))) };
+        let rows = if kind == RuleKind::Require {
+            String::new()
+        } else {
+            format!("; {} rows", thousands(layout.rows_of(kind)))
+        };
         let _ = writeln!(out, "  {:<12} {text}\n  {:<12} reads {reads}{rows}", kind.name(), "");
     }
     let combos = layout.grid().len();

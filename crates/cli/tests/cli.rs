@@ -224,9 +224,14 @@ fn backtest_prints_metrics_and_writes_trades_and_equity() {
     let dir = tempfile::tempdir().unwrap();
     let dispatcher = threadx_dispatch::testing::dispatcher_in(dir.path(), threadx_dispatch::DeviceMode::Cpu);
     let bank = threadx_indicators::IndicatorBank::new(&ohlcv, &dispatcher);
-    let report =
-        threadx_backtest::backtest(&bank, &threadx_backtest::Strategy::parse("bb_atr").unwrap(), &[20.0, 2.0, 14.0, 2.0], 0.001, None)
-            .unwrap();
+    let report = threadx_backtest::backtest(
+        &bank,
+        &threadx_backtest::Strategy::parse("bb_atr").unwrap(),
+        &[20.0, 2.0, 14.0, 2.0],
+        0.001,
+        None,
+    )
+    .unwrap();
     for (name, want) in threadx_backtest::Metrics::NAMES.iter().zip(report.metrics.values()) {
         assert_eq!(v[name].as_f64().unwrap(), want, "{name}");
     }
@@ -288,7 +293,10 @@ fn backtest_refuses_bad_input_before_any_work() {
     let trades_path = dir.path().join("never.csv");
     let trades = trades_path.to_str().unwrap();
     let cases: [(&[&str], &str); 9] = [
-        (&["--strategy", "momentum"], "unknown strategy `momentum` (known: bb_atr, ma_cross, rsi_reversion, or a rule file such as my_strategy.toml)"),
+        (
+            &["--strategy", "momentum"],
+            "unknown strategy `momentum` (known: bb_atr, ma_cross, rsi_reversion, or a rule file such as my_strategy.toml)",
+        ),
         (&["--set", "bb_len=20"], "unknown parameter `bb_len`"),
         (&["--set", "atr_mult=0"], "atr_mult=0: out of range: must be > 0"),
         (&["--set", "atr_mult=-2"], "atr_mult=-2: out of range"),
@@ -309,7 +317,11 @@ fn backtest_refuses_bad_input_before_any_work() {
     let run = threadx(&["backtest", "--trades", "/no/such/dir/t.csv"], &[]);
     assert!(text(&run.stderr).contains("folder /no/such/dir does not exist"), "{}", text(&run.stderr));
     let run = threadx(&["backtest", "--strategy", "ma_cross", "--set", "fast=60", "--set", "slow=20"], &[]);
-    assert!(text(&run.stderr).contains("fast=60, slow=20 breaks the rule `require = \"fast < slow\"`"), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("fast=60, slow=20 breaks the rule `require = \"fast < slow\"`"),
+        "{}",
+        text(&run.stderr)
+    );
 }
 
 #[test]
@@ -427,7 +439,12 @@ fn strategy_list_show_and_check() {
     let list = threadx(&["strategy", "list"], &[]);
     assert!(list.status.success());
     let list = text(&list.stdout);
-    for name in ["bb_atr  Enter when close < lower Bollinger band", "ma_cross  ", "rsi_reversion  ", "    atr_mult=2  stop distance"] {
+    for name in [
+        "bb_atr  Enter when close < lower Bollinger band",
+        "ma_cross  ",
+        "rsi_reversion  ",
+        "    atr_mult=2  stop distance",
+    ] {
         assert!(list.contains(name), "{list}");
     }
     let show = text(&threadx(&["strategy", "show", "rsi_reversion"], &[]).stdout);
@@ -481,7 +498,18 @@ fn a_rule_file_backtests_and_sweeps_the_same_on_every_device() {
     for device in ["cpu", "gpu"] {
         let out_file = dir.path().join(format!("{device}.csv"));
         let out = threadx(
-            &["--device", device, "sweep", "--quiet", "--strategy", file, "--data", "synthetic:bars=5000,seed=4", "--out", out_file.to_str().unwrap()],
+            &[
+                "--device",
+                device,
+                "sweep",
+                "--quiet",
+                "--strategy",
+                file,
+                "--data",
+                "synthetic:bars=5000,seed=4",
+                "--out",
+                out_file.to_str().unwrap(),
+            ],
             &[],
         );
         assert!(out.status.success(), "{}", text(&out.stderr));

@@ -495,15 +495,48 @@ fn built_in_rule_files_give_the_bytes_of_the_hand_written_strategies() {
     let cases: [(&str, &[&str]); 3] = [
         (
             "bb_atr",
-            &["--data", "synthetic:bars=6000,seed=11", "--grid", "bb_period=5:50:15", "--grid", "bb_std=1,2.5", "--grid", "atr_period=1,14", "--grid", "atr_mult=0.5,4"],
+            &[
+                "--data",
+                "synthetic:bars=6000,seed=11",
+                "--grid",
+                "bb_period=5:50:15",
+                "--grid",
+                "bb_std=1,2.5",
+                "--grid",
+                "atr_period=1,14",
+                "--grid",
+                "atr_mult=0.5,4",
+            ],
         ),
         (
             "ma_cross",
-            &["--data", "synthetic:bars=6000,seed=5,market=fx", "--grid", "ma_type=sma,ema", "--grid", "fast=2:30:7", "--grid", "slow=10:100:30"],
+            &[
+                "--data",
+                "synthetic:bars=6000,seed=5,market=fx",
+                "--grid",
+                "ma_type=sma,ema",
+                "--grid",
+                "fast=2:30:7",
+                "--grid",
+                "slow=10:100:30",
+            ],
         ),
         (
             "rsi_reversion",
-            &["--data", "synthetic:bars=6000,seed=3", "--grid", "rsi_period=2:20:6", "--grid", "rsi_low=20,40", "--grid", "rsi_high=40,70", "--grid", "atr_period=3,14", "--grid", "atr_mult=0,1.5"],
+            &[
+                "--data",
+                "synthetic:bars=6000,seed=3",
+                "--grid",
+                "rsi_period=2:20:6",
+                "--grid",
+                "rsi_low=20,40",
+                "--grid",
+                "rsi_high=40,70",
+                "--grid",
+                "atr_period=3,14",
+                "--grid",
+                "atr_mult=0,1.5",
+            ],
         ),
     ];
     let dir = tempfile::tempdir().unwrap();

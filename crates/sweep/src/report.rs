@@ -106,8 +106,10 @@ impl Heatmap {
             return Err(SweepError::Spec("the heatmap's two parameters must differ".into()));
         }
         let index = |values: &[f64]| values.iter().enumerate().map(|(i, v)| (v.to_bits(), i)).collect();
-        let best_over =
-            (0..axes.len()).filter(|&i| i != x && i != y && axes[i].len() > 1).map(|i| strategy.schema()[i].name.clone()).collect();
+        let best_over = (0..axes.len())
+            .filter(|&i| i != x && i != y && axes[i].len() > 1)
+            .map(|i| strategy.schema()[i].name.clone())
+            .collect();
         Ok(Self {
             strategy,
             best_over,

@@ -293,4 +293,3 @@ fn integer(table: &toml::Table, key: &str) -> Result<Option<u64>, String> {
         Some(_) => Err(format!("{key} must be a whole number ≥ 0")),
     }
 }
-

@@ -96,7 +96,9 @@ fn rows_are_single_backtests_in_combo_order() {
                     let row = parse_row(&Strategy::parse("bb_atr").unwrap(), &csv[n + 1]).unwrap();
                     assert_eq!(row.combo, n as u64);
                     assert_eq!(row.values[..], [p, k, a, m], "combo {n}: the last parameter varies fastest");
-                    let want = backtest(&bank, &Strategy::parse("bb_atr").unwrap(), &[p, k, a, m], 0.001, None).unwrap().metrics;
+                    let want = backtest(&bank, &Strategy::parse("bb_atr").unwrap(), &[p, k, a, m], 0.001, None)
+                        .unwrap()
+                        .metrics;
                     let bits = |m: &Metrics| m.values().map(f64::to_bits);
                     assert_eq!(bits(&row.metrics), bits(&want), "combo {n}");
                     n += 1;
@@ -112,7 +114,8 @@ fn rows_are_single_backtests_in_combo_order() {
     assert_eq!(summary["workers"]["cpu"]["share"], 1.0);
     assert!(!dir.path().join("r.csv.parts").exists(), "the checkpoint is removed once the results are whole");
     // The best list is the top of a full sort (largest sharpe, ties to the lower combo).
-    let mut rows: Vec<_> = csv[1..].iter().map(|l| parse_row(&Strategy::parse("bb_atr").unwrap(), l).unwrap()).collect();
+    let mut rows: Vec<_> =
+        csv[1..].iter().map(|l| parse_row(&Strategy::parse("bb_atr").unwrap(), l).unwrap()).collect();
     rows.sort_by(|a, b| b.metrics.sharpe.total_cmp(&a.metrics.sharpe).then(a.combo.cmp(&b.combo)));
     let best: Vec<u64> =
         summary["best"]["rows"].as_array().unwrap().iter().map(|r| r["combo"].as_u64().unwrap()).collect();
@@ -436,7 +439,13 @@ fn rows_in_memory_are_the_files_rows_and_a_cancel_stops_between_chunks() {
         .unwrap();
     let mut text = String::new();
     for (&combo, m) in rows.combos.iter().zip(&rows.metrics) {
-        threadx_sweep::write_row(&mut text, &Strategy::parse("bb_atr").unwrap(), combo, &sweep.book().combo_values(combo), m);
+        threadx_sweep::write_row(
+            &mut text,
+            &Strategy::parse("bb_atr").unwrap(),
+            combo,
+            &sweep.book().combo_values(combo),
+            m,
+        );
     }
     assert_eq!(text.lines().collect::<Vec<_>>(), file[1..], "the same rows as the CSV");
     let chunks = sweep.combos().chunks();

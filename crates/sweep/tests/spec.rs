@@ -56,7 +56,10 @@ fn bad_grids_are_refused_with_the_reason() {
     // The spec as a whole.
     ma.set_axis("fast", "50,60").unwrap();
     ma.set_axis("slow", "20,30").unwrap();
-    assert_eq!(ma.check().unwrap_err().to_string(), "ma_cross: fast=50, slow=20 breaks the rule `require = \"fast < slow\"`");
+    assert_eq!(
+        ma.check().unwrap_err().to_string(),
+        "ma_cross: fast=50, slow=20 breaks the rule `require = \"fast < slow\"`"
+    );
     let mut fee = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     fee.fee = -0.001;
     assert!(fee.check().unwrap_err().to_string().starts_with("fee -0.001 is outside [0, 1)"));
@@ -101,7 +104,10 @@ fn toml_configs() {
     let wf = SweepSpec::from_toml("[walk_forward]\ntrain = 100\ntest = 20\n").unwrap();
     assert_eq!(wf.walk_forward, Some(WalkForward { train: 100, test: 20, step: 20 }));
     for (text, message) in [
-        ("strategy = \"nope\"", "unknown strategy `nope` (known: bb_atr, ma_cross, rsi_reversion, or a rule file such as my_strategy.toml)"),
+        (
+            "strategy = \"nope\"",
+            "unknown strategy `nope` (known: bb_atr, ma_cross, rsi_reversion, or a rule file such as my_strategy.toml)",
+        ),
         (
             "colour = 1",
             "config: unknown key `colour` (known: strategy, fee, periods_per_year, chunk_size, grid, random, walk_forward)",

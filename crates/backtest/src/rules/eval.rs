@@ -50,7 +50,11 @@ pub(crate) enum SeriesKey {
     Indicator(Indicator, usize),
     /// The rolling maximum (or minimum) of `source` over `period` bars, NaN while the
     /// window holds a NaN.
-    Rolling { max: bool, period: usize, source: Box<Bound> },
+    Rolling {
+        max: bool,
+        period: usize,
+        source: Box<Bound>,
+    },
 }
 
 impl SeriesKey {
@@ -561,8 +565,16 @@ mod tests {
         assert_eq!(Bound::binary(Op::Mul, Bound::Const(2.0), Bound::Const(3.0)), Bound::Const(6.0));
         assert_eq!(Bound::choose(Bound::Const(0.0), Bound::Const(1.0), close()), close());
         let shifted = Bound::binary(Op::Sub, close(), Bound::Const(1.0)).ago(2);
-        assert_eq!(shifted, Bound::binary(Op::Sub, Bound::Series(Box::new(SeriesKey::Price(Price::Close)), 2), Bound::Const(1.0)));
+        assert_eq!(
+            shifted,
+            Bound::binary(Op::Sub, Bound::Series(Box::new(SeriesKey::Price(Price::Close)), 2), Bound::Const(1.0))
+        );
         assert_eq!(shifted.lookback(), 2);
-        assert!(Bound::binary(Op::Min, Bound::Const(f64::NAN), Bound::Const(1.0)) != Bound::Const(1.0));
+        // A value in warm-up stays NaN through min and max (f64::min would drop it).
+        for op in [Op::Min, Op::Max] {
+            assert!(
+                matches!(Bound::binary(op, Bound::Const(f64::NAN), Bound::Const(1.0)), Bound::Const(v) if v.is_nan())
+            );
+        }
     }
 }

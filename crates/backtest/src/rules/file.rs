@@ -1,8 +1,8 @@
 //! A strategy's rule file (TOML) read and checked: name, parameters, rules. Every
 //! mistake is reported at its line and column with a caret under it.
 
-use super::program::{Rule, RuleKind, did_you_mean};
 use super::functions::{FUNCTIONS, value_names};
+use super::program::{Rule, RuleKind, did_you_mean};
 use crate::BacktestError;
 use crate::strategy::{MAX_PARAMS, ParamKind, ParamSpec};
 use indexmap::IndexMap;
@@ -78,7 +78,10 @@ pub(crate) fn render(origin: &str, source: &str, span: Range<usize>, message: &s
     let gutter = " ".repeat(line_no.to_string().len());
     let line = source[line_start..line_end].trim_end_matches('\r');
     let lead: String = source[line_start..start].chars().map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-    format!("{origin}:{line_no}:{column}: {message}\n{gutter} |\n{line_no} | {line}\n{gutter} | {lead}{}", "^".repeat(width))
+    format!(
+        "{origin}:{line_no}:{column}: {message}\n{gutter} |\n{line_no} | {line}\n{gutter} | {lead}{}",
+        "^".repeat(width)
+    )
 }
 
 /// Where the text of a string value starts in the file, from the value's span (quotes
@@ -170,8 +173,16 @@ fn param(
     if !is_identifier(name) {
         return Err(at(key.span(), "a parameter name must be lowercase letters, digits and `_`"));
     }
-    if FUNCTIONS.iter().any(|f| f.name == name) || value_names().any(|v| v == name) || name == "and" || name == "or" || name == "not" {
-        return Err(at(key.span(), &format!("`{name}` is a function or a series of the rule language: pick another name")));
+    if FUNCTIONS.iter().any(|f| f.name == name)
+        || value_names().any(|v| v == name)
+        || name == "and"
+        || name == "or"
+        || name == "not"
+    {
+        return Err(at(
+            key.span(),
+            &format!("`{name}` is a function or a series of the rule language: pick another name"),
+        ));
     }
     let d = def.get_ref();
     let kind = match d.kind.get_ref().as_str() {
@@ -183,7 +194,10 @@ fn param(
         },
         other => {
             let hint = did_you_mean(other, ["int", "float", "choice"]);
-            return Err(at(d.kind.span(), &format!("parameter `{name}`: unknown kind `{other}`{hint} (int, float or choice)")));
+            return Err(at(
+                d.kind.span(),
+                &format!("parameter `{name}`: unknown kind `{other}`{hint} (int, float or choice)"),
+            ));
         }
     };
     if d.choices.is_some() && !matches!(kind, ParamKind::Choice(_)) {
@@ -253,8 +267,14 @@ mod tests {
     fn file_mistakes_name_the_place() {
         let base = "name = \"x\"\n[params]\nn = { kind = \"int\", default = 20, min = 2, max = 100 }\n[rules]\nentry = \"close > sma(n)\"\n";
         let cases = [
-            (base.replace("\"int\"", "\"integer\""), "3:14: parameter `n`: unknown kind `integer` (did you mean 'int'?) (int, float or choice)"),
-            (base.replace("default = 20", "default = 200"), "3:31: parameter `n`: default n=200: out of range: must be ≥ 2 and ≤ 100"),
+            (
+                base.replace("\"int\"", "\"integer\""),
+                "3:14: parameter `n`: unknown kind `integer` (did you mean 'int'?) (int, float or choice)",
+            ),
+            (
+                base.replace("default = 20", "default = 200"),
+                "3:31: parameter `n`: default n=200: out of range: must be ≥ 2 and ≤ 100",
+            ),
             (base.replace("name = \"x\"", "name = \"My Strategy\""), "1:8: the name must be lowercase"),
             (base.replace("n = {", "close = {"), "3:1: `close` is a function or a series of the rule language"),
             (base.replace("entry", "entree"), "5:1: unknown field `entree`, expected one of `entry`"),
@@ -271,6 +291,10 @@ mod tests {
     #[test]
     fn rule_text_positions_follow_the_quotes() {
         let source = "name = \"x\"\n[rules]\nentry = '''\nclose > smaa(3)'''\n";
-        assert!(error(source).starts_with("my.toml:4:9: rule `entry`: unknown function 'smaa' (did you mean 'sma'?)"), "{}", error(source));
+        assert!(
+            error(source).starts_with("my.toml:4:9: rule `entry`: unknown function 'smaa' (did you mean 'sma'?)"),
+            "{}",
+            error(source)
+        );
     }
 }

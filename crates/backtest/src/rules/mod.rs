@@ -14,13 +14,13 @@ mod program;
 
 pub(crate) use eval::{Bound, Eval, Op, Price, SeriesKey, SeriesTable, fill_rows, indicators_of};
 pub(crate) use file::StrategyFile;
-pub(crate) use program::{Rule, nearest};
-pub use program::RuleKind;
 use functions::FUNCTIONS;
+pub use program::RuleKind;
+pub(crate) use program::{Rule, nearest};
 
 /// Whether a bound stop or take-profit is none for every bar: a constant NaN or ≤ 0.
 pub(crate) fn is_none(level: &Bound) -> bool {
-    matches!(level, Bound::Const(v) if !(*v > 0.0))
+    matches!(level, Bound::Const(v) if v.is_nan() || *v <= 0.0)
 }
 
 /// Every function of the rule language: how it is written and what it gives.

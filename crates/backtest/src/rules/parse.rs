@@ -30,7 +30,11 @@ pub(crate) enum NodeKind {
     Not(Box<Node>),
     Binary(BinOp, Box<Node>, Box<Node>),
     /// `name(args)`; `name_span` is the name's own span.
-    Call { name: String, name_span: Range<usize>, args: Vec<Node> },
+    Call {
+        name: String,
+        name_span: Range<usize>,
+        args: Vec<Node>,
+    },
     /// `series[bars]`: the value `bars` bars ago.
     Ago(Box<Node>, Box<Node>),
 }
@@ -223,11 +227,7 @@ impl Parser {
         Node { kind: NodeKind::Binary(op, Box::new(a), Box::new(b)), span }
     }
 
-    fn left_assoc(
-        &mut self,
-        ops: &[BinOp],
-        next: fn(&mut Self) -> Result<Node, ExprError>,
-    ) -> Result<Node, ExprError> {
+    fn left_assoc(&mut self, ops: &[BinOp], next: fn(&mut Self) -> Result<Node, ExprError>) -> Result<Node, ExprError> {
         let mut left = next(self)?;
         while let Some(Token::Op(op)) = self.peek() {
             let op = *op;

@@ -148,11 +148,10 @@ impl Checker<'_> {
             }
             return found.map(|f| (f, 1 << i)).map_or_else(|| err("a choice without choices", span.clone()), Ok);
         }
-        let callable =
-            FUNCTIONS.iter().map(|f| f.name).chain(self.params.iter().filter_map(|p| match &p.kind {
-                ParamKind::Choice(_) => Some(p.name.as_str()),
-                _ => None,
-            }));
+        let callable = FUNCTIONS.iter().map(|f| f.name).chain(self.params.iter().filter_map(|p| match &p.kind {
+            ParamKind::Choice(_) => Some(p.name.as_str()),
+            _ => None,
+        }));
         err(format!("unknown function '{name}'{}", did_you_mean(name, callable)), span.clone())
     }
 
@@ -189,7 +188,10 @@ impl Checker<'_> {
                         known.push(name);
                     }
                     return err(
-                        format!("unknown name '{name}'{} (parameters and open, high, low, close, volume)", did_you_mean(name, known)),
+                        format!(
+                            "unknown name '{name}'{} (parameters and open, high, low, close, volume)",
+                            did_you_mean(name, known)
+                        ),
                         span,
                     );
                 }
@@ -252,10 +254,7 @@ impl Checker<'_> {
                 let (f, mut deps) = self.callee(name, name_span)?;
                 let optional = usize::from(f.args.first() == Some(&Arg::Close));
                 if args.len() + optional < f.args.len() || args.len() > f.args.len() {
-                    return err(
-                        format!("{} takes {}; {} argument(s) given", f.name, f.usage, args.len()),
-                        span,
-                    );
+                    return err(format!("{} takes {}; {} argument(s) given", f.name, f.usage, args.len()), span);
                 }
                 let wanted = &f.args[f.args.len() - args.len()..];
                 let mut per_bar = false;
@@ -270,7 +269,9 @@ impl Checker<'_> {
                     if !fits {
                         let problem = match want {
                             Arg::Close => format!("{} reads the close: write {}", f.name, f.usage),
-                            Arg::Period => format!("a period of {} must be a whole number from numbers and parameters", f.name),
+                            Arg::Period => {
+                                format!("a period of {} must be a whole number from numbers and parameters", f.name)
+                            }
                             Arg::Scalar => format!("this argument of {} must come from numbers and parameters", f.name),
                             Arg::Value => format!("{} needs a number here; this is a condition", f.name),
                             Arg::Cond => format!("{} needs a condition here; this is a number", f.name),
@@ -303,10 +304,16 @@ impl Rule {
         let ty = checker.check(&node)?;
         let (kind_wanted, per_bar_allowed) = kind.wants();
         if ty.kind != kind_wanted {
-            return err(format!("`{}` must be {}; this is {}", kind.name(), kind_wanted.word(), ty.kind.word()), node.span);
+            return err(
+                format!("`{}` must be {}; this is {}", kind.name(), kind_wanted.word(), ty.kind.word()),
+                node.span,
+            );
         }
         if ty.per_bar && !per_bar_allowed {
-            return err(format!("`{}` may read only numbers and parameters, not per-bar values", kind.name()), node.span);
+            return err(
+                format!("`{}` may read only numbers and parameters, not per-bar values", kind.name()),
+                node.span,
+            );
         }
         let bits = |mask: u64| (0..params.len()).filter(|&i| mask >> i & 1 == 1).collect();
         let shape = bits(shape_deps(&node, params));
@@ -476,19 +483,49 @@ mod tests {
     fn mistakes_are_refused_with_a_place_and_a_suggestion() {
         let cases = [
             (RuleKind::Stop, "close - m * atrr(14)", "unknown function 'atrr' (did you mean 'atr'?)", "atrr"),
-            (RuleKind::Entry, "clsoe > 1", "unknown name 'clsoe' (did you mean 'close'?) (parameters and open, high, low, close, volume)", "clsoe"),
-            (RuleKind::Entry, "close[-1] > close", "`close[-1]` looks 1 bar(s) into the future: rules may only look back (lookahead refused)", "-1"),
+            (
+                RuleKind::Entry,
+                "clsoe > 1",
+                "unknown name 'clsoe' (did you mean 'close'?) (parameters and open, high, low, close, volume)",
+                "clsoe",
+            ),
+            (
+                RuleKind::Entry,
+                "close[-1] > close",
+                "`close[-1]` looks 1 bar(s) into the future: rules may only look back (lookahead refused)",
+                "-1",
+            ),
             (RuleKind::Entry, "close[0.5] > close", "bars ago must be a whole number, not 0.5", "0.5"),
             (RuleKind::Entry, "close + 1", "`entry` must be a condition; this is a number", "close + 1"),
             (RuleKind::Stop, "close > 1", "`stop` must be a number; this is a condition", "close > 1"),
-            (RuleKind::MaxBars, "n + close", "`max_bars` may read only numbers and parameters, not per-bar values", "n + close"),
+            (
+                RuleKind::MaxBars,
+                "n + close",
+                "`max_bars` may read only numbers and parameters, not per-bar values",
+                "n + close",
+            ),
             (RuleKind::Entry, "sma() > 1", "sma takes sma([close,] n); 0 argument(s) given", "sma()"),
-            (RuleKind::Entry, "sma(close) > 1", "a period of sma must be a whole number from numbers and parameters", "close"),
+            (
+                RuleKind::Entry,
+                "sma(close) > 1",
+                "a period of sma must be a whole number from numbers and parameters",
+                "close",
+            ),
             (RuleKind::Entry, "sma(high, n) > 1", "sma reads the close: write sma([close,] n)", "high"),
-            (RuleKind::Entry, "sma(close[1]) > 1", "a period of sma must be a whole number from numbers and parameters", "close[1]"),
+            (
+                RuleKind::Entry,
+                "sma(close[1]) > 1",
+                "a period of sma must be a whole number from numbers and parameters",
+                "close[1]",
+            ),
             (RuleKind::Entry, "ma > 1", "`ma` is a choice (sma, ema): call it like one of them, e.g. `ma(...)`", "ma"),
             (RuleKind::Entry, "n(3) > 1", "`n` is a parameter, not a function", "n"),
-            (RuleKind::Entry, "close > 1 + (close < 2)", "`+` needs a number on each side; this is a condition", "(close < 2)"),
+            (
+                RuleKind::Entry,
+                "close > 1 + (close < 2)",
+                "`+` needs a number on each side; this is a condition",
+                "(close < 2)",
+            ),
             (RuleKind::Entry, "not close", "`not` needs a condition; this is a number", "close"),
             (RuleKind::Entry, "sma > 1", "`sma` is a function: call it, e.g. `sma(...)`", "sma"),
         ];
@@ -502,7 +539,8 @@ mod tests {
     fn binding_folds_parameters_and_refuses_values_that_do_not_fit() {
         let rule = compile(RuleKind::Entry, "close[k - 3] > sma(n)").unwrap();
         let values = [20.0, 2.0, 0.0, 5.0];
-        assert_eq!(rule.bind(&values, &params()).unwrap().lookback(), 2.max(19));
+        // close[2] looks back 2 bars, sma(20) 19: the rule's warm-up is the longer.
+        assert_eq!(rule.bind(&values, &params()).unwrap().lookback(), 19);
         let e = rule.bind(&[20.0, 2.0, 0.0, 1.0], &params()).unwrap_err();
         assert_eq!(e, "`close[k - 3]` with k - 3=-2 does not look back a whole number of bars (lookahead refused)");
         let period = compile(RuleKind::Entry, "sma(n - 20) > 1").unwrap();
