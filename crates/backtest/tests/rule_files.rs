@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::metrics_of_equity;
+use common::{Rules, Trades, metrics_of_equity, plain_loop};
 use threadx_backtest::{
     BarTables, ComboPlan, ExitReason, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_detailed,
 };
@@ -15,81 +15,11 @@ use threadx_dispatch::DeviceMode;
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_indicators::{Indicator, IndicatorBank, Ohlcv};
 
-const FEE: f64 = 0.001;
+use common::FEE;
 
 fn example(name: &str) -> Strategy {
     let path = format!("{}/../../examples/strategies/{name}.toml", env!("CARGO_MANIFEST_DIR"));
     Strategy::load(&path).unwrap()
-}
-
-/// A strategy's decisions for one parameter set, as a plain loop reads them.
-struct Rules<'a> {
-    warmup: usize,
-    entry: Box<dyn Fn(usize) -> bool + 'a>,
-    exit: Box<dyn Fn(usize) -> bool + 'a>,
-    /// The level at the entry bar, if the strategy has one.
-    stop: Option<Box<dyn Fn(usize) -> f64 + 'a>>,
-    take_profit: Option<Box<dyn Fn(usize) -> f64 + 'a>>,
-    max_bars: usize,
-}
-
-type Trades = Vec<(usize, usize, ExitReason)>;
-
-/// Trades and equity by docs/strategies.md's rules, bar by bar in f64: long only, all
-/// cash in at the close, a fee per side, exits checked from the bar after the entry
-/// (stop, then take-profit, then the exit rule, then the time limit), no entry on the
-/// bar of an exit.
-fn plain_loop(close: &[f64], rules: &Rules<'_>) -> (Trades, Vec<f64>) {
-    let n = close.len();
-    let mut equity = vec![1.0; n];
-    let mut trades = Vec::new();
-    let mut cash = 1.0;
-    let mut t = rules.warmup;
-    equity[..t.min(n)].fill(cash);
-    while t < n {
-        if !(rules.entry)(t) {
-            equity[t] = cash;
-            t += 1;
-            continue;
-        }
-        let e = t;
-        let shares = cash / (close[e] * (1.0 + FEE));
-        equity[e] = shares * close[e];
-        let stop = rules.stop.as_ref().map_or(f64::NAN, |s| s(e));
-        let target = rules.take_profit.as_ref().map_or(f64::NAN, |s| s(e));
-        let mut exit = None;
-        for (x, &c) in close.iter().enumerate().skip(e + 1) {
-            let reason = if c <= stop {
-                Some(ExitReason::Stop)
-            } else if target > 0.0 && c >= target {
-                Some(ExitReason::TakeProfit)
-            } else if (rules.exit)(x) {
-                Some(ExitReason::Signal)
-            } else if rules.max_bars > 0 && x - e >= rules.max_bars {
-                Some(ExitReason::MaxBars)
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                exit = Some((x, reason));
-                break;
-            }
-            equity[x] = shares * c;
-        }
-        match exit {
-            Some((x, reason)) => {
-                cash = shares * close[x] * (1.0 - FEE);
-                equity[x] = cash;
-                trades.push((e, x, reason));
-                t = x + 1;
-            }
-            None => {
-                trades.push((e, n - 1, ExitReason::OpenAtEnd));
-                t = n;
-            }
-        }
-    }
-    (trades, equity)
 }
 
 /// The max (or min) of `x[t - n ..= t - 1]`, the n bars before t; NaN before bar n.

@@ -7,15 +7,13 @@
 
 mod common;
 
-use common::metrics_of_equity;
+use common::{FEE, Rules, Trades, metrics_of_equity, plain_loop};
 use ndarray::{Array2, ArrayView2, Axis};
 use threadx_backtest::{
     BacktestError, BarTables, ExitReason, GpuBacktester, SignalBook, simulate_cpu, simulate_detailed,
 };
 use threadx_dispatch::testing::adapters;
 use threadx_indicators::{Ohlcv, SeededRng};
-
-const FEE: f64 = 0.001;
 
 /// Random entries and exits (about one bar in `every` each) and stop levels a few percent
 /// under the close, some NaN and some non-positive (no stop), for `columns` columns.
@@ -43,57 +41,18 @@ fn random_signals(data: &Ohlcv, columns: usize, seed: u64) -> (Array2<bool>, Arr
     (entries, exits, stop)
 }
 
-/// The trades and equity of one column by the rules, bar by bar in f64: (entry, exit,
-/// reason) per trade and the equity at every close.
-fn plain_loop(
-    close: &[f64],
-    entries: &[bool],
-    exits: &[bool],
-    stop: Option<&[f64]>,
-) -> (Vec<(usize, usize, ExitReason)>, Vec<f64>) {
-    let n = close.len();
-    let mut equity = vec![0.0; n];
-    let mut trades = Vec::new();
-    let mut cash = 1.0;
-    let mut t = 0;
-    while t < n {
-        if !entries[t] {
-            equity[t] = cash;
-            t += 1;
-            continue;
-        }
-        let e = t;
-        let shares = cash / (close[e] * (1.0 + FEE));
-        equity[e] = shares * close[e];
-        // The level at the entry bar, frozen; NaN or ≤ 0: no stop.
-        let level = stop.map(|s| s[e]).filter(|&l| l > 0.0);
-        let mut exit = None;
-        for (x, &c) in close.iter().enumerate().skip(e + 1) {
-            if level.is_some_and(|l| c <= l) {
-                exit = Some((x, ExitReason::Stop));
-                break;
-            }
-            if exits[x] {
-                exit = Some((x, ExitReason::Signal));
-                break;
-            }
-            equity[x] = shares * c;
-        }
-        match exit {
-            Some((x, reason)) => {
-                cash = shares * close[x] * (1.0 - FEE);
-                equity[x] = cash;
-                trades.push((e, x, reason));
-                // No entry on the bar of an exit.
-                t = x + 1;
-            }
-            None => {
-                trades.push((e, n - 1, ExitReason::OpenAtEnd));
-                t = n;
-            }
-        }
-    }
-    (trades, equity)
+/// The trades and equity of one column by the rules, bar by bar in f64: the shared
+/// plain loop with the column's entries, exits and stop levels (NaN or ≤ 0: no stop).
+fn plain_column(close: &[f64], entries: &[bool], exits: &[bool], stop: Option<&[f64]>) -> (Trades, Vec<f64>) {
+    let rules = Rules {
+        warmup: 0,
+        entry: Box::new(|t| entries[t]),
+        exit: Box::new(|t| exits[t]),
+        stop: stop.map(|s| Box::new(move |e: usize| s[e]) as Box<dyn Fn(usize) -> f64>),
+        take_profit: None,
+        max_bars: 0,
+    };
+    plain_loop(close, &rules)
 }
 
 fn column(view: ArrayView2<'_, bool>, c: usize) -> Vec<bool> {
@@ -114,7 +73,7 @@ fn user_signals_run_by_the_rules_of_a_plain_loop() {
         let totals = simulate_cpu(&book, &tables, &plans);
         for c in 0..8 {
             let stop_column = stop.column(c).to_vec();
-            let (trades, equity) = plain_loop(
+            let (trades, equity) = plain_column(
                 data.close(),
                 &column(entries.view(), c),
                 &column(exits.view(), c),

@@ -73,6 +73,7 @@ impl SeriesKey {
     }
 }
 
+/// An operator of the language, as parsed and as evaluated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     Add,
@@ -123,8 +124,32 @@ impl Op {
         }
     }
 
-    fn is_comparison(self) -> bool {
+    pub(crate) fn is_comparison(self) -> bool {
         matches!(self, Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::Eq | Op::Ne)
+    }
+
+    pub(crate) fn is_logic(self) -> bool {
+        matches!(self, Op::And | Op::Or)
+    }
+
+    /// How the operator is written (`min` and `max` are functions).
+    pub(crate) fn symbol(self) -> &'static str {
+        match self {
+            Op::Add => "+",
+            Op::Sub => "-",
+            Op::Mul => "*",
+            Op::Div => "/",
+            Op::Min => "min",
+            Op::Max => "max",
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+            Op::Eq => "==",
+            Op::Ne => "!=",
+            Op::And => "and",
+            Op::Or => "or",
+        }
     }
 }
 

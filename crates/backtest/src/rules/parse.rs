@@ -13,6 +13,7 @@
 //! primary := number | name | name "(" (or ("," or)*)? ")" | "(" or ")"
 //! ```
 
+use super::eval::Op;
 use std::ops::Range;
 
 /// A parsed expression with the span of its text.
@@ -28,7 +29,7 @@ pub(crate) enum NodeKind {
     Name(String),
     Neg(Box<Node>),
     Not(Box<Node>),
-    Binary(BinOp, Box<Node>, Box<Node>),
+    Binary(Op, Box<Node>, Box<Node>),
     /// `name(args)`; `name_span` is the name's own span.
     Call {
         name: String,
@@ -37,49 +38,6 @@ pub(crate) enum NodeKind {
     },
     /// `series[bars]`: the value `bars` bars ago.
     Ago(Box<Node>, Box<Node>),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BinOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    Eq,
-    Ne,
-    And,
-    Or,
-}
-
-impl BinOp {
-    pub(crate) fn is_comparison(self) -> bool {
-        matches!(self, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne)
-    }
-
-    pub(crate) fn is_logic(self) -> bool {
-        matches!(self, BinOp::And | BinOp::Or)
-    }
-
-    pub(crate) fn symbol(self) -> &'static str {
-        match self {
-            BinOp::Add => "+",
-            BinOp::Sub => "-",
-            BinOp::Mul => "*",
-            BinOp::Div => "/",
-            BinOp::Lt => "<",
-            BinOp::Le => "<=",
-            BinOp::Gt => ">",
-            BinOp::Ge => ">=",
-            BinOp::Eq => "==",
-            BinOp::Ne => "!=",
-            BinOp::And => "and",
-            BinOp::Or => "or",
-        }
-    }
 }
 
 /// What is wrong and where, as a byte range of the expression.
@@ -97,7 +55,7 @@ fn error<T>(message: impl Into<String>, span: Range<usize>) -> Result<T, ExprErr
 enum Token {
     Number(f64),
     Name(String),
-    Op(BinOp),
+    Op(Op),
     Not,
     Open,
     Close,
@@ -146,8 +104,8 @@ fn tokens(text: &str) -> Result<Vec<(Token, Range<usize>)>, ExprError> {
             }
             let word = &text[start..end];
             let token = match word {
-                "and" => Token::Op(BinOp::And),
-                "or" => Token::Op(BinOp::Or),
+                "and" => Token::Op(Op::And),
+                "or" => Token::Op(Op::Or),
                 "not" => Token::Not,
                 _ => Token::Name(word.to_owned()),
             };
@@ -158,19 +116,19 @@ fn tokens(text: &str) -> Result<Vec<(Token, Range<usize>)>, ExprError> {
         let next = chars.peek().map(|&(_, d)| d);
         let two = |second: char| next == Some(second);
         let (token, len) = match c {
-            '+' => (Token::Op(BinOp::Add), 1),
-            '-' | '−' => (Token::Op(BinOp::Sub), c.len_utf8()),
-            '*' | '×' => (Token::Op(BinOp::Mul), c.len_utf8()),
-            '/' | '÷' => (Token::Op(BinOp::Div), c.len_utf8()),
-            '<' if two('=') => (Token::Op(BinOp::Le), 2),
-            '>' if two('=') => (Token::Op(BinOp::Ge), 2),
-            '=' if two('=') => (Token::Op(BinOp::Eq), 2),
-            '!' if two('=') => (Token::Op(BinOp::Ne), 2),
-            '<' => (Token::Op(BinOp::Lt), 1),
-            '>' => (Token::Op(BinOp::Gt), 1),
-            '≤' => (Token::Op(BinOp::Le), c.len_utf8()),
-            '≥' => (Token::Op(BinOp::Ge), c.len_utf8()),
-            '≠' => (Token::Op(BinOp::Ne), c.len_utf8()),
+            '+' => (Token::Op(Op::Add), 1),
+            '-' | '−' => (Token::Op(Op::Sub), c.len_utf8()),
+            '*' | '×' => (Token::Op(Op::Mul), c.len_utf8()),
+            '/' | '÷' => (Token::Op(Op::Div), c.len_utf8()),
+            '<' if two('=') => (Token::Op(Op::Le), 2),
+            '>' if two('=') => (Token::Op(Op::Ge), 2),
+            '=' if two('=') => (Token::Op(Op::Eq), 2),
+            '!' if two('=') => (Token::Op(Op::Ne), 2),
+            '<' => (Token::Op(Op::Lt), 1),
+            '>' => (Token::Op(Op::Gt), 1),
+            '≤' => (Token::Op(Op::Le), c.len_utf8()),
+            '≥' => (Token::Op(Op::Ge), c.len_utf8()),
+            '≠' => (Token::Op(Op::Ne), c.len_utf8()),
             '(' => (Token::Open, 1),
             ')' => (Token::Close, 1),
             '[' => (Token::OpenBracket, 1),
@@ -222,12 +180,12 @@ impl Parser {
         }
     }
 
-    fn binary(op: BinOp, a: Node, b: Node) -> Node {
+    fn binary(op: Op, a: Node, b: Node) -> Node {
         let span = a.span.start..b.span.end;
         Node { kind: NodeKind::Binary(op, Box::new(a), Box::new(b)), span }
     }
 
-    fn left_assoc(&mut self, ops: &[BinOp], next: fn(&mut Self) -> Result<Node, ExprError>) -> Result<Node, ExprError> {
+    fn left_assoc(&mut self, ops: &[Op], next: fn(&mut Self) -> Result<Node, ExprError>) -> Result<Node, ExprError> {
         let mut left = next(self)?;
         while let Some(Token::Op(op)) = self.peek() {
             let op = *op;
@@ -242,11 +200,11 @@ impl Parser {
     }
 
     fn or(&mut self) -> Result<Node, ExprError> {
-        self.left_assoc(&[BinOp::Or], Self::and)
+        self.left_assoc(&[Op::Or], Self::and)
     }
 
     fn and(&mut self) -> Result<Node, ExprError> {
-        self.left_assoc(&[BinOp::And], Self::not)
+        self.left_assoc(&[Op::And], Self::not)
     }
 
     fn not(&mut self) -> Result<Node, ExprError> {
@@ -277,16 +235,16 @@ impl Parser {
     }
 
     fn sum(&mut self) -> Result<Node, ExprError> {
-        self.left_assoc(&[BinOp::Add, BinOp::Sub], Self::product)
+        self.left_assoc(&[Op::Add, Op::Sub], Self::product)
     }
 
     fn product(&mut self) -> Result<Node, ExprError> {
-        self.left_assoc(&[BinOp::Mul, BinOp::Div], Self::unary)
+        self.left_assoc(&[Op::Mul, Op::Div], Self::unary)
     }
 
     fn unary(&mut self) -> Result<Node, ExprError> {
         let start = self.here().start;
-        if self.eat(&Token::Op(BinOp::Sub)) {
+        if self.eat(&Token::Op(Op::Sub)) {
             let inner = self.unary()?;
             let span = start..inner.span.end;
             return Ok(Node { kind: NodeKind::Neg(Box::new(inner)), span });

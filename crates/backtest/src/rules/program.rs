@@ -2,9 +2,9 @@
 //! lookaheads, and the parameters each rule depends on), and bound to parameter values
 //! ([`Rule::bind`]).
 
-use super::eval::{Bound, Op};
+use super::eval::Bound;
 use super::functions::{Arg, ArgValue, FUNCTIONS, Function, Gives, function, named_value, value_names};
-use super::parse::{BinOp, ExprError, Node, NodeKind, parse};
+use super::parse::{ExprError, Node, NodeKind, parse};
 use crate::strategy::{ParamKind, ParamSpec};
 use std::ops::Range;
 
@@ -372,23 +372,6 @@ fn shape_deps(node: &Node, params: &[ParamSpec]) -> u64 {
     }
 }
 
-fn op_of(op: BinOp) -> Op {
-    match op {
-        BinOp::Add => Op::Add,
-        BinOp::Sub => Op::Sub,
-        BinOp::Mul => Op::Mul,
-        BinOp::Div => Op::Div,
-        BinOp::Lt => Op::Lt,
-        BinOp::Le => Op::Le,
-        BinOp::Gt => Op::Gt,
-        BinOp::Ge => Op::Ge,
-        BinOp::Eq => Op::Eq,
-        BinOp::Ne => Op::Ne,
-        BinOp::And => Op::And,
-        BinOp::Or => Op::Or,
-    }
-}
-
 fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str) -> Result<Bound, String> {
     let sub = |n: &Node| bind(n, values, params, text);
     let param = |name: &str| params.iter().position(|p| p.name == name);
@@ -400,7 +383,7 @@ fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str) -> Result
         },
         NodeKind::Neg(a) => Bound::neg(sub(a)?),
         NodeKind::Not(a) => Bound::not(sub(a)?),
-        NodeKind::Binary(op, a, b) => Bound::binary(op_of(*op), sub(a)?, sub(b)?),
+        NodeKind::Binary(op, a, b) => Bound::binary(*op, sub(a)?, sub(b)?),
         NodeKind::Ago(x, k) => {
             let Bound::Const(bars) = sub(k)? else { return Err("bars ago must come from parameters".into()) };
             if !(bars >= 0.0 && bars.fract() == 0.0) {

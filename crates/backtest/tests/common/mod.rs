@@ -2,10 +2,83 @@
 //! computed the plain way from an equity curve.
 #![allow(dead_code)] // Each test file uses its part.
 
-use threadx_backtest::{ComboPlan, Metrics, SignalBook, Strategy};
+use threadx_backtest::{ComboPlan, ExitReason, Metrics, SignalBook, Strategy};
 use threadx_dispatch::DeviceMode;
 use threadx_dispatch::testing::dispatcher_in;
 use threadx_indicators::{IndicatorBank, Ohlcv};
+
+/// The fee of the tests that compare with a plain loop.
+pub const FEE: f64 = 0.001;
+
+/// A strategy's decisions for one parameter set, as a plain loop reads them.
+pub struct Rules<'a> {
+    pub warmup: usize,
+    pub entry: Box<dyn Fn(usize) -> bool + 'a>,
+    pub exit: Box<dyn Fn(usize) -> bool + 'a>,
+    /// The level at the entry bar, if the strategy has one.
+    pub stop: Option<Box<dyn Fn(usize) -> f64 + 'a>>,
+    pub take_profit: Option<Box<dyn Fn(usize) -> f64 + 'a>>,
+    pub max_bars: usize,
+}
+
+pub type Trades = Vec<(usize, usize, ExitReason)>;
+
+/// Trades and equity by docs/strategies.md's rules, bar by bar in f64: long only, all
+/// cash in at the close, a fee per side, exits checked from the bar after the entry
+/// (stop, then take-profit, then the exit rule, then the time limit), no entry on the
+/// bar of an exit.
+pub fn plain_loop(close: &[f64], rules: &Rules<'_>) -> (Trades, Vec<f64>) {
+    let n = close.len();
+    let mut equity = vec![1.0; n];
+    let mut trades = Vec::new();
+    let mut cash = 1.0;
+    let mut t = rules.warmup;
+    equity[..t.min(n)].fill(cash);
+    while t < n {
+        if !(rules.entry)(t) {
+            equity[t] = cash;
+            t += 1;
+            continue;
+        }
+        let e = t;
+        let shares = cash / (close[e] * (1.0 + FEE));
+        equity[e] = shares * close[e];
+        let stop = rules.stop.as_ref().map_or(f64::NAN, |s| s(e));
+        let target = rules.take_profit.as_ref().map_or(f64::NAN, |s| s(e));
+        let mut exit = None;
+        for (x, &c) in close.iter().enumerate().skip(e + 1) {
+            let reason = if c <= stop {
+                Some(ExitReason::Stop)
+            } else if target > 0.0 && c >= target {
+                Some(ExitReason::TakeProfit)
+            } else if (rules.exit)(x) {
+                Some(ExitReason::Signal)
+            } else if rules.max_bars > 0 && x - e >= rules.max_bars {
+                Some(ExitReason::MaxBars)
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                exit = Some((x, reason));
+                break;
+            }
+            equity[x] = shares * c;
+        }
+        match exit {
+            Some((x, reason)) => {
+                cash = shares * close[x] * (1.0 - FEE);
+                equity[x] = cash;
+                trades.push((e, x, reason));
+                t = x + 1;
+            }
+            None => {
+                trades.push((e, n - 1, ExitReason::OpenAtEnd));
+                t = n;
+            }
+        }
+    }
+    (trades, equity)
+}
 
 /// The signal book of `axes`, its indicators computed on the CPU.
 pub fn cpu_book(data: &Ohlcv, strategy: Strategy, axes: &[Vec<f64>]) -> SignalBook {
