@@ -23,7 +23,10 @@
 //! arrays, a column being a combo. The simulation and the kernel are the same.
 
 use crate::BacktestError;
-use crate::rules::{Bound, Eval, Op, Price, RuleKind, SeriesKey, SeriesTable, fill_rows, indicators_of, is_none};
+use crate::rules::{
+    Bound, Eval, IndicatorId, Op, Price, RuleKind, SeriesKey, SeriesTable, fill_rows, indicator_id, indicators_of,
+    is_none,
+};
 use crate::strategy::{MAX_PARAMS, ParamValues, Strategy};
 use ndarray::ArrayView2;
 use rayon::prelude::*;
@@ -438,6 +441,13 @@ pub struct SignalBook {
     bars_per_year: f64,
 }
 
+/// What a stop series is, to hold each once.
+#[derive(PartialEq, Eq, Hash)]
+enum SeriesId {
+    Indicator(IndicatorId),
+    Level(String),
+}
+
 /// `close − m · series` with m > 0 and a bank indicator's first output: a stop held as
 /// the series and the multiplier.
 fn distance(level: &Bound) -> Option<(Indicator, f64)> {
@@ -512,7 +522,7 @@ impl SignalBook {
         let exit = fill_rows(&bound[EXIT], &table);
 
         let mut stop_series: Vec<StopSeries> = Vec::new();
-        let mut series_of: HashMap<String, u32> = HashMap::new();
+        let mut series_of: HashMap<SeriesId, u32> = HashMap::new();
         let mut stops = Vec::new();
         let mut levels: [Vec<u32>; 2] = Default::default();
         for (f, levels) in [STOP, TAKE_PROFIT].into_iter().zip(&mut levels) {
@@ -522,8 +532,8 @@ impl SignalBook {
                     continue;
                 }
                 let (id, mult) = match distance(level) {
-                    Some((indicator, m)) => (indicator.key(), Some(m)),
-                    None => (level.id(), None),
+                    Some((indicator, m)) => (SeriesId::Indicator(indicator_id(&indicator)), Some(m)),
+                    None => (SeriesId::Level(level.id()), None),
                 };
                 let series = *series_of.entry(id).or_insert_with(|| {
                     stop_series.push(match distance(level) {

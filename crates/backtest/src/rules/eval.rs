@@ -263,6 +263,25 @@ impl Bound {
     }
 }
 
+/// An indicator's identity as a value to hash, made without building its profile key
+/// (a JSON string): books look indicators up once per leaf of every row.
+pub(crate) type IndicatorId = (u8, [u64; 3]);
+
+pub(crate) fn indicator_id(indicator: &Indicator) -> IndicatorId {
+    let p = |v: usize| v as u64;
+    match *indicator {
+        Indicator::Sma { period } => (0, [p(period), 0, 0]),
+        Indicator::Ema { period } => (1, [p(period), 0, 0]),
+        Indicator::StdDev { period } => (2, [p(period), 0, 0]),
+        // +0.0 for -0.0: the bank keys them alike.
+        Indicator::BollingerBands { period, std } => (3, [p(period), (std + 0.0).to_bits(), 0]),
+        Indicator::TrueRange => (4, [0, 0, 0]),
+        Indicator::Atr { period } => (5, [p(period), 0, 0]),
+        Indicator::Rsi { period } => (6, [p(period), 0, 0]),
+        Indicator::Macd { fast, slow, signal } => (7, [p(fast), p(slow), p(signal)]),
+    }
+}
+
 /// Every indicator of the bank `rules` read, each once, in first-read order.
 pub(crate) fn indicators_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> Vec<Indicator> {
     let mut keys = Vec::new();
@@ -275,7 +294,7 @@ pub(crate) fn indicators_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> V
             SeriesKey::Indicator(indicator, _) => Some(*indicator),
             _ => None,
         })
-        .filter(|i| seen.insert(i.key()))
+        .filter(|i| seen.insert(indicator_id(i)))
         .collect()
 }
 
@@ -283,7 +302,7 @@ pub(crate) fn indicators_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> V
 #[derive(Debug)]
 pub(crate) struct SeriesTable<'a> {
     data: &'a Ohlcv,
-    indicators: HashMap<String, Arc<IndicatorValues>>,
+    indicators: HashMap<IndicatorId, Arc<IndicatorValues>>,
     rolling: HashMap<String, Vec<f64>>,
 }
 
@@ -298,7 +317,7 @@ impl<'a> SeriesTable<'a> {
         let values = bank.get_many_exact(&indicators)?;
         let mut table = Self {
             data: bank.data(),
-            indicators: indicators.iter().zip(values).map(|(i, v)| (i.key(), v)).collect(),
+            indicators: indicators.iter().zip(values).map(|(i, v)| (indicator_id(i), v)).collect(),
             rolling: HashMap::new(),
         };
         let mut keys = Vec::new();
@@ -323,13 +342,13 @@ impl<'a> SeriesTable<'a> {
 
     /// The bank's values of `indicator`, if a rule reads it.
     pub(crate) fn indicator(&self, indicator: &Indicator) -> Option<&Arc<IndicatorValues>> {
-        self.indicators.get(&indicator.key())
+        self.indicators.get(&indicator_id(indicator))
     }
 
     fn values(&self, key: &SeriesKey) -> &[f64] {
         match key {
             SeriesKey::Price(price) => price.of(self.data),
-            SeriesKey::Indicator(indicator, output) => self.indicators[&indicator.key()].output(*output),
+            SeriesKey::Indicator(indicator, output) => self.indicators[&indicator_id(indicator)].output(*output),
             SeriesKey::Rolling { .. } => &self.rolling[&key.id()],
         }
     }

@@ -12,7 +12,9 @@ mod functions;
 mod parse;
 mod program;
 
-pub(crate) use eval::{Bound, Eval, Op, Price, SeriesKey, SeriesTable, fill_rows, indicators_of};
+pub(crate) use eval::{
+    Bound, Eval, IndicatorId, Op, Price, SeriesKey, SeriesTable, fill_rows, indicator_id, indicators_of,
+};
 pub(crate) use file::StrategyFile;
 use functions::FUNCTIONS;
 pub use program::RuleKind;
