@@ -268,13 +268,7 @@ fn sweep<'py>(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let strategy = Strategy::load(strategy).map_err(value)?;
-    let mut spec = match &grid {
-        None => SweepSpec::default_grid(strategy.clone()),
-        Some(_) => SweepSpec::new(strategy.clone()),
-    };
-    for (name, values) in grid.iter().flatten() {
-        spec.set_axis(name, values).map_err(sweep_error)?;
-    }
+    let mut spec = SweepSpec::with_grid(strategy.clone(), grid.as_deref()).map_err(sweep_error)?;
     spec.fee = fee;
     spec.periods_per_year = periods_per_year;
     spec.sample = match (random, seed) {

@@ -24,15 +24,14 @@
 
 use crate::BacktestError;
 use crate::rules::{
-    Bound, Eval, IndicatorId, Op, Price, RuleKind, SeriesKey, SeriesTable, fill_rows, indicator_id, indicators_of,
-    is_none,
+    Bound, Eval, Op, Price, RuleKind, SeriesKey, SeriesTable, fill_rows, indicators_of, is_none, max_bars_of, warmup_of,
 };
 use crate::strategy::{MAX_PARAMS, ParamValues, Strategy};
 use ndarray::ArrayView2;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
-use threadx_indicators::{Indicator, IndicatorBank, IndicatorValues, Ohlcv};
+use threadx_indicators::{Indicator, IndicatorBank, IndicatorId, IndicatorValues, Ohlcv};
 
 /// Where one combo reads its decisions: rows of the book and its first tradable bar.
 #[repr(C)]
@@ -368,6 +367,11 @@ enum StopSeries {
 }
 
 impl StopSeries {
+    /// A level series with every NaN or non-positive level made 0.
+    fn levels(levels: impl IntoIterator<Item = f64>) -> Self {
+        StopSeries::Levels(levels.into_iter().map(|l| if l > 0.0 { l } else { 0.0 }).collect())
+    }
+
     fn values(&self) -> &[f64] {
         match self {
             StopSeries::Indicator(values) => values.output(0),
@@ -489,9 +493,8 @@ impl SignalBook {
             });
         }
         let bound = layout.bind_rows()?;
-        let none = |f: usize, b: &Bound| f >= STOP && is_none(b);
         let warmups: [Vec<u32>; 4] = std::array::from_fn(|f| {
-            bound[f].iter().map(|b| if none(f, b) { 0 } else { b.lookback().min(u32::MAX as usize) as u32 }).collect()
+            bound[f].iter().map(|b| warmup_of(FAMILIES[f], b).min(u32::MAX as usize) as u32).collect()
         });
         let needed = warmups.iter().filter_map(|w| w.iter().max()).max().map_or(0, |&w| w as usize) + 1;
         if bars < needed {
@@ -507,15 +510,9 @@ impl SignalBook {
         }
         let max_bars = bound[MAX_BARS]
             .iter()
-            .map(|b| match *b {
-                Bound::Const(v) if v.is_nan() => Ok(0),
-                Bound::Const(v) if v >= 1.0 && v.fract() == 0.0 && v <= f64::from(u32::MAX) => Ok(v as u32),
-                _ => Err(BacktestError::Combo {
-                    strategy: strategy.name().to_owned(),
-                    problem: format!("max_bars = {}: must be a whole number of bars ≥ 1", b.id()),
-                }),
-            })
-            .collect::<Result<Vec<u32>, _>>()?;
+            .map(max_bars_of)
+            .collect::<Result<Vec<u32>, _>>()
+            .map_err(|problem| BacktestError::Combo { strategy: strategy.name().to_owned(), problem })?;
 
         let table = SeriesTable::new(bank, bound[..MAX_BARS].iter().flatten())?;
         let entry = fill_rows(&bound[ENTRY], &table);
@@ -531,28 +528,23 @@ impl SignalBook {
                     levels.push(ComboPlan::NO_STOP);
                     continue;
                 }
-                let (id, mult) = match distance(level) {
-                    Some((indicator, m)) => (SeriesId::Indicator(indicator_id(&indicator)), Some(m)),
-                    None => (SeriesId::Level(level.id()), None),
+                let distance = distance(level);
+                let id = match distance {
+                    Some((indicator, _)) => SeriesId::Indicator(indicator.id()),
+                    None => SeriesId::Level(level.id()),
                 };
                 let series = *series_of.entry(id).or_insert_with(|| {
-                    stop_series.push(match distance(level) {
+                    stop_series.push(match distance {
                         Some((indicator, _)) => StopSeries::Indicator(
                             table.indicator(&indicator).expect("the table holds what the rules read").clone(),
                         ),
-                        None => StopSeries::Levels(
-                            Eval::new(level, &table)
-                                .values(bars)
-                                .into_iter()
-                                .map(|l| if l > 0.0 { l } else { 0.0 })
-                                .collect(),
-                        ),
+                        None => StopSeries::levels(Eval::new(level, &table).values(bars)),
                     });
                     (stop_series.len() - 1) as u32
                 });
                 levels.push(stops.len() as u32);
-                stops.push(match mult {
-                    Some(mult) => Stop::Distance { series, mult },
+                stops.push(match distance {
+                    Some((_, mult)) => Stop::Distance { series, mult },
                     None => Stop::Level { series },
                 });
             }
@@ -615,11 +607,7 @@ impl SignalBook {
                 }
                 let shared = columns == 1 || levels.strides()[1] == 0;
                 let kept = if shared { 1 } else { columns };
-                let series = (0..kept)
-                    .map(|c| {
-                        StopSeries::Levels(levels.column(c).iter().map(|&l| if l > 0.0 { l } else { 0.0 }).collect())
-                    })
-                    .collect();
+                let series = (0..kept).map(|c| StopSeries::levels(levels.column(c).iter().copied())).collect();
                 let stops = (0..columns).map(|c| Stop::Level { series: if shared { 0 } else { c as u32 } }).collect();
                 (series, stops)
             }

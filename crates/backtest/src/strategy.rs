@@ -370,9 +370,12 @@ impl Strategy {
             )));
         }
         for rule in &self.0.rules {
-            rule.bind(values, schema).map_err(|e| combo(format!("rule `{}`: {e}", rule.kind.name())))?;
+            let bound = rule.bind(values, schema).map_err(|e| combo(format!("rule `{}`: {e}", rule.kind.name())))?;
+            if rule.kind == RuleKind::MaxBars {
+                crate::rules::max_bars_of(&bound).map_err(combo)?;
+            }
         }
-        self.max_bars(values).map(|_| ()).map_err(combo)
+        Ok(())
     }
 
     /// Whether in-range values (schema order) obey the `require` rule. A sweep asks it
@@ -384,32 +387,14 @@ impl Strategy {
         )
     }
 
-    /// The bars a trade lasts at most (`max_bars`), 0 without that rule.
-    pub(crate) fn max_bars(&self, values: &[f64]) -> Result<u32, String> {
-        let Some(rule) = self.compiled(RuleKind::MaxBars) else { return Ok(0) };
-        match rule.bind(values, self.schema())? {
-            crate::rules::Bound::Const(v) if v >= 1.0 && v.fract() == 0.0 && v <= f64::from(u32::MAX) => Ok(v as u32),
-            crate::rules::Bound::Const(v) => Err(format!("max_bars = {v}: must be a whole number of bars ≥ 1")),
-            _ => Err("max_bars must come from parameters".into()),
-        }
-    }
-
     /// The first bar on which a parameter set may enter: the first bar where every series
     /// its rules read has a value (and, for crossings and lookbacks, the bars before it too).
     pub fn warmup(&self, values: &[f64]) -> Result<usize, BacktestError> {
         self.check(values)?;
         let mut warmup = 0;
-        for rule in self
-            .0
-            .rules
-            .iter()
-            .filter(|r| matches!(r.kind, RuleKind::Entry | RuleKind::Exit | RuleKind::Stop | RuleKind::TakeProfit))
-        {
+        for rule in &self.0.rules {
             let bound = rule.bind(values, self.schema()).map_err(BacktestError::Definition)?;
-            let unused = matches!(rule.kind, RuleKind::Stop | RuleKind::TakeProfit) && crate::rules::is_none(&bound);
-            if !unused {
-                warmup = warmup.max(bound.lookback());
-            }
+            warmup = warmup.max(crate::rules::warmup_of(rule.kind, &bound));
         }
         Ok(warmup)
     }

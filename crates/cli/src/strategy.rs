@@ -1,7 +1,7 @@
 //! `threadx strategy list | show | check`: the built-in strategies, a strategy's rule
 //! file, and what a user's rule file compiles to.
 
-use crate::backtest::split_assignment;
+use crate::sweep::grid_pairs;
 use anyhow::Result;
 use clap::Subcommand;
 use std::fmt::Write as _;
@@ -66,12 +66,8 @@ fn show(strategy: &Strategy) -> String {
 }
 
 fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
-    let mut spec =
-        if grid.is_empty() { SweepSpec::default_grid(strategy.clone()) } else { SweepSpec::new(strategy.clone()) };
-    for assignment in grid {
-        let (name, values) = split_assignment(assignment).map_err(anyhow::Error::msg)?;
-        spec.set_axis(&name, &values)?;
-    }
+    let pairs = grid_pairs(grid)?;
+    let spec = SweepSpec::with_grid(strategy.clone(), (!pairs.is_empty()).then_some(&pairs[..]))?;
     let axes = spec.axes();
     let mut out = format!("{} ({}): OK\n", strategy.name(), strategy.origin());
     if !strategy.description().is_empty() {

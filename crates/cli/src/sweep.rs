@@ -131,15 +131,24 @@ fn parse_size(text: &str) -> Result<u64, String> {
     Ok((value * (1u64 << shift) as f64).min(u64::MAX as f64) as u64)
 }
 
+/// `--grid NAME=VALUES` flags as (name, values) pairs.
+pub fn grid_pairs(flags: &[String]) -> Result<Vec<(String, String)>> {
+    flags.iter().map(|flag| split_assignment(flag).map_err(anyhow::Error::msg)).collect()
+}
+
 /// The spec the flags describe, checked.
 fn build_spec(args: &SweepArgs) -> Result<SweepSpec> {
     let flag_strategy = args.strategy.as_deref().map(Strategy::load).transpose()?;
     let mut spec = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading --config {}", path.display()))?;
-            let spec = SweepSpec::from_toml(&text).with_context(|| format!("in {}", path.display()))?;
+            let mut spec = SweepSpec::from_toml(&text).with_context(|| format!("in {}", path.display()))?;
             if let Some(s) = flag_strategy.filter(|s| *s != spec.strategy) {
                 bail!("--strategy {s} differs from the config's strategy {}", spec.strategy);
+            }
+            // Flags override the config's axes one by one.
+            for (name, values) in grid_pairs(&args.grid)? {
+                spec.set_axis(&name, &values)?;
             }
             spec
         }
@@ -148,13 +157,10 @@ fn build_spec(args: &SweepArgs) -> Result<SweepSpec> {
                 Some(s) => s,
                 None => Strategy::parse("bb_atr")?,
             };
-            if args.grid.is_empty() { SweepSpec::default_grid(strategy) } else { SweepSpec::new(strategy) }
+            let grid = grid_pairs(&args.grid)?;
+            SweepSpec::with_grid(strategy, (!grid.is_empty()).then_some(&grid[..]))?
         }
     };
-    for assignment in &args.grid {
-        let (name, values) = split_assignment(assignment).map_err(anyhow::Error::msg)?;
-        spec.set_axis(&name, &values)?;
-    }
     if let Some(fee) = args.fee {
         spec.fee = fee;
     }

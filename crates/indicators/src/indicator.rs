@@ -44,6 +44,9 @@ pub enum Indicator {
     },
 }
 
+/// An indicator's identity as a plain value ([`Indicator::id`]): its family and parameters.
+pub type IndicatorId = (u8, [u64; 3]);
+
 /// The names `--ind` accepts, with their parameters and defaults.
 pub const INDICATOR_HELP: &str = "sma:period=20, ema:period=20, stddev:period=20, bbands:period=20,std=2, \
 trange, atr:period=14, rsi:period=14, macd:fast=12,slow=26,signal=9";
@@ -260,6 +263,24 @@ impl Indicator {
     /// The identity of the indicator, built by the profiles' one key builder.
     pub fn key(&self) -> String {
         profile_key(self.family().op_name(), &self.params())
+    }
+
+    /// The identity of a checked indicator as a plain value to hash (equal ids, equal
+    /// [`Indicator::key`]s), without building the key's text: for callers that look
+    /// indicators up per row of a book.
+    pub fn id(&self) -> IndicatorId {
+        let p = |v: usize| v as u64;
+        let family = self.family() as u8;
+        match *self {
+            Indicator::Sma { period }
+            | Indicator::Ema { period }
+            | Indicator::StdDev { period }
+            | Indicator::Atr { period }
+            | Indicator::Rsi { period } => (family, [p(period), 0, 0]),
+            Indicator::BollingerBands { period, std } => (family, [p(period), std.to_bits(), 0]),
+            Indicator::TrueRange => (family, [0; 3]),
+            Indicator::Macd { fast, slow, signal } => (family, [p(fast), p(slow), p(signal)]),
+        }
     }
 
     /// The parameters that change the cost of computing it: all but the band width.

@@ -22,7 +22,7 @@ mod synthetic;
 pub use bank::IndicatorBank;
 pub use compute::{FamilyRun, compute_cpu, compute_gpu};
 pub use gpu::KERNELS;
-pub use indicator::{INDICATOR_HELP, Indicator, IndicatorValues};
+pub use indicator::{INDICATOR_HELP, Indicator, IndicatorId, IndicatorValues};
 pub use ohlcv::{DataError, Ohlcv, columns_help, epoch_to_ms, find_columns, format_time};
 pub use synthetic::{Market, SeededRng, SyntheticSpec};
 /// What [`IndicatorBank::new`] needs, so an embedding user need not name threadx-dispatch.

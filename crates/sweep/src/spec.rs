@@ -92,6 +92,17 @@ impl SweepSpec {
         Self { axes, ..Self::new(strategy) }
     }
 
+    /// The strategy's own grid when `grid` is `None`; else every parameter at its default
+    /// but those `grid` names (`name`, values as [`SweepSpec::set_axis`] reads them).
+    pub fn with_grid<S: AsRef<str>>(strategy: Strategy, grid: Option<&[(S, S)]>) -> Result<Self, SweepError> {
+        let Some(grid) = grid else { return Ok(Self::default_grid(strategy)) };
+        let mut spec = Self::new(strategy);
+        for (name, values) in grid {
+            spec.set_axis(name.as_ref(), values.as_ref())?;
+        }
+        Ok(spec)
+    }
+
     /// Sets the values of one parameter from text: a list `1.5,2,2.5` (names for choice
     /// parameters: `sma,ema`) or an inclusive range `start:stop:step`.
     pub fn set_axis(&mut self, name: &str, text: &str) -> Result<(), SweepError> {

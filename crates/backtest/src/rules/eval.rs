@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use threadx_dispatch::cpu_grain;
-use threadx_indicators::{Indicator, IndicatorBank, IndicatorError, IndicatorValues, Ohlcv};
+use threadx_indicators::{Indicator, IndicatorBank, IndicatorError, IndicatorId, IndicatorValues, Ohlcv};
 
 /// The price columns a rule can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -263,39 +263,31 @@ impl Bound {
     }
 }
 
-/// An indicator's identity as a value to hash, made without building its profile key
-/// (a JSON string): books look indicators up once per leaf of every row.
-pub(crate) type IndicatorId = (u8, [u64; 3]);
-
-pub(crate) fn indicator_id(indicator: &Indicator) -> IndicatorId {
-    let p = |v: usize| v as u64;
-    match *indicator {
-        Indicator::Sma { period } => (0, [p(period), 0, 0]),
-        Indicator::Ema { period } => (1, [p(period), 0, 0]),
-        Indicator::StdDev { period } => (2, [p(period), 0, 0]),
-        // +0.0 for -0.0: the bank keys them alike.
-        Indicator::BollingerBands { period, std } => (3, [p(period), (std + 0.0).to_bits(), 0]),
-        Indicator::TrueRange => (4, [0, 0, 0]),
-        Indicator::Atr { period } => (5, [p(period), 0, 0]),
-        Indicator::Rsi { period } => (6, [p(period), 0, 0]),
-        Indicator::Macd { fast, slow, signal } => (7, [p(fast), p(slow), p(signal)]),
-    }
-}
-
-/// Every indicator of the bank `rules` read, each once, in first-read order.
-pub(crate) fn indicators_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> Vec<Indicator> {
+/// Every series `rules` read (rolling sources before the rolling series), each as
+/// often as read.
+fn series_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> Vec<&'b SeriesKey> {
     let mut keys = Vec::new();
     for rule in rules {
         rule.visit_series(&mut keys);
     }
+    keys
+}
+
+/// The bank's indicators among `keys`, each once, in first-read order.
+fn bank_indicators(keys: &[&SeriesKey]) -> Vec<Indicator> {
     let mut seen = std::collections::HashSet::new();
-    keys.into_iter()
+    keys.iter()
         .filter_map(|key| match key {
             SeriesKey::Indicator(indicator, _) => Some(*indicator),
             _ => None,
         })
-        .filter(|i| seen.insert(indicator_id(i)))
+        .filter(|i| seen.insert(i.id()))
         .collect()
+}
+
+/// Every indicator of the bank `rules` read, each once, in first-read order.
+pub(crate) fn indicators_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> Vec<Indicator> {
+    bank_indicators(&series_of(rules))
 }
 
 /// Every series some rules read, computed once.
@@ -311,19 +303,16 @@ impl<'a> SeriesTable<'a> {
     /// f64 values on every device), then rolling series, inner ones first.
     pub(crate) fn new<'b>(
         bank: &IndicatorBank<'a>,
-        rules: impl IntoIterator<Item = &'b Bound> + Clone,
+        rules: impl IntoIterator<Item = &'b Bound>,
     ) -> Result<Self, IndicatorError> {
-        let indicators = indicators_of(rules.clone());
+        let keys = series_of(rules);
+        let indicators = bank_indicators(&keys);
         let values = bank.get_many_exact(&indicators)?;
         let mut table = Self {
             data: bank.data(),
-            indicators: indicators.iter().zip(values).map(|(i, v)| (indicator_id(i), v)).collect(),
+            indicators: indicators.iter().zip(values).map(|(i, v)| (i.id(), v)).collect(),
             rolling: HashMap::new(),
         };
-        let mut keys = Vec::new();
-        for rule in rules {
-            rule.visit_series(&mut keys);
-        }
         // A rolling series comes after the rolling series its source reads.
         for key in keys {
             if let SeriesKey::Rolling { max, period, source } = key
@@ -342,13 +331,13 @@ impl<'a> SeriesTable<'a> {
 
     /// The bank's values of `indicator`, if a rule reads it.
     pub(crate) fn indicator(&self, indicator: &Indicator) -> Option<&Arc<IndicatorValues>> {
-        self.indicators.get(&indicator_id(indicator))
+        self.indicators.get(&indicator.id())
     }
 
     fn values(&self, key: &SeriesKey) -> &[f64] {
         match key {
             SeriesKey::Price(price) => price.of(self.data),
-            SeriesKey::Indicator(indicator, output) => self.indicators[&indicator_id(indicator)].output(*output),
+            SeriesKey::Indicator(indicator, output) => self.indicators[&indicator.id()].output(*output),
             SeriesKey::Rolling { .. } => &self.rolling[&key.id()],
         }
     }

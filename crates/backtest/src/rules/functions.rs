@@ -62,6 +62,11 @@ fn value(args: &mut [ArgValue], i: usize) -> Bound {
     }
 }
 
+/// The two values of a two-argument call.
+fn pair(mut args: Vec<ArgValue>) -> (Bound, Bound) {
+    (value(&mut args, 0), value(&mut args, 1))
+}
+
 fn indicator(indicator: Indicator, output: usize) -> Bound {
     Bound::series(SeriesKey::Indicator(indicator, output))
 }
@@ -219,8 +224,8 @@ pub(crate) const FUNCTIONS: &[Function] = &[
         gives: Gives::Cond,
         usage: "crosses_above(a, b)",
         help: "a > b on this bar and a ≤ b on the bar before",
-        build: |mut a| {
-            let (x, y) = (value(&mut a, 0), value(&mut a, 1));
+        build: |a| {
+            let (x, y) = pair(a);
             cross(x, y)
         },
     },
@@ -230,8 +235,8 @@ pub(crate) const FUNCTIONS: &[Function] = &[
         gives: Gives::Cond,
         usage: "crosses_below(a, b)",
         help: "a < b on this bar and a ≥ b on the bar before (b crosses above a)",
-        build: |mut a| {
-            let (x, y) = (value(&mut a, 0), value(&mut a, 1));
+        build: |a| {
+            let (x, y) = pair(a);
             cross(y, x)
         },
     },
@@ -249,8 +254,8 @@ pub(crate) const FUNCTIONS: &[Function] = &[
         gives: Gives::Number,
         usage: "min(a, b)",
         help: "the smaller of a and b (NaN if either is)",
-        build: |mut a| {
-            let (x, y) = (value(&mut a, 0), value(&mut a, 1));
+        build: |a| {
+            let (x, y) = pair(a);
             Bound::binary(Op::Min, x, y)
         },
     },
@@ -260,8 +265,8 @@ pub(crate) const FUNCTIONS: &[Function] = &[
         gives: Gives::Number,
         usage: "max(a, b)",
         help: "the larger of a and b (NaN if either is)",
-        build: |mut a| {
-            let (x, y) = (value(&mut a, 0), value(&mut a, 1));
+        build: |a| {
+            let (x, y) = pair(a);
             Bound::binary(Op::Max, x, y)
         },
     },

@@ -12,9 +12,7 @@ mod functions;
 mod parse;
 mod program;
 
-pub(crate) use eval::{
-    Bound, Eval, IndicatorId, Op, Price, SeriesKey, SeriesTable, fill_rows, indicator_id, indicators_of,
-};
+pub(crate) use eval::{Bound, Eval, Op, Price, SeriesKey, SeriesTable, fill_rows, indicators_of};
 pub(crate) use file::StrategyFile;
 use functions::FUNCTIONS;
 pub use program::RuleKind;
@@ -23,6 +21,27 @@ pub(crate) use program::{Rule, nearest};
 /// Whether a bound stop or take-profit is none for every bar: a constant NaN or ≤ 0.
 pub(crate) fn is_none(level: &Bound) -> bool {
     matches!(level, Bound::Const(v) if v.is_nan() || *v <= 0.0)
+}
+
+/// The bars before rule `kind`, bound, has every value it reads: a level that is none
+/// and the parameters-only rules (max_bars, require) read nothing.
+pub(crate) fn warmup_of(kind: RuleKind, bound: &Bound) -> usize {
+    match kind {
+        RuleKind::Entry | RuleKind::Exit => bound.lookback(),
+        RuleKind::Stop | RuleKind::TakeProfit if !is_none(bound) => bound.lookback(),
+        _ => 0,
+    }
+}
+
+/// The limit a bound `max_bars` rule gives: a whole number of bars ≥ 1 (NaN, the rule
+/// a strategy without one binds to: 0, no limit).
+pub(crate) fn max_bars_of(bound: &Bound) -> Result<u32, String> {
+    match *bound {
+        Bound::Const(v) if v.is_nan() => Ok(0),
+        Bound::Const(v) if v >= 1.0 && v.fract() == 0.0 && v <= f64::from(u32::MAX) => Ok(v as u32),
+        Bound::Const(v) => Err(format!("max_bars = {v}: must be a whole number of bars ≥ 1")),
+        _ => Err("max_bars must come from parameters".into()),
+    }
 }
 
 /// Every function of the rule language: how it is written and what it gives.

@@ -117,7 +117,7 @@ struct Checker<'a> {
 
 impl Checker<'_> {
     fn param(&self, name: &str) -> Option<usize> {
-        self.params.iter().position(|p| p.name == name)
+        param_index(self.params, name)
     }
 
     /// The function a call names: a function, or a choice parameter whose choices are
@@ -328,16 +328,21 @@ impl Rule {
     }
 }
 
+/// The position of parameter `name` in `params`.
+fn param_index(params: &[ParamSpec], name: &str) -> Option<usize> {
+    params.iter().position(|p| p.name == name)
+}
+
 /// The parameters anywhere in `node`.
 fn params_in(node: &Node, params: &[ParamSpec]) -> u64 {
     let sub = |n: &Node| params_in(n, params);
     match &node.kind {
         NodeKind::Number(_) => 0,
-        NodeKind::Name(name) => params.iter().position(|p| &p.name == name).map_or(0, |i| 1 << i),
+        NodeKind::Name(name) => param_index(params, name).map_or(0, |i| 1 << i),
         NodeKind::Neg(a) | NodeKind::Not(a) => sub(a),
         NodeKind::Binary(_, a, b) | NodeKind::Ago(a, b) => sub(a) | sub(b),
         NodeKind::Call { name, args, .. } => {
-            let callee = params.iter().position(|p| &p.name == name).map_or(0, |i| 1 << i);
+            let callee = param_index(params, name).map_or(0, |i| 1 << i);
             args.iter().fold(callee, |m, a| m | sub(a))
         }
     }
@@ -352,7 +357,7 @@ fn shape_deps(node: &Node, params: &[ParamSpec]) -> u64 {
         NodeKind::Binary(_, a, b) => sub(a) | sub(b),
         NodeKind::Ago(x, k) => sub(x) | params_in(k, params),
         NodeKind::Call { name, args, .. } => {
-            let (callee, f) = match params.iter().position(|p| &p.name == name) {
+            let (callee, f) = match param_index(params, name) {
                 Some(i) => {
                     let first = match &params[i].kind {
                         ParamKind::Choice(choices) => choices.first().and_then(|c| function(c)),
@@ -374,7 +379,7 @@ fn shape_deps(node: &Node, params: &[ParamSpec]) -> u64 {
 
 fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str) -> Result<Bound, String> {
     let sub = |n: &Node| bind(n, values, params, text);
-    let param = |name: &str| params.iter().position(|p| p.name == name);
+    let param = |name: &str| param_index(params, name);
     Ok(match &node.kind {
         NodeKind::Number(v) => Bound::Const(*v),
         NodeKind::Name(name) => match param(name) {
