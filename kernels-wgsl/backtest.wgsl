@@ -1,5 +1,10 @@
-// Whole-backtest kernel: one invocation runs one combo over every bar and writes only its
-// integer totals, bit for bit the CPU's `simulate_totals` (crates/backtest/src/simulate.rs).
+// Whole-backtest kernel: one invocation runs one combo over a stretch of bars and keeps
+// its integer totals and state in `runs`; the host dispatches the stretches in order, and
+// after the last one `runs` holds the totals, bit for bit the CPU's `simulate_totals`
+// (crates/backtest/src/simulate.rs). A stretch is at most MAX_LOOP_STEPS bars
+// (crates/dispatch/src/gpu.rs): the loop below advances at least one bar per iteration,
+// so no invocation runs more iterations than that in one dispatch (lavapipe silently
+// ends an invocation's loops after 65,535 iterations in all).
 // It reads the signal book and its fixed-point tables, uploaded once: entry and exit
 // decisions as bit rows (decided in f64 on the host), each bar's close as f64 bits and
 // log close in 2^-52 units, the prefix sums of returns in 2^-64 units, and the stop
@@ -18,11 +23,13 @@ struct Params {
     first: u32,
     // Word index of the first exit row in `bits` (entry rows come first).
     exit_rows: u32,
-    pad0: u32,
+    // This dispatch's stretch of bars: [start, until). start 0: runs begin at the plans.
+    until: u32,
     // −ln(1 + fee) and ln(1 − fee), i64 in 2^-52 units.
     log_buy: vec2<u32>,
     log_sell: vec2<u32>,
-    pad1: vec2<u32>,
+    start: u32,
+    pad: u32,
     // The entry bar's return and its square, 2^-64 units.
     entry_ret: vec4<u32>,
     entry_ret_sq: vec4<u32>,
@@ -48,8 +55,9 @@ struct Sums {
     exit_sq: vec4<u32>,
 }
 
-// A combo's totals (see Totals in crates/backtest/src/fixed.rs).
-struct Outcome {
+// A combo's run: its totals so far (Totals in crates/backtest/src/fixed.rs; after the
+// last stretch, the combo's totals), then where it stands between stretches.
+struct Run {
     log_equity: vec2<u32>,
     drawdown: vec2<u32>,
     sum: vec4<u32>,
@@ -58,6 +66,17 @@ struct Outcome {
     closed: u32,
     wins: u32,
     held: u32,
+    peak: vec2<u32>,
+    level: vec2<u32>,
+    take_profit_level: vec2<u32>,
+    base: vec2<u32>,
+    hi: vec2<u32>,
+    low: vec2<u32>,
+    // The next bar to look at, the entry bar, and 1 while in a position.
+    t: u32,
+    e: u32,
+    in_position: u32,
+    pad: u32,
 }
 
 // (close bits low, high, log close low, high) per bar.
@@ -70,7 +89,7 @@ struct Outcome {
 // kind 1: the series' level itself.
 @group(0) @binding(4) var<storage, read> stops: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> plans: array<Plan>;
-@group(0) @binding(6) var<storage, read_write> outcomes: array<Outcome>;
+@group(0) @binding(6) var<storage, read_write> runs: array<Run>;
 @group(0) @binding(7) var<uniform> params: Params;
 
 const WORKGROUP: u32 = 64u;
@@ -102,28 +121,32 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     let exit_base = params.exit_rows + plan.exit * params.words;
     let zero2 = vec2<u32>(0u, 0u);
     let zero4 = vec4<u32>(0u, 0u, 0u, 0u);
-    var trades = 0u;
-    var closed = 0u;
-    var wins = 0u;
-    var held = 0u;
-    var drawdown = zero2;
-    var sum = zero4;
-    var sum_sq = zero4;
-    var equity = zero2;
-    var peak = zero2;
+    var r = Run(zero2, zero2, zero4, zero4, 0u, 0u, 0u, 0u, zero2, zero2, zero2, zero2, zero2, zero2, plan.warmup, 0u, 0u, 0u);
+    if (params.start != 0u) {
+        r = runs[params.first + i];
+    }
+    var trades = r.trades;
+    var closed = r.closed;
+    var wins = r.wins;
+    var held = r.held;
+    var drawdown = r.drawdown;
+    var sum = r.sum;
+    var sum_sq = r.sum_sq;
+    var equity = r.log_equity;
+    var peak = r.peak;
     // One flat loop over the bars, a state machine (flat or in a position): lavapipe
     // mixed up invocations whose nested loops (entry search, then the held stretch)
     // ran for different counts.
-    var t = plan.warmup;
-    var in_position = false;
-    var e = 0u;
-    var level = zero2;
-    var take_profit_level = zero2;
-    var base = zero2;
-    var hi = zero2;
-    var low = zero2;
+    var t = r.t;
+    var in_position = r.in_position == 1u;
+    var e = r.e;
+    var level = r.level;
+    var take_profit_level = r.take_profit_level;
+    var base = r.base;
+    var hi = r.hi;
+    var low = r.low;
     loop {
-        if (t >= n) {
+        if (t >= params.until) {
             break;
         }
         if (!in_position) {
@@ -174,13 +197,15 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
             }
         }
     }
-    if (in_position) {
+    if (params.until == n && in_position) {
         // Still open after the last bar: valued at the last close, no exit fee.
         drawdown = min_i64(drawdown, low);
         held += n - e;
         sum = add128(sum, add128(sub128(params.entry_ret, sums[e].ret), sums[n - 1u].ret));
         sum_sq = add128(sum_sq, add128(sub128(params.entry_ret_sq, sums[e].ret_sq), sums[n - 1u].ret_sq));
         equity = add64(base, bar[n - 1u].zw);
+        in_position = false;
     }
-    outcomes[params.first + i] = Outcome(equity, drawdown, sum, sum_sq, trades, closed, wins, held);
+    runs[params.first + i] = Run(equity, drawdown, sum, sum_sq, trades, closed, wins, held, peak, level,
+        take_profit_level, base, hi, low, t, e, select(0u, 1u, in_position), 0u);
 }

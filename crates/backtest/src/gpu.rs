@@ -2,13 +2,15 @@
 //! uploaded once per [`GpuBacktester`], then each call uploads only the combos' plans and
 //! reads back only their integer [`Totals`] — the CPU's bits, turned into metrics by the
 //! same host function. Calls are cut into dispatches that fit the adapter's binding, grid
-//! and per-dispatch work limits; all are submitted before the first read-back, so the
-//! upload of one piece overlaps the compute of the previous one.
+//! and per-dispatch work limits, and the bars into stretches of at most
+//! [`MAX_LOOP_STEPS`], run one after another with each combo's state kept on the device;
+//! all are submitted before the first read-back, so the upload of one piece overlaps the
+//! compute of the previous one.
 
 use crate::book::{ComboPlan, SignalBook, Stop};
 use crate::fixed::{BarTables, Totals};
 use std::sync::Arc;
-use threadx_dispatch::{Dispatch, GpuContext, GpuError, Kernel, PendingRead, wgpu};
+use threadx_dispatch::{Dispatch, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, PendingRead, wgpu};
 
 pub(crate) const BACKTEST: Kernel = Kernel {
     name: "backtest",
@@ -37,18 +39,20 @@ struct Params {
     combos: u32,
     first: u32,
     exit_rows: u32,
-    pad0: u32,
+    until: u32,
     log_buy: [u32; 2],
     log_sell: [u32; 2],
-    pad1: [u32; 2],
+    start: u32,
+    pad: u32,
     entry_ret: [u32; 4],
     entry_ret_sq: [u32; 4],
 }
 
-/// What the kernel writes per combo (backtest.wgsl's `Outcome`).
+/// A combo's run on the device (backtest.wgsl's `Run`): its totals, then the state the
+/// kernel carries from one stretch of bars to the next, which the host never reads.
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Outcome {
+struct Run {
     log_equity: [u32; 2],
     drawdown: [u32; 2],
     sum: [u32; 4],
@@ -57,9 +61,10 @@ struct Outcome {
     closed: u32,
     wins: u32,
     held: u32,
+    state: [u32; 16],
 }
 
-impl Outcome {
+impl Run {
     fn totals(&self) -> Totals {
         let i64_of = |w: [u32; 2]| (u64::from(w[0]) | u64::from(w[1]) << 32) as i64;
         let u128_of = |w: [u32; 4]| w.iter().rev().fold(0u128, |acc, &x| acc << 32 | u128::from(x));
@@ -169,10 +174,11 @@ impl GpuBacktester {
             combos: 0,
             first: 0,
             exit_rows,
-            pad0: 0,
+            until: 0,
             log_buy: i64_words(tables.log_buy),
             log_sell: i64_words(tables.log_sell),
-            pad1: [0; 2],
+            start: 0,
+            pad: 0,
             entry_ret: u128_words(tables.entry_ret),
             entry_ret_sq: u128_words(tables.entry_ret_sq),
         };
@@ -191,29 +197,41 @@ impl GpuBacktester {
     pub fn submit(&self, plans: &[ComboPlan]) -> Result<PendingTotals, GpuError> {
         let ctx = &self.ctx;
         let max_binding = ctx.max_binding_bytes();
-        let per_piece = (max_binding / std::mem::size_of::<Outcome>() as u64).max(1) as usize;
-        let per_dispatch =
-            (MAX_WORK_PER_DISPATCH / u64::from(self.params.bars.max(1))).clamp(1, u64::from(u32::MAX)) as usize;
+        let per_piece = (max_binding / std::mem::size_of::<Run>() as u64).max(1) as usize;
+        let bars = self.params.bars;
+        let stretches = stretches(bars);
+        let longest = stretches.iter().map(|s| s.end - s.start).max().unwrap_or(1);
+        let per_dispatch = (MAX_WORK_PER_DISPATCH / u64::from(longest)).clamp(1, u64::from(u32::MAX)) as usize;
         let mut reads = Vec::new();
         for piece in plans.chunks(per_piece) {
             let plan_buffer = ctx.storage_buffer("plans", piece)?;
-            let out = ctx.output_buffer::<Outcome>("outcomes", piece.len())?;
+            let out = ctx.output_buffer::<Run>("runs", piece.len())?;
             let firsts: Vec<usize> = (0..piece.len()).step_by(per_dispatch).collect();
             let combos = |first: usize| per_dispatch.min(piece.len() - first);
-            let uniforms = firsts
+            // Each group of combos runs its stretches in order; a dispatch sees the runs
+            // the one before it wrote (each is its own pass).
+            let steps: Vec<(usize, &std::ops::Range<u32>)> =
+                firsts.iter().flat_map(|&first| stretches.iter().map(move |s| (first, s))).collect();
+            let uniforms = steps
                 .iter()
-                .map(|&first| {
-                    let params = Params { combos: combos(first) as u32, first: first as u32, ..self.params };
+                .map(|&(first, stretch)| {
+                    let params = Params {
+                        combos: combos(first) as u32,
+                        first: first as u32,
+                        start: stretch.start,
+                        until: stretch.end,
+                        ..self.params
+                    };
                     ctx.uniform_buffer("params", &params)
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let [a, b, c, d, e] = &self.shared;
             let bindings: Vec<[&wgpu::Buffer; 8]> =
                 uniforms.iter().map(|uniform| [a, b, c, d, e, &plan_buffer, &out, uniform]).collect();
-            let launches = firsts
+            let launches = steps
                 .iter()
                 .zip(&bindings)
-                .map(|(&first, buffers)| {
+                .map(|(&(first, _), buffers)| {
                     Ok(Dispatch { kernel: &BACKTEST, buffers, workgroups: ctx.grid(combos(first) as u64, WORKGROUP)? })
                 })
                 .collect::<Result<Vec<_>, GpuError>>()?;
@@ -228,10 +246,10 @@ impl GpuBacktester {
     pub fn collect(&self, pending: PendingTotals, wanted: &dyn Fn() -> bool) -> Result<Option<Vec<Totals>>, GpuError> {
         let mut totals = Vec::new();
         for read in pending.reads {
-            let Some(outcomes) = self.ctx.finish_read_back::<Outcome>(read, wanted)? else {
+            let Some(runs) = self.ctx.finish_read_back::<Run>(read, wanted)? else {
                 return Ok(None);
             };
-            totals.extend(outcomes.iter().map(Outcome::totals));
+            totals.extend(runs.iter().map(Run::totals));
         }
         Ok(Some(totals))
     }
@@ -240,7 +258,17 @@ impl GpuBacktester {
 /// Plans submitted by [`GpuBacktester::submit`], their totals not yet read back.
 #[derive(Debug)]
 pub struct PendingTotals {
-    reads: Vec<PendingRead<Outcome>>,
+    reads: Vec<PendingRead<Run>>,
+}
+
+/// The stretches of `bars` that the kernel runs one dispatch each, in order: at most
+/// [`MAX_LOOP_STEPS`] bars each, since every iteration of the kernel's loop advances at
+/// least one bar. Zero bars: one empty stretch (the kernel still writes the totals).
+fn stretches(bars: u32) -> Vec<std::ops::Range<u32>> {
+    if bars == 0 {
+        return vec![0..0];
+    }
+    (0..bars).step_by(MAX_LOOP_STEPS as usize).map(|start| start..bars.min(start + MAX_LOOP_STEPS)).collect()
 }
 
 /// Refuses books whose stop arithmetic would meet subnormal or infinite values: closes

@@ -11,6 +11,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use wgpu::util::DeviceExt;
 
+/// The most loop iterations one kernel invocation may run in one dispatch, all its loops
+/// together. Mesa's llvmpipe (lavapipe) silently ends an invocation's loops after 65,535
+/// iterations in all (`LP_MAX_TGSI_LOOP_ITERATIONS`), and other drivers reset a device
+/// whose dispatch runs too long: a kernel that walks the bars cuts them into stretches of
+/// at most this many, or leaves work that would need more to the CPU.
+pub const MAX_LOOP_STEPS: u32 = 1 << 15;
+
 /// A WGSL compute kernel: a name (the pipeline cache key), its source and entry point.
 #[derive(Debug, Clone, Copy)]
 pub struct Kernel {
@@ -273,7 +280,9 @@ impl GpuContext {
         });
         let last = dispatches.len().saturating_sub(1);
         for (i, d) in dispatches.iter().enumerate() {
-            let writes = queries.as_ref().map(|q| wgpu::ComputePassTimestampWrites {
+            // Passes between the first and the last write none (wgpu refuses a
+            // timestamp-writes entry with neither index).
+            let writes = queries.as_ref().filter(|_| i == 0 || i == last).map(|q| wgpu::ComputePassTimestampWrites {
                 query_set: q,
                 beginning_of_pass_write_index: (i == 0).then_some(0),
                 end_of_pass_write_index: (i == last).then_some(1),

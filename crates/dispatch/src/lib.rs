@@ -22,7 +22,7 @@ pub mod testing;
 
 pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_gpu, thousands};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
-pub use gpu::{Dispatch, GpuContext, GpuError, Kernel, PendingRead, f32_pairs};
+pub use gpu::{Dispatch, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, PendingRead, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use threadx_profile_store::Device;
 /// The wgpu this crate is built on, so kernels' crates bind buffers of the same version.

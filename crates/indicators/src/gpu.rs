@@ -8,7 +8,7 @@
 
 use crate::indicator::{Family, Indicator, IndicatorValues};
 use crate::ohlcv::Ohlcv;
-use threadx_dispatch::{GpuContext, GpuError, Kernel, f32_pairs, wgpu};
+use threadx_dispatch::{GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, f32_pairs, wgpu};
 
 /// A kernel file with the shared definitions in front (WGSL has no include).
 macro_rules! source {
@@ -51,6 +51,13 @@ pub(crate) fn compute_family(
 ) -> Result<Vec<IndicatorValues>, GpuError> {
     let n = data.len();
     let n32 = u32::try_from(n).map_err(|_| GpuError::Unsupported(format!("{n} bars exceed the GPU's u32 indices")))?;
+    let steps = loop_steps(family, indicators, n);
+    if steps > u64::from(MAX_LOOP_STEPS) {
+        return Err(GpuError::Unsupported(format!(
+            "{} on {n} bars loops {steps} times in one invocation, more than the {MAX_LOOP_STEPS} a dispatch may",
+            family.op_name()
+        )));
+    }
     let reference = data.close()[0];
     let close = ctx.storage_buffer("close", &f32_pairs(data.close(), reference))?;
     let out = match family {
@@ -134,6 +141,18 @@ pub(crate) fn compute_family(
         }
     };
     Ok(out)
+}
+
+/// The most loop iterations one invocation of `family`'s kernel runs on `n` bars (see
+/// the kernels): a window walk per bar, or a walk of every bar per parameter set.
+fn loop_steps(family: Family, indicators: &[Indicator], n: usize) -> u64 {
+    let longest = |f: fn(&Indicator) -> usize| indicators.iter().map(f).max().unwrap_or(0) as u64;
+    match family {
+        Family::Sma | Family::StdDev | Family::BollingerBands => 2 * (longest(Indicator::lookback) + 1),
+        Family::TrueRange => 0,
+        Family::Ema | Family::Rsi | Family::Atr => n as u64,
+        Family::Macd => n as u64 + 2 * longest(Indicator::lookback),
+    }
 }
 
 /// The values of each indicator from the kernel's output blocks: output `b` of

@@ -78,6 +78,44 @@ fn every_adapter_agrees_with_the_cpu_on_a_batch() {
     }
 }
 
+/// Past `MAX_LOOP_STEPS` loop iterations per invocation (lavapipe ends a kernel's loops
+/// after 65,535 iterations, leaving the rest of the output unwritten), a kernel is refused
+/// before any work and the CPU runs it; below, the GPU still agrees with the CPU.
+#[test]
+fn kernels_are_refused_past_the_loop_bound_and_agree_below_it() {
+    let data = SyntheticSpec { bars: 100_000, seed: 3, ..SyntheticSpec::default() }.generate();
+    let runs =
+        [Indicator::Sma { period: 20 }, Indicator::BollingerBands { period: 50, std: 2.0 }, Indicator::TrueRange];
+    let refused = [
+        Indicator::Ema { period: 20 },
+        Indicator::Rsi { period: 14 },
+        Indicator::Atr { period: 14 },
+        Indicator::Macd { fast: 12, slow: 26, signal: 9 },
+        Indicator::Sma { period: 40_000 },
+    ];
+    for ctx in adapters() {
+        for indicator in runs {
+            let gpu = compute_gpu(ctx, &data, &[indicator]).unwrap();
+            let cpu = compute_cpu(&data, &[indicator]).unwrap();
+            for i in 0..indicator.columns().len() {
+                let e = worst_error(gpu[0].output(i), cpu[0].output(i));
+                assert!(e <= 1e-4, "{indicator} on {}: relative error {e:e}", ctx.report().label());
+            }
+        }
+        for indicator in refused {
+            let err = compute_gpu(ctx, &data, &[indicator]).unwrap_err();
+            assert!(err.to_string().contains("loops"), "{indicator}: {err}");
+        }
+    }
+    // Through the bank in GPU mode the refused ones fall back to the CPU's values.
+    let dir = tempfile::tempdir().unwrap();
+    let gpu_mode = dispatcher(DeviceMode::Gpu, &dir);
+    let bank = IndicatorBank::new(&data, &gpu_mode);
+    let ema = bank.get(&Indicator::Ema { period: 20 }).unwrap();
+    let cpu = compute_cpu(&data, &[Indicator::Ema { period: 20 }]).unwrap();
+    assert_eq!(worst_error(ema.output(0), cpu[0].output(0)), 0.0);
+}
+
 #[test]
 fn bad_parameters_are_refused_before_any_work() {
     let data = SyntheticSpec { bars: 30, seed: 3, ..SyntheticSpec::default() }.generate();

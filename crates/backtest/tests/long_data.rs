@@ -1,0 +1,108 @@
+//! The whole-backtest kernel at any data length: it runs the bars in stretches of at most
+//! `MAX_LOOP_STEPS` (lavapipe silently ends a kernel's loops after 65,535 iterations), and
+//! must give the CPU's totals bit for bit on every adapter at lengths around every bound
+//! (a bit-row word, a stretch, the driver's limit) and on two million bars for every
+//! built-in strategy and a rule file.
+
+#![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
+
+mod common;
+
+use common::{FEE, all_plans, cpu_book};
+use ndarray::Array2;
+use proptest::prelude::*;
+use threadx_backtest::{BarTables, GpuBacktester, SignalBook, Strategy, Totals, simulate_cpu};
+use threadx_dispatch::MAX_LOOP_STEPS;
+use threadx_dispatch::testing::adapters;
+use threadx_indicators::{Ohlcv, SeededRng};
+
+/// Compares the GPU's totals with the CPU's on every adapter; `what` names the case.
+fn assert_gpu_matches(what: &str, book: &SignalBook, tables: &BarTables, cpu: &[Totals]) {
+    let plans = all_plans(book);
+    for ctx in adapters() {
+        let gpu = GpuBacktester::new(ctx.clone(), book, tables).unwrap().run(&plans).unwrap();
+        let first = cpu.iter().zip(&gpu).position(|(c, g)| c != g);
+        assert_eq!(
+            first,
+            None,
+            "{what} on {}: combo {first:?} differs: {:?}",
+            ctx.report().label(),
+            first.map(|i| (cpu[i], gpu[i]))
+        );
+    }
+}
+
+/// Signal columns that make the kernel loop as much as it can and hold trades across
+/// every stretch boundary: an entry and an exit on every bar (one loop step per bar), one
+/// trade held from the first bar to the end, random sparse and dense signals, and random
+/// stop levels.
+fn signal_book(data: &Ohlcv, seed: u64) -> SignalBook {
+    let n = data.len();
+    let columns = 6;
+    let mut rng = SeededRng::new(seed);
+    let mut entries = Array2::from_elem((n, columns), false);
+    let mut exits = Array2::from_elem((n, columns), false);
+    let mut stop = Array2::from_elem((n, columns), f64::NAN);
+    for t in 0..n {
+        entries[[t, 0]] = true;
+        exits[[t, 0]] = true;
+        entries[[t, 1]] = t == 0;
+        for c in 2..columns {
+            let every = [3.0, 40.0, 2_000.0, 50_000.0][c - 2];
+            entries[[t, c]] = rng.uniform() * every < 1.0;
+            exits[[t, c]] = rng.uniform() * every < 1.0;
+            stop[[t, c]] = data.close()[t] * (1.0 - 0.05 * rng.uniform());
+        }
+    }
+    SignalBook::from_signals(data, entries.view(), exits.view(), Some(stop.view())).unwrap()
+}
+
+/// The lengths worth testing: a bit-row word, a stretch and lavapipe's loop limit.
+const BOUNDS: [usize; 5] = [32, MAX_LOOP_STEPS as usize, 65_535, 2 * MAX_LOOP_STEPS as usize, 3 * 65_535];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+
+    #[test]
+    fn gpu_totals_are_the_cpus_bits_at_lengths_around_every_bound(
+        bound in prop::sample::select(BOUNDS.to_vec()),
+        offset in -3i64..=3,
+        seed in 0u64..1_000,
+    ) {
+        let n = (bound as i64 + offset).max(2) as usize;
+        let data = Ohlcv::load(&format!("synthetic:bars={n},seed={seed}")).unwrap();
+        let book = signal_book(&data, seed);
+        let tables = BarTables::new(&book, FEE);
+        let cpu = simulate_cpu(&book, &tables, &all_plans(&book));
+        // The every-bar column trades about n / 2 times: the loop really ran every bar.
+        prop_assert!(cpu[0].trades as usize >= n / 2 - 1, "{} trades on {n} bars", cpu[0].trades);
+        assert_gpu_matches(&format!("{n} bars"), &book, &tables, &cpu);
+    }
+}
+
+#[test]
+fn gpu_totals_are_the_cpus_bits_on_two_million_bars_for_every_strategy() {
+    let bars = 2_000_000;
+    let data = Ohlcv::load(&format!("synthetic:bars={bars},seed=5")).unwrap();
+    let donchian = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/strategies/donchian.toml");
+    let cases = [
+        (Strategy::parse("bb_atr").unwrap(), vec![vec![10.0, 40.0], vec![1.5], vec![14.0], vec![1.0, 3.0]]),
+        (Strategy::parse("ma_cross").unwrap(), vec![vec![0.0, 1.0], vec![10.0], vec![50.0]]),
+        (
+            Strategy::parse("rsi_reversion").unwrap(),
+            vec![vec![14.0], vec![30.0], vec![70.0], vec![14.0], vec![0.0, 2.0]],
+        ),
+        (Strategy::load(donchian).unwrap(), Vec::new()),
+    ];
+    for (strategy, axes) in cases {
+        let axes = if axes.is_empty() { strategy.schema().iter().map(|p| vec![p.default]).collect() } else { axes };
+        let book = cpu_book(&data, strategy.clone(), &axes);
+        let tables = BarTables::new(&book, FEE);
+        let cpu = simulate_cpu(&book, &tables, &all_plans(&book));
+        let trades: u32 = cpu.iter().map(|t| t.trades).sum();
+        println!("{strategy}: {} combos, {trades} trades on {bars} bars", cpu.len());
+        // Trades all along the data: a kernel that stopped early would miss most of them.
+        assert!(cpu.iter().all(|t| t.trades > 100), "{strategy}: {cpu:?}");
+        assert_gpu_matches(&format!("{strategy}, {bars} bars"), &book, &tables, &cpu);
+    }
+}
