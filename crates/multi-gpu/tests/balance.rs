@@ -2,7 +2,8 @@
 //! as the workers' summed throughputs allow, a slow worker that cannot stall a run, nor a
 //! device still busy with a chunk another worker delivered; a GPU read that is no longer
 //! wanted is left without waiting for the device; each worker's time by phase.
-//! These tests time real work, so they run one at a time.
+//! The simulated CPU devices sleep for their work (their speed is set in time), so the
+//! figures hold while other jobs load the machine's cores; they run one at a time.
 #![allow(clippy::print_stdout)] // Measured figures are printed for the test log.
 
 mod common;
@@ -20,9 +21,9 @@ use threadx_profile_store::Profiles;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Some 10 µs per item (debug build), 40,000 items.
+/// 10 µs of sleep per item, 40,000 items.
 fn light() -> Hashes {
-    Hashes { items: 40_000, rounds: 2_000 }
+    Hashes::napping(40_000, Duration::from_micros(10))
 }
 
 #[test]
@@ -66,13 +67,13 @@ fn the_balance_finds_a_throttled_workers_true_ratio_and_runs_refresh_it() {
 #[test]
 fn a_distributed_run_takes_about_the_sum_of_the_workers_throughputs() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    // Mostly sleeping workers (1 % of their time is real work), so that the two cores of
-    // CI are not what limits three of them side by side.
-    let work = Hashes { items: 20_000, rounds: 200 };
+    // Sleeping workers, so that the two cores of CI are not what limits three of them
+    // side by side: 20 µs, 40 µs and 30 µs per item.
+    let work = Hashes::napping(20_000, Duration::from_micros(20));
     let pool = DevicePool::new(vec![
-        Worker::cpu().with_lanes(1).named("a").throttled(99.0),
-        Worker::cpu().with_lanes(1).named("b").throttled(199.0),
-        Worker::cpu().with_lanes(1).named("c").throttled(149.0),
+        Worker::cpu().with_lanes(1).named("a"),
+        Worker::cpu().with_lanes(1).named("b").throttled(1.0),
+        Worker::cpu().with_lanes(1).named("c").throttled(0.5),
     ])
     .unwrap();
     let balance = pool
@@ -109,7 +110,7 @@ fn a_slow_worker_cannot_stall_the_run() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // Profiled as equal, "sloth" is in truth 40 times slower: the others steal its queue
     // and back up its last chunk.
-    let work = Hashes { items: 6_000, rounds: 2_000 };
+    let work = Hashes::napping(6_000, Duration::from_micros(50));
     let pool = DevicePool::new(vec![
         Worker::cpu().with_lanes(1).named("quick"),
         Worker::cpu().with_lanes(1).named("sloth").throttled(39.0),
@@ -202,7 +203,7 @@ fn a_device_still_working_on_a_chunk_finished_elsewhere_does_not_hold_the_runs_e
 fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // About a second of work on lavapipe, in one submission.
-    let heavy = Hashes { items: 65_536, rounds: 20_000 };
+    let heavy = Hashes::new(65_536, 20_000);
     // Devices of its own: on lavapipe another test's submit to a shared device blocks
     // until that test's kernel is done, holding the device while it waits. GL runs a
     // submission on the submitting thread: nothing is left to wait for there.
@@ -236,7 +237,7 @@ fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
 #[test]
 fn a_workers_phases_fill_its_lane_time_and_gpu_kernels_are_timed() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let work = Hashes { items: 20_000, rounds: 500 };
+    let work = Hashes::new(20_000, 500);
     let all = chunks(20_000, 1_000);
     for ctx in adapters() {
         let pool = DevicePool::new(vec![Worker::gpu(0, ctx.clone()), Worker::cpu().with_lanes(1)]).unwrap();

@@ -17,7 +17,7 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 fn every_mix_of_workers_gives_the_bytes_of_one_cpu() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let work = Hashes { items: 5_000, rounds: 64 };
+    let work = Hashes::new(5_000, 64);
     let expected: Vec<u32> = (0..5_000).map(|i| hash(i, 64)).collect();
     let all = chunks(5_000, 97);
     let one = DevicePool::new(vec![Worker::cpu()]).unwrap();
@@ -55,7 +55,7 @@ fn every_mix_of_workers_gives_the_bytes_of_one_cpu() {
 #[test]
 fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let work = Hashes { items: 3_000, rounds: 32 };
+    let work = Hashes::new(3_000, 32);
     let expected: Vec<u32> = (0..3_000).map(|i| hash(i, 32)).collect();
     let all = chunks(3_000, 100);
     let mut options = DistributeOptions::new("hashes");

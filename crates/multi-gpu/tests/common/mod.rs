@@ -38,10 +38,24 @@ pub fn hash(item: u32, rounds: u32) -> u32 {
     x
 }
 
-/// `items` hashes of `rounds` rounds each: item i's output is `hash(i)`.
+/// `items` hashes of `rounds` rounds each: item i's output is `hash(i)`. On the CPU each
+/// item also takes `nap` of sleep: a simulated device whose speed is set in time, not by
+/// how busy the machine's cores are (tests of the balance use it, so they hold under load).
 pub struct Hashes {
     pub items: u64,
     pub rounds: u32,
+    pub nap: std::time::Duration,
+}
+
+impl Hashes {
+    pub fn new(items: u64, rounds: u32) -> Self {
+        Self { items, rounds, nap: std::time::Duration::ZERO }
+    }
+
+    /// Items that each take `nap` of sleep and a few rounds of hashing on the CPU.
+    pub fn napping(items: u64, nap: std::time::Duration) -> Self {
+        Self { items, rounds: 4, nap }
+    }
 }
 
 pub enum Lane {
@@ -76,7 +90,10 @@ impl Workload for Hashes {
     fn submit(&self, lane: &mut Lane, items: Range<u64>) -> Result<Pending, WorkError> {
         match lane {
             // One thread per range: workers measured side by side do not share cores.
-            Lane::Cpu => Ok(Pending::Ready(items.map(|i| hash(i as u32, self.rounds)).collect())),
+            Lane::Cpu => {
+                std::thread::sleep(self.nap * (items.end - items.start) as u32);
+                Ok(Pending::Ready(items.map(|i| hash(i as u32, self.rounds)).collect()))
+            }
             Lane::Gpu(ctx) => {
                 let count = (items.end - items.start) as u32;
                 let out = ctx.output_buffer::<u32>("hashes", count as usize)?;
