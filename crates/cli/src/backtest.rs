@@ -5,11 +5,11 @@ use crate::sweep::pct;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use threadx_backtest::{BacktestReport, Metrics, Strategy, backtest, check_bars_per_year, check_fee};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
-use threadx_profile_store::write_file_atomic;
+use threadx_profile_store::{refuse_output_over_input, write_file_atomic};
 
 /// What `threadx backtest` was asked for.
 #[derive(Debug)]
@@ -45,6 +45,9 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     for path in req.trades.iter().chain(&req.equity) {
         check_writable(path)?;
     }
+    let outputs: Vec<&Path> = req.trades.iter().chain(&req.equity).map(PathBuf::as_path).collect();
+    refuse_output_over_input(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])
+        .map_err(anyhow::Error::msg)?;
     let data = Ohlcv::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let bank = IndicatorBank::new(&data, &dispatcher);

@@ -6,13 +6,14 @@ use std::fmt::Write;
 use std::path::Path;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Indicator, IndicatorBank, Ohlcv, format_time};
-use threadx_profile_store::write_file_atomic;
+use threadx_profile_store::{refuse_output_over_input, write_file_atomic};
 
 pub fn run(data: &str, indicators: &[Indicator], out: &Path, mode: DeviceMode) -> Result<()> {
     if indicators.is_empty() {
         anyhow::bail!("no indicator asked for: add --ind, e.g. --ind bbands:period=20,std=2");
     }
     check_writable(out)?;
+    refuse_output_over_input(&[out], &[Path::new(data)]).map_err(anyhow::Error::msg)?;
     let data = Ohlcv::load(data).with_context(|| format!("loading --data {data}"))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let bank = IndicatorBank::new(&data, &dispatcher);

@@ -12,10 +12,10 @@ use threadx_backtest::{Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
-use threadx_profile_store::write_file_atomic;
+use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, Sample, Shard, SweepPlan, SweepSpec, WalkForward, available_memory,
-    check_output, check_writable, checkpoint_dir, merge, metric_index, run_to_files, walk_forward,
+    check_output, check_writable, checkpoint_dir, merge, metric_index, run_to_files, summary_path, walk_forward,
 };
 
 const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";
@@ -222,7 +222,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let varying = spec.axes().iter().filter(|a| a.len() > 1).count();
     let heatmap = match (&args.heatmap, varying >= 2 || args.heatmap_x.is_some()) {
         (Some(path), _) => Some(path.clone()),
-        (None, true) if spec.walk_forward.is_none() => Some(sibling(&args.out, "-heatmap.svg")),
+        (None, true) if spec.walk_forward.is_none() && !is_special_file(&args.out) => {
+            Some(sibling(&args.out, "-heatmap.svg"))
+        }
         _ => None,
     };
     let opts = OutputOptions {
@@ -241,6 +243,23 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         }
         check_writable(plot)?;
     }
+    // No output may be a file this command reads.
+    let summary = summary_path(&args.out);
+    let outputs: Vec<&Path> = [
+        Some(args.out.as_path()),
+        summary.as_deref(),
+        opts.heatmap.as_ref().map(|h| h.path.as_path()),
+        monitor_plot.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let inputs: Vec<&Path> =
+        [Some(Path::new(&args.data)), args.strategy.as_deref().map(Path::new), args.config.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+    refuse_output_over_input(&outputs, &inputs).map_err(anyhow::Error::msg)?;
     if spec.walk_forward.is_some() {
         check_writable(&args.out)?;
     } else {
@@ -311,8 +330,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         let history = monitor.history();
         report.summary["telemetry"] = summary_json(&history, monitor.gpu_names(), monitor.gpu_status());
         let summary = format!("{:#}\n", report.summary);
-        write_file_atomic(&report.summary_path, summary.as_bytes())
-            .with_context(|| format!("writing {}", report.summary_path.display()))?;
+        if let Some(path) = &report.summary_path {
+            write_file_atomic(path, summary.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+        }
         let title = format!("threadx sweep {}", opts.out.display());
         let svg = plot_svg(&history, monitor.gpu_names(), monitor.cores(), &title)?;
         write_file_atomic(plot, svg.as_bytes()).with_context(|| format!("writing {}", plot.display()))?;
@@ -348,7 +368,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         outln!("wrote the monitor plot to {}", plot.display());
     }
     outln!("wrote {} rows to {}", report.rows, opts.out.display());
-    outln!("wrote the summary to {}", report.summary_path.display());
+    print_summary_path(report.summary_path.as_deref(), &opts.out)?;
     if let Some(h) = &opts.heatmap {
         outln!("wrote the {} heatmap to {}", args.by, h.path.display());
     }
@@ -446,9 +466,10 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
     let report = report?;
     threadx_profile_store::write_file_atomic(&args.out, report.to_csv(data, spec).as_bytes())
         .with_context(|| format!("writing {}", args.out.display()))?;
-    let json_path = args.out.with_extension("json");
-    threadx_profile_store::write_file_atomic(&json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
-        .with_context(|| format!("writing {}", json_path.display()))?;
+    if let Some(json_path) = summary_path(&args.out) {
+        threadx_profile_store::write_file_atomic(&json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
+            .with_context(|| format!("writing {}", json_path.display()))?;
+    }
     outln!(
         "{} walk-forward on {} ({} bars), best by {} in each train window:",
         spec.strategy,
@@ -486,13 +507,8 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         pct(m.max_drawdown),
         pct(m.exposure)
     );
-    outln!(
-        "wrote {} windows to {} and the summary to {}",
-        report.windows.len(),
-        args.out.display(),
-        json_path.display()
-    );
-    Ok(())
+    outln!("wrote {} windows to {}", report.windows.len(), args.out.display());
+    print_summary_path(summary_path(&args.out).as_deref(), &args.out)
 }
 
 /// Every metric with what it means, after `intro`: the long help of `--by`.
@@ -572,6 +588,15 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
     let strategy = SweepSpec::strategy_of(&report.summary["identity"]["spec"])?;
     out!("{}", top_table(&strategy, &report.best, &args.by));
     outln!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());
-    outln!("wrote the summary to {}", report.summary_path.display());
+    print_summary_path(report.summary_path.as_deref(), &args.out)?;
+    Ok(())
+}
+
+/// Where the summary went, or why there is none (results sent to a device or FIFO).
+fn print_summary_path(summary: Option<&Path>, out: &Path) -> Result<()> {
+    match summary {
+        Some(path) => outln!("wrote the summary to {}", path.display()),
+        None => outln!("no summary: {} is not a regular file, so nothing is written beside it", out.display()),
+    }
     Ok(())
 }

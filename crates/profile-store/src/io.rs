@@ -141,16 +141,20 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Whether `path` can be written, asked before any work so that a long computation does
 /// not end in an unwritable path: its folder must exist and not be read-only, and it must
-/// not be a folder itself. The error says which.
+/// not be a folder itself. A symbolic link is judged by its target; a character device or
+/// FIFO is written in place, so only its kind is checked. The error says which.
 pub fn check_writable(path: &Path) -> std::result::Result<(), String> {
-    let parent = parent_dir(path);
+    let target = resolve_links(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    match output_kind(&target) {
+        Ok(OutputKind::Special) => return Ok(()),
+        Ok(OutputKind::Regular) => {}
+        Err(e) => return Err(format!("cannot write {}: {e}", path.display())),
+    }
+    let parent = parent_dir(&target);
     if !parent.is_dir() {
         return Err(format!("cannot write {}: folder {} does not exist", path.display(), parent.display()));
     }
-    if path.is_dir() {
-        return Err(format!("cannot write {}: it is a folder", path.display()));
-    }
-    if let Err(e) = check_replaceable(path) {
+    if let Err(e) = check_replaceable(&target) {
         return Err(format!("cannot write {}: {e}", path.display()));
     }
     match parent.metadata() {
@@ -160,6 +164,123 @@ pub fn check_writable(path: &Path) -> std::result::Result<(), String> {
         Ok(_) => Ok(()),
         Err(e) => Err(format!("cannot write into {}: {e}", parent.display())),
     }
+}
+
+/// Whether `path` is (or links to) something other than a regular file or nothing: a
+/// character device such as `/dev/null` or a FIFO, which outputs write in place.
+pub fn is_special_file(path: &Path) -> bool {
+    resolve_links(path).is_ok_and(|target| matches!(output_kind(&target), Ok(OutputKind::Special)))
+}
+
+/// Refuses any of `outputs` that is the same file as one of `inputs` (the same device
+/// and inode, or the same path once links are resolved), naming both: a command must
+/// never overwrite what it reads. Paths that do not exist yet cannot be the same file.
+pub fn refuse_output_over_input(outputs: &[&Path], inputs: &[&Path]) -> std::result::Result<(), String> {
+    for output in outputs {
+        for input in inputs {
+            if same_file(output, input) {
+                return Err(format!(
+                    "the output {} is the input {}: choose another output, or it would overwrite what it reads",
+                    output.display(),
+                    input.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (fs::metadata(a), fs::metadata(b)) else { return false };
+    // Devices and FIFOs are streams, not data that writing would destroy.
+    if !ma.is_file() || !mb.is_file() {
+        return false;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if (ma.dev(), ma.ino()) == (mb.dev(), mb.ino()) {
+            return true;
+        }
+    }
+    matches!((fs::canonicalize(a), fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y)
+}
+
+/// What an output path is: a regular file (or nothing yet), replaced atomically, or a
+/// device or FIFO, written in place.
+enum OutputKind {
+    Regular,
+    Special,
+}
+
+fn output_kind(target: &Path) -> std::io::Result<OutputKind> {
+    let meta = match fs::metadata(target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(OutputKind::Regular),
+        Err(e) => return Err(e),
+    };
+    if meta.is_file() {
+        return Ok(OutputKind::Regular);
+    }
+    if meta.is_dir() {
+        return Err(std::io::Error::new(ErrorKind::IsADirectory, "it is a folder"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = meta.file_type();
+        if kind.is_char_device() || kind.is_fifo() {
+            return Ok(OutputKind::Special);
+        }
+        if kind.is_block_device() {
+            return Err(std::io::Error::new(ErrorKind::InvalidInput, "it is a block device (a disk): refused"));
+        }
+        if kind.is_socket() {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                "it is a socket, which cannot be opened as a file",
+            ));
+        }
+    }
+    Err(std::io::Error::new(ErrorKind::InvalidInput, "it is not a regular file"))
+}
+
+/// `path` with every symbolic link followed to the file it names (which may not exist
+/// yet): an output replaces the link's target, and the link stays a link.
+fn resolve_links(path: &Path) -> std::io::Result<PathBuf> {
+    let mut current = path.to_path_buf();
+    for _ in 0..40 {
+        match fs::symlink_metadata(&current) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = fs::read_link(&current)?;
+                current = if target.is_absolute() { target } else { parent_dir(&current).join(target) };
+            }
+            _ => return Ok(current),
+        }
+    }
+    Err(std::io::Error::new(ErrorKind::InvalidInput, "too many levels of symbolic links"))
+}
+
+/// Opens a device or FIFO to write in place. A FIFO with no reader is an error at once,
+/// not an open that waits forever.
+fn open_special(target: &Path) -> std::io::Result<File> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        if fs::metadata(target)?.file_type().is_fifo() {
+            // Non-blocking, the open fails (ENXIO) when nobody reads; the reader it finds
+            // lets the blocking open below return at once.
+            let _probe = OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(target).map_err(|e| {
+                if e.raw_os_error() == Some(libc::ENXIO) {
+                    std::io::Error::other("it is a FIFO that no process is reading (start the reader first)")
+                } else {
+                    e
+                }
+            })?;
+            return OpenOptions::new().write(true).open(target);
+        }
+    }
+    OpenOptions::new().write(true).open(target)
 }
 
 /// Whether an existing file at `path` may be replaced: the user must be able to write
@@ -218,44 +339,62 @@ fn remove_stale_tmp(path: &Path) {
 /// A file that exists keeps its permissions; one the user cannot write to is refused.
 /// The temporary file (`<name>.tmp-<pid>`) is locked while written, so that temporary
 /// files of killed writers are recognised and removed by the next writer of `path`.
+///
+/// Only regular files are replaced: a symbolic link is followed and its target replaced
+/// (the link stays), and a character device (`/dev/null`) or a FIFO is written in place.
 #[derive(Debug)]
 pub struct AtomicFile {
     path: PathBuf,
-    tmp: PathBuf,
+    /// The temporary file; `None` when writing a device or FIFO in place.
+    tmp: Option<PathBuf>,
     permissions: Option<fs::Permissions>,
     file: Option<std::io::BufWriter<File>>,
 }
 
 impl AtomicFile {
     pub fn create(path: &Path) -> std::io::Result<Self> {
-        let permissions = check_replaceable(path)
+        let target = resolve_links(path)?;
+        if let OutputKind::Special = output_kind(&target)? {
+            let file = open_special(&target)?;
+            return Ok(Self {
+                path: target,
+                tmp: None,
+                permissions: None,
+                file: Some(std::io::BufWriter::with_capacity(1 << 20, file)),
+            });
+        }
+        let permissions = check_replaceable(&target)
             .map_err(|e| std::io::Error::new(e.kind(), format!("cannot replace {}: {e}", path.display())))?;
-        remove_stale_tmp(path);
-        let mut name = tmp_prefix(path);
+        remove_stale_tmp(&target);
+        let mut name = tmp_prefix(&target);
         name.push(std::process::id().to_string());
-        let tmp = path.with_file_name(name);
-        let file = File::create(&tmp)?;
+        let tmp = target.with_file_name(name);
+        let file = File::create(&tmp).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot create the temporary file {} beside it: {e}", tmp.display()))
+        })?;
         file.lock()?;
         Ok(Self {
-            path: path.to_owned(),
-            tmp,
+            path: target,
+            tmp: Some(tmp),
             permissions,
             file: Some(std::io::BufWriter::with_capacity(1 << 20, file)),
         })
     }
 
-    /// Syncs the data and renames it over the destination.
+    /// Syncs the data and renames it over the destination (a device or FIFO: flushes).
     pub fn commit(mut self) -> std::io::Result<()> {
+        let tmp = self.tmp.take();
         let result = (|| {
             let file = self.file.take().expect("an uncommitted file").into_inner().map_err(|e| e.into_error())?;
+            let Some(tmp) = &tmp else { return Ok(()) };
             if let Some(permissions) = self.permissions.take() {
                 file.set_permissions(permissions)?;
             }
             file.sync_all()?;
-            fs::rename(&self.tmp, &self.path)
+            fs::rename(tmp, &self.path)
         })();
-        if result.is_err() {
-            let _ = fs::remove_file(&self.tmp);
+        if let (Err(_), Some(tmp)) = (&result, &tmp) {
+            let _ = fs::remove_file(tmp);
         }
         result
     }
@@ -277,8 +416,8 @@ impl Write for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = fs::remove_file(&self.tmp);
+        if let (Some(_), Some(tmp)) = (self.file.take(), &self.tmp) {
+            let _ = fs::remove_file(tmp);
         }
     }
 }

@@ -23,7 +23,7 @@ mod thresholds;
 
 use std::path::{Path, PathBuf};
 
-pub use io::{AtomicFile, check_writable, write_file_atomic};
+pub use io::{AtomicFile, check_writable, is_special_file, refuse_output_over_input, write_file_atomic};
 pub use key::{profile_key, split_key};
 pub use multigpu::{MultiGpuFile, RatioProfile};
 pub use stats::RunningStats;

@@ -309,3 +309,97 @@ fn atomic_writes_keep_the_mode_refuse_read_only_files_and_clean_stale_temporarie
     assert_eq!(fs::read_to_string(&path).unwrap(), "live");
     assert!(!live_tmp.exists());
 }
+
+/// Makes a special file with a shell tool (`mknod` needs root; `None` where it fails).
+#[cfg(unix)]
+fn make_special(tool: &str, args: &[&str]) -> Option<()> {
+    std::process::Command::new(tool).args(args).status().ok().filter(|s| s.success()).map(|_| ())
+}
+
+#[cfg(unix)]
+#[test]
+fn devices_and_fifos_are_written_in_place_and_links_replace_their_targets() {
+    use std::os::unix::fs::FileTypeExt;
+    use threadx_profile_store::{check_writable, is_special_file, write_file_atomic};
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| dir.path().join(name);
+    let kind = |p: &Path| fs::symlink_metadata(p).unwrap().file_type();
+
+    // Character devices (/dev/null's and /dev/full's numbers, made here, as root).
+    let null = at("null");
+    let full = at("full");
+    if make_special("mknod", &[null.to_str().unwrap(), "c", "1", "3"]).is_some()
+        && make_special("mknod", &[full.to_str().unwrap(), "c", "1", "7"]).is_some()
+    {
+        assert!(is_special_file(&null) && check_writable(&null).is_ok());
+        write_file_atomic(&null, b"rows").unwrap();
+        assert!(kind(&null).is_char_device(), "the device is still a device");
+        let err = write_file_atomic(&full, b"rows").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(28), "the device's own error (ENOSPC): {err}");
+        assert!(kind(&full).is_char_device());
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "no temporary file beside the devices: {names:?}");
+    } else {
+        eprintln!("mknod needs root: the character-device checks are skipped");
+    }
+
+    // A FIFO: with no reader, an error at once (not an open that waits forever); with a
+    // reader, the bytes arrive.
+    let fifo = at("fifo");
+    make_special("mkfifo", &[fifo.to_str().unwrap()]).expect("mkfifo");
+    let started = std::time::Instant::now();
+    let err = write_file_atomic(&fifo, b"rows").unwrap_err();
+    assert!(err.to_string().contains("no process is reading"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
+    };
+    // The reader opens the FIFO when its thread runs: retry until it is there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while let Err(e) = write_file_atomic(&fifo, b"rows\n") {
+        assert!(std::time::Instant::now() < deadline, "{e}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(reader.join().unwrap(), "rows\n");
+    assert!(kind(&fifo).is_fifo());
+
+    // A symbolic link: its target is replaced and the link stays a link; a dangling
+    // link's target is created.
+    let target = at("target.csv");
+    fs::write(&target, "old").unwrap();
+    let link = at("link.csv");
+    std::os::unix::fs::symlink("target.csv", &link).unwrap();
+    write_file_atomic(&link, b"new").unwrap();
+    assert!(kind(&link).is_symlink());
+    assert_eq!(fs::read_to_string(&target).unwrap(), "new");
+    let dangling = at("dangling.csv");
+    std::os::unix::fs::symlink("made.csv", &dangling).unwrap();
+    write_file_atomic(&dangling, b"made").unwrap();
+    assert!(kind(&dangling).is_symlink());
+    assert_eq!(fs::read_to_string(at("made.csv")).unwrap(), "made");
+}
+
+#[cfg(unix)]
+#[test]
+fn an_output_that_is_an_input_is_refused_naming_both() {
+    use threadx_profile_store::refuse_output_over_input;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.csv");
+    fs::write(&data, "timestamp,open\n").unwrap();
+    let hard = dir.path().join("hard.csv");
+    fs::hard_link(&data, &hard).unwrap();
+    let link = dir.path().join("link.csv");
+    std::os::unix::fs::symlink(&data, &link).unwrap();
+    let dotted = dir.path().join(".").join("data.csv");
+    for output in [&data, &hard, &link, &dotted] {
+        let err = refuse_output_over_input(&[output.as_path()], &[data.as_path()]).unwrap_err();
+        assert!(err.contains(&output.display().to_string()) && err.contains(&data.display().to_string()), "{err}");
+    }
+    let other = dir.path().join("other.csv");
+    fs::write(&other, "x").unwrap();
+    let missing = dir.path().join("missing.csv");
+    refuse_output_over_input(&[other.as_path(), missing.as_path()], &[data.as_path(), Path::new("synthetic")]).unwrap();
+    // Devices are streams: reading and writing /dev/null is not overwriting data.
+    refuse_output_over_input(&[Path::new("/dev/null")], &[Path::new("/dev/null")]).unwrap();
+}

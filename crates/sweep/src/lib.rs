@@ -27,7 +27,7 @@ mod walk;
 pub use combos::{ComboSet, Shard, chunk_size};
 pub use output::{
     HeatmapOptions, OutputOptions, SweepReport, check_output, check_writable, checkpoint_dir, data_fingerprint, merge,
-    row_json, run_to_files,
+    row_json, run_to_files, summary_path,
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use rows::{Row, header, parse_row, write_row};

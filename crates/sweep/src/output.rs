@@ -22,7 +22,7 @@ use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, PhaseReport, PhaseTimer};
-use threadx_profile_store::{AtomicFile, write_file_atomic};
+use threadx_profile_store::{AtomicFile, is_special_file, refuse_output_over_input, write_file_atomic};
 
 /// How a sweep writes its results.
 #[derive(Debug, Clone)]
@@ -58,7 +58,9 @@ pub struct SweepReport {
     pub phases: Option<PhaseReport>,
     pub best: Vec<Row>,
     pub rows: u64,
-    pub summary_path: PathBuf,
+    /// Where the summary was written; `None` when the results went to a device or FIFO,
+    /// beside which nothing is written.
+    pub summary_path: Option<PathBuf>,
 }
 
 /// A data set's identity for checkpoints and shards: FNV-1a over every timestamp and
@@ -79,12 +81,18 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
-fn summary_path(out: &Path) -> PathBuf {
-    out.with_extension("json")
+/// The summary beside `out` (`<out stem>.json`); none beside a device or FIFO such as
+/// `/dev/null`, which is not a folder's file.
+pub fn summary_path(out: &Path) -> Option<PathBuf> {
+    (!is_special_file(out)).then(|| out.with_extension("json"))
 }
 
-/// The checkpoint folder of a run writing `out`: `<out>.parts`.
+/// The checkpoint folder of a run writing `out`: `<out>.parts`; for a device or FIFO, a
+/// folder of this process's own in the temporary directory (such a run cannot resume).
 pub fn checkpoint_dir(out: &Path) -> PathBuf {
+    if is_special_file(out) {
+        return std::env::temp_dir().join(format!("threadx-sweep-{}.parts", std::process::id()));
+    }
     let mut name = out.file_name().unwrap_or_default().to_os_string();
     name.push(".parts");
     out.with_file_name(name)
@@ -150,6 +158,12 @@ pub fn check_writable(path: &Path) -> Result<(), SweepError> {
 /// Checks the output paths before anything is computed.
 pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
     check_writable(&opts.out)?;
+    if opts.resume && is_special_file(&opts.out) {
+        return Err(SweepError::Results(format!(
+            "--resume needs --out to be a regular file: {} is a device or FIFO, beside which no checkpoint is kept",
+            opts.out.display()
+        )));
+    }
     if opts.out.extension().is_some_and(|e| e == "json") {
         return Err(SweepError::Results(format!(
             "--out {}: the results are CSV (the summary is written beside them as .json)",
@@ -322,7 +336,9 @@ pub fn run_to_files(
         "phases": phase_report.to_json(),
     });
     let summary_path = summary_path(&opts.out);
-    write_file_atomic(&summary_path, format!("{summary:#}\n").as_bytes()).map_err(io_error(&summary_path))?;
+    if let Some(path) = &summary_path {
+        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
+    }
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(SweepReport { summary, phases: Some(phase_report), best: leaderboard.rows().to_vec(), rows, summary_path })
 }
@@ -355,12 +371,19 @@ pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<Swe
         return Err(bad("no shard files given".into()));
     }
     check_writable(out)?;
+    // Neither the merged file nor its summary may be a shard or a shard's summary.
+    let shard_summaries: Vec<PathBuf> = shards.iter().filter_map(|p| summary_path(p)).collect();
+    let inputs: Vec<&Path> =
+        shards.iter().map(PathBuf::as_path).chain(shard_summaries.iter().map(PathBuf::as_path)).collect();
+    let out_summary = summary_path(out);
+    let outputs: Vec<&Path> = std::iter::once(out).chain(out_summary.as_deref()).collect();
+    refuse_output_over_input(&outputs, &inputs).map_err(bad)?;
     let mut identity: Option<Value> = None;
     let mut seen: BTreeMap<u64, &PathBuf> = BTreeMap::new();
     let mut expected_rows = 0u64;
     let mut count = 0;
     for path in shards {
-        let summary_path = summary_path(path);
+        let summary_path = path.with_extension("json");
         let text = fs::read_to_string(&summary_path).map_err(|e| {
             bad(format!(
                 "{}: no summary at {} ({e}); a shard's summary is written when the shard finishes",
@@ -455,7 +478,8 @@ pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<Swe
         "combos": {"rows": rows},
         "best": best_json(strategy, &leaderboard),
     });
-    let summary_path = summary_path(out);
-    write_file_atomic(&summary_path, format!("{summary:#}\n").as_bytes()).map_err(io_error(&summary_path))?;
-    Ok(SweepReport { summary, phases: None, best: leaderboard.rows().to_vec(), rows, summary_path })
+    if let Some(path) = &out_summary {
+        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
+    }
+    Ok(SweepReport { summary, phases: None, best: leaderboard.rows().to_vec(), rows, summary_path: out_summary })
 }

@@ -1,0 +1,137 @@
+//! Where outputs go, as a user names them: an output that is one of the command's inputs
+//! is refused before any work, naming both; a character device or FIFO is written in
+//! place (nothing beside it), a symbolic link's target is replaced.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn threadx(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_threadx"))
+        .current_dir(dir)
+        .args(args)
+        .env("THREADX_GPU_THRESHOLD_PATH", dir.join("profile.json"))
+        .env("THREADX_MULTIGPU_PROFILE_PATH", dir.join("multigpu.json"))
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const GRID: [&str; 5] = ["--grid", "bb_period=10,20", "--grid", "bb_std=2", "--quiet"];
+
+fn sweep<'a>(data: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--device", "cpu", "sweep", "--data", data, "--out", out];
+    args.extend(GRID);
+    args.extend(extra);
+    args
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(threadx(d, &["data", "synth", "--bars", "600", "--out", "in.csv"]).status.success());
+    std::fs::hard_link(d.join("in.csv"), d.join("same.csv")).unwrap();
+    let original = std::fs::read(d.join("in.csv")).unwrap();
+    let refused = |args: &[&str], output: &str| {
+        let out = threadx(d, args);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran");
+        assert!(
+            stderr.contains(&format!("the output {output} is the input ")) && stderr.contains("in.csv"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(std::fs::read(d.join("in.csv")).unwrap(), original, "{args:?} changed the input");
+    };
+    refused(&sweep("in.csv", "in.csv", &[]), "in.csv");
+    refused(&sweep("in.csv", "./in.csv", &[]), "./in.csv");
+    refused(&sweep("in.csv", "r.csv", &["--heatmap", "same.csv"]), "same.csv");
+    refused(&["--device", "cpu", "indicators", "--data", "in.csv", "--ind", "sma", "--out", "same.csv"], "same.csv");
+    refused(&["--device", "cpu", "backtest", "--data", "in.csv", "--trades", "in.csv"], "in.csv");
+    refused(&["--device", "cpu", "backtest", "--data", "in.csv", "--equity", "same.csv"], "same.csv");
+
+    // Merge: the merged file (or its summary) may not be a shard's.
+    for i in 0..2 {
+        let shard = format!("{i}/2");
+        let out = format!("p{i}.csv");
+        let run = threadx(d, &sweep("synthetic:bars=600,seed=3", &out, &["--shard", &shard, "--chunk-size", "1"]));
+        assert!(run.status.success(), "{}", text(&run.stderr));
+    }
+    let shard0 = std::fs::read(d.join("p0.csv")).unwrap();
+    let merge = threadx(d, &["merge", "p0.csv", "p1.csv", "--out", "p0.csv"]);
+    assert!(!merge.status.success());
+    assert!(text(&merge.stderr).contains("the output p0.csv is the input p0.csv"), "{}", text(&merge.stderr));
+    assert_eq!(std::fs::read(d.join("p0.csv")).unwrap(), shard0);
+    let merge = threadx(d, &["merge", "p0.csv", "p1.csv", "--out", "all.csv"]);
+    assert!(merge.status.success(), "the shards are intact: {}", text(&merge.stderr));
+}
+
+/// Makes a character device as /dev/null's (1, 3) or /dev/full's (1, 7) in `dir`; `None`
+/// where mknod is not allowed (not root).
+fn device(dir: &Path, name: &str, minor: &str) -> Option<String> {
+    let made = Command::new("mknod").arg(dir.join(name)).args(["c", "1", minor]).status().ok()?;
+    made.success().then(|| name.to_owned())
+}
+
+#[test]
+fn devices_are_written_in_place_with_nothing_beside_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (Some(null), Some(full)) = (device(d, "null", "3"), device(d, "full", "7")) else {
+        eprintln!("mknod needs root: skipped");
+        return;
+    };
+    let data = "synthetic:bars=600,seed=1";
+    for args in [
+        sweep(data, &null, &[]),
+        vec!["--device", "cpu", "indicators", "--data", data, "--ind", "sma", "--out", &null],
+        vec!["--device", "cpu", "backtest", "--data", data, "--trades", &null, "--equity", &null],
+        vec!["data", "synth", "--bars", "100", "--out", &null],
+    ] {
+        let out = threadx(d, &args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(std::fs::metadata(d.join("null")).unwrap().file_type().is_char_device(), "{args:?}");
+    }
+    for args in [
+        sweep(data, &full, &[]),
+        vec!["--device", "cpu", "indicators", "--data", data, "--ind", "sma", "--out", &full],
+        vec!["data", "synth", "--bars", "100", "--out", &full],
+    ] {
+        let out = threadx(d, &args);
+        assert!(!out.status.success(), "{args:?} wrote to a full device");
+        assert!(text(&out.stderr).contains("No space left on device"), "{args:?}: {}", text(&out.stderr));
+        assert!(std::fs::metadata(d.join("full")).unwrap().file_type().is_char_device());
+    }
+    let sweep_out = threadx(d, &sweep(data, &null, &[]));
+    assert!(text(&sweep_out.stdout).contains("no summary: null is not a regular file"), "{}", text(&sweep_out.stdout));
+    let mut left: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with("profile.json"))
+        .collect();
+    left.sort();
+    assert_eq!(left, ["full", "null"], "nothing beside the devices");
+    let resume = threadx(d, &sweep(data, &null, &["--resume"]));
+    assert!(text(&resume.stderr).contains("--resume needs --out to be a regular file"), "{}", text(&resume.stderr));
+}
+
+#[test]
+fn a_fifo_without_a_reader_is_an_error_at_once_and_a_link_replaces_its_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(Command::new("mkfifo").arg(d.join("fifo")).status().unwrap().success());
+    let started = std::time::Instant::now();
+    let out = threadx(d, &["data", "synth", "--bars", "100", "--out", "fifo"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("no process is reading"), "{}", text(&out.stderr));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+
+    std::fs::write(d.join("target.csv"), "old").unwrap();
+    std::os::unix::fs::symlink("target.csv", d.join("link.csv")).unwrap();
+    assert!(threadx(d, &["data", "synth", "--bars", "100", "--out", "link.csv"]).status.success());
+    assert!(std::fs::symlink_metadata(d.join("link.csv")).unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(d.join("target.csv")).unwrap().starts_with("timestamp,"));
+}
