@@ -67,8 +67,10 @@ pub(crate) struct StrategyFile {
     pub builtin: bool,
 }
 
-/// `origin:line:column: message`, the line, and carets under `span`.
+/// `origin:line:column: message`, the line, and carets under `span`. A long line is shown
+/// as a window of about 80 characters around the span, with `…` where it is cut.
 pub(crate) fn render(origin: &str, source: &str, span: Range<usize>, message: &str) -> String {
+    const WINDOW: usize = 80;
     let start = span.start.min(source.len());
     let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
     let line_end = source[start..].find('\n').map_or(source.len(), |i| start + i);
@@ -76,11 +78,20 @@ pub(crate) fn render(origin: &str, source: &str, span: Range<usize>, message: &s
     let column = source[line_start..start].chars().count() + 1;
     let width = source[start..span.end.clamp(start, line_end)].chars().count().max(1);
     let gutter = " ".repeat(line_no.to_string().len());
-    let line = source[line_start..line_end].trim_end_matches('\r');
-    let lead: String = source[line_start..start].chars().map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+    let line: Vec<char> = source[line_start..line_end].trim_end_matches('\r').chars().collect();
+    // The window: from a little before the span, WINDOW characters.
+    let at = (column - 1).min(line.len());
+    let from = at.saturating_sub(WINDOW / 4).min(line.len().saturating_sub(WINDOW));
+    let to = (from + WINDOW).min(line.len());
+    let cut_before = if from > 0 { "…" } else { "" };
+    let cut_after = if to < line.len() { "…" } else { "" };
+    let shown: String = line[from..to].iter().collect();
+    let lead: String =
+        cut_before.chars().chain(line[from..at].iter().copied()).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+    let carets = width.min(to.saturating_sub(at).max(1));
     format!(
-        "{origin}:{line_no}:{column}: {message}\n{gutter} |\n{line_no} | {line}\n{gutter} | {lead}{}",
-        "^".repeat(width)
+        "{origin}:{line_no}:{column}: {message}\n{gutter} |\n{line_no} | {cut_before}{shown}{cut_after}\n{gutter} | {lead}{}",
+        "^".repeat(carets)
     )
 }
 

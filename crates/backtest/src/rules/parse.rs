@@ -148,10 +148,24 @@ fn tokens(text: &str) -> Result<Vec<(Token, Range<usize>)>, ExprError> {
     Ok(out)
 }
 
+/// The most tokens a rule may have, checked before parsing.
+pub(crate) const MAX_TOKENS: usize = 1_000;
+
+/// The most brackets, calls, `not`s and unary minuses one inside another: the parser
+/// itself recurses at each.
+pub(crate) const MAX_NESTING: usize = 64;
+
+/// The deepest tree a rule may parse to (operators, calls and lookbacks one inside
+/// another): the checker, binder and evaluator recurse at each level, the evaluator on
+/// worker threads with 2 MiB stacks.
+pub(crate) const MAX_DEPTH: usize = 100;
+
 struct Parser {
     tokens: Vec<(Token, Range<usize>)>,
     at: usize,
     end: usize,
+    /// How deeply the parser is nested now.
+    nesting: usize,
 }
 
 impl Parser {
@@ -199,8 +213,19 @@ impl Parser {
         Ok(left)
     }
 
+    /// Runs `f` one nesting level deeper, refusing past [`MAX_NESTING`] at the next token.
+    fn nested(&mut self, f: fn(&mut Self) -> Result<Node, ExprError>) -> Result<Node, ExprError> {
+        if self.nesting >= MAX_NESTING {
+            return error(format!("nested more than {MAX_NESTING} deep: write a simpler expression"), self.here());
+        }
+        self.nesting += 1;
+        let node = f(self);
+        self.nesting -= 1;
+        node
+    }
+
     fn or(&mut self) -> Result<Node, ExprError> {
-        self.left_assoc(&[Op::Or], Self::and)
+        self.nested(|p| p.left_assoc(&[Op::Or], Self::and))
     }
 
     fn and(&mut self) -> Result<Node, ExprError> {
@@ -210,7 +235,7 @@ impl Parser {
     fn not(&mut self) -> Result<Node, ExprError> {
         let start = self.here().start;
         if self.eat(&Token::Not) {
-            let inner = self.not()?;
+            let inner = self.nested(Self::not)?;
             let span = start..inner.span.end;
             return Ok(Node { kind: NodeKind::Not(Box::new(inner)), span });
         }
@@ -245,7 +270,7 @@ impl Parser {
     fn unary(&mut self) -> Result<Node, ExprError> {
         let start = self.here().start;
         if self.eat(&Token::Op(Op::Sub)) {
-            let inner = self.unary()?;
+            let inner = self.nested(Self::unary)?;
             let span = start..inner.span.end;
             return Ok(Node { kind: NodeKind::Neg(Box::new(inner)), span });
         }
@@ -305,7 +330,14 @@ pub(crate) fn parse(text: &str) -> Result<Node, ExprError> {
     if tokens.is_empty() {
         return error("the rule is empty", 0..text.len());
     }
-    let mut parser = Parser { tokens, at: 0, end: text.len() };
+    if tokens.len() > MAX_TOKENS {
+        let from = tokens[MAX_TOKENS].1.start;
+        return error(
+            format!("the rule has {} tokens, more than the {MAX_TOKENS} a rule may have", tokens.len()),
+            from..text.len(),
+        );
+    }
+    let mut parser = Parser { tokens, at: 0, end: text.len(), nesting: 0 };
     let node = parser.or()?;
     if parser.at < parser.tokens.len() {
         let span = parser.here();
@@ -316,7 +348,31 @@ pub(crate) fn parse(text: &str) -> Result<Node, ExprError> {
         };
         return error(format!("expected {hint} here"), span);
     }
+    check_depth(&node)?;
     Ok(node)
+}
+
+/// Refuses a tree deeper than [`MAX_DEPTH`], at its deepest node; walked with a stack of
+/// its own, since the tree may be too deep for recursion.
+fn check_depth(root: &Node) -> Result<(), ExprError> {
+    let mut stack = vec![(root, 1usize)];
+    while let Some((node, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return error(
+                format!(
+                    "the expression is nested more than {MAX_DEPTH} deep (operators, calls, lookbacks): write it shorter"
+                ),
+                node.span.clone(),
+            );
+        }
+        match &node.kind {
+            NodeKind::Number(_) | NodeKind::Name(_) => {}
+            NodeKind::Neg(a) | NodeKind::Not(a) => stack.push((a, depth + 1)),
+            NodeKind::Binary(_, a, b) | NodeKind::Ago(a, b) => stack.extend([(&**a, depth + 1), (&**b, depth + 1)]),
+            NodeKind::Call { args, .. } => stack.extend(args.iter().map(|a| (a, depth + 1))),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
