@@ -30,11 +30,10 @@ pub enum Action {
 pub fn run(action: Action) -> Result<()> {
     match action {
         Action::Synth { bars, seed, market, out } => {
-            if bars == 0 {
-                anyhow::bail!("--bars must be at least 1");
-            }
+            let spec = SyntheticSpec { bars, seed, market };
+            spec.check().map_err(|e| anyhow::anyhow!("--bars {bars}: {e}"))?;
             check_writable(&out)?;
-            let data = SyntheticSpec { bars, seed, market }.generate();
+            let data = spec.generate();
             write_file_atomic(&out, data.to_csv().as_bytes()).with_context(|| format!("writing {}", out.display()))?;
             outln!("wrote {} bars ({}) to {}", data.len(), data.origin(), out.display());
             Ok(())

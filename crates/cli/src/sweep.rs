@@ -227,7 +227,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         }
         _ => None,
     };
-    let opts = OutputOptions {
+    let mut opts = OutputOptions {
         out: args.out.clone(),
         resume: args.resume,
         shard,
@@ -265,7 +265,24 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     } else {
         check_output(&opts)?;
         if let Some(h) = &opts.heatmap {
-            threadx_sweep::Heatmap::new(spec.strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &args.by)?;
+            let made = threadx_sweep::Heatmap::new(
+                spec.strategy.clone(),
+                spec.axes(),
+                h.x.as_deref(),
+                h.y.as_deref(),
+                &args.by,
+            );
+            match made {
+                // Asked for by name: the user must choose; the default one is left out.
+                Err(e) if args.heatmap.is_some() || args.heatmap_x.is_some() || args.heatmap_y.is_some() => {
+                    return Err(e.into());
+                }
+                Err(e) => {
+                    outln!("no heatmap: {e}");
+                    opts.heatmap = None;
+                }
+                Ok(_) => {}
+            }
         }
     }
 

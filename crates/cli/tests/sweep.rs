@@ -563,3 +563,35 @@ fn built_in_rule_files_give_the_bytes_of_the_hand_written_strategies() {
         }
     }
 }
+
+#[test]
+fn a_sample_of_a_huge_grid_runs_without_the_default_heatmap_and_a_named_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = [
+        "--device",
+        "cpu",
+        "sweep",
+        "--data",
+        "synthetic:bars=2000,seed=1",
+        "--grid",
+        "bb_period=2:1000:1",
+        "--grid",
+        "bb_std=0.00001:10:0.00001",
+        "--random",
+        "10",
+        "--quiet",
+        "--out",
+        "r.csv",
+    ];
+    let out = threadx(dir.path(), &base);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("no heatmap: a heatmap of bb_period × bb_std would have 999 × 1000000 cells"), "{stdout}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("r.csv")).unwrap().lines().count(), 11);
+    assert!(!dir.path().join("r-heatmap.svg").exists());
+    let mut named = base.to_vec();
+    named.extend(["--heatmap", "h.svg"]);
+    let out = threadx(dir.path(), &named);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("pick two parameters with fewer values"), "{}", text(&out.stderr));
+}

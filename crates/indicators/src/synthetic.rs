@@ -41,6 +41,22 @@ impl std::str::FromStr for Market {
     }
 }
 
+/// The most bars a data set may have: bar indices are 32-bit in books and kernels.
+pub const MAX_BARS: usize = u32::MAX as usize;
+
+/// Memory a generated bar takes: six f64 columns.
+const BYTES_PER_BAR: u64 = 48;
+
+/// The memory this machine can give a new allocation now (its cgroup's limit included);
+/// `None` where the system does not say.
+pub fn available_memory() -> Option<u64> {
+    let mut system = sysinfo::System::new();
+    system.refresh_memory();
+    let available = system.available_memory();
+    let limited = system.cgroup_limits().map_or(available, |c| available.min(c.free_memory));
+    (limited > 0).then_some(limited)
+}
+
 /// What `synthetic:bars=N,seed=S[,market=btc|fx]` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyntheticSpec {
@@ -74,10 +90,30 @@ impl SyntheticSpec {
                 other => return Err(bad(format!("unknown key `{other}` (known: bars, seed, market)"))),
             }
         }
-        if out.bars == 0 {
+        out.check()?;
+        Ok(out)
+    }
+
+    /// Refuses, before anything is allocated, a bar count that is zero, past
+    /// [`MAX_BARS`], or larger than the memory available now.
+    pub fn check(&self) -> Result<(), DataError> {
+        let bad = |problem: String| DataError::Synthetic { spec: self.origin(), problem };
+        if self.bars == 0 {
             return Err(bad("bars must be at least 1".into()));
         }
-        Ok(out)
+        if self.bars > MAX_BARS {
+            return Err(bad(format!("{} bars: at most {MAX_BARS} (the engine numbers bars in 32 bits)", self.bars)));
+        }
+        let needed = self.bars as u64 * BYTES_PER_BAR;
+        if let Some(available) = available_memory().filter(|&a| needed > a) {
+            return Err(bad(format!(
+                "{} bars need about {} MiB of memory and only {} MiB are available",
+                self.bars,
+                needed >> 20,
+                available >> 20
+            )));
+        }
+        Ok(())
     }
 
     /// The bars; the same spec gives the same bars on every machine.

@@ -203,3 +203,18 @@ fn epoch_numbers_are_told_apart_by_magnitude() {
     assert!(epoch_to_ms(f64::NAN).is_err());
     assert!(epoch_to_ms(-1.0).is_err());
 }
+
+#[test]
+fn synthetic_sizes_are_checked_before_anything_is_allocated() {
+    let err = |spec: &str| Ohlcv::load(spec).unwrap_err().to_string();
+    assert!(
+        err("synthetic:bars=18446744073709551615").contains("at most 4294967295"),
+        "{}",
+        err("synthetic:bars=18446744073709551615")
+    );
+    assert!(err("synthetic:bars=100000000000").contains("at most 4294967295"));
+    let huge = err("synthetic:bars=4294967295");
+    assert!(huge.contains("MiB of memory") || huge.contains("at most"), "{huge}");
+    assert!(err("synthetic:bars=0").contains("at least 1"));
+    assert!(SyntheticSpec { bars: 1_000, ..SyntheticSpec::default() }.check().is_ok());
+}

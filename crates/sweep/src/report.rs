@@ -82,8 +82,12 @@ pub struct Heatmap {
 }
 
 impl Heatmap {
+    /// The most cells a heatmap draws (a 500 × 500 grid): beyond it no cell is visible and
+    /// the memory grows with the grid, not with the combos run.
+    pub const MAX_CELLS: usize = 250_000;
+
     /// A heatmap of metric `by` over parameters `x` and `y` (names; `None` picks the first
-    /// two parameters that take more than one value).
+    /// two parameters that take more than one value). Refused past [`Self::MAX_CELLS`].
     pub fn new(
         strategy: Strategy,
         axes: &[Vec<f64>],
@@ -104,6 +108,19 @@ impl Heatmap {
         let y = pick(y, varying.iter().find(|&&i| i != x))?;
         if x == y {
             return Err(SweepError::Spec("the heatmap's two parameters must differ".into()));
+        }
+        let cells = axes[x].len().saturating_mul(axes[y].len());
+        if cells > Self::MAX_CELLS {
+            let schema = strategy.schema();
+            return Err(SweepError::Spec(format!(
+                "a heatmap of {} × {} would have {} × {} cells, more than the {} one picture shows; \
+                 pick two parameters with fewer values (--heatmap-x, --heatmap-y)",
+                schema[x].name,
+                schema[y].name,
+                axes[x].len(),
+                axes[y].len(),
+                Self::MAX_CELLS
+            )));
         }
         let index = |values: &[f64]| values.iter().enumerate().map(|(i, v)| (v.to_bits(), i)).collect();
         let best_over = (0..axes.len())

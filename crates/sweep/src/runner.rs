@@ -120,16 +120,6 @@ impl SweepPlan {
     }
 }
 
-/// The memory this machine can give a new allocation now (its cgroup's limit included);
-/// `None` where the system does not say.
-pub fn available_memory() -> Option<u64> {
-    let mut system = sysinfo::System::new();
-    system.refresh_memory();
-    let available = system.available_memory();
-    let limited = system.cgroup_limits().map_or(available, |c| available.min(c.free_memory));
-    (limited > 0).then_some(limited)
-}
-
 /// A sweep ready to run: its spec, the signal book (every indicator the combos need,
 /// computed once through the bank) and its combos.
 #[derive(Debug)]
@@ -144,7 +134,7 @@ impl Sweep {
     /// (through `bank`, each once; a sample's only) and lays out the combos, refusing
     /// before any work what would not fit in the memory available ([`SweepPlan`]).
     pub fn prepare(bank: &IndicatorBank<'_>, spec: &SweepSpec) -> Result<Self, SweepError> {
-        SweepPlan::new(spec, bank.data().len(), available_memory())?.prepare(bank)
+        SweepPlan::new(spec, bank.data().len(), threadx_indicators::available_memory())?.prepare(bank)
     }
 
     pub fn spec(&self) -> &SweepSpec {

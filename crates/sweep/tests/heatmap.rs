@@ -61,3 +61,16 @@ fn a_large_grid_has_readable_labels_a_zero_centred_scale_and_explained_grey_cell
     assert!(svg.contains("fill=\"#C8C8C8\""), "no grey cell");
     assert!(svg.contains("fill=\"#F7F7F7\""), "no white: the scale is not centred on zero");
 }
+
+#[test]
+fn a_heatmap_past_the_cell_limit_is_refused_before_any_allocation() {
+    let big = |n: usize| (0..n).map(|i| 0.001 * (i + 1) as f64).collect::<Vec<f64>>();
+    // 100,000 × 1,000,000 cells (1.6 TB as a dense grid): refused, naming both axes.
+    let axes =
+        vec![big(100_000).iter().map(|v| 2.0 + (v * 1000.0).round()).collect(), big(1_000_000), vec![14.0], vec![2.0]];
+    let err = Heatmap::new(Strategy::parse("bb_atr").unwrap(), &axes, None, None, "sharpe").unwrap_err().to_string();
+    assert!(err.contains("bb_period × bb_std would have 100000 × 1000000 cells"), "{err}");
+    // 500 × 500 is the largest drawn.
+    let axes = vec![big(500).iter().map(|v| 2.0 + (v * 1000.0).round()).collect(), big(500), vec![14.0], vec![2.0]];
+    assert!(Heatmap::new(Strategy::parse("bb_atr").unwrap(), &axes, None, None, "sharpe").is_ok());
+}
