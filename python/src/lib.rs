@@ -280,9 +280,7 @@ fn sweep<'py>(
     spec.walk_forward = walk_forward.map(WalkForward::parse).transpose().map_err(sweep_error)?;
     spec.check().map_err(sweep_error)?;
     threadx_sweep::metric_index(by).map_err(sweep_error)?;
-    if threads == Some(0) {
-        return Err(PyValueError::new_err("threads must be at least 1"));
-    }
+    let threads = threadx_sweep::thread_pool(threads).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let mode = device_mode(device)?;
     let data = bars.data.clone();
     let by = by.to_owned();
@@ -298,15 +296,6 @@ fn sweep<'py>(
         out.set_item("walk_forward_csv", csv)?;
         return Ok(out);
     }
-    let threads = match threads {
-        Some(n) => Some(Arc::new(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?,
-        )),
-        None => None,
-    };
     let (rows, values) = py.detach(|| -> PyResult<_> {
         let dispatcher = dispatcher(mode)?;
         // What stopped the run from Python's side (Ctrl-C, or the progress callback raising).

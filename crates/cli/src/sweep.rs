@@ -6,7 +6,6 @@ use clap::Args;
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 use threadx_backtest::{Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
@@ -213,9 +212,6 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if spec.walk_forward.is_some() && (args.resume || !shard.is_whole()) {
         bail!("--walk-forward runs in one process: --resume and --shard do not apply to it");
     }
-    if args.threads == Some(0) {
-        bail!("--threads must be at least 1");
-    }
     if args.out == Path::new(DEFAULT_OUT) {
         std::fs::create_dir_all("artifacts/sweep").context("creating artifacts/sweep")?;
     }
@@ -286,12 +282,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         }
     }
 
-    let pool = match args.threads {
-        Some(n) => {
-            Some(Arc::new(rayon::ThreadPoolBuilder::new().num_threads(n).build().context("starting worker threads")?))
-        }
-        None => None,
-    };
+    let pool = threadx_sweep::thread_pool(args.threads).map_err(|e| anyhow::anyhow!("--{e}"))?;
     let mut monitor = match args.monitor {
         true => Some(SystemMonitor::start(&MonitorOptions { interval: MIN_INTERVAL, ..MonitorOptions::default() })?),
         false => None,

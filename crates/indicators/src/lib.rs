@@ -14,6 +14,7 @@
 mod bank;
 mod compute;
 mod cpu;
+mod csv_input;
 mod gpu;
 mod indicator;
 mod ohlcv;

@@ -1,6 +1,7 @@
 //! Market data: the struct-of-arrays [`Ohlcv`], its validation, and the one loader of
 //! `--data` sources (a CSV file or `synthetic:bars=N,seed=S`).
 
+use crate::csv_input::{CheckedInput, cut, quoted};
 use crate::synthetic::SyntheticSpec;
 use chrono::{DateTime, NaiveDate, NaiveDateTime};
 use std::path::{Path, PathBuf};
@@ -12,8 +13,11 @@ pub enum DataError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{origin}: no bars (the file is empty or holds only a header)")]
     Empty { origin: String },
-    #[error("{origin}: no `{column}` column (found: {found}); expected {}", columns_help())]
-    MissingColumn { origin: String, column: &'static str, found: String },
+    #[error("{origin}: no `{column}` column (found: {found}){hint}; expected {}", columns_help())]
+    MissingColumn { origin: String, column: &'static str, found: String, hint: String },
+    /// Not a CSV text file at all (compressed, binary, no line breaks, not UTF-8).
+    #[error("{origin}: {problem}")]
+    Format { origin: String, problem: String },
     #[error("{origin}, line {line}, column `{column}`: {problem}")]
     Invalid { origin: String, line: usize, column: String, problem: String },
     /// Bad data given as arrays (not a file): `row` is the 0-based position.
@@ -93,11 +97,21 @@ pub fn find_columns(origin: &str, header: &[&str]) -> Result<([usize; 5], Option
         find(&["low"]),
         find(&["close"]),
     ];
+    // One column holding the others' names with another separator between them.
+    let separator = [';', '\t', '|'].into_iter().find(|&c| header.len() == 1 && header[0].contains(c));
+    let hint = match separator {
+        Some(c) => format!(
+            "; the columns seem separated by `{}`: ThreadX reads comma-separated files",
+            if c == '\t' { "\\t".to_owned() } else { c.to_string() }
+        ),
+        None => String::new(),
+    };
     match found.iter().position(Option::is_none) {
         Some(missing) => Err(DataError::MissingColumn {
             origin: origin.to_owned(),
             column: FIELDS[missing],
-            found: header.join(", "),
+            found: cut(&header.join(", ")),
+            hint,
         }),
         None => Ok((found.map(|c| c.unwrap_or_default()), find(&["volume"]))),
     }
@@ -153,19 +167,26 @@ impl Ohlcv {
     /// headerless Binance kline file (open_time, open, high, low, close, volume, …).
     /// Times are date-time strings (RFC 3339, `YYYY-MM-DD[ HH:MM[:SS]]`) or epoch seconds,
     /// milliseconds or microseconds (told apart by magnitude).
+    ///
+    /// The file is read as a stream: a compressed or binary file, a line longer than
+    /// 64 KiB or text that is not UTF-8 is refused at the line where it shows.
     pub fn read_csv(path: &Path) -> Result<Self, DataError> {
         let io = |source| DataError::Io { path: path.to_owned(), source };
-        let text = std::fs::read_to_string(path).map_err(io)?;
-        Self::parse_csv(&path.display().to_string(), &text)
+        let file = std::fs::File::open(path).map_err(io)?;
+        Self::parse_reader(&path.display().to_string(), std::io::BufReader::with_capacity(1 << 16, file))
     }
 
     /// [`Ohlcv::read_csv`] on text already in memory; `origin` names it in errors.
     pub fn parse_csv(origin: &str, text: &str) -> Result<Self, DataError> {
+        Self::parse_reader(origin, text.as_bytes())
+    }
+
+    fn parse_reader(origin: &str, input: impl std::io::Read) -> Result<Self, DataError> {
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
             .trim(csv::Trim::All)
-            .from_reader(text.as_bytes());
+            .from_reader(CheckedInput::new(input));
         let mut records = reader.records();
         let invalid = |line: usize, column: &str, problem: String| DataError::Invalid {
             origin: origin.to_owned(),
@@ -175,7 +196,14 @@ impl Ohlcv {
         };
         let record_err = |e: csv::Error| {
             let line = e.position().map_or(0, |p| p.line() as usize);
-            invalid(line, "-", e.to_string())
+            match e.kind() {
+                csv::ErrorKind::Io(io) => DataError::Format { origin: origin.to_owned(), problem: io.to_string() },
+                csv::ErrorKind::Utf8 { .. } => DataError::Format {
+                    origin: origin.to_owned(),
+                    problem: format!("line {line} is not UTF-8 text (save the file as UTF-8)"),
+                },
+                _ => invalid(line, "-", e.to_string()),
+            }
         };
         let Some(first) = records.next().transpose().map_err(record_err)? else {
             return Err(DataError::Empty { origin: origin.to_owned() });
@@ -212,7 +240,7 @@ impl Ohlcv {
             bars.timestamps.push(parse_time(field(0)?).map_err(|p| invalid(line, FIELDS[0], p))?);
             let number = |c: usize| -> Result<f64, DataError> {
                 let text = field(c)?;
-                text.parse::<f64>().map_err(|_| invalid(line, FIELDS[c], format!("`{text}` is not a number")))
+                text.parse::<f64>().map_err(|_| invalid(line, FIELDS[c], format!("{} is not a number", quoted(text))))
             };
             bars.open.push(number(1)?);
             bars.high.push(number(2)?);
@@ -406,7 +434,7 @@ pub fn format_time(ms: i64) -> String {
 /// Epoch milliseconds from a date-time string or an epoch number in s, ms or µs.
 fn parse_time(text: &str) -> Result<i64, String> {
     if let Ok(number) = text.parse::<f64>() {
-        return epoch_to_ms(number).map_err(|_| format!("`{text}` is not a time"));
+        return epoch_to_ms(number).map_err(|_| format!("{} is not a time", quoted(text)));
     }
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {
         return Ok(t.timestamp_millis());
@@ -419,7 +447,7 @@ fn parse_time(text: &str) -> Result<i64, String> {
     if let Ok(d) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
         return Ok(d.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp_millis()));
     }
-    Err(format!("`{text}` is neither a date-time (e.g. 2024-01-31 13:45:00) nor epoch seconds/milliseconds"))
+    Err(format!("{} is neither a date-time (e.g. 2024-01-31 13:45:00) nor epoch seconds/milliseconds", quoted(text)))
 }
 
 #[cfg(test)]

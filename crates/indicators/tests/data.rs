@@ -218,3 +218,67 @@ fn synthetic_sizes_are_checked_before_anything_is_allocated() {
     assert!(err("synthetic:bars=0").contains("at least 1"));
     assert!(SyntheticSpec { bars: 1_000, ..SyntheticSpec::default() }.check().is_ok());
 }
+
+#[test]
+fn files_that_are_not_csv_text_are_refused_at_once_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = SyntheticSpec { bars: 300, ..SyntheticSpec::default() }.generate().to_csv();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let load = |path: &std::path::Path| Ohlcv::read_csv(path).unwrap_err().to_string();
+    // A sparse 256 MiB file of NULs: refused on its first line without reading it all.
+    let zeros = dir.path().join("zeros.csv");
+    std::fs::File::create(&zeros).unwrap().set_len(256 << 20).unwrap();
+    let started = std::time::Instant::now();
+    assert!(load(&zeros).ends_with("line 1: a NUL byte: this is binary data, not a CSV text file"), "{}", load(&zeros));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // A valid CSV padded with NULs: refused at the first padded line.
+    let mut padded = good.clone().into_bytes();
+    padded.extend(std::iter::repeat_n(0u8, 1 << 20));
+    assert!(load(&write("padded.csv", &padded)).contains("line 302: a NUL byte"));
+    let mut gzip = vec![0x1f, 0x8b, 8, 0];
+    gzip.extend(b"rest");
+    assert!(load(&write("d.csv.gz", &gzip)).contains("gzip-compressed: decompress it first"));
+    assert!(load(&write("d.parquet", b"PAR1\x15\x04")).contains("a Parquet file"));
+    let long = format!("timestamp,open,high,low,close\n{}\n", "1".repeat(100_000));
+    assert!(load(&write("long.csv", long.as_bytes())).contains("line 2 is longer than 65536 bytes"));
+    let latin1 = b"timestamp,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,2,0.5,\xe9\n";
+    assert!(
+        load(&write("latin1.csv", latin1)).contains("line 3 is not UTF-8 text"),
+        "{}",
+        load(&write("l.csv", latin1))
+    );
+    let semicolons = good.replace(',', ";");
+    let err = load(&write("semi.csv", semicolons.as_bytes()));
+    assert!(err.contains("the columns seem separated by `;`"), "{err}");
+    // A huge field is quoted cut to about 80 characters.
+    let wide = format!("timestamp,open,high,low,close\n2024-01-01,{}x,2,1,1\n", "9".repeat(5_000));
+    let err = load(&write("wide.csv", wide.as_bytes()));
+    assert!(err.contains("… (5001 bytes)` is not a number") && err.len() < 300, "{err}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 3_000, ..Default::default() })]
+
+    /// Bytes near a CSV of bars (pieces of real rows, separators, quotes, NULs, non-UTF-8,
+    /// huge and odd numbers): the loader returns bars or an error, never panics.
+    #[test]
+    fn the_csv_loader_never_panics(parts in proptest::collection::vec(proptest::sample::select(vec![
+        "timestamp,open,high,low,close,volume\n", "2024-01-01 00:00:00,", "1704067200000,", "1,", "2,", "0.5,",
+        "-1,", "1e308,", "1e-320,", "nan,", "inf,", "\"1,2\",", ",", "\n", "\r\n", "\"", "\0", "\u{feff}", "é",
+        "2024-13-45,", "99999999999999999999999,", "9223372036854775807,", ";", "\t", "open", "close\n",
+    ]), 0..60), tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20)) {
+        let mut bytes = parts.concat().into_bytes();
+        bytes.extend(tail);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fuzz.csv");
+        std::fs::write(&path, &bytes).unwrap();
+        let _ = Ohlcv::read_csv(&path);
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            let _ = Ohlcv::parse_csv("fuzz", text);
+        }
+    }
+}

@@ -31,7 +31,7 @@ pub use output::{
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use rows::{Row, header, parse_row, write_row};
-pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork};
+pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
 pub use spec::{Sample, SweepSpec, WalkForward};
 pub use threadx_indicators::available_memory;
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};

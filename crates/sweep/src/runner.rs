@@ -377,3 +377,28 @@ impl Workload for SweepWork<'_> {
         all
     }
 }
+
+/// Worker threads allowed per logical core: more only adds start-up time and switching.
+const THREADS_PER_CORE: usize = 16;
+
+/// The worker pool of `threads` threads, or `None` for the global one (a thread per
+/// core). Zero, or more than [`THREADS_PER_CORE`] per logical core, is refused: the one
+/// rule of both front ends.
+pub fn thread_pool(threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPool>>, SweepError> {
+    let Some(n) = threads else { return Ok(None) };
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let max = THREADS_PER_CORE * cores;
+    if n == 0 {
+        return Err(SweepError::Spec("threads: at least 1 is needed".into()));
+    }
+    if n > max {
+        return Err(SweepError::Spec(format!(
+            "threads: {n} is more than the {max} allowed ({THREADS_PER_CORE} per core of the {cores} this machine has)"
+        )));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build()
+        .map_err(|e| SweepError::Spec(format!("threads: cannot start {n} worker threads: {e}")))?;
+    Ok(Some(Arc::new(pool)))
+}

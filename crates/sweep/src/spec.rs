@@ -97,8 +97,15 @@ impl SweepSpec {
     pub fn with_grid<S: AsRef<str>>(strategy: Strategy, grid: Option<&[(S, S)]>) -> Result<Self, SweepError> {
         let Some(grid) = grid else { return Ok(Self::default_grid(strategy)) };
         let mut spec = Self::new(strategy);
-        for (name, values) in grid {
-            spec.set_axis(name.as_ref(), values.as_ref())?;
+        for (k, (name, values)) in grid.iter().enumerate() {
+            let (name, values) = (name.as_ref(), values.as_ref());
+            if let Some((_, first)) = grid[..k].iter().find(|(other, _)| other.as_ref() == name) {
+                return Err(SweepError::Spec(format!(
+                    "{name} is given twice ({name}={} and {name}={values}): give each parameter once, with all its values",
+                    first.as_ref()
+                )));
+            }
+            spec.set_axis(name, values)?;
         }
         Ok(spec)
     }
