@@ -24,7 +24,7 @@ pub use bank::IndicatorBank;
 pub use compute::{FamilyRun, compute_cpu, compute_gpu};
 pub use gpu::KERNELS;
 pub use indicator::{INDICATOR_HELP, Indicator, IndicatorId, IndicatorValues};
-pub use ohlcv::{DataError, Ohlcv, columns_help, epoch_to_ms, find_columns, format_time};
+pub use ohlcv::{DataError, Ohlcv, PRICE_RANGE, columns_help, epoch_to_ms, find_columns, format_time};
 pub use synthetic::{MAX_BARS, Market, SeededRng, SyntheticSpec, available_memory};
 /// What [`IndicatorBank::new`] needs, so an embedding user need not name threadx-dispatch.
 pub use threadx_dispatch::{DeviceMode, Dispatcher};

@@ -29,7 +29,8 @@ pub enum DataError {
 
 /// OHLCV bars as one array per field. Invariants, checked by [`Ohlcv::new`]: all arrays
 /// have the same non-zero length, timestamps (epoch milliseconds, UTC) strictly increase,
-/// prices are finite and positive with `low <= high`, volumes are finite and non-negative.
+/// prices lie in [`PRICE_RANGE`] with `low <= open, close <= high`, volumes are finite and
+/// non-negative.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ohlcv {
     origin: String,
@@ -40,6 +41,10 @@ pub struct Ohlcv {
     close: Vec<f64>,
     volume: Vec<f64>,
 }
+
+/// The prices a bar may have: squares and sums of squares of prices (variances, the
+/// standard deviation) stay finite and normal, and the GPU's exact stop arithmetic holds.
+pub const PRICE_RANGE: std::ops::RangeInclusive<f64> = 1e-100..=1e100;
 
 /// Header names of the time column, matched in any case. A pandas `to_csv()` export names
 /// its index column nothing (or `Unnamed: 0` once read back and written again): an unnamed
@@ -287,12 +292,33 @@ impl Ohlcv {
                 if is_price && v <= 0.0 {
                     return Err(invalid(i, FIELDS[c + 1], format!("price {v} is not positive")));
                 }
+                if is_price && !PRICE_RANGE.contains(&v) {
+                    return Err(invalid(
+                        i,
+                        FIELDS[c + 1],
+                        format!(
+                            "price {v:e} is outside {:e} to {:e}, the range in which indicators cannot overflow; rescale the prices",
+                            PRICE_RANGE.start(),
+                            PRICE_RANGE.end()
+                        ),
+                    ));
+                }
                 if !is_price && v < 0.0 {
                     return Err(invalid(i, FIELDS[c + 1], format!("volume {v} is negative")));
                 }
             }
             if self.high[i] < self.low[i] {
                 return Err(invalid(i, "high", format!("high {} is below low {}", self.high[i], self.low[i])));
+            }
+            // One rule for a bar: open and close lie within [low, high].
+            for (c, values) in [(1, &self.open), (4, &self.close)] {
+                let v = values[i];
+                if v > self.high[i] {
+                    return Err(invalid(i, FIELDS[c], format!("{} {v} is above high {}", FIELDS[c], self.high[i])));
+                }
+                if v < self.low[i] {
+                    return Err(invalid(i, FIELDS[c], format!("{} {v} is below low {}", FIELDS[c], self.low[i])));
+                }
             }
         }
         self.warn_outliers(&place);

@@ -282,3 +282,19 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn prices_outside_the_range_and_bars_that_break_the_ohlc_rule_are_refused_at_their_line() {
+    let head = "timestamp,open,high,low,close\n2024-01-01 00:00,10,12,9,11\n";
+    let case = |row: &str| Ohlcv::parse_csv("t.csv", &format!("{head}{row}\n")).unwrap_err().to_string();
+    assert_eq!(
+        case("2024-01-01 01:00,1e296,1.2e296,1e296,1.1e296"),
+        "t.csv, line 3, column `open`: price 1e296 is outside 1e-100 to 1e100, the range in which indicators cannot overflow; rescale the prices"
+    );
+    assert_eq!(case("2024-01-01 01:00,10,12,9,14.4"), "t.csv, line 3, column `close`: close 14.4 is above high 12");
+    assert_eq!(case("2024-01-01 01:00,18,12,9,11"), "t.csv, line 3, column `open`: open 18 is above high 12");
+    assert_eq!(case("2024-01-01 01:00,8,12,9,11"), "t.csv, line 3, column `open`: open 8 is below low 9");
+    assert_eq!(case("2024-01-01 01:00,10,12,13,11").split(": ").last().unwrap(), "high 12 is below low 13");
+    // The edges of the range and a bar at its extremes are accepted.
+    Ohlcv::parse_csv("t.csv", &format!("{head}2024-01-01 01:00,1e-100,1e100,1e-100,1e100\n")).unwrap();
+}
