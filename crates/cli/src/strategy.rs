@@ -68,6 +68,9 @@ fn show(strategy: &Strategy) -> String {
 fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
     let pairs = grid_pairs(grid)?;
     let spec = SweepSpec::with_grid(strategy.clone(), (!pairs.is_empty()).then_some(&pairs[..]))?;
+    // What a sweep of this grid would refuse, check refuses: no combo passing `require`,
+    // a rule that some combo cannot bind.
+    spec.check()?;
     let axes = spec.axes();
     let mut out = format!("{} ({}): OK\n", strategy.name(), strategy.origin());
     if !strategy.description().is_empty() {

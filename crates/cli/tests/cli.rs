@@ -529,3 +529,56 @@ fn a_rule_file_backtests_and_sweeps_the_same_on_every_device() {
         assert!(trades.contains(reason), "{reason}");
     }
 }
+
+/// A rule file that check passes, sweep and backtest must run; one that a sweep refuses,
+/// check refuses with the same message: one set of rules for all three.
+#[test]
+fn strategy_check_refuses_what_sweep_refuses_with_the_same_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, params: &str, rules: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("name = \"t\"\n[params]\n{params}\n[rules]\n{rules}\n")).unwrap();
+        path.display().to_string()
+    };
+    let require = write(
+        "require.toml",
+        "fast = { kind = \"int\", default = 10, min = 2, grid = \"20,30\" }\nslow = { kind = \"int\", default = 30, min = 2, grid = \"5,10\" }",
+        "entry = \"sma(fast) > sma(slow)\"\nexit = \"sma(fast) < sma(slow)\"\nrequire = \"fast < slow\"",
+    );
+    let max_bars = write(
+        "max_bars.toml",
+        "n = { kind = \"int\", default = 5, min = 2, grid = \"2,3,4\" }",
+        "entry = \"close > sma(n)\"\nexit = \"close < sma(n)\"\nmax_bars = \"n - 10\"",
+    );
+    let far = write(
+        "far.toml",
+        "n = { kind = \"int\", default = 5, min = 2, grid = \"2,3\" }",
+        "entry = \"close > close[99999999999999999999]\"\nexit = \"close < sma(n)\"",
+    );
+    for (file, message) in [
+        (&require, "no combo of the grid passes `require = \"fast < slow\"`"),
+        (&max_bars, "max_bars = -8: must be a whole number of bars ≥ 1"),
+        (&far, "looks back 100000000000000000000 bars, more than the 1e9 a rule may"),
+    ] {
+        let check = threadx(&["strategy", "check", file], &[]);
+        let sweep = threadx(
+            &[
+                "--device",
+                "cpu",
+                "sweep",
+                "--strategy",
+                file,
+                "--data",
+                "synthetic:bars=500",
+                "--quiet",
+                "--out",
+                dir.path().join("o.csv").to_str().unwrap(),
+            ],
+            &[],
+        );
+        for (what, out) in [("check", &check), ("sweep", &sweep)] {
+            assert!(!out.status.success(), "{what} {file} passed");
+            assert!(text(&out.stderr).contains(message), "{what} {file}: {}", text(&out.stderr));
+        }
+    }
+}

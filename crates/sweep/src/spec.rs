@@ -158,9 +158,38 @@ impl SweepSpec {
             return Err(SweepError::Spec("--random and --walk-forward cannot be combined".into()));
         }
         if !self.any_allowed() {
-            let first: Vec<f64> = self.axes.iter().map(|a| a[0]).collect();
-            self.strategy.check(&first)?;
-            return Err(SweepError::Spec(format!("no combo of the grid passes {}'s rules", self.strategy)));
+            let rule = self.strategy.rule(RuleKind::Require).unwrap_or_default();
+            return Err(SweepError::Spec(format!(
+                "{}: no combo of the grid passes `require = \"{rule}\"`",
+                self.strategy
+            )));
+        }
+        self.check_bindings()
+    }
+
+    /// Binds every rule for every binding of the parameters the rules read (up to
+    /// 100,000 bindings, the other parameters at their first values) that `require`
+    /// allows, so that a rule no combo can bind (a `max_bars` below 1, a lookahead made by
+    /// a parameter) is refused before any work, with the message a backtest gives.
+    fn check_bindings(&self) -> Result<(), SweepError> {
+        let mut deps: Vec<usize> = RuleKind::ALL
+            .iter()
+            .flat_map(|&kind| self.strategy.depends_on(kind))
+            .filter_map(|name| self.strategy.param_index(&name).ok())
+            .collect();
+        deps.sort_unstable();
+        deps.dedup();
+        let count = deps.iter().try_fold(1usize, |n, &i| n.checked_mul(self.axes[i].len()));
+        let Some(count) = count.filter(|&n| n <= 100_000) else { return Ok(()) };
+        let mut values: Vec<f64> = self.axes.iter().map(|a| a[0]).collect();
+        for mut k in 0..count {
+            for &i in deps.iter().rev() {
+                values[i] = self.axes[i][k % self.axes[i].len()];
+                k /= self.axes[i].len();
+            }
+            if self.strategy.allows(&values) {
+                self.strategy.check(&values)?;
+            }
         }
         Ok(())
     }

@@ -8,6 +8,11 @@ use super::parse::{ExprError, Node, NodeKind, parse};
 use crate::strategy::{ParamKind, ParamSpec};
 use std::ops::Range;
 
+/// The longest look back and the longest period a rule may ask for, in bars: warm-ups
+/// (sums of a few of them) then stay well inside the 32-bit bar numbers of books and
+/// kernels, so every command reports the same warm-up.
+pub(crate) const MAX_LOOKBACK: f64 = 1e9;
+
 /// The rules of a strategy file, in `[rules]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RuleKind {
@@ -247,6 +252,12 @@ impl Checker<'_> {
                     if v.fract() != 0.0 {
                         return err(format!("bars ago must be a whole number, not {v}"), k.span.clone());
                     }
+                    if v > MAX_LOOKBACK {
+                        return err(
+                            format!("looks back {v} bars, more than the {MAX_LOOKBACK:e} a rule may"),
+                            k.span.clone(),
+                        );
+                    }
                 }
                 Ty { deps: t.deps | bars.deps, ..t }
             }
@@ -398,6 +409,13 @@ fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str) -> Result
                     &text[k.span.clone()]
                 ));
             }
+            if bars > MAX_LOOKBACK {
+                return Err(format!(
+                    "`{}` with {}={bars} looks back more than the {MAX_LOOKBACK:e} bars a rule may",
+                    &text[node.span.clone()],
+                    &text[k.span.clone()]
+                ));
+            }
             sub(x)?.ago(bars as usize)
         }
         NodeKind::Call { name, args, .. } => {
@@ -414,12 +432,12 @@ fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str) -> Result
                 bound.push(match want {
                     Arg::Close => ArgValue::Period(0),
                     Arg::Period => match sub(arg)? {
-                        Bound::Const(p) if p >= 1.0 && p.fract() == 0.0 && p <= f64::from(u32::MAX) => {
+                        Bound::Const(p) if p >= 1.0 && p.fract() == 0.0 && p <= MAX_LOOKBACK => {
                             ArgValue::Period(p as usize)
                         }
                         Bound::Const(p) => {
                             return Err(format!(
-                                "{}: period `{}` = {p} is not a whole number ≥ 1",
+                                "{}: period `{}` = {p} is not a whole number from 1 to {MAX_LOOKBACK:e}",
                                 f.name,
                                 &text[arg.span.clone()]
                             ));
@@ -532,7 +550,10 @@ mod tests {
         let e = rule.bind(&[20.0, 2.0, 0.0, 1.0], &params()).unwrap_err();
         assert_eq!(e, "`close[k - 3]` with k - 3=-2 does not look back a whole number of bars (lookahead refused)");
         let period = compile(RuleKind::Entry, "sma(n - 20) > 1").unwrap();
-        assert_eq!(period.bind(&values, &params()).unwrap_err(), "sma: period `n - 20` = 0 is not a whole number ≥ 1");
+        assert_eq!(
+            period.bind(&values, &params()).unwrap_err(),
+            "sma: period `n - 20` = 0 is not a whole number from 1 to 1e9"
+        );
         let require = compile(RuleKind::Require, "n < k and abs(m) > 1").unwrap();
         assert_eq!(require.bind(&values, &params()).unwrap(), Bound::Const(0.0));
         assert_eq!(require.bind(&[2.0, 2.0, 0.0, 5.0], &params()).unwrap(), Bound::Const(1.0));
