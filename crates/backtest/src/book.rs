@@ -282,7 +282,7 @@ impl BookLayout {
             None => Ok(Bound::Const(f64::NAN)),
             Some(rule) => rule.bind(values, strategy.schema()).map_err(|e| BacktestError::Combo {
                 strategy: strategy.name().to_owned(),
-                problem: format!("rule `{}`: {e}", kind.name()),
+                problem: format!("rule `{}`: {}", kind.name(), e.message),
             }),
         }
     }

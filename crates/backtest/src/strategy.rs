@@ -370,7 +370,14 @@ impl Strategy {
             )));
         }
         for rule in &self.0.rules {
-            let bound = rule.bind(values, schema).map_err(|e| combo(format!("rule `{}`: {e}", rule.kind.name())))?;
+            // A binding error is shown at its text in the file, with the values that made it.
+            let bound = rule.bind(values, schema).map_err(|e| {
+                let at = rule.start + e.span.start..rule.start + e.span.end;
+                let with = self.describe_only(values, rule.kind);
+                let with = if with.is_empty() { String::new() } else { format!(" with {with}") };
+                let message = format!("rule `{}`{with}: {}", rule.kind.name(), e.message);
+                BacktestError::Definition(crate::rules::render(&self.0.origin, &self.0.source, at, &message))
+            })?;
             if rule.kind == RuleKind::MaxBars {
                 crate::rules::max_bars_of(&bound).map_err(combo)?;
             }
@@ -393,7 +400,7 @@ impl Strategy {
         self.check(values)?;
         let mut warmup = 0;
         for rule in &self.0.rules {
-            let bound = rule.bind(values, self.schema()).map_err(BacktestError::Definition)?;
+            let bound = rule.bind(values, self.schema()).map_err(|e| BacktestError::Definition(e.message))?;
             warmup = warmup.max(crate::rules::warmup_of(rule.kind, &bound));
         }
         Ok(warmup)

@@ -32,8 +32,12 @@ pub struct MonitorArgs {
 
 /// Seconds as a duration, or why not.
 fn seconds(flag: &str, s: f64) -> Result<Duration> {
-    if !(s.is_finite() && s > 0.0 && s <= 1e7) {
+    const MAX_S: f64 = 1e7;
+    if !(s.is_finite() && s > 0.0) {
         bail!("{flag} must be a positive number of seconds, not {s}");
+    }
+    if s > MAX_S {
+        bail!("{flag} {s} is more than the {MAX_S:e} seconds (about 116 days) it may be");
     }
     Ok(Duration::from_secs_f64(s))
 }

@@ -75,6 +75,8 @@ fn without_any_gpu_driver_devices_says_so_and_the_cpu_path_works() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert_eq!(stderr.matches("no GPU adapter found").count(), 1, "one clear warning: {stderr}");
+    // The search was limited to one backend: the warning says so, not that no driver exists.
+    assert!(stderr.contains("for WGPU_BACKEND=vulkan: only that backend was searched"), "{stderr}");
 }
 
 #[test]
@@ -426,6 +428,7 @@ fn monitor_prints_samples_and_writes_its_history_and_plot() {
     for (flags, why) in [
         (vec!["--interval", "0.05", "--duration", "1"], "at least 0.2 s"),
         (vec!["--duration=-1"], "--duration must be a positive number of seconds"),
+        (vec!["--interval", "1e300"], "--interval 1e300 is more than the 1e7 seconds"),
         (vec!["--out", "/nonexistent/dir/h.csv", "--duration", "1"], "/nonexistent/dir"),
     ] {
         let out = threadx(&[&["monitor"][..], &flags].concat(), &[]);
@@ -579,6 +582,38 @@ fn strategy_check_refuses_what_sweep_refuses_with_the_same_message() {
         for (what, out) in [("check", &check), ("sweep", &sweep)] {
             assert!(!out.status.success(), "{what} {file} passed");
             assert!(text(&out.stderr).contains(message), "{what} {file}: {}", text(&out.stderr));
+        }
+    }
+}
+
+/// Mistakes only a parameter value reveals are shown at their text too, with the values.
+#[test]
+fn value_dependent_rule_errors_name_the_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    for (entry, at, message) in [
+        ("close > close[n - 30]", "t.toml:5:24: rule `entry` with n=", "does not look back a whole number of bars"),
+        (
+            "close > sma(-5)",
+            "t.toml:5:22: rule `entry`: sma: period `-5` = -5 is not a whole number from 1 to 1e9",
+            "^^",
+        ),
+        ("close > sma(2.5)", "t.toml:5:22: rule `entry`: sma: period `2.5` = 2.5 is not a whole number", "^^^"),
+    ] {
+        let path = dir.path().join("t.toml");
+        std::fs::write(
+            &path,
+            format!("name = \"t\"\n[params]\nn = {{ kind = \"int\", default = 5, min = 2, grid = \"2,3\" }}\n[rules]\nentry = \"{entry}\"\nexit = \"close < sma(n)\"\n"),
+        )
+        .unwrap();
+        for args in [vec!["strategy", "check", "t.toml"], vec!["--device", "cpu", "backtest", "--strategy", "t.toml"]] {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_threadx"))
+                .current_dir(dir.path())
+                .args(&args)
+                .env("THREADX_GPU_THRESHOLD_PATH", dir.path().join("p.json"))
+                .output()
+                .unwrap();
+            let stderr = text(&out.stderr);
+            assert!(!out.status.success() && stderr.contains(at) && stderr.contains(message), "{args:?}: {stderr}");
         }
     }
 }

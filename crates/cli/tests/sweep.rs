@@ -130,14 +130,26 @@ fn a_sigkilled_sweep_resumes_to_the_same_bytes() {
 
     let again = threadx(dir.path(), &args("r.csv"));
     assert!(text(&again.stderr).contains("pass --resume to continue it"), "{}", text(&again.stderr));
+    // One digit of a checkpointed chunk edited on disk: the chunk is run again, not taken.
+    let first = parts.join("chunk-00000000.csv");
+    let mut chunk = std::fs::read_to_string(&first).unwrap().into_bytes();
+    let digit = chunk.iter().rposition(u8::is_ascii_digit).unwrap();
+    chunk[digit] = if chunk[digit] == b'7' { b'8' } else { b'7' };
+    std::fs::write(&first, chunk).unwrap();
     let mut resume = args("r.csv");
     resume.push("--resume");
     let resumed = threadx(dir.path(), &resume);
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert!(
+        text(&resumed.stderr).contains("rows do not match their checksum")
+            && text(&resumed.stderr).contains("running chunk 0 again"),
+        "{}",
+        text(&resumed.stderr)
+    );
     assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), whole, "resumed results differ");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
-    assert!(summary["chunks"]["resumed"].as_u64().unwrap() >= done as u64);
+    assert!(summary["chunks"]["resumed"].as_u64().unwrap() + 1 >= done as u64);
     assert_eq!(summary["chunks"]["run"].as_u64().unwrap() + summary["chunks"]["resumed"].as_u64().unwrap(), 576);
 }
 

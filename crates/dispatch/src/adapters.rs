@@ -145,6 +145,21 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// Why no adapter was found: the backend `WGPU_BACKEND` limited the search to, when set
+/// (another backend's driver may be there), else that no driver is installed.
+fn no_adapter_reason(backends: Option<&str>) -> String {
+    match backends.map(str::trim).filter(|b| !b.is_empty()) {
+        Some(b) => format!(
+            "no GPU adapter found for WGPU_BACKEND={b}: only that backend was searched (unset \
+             WGPU_BACKEND to search Vulkan, Metal, DX12 and GL), and it has no driver here \
+             (on Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives lavapipe)"
+        ),
+        None => "no GPU adapter found: no Vulkan, Metal, DX12 or GL driver is installed \
+                 (on Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives lavapipe)"
+            .to_owned(),
+    }
+}
+
 /// Enumerates adapters (backends from `WGPU_BACKEND`, else all), ranks them and picks one:
 /// the best, or the first whose name contains `THREADX_ADAPTER` (case-insensitive).
 pub fn select_gpu() -> GpuSelection {
@@ -203,14 +218,7 @@ pub fn select_gpu() -> GpuSelection {
 
     let wanted = std::env::var(crate::ADAPTER_ENV).ok().filter(|s| !s.trim().is_empty());
     let (chosen, problem) = match (&wanted, adapters.is_empty()) {
-        (_, true) => (
-            None,
-            Some(
-                "no GPU adapter found: no Vulkan, Metal, DX12 or GL driver is installed \
-                 (on Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives lavapipe)"
-                    .to_owned(),
-            ),
-        ),
+        (_, true) => (None, Some(no_adapter_reason(std::env::var("WGPU_BACKEND").ok().as_deref()))),
         (Some(w), false) => {
             let needle = w.to_lowercase();
             match adapters.iter().position(|a| a.name.to_lowercase().contains(&needle)) {

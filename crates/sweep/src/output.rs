@@ -102,6 +102,33 @@ fn chunk_path(parts: &Path, chunk: u64) -> PathBuf {
     parts.join(format!("chunk-{chunk:08}.csv"))
 }
 
+/// The first line of a checkpoint chunk: the FNV-1a of the rows after it, so that a chunk
+/// changed on disk (a damaged or edited file) is never taken into the results.
+const CHECKSUM: &str = "# fnv1a-64 ";
+
+/// A chunk's file: the checksum line, then `rows`.
+fn checksummed(rows: &str) -> String {
+    format!("{CHECKSUM}{:016x}\n{rows}", fnv1a(rows.as_bytes()))
+}
+
+/// The rows of a chunk's file, or why they cannot be trusted.
+fn verified_rows(text: &str) -> Result<&str, &'static str> {
+    let (first, rows) = text.split_once('\n').ok_or("no checksum line")?;
+    let sum = first.strip_prefix(CHECKSUM).ok_or("no checksum line")?;
+    if u64::from_str_radix(sum, 16) != Ok(fnv1a(rows.as_bytes())) {
+        return Err("its rows do not match their checksum");
+    }
+    Ok(rows)
+}
+
+/// Reads a chunk's file and checks its checksum.
+fn read_chunk(path: &Path) -> Result<String, SweepError> {
+    let text = fs::read_to_string(path).map_err(io_error(path))?;
+    verified_rows(&text)
+        .map(str::to_owned)
+        .map_err(|why| SweepError::Results(format!("{}: {why}: the checkpoint was changed on disk", path.display())))
+}
+
 /// What identifies a run for resume and merge: spec, data, chunking and shard count.
 fn identity(sweep: &Sweep, data: &Ohlcv, shard: Shard) -> Value {
     json!({
@@ -241,7 +268,17 @@ pub fn run_to_files(
     let mut rows = 0u64;
     let (mut resumed, mut to_run) = (Vec::new(), Vec::new());
     for &c in &chunks {
-        if chunk_path(&parts, c).exists() { resumed.push(c) } else { to_run.push(c) }
+        let path = chunk_path(&parts, c);
+        if !path.exists() {
+            to_run.push(c);
+        } else if let Err(e) = read_chunk(&path) {
+            // A damaged chunk is run again, never trusted.
+            tracing::warn!("{e}; running chunk {c} again");
+            fs::remove_file(&path).map_err(io_error(&path))?;
+            to_run.push(c);
+        } else {
+            resumed.push(c);
+        }
     }
     let take = |row: Row, leaderboard: &mut Leaderboard, heatmap: &mut Option<Heatmap>| {
         if let Some(h) = heatmap.as_mut() {
@@ -252,7 +289,7 @@ pub fn run_to_files(
     let resume_started = Instant::now();
     for &c in &resumed {
         let path = chunk_path(&parts, c);
-        let text = fs::read_to_string(&path).map_err(io_error(&path))?;
+        let text = read_chunk(&path)?;
         for line in text.lines() {
             let row = parse_row(strategy, line).map_err(|e| in_file(&path, e))?;
             take(row, &mut leaderboard, &mut heatmap);
@@ -276,7 +313,7 @@ pub fn run_to_files(
             write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
         }
         let path = chunk_path(&parts, chunk);
-        write_file_atomic(&path, text.as_bytes()).map_err(io_error(&path))?;
+        write_file_atomic(&path, checksummed(&text).as_bytes()).map_err(io_error(&path))?;
         *write_s.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
         Ok(())
     };
@@ -297,9 +334,8 @@ pub fn run_to_files(
     let mut file = AtomicFile::create(&opts.out).map_err(io_error(&opts.out))?;
     file.write_all(header(strategy).as_bytes()).map_err(io_error(&opts.out))?;
     for &c in &chunks {
-        let path = chunk_path(&parts, c);
-        let mut chunk = fs::File::open(&path).map_err(io_error(&path))?;
-        std::io::copy(&mut chunk, &mut file).map_err(io_error(&opts.out))?;
+        let rows = read_chunk(&chunk_path(&parts, c))?;
+        file.write_all(rows.as_bytes()).map_err(io_error(&opts.out))?;
     }
     file.commit().map_err(io_error(&opts.out))?;
     phases.add("merge", assemble_started.elapsed().as_secs_f64());

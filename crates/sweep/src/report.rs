@@ -82,9 +82,9 @@ pub struct Heatmap {
 }
 
 impl Heatmap {
-    /// The most cells a heatmap draws (a 500 × 500 grid): beyond it no cell is visible and
-    /// the memory grows with the grid, not with the combos run.
-    pub const MAX_CELLS: usize = 250_000;
+    /// The most cells a heatmap draws (a 1,000 × 1,000 grid): beyond it no cell is visible
+    /// and the memory would grow with the grid, not with the combos run.
+    pub const MAX_CELLS: usize = 1_000_000;
 
     /// A heatmap of metric `by` over parameters `x` and `y` (names; `None` picks the first
     /// two parameters that take more than one value). Refused past [`Self::MAX_CELLS`].

@@ -70,7 +70,7 @@ fn a_heatmap_past_the_cell_limit_is_refused_before_any_allocation() {
         vec![big(100_000).iter().map(|v| 2.0 + (v * 1000.0).round()).collect(), big(1_000_000), vec![14.0], vec![2.0]];
     let err = Heatmap::new(Strategy::parse("bb_atr").unwrap(), &axes, None, None, "sharpe").unwrap_err().to_string();
     assert!(err.contains("bb_period × bb_std would have 100000 × 1000000 cells"), "{err}");
-    // 500 × 500 is the largest drawn.
-    let axes = vec![big(500).iter().map(|v| 2.0 + (v * 1000.0).round()).collect(), big(500), vec![14.0], vec![2.0]];
+    // 1,000 × 1,000 is the largest drawn.
+    let axes = vec![big(1_000).iter().map(|v| 2.0 + (v * 1000.0).round()).collect(), big(1_000), vec![14.0], vec![2.0]];
     assert!(Heatmap::new(Strategy::parse("bb_atr").unwrap(), &axes, None, None, "sharpe").is_ok());
 }

@@ -156,9 +156,10 @@ impl StrategyFile {
                 RuleText::Text(text) => (text.clone(), text_start(source, &value.span())),
                 RuleText::Number(v) => (format!("{v}"), value.span().start),
             };
-            let rule = Rule::compile(kind, &text, &params).map_err(|e| {
+            let mut rule = Rule::compile(kind, &text, &params).map_err(|e| {
                 at(start + e.span.start..start + e.span.end, &format!("rule `{}`: {}", kind.name(), e.message))
             })?;
+            rule.start = start;
             compiled.push(rule);
         }
         Ok(Self {

@@ -13,7 +13,7 @@ mod parse;
 mod program;
 
 pub(crate) use eval::{Bound, Eval, Op, Price, SeriesKey, SeriesTable, fill_rows, indicators_of};
-pub(crate) use file::StrategyFile;
+pub(crate) use file::{StrategyFile, render};
 use functions::FUNCTIONS;
 pub use program::RuleKind;
 pub(crate) use program::{Rule, nearest};

@@ -88,6 +88,8 @@ struct Ty {
 pub(crate) struct Rule {
     pub kind: RuleKind,
     pub text: String,
+    /// Where `text` starts in its file (0 for a rule compiled alone).
+    pub start: usize,
     node: Node,
     /// Indices of the parameters the rule reads, ascending.
     pub deps: Vec<usize>,
@@ -328,13 +330,15 @@ impl Rule {
         }
         let bits = |mask: u64| (0..params.len()).filter(|&i| mask >> i & 1 == 1).collect();
         let shape = bits(shape_deps(&node, params));
-        Ok(Self { kind, text: text.to_owned(), node, deps: bits(ty.deps), shape })
+        Ok(Self { kind, text: text.to_owned(), start: 0, node, deps: bits(ty.deps), shape })
     }
 
     /// The rule with parameter values in place (`values` in schema order; only the
     /// parameters the rule reads are looked at). An error names the value that does not
     /// fit (a period below 1, a lookback into the future).
-    pub(crate) fn bind(&self, values: &[f64], params: &[ParamSpec]) -> Result<Bound, String> {
+    /// The rule with parameter `values`: a constant or a series recipe; an error points
+    /// into the rule's text (add [`Rule::start`] for the file).
+    pub(crate) fn bind(&self, values: &[f64], params: &[ParamSpec]) -> Result<Bound, ExprError> {
         bind(&self.node, values, params, &self.text)
     }
 }
@@ -388,43 +392,60 @@ fn shape_deps(node: &Node, params: &[ParamSpec]) -> u64 {
     }
 }
 
-fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str) -> Result<Bound, String> {
+fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str) -> Result<Bound, ExprError> {
     let sub = |n: &Node| bind(n, values, params, text);
     let param = |name: &str| param_index(params, name);
     Ok(match &node.kind {
         NodeKind::Number(v) => Bound::Const(*v),
         NodeKind::Name(name) => match param(name) {
             Some(i) => Bound::Const(values.get(i).copied().unwrap_or(f64::NAN)),
-            None => named_value(name).ok_or_else(|| format!("unknown name `{name}`"))?,
+            None => match named_value(name) {
+                Some(v) => v,
+                None => return err(format!("unknown name `{name}`"), node.span.clone()),
+            },
         },
         NodeKind::Neg(a) => Bound::neg(sub(a)?),
         NodeKind::Not(a) => Bound::not(sub(a)?),
         NodeKind::Binary(op, a, b) => Bound::binary(*op, sub(a)?, sub(b)?),
         NodeKind::Ago(x, k) => {
-            let Bound::Const(bars) = sub(k)? else { return Err("bars ago must come from parameters".into()) };
+            let Bound::Const(bars) = sub(k)? else {
+                return err("bars ago must come from parameters", k.span.clone());
+            };
             if !(bars >= 0.0 && bars.fract() == 0.0) {
-                return Err(format!(
-                    "`{}` with {}={bars} does not look back a whole number of bars (lookahead refused)",
-                    &text[node.span.clone()],
-                    &text[k.span.clone()]
-                ));
+                return err(
+                    format!(
+                        "`{}` with {}={bars} does not look back a whole number of bars (lookahead refused)",
+                        &text[node.span.clone()],
+                        &text[k.span.clone()]
+                    ),
+                    k.span.clone(),
+                );
             }
             if bars > MAX_LOOKBACK {
-                return Err(format!(
-                    "`{}` with {}={bars} looks back more than the {MAX_LOOKBACK:e} bars a rule may",
-                    &text[node.span.clone()],
-                    &text[k.span.clone()]
-                ));
+                return err(
+                    format!(
+                        "`{}` with {}={bars} looks back more than the {MAX_LOOKBACK:e} bars a rule may",
+                        &text[node.span.clone()],
+                        &text[k.span.clone()]
+                    ),
+                    k.span.clone(),
+                );
             }
             sub(x)?.ago(bars as usize)
         }
-        NodeKind::Call { name, args, .. } => {
+        NodeKind::Call { name, name_span, args } => {
             let f = match param(name) {
                 Some(i) => {
                     let chosen = params[i].format(values.get(i).copied().unwrap_or(f64::NAN));
-                    function(&chosen).ok_or_else(|| format!("{name}={chosen} is not a function"))?
+                    match function(&chosen) {
+                        Some(f) => f,
+                        None => return err(format!("{name}={chosen} is not a function"), name_span.clone()),
+                    }
                 }
-                None => function(name).ok_or_else(|| format!("unknown function `{name}`"))?,
+                None => match function(name) {
+                    Some(f) => f,
+                    None => return err(format!("unknown function `{name}`"), name_span.clone()),
+                },
             };
             let skipped = f.args.len() - args.len();
             let mut bound: Vec<ArgValue> = (0..skipped).map(|_| ArgValue::Period(0)).collect();
@@ -436,13 +457,16 @@ fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str) -> Result
                             ArgValue::Period(p as usize)
                         }
                         Bound::Const(p) => {
-                            return Err(format!(
-                                "{}: period `{}` = {p} is not a whole number from 1 to {MAX_LOOKBACK:e}",
-                                f.name,
-                                &text[arg.span.clone()]
-                            ));
+                            return err(
+                                format!(
+                                    "{}: period `{}` = {p} is not a whole number from 1 to {MAX_LOOKBACK:e}",
+                                    f.name,
+                                    &text[arg.span.clone()]
+                                ),
+                                arg.span.clone(),
+                            );
                         }
-                        _ => return Err(format!("{}: a period must come from parameters", f.name)),
+                        _ => return err(format!("{}: a period must come from parameters", f.name), arg.span.clone()),
                     },
                     Arg::Scalar | Arg::Value | Arg::Cond => ArgValue::Value(sub(arg)?),
                 });
