@@ -157,10 +157,10 @@ impl<T> Outcome<T> {
 pub struct Dispatcher {
     mode: DeviceMode,
     policy: Policy,
-    gpu: Option<Arc<GpuContext>>,
-    /// The adapters found when the dispatcher was made (none when the CPU is forced),
-    /// shared with the device pools made from it so that they do not enumerate them again.
-    selection: Option<Arc<adapters::GpuSelection>>,
+    /// The adapters and the open device, probed once: when the dispatcher is made, or in
+    /// `auto` mode on the first operation large enough for a GPU to be considered (small
+    /// runs never pay the tens of milliseconds that enumerating adapters costs).
+    probe: std::sync::OnceLock<Probe>,
     /// Set after an error that disables the GPU for this process.
     gpu_failed: AtomicBool,
     /// One warning per dispatcher is enough to tell the user the GPU is not used.
@@ -170,6 +170,15 @@ pub struct Dispatcher {
     /// Profile keys by family (see [`Operation::family`]), with their sizes, so that a
     /// prediction reads only its neighbours. Lock order: `store`, then `families`.
     families: Mutex<HashMap<String, Vec<(usize, String)>>>,
+}
+
+/// What probing the adapters found: the GPU operations may use (if any) and the
+/// adapters, shared with the device pools made from the dispatcher so that they do not
+/// enumerate them again (none when the CPU is forced).
+#[derive(Debug, Default)]
+struct Probe {
+    gpu: Option<Arc<GpuContext>>,
+    selection: Option<Arc<adapters::GpuSelection>>,
 }
 
 impl Dispatcher {
@@ -183,8 +192,7 @@ impl Dispatcher {
         Self {
             mode,
             policy,
-            gpu,
-            selection: None,
+            probe: std::sync::OnceLock::from(Probe { gpu, selection: None }),
             gpu_failed: AtomicBool::new(false),
             warned: AtomicBool::new(false),
             store: Mutex::new(store),
@@ -194,50 +202,61 @@ impl Dispatcher {
     }
 
     /// The mode from `THREADX_DEVICE` (or `mode` when given), the adapter chosen as
-    /// `threadx devices` shows, and the profile at the paths of the environment. The
-    /// adapter is always looked up, so that the profile's fingerprint does not depend on
-    /// the mode, but a device is only opened when the mode may use it: `auto` never opens
-    /// a CPU-software adapter (it shares the CPU's cores and only slows the CPU path);
-    /// `gpu` does.
+    /// `threadx devices` shows, and the profile at the paths of the environment. A device
+    /// is only opened when the mode may use it: `auto` never opens a CPU-software adapter
+    /// (it shares the CPU's cores and only slows the CPU path); `gpu` does.
+    ///
+    /// With the CPU forced no GPU stack is started, and in `auto` mode the adapters are
+    /// probed only when an operation is large enough for the GPU to be considered
+    /// ([`Policy::min_gpu_size`]): enumerating them costs tens of milliseconds, more than
+    /// a small run. Until then, samples go under the fingerprint of the profile's last
+    /// writer when that was this host and version (its probe, cached in the file), else
+    /// under the host's with the GPU "not probed" (a later probing run re-measures them).
     pub fn from_env(mode: Option<DeviceMode>) -> Result<Self, String> {
         let mode = match mode {
             Some(m) => m,
             None => DeviceMode::from_env()?,
         };
         let mut store = Profiles::from_env(String::new()).threshold_store().map_err(|e| e.to_string())?;
-        // With the CPU forced, no GPU stack is started (enumerating adapters costs tens of
-        // milliseconds, more than a small run): CPU samples go under the fingerprint of
-        // the profile's last writer when that was this host and version (its probe, cached
-        // in the file), else under the host's with the GPU "not probed" (a later probing
-        // run re-measures them rather than trust them).
         let host = adapters::host_fingerprint();
-        let mut found = None;
-        let (gpu, problem) = match mode {
+        let cached = store.written_by().filter(|f| f.starts_with(&host)).map(str::to_owned);
+        store.set_fingerprint(&cached.unwrap_or_else(|| format!("{host}not probed")));
+        let dispatcher = Self { probe: std::sync::OnceLock::new(), ..Self::new(mode, None, store, Policy::default()) };
+        match mode {
             DeviceMode::Cpu => {
-                let cached = store.written_by().filter(|f| f.starts_with(&host)).map(str::to_owned);
-                store.set_fingerprint(&cached.unwrap_or_else(|| format!("{host}not probed")));
-                (None, None)
+                let _ = dispatcher.probe.set(Probe::default());
             }
-            _ => {
-                let selection = adapters::select_gpu();
-                let report = selection.chosen_report().cloned();
-                store.set_fingerprint(&adapters::fingerprint(report.as_ref()));
-                let opened = match mode {
-                    DeviceMode::Auto | DeviceMode::All if report.as_ref().is_some_and(|r| r.software) => (None, None),
-                    _ => match selection.open() {
-                        Ok(ctx) => (Some(ctx), None),
-                        Err(e) => (None, Some(e)),
-                    },
-                };
-                found = Some(selection);
-                opened
+            DeviceMode::Auto => {}
+            DeviceMode::Gpu | DeviceMode::All => {
+                dispatcher.probed();
             }
-        };
-        let dispatcher = Self { selection: found.map(Arc::new), ..Self::new(mode, gpu, store, Policy::default()) };
-        if let Some(e) = problem {
-            dispatcher.warn_once(&format!("{e}; running on the CPU"));
         }
         Ok(dispatcher)
+    }
+
+    /// The probe's result, probing now if that has not been done: the adapters are
+    /// enumerated, the profile's fingerprint set from the chosen one, and the device the
+    /// mode may use opened.
+    fn probed(&self) -> &Probe {
+        self.probe.get_or_init(|| {
+            let selection = adapters::select_gpu();
+            let report = selection.chosen_report().cloned();
+            self.store
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .set_fingerprint(&adapters::fingerprint(report.as_ref()));
+            let gpu = match self.mode {
+                DeviceMode::Auto | DeviceMode::All if report.as_ref().is_some_and(|r| r.software) => None,
+                _ => match selection.open() {
+                    Ok(ctx) => Some(ctx),
+                    Err(e) => {
+                        self.warn_once(&format!("{e}; running on the CPU"));
+                        None
+                    }
+                },
+            };
+            Probe { gpu, selection: Some(Arc::new(selection)) }
+        })
     }
 
     /// Where the timing profile is kept.
@@ -258,14 +277,15 @@ impl Dispatcher {
         &self.policy
     }
 
-    /// The adapters found when this dispatcher was made (None when the CPU was forced).
+    /// The adapters found (None when the CPU was forced); probes them if not done yet.
     pub fn selection(&self) -> Option<Arc<adapters::GpuSelection>> {
-        self.selection.clone()
+        self.probed().selection.clone()
     }
 
-    /// The GPU operations may run on, unless it failed earlier.
+    /// The GPU operations may run on, unless it failed earlier; probes the adapters if
+    /// not done yet.
     pub fn gpu(&self) -> Option<&Arc<GpuContext>> {
-        self.gpu.as_ref().filter(|_| !self.gpu_failed.load(Ordering::Relaxed))
+        self.probed().gpu.as_ref().filter(|_| !self.gpu_failed.load(Ordering::Relaxed))
     }
 
     /// Where `op` would run now. Counts the call (for the periodic re-measurement).
@@ -275,6 +295,11 @@ impl Dispatcher {
 
     fn decide_with(&self, op: &Operation, count_call: bool) -> Decision {
         let decision = |device, reason| Decision { device, reason };
+        // Small inputs stay on the CPU before anything else: in `auto` mode they never
+        // wait for the adapters to be probed.
+        if self.mode == DeviceMode::Auto && op.size < self.policy.min_gpu_size {
+            return decision(Device::Cpu, Reason::BelowFloor);
+        }
         match (self.mode, self.gpu().is_some()) {
             (DeviceMode::Cpu, _) => return decision(Device::Cpu, Reason::Forced),
             (_, false) => return decision(Device::Cpu, Reason::NoGpu),
@@ -366,7 +391,7 @@ impl Dispatcher {
         if decision.reason == Reason::NoGpu && self.mode == DeviceMode::Gpu {
             self.warn_once("the GPU was requested but none is available; running on the CPU");
         }
-        if let (Device::Gpu, Some(ctx)) = (decision.device, self.gpu.as_ref()) {
+        if let (Device::Gpu, Some(ctx)) = (decision.device, self.probed().gpu.as_ref()) {
             let start = Instant::now();
             match gpu(ctx) {
                 Ok(value) => {

@@ -193,6 +193,14 @@ impl Sweep {
         note: &mut dyn FnMut(&str),
     ) -> Result<(DevicePool, DistributeOptions), SweepError> {
         let mut distribute = DistributeOptions::new(self.workload_tag());
+        // A small sweep with no balance saved runs on the CPU in `auto` mode, decided
+        // before the adapters are probed: it never waits for them.
+        let small = mode == DeviceMode::Auto && self.combos.len() < AUTO_PROFILE_MIN_COMBOS;
+        if small
+            && !matches!(Profiles::from_env(dispatcher.fingerprint()).multigpu_ratios(&distribute.tag), Ok(Some(_)))
+        {
+            return Ok((DevicePool::for_mode(DeviceMode::Cpu, dispatcher, threads)?, distribute));
+        }
         let mut pool = DevicePool::for_mode(mode, dispatcher, threads.clone())?;
         if pool.workers().len() < 2 {
             return Ok((pool, distribute));

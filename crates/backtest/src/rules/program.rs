@@ -572,12 +572,15 @@ mod tests {
         // close[2] looks back 2 bars, sma(20) 19: the rule's warm-up is the longer.
         assert_eq!(rule.bind(&values, &params()).unwrap().lookback(), 19);
         let e = rule.bind(&[20.0, 2.0, 0.0, 1.0], &params()).unwrap_err();
-        assert_eq!(e, "`close[k - 3]` with k - 3=-2 does not look back a whole number of bars (lookahead refused)");
-        let period = compile(RuleKind::Entry, "sma(n - 20) > 1").unwrap();
         assert_eq!(
-            period.bind(&values, &params()).unwrap_err(),
-            "sma: period `n - 20` = 0 is not a whole number from 1 to 1e9"
+            e.message,
+            "`close[k - 3]` with k - 3=-2 does not look back a whole number of bars (lookahead refused)"
         );
+        assert_eq!(e.span, 6..11, "at `k - 3`");
+        let period = compile(RuleKind::Entry, "sma(n - 20) > 1").unwrap();
+        let e = period.bind(&values, &params()).unwrap_err();
+        assert_eq!(e.message, "sma: period `n - 20` = 0 is not a whole number from 1 to 1e9");
+        assert_eq!(e.span, 4..10, "at `n - 20`");
         let require = compile(RuleKind::Require, "n < k and abs(m) > 1").unwrap();
         assert_eq!(require.bind(&values, &params()).unwrap(), Bound::Const(0.0));
         assert_eq!(require.bind(&[2.0, 2.0, 0.0, 5.0], &params()).unwrap(), Bound::Const(1.0));
