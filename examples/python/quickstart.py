@@ -2,15 +2,16 @@
 heatmap, and your own signals.
 
     pip install ./python          # from the repository root (needs a Rust toolchain)
-    python examples/python/quickstart.py [--bars 35040] [--out quickstart-heatmap.png]
+    python examples/python/quickstart.py [--bars 35040] [--out artifacts/sweep/quickstart-heatmap.png]
 
 The heatmap needs matplotlib (`pip install matplotlib`); without it the best combos are
-printed and the plot is skipped.
+printed and the plot is skipped. It is laid out as the CLI's: bb_period across, bb_std up.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
@@ -20,7 +21,11 @@ import threadx
 def main() -> None:
     parser = argparse.ArgumentParser(description="ThreadX from Python in one page")
     parser.add_argument("--bars", type=int, default=35_040, help="synthetic 15-minute bars (35,040: a year)")
-    parser.add_argument("--out", default="quickstart-heatmap.png", help="where the heatmap goes")
+    parser.add_argument(
+        "--out",
+        default="artifacts/sweep/quickstart-heatmap.png",
+        help="where the heatmap goes (the default folder is the CLI's, which git ignores)",
+    )
     args = parser.parse_args()
 
     # Any DataFrame with a DatetimeIndex and open/high/low/close[/volume] works the same.
@@ -49,7 +54,8 @@ def main() -> None:
     print("three up, three down, 3 % stop:")
     print(mine, end="\n\n")
 
-    best = results.groupby(["bb_period", "bb_std"])["sharpe"].max().unstack("bb_std")
+    # The best per-bar Sharpe ratio over atr_mult in each cell: bb_std rows, bb_period columns.
+    best = results.groupby(["bb_std", "bb_period"])["sharpe"].max().unstack("bb_period")
     try:
         import matplotlib
 
@@ -58,15 +64,16 @@ def main() -> None:
     except ImportError:
         print("matplotlib is not installed: no heatmap (pip install matplotlib)")
         return
-    fig, ax = plt.subplots(figsize=(6, 7))
+    fig, ax = plt.subplots(figsize=(9, 4))
     image = ax.imshow(best.to_numpy(), aspect="auto", origin="lower", cmap="viridis")
     ax.set_xticks(np.arange(len(best.columns)), [str(c) for c in best.columns])
     ax.set_yticks(np.arange(len(best.index)), [str(i) for i in best.index])
-    ax.set_xlabel("bb_std")
-    ax.set_ylabel("bb_period")
-    ax.set_title("bb_atr: best Sharpe ratio per bar over atr_mult")
-    fig.colorbar(image, ax=ax)
+    ax.set_xlabel("bb_period (bars)")
+    ax.set_ylabel("bb_std (standard deviations)")
+    ax.set_title("bb_atr: the best Sharpe ratio over atr_mult in each cell")
+    fig.colorbar(image, ax=ax, label="Sharpe ratio per bar (higher is better)")
     fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=120)
     print(f"wrote the heatmap to {args.out}")
 

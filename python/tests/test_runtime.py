@@ -93,7 +93,9 @@ def test_progress_reports_every_chunk_in_order(data: pd.DataFrame, capsys, monke
     assert "threadx sweep" in capsys.readouterr().err, "a tqdm bar"
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # tqdm not installed
     threadx.sweep(data, grid=grid, progress=True)
-    assert "threadx sweep: 12/12 combos (100%)" in capsys.readouterr().err
+    # stderr is captured, not a terminal: whole lines for a log, no carriage returns.
+    err = capsys.readouterr().err
+    assert "threadx sweep: 12/12 combos (100%)\n" in err and "\r" not in err, repr(err)
 
 
 def test_a_progress_callback_that_raises_stops_the_sweep(data: pd.DataFrame) -> None:

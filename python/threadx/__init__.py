@@ -436,19 +436,24 @@ def _progress(progress: Union[bool, ProgressCallback], unit: str) -> Tuple[Optio
 
 
 def _text_progress(unit: str) -> Tuple[ProgressCallback, Callable[[], None]]:
-    state = {"last": 0.0, "shown": False}
+    """Text on stderr: one line redrawn in place on a terminal (twice a second); in a
+    log (stderr not a terminal), whole lines, at most one every 10 seconds and the last."""
+    live = sys.stderr.isatty()
+    every = 0.5 if live else 10.0
+    state = {"last": time.monotonic() if not live else 0.0, "shown": False}
 
     def update(done: int, total: int) -> None:
         now = time.monotonic()
-        if done < total and now - state["last"] < 0.5:
+        if done < total and now - state["last"] < every:
             return
         state["last"], state["shown"] = now, True
         share = done / total if total else 1.0
-        sys.stderr.write(f"\rthreadx sweep: {done:,}/{total:,} {unit} ({share:.0%})")
+        line = f"threadx sweep: {done:,}/{total:,} {unit} ({share:.0%})"
+        sys.stderr.write(f"\r{line}" if live else f"{line}\n")
         sys.stderr.flush()
 
     def finish() -> None:
-        if state["shown"]:
+        if state["shown"] and live:
             sys.stderr.write("\n")
             sys.stderr.flush()
 

@@ -237,9 +237,10 @@ fn mistakes_in_a_rule_file_point_at_the_text() {
     let strategy =
         Strategy::from_toml(&base.replacen("highest(high, n)[1]", "highest(high, n)[m - 2]", 1), "x.toml").unwrap();
     let e = strategy.params(&[("m", "1")]).unwrap_err().to_string();
+    // At its text in the file, with the values that made it.
     assert_eq!(
         e,
-        "donchian: rule `entry`: `highest(high, n)[m - 2]` with m - 2=-1 does not look back a whole number of bars (lookahead refused)"
+        "x.toml:12:35: rule `entry` with n=20, m=1: `highest(high, n)[m - 2]` with m - 2=-1 does not look back a whole number of bars (lookahead refused)\n   |\n12 | entry = \"close > highest(high, n)[m - 2]\"\n   |                                   ^^^^^"
     );
     assert!(strategy.params(&[("m", "3")]).is_ok());
 }

@@ -40,7 +40,16 @@ pub fn run(data: &str, indicators: &[Indicator], out: &Path, mode: DeviceMode) -
     if let Err(e) = dispatcher.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
-    let devices: Vec<String> = bank.runs().iter().map(|r| format!("{} on {}", r.key, r.device)).collect();
+    // Each family batch as "sma on cpu" (its profile key minus the parameters).
+    let devices: Vec<String> = bank
+        .runs()
+        .iter()
+        .map(|r| {
+            let family = r.key.split(':').next().unwrap_or(&r.key);
+            let sets = if r.sets > 1 { format!(" ×{}", r.sets) } else { String::new() };
+            format!("{family}{sets} on {}", r.device)
+        })
+        .collect();
     outln!("wrote {} bars × {} columns to {} ({})", data.len(), columns.len(), out.display(), devices.join("; "));
     Ok(())
 }

@@ -37,7 +37,7 @@ fn seconds(flag: &str, s: f64) -> Result<Duration> {
         bail!("{flag} must be a positive number of seconds, not {s}");
     }
     if s > MAX_S {
-        bail!("{flag} {s} is more than the {MAX_S:e} seconds (about 116 days) it may be");
+        bail!("{flag} {s:e} is more than the {MAX_S:e} seconds (about 116 days) it may be");
     }
     Ok(Duration::from_secs_f64(s))
 }

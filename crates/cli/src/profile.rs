@@ -35,6 +35,16 @@ fn show(device: Option<DeviceMode>) -> Result<()> {
     outln!("Thresholds: {} ({} entries)", dispatcher.profile_path().display(), rows.len());
     outln!("Fingerprint: {}", dispatcher.fingerprint());
     outln!("Device mode: {}", dispatcher.mode());
+    // Why "no GPU available" where `devices` lists adapters: auto leaves software ones out.
+    let adapters = dispatcher.selection().map(|s| s.adapters.clone()).unwrap_or_default();
+    if dispatcher.gpu().is_none() && !adapters.is_empty() && adapters.iter().all(|a| a.software) {
+        let names: Vec<String> = adapters.iter().map(|a| a.label()).collect();
+        outln!(
+            "GPU: none in {} mode: the adapters found ({}) run on the CPU's own cores; --device gpu uses them",
+            dispatcher.mode(),
+            names.join(", ")
+        );
+    }
     if !rows.is_empty() {
         outln!(
             "{:<52} {:>5} {:>18} {:>5} {:>18}  {:<7}  would run on",

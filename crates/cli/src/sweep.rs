@@ -305,7 +305,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         count(combos.len(), "combo"),
         if spec.sample.is_some() { format!(" sampled of {}", thousands(combos.grid_len())) } else { String::new() },
         count(combos.chunks(), "chunk"),
-        thousands(combos.chunk_size()),
+        thousands(combos.chunk_size().min(combos.len())),
         if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
     );
     outln!("preparing {} (about {})", plan.describe(), format_bytes(plan.bytes()));
@@ -352,7 +352,11 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let t = &report.summary["timings_s"];
     let backtests = match t["combos_per_s"].as_f64() {
         Some(rate) => {
-            format!("{:.2}s ({} combos/s)", t["run"].as_f64().unwrap_or(0.0), thousands(rate.round() as u64))
+            format!(
+                "{:.2}s ({} combos/s of wall time)",
+                t["run"].as_f64().unwrap_or(0.0),
+                thousands(rate.round() as u64)
+            )
         }
         None => "none (every chunk came from the checkpoint)".into(),
     };
@@ -448,7 +452,7 @@ fn workers_line(workers: &serde_json::Map<String, serde_json::Value>) -> String 
         .map(|(name, w)| {
             let failed = w["failed"].as_str().map(|f| format!(", failed: {f}")).unwrap_or_default();
             format!(
-                "{name} {:.1} % ({}, {} combos/s{failed})",
+                "{name} {:.1} % ({}, {} combos/s while busy{failed})",
                 w["share"].as_f64().unwrap_or(0.0) * 100.0,
                 count(w["chunks"].as_u64().unwrap_or(0), "chunk"),
                 thousands(w["combos_per_s"].as_f64().unwrap_or(0.0).round() as u64)

@@ -373,11 +373,19 @@ fn with_the_cpu_forced_no_gpu_stack_is_started() {
     };
     let (forced, cpu) = run("cpu");
     assert!(!forced.contains("probing GPU adapters"), "{forced}");
-    // auto probes (and, with no trusted timings, runs this small job on the CPU too):
-    // the same numbers.
+    // auto does not probe for work below the GPU floor (4,096 bars): the same numbers.
     let (auto, same) = run("auto");
-    assert!(auto.contains("probing GPU adapters"), "{auto}");
+    assert!(!auto.contains("probing GPU adapters"), "{auto}");
     assert_eq!(cpu, same);
+    // Indicators large enough for a GPU to be considered: auto probes, once.
+    let out = scratch.path().join("i.csv");
+    let indicators = |bars: &str| {
+        let data = format!("synthetic:bars={bars},seed=1");
+        let args = ["--device", "auto", "indicators", "--data", &data, "--ind", "sma", "--out", out.to_str().unwrap()];
+        text(&threadx(&args, &env).stderr).matches("probing GPU adapters").count()
+    };
+    assert_eq!(indicators("1000"), 0);
+    assert_eq!(indicators("10000"), 1);
 }
 
 #[test]
@@ -429,6 +437,7 @@ fn monitor_prints_samples_and_writes_its_history_and_plot() {
         (vec!["--interval", "0.05", "--duration", "1"], "at least 0.2 s"),
         (vec!["--duration=-1"], "--duration must be a positive number of seconds"),
         (vec!["--interval", "1e300"], "--interval 1e300 is more than the 1e7 seconds"),
+        (vec!["--interval", "2e7"], "--interval 2e7 is more than the 1e7 seconds"),
         (vec!["--out", "/nonexistent/dir/h.csv", "--duration", "1"], "/nonexistent/dir"),
     ] {
         let out = threadx(&[&["monitor"][..], &flags].concat(), &[]);

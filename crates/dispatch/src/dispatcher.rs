@@ -391,7 +391,8 @@ impl Dispatcher {
         if decision.reason == Reason::NoGpu && self.mode == DeviceMode::Gpu {
             self.warn_once("the GPU was requested but none is available; running on the CPU");
         }
-        if let (Device::Gpu, Some(ctx)) = (decision.device, self.probed().gpu.as_ref()) {
+        let ctx = (decision.device == Device::Gpu).then(|| self.probed().gpu.as_ref()).flatten();
+        if let Some(ctx) = ctx {
             let start = Instant::now();
             match gpu(ctx) {
                 Ok(value) => {

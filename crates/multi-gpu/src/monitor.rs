@@ -118,7 +118,7 @@ impl SystemMonitor {
         let gpu_status = match &nvml {
             Ok(_) => format!("NVML: {} GPU{}", gpu_names.len(), if gpu_names.len() == 1 { "" } else { "s" }),
             Err(e) => {
-                let status = format!("NVML unavailable ({e}): GPU metrics are not recorded");
+                let status = format!("NVML unavailable ({}): GPU metrics are not recorded", nvml_problem(e));
                 tracing::info!("{status}");
                 status
             }
@@ -199,7 +199,18 @@ impl Drop for SystemMonitor {
 
 /// How many GPUs NVML sees, or why it cannot be used (no NVIDIA driver).
 pub fn nvml_gpus() -> Result<u32, String> {
-    open_nvml(None).and_then(|nvml| nvml.device_count()).map_err(|e| e.to_string())
+    open_nvml(None).and_then(|nvml| nvml.device_count()).map_err(|e| nvml_problem(&e))
+}
+
+/// Why NVML cannot be used, in words: a library that does not load means no NVIDIA
+/// driver, not a loader's error text.
+fn nvml_problem(e: &nvml_wrapper::error::NvmlError) -> String {
+    match e {
+        nvml_wrapper::error::NvmlError::LibloadingError(_) => {
+            "no NVIDIA driver (its library libnvidia-ml.so.1 is not installed)".to_owned()
+        }
+        other => other.to_string(),
+    }
 }
 
 fn open_nvml(path: Option<&OsStr>) -> Result<nvml_wrapper::Nvml, nvml_wrapper::error::NvmlError> {

@@ -228,13 +228,33 @@ impl DevicePool {
         match (mode, dispatcher.gpu()) {
             (DeviceMode::Cpu, _) | (DeviceMode::Gpu, None) => Self::new(vec![cpu()]),
             (DeviceMode::Gpu, Some(ctx)) => Self::new(vec![Worker::gpu(0, ctx.clone())]),
-            (DeviceMode::All | DeviceMode::Auto, gpu) => Self::open(&PoolOptions {
-                cpu: true,
-                threads: threads.clone(),
-                reuse: gpu.cloned(),
-                selection: dispatcher.selection(),
-                ..PoolOptions::default()
-            }),
+            (DeviceMode::All | DeviceMode::Auto, gpu) => {
+                let selection = dispatcher.selection();
+                let pool = Self::open(&PoolOptions {
+                    cpu: true,
+                    threads: threads.clone(),
+                    reuse: gpu.cloned(),
+                    selection: selection.clone(),
+                    ..PoolOptions::default()
+                })?;
+                // `all` says what it leaves out; `auto` never uses software adapters.
+                let names = pool.names();
+                let left_out: Vec<String> = selection
+                    .iter()
+                    .flat_map(|s| s.adapters.iter())
+                    .filter(|a| a.software && !names.iter().any(|n| n.ends_with(&a.name)))
+                    .map(|a| a.label())
+                    .collect();
+                if mode == DeviceMode::All && !left_out.is_empty() {
+                    tracing::warn!(
+                        "--device all leaves out {}: a software adapter runs on the CPU's own cores, beside the CPU worker \
+                         ({}=<its name> includes it)",
+                        left_out.join(", "),
+                        threadx_dispatch::ADAPTER_ENV
+                    );
+                }
+                Ok(pool)
+            }
         }
     }
 

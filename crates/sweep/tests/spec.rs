@@ -58,7 +58,7 @@ fn bad_grids_are_refused_with_the_reason() {
     ma.set_axis("slow", "20,30").unwrap();
     assert_eq!(
         ma.check().unwrap_err().to_string(),
-        "ma_cross: fast=50, slow=20 breaks the rule `require = \"fast < slow\"`"
+        "ma_cross: no combo of the grid passes `require = \"fast < slow\"`"
     );
     let mut fee = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     fee.fee = -0.001;
