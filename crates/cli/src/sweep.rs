@@ -482,6 +482,11 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         threadx_profile_store::write_file_atomic(&json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
             .with_context(|| format!("writing {}", json_path.display()))?;
     }
+    // A heatmap beside these results drew the grid sweep they replace: it goes with them.
+    let stale = sibling(&args.out, "-heatmap.svg");
+    if stale.is_file() && std::fs::remove_file(&stale).is_ok() {
+        outln!("removed {}: it drew the sweep whose results these windows replace", stale.display());
+    }
     outln!(
         "{} walk-forward on {} ({} bars), best by {} in each train window:",
         spec.strategy,
@@ -596,10 +601,27 @@ pub struct MergeArgs {
 
 pub fn run_merge(args: &MergeArgs) -> Result<()> {
     metric_index(&args.by)?;
-    let report = merge(&args.shards, &args.out, args.top, &args.by)?;
+    // The heatmap a one-process run would have drawn beside its results.
+    let mut heatmap = (!is_special_file(&args.out)).then(|| HeatmapOptions {
+        path: sibling(&args.out, "-heatmap.svg"),
+        x: None,
+        y: None,
+    });
+    let report = match merge(&args.shards, &args.out, args.top, &args.by, heatmap.as_ref()) {
+        // Fewer than two parameters vary, or too many cells: merged without a heatmap.
+        Err(threadx_sweep::SweepError::Spec(why)) if heatmap.is_some() => {
+            outln!("no heatmap: {why}");
+            heatmap = None;
+            merge(&args.shards, &args.out, args.top, &args.by, None)?
+        }
+        other => other?,
+    };
     let strategy = SweepSpec::strategy_of(&report.summary["identity"]["spec"])?;
     out!("{}", top_table(&strategy, &report.best, &args.by));
     outln!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());
+    if let Some(h) = heatmap {
+        outln!("wrote the {} heatmap to {}", args.by, h.path.display());
+    }
     print_summary_path(report.summary_path.as_deref(), &args.out)?;
     Ok(())
 }

@@ -176,15 +176,24 @@ fn shards_merge_into_the_one_process_file() {
     assert!(merged.status.success(), "{}", text(&merged.stderr));
     assert!(text(&merged.stdout).contains("merged 2 shards, 24 rows, into m.csv"));
     assert_eq!(std::fs::read(dir.path().join("m.csv")).unwrap(), std::fs::read(dir.path().join("whole.csv")).unwrap());
+    // The heatmap a one-process run draws, drawn again from the merged rows.
+    assert!(text(&merged.stdout).contains("wrote the sharpe heatmap to m-heatmap.svg"), "{}", text(&merged.stdout));
+    assert_eq!(
+        std::fs::read(dir.path().join("m-heatmap.svg")).unwrap(),
+        std::fs::read(dir.path().join("whole-heatmap.svg")).unwrap()
+    );
 }
 
 #[test]
 fn walk_forward_prints_windows_and_writes_them() {
     let dir = tempfile::tempdir().unwrap();
+    // The heatmap of a grid sweep written to the same results before.
+    std::fs::write(dir.path().join("wf-heatmap.svg"), "<svg/>").unwrap();
     let mut args = SMALL.to_vec();
     args[4] = "synthetic:bars=4000,seed=2";
     args.extend(["--walk-forward", "train=2000,test=500", "--out", "wf.csv"]);
     let out = threadx(dir.path(), &args);
+    assert!(!dir.path().join("wf-heatmap.svg").exists(), "the replaced sweep's heatmap is gone");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("out of sample overall: return"), "{stdout}");

@@ -401,7 +401,13 @@ pub fn row_json(strategy: &Strategy, row: &Row) -> Value {
 /// file a one-process run writes, with a summary beside it. Each shard's summary (written
 /// beside it when the shard finished) proves it complete and names its sweep; missing,
 /// repeated or foreign shards are refused before anything is written.
-pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<SweepReport, SweepError> {
+pub fn merge(
+    shards: &[PathBuf],
+    out: &Path,
+    top: usize,
+    by: &str,
+    heatmap: Option<&HeatmapOptions>,
+) -> Result<SweepReport, SweepError> {
     let bad = |problem: String| SweepError::Merge(problem);
     if shards.is_empty() {
         return Err(bad("no shard files given".into()));
@@ -459,6 +465,13 @@ pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<Swe
     let spec = &identity["spec"];
     let strategy = &SweepSpec::strategy_of(spec)?;
     let head = header(strategy);
+    let mut heatmap = match heatmap {
+        Some(h) => {
+            let axes = axes_of(strategy, spec)?;
+            Some((Heatmap::new(strategy.clone(), &axes, h.x.as_deref(), h.y.as_deref(), by)?, h.path.clone()))
+        }
+        None => None,
+    };
 
     let mut readers = Vec::new();
     for path in shards {
@@ -495,7 +508,11 @@ pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<Swe
             return Err(bad(format!("combo {combo} appears twice or out of order (in {})", shards[i].display())));
         }
         last = Some(combo);
-        leaderboard.offer(parse_row(strategy, &line).map_err(|e| in_file(&shards[i], e))?);
+        let row = parse_row(strategy, &line).map_err(|e| in_file(&shards[i], e))?;
+        if let Some((h, _)) = heatmap.as_mut() {
+            h.offer(&row);
+        }
+        leaderboard.offer(row);
         file.write_all(line.as_bytes()).map_err(io_error(out))?;
         file.write_all(b"\n").map_err(io_error(out))?;
         rows += 1;
@@ -505,6 +522,9 @@ pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<Swe
         return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
     }
     file.commit().map_err(io_error(out))?;
+    if let Some((h, path)) = &heatmap {
+        write_file_atomic(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?;
+    }
     let summary = json!({
         "threadx": env!("CARGO_PKG_VERSION"),
         "identity": identity,
@@ -518,4 +538,21 @@ pub fn merge(shards: &[PathBuf], out: &Path, top: usize, by: &str) -> Result<Swe
         write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
     }
     Ok(SweepReport { summary, phases: None, best: leaderboard.rows().to_vec(), rows, summary_path: out_summary })
+}
+
+/// The grid's axes from a summary's `spec` (each value as the summary wrote it: a number,
+/// or a choice's name).
+fn axes_of(strategy: &Strategy, spec: &Value) -> Result<Vec<Vec<f64>>, SweepError> {
+    strategy
+        .schema()
+        .iter()
+        .map(|p| {
+            let values = spec["grid"][&p.name].as_array().filter(|v| !v.is_empty()).ok_or_else(|| {
+                SweepError::Merge(format!("the summaries' spec has no values for parameter {}", p.name))
+            })?;
+            let text: Vec<String> =
+                values.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).collect();
+            Ok(p.axis(&text.join(","))?)
+        })
+        .collect()
 }

@@ -186,7 +186,8 @@ impl Heatmap {
                 .margin(12)
                 .x_label_area_size(48)
                 .y_label_area_size(64)
-                .build_cartesian_2d((0..nx as i32).into_segmented(), (0..ny as i32).into_segmented())
+                // A discrete range a..b has the values a..=b: one segment per value.
+                .build_cartesian_2d((0..nx as i32 - 1).into_segmented(), (0..ny as i32 - 1).into_segmented())
                 .map_err(draw)?;
             // Segment centres are the labels: plotters picks every k-th so that at most
             // 20 fit, whatever the grid size.
@@ -212,13 +213,15 @@ impl Heatmap {
                         (SegmentValue::Exact(i0), SegmentValue::Exact(j0)),
                         (SegmentValue::Exact(i0 + 1), SegmentValue::Exact(j0 + 1)),
                     ];
-                    Rectangle::new(corners, scale.colour(self.cell(i, j)).filled())
+                    let (value, combo) = self.cells[j * nx + i];
+                    let colour = if combo == u64::MAX { NOT_RUN } else { scale.colour(value) };
+                    Rectangle::new(corners, colour.filled())
                 }))
                 .map_err(draw)?;
             // Legend: a vertical colour bar from lo (bottom) to hi (top), its ends (and 0
             // on a diverging scale) labelled, then the colour of cells without a value.
             let style = ("sans-serif", 12).into_font().color(&BLACK);
-            legend.draw(&Text::new(metric.to_owned(), (10, 20), style.clone())).map_err(draw)?;
+            legend.draw(&Text::new(metric_label(metric), (10, 20), style.clone())).map_err(draw)?;
             let (top, bottom) = (40, 600);
             let steps = 50;
             let at = |v: f64| bottom - ((v - lo) / (hi - lo) * f64::from(bottom - top)).round() as i32;
@@ -240,10 +243,29 @@ impl Heatmap {
                 .draw(&Rectangle::new([(10, bottom + 30), (40, bottom + 50)], scale.colour(f64::NAN).filled()))
                 .map_err(draw)?;
             legend.draw(&Text::new("no value", (46, bottom + 34), style.clone())).map_err(draw)?;
-            legend.draw(&Text::new("(no trades)", (46, bottom + 48), style)).map_err(draw)?;
+            legend.draw(&Text::new("(no trades)", (46, bottom + 48), style.clone())).map_err(draw)?;
+            if self.cells.iter().any(|c| c.1 == u64::MAX) {
+                // A sampled sweep: cells no sampled combo fell in.
+                legend.draw(&Rectangle::new([(10, bottom + 60), (40, bottom + 80)], NOT_RUN.filled())).map_err(draw)?;
+                legend.draw(&Rectangle::new([(10, bottom + 60), (40, bottom + 80)], BLACK.mix(0.3))).map_err(draw)?;
+                legend.draw(&Text::new("not run", (46, bottom + 64), style.clone())).map_err(draw)?;
+                legend.draw(&Text::new("(not sampled)", (46, bottom + 78), style)).map_err(draw)?;
+            }
             root.present().map_err(draw)?;
         }
         Ok(svg)
+    }
+}
+
+/// The colour of a cell that no combo of the run fell in (a sampled sweep).
+const NOT_RUN: RGBColor = RGBColor(236, 236, 236);
+
+/// The legend's title: the metric, with its unit where the name does not say it.
+fn metric_label(metric: &str) -> String {
+    match metric {
+        "sharpe" => "sharpe (per bar)".to_owned(),
+        "sharpe_annual" => "sharpe (annualised)".to_owned(),
+        other => other.to_owned(),
     }
 }
 
