@@ -386,6 +386,29 @@ fn with_the_cpu_forced_no_gpu_stack_is_started() {
     };
     assert_eq!(indicators("1000"), 0);
     assert_eq!(indicators("10000"), 1);
+    // Nor for the 24-combo reference sweep, which runs on the CPU before any probe.
+    let sweep = [
+        "--device",
+        "auto",
+        "sweep",
+        "--data",
+        "synthetic:bars=960,seed=1",
+        "--grid",
+        "bb_period=10,20,30,40",
+        "--grid",
+        "bb_std=1.5,2",
+        "--grid",
+        "atr_period=7,14,21",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let mut env = env.to_vec();
+    let multigpu = scratch.path().join("multigpu.json");
+    env.push(("THREADX_MULTIGPU_PROFILE_PATH", multigpu.to_str().unwrap()));
+    let small = threadx(&sweep, &env);
+    assert!(small.status.success(), "{}", text(&small.stderr));
+    assert!(!text(&small.stderr).contains("probing GPU adapters"), "{}", text(&small.stderr));
 }
 
 #[test]
@@ -624,5 +647,53 @@ fn value_dependent_rule_errors_name_the_file_line_and_column() {
             let stderr = text(&out.stderr);
             assert!(!out.status.success() && stderr.contains(at) && stderr.contains(message), "{args:?}: {stderr}");
         }
+    }
+}
+
+/// What a newcomer reads: families not profile keys, a chunk no larger than the sweep,
+/// which speed is which, why no GPU is used, NVML's absence in words.
+#[test]
+fn messages_say_what_a_user_needs_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("i.csv");
+    let args =
+        ["--device", "cpu", "indicators", "--data", "synthetic:bars=500", "--ind", "sma", "--ind", "bbands", "--out"];
+    let printed = text(&threadx(&[&args[..], &[out.to_str().unwrap()]].concat(), &[]).stdout);
+    assert!(printed.contains("(sma on cpu; bollinger_bands on cpu)"), "{printed}");
+    assert!(!printed.contains("\"size\""), "{printed}");
+
+    let r = dir.path().join("r.csv");
+    let sweep = [
+        "--device",
+        "cpu",
+        "sweep",
+        "--data",
+        "synthetic:bars=500",
+        "--grid",
+        "bb_period=10,20,30",
+        "--grid",
+        "bb_std=2",
+    ];
+    let printed = text(&threadx(&[&sweep[..], &["--out", r.to_str().unwrap()]].concat(), &[]).stdout);
+    assert!(printed.contains("3 combos, 1 chunk of 3"), "{printed}");
+    assert!(printed.contains("combos/s of wall time") && printed.contains("combos/s while busy"), "{printed}");
+
+    let devices = threadx(&["devices"], &[]);
+    let printed = text(&devices.stdout);
+    assert!(!printed.contains("libloading"), "{printed}");
+    if printed.contains("NVML: not present") {
+        assert!(printed.contains("no NVIDIA driver (its library libnvidia-ml.so.1 is not installed)"), "{printed}");
+    }
+    let found: serde_json::Value = serde_json::from_slice(&threadx(&["devices", "--json"], &[]).stdout).unwrap();
+    let adapters = found["adapters"].as_array().unwrap();
+    if !adapters.is_empty() && adapters.iter().all(|a| a["software"] == true) {
+        let show = text(&threadx(&["--device", "auto", "profile", "show"], &[]).stdout);
+        assert!(
+            show.contains("GPU: none in auto mode: the adapters found (") && show.contains("--device gpu uses them"),
+            "{show}"
+        );
+        let all = threadx(&[&["--device", "all"][..], &sweep[1..], &["--out", r.to_str().unwrap()]].concat(), &[]);
+        assert!(all.status.success(), "{}", text(&all.stderr));
+        assert!(text(&all.stderr).contains("--device all leaves out llvmpipe"), "{}", text(&all.stderr));
     }
 }

@@ -225,6 +225,10 @@ impl DevicePool {
         threads: Option<Arc<rayon::ThreadPool>>,
     ) -> Result<Self, PoolError> {
         let cpu = || threads.clone().map_or_else(Worker::cpu, Worker::cpu_on);
+        // The CPU alone never asks the dispatcher for its GPU (that would probe adapters).
+        if mode == DeviceMode::Cpu {
+            return Self::new(vec![cpu()]);
+        }
         match (mode, dispatcher.gpu()) {
             (DeviceMode::Cpu, _) | (DeviceMode::Gpu, None) => Self::new(vec![cpu()]),
             (DeviceMode::Gpu, Some(ctx)) => Self::new(vec![Worker::gpu(0, ctx.clone())]),
