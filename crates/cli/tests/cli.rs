@@ -692,7 +692,7 @@ fn messages_say_what_a_user_needs_in_words() {
             show.contains("GPU: none in auto mode: the adapters found (") && show.contains("--device gpu uses them"),
             "{show}"
         );
-        let all = threadx(&[&["--device", "all"][..], &sweep[1..], &["--out", r.to_str().unwrap()]].concat(), &[]);
+        let all = threadx(&[&["--device", "all"][..], &sweep[2..], &["--out", r.to_str().unwrap()]].concat(), &[]);
         assert!(all.status.success(), "{}", text(&all.stderr));
         assert!(text(&all.stderr).contains("--device all leaves out llvmpipe"), "{}", text(&all.stderr));
     }
