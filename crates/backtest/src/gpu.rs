@@ -265,10 +265,7 @@ pub struct PendingTotals {
 /// [`MAX_LOOP_STEPS`] bars each, since every iteration of the kernel's loop advances at
 /// least one bar. Zero bars: one empty stretch (the kernel still writes the totals).
 fn stretches(bars: u32) -> Vec<std::ops::Range<u32>> {
-    if bars == 0 {
-        return vec![0..0];
-    }
-    (0..bars).step_by(MAX_LOOP_STEPS as usize).map(|start| start..bars.min(start + MAX_LOOP_STEPS)).collect()
+    (0..bars.max(1)).step_by(MAX_LOOP_STEPS as usize).map(|start| start..bars.min(start + MAX_LOOP_STEPS)).collect()
 }
 
 /// Refuses books whose stop arithmetic would meet subnormal or infinite values: closes

@@ -175,7 +175,7 @@ impl SweepSpec {
         let mut deps: Vec<usize> = RuleKind::ALL
             .iter()
             .flat_map(|&kind| self.strategy.depends_on(kind))
-            .filter_map(|name| self.strategy.param_index(&name).ok())
+            .filter_map(|name| self.strategy.param_index(name).ok())
             .collect();
         deps.sort_unstable();
         deps.dedup();
