@@ -75,7 +75,9 @@ fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
     assert_eq!(out, expected);
     let lost = &stats.workers[0];
     assert!(lost.chunks <= 1, "the failing worker delivered at most its first chunk: {lost:?}");
-    assert!(lost.failed.as_deref().unwrap().contains("injected failure"), "{lost:?}");
+    // On a loaded machine the others may take every chunk before "lost" asks for its
+    // second; when it did, it failed (the pool-of-one case below fails for certain).
+    assert!(lost.failed.as_deref().is_none_or(|f| f.contains("injected failure")), "{lost:?}");
     for w in &stats.workers[1..] {
         assert!(w.failed.is_none(), "{w:?}");
         // After its first split, a worker cuts later chunks to the piece that fit, up front.
