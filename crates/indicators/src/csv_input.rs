@@ -50,28 +50,27 @@ impl<R: Read> Read for CheckedInput<R> {
                 return Err(refuse(format!("the file is {what}")));
             }
         }
-        for &b in bytes {
-            match b {
-                b'\n' => {
-                    self.line += 1;
-                    self.line_bytes = 0;
-                }
-                0 => {
-                    return Err(refuse(format!(
-                        "line {}: a NUL byte: this is binary data, not a CSV text file",
-                        self.line
-                    )));
-                }
-                _ => {
-                    self.line_bytes += 1;
-                    if self.line_bytes > MAX_LINE_BYTES {
-                        return Err(refuse(format!(
-                            "line {} is longer than {MAX_LINE_BYTES} bytes: not a row of bars (no line breaks, or binary data?)",
-                            self.line
-                        )));
-                    }
-                }
+        if let Some(at) = memchr::memchr(0, bytes) {
+            // The line of the first NUL: this read's line breaks before it.
+            let line = self.line + memchr::memchr_iter(b'\n', &bytes[..at]).count();
+            return Err(refuse(format!("line {line}: a NUL byte: this is binary data, not a CSV text file")));
+        }
+        // Every line's length: the pieces between line breaks (the first continues the
+        // line the last read ended in).
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(n)) {
+            self.line_bytes += end - start;
+            if self.line_bytes > MAX_LINE_BYTES {
+                return Err(refuse(format!(
+                    "line {} is longer than {MAX_LINE_BYTES} bytes: not a row of bars (no line breaks, or binary data?)",
+                    self.line
+                )));
             }
+            if end < n {
+                self.line += 1;
+                self.line_bytes = 0;
+            }
+            start = end + 1;
         }
         Ok(n)
     }
