@@ -301,7 +301,7 @@ fn sweep<'py>(
         // What stopped the run from Python's side (Ctrl-C, or the progress callback raising).
         let mut stopped: Option<PyErr> = None;
         let mut run = || -> Result<_, SweepError> {
-            let plan = SweepPlan::new(&spec, data.len(), available_memory())?;
+            let plan = SweepPlan::new(&spec, data.len(), available_memory(), mode)?;
             let bank = IndicatorBank::new(&data, &dispatcher);
             let sweep = match &threads {
                 Some(pool) => pool.install(|| plan.prepare(&bank))?,

@@ -212,6 +212,9 @@ pub struct BookLayout {
     families: [Vec<usize>; 5],
     rows: [RowSet; 5],
     indicators: Vec<Indicator>,
+    /// The series stops and take-profits read (an indicator per distance, a level
+    /// series per row otherwise): what a GPU holds beside the bit rows.
+    stop_series: u64,
 }
 
 /// Bytes per bar a book holds whatever its rows: close, returns and timestamps, and its
@@ -243,8 +246,8 @@ impl BookLayout {
                 })
             }
         };
-        let mut layout = Self { grid, families, rows, indicators: Vec::new() };
-        layout.indicators = layout.list_indicators()?;
+        let mut layout = Self { grid, families, rows, indicators: Vec::new(), stop_series: 0 };
+        (layout.indicators, layout.stop_series) = layout.list_indicators()?;
         Ok(layout)
     }
 
@@ -252,10 +255,13 @@ impl BookLayout {
     /// once per distinct value of the parameters that decide its series (bb_atr's entry:
     /// per bb_period, whatever bb_std), not once per row: a trillion-combo grid is laid
     /// out at once. Refuses values a rule cannot be formed with.
-    fn list_indicators(&self) -> Result<Vec<Indicator>, BacktestError> {
+    /// Also counts the stop series (see [`BookLayout::stop_series`]).
+    fn list_indicators(&self) -> Result<(Vec<Indicator>, u64), BacktestError> {
         let strategy = self.grid.strategy();
         let axes = self.grid.axes();
         let mut bound = Vec::new();
+        let mut distances = std::collections::HashSet::new();
+        let mut stop_series = 0;
         for (f, kind) in FAMILIES.into_iter().enumerate().take(MAX_BARS) {
             let Some(rule) = strategy.compiled(kind) else { continue };
             // A sample's rows, or every binding of the deciding parameters' values.
@@ -266,11 +272,30 @@ impl BookLayout {
                     (0..count).map(|n| row_values(axes, &rule.shape, n)).collect()
                 }
             };
+            let stops = f == STOP || f == TAKE_PROFIT;
+            let mut levels = false;
             for values in bindings {
-                bound.push(self.bind(kind, &values)?);
+                let level = self.bind(kind, &values)?;
+                if stops {
+                    // Whether the level is a distance needs the parameters that only scale
+                    // it (NaN in a shape binding): their first values stand in.
+                    let filled: Vec<f64> =
+                        values.iter().zip(axes).map(|(&v, axis)| if v.is_nan() { axis[0] } else { v }).collect();
+                    match self.bind(kind, &filled).ok().filter(|l| !is_none(l)).map(|l| distance(&l)) {
+                        Some(Some((indicator, _))) => {
+                            distances.insert(indicator.id());
+                        }
+                        Some(None) => levels = true,
+                        None => {}
+                    }
+                }
+                bound.push(level);
+            }
+            if levels {
+                stop_series += self.rows[f].len();
             }
         }
-        Ok(indicators_of(&bound))
+        Ok((indicators_of(&bound), stop_series + distances.len() as u64))
     }
 
     /// Rule `kind` with `values` in place; a family without a rule: never (exit), none
@@ -323,6 +348,16 @@ impl BookLayout {
     /// Stops and take-profits (a series and a multiplier, or a level series).
     pub fn stops(&self) -> u64 {
         self.rows[STOP].len() + self.rows[TAKE_PROFIT].len()
+    }
+
+    /// About how many bytes a GPU run adds on the host: the copies of the bit rows, the
+    /// stop series and the per-bar tables made for the upload, twice (the upload's own
+    /// vectors, then the driver's staging copy).
+    pub fn gpu_upload_bytes(&self, bars: usize) -> u64 {
+        let bars = bars as u64;
+        let rows = self.decision_rows().saturating_mul(bars.div_ceil(64) * 8);
+        let series = self.stop_series.saturating_mul(bars * 8);
+        rows.saturating_add(series).saturating_add(bars * 80).saturating_mul(2)
     }
 
     /// About how many bytes building the book on `bars` bars takes at its peak: the

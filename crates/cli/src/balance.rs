@@ -51,8 +51,8 @@ pub fn run(args: &BalanceArgs, device: Option<DeviceMode>) -> Result<()> {
     let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let spec = SweepSpec::default_grid(strategy);
-    let sweep =
-        SweepPlan::new(&spec, data.len(), available_memory())?.prepare(&IndicatorBank::new(&data, &dispatcher))?;
+    let sweep = SweepPlan::new(&spec, data.len(), available_memory(), mode)?
+        .prepare(&IndicatorBank::new(&data, &dispatcher))?;
     let pool = DevicePool::for_mode(mode, &dispatcher, None)?;
     let sample = args.sample_size.min(sweep.combos().len());
     outln!(

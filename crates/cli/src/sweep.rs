@@ -295,7 +295,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         return in_pool(pool.as_deref(), || walk(&data, &dispatcher, &spec, args));
     }
     let memory_limit = args.max_memory.or_else(available_memory);
-    let plan = SweepPlan::new(&spec, data.len(), memory_limit)?;
+    let plan = SweepPlan::new(&spec, data.len(), memory_limit, mode)?;
     let combos = plan.combos();
     outln!(
         "{} sweep on {} ({} bars): {}{}, {} of {}{}",

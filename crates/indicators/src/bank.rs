@@ -42,6 +42,11 @@ impl<'a> IndicatorBank<'a> {
         self.data
     }
 
+    /// The dispatcher that decides where its batches run.
+    pub fn dispatcher(&self) -> &'a Dispatcher {
+        self.dispatcher
+    }
+
     /// One indicator, computed now or shared from an earlier call.
     pub fn get(&self, indicator: &Indicator) -> Result<Arc<IndicatorValues>, IndicatorError> {
         let mut values = self.get_many(std::slice::from_ref(indicator))?;

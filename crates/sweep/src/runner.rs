@@ -44,12 +44,21 @@ pub struct SweepPlan {
     layout: BookLayout,
     combos: ComboSet,
     bars: usize,
+    /// Whether a GPU may run it (its upload copies count).
+    gpu: bool,
 }
+
+/// What starting a GPU costs the host before any upload: the driver, wgpu and the
+/// compiled kernels (measured with lavapipe: a 10,000-combo sweep peaks about 100 MB
+/// higher on it than on the CPU).
+const GPU_STACK_BYTES: u64 = 96 << 20;
 
 impl SweepPlan {
     /// Checks `spec`, draws its sample and lays out its book for `bars` bars, refusing
-    /// when that needs more than `memory_limit` bytes (`None`: no limit).
-    pub fn new(spec: &SweepSpec, bars: usize, memory_limit: Option<u64>) -> Result<Self, SweepError> {
+    /// when that needs more than `memory_limit` bytes (`None`: no limit). In `mode`, a GPU
+    /// may take part (every mode but `cpu`; `auto` only for sweeps large enough to be
+    /// balanced): then the copies made to upload the book count too.
+    pub fn new(spec: &SweepSpec, bars: usize, memory_limit: Option<u64>, mode: DeviceMode) -> Result<Self, SweepError> {
         spec.check()?;
         let grid = ParamGrid::new(spec.strategy.clone(), spec.axes())?;
         let limit = memory_limit.unwrap_or(u64::MAX);
@@ -70,7 +79,12 @@ impl SweepPlan {
         }
         let combos = ComboSet::new(&grid, spec.sample, spec.chunk_size, bars)?;
         let layout = BookLayout::new(grid, combos.sample())?;
-        let plan = Self { spec: spec.clone(), layout, combos, bars };
+        let gpu = match mode {
+            DeviceMode::Cpu => false,
+            DeviceMode::Auto => combos.len() >= AUTO_PROFILE_MIN_COMBOS,
+            DeviceMode::Gpu | DeviceMode::All => true,
+        };
+        let plan = Self { spec: spec.clone(), layout, combos, bars, gpu };
         if plan.bytes() > limit {
             return Err(refuse(plan.bytes(), plan.describe()));
         }
@@ -80,7 +94,8 @@ impl SweepPlan {
     /// About how many bytes preparing takes at its peak.
     pub fn bytes(&self) -> u64 {
         let sample = self.combos.sample().map_or(0, |s| s.len() as u64 * BYTES_PER_SAMPLED_COMBO);
-        self.layout.bytes(self.bars).saturating_add(sample)
+        let upload = if self.gpu { GPU_STACK_BYTES + self.layout.gpu_upload_bytes(self.bars) } else { 0 };
+        self.layout.bytes(self.bars).saturating_add(sample).saturating_add(upload)
     }
 
     /// Indicator series to compute.
@@ -134,7 +149,8 @@ impl Sweep {
     /// (through `bank`, each once; a sample's only) and lays out the combos, refusing
     /// before any work what would not fit in the memory available ([`SweepPlan`]).
     pub fn prepare(bank: &IndicatorBank<'_>, spec: &SweepSpec) -> Result<Self, SweepError> {
-        SweepPlan::new(spec, bank.data().len(), threadx_indicators::available_memory())?.prepare(bank)
+        let mode = bank.dispatcher().mode();
+        SweepPlan::new(spec, bank.data().len(), threadx_indicators::available_memory(), mode)?.prepare(bank)
     }
 
     pub fn spec(&self) -> &SweepSpec {
