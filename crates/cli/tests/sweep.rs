@@ -61,6 +61,19 @@ fn sweep_writes_results_summary_heatmap_and_prints_the_top() {
     // the background.
     assert_eq!(svg.matches("<rect").count(), 3 * 2 + 50 + 1 + 1);
     assert!(svg.contains("total_return: the best over atr_mult in each cell"), "{svg:.400}");
+    assert!(!svg.contains("not run"), "a whole grid has no cell left unrun");
+    // One tick label per value on each axis: no empty band past the last value.
+    for label in ["10", "20", "30", "1.5", "2.5"] {
+        assert_eq!(svg.matches(&format!("\n{label}\n</text>")).count(), 1, "{label}: {svg:.2000}");
+    }
+
+    // A sample of the grid: cells no sampled combo fell in are told apart from no trades.
+    let mut sampled = SMALL.to_vec();
+    sampled.extend(["--random", "5", "--seed", "1", "--out", "s.csv"]);
+    let out = threadx(dir.path(), &sampled);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let svg = std::fs::read_to_string(dir.path().join("s-heatmap.svg")).unwrap();
+    assert!(svg.contains("not run") && svg.contains("(not sampled)") && svg.contains("sharpe (per bar)"), "{svg:.400}");
 }
 
 #[test]
