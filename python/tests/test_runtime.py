@@ -122,6 +122,15 @@ def test_failures_are_python_exceptions(data: pd.DataFrame, tmp_path: Path) -> N
         threadx.backtest(data, fee=2)
     with pytest.raises(ValueError, match="bb_std=True: expected a number"):
         threadx.backtest(data, bb_std=True)
+    # The CLI's thread rule: at least one, at most 16 per core.
+    with pytest.raises(ValueError, match="threads: at least 1 is needed"):
+        threadx.sweep(data, threads=0)
+    with pytest.raises(ValueError, match="threads: 100000 is more than the"):
+        threadx.sweep(data, threads=100_000)
+    # Prices outside the range where indicators cannot overflow, named at their row.
+    huge = data * 1e296
+    with pytest.raises(ValueError, match="row 0, column `open`: price .* is outside 1e-100 to 1e100"):
+        threadx.sweep(huge, progress=False)
     # The engine's state on disk cannot be opened: a RuntimeError, never a crash (a fresh
     # process, since the engine reads where its profiles are once).
     script = (
