@@ -478,8 +478,9 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
     let report = report?;
     threadx_profile_store::write_file_atomic(&args.out, report.to_csv(data, spec).as_bytes())
         .with_context(|| format!("writing {}", args.out.display()))?;
-    if let Some(json_path) = summary_path(&args.out) {
-        threadx_profile_store::write_file_atomic(&json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
+    let summary = summary_path(&args.out);
+    if let Some(json_path) = &summary {
+        threadx_profile_store::write_file_atomic(json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
             .with_context(|| format!("writing {}", json_path.display()))?;
     }
     // A heatmap beside these results drew the grid sweep they replace: it goes with them.
@@ -525,7 +526,7 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         pct(m.exposure)
     );
     outln!("wrote {} windows to {}", report.windows.len(), args.out.display());
-    print_summary_path(summary_path(&args.out).as_deref(), &args.out)
+    print_summary_path(summary.as_deref(), &args.out)
 }
 
 /// Every metric with what it means, after `intro`: the long help of `--by`.

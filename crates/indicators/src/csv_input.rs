@@ -6,7 +6,7 @@ use std::io::{self, Read};
 
 /// The longest line a CSV of bars may have. A bar is a few dozen bytes; a longer line is
 /// not a row of bars (a binary file, a file without line breaks).
-pub(crate) const MAX_LINE_BYTES: usize = 1 << 16;
+const MAX_LINE_BYTES: usize = 1 << 16;
 
 /// A reader that counts lines and refuses what cannot be a CSV of bars.
 pub(crate) struct CheckedInput<R> {

@@ -225,14 +225,16 @@ impl DevicePool {
         threads: Option<Arc<rayon::ThreadPool>>,
     ) -> Result<Self, PoolError> {
         let cpu = || threads.clone().map_or_else(Worker::cpu, Worker::cpu_on);
-        // The CPU alone never asks the dispatcher for its GPU (that would probe adapters).
-        if mode == DeviceMode::Cpu {
-            return Self::new(vec![cpu()]);
-        }
-        match (mode, dispatcher.gpu()) {
-            (DeviceMode::Cpu, _) | (DeviceMode::Gpu, None) => Self::new(vec![cpu()]),
-            (DeviceMode::Gpu, Some(ctx)) => Self::new(vec![Worker::gpu(0, ctx.clone())]),
-            (DeviceMode::All | DeviceMode::Auto, gpu) => {
+        // The dispatcher's GPU is asked for only by the modes that use it: asking probes
+        // the adapters.
+        match mode {
+            DeviceMode::Cpu => Self::new(vec![cpu()]),
+            DeviceMode::Gpu => match dispatcher.gpu() {
+                Some(ctx) => Self::new(vec![Worker::gpu(0, ctx.clone())]),
+                None => Self::new(vec![cpu()]),
+            },
+            DeviceMode::All | DeviceMode::Auto => {
+                let gpu = dispatcher.gpu();
                 let selection = dispatcher.selection();
                 let pool = Self::open(&PoolOptions {
                     cpu: true,

@@ -3,6 +3,7 @@
 
 use crate::SweepError;
 use serde_json::{Value, json};
+use std::ops::ControlFlow;
 use threadx_backtest::{RuleKind, Strategy, check_bars_per_year, check_fee};
 
 /// Monte-Carlo sampling: `n` distinct combos of the grid drawn with `seed`.
@@ -172,50 +173,53 @@ impl SweepSpec {
     /// allows, so that a rule no combo can bind (a `max_bars` below 1, a lookahead made by
     /// a parameter) is refused before any work, with the message a backtest gives.
     fn check_bindings(&self) -> Result<(), SweepError> {
-        let mut deps: Vec<usize> = RuleKind::ALL
-            .iter()
-            .flat_map(|&kind| self.strategy.depends_on(kind))
-            .filter_map(|name| self.strategy.param_index(name).ok())
-            .collect();
-        deps.sort_unstable();
-        deps.dedup();
-        let count = deps.iter().try_fold(1usize, |n, &i| n.checked_mul(self.axes[i].len()));
-        let Some(count) = count.filter(|&n| n <= 100_000) else { return Ok(()) };
-        let mut values: Vec<f64> = self.axes.iter().map(|a| a[0]).collect();
-        for mut k in 0..count {
-            for &i in deps.iter().rev() {
-                values[i] = self.axes[i][k % self.axes[i].len()];
-                k /= self.axes[i].len();
+        let checked = self.visit_bindings(&RuleKind::ALL, 100_000, |values| {
+            match self.strategy.allows(values).then(|| self.strategy.check(values)) {
+                Some(Err(e)) => ControlFlow::Break(e),
+                _ => ControlFlow::Continue(()),
             }
-            if self.strategy.allows(&values) {
-                self.strategy.check(&values)?;
-            }
+        });
+        match checked {
+            Some(ControlFlow::Break(e)) => Err(e.into()),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Whether some combo obeys the strategy's `require` rule: every binding of the
     /// parameters it reads is tried (a rule over more than a million of them is assumed
     /// to pass some).
     fn any_allowed(&self) -> bool {
-        let deps: Vec<usize> = self
-            .strategy
-            .depends_on(RuleKind::Require)
+        let found = self.visit_bindings(&[RuleKind::Require], 1_000_000, |values| {
+            if self.strategy.allows(values) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        });
+        found.is_none_or(|flow| flow.is_break())
+    }
+
+    /// Calls `visit` with every binding of the parameters the rules of `kinds` read (the
+    /// other parameters at their first values) until it breaks; `None`, visiting none,
+    /// when there are more than `limit` bindings.
+    fn visit_bindings<B>(
+        &self,
+        kinds: &[RuleKind],
+        limit: usize,
+        mut visit: impl FnMut(&[f64]) -> ControlFlow<B>,
+    ) -> Option<ControlFlow<B>> {
+        let mut deps: Vec<usize> = kinds
             .iter()
+            .flat_map(|&kind| self.strategy.depends_on(kind))
             .filter_map(|name| self.strategy.param_index(name).ok())
             .collect();
-        let count = deps.iter().try_fold(1usize, |n, &i| n.checked_mul(self.axes[i].len()));
-        if count.is_none_or(|n| n > 1_000_000) {
-            return true;
-        }
+        deps.sort_unstable();
+        deps.dedup();
+        let count = deps.iter().try_fold(1usize, |n, &i| n.checked_mul(self.axes[i].len())).filter(|&n| n <= limit)?;
         let mut values: Vec<f64> = self.axes.iter().map(|a| a[0]).collect();
-        (0..count.unwrap_or(0)).any(|mut k| {
+        Some((0..count).try_for_each(|mut k| {
             for &i in deps.iter().rev() {
                 values[i] = self.axes[i][k % self.axes[i].len()];
                 k /= self.axes[i].len();
             }
-            self.strategy.allows(&values)
-        })
+            visit(&values)
+        }))
     }
 
     /// The spec as JSON: what the summary records and what a checkpoint or shard must

@@ -149,16 +149,16 @@ fn tokens(text: &str) -> Result<Vec<(Token, Range<usize>)>, ExprError> {
 }
 
 /// The most tokens a rule may have, checked before parsing.
-pub(crate) const MAX_TOKENS: usize = 1_000;
+const MAX_TOKENS: usize = 1_000;
 
 /// The most brackets, calls, `not`s and unary minuses one inside another: the parser
 /// itself recurses at each.
-pub(crate) const MAX_NESTING: usize = 64;
+const MAX_NESTING: usize = 64;
 
 /// The deepest tree a rule may parse to (operators, calls and lookbacks one inside
 /// another): the checker, binder and evaluator recurse at each level, the evaluator on
 /// worker threads with 2 MiB stacks.
-pub(crate) const MAX_DEPTH: usize = 100;
+const MAX_DEPTH: usize = 100;
 
 struct Parser {
     tokens: Vec<(Token, Range<usize>)>,

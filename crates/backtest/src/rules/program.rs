@@ -11,7 +11,7 @@ use std::ops::Range;
 /// The longest look back and the longest period a rule may ask for, in bars: warm-ups
 /// (sums of a few of them) then stay well inside the 32-bit bar numbers of books and
 /// kernels, so every command reports the same warm-up.
-pub(crate) const MAX_LOOKBACK: f64 = 1e9;
+const MAX_LOOKBACK: f64 = 1e9;
 
 /// The rules of a strategy file, in `[rules]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -335,9 +335,8 @@ impl Rule {
 
     /// The rule with parameter values in place (`values` in schema order; only the
     /// parameters the rule reads are looked at). An error names the value that does not
-    /// fit (a period below 1, a lookback into the future).
-    /// The rule with parameter `values`: a constant or a series recipe; an error points
-    /// into the rule's text (add [`Rule::start`] for the file).
+    /// fit (a period below 1, a lookback into the future) and points into the rule's text
+    /// (add [`Rule::start`] for the file).
     pub(crate) fn bind(&self, values: &[f64], params: &[ParamSpec]) -> Result<Bound, ExprError> {
         bind(&self.node, values, params, &self.text)
     }
@@ -411,25 +410,16 @@ fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str) -> Result
             let Bound::Const(bars) = sub(k)? else {
                 return err("bars ago must come from parameters", k.span.clone());
             };
-            if !(bars >= 0.0 && bars.fract() == 0.0) {
-                return err(
-                    format!(
-                        "`{}` with {}={bars} does not look back a whole number of bars (lookahead refused)",
-                        &text[node.span.clone()],
-                        &text[k.span.clone()]
-                    ),
-                    k.span.clone(),
-                );
-            }
-            if bars > MAX_LOOKBACK {
-                return err(
-                    format!(
-                        "`{}` with {}={bars} looks back more than the {MAX_LOOKBACK:e} bars a rule may",
-                        &text[node.span.clone()],
-                        &text[k.span.clone()]
-                    ),
-                    k.span.clone(),
-                );
+            let problem = if !(bars >= 0.0 && bars.fract() == 0.0) {
+                Some("does not look back a whole number of bars (lookahead refused)".to_owned())
+            } else if bars > MAX_LOOKBACK {
+                Some(format!("looks back more than the {MAX_LOOKBACK:e} bars a rule may"))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                let (whole, ago) = (&text[node.span.clone()], &text[k.span.clone()]);
+                return err(format!("`{whole}` with {ago}={bars} {problem}"), k.span.clone());
             }
             sub(x)?.ago(bars as usize)
         }
