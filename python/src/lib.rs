@@ -9,7 +9,7 @@
 //! `KeyboardInterrupt` for Ctrl-C.
 //!
 //! It holds no ThreadX logic of its own: what an embedding user needs lives in the crates
-//! ([`Sweep::run_in_memory`], [`SignalBook::from_signals`], [`IndicatorBank::table`]), and
+//! ([`threadx_sweep::Session`], [`SignalBook::from_signals`], [`IndicatorBank::table`]), and
 //! this crate, like the CLI, stands on top of all of them.
 
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
@@ -19,11 +19,12 @@ use pyo3::types::{PyDict, PyList};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use threadx_backtest::{
-    Backtester, ComboPlan, Metrics, ParamKind, ParamSpec, SignalBook, Strategy, check_bars_per_year, check_fee,
+    Backtester, ComboPlan, Metrics, ParamKind, ParamSpec, ParamValues, SignalBook, Strategy, check_bars_per_year,
+    check_fee,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
 use threadx_indicators::{DataError, Indicator, IndicatorBank, Ohlcv, epoch_to_ms, find_columns};
-use threadx_sweep::{Sample, SweepError, SweepPlan, SweepSpec, WalkForward, available_memory};
+use threadx_sweep::{ChunkResult, SweepError, SweepRequest, SweepSpec};
 
 /// Validated bars (timestamps in epoch milliseconds UTC, prices, volumes).
 #[pyclass(frozen, module = "threadx._threadx")]
@@ -246,48 +247,30 @@ fn backtest<'py>(
     Ok(out)
 }
 
+/// The request Python built (JSON of `threadx_sweep::SweepRequest`), checked.
+fn request(json: &str) -> PyResult<SweepSpec> {
+    let request: SweepRequest = serde_json::from_str(json).map_err(value)?;
+    request.check().map_err(sweep_error)
+}
+
 /// A sweep's rows: `{"columns": [(name, values, categories or None)], "walk_forward_csv": …}`.
 #[pyfunction]
-#[pyo3(signature = (bars, strategy, grid, fee, device=None, random=None, seed=None, walk_forward=None,
-                    periods_per_year=None, chunk_size=None, threads=None, by="sharpe", progress=None))]
-#[allow(clippy::too_many_arguments)] // One per keyword of `threadx.sweep`.
+#[pyo3(signature = (bars, request_json, by="sharpe", progress=None))]
 fn sweep<'py>(
     py: Python<'py>,
     bars: &Bars,
-    strategy: &str,
-    grid: Option<Vec<(String, String)>>,
-    fee: f64,
-    device: Option<&str>,
-    random: Option<u64>,
-    seed: Option<u64>,
-    walk_forward: Option<&str>,
-    periods_per_year: Option<f64>,
-    chunk_size: Option<u64>,
-    threads: Option<usize>,
+    request_json: &str,
     by: &str,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let strategy = Strategy::load(strategy).map_err(value)?;
-    let mut spec = SweepSpec::with_grid(strategy.clone(), grid.as_deref()).map_err(sweep_error)?;
-    spec.fee = fee;
-    spec.periods_per_year = periods_per_year;
-    spec.sample = match (random, seed) {
-        (Some(n), seed) => Some(Sample { n, seed: seed.unwrap_or(0) }),
-        (None, Some(_)) => return Err(PyValueError::new_err("seed draws the random sample; pass random=N too")),
-        (None, None) => None,
-    };
-    spec.chunk_size = chunk_size;
-    spec.walk_forward = walk_forward.map(WalkForward::parse).transpose().map_err(sweep_error)?;
-    spec.check().map_err(sweep_error)?;
+    let spec = request(request_json)?;
     threadx_sweep::metric_index(by).map_err(sweep_error)?;
-    let threads = threadx_sweep::thread_pool(threads).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let mode = device_mode(device)?;
     let data = bars.data.clone();
     let by = by.to_owned();
     let out = PyDict::new(py);
-    if spec.walk_forward.is_some() {
+    let dispatcher = dispatcher(spec.device())?;
+    if spec.walk_forward().is_some() {
         let csv = py.detach(move || -> PyResult<String> {
-            let dispatcher = dispatcher(mode)?;
             let report =
                 threadx_sweep::walk_forward(&data, &dispatcher, &spec, &by, &mut |_, _| {}).map_err(sweep_error)?;
             flush(&dispatcher);
@@ -296,22 +279,13 @@ fn sweep<'py>(
         out.set_item("walk_forward_csv", csv)?;
         return Ok(out);
     }
+    let strategy = spec.strategy().clone();
     let (rows, values) = py.detach(|| -> PyResult<_> {
-        let dispatcher = dispatcher(mode)?;
         // What stopped the run from Python's side (Ctrl-C, or the progress callback raising).
         let mut stopped: Option<PyErr> = None;
         let mut run = || -> Result<_, SweepError> {
-            let plan = SweepPlan::new(&spec, data.len(), available_memory(), mode)?;
-            let bank = IndicatorBank::new(&data, &dispatcher);
-            let sweep = match &threads {
-                Some(pool) => pool.install(|| plan.prepare(&bank))?,
-                None => plan.prepare(&bank)?,
-            };
-            let mut note = |note: &str| {
-                let _ = writeln!(std::io::stderr(), "{note}");
-            };
-            let (pool, distribute) = sweep.device_pool(mode, &dispatcher, threads.clone(), &mut note)?;
-            let rows = sweep.run_in_memory(&pool, &distribute, &mut |done, total| {
+            let session = threadx_sweep::Session::new(&spec, data.clone(), dispatcher.clone(), &mut note)?;
+            let rows = session.run_in_memory(&mut |done, total| {
                 Python::attach(|py| {
                     let checked = py.check_signals().and_then(|()| match &progress {
                         Some(callback) => callback.call1(py, (done, total)).map(drop),
@@ -323,7 +297,7 @@ fn sweep<'py>(
                     })
                 })
             })?;
-            let values: Vec<_> = rows.combos.iter().map(|&c| sweep.book().combo_values(c)).collect();
+            let values: Vec<_> = rows.combos.iter().map(|&c| session.sweep().book().combo_values(c)).collect();
             Ok((rows, values))
         };
         let result = run();
@@ -334,6 +308,22 @@ fn sweep<'py>(
             Err(e) => Err(sweep_error(e)),
         }
     })?;
+    out.set_item("columns", row_columns(py, &strategy, &rows, &values)?)?;
+    Ok(out)
+}
+
+/// A note of the device pool (a balance being measured) on stderr, as the CLI prints it.
+fn note(note: &str) {
+    let _ = writeln!(std::io::stderr(), "{note}");
+}
+
+/// Rows as columns: combo, the parameters, the metrics.
+fn row_columns<'py>(
+    py: Python<'py>,
+    strategy: &Strategy,
+    rows: &ChunkResult,
+    values: &[ParamValues],
+) -> PyResult<Bound<'py, PyList>> {
     let columns = PyList::empty(py);
     let combos: Vec<i64> = rows.combos.iter().map(|&c| c as i64).collect();
     columns.append(("combo", combos.into_pyarray(py), py.None()))?;
@@ -344,8 +334,82 @@ fn sweep<'py>(
     for (name, column) in metric_columns(py, &rows.metrics)? {
         columns.append((name, column, py.None()))?;
     }
-    out.set_item("columns", columns)?;
-    Ok(out)
+    Ok(columns)
+}
+
+/// A sweep prepared once (indicators, signal book, device pool) that evaluates batches
+/// of combos: the rows the full sweep would give for them.
+#[pyclass(frozen, module = "threadx._threadx")]
+struct Session {
+    session: Arc<threadx_sweep::Session>,
+}
+
+#[pymethods]
+impl Session {
+    #[new]
+    fn new(py: Python<'_>, bars: &Bars, request_json: &str) -> PyResult<Self> {
+        let spec = request(request_json)?;
+        let data = bars.data.clone();
+        let dispatcher = dispatcher(spec.device())?;
+        let session = py
+            .detach(move || threadx_sweep::Session::new(&spec, data, dispatcher, &mut note))
+            .map_err(sweep_error)?;
+        Ok(Self { session: Arc::new(session) })
+    }
+
+    /// The parameters: `[(name, kind, choices or None, axis values)]`, schema order.
+    fn parameters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        let spec = self.session.spec();
+        for (p, axis) in spec.strategy().schema().iter().zip(spec.axes()) {
+            let (kind, choices) = match &p.kind {
+                ParamKind::Int => ("int", None),
+                ParamKind::Float => ("float", None),
+                ParamKind::Choice(names) => ("choice", Some(names.clone())),
+            };
+            out.append((&p.name, kind, choices, axis.clone().into_pyarray(py)))?;
+        }
+        Ok(out)
+    }
+
+    /// Combos in the session's grid.
+    #[getter]
+    fn grid_len(&self) -> u64 {
+        self.session.spec().grid_len()
+    }
+
+    /// Where the batches run: the device pool's workers.
+    #[getter]
+    fn workers(&self) -> Vec<String> {
+        self.session.workers()
+    }
+
+    /// The rows of parameter sets, one per row of `params` (bars × parameters, schema
+    /// order; a choice by its index), as columns; the GIL is released while they run.
+    fn evaluate<'py>(&self, py: Python<'py>, params: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyList>> {
+        let sets: Vec<Vec<f64>> = params.as_array().rows().into_iter().map(|r| r.to_vec()).collect();
+        let session = self.session.clone();
+        let (rows, values) = py
+            .detach(move || -> Result<_, SweepError> {
+                let rows = session.evaluate_params(&sets)?;
+                let values: Vec<_> = rows.combos.iter().map(|&c| session.sweep().book().combo_values(c)).collect();
+                Ok((rows, values))
+            })
+            .map_err(sweep_error)?;
+        row_columns(py, self.session.spec().strategy(), &rows, &values)
+    }
+
+    fn __repr__(&self) -> String {
+        let spec = self.session.spec();
+        format!(
+            "Session({} on {} bars of {}, a grid of {} combos, workers {})",
+            spec.strategy(),
+            self.session.data().len(),
+            self.session.data().origin(),
+            spec.grid_len(),
+            self.session.workers().join(", ")
+        )
+    }
 }
 
 /// A user's own signals run by the built-in rules: one metrics row per column.
@@ -549,6 +613,7 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .try_init();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Bars>()?;
+    m.add_class::<Session>()?;
     m.add_function(wrap_pyfunction!(columns_of, m)?)?;
     m.add_function(wrap_pyfunction!(epoch_ms, m)?)?;
     m.add_function(wrap_pyfunction!(indicators, m)?)?;

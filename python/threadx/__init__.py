@@ -30,6 +30,7 @@ __version__: str = _threadx.__version__
 
 __all__ = [
     "Backtest",
+    "Session",
     "backtest",
     "devices",
     "indicators",
@@ -170,34 +171,107 @@ def sweep(
     callable ``(done, total)``. ``device``: ``"auto"``, ``"cpu"``, ``"gpu"`` or ``"all"``
     (every GPU and the CPU)."""
     bars, _index = _bars(data)
-    axes = None if grid is None else [(name, _axis_text(name, values)) for name, values in grid.items()]
+    request = _request(strategy, grid, fee, device, random, seed, walk_forward, periods_per_year, chunk_size, threads)
     callback, finish = _progress(progress, "combos")
     try:
-        out = _threadx.sweep(
-            bars,
-            os.fspath(strategy),
-            axes,
-            float(fee),
-            device,
-            _opt_int("random", random),
-            _opt_int("seed", seed),
-            walk_forward,
-            _opt_float(periods_per_year),
-            _opt_int("chunk_size", chunk_size),
-            _opt_int("threads", threads),
-            by,
-            callback,
-        )
+        out = _threadx.sweep(bars, request, by, callback)
     finally:
         finish()
     if "walk_forward_csv" in out:
         times = ["train_start", "train_end", "test_start", "test_end"]
         return pd.read_csv(io.StringIO(out["walk_forward_csv"]), index_col="window", parse_dates=times)
-    columns: Dict[str, Any] = {}
-    for name, values, categories in out["columns"]:
-        columns[name] = values if categories is None else pd.Categorical.from_codes(values, categories)
-    frame = pd.DataFrame(columns, copy=False)
-    return frame.set_index("combo")
+    return _rows(out["columns"])
+
+
+def _rows(columns: List[Tuple[str, Any, Optional[List[str]]]]) -> pd.DataFrame:
+    """A sweep's rows as a DataFrame indexed by combo; choices as categoricals."""
+    frame: Dict[str, Any] = {}
+    for name, values, categories in columns:
+        frame[name] = values if categories is None else pd.Categorical.from_codes(values, categories)
+    return pd.DataFrame(frame, copy=False).set_index("combo")
+
+
+class Session:
+    """A sweep prepared once on ``data`` (indicators computed, the signal book built, the
+    devices opened) that evaluates any batch of parameter sets of its grid at the
+    sweep's speed: ``evaluate`` gives the very rows ``sweep`` gives for them. Drive an
+    optimiser with it (Optuna's ask/tell in batches: examples/python/optuna_search.py).
+
+    ``options`` are ``sweep``'s: ``grid`` (the values each parameter may take; default
+    the strategy's own grid), ``fee``, ``device``, ``periods_per_year``, ``threads``,
+    ``random``/``seed`` (then only the sample's combos can be evaluated)."""
+
+    def __init__(self, data: Data, strategy: StrategyName = "bb_atr", **options: Any) -> None:
+        known = {"grid", "fee", "device", "random", "seed", "periods_per_year", "chunk_size", "threads"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"Session() got unexpected options {unknown} (known: {sorted(known)})")
+        bars, _index = _bars(data)
+        request = _request(
+            strategy,
+            options.get("grid"),
+            options.get("fee", 0.001),
+            options.get("device"),
+            options.get("random"),
+            options.get("seed"),
+            None,
+            options.get("periods_per_year"),
+            options.get("chunk_size"),
+            options.get("threads"),
+        )
+        self._native = _threadx.Session(bars, request)
+        self._parameters = self._native.parameters()
+
+    @property
+    def parameters(self) -> Dict[str, List[Any]]:
+        """Each parameter's values on the session's grid (names for a choice)."""
+        out: Dict[str, List[Any]] = {}
+        for name, kind, choices, axis in self._parameters:
+            if choices is not None:
+                out[name] = [choices[int(v)] for v in axis]
+            elif kind == "int":
+                out[name] = [int(v) for v in axis]
+            else:
+                out[name] = [float(v) for v in axis]
+        return out
+
+    @property
+    def grid_len(self) -> int:
+        """Combos in the session's grid."""
+        return int(self._native.grid_len)
+
+    @property
+    def workers(self) -> List[str]:
+        """The devices batches run on."""
+        return list(self._native.workers)
+
+    def evaluate(self, params: Union[pd.DataFrame, Iterable[Mapping[str, Any]]]) -> pd.DataFrame:
+        """The rows of parameter sets (a list of dicts, or a DataFrame with a column per
+        parameter), in the order given, indexed by combo as ``sweep``'s: the same bytes.
+        A parameter left out takes its one value when the grid has one. Combos the
+        strategy's ``require`` rule refuses have no row, as in a sweep. The GIL is
+        released while they run."""
+        frame = params if isinstance(params, pd.DataFrame) else pd.DataFrame(list(params))
+        matrix = np.empty((len(frame), len(self._parameters)), dtype=np.float64)
+        for j, (name, kind, choices, axis) in enumerate(self._parameters):
+            if name in frame.columns:
+                column = frame[name]
+                if choices is not None:
+                    codes = {c.lower(): i for i, c in enumerate(choices)}
+                    try:
+                        matrix[:, j] = [codes[str(v).lower()] for v in column]
+                    except KeyError as e:
+                        raise ValueError(f"{name}={e.args[0]}: expected one of {', '.join(choices)}") from None
+                else:
+                    matrix[:, j] = _f64(column, "params", name)
+            elif len(axis) == 1:
+                matrix[:, j] = axis[0]
+            else:
+                raise ValueError(f"params: no column `{name}`, and the grid gives it {len(axis)} values")
+        return _rows(self._native.evaluate(matrix))
+
+    def __repr__(self) -> str:
+        return repr(self._native)
 
 
 def simulate(
@@ -382,15 +456,59 @@ def _text(name: str, value: Any) -> str:
     raise ValueError(f"{name}={value!r}: expected a number or a name")
 
 
-def _axis_text(name: str, values: Any) -> str:
-    """A grid axis as the CLI's ``--grid`` text: a list of values, or the user's own text."""
+def _axis_value(name: str, value: Any) -> Union[int, float, str]:
+    """One grid value as the request takes it: a number stays a number, a name a name."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r}: expected a number or a name, not a boolean")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"{name}={value!r}: expected a number or a name")
+
+
+def _axis(name: str, values: Any) -> Union[str, List[Union[int, float, str]]]:
+    """A grid axis for the request: the user's text as it is (``"10:50:5"``), else a list."""
     if isinstance(values, str):
         return values
     if isinstance(values, (int, float, np.integer, np.floating)) and not isinstance(values, (bool, np.bool_)):
-        return _text(name, values)
+        return [_axis_value(name, values)]
     if isinstance(values, Iterable):
-        return ",".join(_text(name, v) for v in values)
+        return [_axis_value(name, v) for v in values]
     raise ValueError(f"grid[{name!r}]: expected a list, a range, a number or text like '10:50:5'")
+
+
+def _request(
+    strategy: StrategyName,
+    grid: Optional[Mapping[str, Any]],
+    fee: float,
+    device: Optional[str],
+    random: Optional[int],
+    seed: Optional[int],
+    walk_forward: Optional[str],
+    periods_per_year: Optional[float],
+    chunk_size: Optional[int],
+    threads: Optional[int],
+) -> str:
+    """The sweep request (threadx_sweep::SweepRequest) the arguments describe, as JSON."""
+    random = _opt_int("random", random)
+    seed = _opt_int("seed", seed)
+    if random is None and seed is not None:
+        raise ValueError("seed draws the random sample; pass random=N too")
+    request: Dict[str, Any] = {
+        "strategy": os.fspath(strategy),
+        "grid": None if grid is None else {name: _axis(name, values) for name, values in grid.items()},
+        "fee": float(fee),
+        "random": None if random is None else {"n": random, "seed": seed or 0},
+        "walk_forward": walk_forward,
+        "periods_per_year": _opt_float(periods_per_year),
+        "chunk_size": _opt_int("chunk_size", chunk_size),
+        "threads": _opt_int("threads", threads),
+        "device": device if device is None else str(device).strip().lower(),
+    }
+    return json.dumps(request, allow_nan=True)
 
 
 def _opt_int(name: str, value: Optional[int]) -> Optional[int]:

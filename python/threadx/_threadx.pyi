@@ -47,19 +47,22 @@ def backtest(
 ) -> Dict[str, Any]: ...
 def sweep(
     bars: Bars,
-    strategy: str,
-    grid: Optional[Sequence[Tuple[str, str]]],
-    fee: float,
-    device: Optional[str] = None,
-    random: Optional[int] = None,
-    seed: Optional[int] = None,
-    walk_forward: Optional[str] = None,
-    periods_per_year: Optional[float] = None,
-    chunk_size: Optional[int] = None,
-    threads: Optional[int] = None,
+    request_json: str,
     by: str = "sharpe",
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> Dict[str, Any]: ...
+
+class Session:
+    """A sweep prepared once that evaluates batches of parameter sets."""
+
+    def __init__(self, bars: Bars, request_json: str) -> None: ...
+    def parameters(self) -> List[Tuple[str, str, Optional[List[str]], npt.NDArray[np.float64]]]: ...
+    @property
+    def grid_len(self) -> int: ...
+    @property
+    def workers(self) -> List[str]: ...
+    def evaluate(self, params: npt.NDArray[np.float64]) -> List[Tuple[str, npt.NDArray[Any], Optional[List[str]]]]: ...
+
 def simulate(
     bars: Bars,
     entries: npt.NDArray[np.bool_],

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
-use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, Policy, select_gpu};
+use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, DevicePolicy, select_gpu};
 use threadx_profile_store::ThresholdStore;
 
 /// The device modes both benchmarks time, in their reports' order.
@@ -84,7 +84,7 @@ pub fn open_gpu() -> (Option<Arc<GpuContext>>, String) {
 pub fn dispatcher(mode: DeviceMode, gpu: Option<Arc<GpuContext>>, profile: &Path) -> Result<Dispatcher> {
     let fingerprint = threadx_dispatch::fingerprint(gpu.as_ref().map(|g| g.report()));
     let store = ThresholdStore::open(profile, &fingerprint)?;
-    Ok(Dispatcher::new(mode, if mode == DeviceMode::Cpu { None } else { gpu }, store, Policy::default()))
+    Ok(Dispatcher::new(mode, if mode == DeviceMode::Cpu { None } else { gpu }, store, DevicePolicy::default()))
 }
 
 /// Seconds per call of `f`: `runs` figures, each the mean over as many calls as fill

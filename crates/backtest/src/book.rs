@@ -15,7 +15,7 @@
 //! for bar.
 //!
 //! A [`BookLayout`] says, before anything is computed, which rows, stops and indicator
-//! series a book over a [`ParamGrid`] (or over a sample of its combos) holds and about
+//! series a book over a [`Grid`] (or over a sample of its combos) holds and about
 //! how much memory that takes; a sample's book holds only what its own combos read.
 //!
 //! A book can also hold a user's own decisions ([`SignalBook::from_signals`]): one entry
@@ -26,7 +26,9 @@ use crate::BacktestError;
 use crate::rules::{
     Bound, Eval, Op, Price, RuleKind, SeriesKey, SeriesTable, fill_rows, indicators_of, is_none, max_bars_of, warmup_of,
 };
-use crate::strategy::{MAX_PARAMS, ParamValues, Strategy};
+use crate::grid::Grid;
+use crate::param::{MAX_PARAMS, ParamValues};
+use crate::strategy::Strategy;
 use ndarray::ArrayView2;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -52,89 +54,6 @@ pub struct ComboPlan {
 
 impl ComboPlan {
     pub const NO_STOP: u32 = u32::MAX;
-}
-
-/// A strategy's parameter grid: one list of values per parameter (schema order), every
-/// value checked against the schema. Combos are the Cartesian product in docs/strategies.md's
-/// order (the last parameter varying fastest); a combo's number is its position.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParamGrid {
-    strategy: Strategy,
-    axes: Vec<Vec<f64>>,
-    len: u64,
-}
-
-impl ParamGrid {
-    /// Checks one non-empty list per parameter, every value in the schema's range, and a
-    /// combo count that fits in 64 bits.
-    pub fn new(strategy: Strategy, axes: &[Vec<f64>]) -> Result<Self, BacktestError> {
-        let schema = strategy.schema();
-        let combo = |problem: String| BacktestError::Combo { strategy: strategy.name().to_owned(), problem };
-        if axes.len() != schema.len() {
-            return Err(combo(format!("{} parameter lists given for {} parameters", axes.len(), schema.len())));
-        }
-        for (spec, values) in schema.iter().zip(axes) {
-            if values.is_empty() {
-                return Err(BacktestError::EmptyAxis { param: spec.name.clone() });
-            }
-            for &v in values {
-                spec.check(v)?;
-            }
-        }
-        let len = axes
-            .iter()
-            .try_fold(1u64, |n, a| n.checked_mul(a.len() as u64))
-            .ok_or_else(|| combo("the grid has more than 2^64 combos".into()))?;
-        Ok(Self { strategy, axes: axes.to_vec(), len })
-    }
-
-    pub fn strategy(&self) -> &Strategy {
-        &self.strategy
-    }
-
-    /// The parameter lists, schema order.
-    pub fn axes(&self) -> &[Vec<f64>] {
-        &self.axes
-    }
-
-    /// Combos in the grid.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Always false: every axis holds a value.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Axis positions of combo number `combo` (the unused tail is 0). Allocation-free.
-    ///
-    /// # Panics
-    /// If `combo` ≥ [`ParamGrid::len`] (a caller's bug).
-    pub fn index(&self, combo: u64) -> [usize; MAX_PARAMS] {
-        assert!(combo < self.len, "combo {combo} of a {}-combo grid", self.len);
-        let mut index = [0usize; MAX_PARAMS];
-        let mut rest = combo;
-        for (i, axis) in self.axes.iter().enumerate().rev() {
-            index[i] = (rest % axis.len() as u64) as usize;
-            rest /= axis.len() as u64;
-        }
-        index
-    }
-
-    /// The parameter values of combo number `combo` (schema order). Allocation-free.
-    pub fn values(&self, combo: u64) -> ParamValues {
-        self.values_at(&self.index(combo)[..self.axes.len()])
-    }
-
-    /// The parameter values at axis positions `index`.
-    pub fn values_at(&self, index: &[usize]) -> ParamValues {
-        let mut values = [0.0; MAX_PARAMS];
-        for (i, (&k, axis)) in index.iter().zip(&self.axes).enumerate() {
-            values[i] = axis[k];
-        }
-        ParamValues::new(&values[..index.len()])
-    }
 }
 
 /// The row families of a book, each from one rule: entry and exit (bit rows), stop and
@@ -206,7 +125,7 @@ fn row_values(axes: &[Vec<f64>], family: &[usize], mut number: u64) -> ParamValu
 /// ([`BookLayout::bytes`]). A sample's book holds only the rows and series its own combos read.
 #[derive(Debug, Clone)]
 pub struct BookLayout {
-    grid: ParamGrid,
+    grid: Grid,
     /// The axes each family's rule reads; a family's rows are numbered by the mixed
     /// radix of those axes' positions (the row's grid number).
     families: [Vec<usize>; 5],
@@ -225,7 +144,7 @@ impl BookLayout {
     /// The layout of the whole `grid` (`combos: None`) or of the listed combos only
     /// (grid numbers, sorted). Refuses values a rule cannot be formed with (a period
     /// below 1, a lookback into the future).
-    pub fn new(grid: ParamGrid, combos: Option<&[u64]>) -> Result<Self, BacktestError> {
+    pub fn new(grid: Grid, combos: Option<&[u64]>) -> Result<Self, BacktestError> {
         let strategy = grid.strategy();
         let axes = grid.axes();
         let families = FAMILIES.map(|kind| strategy.compiled(kind).map_or_else(Vec::new, |r| r.deps.clone()));
@@ -312,7 +231,7 @@ impl BookLayout {
         }
     }
 
-    pub fn grid(&self) -> &ParamGrid {
+    pub fn grid(&self) -> &Grid {
         &self.grid
     }
 
@@ -509,7 +428,7 @@ impl SignalBook {
     /// (each once). Every value is checked against the schema, and the data must be long
     /// enough for the slowest combo to trade at least one bar.
     pub fn build(bank: &IndicatorBank<'_>, strategy: &Strategy, axes: &[Vec<f64>]) -> Result<Self, BacktestError> {
-        Self::from_layout(bank, BookLayout::new(ParamGrid::new(strategy.clone(), axes)?, None)?)
+        Self::from_layout(bank, BookLayout::new(Grid::new(strategy.clone(), axes)?, None)?)
     }
 
     /// Builds the rows, stops and series `layout` names.
@@ -693,7 +612,7 @@ impl SignalBook {
 
     /// The strategy of a grid's book; `None` for a user's signals.
     pub fn strategy(&self) -> Option<&Strategy> {
-        self.grid().map(ParamGrid::strategy)
+        self.grid().map(Grid::strategy)
     }
 
     /// What the book's combos run, for profile keys: the strategy's name, or `signals`.
@@ -702,7 +621,7 @@ impl SignalBook {
     }
 
     /// The parameter grid the book was built for; `None` for a user's signals.
-    pub fn grid(&self) -> Option<&ParamGrid> {
+    pub fn grid(&self) -> Option<&Grid> {
         match &self.combos {
             Combos::Grid(layout) => Some(&layout.grid),
             Combos::Signals { .. } => None,

@@ -185,6 +185,12 @@ impl GpuBacktester {
         Ok(Self { ctx, params, shared })
     }
 
+    /// The GPU the book is resident on.
+    pub fn context(&self) -> &Arc<GpuContext> {
+        &self.ctx
+    }
+
+
     /// The totals of every plan, in order: the same bits as the CPU's.
     pub fn run(&self, plans: &[ComboPlan]) -> Result<Vec<Totals>, GpuError> {
         let pending = self.submit(plans)?;

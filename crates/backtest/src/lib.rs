@@ -20,58 +20,31 @@
 //! sweeps or the CLI.
 
 mod book;
+mod error;
 mod fixed;
 mod gpu;
+mod grid;
 mod metrics;
+mod param;
 mod rules;
 mod simulate;
 mod strategy;
 
-pub use book::{BookLayout, ComboPlan, ParamGrid, SignalBook};
+pub use book::{BookLayout, ComboPlan, SignalBook};
+pub use error::BacktestError;
+pub use grid::Grid;
+pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamKind, ParamSpec, ParamValues};
 pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
 pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
 pub use metrics::{ExitReason, Metrics, Trade};
 pub use rules::{RuleKind, rule_functions};
 pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals};
-pub use strategy::{
-    MAX_AXIS_VALUES, MAX_PARAMS, ParamKind, ParamSpec, ParamValues, Strategy, check_fee, strategy_help,
-};
+pub use strategy::{Strategy, check_fee, strategy_help};
 
 use serde_json::json;
 use std::sync::OnceLock;
 use threadx_dispatch::{Dispatcher, GpuError, Operation, Outcome};
-use threadx_indicators::{IndicatorBank, IndicatorError};
-
-/// Bad backtest input, reported before any work is done.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum BacktestError {
-    #[error("unknown strategy `{name}` (known: {known})")]
-    UnknownStrategy { name: String, known: String },
-    #[error("{strategy}: unknown parameter `{param}` (known: {known})")]
-    UnknownParam { strategy: String, param: String, known: String },
-    #[error("parameter {param} is given twice")]
-    Duplicate { param: String },
-    #[error("{param}={value}: {problem}")]
-    BadValue { param: String, value: String, problem: String },
-    #[error("{strategy}: {problem}")]
-    Combo { strategy: String, problem: String },
-    #[error("parameter {param} has no values")]
-    EmptyAxis { param: String },
-    /// A list or range of values that does not parse.
-    #[error("{0}")]
-    Axis(String),
-    /// A strategy file that cannot be read or is wrong (with its place, line and caret).
-    #[error("{0}")]
-    Definition(String),
-    #[error("signals: {0}")]
-    Signals(String),
-    #[error("fee {0} is outside [0, 1) (a fraction of traded value per side, e.g. 0.001)")]
-    Fee(f64),
-    #[error("{strategy} with {params} needs at least {needed} bars to trade; the data has {len}")]
-    TooShort { strategy: String, params: String, needed: usize, len: usize },
-    #[error(transparent)]
-    Indicator(#[from] IndicatorError),
-}
+use threadx_indicators::IndicatorBank;
 
 /// Runs plans of one signal book and fee on the device the dispatcher picks, keeping the
 /// book and its tables resident on the GPU (uploaded on first use) across calls.

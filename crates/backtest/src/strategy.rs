@@ -4,196 +4,10 @@
 //! work; its rules say what each row of a signal book holds.
 
 use crate::BacktestError;
+use crate::param::ParamSpec;
 use crate::rules::{Rule, RuleKind, StrategyFile};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
-
-/// What values a parameter takes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ParamKind {
-    /// A whole number (periods).
-    Int,
-    /// A real number.
-    Float,
-    /// One of a few names; the value is the name's index.
-    Choice(Vec<String>),
-}
-
-/// One parameter of a strategy: its name, kind, default, valid range and default sweep
-/// values.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParamSpec {
-    pub name: String,
-    pub kind: ParamKind,
-    pub default: f64,
-    pub min: f64,
-    /// Whether `min` itself is refused (e.g. `atr_mult > 0`).
-    pub min_exclusive: bool,
-    pub max: f64,
-    pub help: String,
-    /// The values a sweep takes when none are given (`10:50:5`, `1,2,3`, `sma,ema`);
-    /// `None`: the default alone.
-    pub grid: Option<String>,
-}
-
-/// The most values one parameter may take (a range longer than this is a typo).
-pub const MAX_AXIS_VALUES: usize = 1_000_000;
-
-impl ParamSpec {
-    /// A parameter with an inclusive range, no help and no default sweep values.
-    pub fn new(name: &str, kind: ParamKind, default: f64, min: f64, max: f64) -> Self {
-        Self { name: name.into(), kind, default, min, min_exclusive: false, max, help: String::new(), grid: None }
-    }
-
-    fn bad(&self, value: String, problem: String) -> BacktestError {
-        BacktestError::BadValue { param: self.name.clone(), value, problem }
-    }
-
-    /// Parses and checks one value given as text (`20`, `2.5`, `ema`).
-    pub fn parse(&self, text: &str) -> Result<f64, BacktestError> {
-        let text = text.trim();
-        let value = match &self.kind {
-            ParamKind::Choice(names) => match names.iter().position(|n| n.eq_ignore_ascii_case(text)) {
-                Some(i) => i as f64,
-                None => return Err(self.bad(text.into(), format!("expected one of {}", names.join(", ")))),
-            },
-            ParamKind::Int | ParamKind::Float => text
-                .parse::<f64>()
-                .map_err(|_| self.bad(text.into(), format!("not a number (expected {})", self.range())))?,
-        };
-        self.check(value).map_err(|e| match e {
-            BacktestError::BadValue { problem, .. } => self.bad(text.into(), problem),
-            other => other,
-        })?;
-        Ok(value)
-    }
-
-    /// Checks a value against the kind and range.
-    pub fn check(&self, value: f64) -> Result<(), BacktestError> {
-        let bad = |problem: String| self.bad(self.format(value), problem);
-        if !value.is_finite() {
-            return Err(bad("not a finite number".into()));
-        }
-        if !matches!(self.kind, ParamKind::Float) && value.fract() != 0.0 {
-            return Err(bad("must be a whole number".into()));
-        }
-        let below = if self.min_exclusive { value <= self.min } else { value < self.min };
-        if below || value > self.max {
-            return Err(bad(format!("out of range: must be {}", self.range())));
-        }
-        Ok(())
-    }
-
-    /// The valid range in words, e.g. `> 0 and ≤ 100`.
-    pub fn range(&self) -> String {
-        if let ParamKind::Choice(names) = &self.kind {
-            return format!("one of {}", names.join(", "));
-        }
-        let low = (self.min > f64::MIN).then(|| format!("{} {}", if self.min_exclusive { ">" } else { "≥" }, self.min));
-        let high = (self.max < f64::MAX).then(|| format!("≤ {}", self.max));
-        match (low, high) {
-            (Some(l), Some(h)) => format!("{l} and {h}"),
-            (l, h) => l.or(h).unwrap_or_else(|| "any finite number".into()),
-        }
-    }
-
-    /// A value as every JSON writes it: whole-number parameters as integers (`20`), floats
-    /// in their shortest round-trip form (`2.0`, `2.5`), choices by name (`"ema"`).
-    pub fn to_json(&self, value: f64) -> serde_json::Value {
-        match self.kind {
-            ParamKind::Choice(_) => serde_json::json!(self.format(value)),
-            ParamKind::Int => serde_json::json!(value as i64),
-            ParamKind::Float => serde_json::json!(value),
-        }
-    }
-
-    /// A value as the user writes it (`20`, `2.5`, `ema`).
-    pub fn format(&self, value: f64) -> String {
-        match &self.kind {
-            ParamKind::Choice(names) if value >= 0.0 && (value as usize) < names.len() => names[value as usize].clone(),
-            _ => format!("{value}"),
-        }
-    }
-
-    /// The values of one axis from a list (`1.5,2,2.5`, `sma,ema`) or an inclusive range
-    /// `start:stop:step`, each checked against the schema; no value may repeat.
-    pub fn axis(&self, text: &str) -> Result<Vec<f64>, BacktestError> {
-        let bad = |problem: String| BacktestError::Axis(format!("{}={text}: {problem}", self.name));
-        let text = text.trim();
-        let values = if text.contains(':') {
-            if matches!(self.kind, ParamKind::Choice(_)) {
-                return Err(bad(format!("a range needs numbers; list the names instead ({})", self.range())));
-            }
-            let parts: Vec<&str> = text.split(':').collect();
-            let [start, stop, step] = parts[..] else {
-                return Err(bad("a range is start:stop:step (inclusive), e.g. 10:50:5".into()));
-            };
-            let num = |what: &str, s: &str| {
-                s.trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite())
-                    .ok_or_else(|| bad(format!("{what} `{s}` is not a number")))
-            };
-            let (start, stop, step) = (num("start", start)?, num("stop", stop)?, num("step", step)?);
-            if step <= 0.0 {
-                return Err(bad("the step must be positive".into()));
-            }
-            if start > stop {
-                return Err(bad(format!("empty range: start {start} is after stop {stop}")));
-            }
-            // A tolerance keeps 0.5:5:0.5 inclusive of 5 despite binary rounding.
-            let count = ((stop - start) / step + 1e-9).floor() + 1.0;
-            if count > MAX_AXIS_VALUES as f64 {
-                return Err(bad(format!("{count} values; at most {MAX_AXIS_VALUES} per parameter")));
-            }
-            // Values are rounded to 10 decimals so that 0.1 steps read 0.3, not 0.30000000000000004.
-            (0..count as usize).map(|i| ((start + i as f64 * step) * 1e10).round() / 1e10).collect::<Vec<_>>()
-        } else {
-            let items: Vec<&str> = text.split(',').map(str::trim).collect();
-            if items.iter().any(|s| s.is_empty()) {
-                return Err(bad("empty value in the list".into()));
-            }
-            items.iter().map(|s| self.parse(s)).collect::<Result<Vec<_>, _>>()?
-        };
-        for &v in &values {
-            self.check(v)?;
-        }
-        let mut sorted = values.clone();
-        sorted.sort_by(f64::total_cmp);
-        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-            return Err(bad(format!("{} is listed twice", self.format(w[0]))));
-        }
-        Ok(values)
-    }
-}
-
-/// The most parameters a strategy may have.
-pub const MAX_PARAMS: usize = 8;
-
-/// One parameter set in schema order, held inline (no allocation); reads as a `&[f64]`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ParamValues {
-    values: [f64; MAX_PARAMS],
-    len: usize,
-}
-
-impl ParamValues {
-    /// # Panics
-    /// If `values` has more than [`MAX_PARAMS`] entries.
-    pub fn new(values: &[f64]) -> Self {
-        let mut inline = [0.0; MAX_PARAMS];
-        inline[..values.len()].copy_from_slice(values);
-        Self { values: inline, len: values.len() }
-    }
-}
-
-impl std::ops::Deref for ParamValues {
-    type Target = [f64];
-    fn deref(&self) -> &[f64] {
-        &self.values[..self.len]
-    }
-}
 
 /// A strategy: long only, one position at a time, all cash in, filled at the close, with
 /// the fee, equity and metric rules of docs/strategies.md; its decisions come from its
@@ -283,6 +97,11 @@ impl Strategy {
         &self.0.origin
     }
 
+    /// What [`Strategy::load`] takes to load it again: a built-in's name, a file's path.
+    pub fn locator(&self) -> &str {
+        if self.is_builtin() { self.name() } else { self.origin() }
+    }
+
     pub fn is_builtin(&self) -> bool {
         self.0.builtin
     }
@@ -316,7 +135,7 @@ impl Strategy {
         self.schema()
             .iter()
             // A grid was checked when the file was read.
-            .map(|p| p.grid.as_deref().and_then(|g| p.axis(g).ok()).unwrap_or_else(|| vec![p.default]))
+            .map(|p| p.grid.as_ref().and_then(|g| p.axis(g).ok()).unwrap_or_else(|| vec![p.default]))
             .collect()
     }
 

@@ -7,7 +7,7 @@ use threadx_dispatch::{DeviceMode, Dispatcher, thousands};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{BalanceOptions, DevicePool};
 use threadx_profile_store::Profiles;
-use threadx_sweep::{SweepPlan, SweepSpec, available_memory};
+use threadx_sweep::{SweepPlan, SweepRequest};
 
 #[derive(Debug, Args)]
 pub struct BalanceArgs {
@@ -50,9 +50,9 @@ pub fn run(args: &BalanceArgs, device: Option<DeviceMode>) -> Result<()> {
     };
     let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
-    let spec = SweepSpec::default_grid(strategy);
-    let sweep = SweepPlan::new(&spec, data.len(), available_memory(), mode)?
-        .prepare(&IndicatorBank::new(&data, &dispatcher))?;
+    let request = SweepRequest { strategy: Some(strategy.locator().to_owned()), device: Some(mode), ..Default::default() };
+    let spec = request.check()?;
+    let sweep = SweepPlan::new(&spec, data.len())?.prepare(&IndicatorBank::new(&data, &dispatcher))?;
     let pool = DevicePool::for_mode(mode, &dispatcher, None)?;
     let sample = args.sample_size.min(sweep.combos().len());
     outln!(
@@ -67,7 +67,7 @@ pub fn run(args: &BalanceArgs, device: Option<DeviceMode>) -> Result<()> {
     );
     let profiles = Profiles::from_env(dispatcher.fingerprint());
     let options = BalanceOptions { sample_size: sample, warmup: args.warmup, runs: args.runs };
-    let balance = pool.profile_auto_balance(&sweep.workload()?, &options, &args.workload_tag, Some(&profiles))?;
+    let balance = pool.profile_auto_balance(&sweep.workload(), &options, &args.workload_tag, Some(&profiles))?;
     outln!("{balance}");
     outln!("saved to {}", profiles.multigpu_path().display());
     Ok(())

@@ -5,9 +5,10 @@ use crate::sweep::grid_pairs;
 use anyhow::Result;
 use clap::Subcommand;
 use std::fmt::Write as _;
-use threadx_backtest::{BookLayout, ParamGrid, RuleKind, Strategy, rule_functions};
+use threadx_backtest::{Axis, BookLayout, Grid, RuleKind, Strategy, rule_functions};
 use threadx_dispatch::thousands;
-use threadx_sweep::SweepSpec;
+use threadx_dispatch::DeviceMode;
+use threadx_sweep::SweepRequest;
 
 #[derive(Debug, Subcommand)]
 pub enum StrategyAction {
@@ -67,10 +68,15 @@ fn show(strategy: &Strategy) -> String {
 
 fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
     let pairs = grid_pairs(grid)?;
-    let spec = SweepSpec::with_grid(strategy.clone(), (!pairs.is_empty()).then_some(&pairs[..]))?;
+    let request = SweepRequest {
+        strategy: Some(strategy.locator().to_owned()),
+        grid: (!pairs.is_empty()).then(|| pairs.into_iter().map(|(name, text)| (name, Axis::Text(text))).collect()),
+        device: Some(DeviceMode::Cpu),
+        ..Default::default()
+    };
     // What a sweep of this grid would refuse, check refuses: no combo passing `require`,
     // a rule that some combo cannot bind.
-    spec.check()?;
+    let spec = request.check()?;
     let axes = spec.axes();
     let mut out = format!("{} ({}): OK\n", strategy.name(), strategy.origin());
     if !strategy.description().is_empty() {
@@ -89,7 +95,7 @@ fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
             values.join(", ")
         );
     }
-    let layout = BookLayout::new(ParamGrid::new(strategy.clone(), axes)?, None)?;
+    let layout = BookLayout::new(Grid::new(strategy.clone(), axes)?, None)?;
     out.push_str("\nrules:\n");
     for kind in RuleKind::ALL {
         let Some(text) = strategy.rule(kind) else { continue };

@@ -6,15 +6,17 @@ use clap::Args;
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
-use threadx_backtest::{Metrics, Strategy, strategy_help};
+use std::sync::Arc;
+use threadx_backtest::{Axis, Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
-use threadx_indicators::{IndicatorBank, Ohlcv};
-use threadx_multi_gpu::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
+use threadx_indicators::Ohlcv;
+use threadx_multi_gpu::{
+    MIN_INTERVAL, MonitorOptions, PhaseTimer, RunStats, SystemMonitor, WorkerStats, plot_svg, summary_json,
+};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 use threadx_sweep::{
-    HeatmapOptions, OutputOptions, Row, Sample, Shard, SweepPlan, SweepSpec, WalkForward, available_memory,
-    check_output, check_writable, checkpoint_dir, merge, metric_index, run_to_files, summary_path, walk_forward,
+    HeatmapOptions, OutputOptions, Row, Sample, Session, Shard, SweepPlan, SweepRequest, SweepSpec, WalkForward,
+    check_output, check_writable, checkpoint_dir, merge, metric_index, summary_path, walk_forward,
 };
 
 const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";
@@ -88,7 +90,7 @@ pub struct SweepArgs {
     threads: Option<usize>,
     /// Refuse a sweep whose preparation (indicator series, decision rows) would need more
     /// memory than this, e.g. 8G or 500M (default: the memory available now).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = threadx_sweep::parse_size)]
     max_memory: Option<u64>,
     /// No progress bar.
     #[arg(long)]
@@ -107,82 +109,60 @@ pub struct SweepArgs {
     monitor_plot: Option<PathBuf>,
 }
 
-/// `8G`, `500M`, `64k` or a plain byte count (binary multiples: 1k = 1024).
-fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (number, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_lowercase() {
-                'k' => 10,
-                'm' => 20,
-                'g' => 30,
-                't' => 40,
-                _ => return Err(format!("`{text}`: use a number with k, M, G or T, e.g. 8G")),
-            };
-            (&t[..i], shift)
-        }
-        _ => (t, 0),
-    };
-    let value: f64 = number.trim().parse().map_err(|_| format!("`{text}` is not a size, e.g. 8G or 500M"))?;
-    if !(value.is_finite() && value > 0.0) {
-        return Err(format!("`{text}`: the size must be positive"));
-    }
-    Ok((value * (1u64 << shift) as f64).min(u64::MAX as f64) as u64)
-}
-
 /// `--grid NAME=VALUES` flags as (name, values) pairs.
 pub fn grid_pairs(flags: &[String]) -> Result<Vec<(String, String)>> {
     flags.iter().map(|flag| split_assignment(flag).map_err(anyhow::Error::msg)).collect()
 }
 
-/// The spec the flags describe, checked.
-fn build_spec(args: &SweepArgs) -> Result<SweepSpec> {
-    let flag_strategy = args.strategy.as_deref().map(Strategy::load).transpose()?;
-    let mut spec = match &args.config {
+/// The request the flags describe (on top of `--config`'s), checked once.
+fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
+    let mut request = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading --config {}", path.display()))?;
-            let mut spec = SweepSpec::from_toml(&text).with_context(|| format!("in {}", path.display()))?;
-            if let Some(s) = flag_strategy.filter(|s| *s != spec.strategy) {
-                bail!("--strategy {s} differs from the config's strategy {}", spec.strategy);
-            }
-            // Flags override the config's axes one by one.
-            for (name, values) in grid_pairs(&args.grid)? {
-                spec.set_axis(&name, &values)?;
-            }
-            spec
+            SweepRequest::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
-        None => {
-            let strategy = match flag_strategy {
-                Some(s) => s,
-                None => Strategy::parse("bb_atr")?,
-            };
-            let grid = grid_pairs(&args.grid)?;
-            SweepSpec::with_grid(strategy, (!grid.is_empty()).then_some(&grid[..]))?
-        }
+        None => SweepRequest::default(),
     };
-    if let Some(fee) = args.fee {
-        spec.fee = fee;
+    if let Some(flag) = &args.strategy {
+        match &request.strategy {
+            Some(config) if args.config.is_some() && Strategy::load(flag)? != Strategy::load(config)? => {
+                bail!("--strategy {flag} differs from the config's strategy {config}");
+            }
+            _ => request.strategy = Some(flag.clone()),
+        }
     }
-    if let Some(p) = args.periods_per_year {
-        spec.periods_per_year = Some(p);
+    // Flags override the config's axes one by one; a flag given twice is refused (by
+    // the check, which names both).
+    let mut from_config: Vec<String> = request.grid.iter().flatten().map(|(name, _)| name.clone()).collect();
+    for (name, values) in grid_pairs(&args.grid)? {
+        let grid = request.grid.get_or_insert_with(Vec::new);
+        match from_config.iter().position(|n| *n == name) {
+            Some(i) => {
+                from_config.remove(i);
+                request.set_axis(&name, Axis::Text(values));
+            }
+            None => grid.push((name, Axis::Text(values))),
+        }
     }
-    match (args.random, args.seed, spec.sample.as_mut()) {
+    request.fee = args.fee.or(request.fee);
+    request.periods_per_year = args.periods_per_year.or(request.periods_per_year);
+    match (args.random, args.seed, request.random.as_mut()) {
         (Some(n), seed, config) => {
             let seed = seed.or(config.map(|s| s.seed)).unwrap_or(0);
-            spec.sample = Some(Sample { n, seed });
+            request.random = Some(Sample { n, seed });
         }
         (None, Some(seed), Some(config)) => config.seed = seed,
         (None, Some(_), None) => bail!("--seed draws the --random sample; pass --random N too"),
         (None, None, _) => {}
     }
-    if let Some(n) = args.chunk_size {
-        spec.chunk_size = Some(n);
-    }
+    request.chunk_size = args.chunk_size.or(request.chunk_size);
     if let Some(text) = &args.walk_forward {
-        spec.walk_forward = Some(WalkForward::parse(text)?);
+        request.walk_forward = Some(WalkForward::parse(text)?);
     }
-    spec.check()?;
-    Ok(spec)
+    request.threads = args.threads.or(request.threads);
+    request.max_memory = args.max_memory.or(request.max_memory);
+    request.device = Some(mode);
+    Ok(request.check()?)
 }
 
 fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
@@ -204,37 +184,22 @@ fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
 }
 
 pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
-    let mut phases = PhaseTimer::start();
+    let phases = PhaseTimer::start();
     // Everything the user typed is checked before data is read or anything computed.
-    let spec = build_spec(args)?;
+    let spec = build_spec(args, mode)?;
     metric_index(&args.by)?;
     let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or(Shard::WHOLE);
-    if spec.walk_forward.is_some() && (args.resume || !shard.is_whole()) {
+    if spec.walk_forward().is_some() && (args.resume || !shard.is_whole()) {
         bail!("--walk-forward runs in one process: --resume and --shard do not apply to it");
     }
     if args.out == Path::new(DEFAULT_OUT) {
         std::fs::create_dir_all("artifacts/sweep").context("creating artifacts/sweep")?;
     }
-    let varying = spec.axes().iter().filter(|a| a.len() > 1).count();
-    let heatmap = match (&args.heatmap, varying >= 2 || args.heatmap_x.is_some()) {
-        (Some(path), _) => Some(path.clone()),
-        (None, true) if spec.walk_forward.is_none() && !is_special_file(&args.out) => {
-            Some(sibling(&args.out, "-heatmap.svg"))
-        }
-        _ => None,
-    };
-    let mut opts = OutputOptions {
-        out: args.out.clone(),
-        resume: args.resume,
-        shard,
-        top: args.top,
-        by: args.by.clone(),
-        heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
-    };
+    let opts = output_options(args, &spec, shard)?;
     let monitor_plot =
         args.monitor.then(|| args.monitor_plot.clone().unwrap_or_else(|| sibling(&args.out, "-monitor.svg")));
     if let Some(plot) = &monitor_plot {
-        if spec.walk_forward.is_some() {
+        if spec.walk_forward().is_some() {
             bail!("--monitor applies to a grid or random sweep, not to --walk-forward");
         }
         check_writable(plot)?;
@@ -256,126 +221,94 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
             .flatten()
             .collect();
     refuse_output_over_input(&outputs, &inputs).map_err(anyhow::Error::msg)?;
-    if spec.walk_forward.is_some() {
-        check_writable(&args.out)?;
-    } else {
-        check_output(&opts)?;
-        if let Some(h) = &opts.heatmap {
-            let made = threadx_sweep::Heatmap::new(
-                spec.strategy.clone(),
-                spec.axes(),
-                h.x.as_deref(),
-                h.y.as_deref(),
-                &args.by,
-            );
-            match made {
-                // Asked for by name: the user must choose; the default one is left out.
-                Err(e) if args.heatmap.is_some() || args.heatmap_x.is_some() || args.heatmap_y.is_some() => {
-                    return Err(e.into());
-                }
-                Err(e) => {
-                    outln!("no heatmap: {e}");
-                    opts.heatmap = None;
-                }
-                Ok(_) => {}
-            }
-        }
-    }
 
-    let pool = threadx_sweep::thread_pool(args.threads).map_err(|e| anyhow::anyhow!("--{e}"))?;
     let mut monitor = match args.monitor {
         true => Some(SystemMonitor::start(&MonitorOptions { interval: MIN_INTERVAL, ..MonitorOptions::default() })?),
         false => None,
     };
+    let mut phases = phases;
     let (data, dispatcher) = phases.time("load", || -> Result<_> {
         let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
-        Ok((data, Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?))
+        Ok((Arc::new(data), Arc::new(Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?)))
     })?;
-    if spec.walk_forward.is_some() {
-        return in_pool(pool.as_deref(), || walk(&data, &dispatcher, &spec, args));
+    if spec.walk_forward().is_some() {
+        let threads = threadx_sweep::thread_pool(spec.threads())?;
+        return match threads {
+            Some(pool) => pool.install(|| walk(&data, &dispatcher, &spec, args)),
+            None => walk(&data, &dispatcher, &spec, args),
+        };
     }
-    let memory_limit = args.max_memory.or_else(available_memory);
-    let plan = SweepPlan::new(&spec, data.len(), memory_limit, mode)?;
+    let plan = SweepPlan::new(&spec, data.len())?;
     let combos = plan.combos();
     outln!(
         "{} sweep on {} ({} bars): {}{}, {} of {}{}",
-        spec.strategy,
+        spec.strategy(),
         data.origin(),
         thousands(data.len() as u64),
         count(combos.len(), "combo"),
-        if spec.sample.is_some() { format!(" sampled of {}", thousands(combos.grid_len())) } else { String::new() },
+        if spec.sample().is_some() { format!(" sampled of {}", thousands(combos.grid_len())) } else { String::new() },
         count(combos.chunks(), "chunk"),
         thousands(combos.chunk_size().min(combos.len())),
         if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
     );
     outln!("preparing {} (about {})", plan.describe(), format_bytes(plan.bytes()));
-    // The runner hands chunks to the pool itself; only the preparation runs inside it.
-    let prepare_started = Instant::now();
-    let bank = IndicatorBank::new(&data, &dispatcher);
-    let sweep = in_pool(pool.as_deref(), || plan.prepare(&bank))?;
-    let prepare_s = prepare_started.elapsed().as_secs_f64();
-    let indicators_s = (bank.runs().iter().map(|r| r.elapsed_ms).sum::<f64>() / 1e3).min(prepare_s);
-    phases.add("indicators", indicators_s);
-    phases.add("book", prepare_s - indicators_s);
     // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
     let mut note = |note: &str| {
         let _ = writeln!(std::io::stdout().lock(), "{note}");
     };
-    let (devices, distribute) = phases.time("devices", || sweep.device_pool(mode, &dispatcher, pool, &mut note))?;
+    let session = Session::from_plan(plan, data.clone(), dispatcher.clone(), &mut note)?;
     crate::on_interrupt(format!(
         "the finished chunks are kept in {}; run the same command with --resume to continue",
         checkpoint_dir(&opts.out).display()
     ));
-    let bar = progress_bar(sweep.combos().len(), args.quiet, "combos");
-    let report = run_to_files(&sweep, &data, &devices, &distribute, &opts, phases, &mut |done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-    });
-    bar.finish_and_clear();
-    let mut report = report?;
-    if let (Some(monitor), Some(plot)) = (monitor.as_mut(), &monitor_plot) {
+    let bar = progress_bar(session.sweep().combos().len(), args.quiet, "combos");
+    let mut sample_machine = || {
+        let monitor = monitor.as_mut().expect("sampled only with --monitor");
         monitor.stop();
-        let history = monitor.history();
-        report.summary["telemetry"] = summary_json(&history, monitor.gpu_names(), monitor.gpu_status());
-        let summary = format!("{:#}\n", report.summary);
-        if let Some(path) = &report.summary_path {
-            write_file_atomic(path, summary.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
-        }
+        summary_json(&monitor.history(), monitor.gpu_names(), monitor.gpu_status())
+    };
+    let telemetry: Option<&mut dyn FnMut() -> serde_json::Value> =
+        if args.monitor { Some(&mut sample_machine) } else { None };
+    let report = session.run_to_files(
+        &opts,
+        phases,
+        &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        },
+        telemetry,
+    );
+    bar.finish_and_clear();
+    let report = report?;
+    if let (Some(monitor), Some(plot)) = (monitor.as_ref(), &monitor_plot) {
         let title = format!("threadx sweep {}", opts.out.display());
-        let svg = plot_svg(&history, monitor.gpu_names(), monitor.cores(), &title)?;
+        let svg = plot_svg(&monitor.history(), monitor.gpu_names(), monitor.cores(), &title)?;
         write_file_atomic(plot, svg.as_bytes()).with_context(|| format!("writing {}", plot.display()))?;
     }
-    if let Err(e) = dispatcher.flush() {
+    if let Err(e) = session.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
-    out!("{}", top_table(&spec.strategy, &report.best, &args.by));
-    let t = &report.summary["timings_s"];
-    let backtests = match t["combos_per_s"].as_f64() {
-        Some(rate) => {
-            format!(
-                "{:.2}s ({} combos/s of wall time)",
-                t["run"].as_f64().unwrap_or(0.0),
-                thousands(rate.round() as u64)
-            )
-        }
+    out!("{}", top_table(spec.strategy(), &report.best, &args.by));
+    let backtests = match report.timings.and_then(|t| t.combos_per_s.map(|rate| (t.run, rate))) {
+        Some((run, rate)) => format!("{run:.2}s ({} combos/s of wall time)", thousands(rate.round() as u64)),
         None => "none (every chunk came from the checkpoint)".into(),
     };
-    let phase = |name: &str| report.phases.iter().flat_map(|p| p.rows()).find(|p| p.0 == name).map_or(0.0, |p| p.1);
+    let prep = session.preparation();
     outln!(
         "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {backtests}, writing {:.2}s",
-        phase("load"),
-        prepare_s,
-        bank.computations(),
-        t["assembling"].as_f64().unwrap_or(0.0),
+        report.phases.as_ref().map_or(0.0, |p| p.seconds("load")),
+        prep.indicators_s + prep.book_s,
+        prep.series,
+        report.timings.map_or(0.0, |t| t.assembling),
     );
-    if let Some(workers) = report.summary["workers"].as_object().filter(|w| !w.is_empty()) {
+    if let Some(workers) = report.workers.as_ref().filter(|w| !w.workers.is_empty()) {
         outln!("workers: {}", workers_line(workers));
     }
-    if let (true, Some(phases)) = (args.profile, &report.phases) {
+    if let (true, Some(phases), Some(workers)) = (args.profile, &report.phases, &report.workers) {
         out!("where the time went (wall):\n{}", phases.table());
-        out!("{}", worker_table(&report.summary));
+        out!("{}", worker_table(workers));
     }
-    if let (Some(telemetry), Some(plot)) = (report.summary.get("telemetry"), &monitor_plot) {
+    if let (Some(telemetry), Some(plot)) = (&report.telemetry, &monitor_plot) {
         outln!("{}", telemetry_line(telemetry));
         outln!("wrote the monitor plot to {}", plot.display());
     }
@@ -387,35 +320,92 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     Ok(())
 }
 
-/// Each worker's lane time by phase, from the summary's `workers`.
-fn worker_table(summary: &serde_json::Value) -> String {
+/// Where the results, summary and heatmap go, checked before any work. The default
+/// heatmap is left out (with a note) when it cannot be drawn; one asked for by name fails.
+fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard) -> Result<OutputOptions> {
+    let varying = spec.axes().iter().filter(|a| a.len() > 1).count();
+    let heatmap = match (&args.heatmap, varying >= 2 || args.heatmap_x.is_some()) {
+        (Some(path), _) => Some(path.clone()),
+        (None, true) if spec.walk_forward().is_none() && !is_special_file(&args.out) => {
+            Some(sibling(&args.out, "-heatmap.svg"))
+        }
+        _ => None,
+    };
+    let mut opts = OutputOptions {
+        out: args.out.clone(),
+        resume: args.resume,
+        shard,
+        top: args.top,
+        by: args.by.clone(),
+        heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
+    };
+    if spec.walk_forward().is_some() {
+        check_writable(&args.out)?;
+        return Ok(opts);
+    }
+    check_output(&opts)?;
+    if let Some(h) = &opts.heatmap {
+        let made =
+            threadx_sweep::Heatmap::new(spec.strategy().clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &args.by);
+        match made {
+            // Asked for by name: the user must choose; the default one is left out.
+            Err(e) if args.heatmap.is_some() || args.heatmap_x.is_some() || args.heatmap_y.is_some() => {
+                return Err(e.into());
+            }
+            Err(e) => {
+                outln!("no heatmap: {e}");
+                opts.heatmap = None;
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(opts)
+}
+
+/// Each worker's lane time by phase.
+fn worker_table(stats: &RunStats) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let Some(workers) = summary["workers"].as_object().filter(|w| !w.is_empty()) else { return out };
+    let workers = sorted_workers(stats);
+    if workers.is_empty() {
+        return out;
+    }
     const COLUMNS: [&str; 6] = ["upload", "kernel", "readback", "simulate", "write", "idle"];
     let _ = writeln!(out, "each worker's lane time during the backtests (s; kernel is device time, inside readback):");
-    let width = workers.keys().map(|k| k.len()).max().unwrap_or(6).max(6);
+    let width = workers.iter().map(|w| w.name.len()).max().unwrap_or(6).max(6);
     let _ = write!(out, "  {:<width$}", "worker");
     for c in COLUMNS {
         let _ = write!(out, "{c:>10}");
     }
     out.push('\n');
-    for (name, w) in workers {
-        let _ = write!(out, "  {name:<width$}");
+    for w in &workers {
+        let _ = write!(out, "  {:<width$}", w.name);
         for c in COLUMNS {
-            let cell = match (c, &w["kernel_s"]) {
-                ("kernel", serde_json::Value::String(_)) => "n/a".to_owned(),
-                ("kernel", k) => k.as_f64().map_or_else(|| "-".to_owned(), |k| format!("{k:.4}")),
-                _ => w["phases_s"][c].as_f64().map_or_else(|| "-".to_owned(), |v| format!("{v:.4}")),
+            let seconds = match c {
+                "idle" => Some(w.idle_s()),
+                "kernel" => w.kernel_s,
+                _ => w.phases.iter().filter(|p| p.0 == c).map(|p| p.1).reduce(|a, b| a + b),
+            };
+            let cell = match (c, seconds) {
+                ("kernel", None) if w.on_gpu => "n/a".to_owned(),
+                (_, None) => "-".to_owned(),
+                (_, Some(s)) => format!("{s:.4}"),
             };
             let _ = write!(out, "{cell:>10}");
         }
         out.push('\n');
     }
-    if workers.values().any(|w| w["kernel_s"].is_string()) {
+    if workers.iter().any(|w| w.on_gpu && w.kernel_s.is_none()) {
         let _ = writeln!(out, "  (n/a: the adapter has no timestamp queries)");
     }
     out
+}
+
+/// The workers by name, as the summary lists them.
+fn sorted_workers(stats: &RunStats) -> Vec<&WorkerStats> {
+    let mut workers: Vec<&WorkerStats> = stats.workers.iter().collect();
+    workers.sort_by(|a, b| a.name.cmp(&b.name));
+    workers
 }
 
 /// `telemetry: 4 samples; cpu mean 61.2 % max 98.0 %; rss max 120 MB; gpu0 …`.
@@ -446,32 +436,25 @@ fn telemetry_line(t: &serde_json::Value) -> String {
 }
 
 /// `gpu0:NVIDIA H100 81.0 % (12 chunks, 5,204,122 combos/s), cpu 19.0 % (…)`.
-fn workers_line(workers: &serde_json::Map<String, serde_json::Value>) -> String {
-    let parts: Vec<String> = workers
+fn workers_line(stats: &RunStats) -> String {
+    let parts: Vec<String> = sorted_workers(stats)
         .iter()
-        .map(|(name, w)| {
-            let failed = w["failed"].as_str().map(|f| format!(", failed: {f}")).unwrap_or_default();
+        .map(|w| {
+            let failed = w.failed.as_ref().map(|f| format!(", failed: {f}")).unwrap_or_default();
             format!(
-                "{name} {:.1} % ({}, {} combos/s while busy{failed})",
-                w["share"].as_f64().unwrap_or(0.0) * 100.0,
-                count(w["chunks"].as_u64().unwrap_or(0), "chunk"),
-                thousands(w["combos_per_s"].as_f64().unwrap_or(0.0).round() as u64)
+                "{} {:.1} % ({}, {} combos/s while busy{failed})",
+                w.name,
+                w.share * 100.0,
+                count(w.chunks, "chunk"),
+                thousands(w.items_per_s.round() as u64)
             )
         })
         .collect();
     parts.join(", ")
 }
 
-/// Runs `f` on the `--threads` pool if there is one, else on the global one.
-fn in_pool<R: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
-    match pool {
-        Some(pool) => pool.install(f),
-        None => f(),
-    }
-}
-
 fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArgs) -> Result<()> {
-    let windows = spec.walk_forward.map_or(0, |w| w.windows(data.len()).len()) as u64;
+    let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
     let bar = progress_bar(windows, args.quiet, "windows");
     let report = walk_forward(data, dispatcher, spec, &args.by, &mut |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
@@ -490,7 +473,7 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
     }
     outln!(
         "{} walk-forward on {} ({} bars), best by {} in each train window:",
-        spec.strategy,
+        spec.strategy(),
         data.origin(),
         data.len(),
         args.by
@@ -508,7 +491,7 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         let m = &r.test_report.metrics;
         outln!(
             "  {w:>3}  {:<52} {:>12} {:>13} {:>7} {:>10}",
-            spec.strategy.describe(&r.best.values),
+            spec.strategy().describe(&r.best.values),
             pct(m.total_return),
             num(m.sharpe_annual),
             m.trades,
@@ -617,8 +600,7 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
         }
         other => other?,
     };
-    let strategy = SweepSpec::strategy_of(&report.summary["identity"]["spec"])?;
-    out!("{}", top_table(&strategy, &report.best, &args.by));
+    out!("{}", top_table(&report.strategy, &report.best, &args.by));
     outln!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());
     if let Some(h) = heatmap {
         outln!("wrote the {} heatmap to {}", args.by, h.path.display());

@@ -4,7 +4,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use std::hint::black_box;
-use threadx_dispatch::{Device, DeviceMode, Dispatcher, Operation, Policy, select_gpu};
+use threadx_dispatch::{Device, DeviceMode, Dispatcher, Operation, DevicePolicy, select_gpu};
 use threadx_profile_store::Profiles;
 
 fn decision(c: &mut Criterion) {
@@ -28,7 +28,7 @@ fn decision(c: &mut Criterion) {
             }
         }
     }
-    let d = Dispatcher::new(DeviceMode::Auto, Some(gpu), store, Policy::default());
+    let d = Dispatcher::new(DeviceMode::Auto, Some(gpu), store, DevicePolicy::default());
     let known = Operation::new("bollinger_bands", json!({"period": 20}), 1000 << 6);
 
     let mut g = c.benchmark_group("dispatch_decision");

@@ -216,12 +216,11 @@ pub fn select_gpu() -> GpuSelection {
         .collect();
     let handles = found.into_iter().map(|(a, _, _)| a).collect();
 
-    let wanted = std::env::var(crate::ADAPTER_ENV).ok().filter(|s| !s.trim().is_empty());
+    let wanted = crate::DevicePolicy::wanted_adapter();
     let (chosen, problem) = match (&wanted, adapters.is_empty()) {
         (_, true) => (None, Some(no_adapter_reason(std::env::var("WGPU_BACKEND").ok().as_deref()))),
         (Some(w), false) => {
-            let needle = w.to_lowercase();
-            match adapters.iter().position(|a| a.name.to_lowercase().contains(&needle)) {
+            match adapters.iter().position(|a| crate::DevicePolicy::names_adapter(w, &a.name)) {
                 Some(i) => (Some(i), None),
                 None => (
                     None,

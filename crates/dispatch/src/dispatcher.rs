@@ -2,7 +2,7 @@
 
 use crate::gpu::{GpuContext, GpuError};
 use crate::mode::DeviceMode;
-use crate::{Device, adapters};
+use crate::{Device, DevicePolicy, adapters};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt;
@@ -61,26 +61,6 @@ impl Operation {
     }
 }
 
-/// Knobs of the auto decision.
-#[derive(Debug, Clone, Copy)]
-pub struct Policy {
-    /// Inputs smaller than this go to the CPU without profiling.
-    pub min_gpu_size: usize,
-    /// Samples a device needs before its mean is trusted; fewer means explore it.
-    pub min_samples: u64,
-    /// Re-checks cost about 1/`recheck_every` of the time spent on a key: its losing device
-    /// runs every `recheck_every × (loser's time / winner's time)`-th call, so a stale
-    /// decision heals while a device 100 times slower is re-run 100 times less often
-    /// (0: never).
-    pub recheck_every: u64,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Self { min_gpu_size: 4096, min_samples: 3, recheck_every: 50 }
-    }
-}
-
 /// Why a device was chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Reason {
@@ -88,7 +68,7 @@ pub enum Reason {
     Forced,
     /// No GPU is available (none found, or it failed earlier).
     NoGpu,
-    /// The input is below [`Policy::min_gpu_size`].
+    /// The input is below [`DevicePolicy::min_gpu_size`].
     BelowFloor,
     /// This device has too few samples for this operation.
     Explore { samples: u64 },
@@ -156,7 +136,7 @@ impl<T> Outcome<T> {
 #[derive(Debug)]
 pub struct Dispatcher {
     mode: DeviceMode,
-    policy: Policy,
+    policy: DevicePolicy,
     /// The adapters and the open device, probed once: when the dispatcher is made, or in
     /// `auto` mode on the first operation large enough for a GPU to be considered (small
     /// runs never pay the tens of milliseconds that enumerating adapters costs).
@@ -182,7 +162,7 @@ struct Probe {
 }
 
 impl Dispatcher {
-    pub fn new(mode: DeviceMode, gpu: Option<Arc<GpuContext>>, store: ThresholdStore, policy: Policy) -> Self {
+    pub fn new(mode: DeviceMode, gpu: Option<Arc<GpuContext>>, store: ThresholdStore, policy: DevicePolicy) -> Self {
         let mut families: HashMap<String, Vec<(usize, String)>> = HashMap::new();
         for (key, _) in store.entries() {
             if let Some(op) = Operation::from_key(&key) {
@@ -208,7 +188,7 @@ impl Dispatcher {
     ///
     /// With the CPU forced no GPU stack is started, and in `auto` mode the adapters are
     /// probed only when an operation is large enough for the GPU to be considered
-    /// ([`Policy::min_gpu_size`]): enumerating them costs tens of milliseconds, more than
+    /// ([`DevicePolicy::min_gpu_size`]): enumerating them costs tens of milliseconds, more than
     /// a small run. Until then, samples go under the fingerprint of the profile's last
     /// writer when that was this host and version (its probe, cached in the file), else
     /// under the host's with the GPU "not probed" (a later probing run re-measures them).
@@ -221,7 +201,7 @@ impl Dispatcher {
         let host = adapters::host_fingerprint();
         let cached = store.written_by().filter(|f| f.starts_with(&host)).map(str::to_owned);
         store.set_fingerprint(&cached.unwrap_or_else(|| format!("{host}not probed")));
-        let dispatcher = Self { probe: std::sync::OnceLock::new(), ..Self::new(mode, None, store, Policy::default()) };
+        let dispatcher = Self { probe: std::sync::OnceLock::new(), ..Self::new(mode, None, store, DevicePolicy::default()) };
         match mode {
             DeviceMode::Cpu => {
                 let _ = dispatcher.probe.set(Probe::default());
@@ -246,7 +226,13 @@ impl Dispatcher {
                 .unwrap_or_else(PoisonError::into_inner)
                 .set_fingerprint(&adapters::fingerprint(report.as_ref()));
             let gpu = match self.mode {
-                DeviceMode::Auto | DeviceMode::All if report.as_ref().is_some_and(|r| r.software) => None,
+                _ if report.as_ref().is_some_and(|r| {
+                    let named = DevicePolicy::wanted_adapter().is_some_and(|w| DevicePolicy::names_adapter(&w, &r.name));
+                    r.software && !self.policy.runs_software(self.mode, named)
+                }) =>
+                {
+                    None
+                }
                 _ => match selection.open() {
                     Ok(ctx) => Some(ctx),
                     Err(e) => {
@@ -273,7 +259,7 @@ impl Dispatcher {
         self.mode
     }
 
-    pub fn policy(&self) -> &Policy {
+    pub fn policy(&self) -> &DevicePolicy {
         &self.policy
     }
 

@@ -17,11 +17,13 @@ mod adapters;
 mod dispatcher;
 mod gpu;
 mod mode;
+mod policy;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_gpu, thousands};
-pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Policy, Reason};
+pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Reason};
+pub use policy::DevicePolicy;
 pub use gpu::{Dispatch, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, PendingRead, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use threadx_profile_store::Device;

@@ -10,7 +10,8 @@ pub const DEVICE_ENV: &str = "THREADX_DEVICE";
 /// (a forced GPU that fails still falls back to the CPU, with a warning). `All` runs a
 /// sweep's chunks on every worker of the device pool (each GPU and the CPU); single
 /// operations (indicators, one backtest) treat it as `Auto`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum DeviceMode {
     #[default]
     Auto,
@@ -40,6 +41,14 @@ impl FromStr for DeviceMode {
             "all" => Ok(Self::All),
             other => Err(format!("unknown device mode '{other}' (expected auto, cpu, gpu or all)")),
         }
+    }
+}
+
+impl TryFrom<String> for DeviceMode {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        text.parse()
     }
 }
 

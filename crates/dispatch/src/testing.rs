@@ -46,5 +46,5 @@ pub fn dispatcher_in(dir: &std::path::Path, mode: crate::DeviceMode) -> crate::D
     let profiles = threadx_profile_store::Profiles::at(dir.join("thresholds.json"), dir.join("multigpu.json"), "test");
     let store = profiles.threshold_store().unwrap_or_else(|e| panic!("a test profile under {}: {e}", dir.display()));
     let gpu = if mode == crate::DeviceMode::Cpu { None } else { best_adapter() };
-    crate::Dispatcher::new(mode, gpu, store, crate::Policy::default())
+    crate::Dispatcher::new(mode, gpu, store, crate::DevicePolicy::default())
 }

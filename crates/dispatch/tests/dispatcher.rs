@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use threadx_dispatch::testing::best_adapter;
-use threadx_dispatch::{Device, DeviceMode, Dispatcher, GpuContext, GpuError, Operation, Policy, Reason};
+use threadx_dispatch::{Device, DeviceMode, Dispatcher, GpuContext, GpuError, Operation, DevicePolicy, Reason};
 use threadx_profile_store::{Profiles, ThresholdStore};
 
 const FP: &str = "fp";
@@ -26,7 +26,7 @@ fn seed(store: &mut ThresholdStore, op: &Operation, cpu_ms: &[f64], gpu_ms: &[f6
 }
 
 fn auto(gpu: Arc<GpuContext>, store: ThresholdStore) -> Dispatcher {
-    Dispatcher::new(DeviceMode::Auto, Some(gpu), store, Policy { recheck_every: 1_000_000, ..Policy::default() })
+    Dispatcher::new(DeviceMode::Auto, Some(gpu), store, DevicePolicy { recheck_every: 1_000_000, ..DevicePolicy::default() })
 }
 
 fn bb(period: u32, size: usize) -> Operation {
@@ -126,7 +126,7 @@ fn the_slower_device_is_remeasured_less_often_the_slower_it_is() {
         let mut s = store(dir.path());
         seed(&mut s, &op, &[cpu_ms; 3], &[gpu_ms; 3]);
         let d =
-            Dispatcher::new(DeviceMode::Auto, Some(gpu.clone()), s, Policy { recheck_every: 10, ..Policy::default() });
+            Dispatcher::new(DeviceMode::Auto, Some(gpu.clone()), s, DevicePolicy { recheck_every: 10, ..DevicePolicy::default() });
         let winner = if gpu_ms < cpu_ms { Device::Gpu } else { Device::Cpu };
         let rechecks: Vec<usize> = (0..300).filter(|_| d.decide(&op).device != winner).collect();
         assert_eq!(rechecks, expected, "cpu {cpu_ms} ms, gpu {gpu_ms} ms");
@@ -139,7 +139,7 @@ fn the_slower_device_is_remeasured_less_often_the_slower_it_is() {
     let op = bb(20, 100_000);
     let mut s = store(dir.path());
     seed(&mut s, &op, &[1.0; 3], &[100.0; 3]);
-    let d = Dispatcher::new(DeviceMode::Auto, Some(gpu), s, Policy { recheck_every: 10, ..Policy::default() });
+    let d = Dispatcher::new(DeviceMode::Auto, Some(gpu), s, DevicePolicy { recheck_every: 10, ..DevicePolicy::default() });
     let first = (0..2000).position(|_| d.decide(&op).device == Device::Gpu);
     assert_eq!(first, Some(999), "a device 100 times slower is re-run every 1,000th call");
 }
@@ -148,7 +148,7 @@ fn the_slower_device_is_remeasured_less_often_the_slower_it_is() {
 fn gpu_errors_fall_back_to_the_cpu_with_a_complete_result() {
     let Some(gpu) = best_adapter() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let d = Dispatcher::new(DeviceMode::Gpu, Some(gpu), store(dir.path()), Policy::default());
+    let d = Dispatcher::new(DeviceMode::Gpu, Some(gpu), store(dir.path()), DevicePolicy::default());
     let op = Operation::new("work", json!({"k": 1}), 50_000);
 
     let oom = d.run(&op, || vec![1.0, 2.0], |_| Err(GpuError::OutOfMemory("test".into())));
@@ -167,7 +167,7 @@ fn gpu_errors_fall_back_to_the_cpu_with_a_complete_result() {
 #[test]
 fn no_gpu_and_tiny_inputs_go_to_the_cpu() {
     let dir = tempfile::tempdir().unwrap();
-    let d = Dispatcher::new(DeviceMode::Gpu, None, store(dir.path()), Policy::default());
+    let d = Dispatcher::new(DeviceMode::Gpu, None, store(dir.path()), DevicePolicy::default());
     let op = Operation::new("work", json!({}), 1_000_000);
     let out = d.run(&op, || 1, |_| Ok(2));
     assert_eq!((out.value, out.device, out.decision.reason), (1, Device::Cpu, Reason::NoGpu));
@@ -187,7 +187,7 @@ fn no_gpu_and_tiny_inputs_go_to_the_cpu() {
 fn samples_are_persisted_on_drop_not_per_call() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("thresholds.json");
-    let d = Dispatcher::new(DeviceMode::Cpu, None, store(dir.path()), Policy::default());
+    let d = Dispatcher::new(DeviceMode::Cpu, None, store(dir.path()), DevicePolicy::default());
     let op = Operation::new("work", json!({"p": 2}), 100_000);
     for _ in 0..4 {
         assert_eq!(d.run(&op, || 3, |_| Ok(4)).value, 3);

@@ -35,7 +35,7 @@ pub use monitor::{
 };
 pub use phases::{PhaseReport, PhaseTimer};
 pub use pool::{
-    Chunk, DevicePool, DistributeOptions, InOrder, InWorker, MIN_USEFUL_SHARE, RunStats, WorkerStats, Workload,
+    Chunk, DevicePool, DistributeOptions, InOrder, InWorker, RunStats, WorkerStats, Workload,
 };
 pub use worker::{Fault, PoolOptions, Worker, WorkerDevice};
 

@@ -64,6 +64,11 @@ impl PhaseReport {
         self.phases.iter().copied().chain([("unaccounted", self.unaccounted_s)])
     }
 
+    /// The seconds of phase `name` (0 when it did not run).
+    pub fn seconds(&self, name: &str) -> f64 {
+        self.rows().filter(|p| p.0 == name).map(|p| p.1).sum()
+    }
+
     /// A table: phase, seconds, share of the wall time, then the total.
     pub fn table(&self) -> String {
         let mut out = format!("{:<14}{:>10}{:>9}\n", "phase", "wall s", "share");

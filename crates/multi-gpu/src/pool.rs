@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::{Duration, Instant};
-use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher};
 use threadx_profile_store::{Profiles, RatioProfile};
 
 /// A fixed logical piece of work: its number (results are merged by it) and its items.
@@ -185,10 +185,6 @@ pub struct DevicePool {
     fallback_cpu: bool,
 }
 
-/// A worker's share below which `auto` leaves it out: it would add less throughput than
-/// it costs in host time and coordination.
-pub const MIN_USEFUL_SHARE: f64 = 0.05;
-
 impl DevicePool {
     /// A pool of `workers` (names unique). When every worker fails, the chunks left run
     /// on the CPU (with a warning) unless [`DevicePool::without_fallback`] says otherwise.
@@ -274,18 +270,22 @@ impl DevicePool {
         &self.workers
     }
 
+    /// Lanes (threads that take chunks) over every worker.
+    pub fn lanes(&self) -> usize {
+        self.workers.iter().map(|w| w.lanes).sum()
+    }
+
     /// The workers' names, in pool order.
     pub fn names(&self) -> Vec<String> {
         self.workers.iter().map(|w| w.name.clone()).collect()
     }
 
-    /// The workers whose share in `ratios` is at least [`MIN_USEFUL_SHARE`] (the best one
-    /// if none is): `auto` keeps a worker only when it adds throughput.
-    pub fn useful(self, ratios: &BTreeMap<String, f64>) -> Self {
+    /// The workers `policy` finds useful with their shares in `ratios`
+    /// ([`DevicePolicy::is_useful`]): `auto` keeps a worker only when it adds throughput.
+    pub fn useful(self, ratios: &BTreeMap<String, f64>, policy: &DevicePolicy) -> Self {
         let share = |w: &Worker| ratios.get(&w.name).copied().unwrap_or(0.0);
         let best = self.workers.iter().map(share).fold(0.0, f64::max);
-        let workers: Vec<Worker> =
-            self.workers.into_iter().filter(|w| share(w) >= MIN_USEFUL_SHARE.min(best)).collect();
+        let workers: Vec<Worker> = self.workers.into_iter().filter(|w| policy.is_useful(share(w), best)).collect();
         Self { workers, fallback_cpu: self.fallback_cpu }
     }
 

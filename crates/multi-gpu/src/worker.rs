@@ -4,7 +4,7 @@
 use crate::WorkError;
 use std::fmt;
 use std::sync::Arc;
-use threadx_dispatch::{ADAPTER_ENV, GpuContext, GpuSelection, select_gpu};
+use threadx_dispatch::{DevicePolicy, GpuContext, GpuSelection, select_gpu};
 
 /// What a worker computes on.
 #[derive(Clone)]
@@ -180,12 +180,12 @@ pub struct PoolOptions {
 pub(crate) fn open_workers(options: &PoolOptions) -> (Vec<Worker>, Vec<String>) {
     let mut workers = Vec::new();
     let mut problems = Vec::new();
-    let wanted = std::env::var(ADAPTER_ENV).ok().map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty());
+    let wanted = DevicePolicy::wanted_adapter();
     let selection = options.selection.clone().unwrap_or_else(|| Arc::new(select_gpu()));
     let mut index = 0;
     for i in selection.physical() {
         let report = &selection.adapters[i];
-        let named = wanted.as_ref().is_some_and(|w| report.name.to_lowercase().contains(w));
+        let named = wanted.as_ref().is_some_and(|w| DevicePolicy::names_adapter(w, &report.name));
         if wanted.is_some() && !named || report.software && !(options.software || named) {
             continue;
         }

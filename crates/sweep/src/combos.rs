@@ -4,7 +4,7 @@ use crate::SweepError;
 use crate::spec::Sample;
 use std::collections::HashSet;
 use std::ops::Range;
-use threadx_backtest::ParamGrid;
+use threadx_backtest::Grid;
 use threadx_indicators::SeededRng;
 
 /// Bar·combos per chunk the chunk size aims at: about 50 ms of one CPU core, a few
@@ -35,7 +35,7 @@ impl ComboSet {
     /// The whole `grid`, or `sample.n` distinct combos of it that the strategy's rules
     /// allow, drawn with `sample.seed` (the same on every machine), in chunks of `chunk`
     /// combos (default: [`chunk_size`] of the data length, `bars`).
-    pub fn new(grid: &ParamGrid, sample: Option<Sample>, chunk: Option<u64>, bars: usize) -> Result<Self, SweepError> {
+    pub fn new(grid: &Grid, sample: Option<Sample>, chunk: Option<u64>, bars: usize) -> Result<Self, SweepError> {
         let grid_len = grid.len();
         let chunk_size = chunk.unwrap_or_else(|| chunk_size(bars));
         let Some(sample) = sample else {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
-use threadx_multi_gpu::{DevicePool, DistributeOptions, PhaseReport, PhaseTimer};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, PhaseReport, PhaseTimer, RunStats};
 use threadx_profile_store::{AtomicFile, is_special_file, refuse_output_over_input, write_file_atomic};
 
 /// How a sweep writes its results.
@@ -50,17 +50,41 @@ pub struct HeatmapOptions {
 /// Progress of a run: positions done (combos, skipped ones included) of `total`.
 pub type ProgressFn<'a> = &'a mut dyn FnMut(u64, u64);
 
-/// What a finished run reports.
+/// What a finished run reports, typed; `summary` is the JSON written beside the results,
+/// made from the same values once, telemetry included.
 #[derive(Debug, Clone)]
 pub struct SweepReport {
     pub summary: Value,
+    pub strategy: Strategy,
     /// Where the run's time went (the summary's `phases`); `None` for a merge.
     pub phases: Option<PhaseReport>,
+    /// What each worker did (the summary's `workers`); `None` for a merge.
+    pub workers: Option<RunStats>,
+    /// The summary's `timings_s`; `None` for a merge.
+    pub timings: Option<Timings>,
+    /// The summary's `telemetry`, when the caller sampled the machine.
+    pub telemetry: Option<Value>,
     pub best: Vec<Row>,
     pub rows: u64,
     /// Where the summary was written; `None` when the results went to a device or FIFO,
     /// beside which nothing is written.
     pub summary_path: Option<PathBuf>,
+}
+
+/// Where a run's wall time went, in seconds (the summary's `timings_s`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timings {
+    /// Running the chunks on the pool.
+    pub run: f64,
+    /// Every worker's busy time, added.
+    pub workers_busy: f64,
+    /// Writing the checkpoint's chunk files (inside `run`, on the workers).
+    pub writing_chunks: f64,
+    /// Joining the chunks into the results file and drawing the heatmap.
+    pub assembling: f64,
+    pub total: f64,
+    /// Combos run now per second of `run`; `None` when every chunk came from the checkpoint.
+    pub combos_per_s: Option<f64>,
 }
 
 /// A data set's identity for checkpoints and shards: FNV-1a over every timestamp and
@@ -219,6 +243,7 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
 /// `opts.resume` is set and the checkpoint was made by the same spec, data and sharding.
 /// `phases` goes on timing (the caller's phases before, e.g. load and indicators, then
 /// `backtests`, `merge` and `write`); the summary's `phases` holds its breakdown.
+#[allow(clippy::too_many_arguments)] // The sweep, its data and pool, the options, and three hooks.
 pub fn run_to_files(
     sweep: &Sweep,
     data: &Ohlcv,
@@ -227,10 +252,11 @@ pub fn run_to_files(
     opts: &OutputOptions,
     mut phases: PhaseTimer,
     progress: ProgressFn<'_>,
+    telemetry: Option<&mut dyn FnMut() -> Value>,
 ) -> Result<SweepReport, SweepError> {
     let started = Instant::now();
     check_output(opts)?;
-    let strategy = &sweep.spec().strategy;
+    let strategy = sweep.spec().strategy();
     let mut leaderboard = Leaderboard::new(&opts.by, opts.top)?;
     let mut heatmap = match &opts.heatmap {
         Some(h) => Some(Heatmap::new(strategy.clone(), sweep.spec().axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
@@ -346,7 +372,16 @@ pub fn run_to_files(
     let write_s = write_s.into_inner().unwrap_or_else(|e| e.into_inner());
 
     let phase_report = phases.report();
-    let summary = json!({
+    let timings = Timings {
+        run: run_s,
+        workers_busy: stats.workers.iter().map(|w| w.busy_s).sum::<f64>(),
+        writing_chunks: write_s,
+        assembling: assemble_s,
+        total: started.elapsed().as_secs_f64(),
+        // Of the combos run now (a resumed run's checkpointed rows were not run).
+        combos_per_s: (!to_run.is_empty() && run_s > 0.0).then(|| rows_run as f64 / run_s),
+    };
+    let mut summary = json!({
         "threadx": env!("CARGO_PKG_VERSION"),
         "identity": identity,
         "data": {"origin": data.origin(), "bars": data.len(),
@@ -359,24 +394,37 @@ pub fn run_to_files(
         "workers": stats.to_json("combos"),
         "balance": {"tag": distribute.tag, "ratios": stats.ratios},
         "timings_s": {
-            "run": run_s,
-            "workers_busy": stats.workers.iter().map(|w| w.busy_s).sum::<f64>(),
-            "writing_chunks": write_s,
-            "assembling": assemble_s,
-            "total": started.elapsed().as_secs_f64(),
-            // Of the combos run now (a resumed run's checkpointed rows were not run).
-            "combos_per_s": if to_run.is_empty() || run_s <= 0.0 { Value::Null } else { json!(rows_run as f64 / run_s) },
+            "run": timings.run,
+            "workers_busy": timings.workers_busy,
+            "writing_chunks": timings.writing_chunks,
+            "assembling": timings.assembling,
+            "total": timings.total,
+            "combos_per_s": timings.combos_per_s,
         },
         "best": best_json(strategy, &leaderboard),
         // Until here: writing the summary itself is the one thing not in it.
         "phases": phase_report.to_json(),
     });
+    let telemetry = telemetry.map(|sample| sample());
+    if let Some(t) = &telemetry {
+        summary["telemetry"] = t.clone();
+    }
     let summary_path = summary_path(&opts.out);
     if let Some(path) = &summary_path {
         write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
     }
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
-    Ok(SweepReport { summary, phases: Some(phase_report), best: leaderboard.rows().to_vec(), rows, summary_path })
+    Ok(SweepReport {
+        summary,
+        strategy: strategy.clone(),
+        phases: Some(phase_report),
+        workers: Some(stats),
+        timings: Some(timings),
+        telemetry,
+        best: leaderboard.rows().to_vec(),
+        rows,
+        summary_path,
+    })
 }
 
 /// `e`, naming the file it was found in.
@@ -462,14 +510,14 @@ pub fn merge(
         return Err(bad(format!("missing shard(s) {}", missing.join(", "))));
     }
     let identity = identity.unwrap_or_default();
-    let spec = &identity["spec"];
-    let strategy = &SweepSpec::strategy_of(spec)?;
+    let spec = SweepSpec::from_identity(&identity["spec"])?;
+    let strategy = spec.strategy();
     let head = header(strategy);
     let mut heatmap = match heatmap {
-        Some(h) => {
-            let axes = axes_of(strategy, spec)?;
-            Some((Heatmap::new(strategy.clone(), &axes, h.x.as_deref(), h.y.as_deref(), by)?, h.path.clone()))
-        }
+        Some(h) => Some((
+            Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by)?,
+            h.path.clone(),
+        )),
         None => None,
     };
 
@@ -537,22 +585,15 @@ pub fn merge(
     if let Some(path) = &out_summary {
         write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
     }
-    Ok(SweepReport { summary, phases: None, best: leaderboard.rows().to_vec(), rows, summary_path: out_summary })
-}
-
-/// The grid's axes from a summary's `spec` (each value as the summary wrote it: a number,
-/// or a choice's name).
-fn axes_of(strategy: &Strategy, spec: &Value) -> Result<Vec<Vec<f64>>, SweepError> {
-    strategy
-        .schema()
-        .iter()
-        .map(|p| {
-            let values = spec["grid"][&p.name].as_array().filter(|v| !v.is_empty()).ok_or_else(|| {
-                SweepError::Merge(format!("the summaries' spec has no values for parameter {}", p.name))
-            })?;
-            let text: Vec<String> =
-                values.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).collect();
-            Ok(p.axis(&text.join(","))?)
-        })
-        .collect()
+    Ok(SweepReport {
+        summary,
+        strategy: strategy.clone(),
+        phases: None,
+        workers: None,
+        timings: None,
+        telemetry: None,
+        best: leaderboard.rows().to_vec(),
+        rows,
+        summary_path: out_summary,
+    })
 }

@@ -7,20 +7,16 @@ use crate::combos::ComboSet;
 use crate::spec::SweepSpec;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::Mutex;
 use threadx_backtest::{
-    Backtester, BarTables, BookLayout, ComboPlan, GpuBacktester, Metrics, ParamGrid, PendingTotals, SignalBook, Totals,
-    simulate_cpu,
+    Backtester, BarTables, BookLayout, ComboPlan, GpuBacktester, Metrics, PendingTotals, SignalBook, Totals, simulate_cpu,
 };
-use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
+use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher, format_bytes, thousands};
 use threadx_indicators::IndicatorBank;
 use threadx_multi_gpu::{
     BalanceOptions, Chunk, DevicePool, DistributeOptions, RunStats, WorkError, WorkerDevice, Workload,
 };
 use threadx_profile_store::Profiles;
-
-/// Sweeps below this many combos, with no balance saved, run on the CPU alone in `auto`:
-/// measuring every device would cost more than it saves.
-const AUTO_PROFILE_MIN_COMBOS: u64 = 4 * 8192;
 
 /// What a chunk (or any range of combo positions) produced: the grid numbers of the
 /// combos it ran (those the strategy's rules allow) and their metrics, in combo order.
@@ -54,13 +50,14 @@ pub struct SweepPlan {
 const GPU_STACK_BYTES: u64 = 96 << 20;
 
 impl SweepPlan {
-    /// Checks `spec`, draws its sample and lays out its book for `bars` bars, refusing
-    /// when that needs more than `memory_limit` bytes (`None`: no limit). In `mode`, a GPU
-    /// may take part (every mode but `cpu`; `auto` only for sweeps large enough to be
-    /// balanced): then the copies made to upload the book count too.
-    pub fn new(spec: &SweepSpec, bars: usize, memory_limit: Option<u64>, mode: DeviceMode) -> Result<Self, SweepError> {
-        spec.check()?;
-        let grid = ParamGrid::new(spec.strategy.clone(), spec.axes())?;
+    /// Draws the sample of `spec` and lays out its book for `bars` bars, refusing when
+    /// that needs more than the spec's memory limit (else the memory available now). In
+    /// the spec's device mode a GPU may take part (every mode but `cpu`; `auto` only for
+    /// sweeps large enough to be balanced): then the copies made to upload the book count too.
+    pub fn new(spec: &SweepSpec, bars: usize) -> Result<Self, SweepError> {
+        let memory_limit = spec.max_memory().or_else(threadx_indicators::available_memory);
+        let mode = spec.device();
+        let grid = spec.grid().clone();
         let limit = memory_limit.unwrap_or(u64::MAX);
         let refuse = |needs: u64, what: String| {
             SweepError::Spec(format!(
@@ -72,16 +69,16 @@ impl SweepPlan {
                 if memory_limit.is_some() { "; --max-memory sets the limit" } else { "" }
             ))
         };
-        let sample_bytes = spec.sample.map_or(0, |s| s.n.saturating_mul(BYTES_PER_SAMPLED_COMBO));
+        let sample_bytes = spec.sample().map_or(0, |s| s.n.saturating_mul(BYTES_PER_SAMPLED_COMBO));
         if sample_bytes > limit {
-            let n = spec.sample.map_or(0, |s| s.n);
+            let n = spec.sample().map_or(0, |s| s.n);
             return Err(refuse(sample_bytes, format!("{n} sampled combos")));
         }
-        let combos = ComboSet::new(&grid, spec.sample, spec.chunk_size, bars)?;
+        let combos = ComboSet::new(&grid, spec.sample(), spec.chunk_size(), bars)?;
         let layout = BookLayout::new(grid, combos.sample())?;
         let gpu = match mode {
             DeviceMode::Cpu => false,
-            DeviceMode::Auto => combos.len() >= AUTO_PROFILE_MIN_COMBOS,
+            DeviceMode::Auto => !DevicePolicy::default().is_small_sweep(combos.len()),
             DeviceMode::Gpu | DeviceMode::All => true,
         };
         let plan = Self { spec: spec.clone(), layout, combos, bars, gpu };
@@ -118,6 +115,10 @@ impl SweepPlan {
         &self.combos
     }
 
+    pub fn spec(&self) -> &SweepSpec {
+        &self.spec
+    }
+
     /// Computes the indicators (through `bank`, each once) and the book the plan laid out.
     pub fn prepare(self, bank: &IndicatorBank<'_>) -> Result<Sweep, SweepError> {
         if bank.data().len() != self.bars {
@@ -128,20 +129,25 @@ impl SweepPlan {
             )));
         }
         let mut book = SignalBook::from_layout(bank, self.layout)?;
-        if let Some(per_year) = self.spec.periods_per_year {
+        if let Some(per_year) = self.spec.periods_per_year() {
             book = book.with_bars_per_year(per_year);
         }
-        Ok(Sweep { spec: self.spec, book, combos: self.combos })
+        let tables = BarTables::new(&book, self.spec.fee());
+        Ok(Sweep { spec: self.spec, book, tables, combos: self.combos, resident: Mutex::new(Vec::new()) })
     }
 }
 
 /// A sweep ready to run: its spec, the signal book (every indicator the combos need,
-/// computed once through the bank) and its combos.
+/// computed once through the bank), its per-bar tables and its combos. The book is
+/// uploaded to each GPU once, on first use, and stays resident for every later run.
 #[derive(Debug)]
 pub struct Sweep {
     spec: SweepSpec,
     book: SignalBook,
+    tables: BarTables,
     combos: ComboSet,
+    /// The book resident on each GPU it has run on.
+    resident: Mutex<Vec<Arc<GpuBacktester>>>,
 }
 
 impl Sweep {
@@ -149,8 +155,7 @@ impl Sweep {
     /// (through `bank`, each once; a sample's only) and lays out the combos, refusing
     /// before any work what would not fit in the memory available ([`SweepPlan`]).
     pub fn prepare(bank: &IndicatorBank<'_>, spec: &SweepSpec) -> Result<Self, SweepError> {
-        let mode = bank.dispatcher().mode();
-        SweepPlan::new(spec, bank.data().len(), threadx_indicators::available_memory(), mode)?.prepare(bank)
+        SweepPlan::new(spec, bank.data().len())?.prepare(bank)
     }
 
     pub fn spec(&self) -> &SweepSpec {
@@ -168,13 +173,28 @@ impl Sweep {
     /// The profile tag of this sweep's work: `backtest_<strategy>` (one balance per
     /// strategy; combos per second scale alike on every device with the data length).
     pub fn workload_tag(&self) -> String {
-        format!("backtest_{}", self.spec.strategy.name())
+        format!("backtest_{}", self.spec.strategy().name())
     }
 
-    /// This sweep as work for the device pool: combo positions, run a range at a time.
-    pub fn workload(&self) -> Result<SweepWork<'_>, SweepError> {
-        threadx_backtest::check_fee(self.spec.fee)?;
-        Ok(SweepWork { sweep: self, tables: BarTables::new(&self.book, self.spec.fee) })
+    /// This sweep as work for the device pool: its combo positions, run a range at a time.
+    pub fn workload(&self) -> SweepWork<'_> {
+        SweepWork { sweep: self, batch: None }
+    }
+
+    /// The combos `batch` (grid numbers) as work for the device pool: item `i` is `batch[i]`.
+    pub fn batch_workload<'a>(&'a self, batch: &'a [u64]) -> SweepWork<'a> {
+        SweepWork { sweep: self, batch: Some(batch) }
+    }
+
+    /// The book resident on the GPU of `ctx`: uploaded on first use, then shared.
+    fn resident_on(&self, ctx: &Arc<threadx_dispatch::GpuContext>) -> Result<Arc<GpuBacktester>, WorkError> {
+        let mut resident = self.resident.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(gpu) = resident.iter().find(|g| Arc::ptr_eq(g.context(), ctx)) {
+            return Ok(gpu.clone());
+        }
+        let gpu = Arc::new(GpuBacktester::new(ctx.clone(), &self.book, &self.tables)?);
+        resident.push(gpu.clone());
+        Ok(gpu)
     }
 
     /// The logical chunk `chunk` of the combos (its size depends only on the data length).
@@ -182,13 +202,17 @@ impl Sweep {
         Chunk { index: chunk, items: self.combos.chunk(chunk) }
     }
 
-    /// The combos at `positions` that the strategy's rules allow, with their plans.
-    fn plans(&self, positions: Range<u64>) -> (Vec<u64>, Vec<ComboPlan>) {
-        let strategy = &self.spec.strategy;
+    /// The combos at `positions` (of the sweep, or of `batch`) that the strategy's rules
+    /// allow, with their plans.
+    fn plans(&self, positions: Range<u64>, batch: Option<&[u64]>) -> (Vec<u64>, Vec<ComboPlan>) {
+        let strategy = self.spec.strategy();
         let mut combos = Vec::with_capacity((positions.end - positions.start) as usize);
         let mut plans = Vec::with_capacity(combos.capacity());
         for position in positions {
-            let combo = self.combos.combo_at(position);
+            let combo = match batch {
+                Some(batch) => batch[position as usize],
+                None => self.combos.combo_at(position),
+            };
             if strategy.allows(&self.book.combo_values(combo)) {
                 combos.push(combo);
                 plans.push(self.book.combo_plan(combo));
@@ -211,7 +235,8 @@ impl Sweep {
         let mut distribute = DistributeOptions::new(self.workload_tag());
         // A small sweep with no balance saved runs on the CPU in `auto` mode, decided
         // before the adapters are probed: it never waits for them.
-        let small = mode == DeviceMode::Auto && self.combos.len() < AUTO_PROFILE_MIN_COMBOS;
+        let policy = dispatcher.policy();
+        let small = mode == DeviceMode::Auto && policy.is_small_sweep(self.combos.len());
         if small
             && !matches!(Profiles::from_env(dispatcher.fingerprint()).multigpu_ratios(&distribute.tag), Ok(Some(_)))
         {
@@ -224,7 +249,7 @@ impl Sweep {
         let profiles = Profiles::from_env(dispatcher.fingerprint());
         let ratios = match pool.saved_ratios(&profiles, &distribute.tag)? {
             Some(saved) => saved.ratios,
-            None if mode == DeviceMode::Auto && self.combos.len() < AUTO_PROFILE_MIN_COMBOS => {
+            None if small => {
                 return Ok((DevicePool::for_mode(DeviceMode::Cpu, dispatcher, threads)?, distribute));
             }
             None => {
@@ -234,7 +259,7 @@ impl Sweep {
                     pool.names().join(", ")
                 ));
                 let balance = pool.profile_auto_balance(
-                    &self.workload()?,
+                    &self.workload(),
                     &BalanceOptions::default(),
                     &distribute.tag,
                     Some(&profiles),
@@ -244,7 +269,7 @@ impl Sweep {
             }
         };
         if mode == DeviceMode::Auto {
-            pool = pool.useful(&ratios);
+            pool = pool.useful(&ratios, policy);
         }
         distribute.profiles = Some(profiles);
         Ok((pool, distribute))
@@ -277,8 +302,8 @@ impl Sweep {
     /// Every combo of the sweep in one call, on the device the dispatcher picks, in combo
     /// order: the in-memory path for small sweeps and for walk-forward training windows.
     pub fn run_all(&self, dispatcher: &Dispatcher) -> Result<ChunkResult, SweepError> {
-        let (combos, plans) = self.plans(0..self.combos.len());
-        let metrics = Backtester::new(&self.book, self.spec.fee)?.run(dispatcher, &plans).value;
+        let (combos, plans) = self.plans(0..self.combos.len(), None);
+        let metrics = Backtester::new(&self.book, self.spec.fee())?.run(dispatcher, &plans).value;
         Ok(ChunkResult { combos, metrics })
     }
 
@@ -294,7 +319,7 @@ impl Sweep {
         in_worker: &(dyn Fn(u64, &ChunkResult) -> Result<(), SweepError> + Sync),
         in_order: &mut dyn FnMut(u64, ChunkResult) -> Result<(), SweepError>,
     ) -> Result<RunStats, SweepError> {
-        let work = self.workload()?;
+        let work = self.workload();
         let chunks: Vec<Chunk> = chunks.iter().map(|&c| self.chunk(c)).collect();
         pool.distribute(
             &work,
@@ -306,19 +331,19 @@ impl Sweep {
     }
 }
 
-/// A [`Sweep`] as work for the device pool: items are combo positions; a lane on a GPU
-/// holds the book and its tables resident there.
-#[derive(Debug)]
+/// A [`Sweep`] as work for the device pool: items are the sweep's combo positions, or
+/// positions in a batch of combos; a lane on a GPU uses the book resident there.
+#[derive(Debug, Clone, Copy)]
 pub struct SweepWork<'a> {
     sweep: &'a Sweep,
-    tables: BarTables,
+    batch: Option<&'a [u64]>,
 }
 
 /// A lane of [`SweepWork`]: the CPU, or the book resident on one GPU.
 #[derive(Debug)]
 pub enum SweepLane {
     Cpu,
-    Gpu(Box<GpuBacktester>),
+    Gpu(Arc<GpuBacktester>),
 }
 
 /// A range submitted: done (the CPU), or its totals still on the GPU.
@@ -342,7 +367,7 @@ impl Workload for SweepWork<'_> {
     type Output = ChunkResult;
 
     fn items(&self) -> u64 {
-        self.sweep.combos.len()
+        self.batch.map_or(self.sweep.combos.len(), |b| b.len() as u64)
     }
 
     fn unit(&self) -> &'static str {
@@ -352,17 +377,15 @@ impl Workload for SweepWork<'_> {
     fn open(&self, device: &WorkerDevice) -> Result<SweepLane, WorkError> {
         Ok(match device {
             WorkerDevice::Cpu => SweepLane::Cpu,
-            WorkerDevice::Gpu(ctx) => {
-                SweepLane::Gpu(Box::new(GpuBacktester::new(ctx.clone(), &self.sweep.book, &self.tables)?))
-            }
+            WorkerDevice::Gpu(ctx) => SweepLane::Gpu(self.sweep.resident_on(ctx)?),
         })
     }
 
     fn submit(&self, lane: &mut SweepLane, items: Range<u64>) -> Result<SweepPending, WorkError> {
-        let (combos, plans) = self.sweep.plans(items);
+        let (combos, plans) = self.sweep.plans(items, self.batch);
         Ok(match lane {
             SweepLane::Cpu => {
-                let totals = simulate_cpu(&self.sweep.book, &self.tables, &plans);
+                let totals = simulate_cpu(&self.sweep.book, &self.sweep.tables, &plans);
                 SweepPending::Done(self.rows(combos, &totals))
             }
             SweepLane::Gpu(gpu) => SweepPending::Gpu(combos, gpu.submit(&plans)?),
@@ -405,11 +428,8 @@ impl Workload for SweepWork<'_> {
 /// Worker threads allowed per logical core: more only adds start-up time and switching.
 const THREADS_PER_CORE: usize = 16;
 
-/// The worker pool of `threads` threads, or `None` for the global one (a thread per
-/// core). Zero, or more than [`THREADS_PER_CORE`] per logical core, is refused: the one
-/// rule of both front ends.
-pub fn thread_pool(threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPool>>, SweepError> {
-    let Some(n) = threads else { return Ok(None) };
+/// Refuses zero threads, or more than [`THREADS_PER_CORE`] per logical core.
+pub(crate) fn check_threads(n: usize) -> Result<(), SweepError> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let max = THREADS_PER_CORE * cores;
     if n == 0 {
@@ -420,6 +440,15 @@ pub fn thread_pool(threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPoo
             "threads: {n} is more than the {max} allowed ({THREADS_PER_CORE} per core of the {cores} this machine has)"
         )));
     }
+    Ok(())
+}
+
+/// The worker pool of `threads` threads, or `None` for the global one (a thread per
+/// core). Zero, or more than [`THREADS_PER_CORE`] per logical core, is refused: the one
+/// rule of both front ends.
+pub fn thread_pool(threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPool>>, SweepError> {
+    let Some(n) = threads else { return Ok(None) };
+    check_threads(n)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build()

@@ -43,7 +43,7 @@ pub fn walk_forward(
     by: &str,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<WalkForwardReport, SweepError> {
-    let wf = spec.walk_forward.ok_or_else(|| SweepError::Spec("no walk-forward windows were asked for".into()))?;
+    let wf = spec.walk_forward().ok_or_else(|| SweepError::Spec("no walk-forward windows were asked for".into()))?;
     let windows = wf.windows(data.len());
     if windows.is_empty() {
         return Err(SweepError::Spec(format!(
@@ -53,12 +53,9 @@ pub fn walk_forward(
             data.len()
         )));
     }
-    let mut train_spec = spec.clone();
-    train_spec.walk_forward = None;
     // Every window's Sharpe is annualised like the whole data's.
-    let per_year = spec.periods_per_year.unwrap_or_else(|| data.bars_per_year());
-    train_spec.periods_per_year = per_year.is_finite().then_some(per_year);
-    train_spec.check()?;
+    let per_year = spec.periods_per_year().unwrap_or_else(|| data.bars_per_year());
+    let train_spec = spec.for_training(per_year)?;
     let mut results = Vec::with_capacity(windows.len());
     for (w, &(train_start, test_start, test_end)) in windows.iter().enumerate() {
         let train = data.slice(train_start..test_start);
@@ -83,10 +80,10 @@ pub fn walk_forward(
         let history = data.slice(0..test_end);
         let bank = IndicatorBank::new(&history, dispatcher);
         let axes: Vec<Vec<f64>> = best.values.iter().map(|&v| vec![v]).collect();
-        let book = SignalBook::build(&bank, &spec.strategy, &axes)?.with_bars_per_year(per_year);
+        let book = SignalBook::build(&bank, spec.strategy(), &axes)?.with_bars_per_year(per_year);
         let mut plan = book.plan(&vec![0; axes.len()]);
         plan.warmup = plan.warmup.max(test_start as u32);
-        let test_report = simulate_detailed(&book, &plan, spec.fee).since(test_start);
+        let test_report = simulate_detailed(&book, &plan, spec.fee()).since(test_start);
         results.push(WindowResult { train: train_start..test_start, test: test_start..test_end, best, test_report });
         progress(w + 1, windows.len());
     }
@@ -99,7 +96,7 @@ impl WalkForwardReport {
     /// One row per window: its bars and times, the winner and its parameters, its
     /// in-sample score, then its out-of-sample metrics.
     pub fn to_csv(&self, data: &Ohlcv, spec: &SweepSpec) -> String {
-        let schema = spec.strategy.schema();
+        let schema = spec.strategy().schema();
         let mut csv = String::from("window,train_start,train_end,test_start,test_end,combo");
         for p in schema {
             let _ = write!(csv, ",{}", p.name);
@@ -141,7 +138,7 @@ impl WalkForwardReport {
                 json!({
                     "train": [format_time(data.timestamps()[r.train.start]), format_time(data.timestamps()[r.train.end - 1])],
                     "test": [format_time(data.timestamps()[r.test.start]), format_time(data.timestamps()[r.test.end - 1])],
-                    "best": crate::output::row_json(&spec.strategy, &r.best),
+                    "best": crate::output::row_json(spec.strategy(), &r.best),
                     "out_of_sample": r.test_report.metrics.to_json(),
                 })
             })

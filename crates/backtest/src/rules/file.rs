@@ -4,7 +4,7 @@
 use super::functions::{FUNCTIONS, value_names};
 use super::program::{Rule, RuleKind, did_you_mean};
 use crate::BacktestError;
-use crate::strategy::{MAX_PARAMS, ParamKind, ParamSpec};
+use crate::param::{Axis, MAX_PARAMS, ParamKind, ParamSpec};
 use indexmap::IndexMap;
 use serde::Deserialize;
 use std::ops::Range;
@@ -236,24 +236,11 @@ fn param(
     };
     spec.default = spec.parse(&text).map_err(|e| at(default.span(), &format!("parameter `{name}`: default {e}")))?;
     if let Some(grid) = &d.grid {
-        let text = match grid.get_ref() {
-            toml::Value::String(s) => s.clone(),
-            toml::Value::Integer(i) => i.to_string(),
-            toml::Value::Float(f) => f.to_string(),
-            toml::Value::Array(items) => items
-                .iter()
-                .map(|v| match v {
-                    toml::Value::String(s) => s.clone(),
-                    toml::Value::Integer(i) => i.to_string(),
-                    toml::Value::Float(f) => f.to_string(),
-                    _ => String::new(),
-                })
-                .collect::<Vec<_>>()
-                .join(","),
-            _ => return Err(at(grid.span(), &format!("parameter `{name}`: grid is `start:stop:step` or a list"))),
-        };
-        spec.axis(&text).map_err(|e| at(grid.span(), &format!("parameter `{name}`: grid {e}")))?;
-        spec.grid = Some(text);
+        let axis: Axis = grid.get_ref().clone().try_into().map_err(|_| {
+            at(grid.span(), &format!("parameter `{name}`: grid is `start:stop:step` or a list of values"))
+        })?;
+        spec.axis(&axis).map_err(|e| at(grid.span(), &format!("parameter `{name}`: grid {e}")))?;
+        spec.grid = Some(axis);
     }
     Ok(spec)
 }

@@ -5,7 +5,7 @@
 use super::eval::Bound;
 use super::functions::{Arg, ArgValue, FUNCTIONS, Function, Gives, function, named_value, value_names};
 use super::parse::{ExprError, Node, NodeKind, parse};
-use crate::strategy::{ParamKind, ParamSpec};
+use crate::param::{ParamKind, ParamSpec};
 use std::ops::Range;
 
 /// The longest look back and the longest period a rule may ask for, in bars: warm-ups

@@ -1,0 +1,63 @@
+//! [`DevicePolicy`]: the one place where ThreadX's `auto` rules live: when the dispatcher
+//! measures or trusts a device, which sweeps are too small to balance, which workers are
+//! worth keeping, when a CPU-software adapter may run, and how `THREADX_ADAPTER` names one.
+
+use crate::{ADAPTER_ENV, DeviceMode};
+
+/// The thresholds and rules of the `auto` device choice, for single operations (the
+/// dispatcher) and for sweeps split over a device pool alike.
+#[derive(Debug, Clone, Copy)]
+pub struct DevicePolicy {
+    /// Inputs smaller than this go to the CPU without profiling.
+    pub min_gpu_size: usize,
+    /// Samples a device needs before its mean is trusted; fewer means explore it.
+    pub min_samples: u64,
+    /// Re-checks cost about 1/`recheck_every` of the time spent on a key: its losing device
+    /// runs every `recheck_every × (loser's time / winner's time)`-th call, so a stale
+    /// decision heals while a device 100 times slower is re-run 100 times less often
+    /// (0: never).
+    pub recheck_every: u64,
+    /// Sweeps below this many combos, with no balance saved, run on the CPU alone in
+    /// `auto`: measuring every device would cost more than it saves.
+    pub small_sweep_combos: u64,
+    /// A worker whose measured share of a balanced run is below this is dropped in `auto`
+    /// (it adds less throughput than it costs to feed).
+    pub min_useful_share: f64,
+}
+
+impl Default for DevicePolicy {
+    fn default() -> Self {
+        Self { min_gpu_size: 4096, min_samples: 3, recheck_every: 50, small_sweep_combos: 4 * 8192, min_useful_share: 0.05 }
+    }
+}
+
+impl DevicePolicy {
+    /// Whether a sweep of `combos` combos is too small for `auto` to measure devices for.
+    pub fn is_small_sweep(&self, combos: u64) -> bool {
+        combos < self.small_sweep_combos
+    }
+
+    /// Whether a worker with `share` of the work is kept when the best has `best`: it adds
+    /// enough, or nothing does better.
+    pub fn is_useful(&self, share: f64, best: f64) -> bool {
+        share >= self.min_useful_share.min(best)
+    }
+
+    /// Whether a CPU-software adapter (lavapipe, llvmpipe, WARP) may run in `mode`: it
+    /// shares the CPU's own cores, so only `gpu` mode, or naming it in `THREADX_ADAPTER`
+    /// (`named`), runs it.
+    pub fn runs_software(&self, mode: DeviceMode, named: bool) -> bool {
+        named || mode == DeviceMode::Gpu
+    }
+
+    /// The adapter `THREADX_ADAPTER` asks for: part of a name, lower-cased and trimmed;
+    /// `None` when unset or blank.
+    pub fn wanted_adapter() -> Option<String> {
+        std::env::var(ADAPTER_ENV).ok().map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty())
+    }
+
+    /// Whether `name` is the adapter `wanted` ([`DevicePolicy::wanted_adapter`]) names.
+    pub fn names_adapter(wanted: &str, name: &str) -> bool {
+        name.to_lowercase().contains(wanted)
+    }
+}

@@ -1,0 +1,231 @@
+//! [`Session`]: a sweep prepared once (data, indicator bank, signal book, device pool,
+//! worker threads) that the CLI, Python and every search drive. It evaluates any batch
+//! of combos, or runs the whole plan to files with checkpoints, shards and resume.
+//!
+//! Invariant: [`Session::evaluate`] gives exactly the rows the full sweep gives for the
+//! same combos, on whatever device: both run the same book through the same pool.
+
+use crate::output::{OutputOptions, ProgressFn, SweepReport, run_to_files};
+use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};
+use crate::spec::SweepSpec;
+use crate::SweepError;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
+use threadx_dispatch::Dispatcher;
+use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions, PhaseTimer};
+
+/// What preparing a session took: the indicator series computed and where the time went.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Preparation {
+    /// Unique indicator series computed (each once).
+    pub series: usize,
+    pub indicators_s: f64,
+    pub book_s: f64,
+    pub devices_s: f64,
+}
+
+/// A sweep prepared on data, ready to evaluate combos or run to files.
+#[derive(Debug)]
+pub struct Session {
+    data: Arc<Ohlcv>,
+    dispatcher: Arc<Dispatcher>,
+    sweep: Sweep,
+    pool: DevicePool,
+    /// How the whole plan is split (the saved balance, refreshed after the run).
+    distribute: DistributeOptions,
+    /// How a batch is split: the same ratios, read once, and nothing saved per batch.
+    batches: DistributeOptions,
+    preparation: Preparation,
+}
+
+impl Session {
+    /// Prepares `spec` on `data`: lays out the plan (refusing what would not fit in
+    /// memory), computes each indicator once, builds the book, opens the worker threads
+    /// and the device pool (measuring the balance first when none is saved, which `note`
+    /// is told about).
+    pub fn new(
+        spec: &SweepSpec,
+        data: Arc<Ohlcv>,
+        dispatcher: Arc<Dispatcher>,
+        note: &mut dyn FnMut(&str),
+    ) -> Result<Self, SweepError> {
+        let plan = SweepPlan::new(spec, data.len())?;
+        Self::from_plan(plan, data, dispatcher, note)
+    }
+
+    /// Prepares a plan already laid out (for a caller that shows it first).
+    pub fn from_plan(
+        plan: SweepPlan,
+        data: Arc<Ohlcv>,
+        dispatcher: Arc<Dispatcher>,
+        note: &mut dyn FnMut(&str),
+    ) -> Result<Self, SweepError> {
+        if plan.spec().walk_forward().is_some() {
+            return Err(SweepError::Spec(
+                "a walk-forward runs one sweep per window: call walk_forward, not a session".into(),
+            ));
+        }
+        let threads = thread_pool(plan.spec().threads())?;
+        let started = Instant::now();
+        let (sweep, series, indicators_s) = {
+            let bank = IndicatorBank::new(&data, &dispatcher);
+            let sweep = match &threads {
+                Some(pool) => pool.install(|| plan.prepare(&bank))?,
+                None => plan.prepare(&bank)?,
+            };
+            let indicators_s = bank.runs().iter().map(|r| r.elapsed_ms).sum::<f64>() / 1e3;
+            (sweep, bank.computations(), indicators_s)
+        };
+        let prepare_s = started.elapsed().as_secs_f64();
+        let indicators_s = indicators_s.min(prepare_s);
+        let started = Instant::now();
+        let (pool, distribute) = sweep.device_pool(sweep.spec().device(), &dispatcher, threads, note)?;
+        let saved = match &distribute.profiles {
+            Some(profiles) => pool.saved_ratios(profiles, &distribute.tag)?.map(|saved| saved.ratios),
+            None => None,
+        };
+        let batches = DistributeOptions { profiles: None, ratios: saved, ..distribute.clone() };
+        let preparation =
+            Preparation { series, indicators_s, book_s: prepare_s - indicators_s, devices_s: started.elapsed().as_secs_f64() };
+        Ok(Self { data, dispatcher, sweep, pool, distribute, batches, preparation })
+    }
+
+    pub fn spec(&self) -> &SweepSpec {
+        self.sweep.spec()
+    }
+
+    pub fn sweep(&self) -> &Sweep {
+        &self.sweep
+    }
+
+    pub fn data(&self) -> &Ohlcv {
+        &self.data
+    }
+
+    pub fn dispatcher(&self) -> &Dispatcher {
+        &self.dispatcher
+    }
+
+    pub fn preparation(&self) -> Preparation {
+        self.preparation
+    }
+
+    /// The workers' names, in pool order.
+    pub fn workers(&self) -> Vec<String> {
+        self.pool.names()
+    }
+
+    /// The rows of the combos `combos` (grid numbers), in the order given: the same rows
+    /// the full sweep gives for them. Combos the strategy's `require` rule refuses give
+    /// no row, as in the sweep. In a sampled session only the sample's combos can run
+    /// (the book holds only what they read).
+    pub fn evaluate(&self, combos: &[u64]) -> Result<ChunkResult, SweepError> {
+        let set = self.sweep.combos();
+        for &combo in combos {
+            if combo >= set.grid_len() {
+                return Err(SweepError::Spec(format!(
+                    "combo {combo} is not in the grid, which has {} combos (0 to {})",
+                    set.grid_len(),
+                    set.grid_len() - 1
+                )));
+            }
+            if set.sample().is_some_and(|s| s.binary_search(&combo).is_err()) {
+                return Err(SweepError::Spec(format!(
+                    "combo {combo} is not in this session's --random sample; a session over the whole grid \
+                     evaluates any combo"
+                )));
+            }
+        }
+        let chunks = batch_chunks(combos.len() as u64, set.chunk_size(), &self.pool);
+        let work = self.sweep.batch_workload(combos);
+        let mut rows = ChunkResult::default();
+        self.pool.distribute(&work, &chunks, &self.batches, &|_, _| Ok(()), &mut |_, part: ChunkResult| {
+            rows.combos.extend(part.combos);
+            rows.metrics.extend(part.metrics);
+            Ok::<(), SweepError>(())
+        })?;
+        Ok(rows)
+    }
+
+    /// The rows of parameter sets (schema order), each value on the grid's axis for its
+    /// parameter: [`Session::evaluate`] of their combos.
+    pub fn evaluate_params(&self, params: &[Vec<f64>]) -> Result<ChunkResult, SweepError> {
+        let combos = params.iter().map(|values| self.combo_of(values)).collect::<Result<Vec<_>, _>>()?;
+        self.evaluate(&combos)
+    }
+
+    /// The combo number of a parameter set, or which value is not on the grid.
+    pub fn combo_of(&self, values: &[f64]) -> Result<u64, SweepError> {
+        let grid = self.spec().grid();
+        let schema = grid.strategy().schema();
+        if values.len() != schema.len() {
+            return Err(SweepError::Spec(format!(
+                "{} values given for the {} parameters of {}",
+                values.len(),
+                schema.len(),
+                grid.strategy()
+            )));
+        }
+        grid.combo_of(values).ok_or_else(|| {
+            let (p, v, axis) = schema
+                .iter()
+                .zip(values)
+                .zip(grid.axes())
+                .find(|((_, v), axis)| !axis.contains(v))
+                .map(|((p, &v), axis)| (p, v, axis))
+                .expect("a value off its axis");
+            let on: Vec<String> = axis.iter().take(12).map(|&a| p.format(a)).collect();
+            SweepError::Spec(format!(
+                "{}={}: not on the session's grid (its values: {}{})",
+                p.name,
+                p.format(v),
+                on.join(", "),
+                if axis.len() > on.len() { ", …" } else { "" }
+            ))
+        })
+    }
+
+    /// Every combo of the plan, the rows kept in memory in combo order. `progress(done,
+    /// total)` runs after each chunk; an error it returns (e.g. [`SweepError::Cancelled`])
+    /// stops the run between chunks.
+    pub fn run_in_memory(
+        &self,
+        progress: &mut dyn FnMut(u64, u64) -> Result<(), SweepError>,
+    ) -> Result<ChunkResult, SweepError> {
+        self.sweep.run_in_memory(&self.pool, &self.distribute, progress)
+    }
+
+    /// The whole plan to files as `opts` says: checkpoints, shards and resume. `phases`
+    /// holds the caller's phases so far (e.g. load); the session's preparation is added.
+    /// `telemetry`, if given, fills the summary's telemetry slot before it is written.
+    pub fn run_to_files(
+        &self,
+        opts: &OutputOptions,
+        mut phases: PhaseTimer,
+        progress: ProgressFn<'_>,
+        telemetry: Option<&mut dyn FnMut() -> Value>,
+    ) -> Result<SweepReport, SweepError> {
+        let p = self.preparation;
+        phases.add("indicators", p.indicators_s);
+        phases.add("book", p.book_s);
+        phases.add("devices", p.devices_s);
+        run_to_files(&self.sweep, &self.data, &self.pool, &self.distribute, opts, phases, progress, telemetry)
+    }
+
+    /// Saves the timing samples the session's indicators took.
+    pub fn flush(&self) -> Result<(), String> {
+        self.dispatcher.flush().map_err(|e| e.to_string())
+    }
+
+}
+
+/// Chunks of a batch of `len` combos: at most `max` each, and enough of them to keep
+/// every lane of the pool busy. How a batch is cut never changes its rows.
+fn batch_chunks(len: u64, max: u64, pool: &DevicePool) -> Vec<Chunk> {
+    const MIN_PIECE: u64 = 16;
+    let lanes = pool.lanes().max(1) as u64;
+    let size = len.div_ceil(2 * lanes).clamp(MIN_PIECE, max.max(MIN_PIECE));
+    (0..len.div_ceil(size)).map(|i| Chunk { index: i, items: i * size..((i + 1) * size).min(len) }).collect()
+}
