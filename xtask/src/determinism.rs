@@ -26,13 +26,14 @@ pub fn run(args: &[String]) -> Result<()> {
     let runs = value("--runs", 6)?.max(2);
     let seed = value("--seed", 2026)?;
     let data = Ohlcv::load("synthetic:bars=4000,seed=42")?;
-    let mut spec = crate::bb_atr_spec(&[
+    let mut request = crate::bb_atr_request(&[
         ("bb_period", "10:40:5"),
         ("bb_std", "1.5,2,2.5"),
         ("atr_period", "7,14"),
         ("atr_mult", "1:3:0.5"),
-    ])?;
-    spec.chunk_size = Some(16);
+    ]);
+    request.chunk_size = Some(16);
+    let spec = request.check()?;
     let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).map_err(anyhow::Error::msg)?;
     let bank = IndicatorBank::new(&data, &dispatcher);
     let sweep = Sweep::prepare(&bank, &spec)?;
@@ -89,7 +90,7 @@ pub fn run(args: &[String]) -> Result<()> {
             by: "sharpe".into(),
             heatmap: None,
         };
-        let report = run_to_files(&sweep, &data, &pool, &distribute, &opts, PhaseTimer::start(), &mut |_, _| {})?;
+        let report = run_to_files(&sweep, &data, &pool, &distribute, &opts, PhaseTimer::start(), &mut |_, _| {}, None)?;
         let digest = hex(&Sha256::digest(std::fs::read(&out)?));
         let shares = report.summary["balance"]["ratios"].as_object().cloned().unwrap_or_default();
         let split: Vec<String> =

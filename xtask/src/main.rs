@@ -41,13 +41,14 @@ fn main() -> Result<()> {
 }
 
 /// A bb_atr sweep over `grid` (`name`, values as `--grid` takes them); every other
-/// parameter at its default. The one spec builder of xtask's tasks.
+/// parameter at its default. The one request builder of xtask's tasks.
+fn bb_atr_request(grid: &[(&str, &str)]) -> threadx_sweep::SweepRequest {
+    threadx_sweep::SweepRequest::new("bb_atr", grid)
+}
+
+/// [`bb_atr_request`], checked.
 fn bb_atr_spec(grid: &[(&str, &str)]) -> Result<threadx_sweep::SweepSpec> {
-    let mut spec = threadx_sweep::SweepSpec::new(threadx_backtest::Strategy::parse("bb_atr").unwrap());
-    for (name, values) in grid {
-        spec.set_axis(name, values)?;
-    }
-    Ok(spec)
+    Ok(bb_atr_request(grid).check()?)
 }
 
 fn root() -> PathBuf {

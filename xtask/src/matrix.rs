@@ -89,7 +89,7 @@ pub fn run(args: &[String]) -> Result<()> {
     for &n in bars {
         let data = Ohlcv::load(&format!("synthetic:bars={n},seed=1"))?;
         let spec = crate::bb_atr_spec(&SWEEP_COMBOS_GRID)?;
-        let combos = spec.grid_len()? as f64;
+        let combos = spec.grid_len() as f64;
         let call = sweep_call(&data, spec);
         let profile = dir.path().join(format!("sweep-bars-{n}.json"));
         points.push(measure(&plan, &gpu, &profile, n as f64, n as f64 * combos, call)?);
@@ -138,8 +138,8 @@ fn sweep_spec(n: u64) -> Result<SweepSpec> {
         ],
     };
     let spec = crate::bb_atr_spec(grid)?;
-    if spec.grid_len()? != n {
-        bail!("matrix: the grid for {n} combos has {}", spec.grid_len()?);
+    if spec.grid_len() != n {
+        bail!("matrix: the grid for {n} combos has {}", spec.grid_len());
     }
     Ok(spec)
 }
@@ -151,7 +151,7 @@ fn sweep_call(data: &Ohlcv, spec: SweepSpec) -> Call<'_> {
         let bank = IndicatorBank::new(data, d);
         let sweep = Sweep::prepare(&bank, &spec)?;
         std::hint::black_box(sweep.run_all(d)?.metrics);
-        let key = Backtester::new(sweep.book(), spec.fee)?.operation(sweep.combos().len() as usize).key().to_owned();
+        let key = Backtester::new(sweep.book(), spec.fee())?.operation(sweep.combos().len() as usize).key().to_owned();
         Ok(key)
     })
 }

@@ -14,18 +14,13 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
-use threadx_backtest::Strategy;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Worker};
-use threadx_sweep::{Sweep, SweepSpec};
+use threadx_sweep::{Sweep, SweepRequest, SweepSpec};
 
 fn spec(grid: &[(&str, &str)]) -> SweepSpec {
-    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
-    for (name, values) in grid {
-        spec.set_axis(name, values).expect("a valid grid");
-    }
-    spec
+    SweepRequest::new("bb_atr", grid).check().expect("a valid grid")
 }
 
 fn reference(c: &mut Criterion) {

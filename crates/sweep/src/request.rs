@@ -97,6 +97,13 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 impl SweepRequest {
+    /// A request for `strategy` over `grid` (`name`, values as `--grid` takes them: a
+    /// list `1.5,2`, names `sma,ema` or a range `10:50:5`), everything else by default.
+    pub fn new(strategy: &str, grid: &[(&str, &str)]) -> Self {
+        let axes = grid.iter().map(|&(name, values)| (name.to_owned(), Axis::Text(values.to_owned())));
+        Self { strategy: Some(strategy.to_owned()), grid: Some(axes.collect()), ..Self::default() }
+    }
+
     /// A request from a TOML config's text. Errors name the line and column.
     pub fn from_toml(text: &str) -> Result<Self, SweepError> {
         toml::from_str(text).map_err(|e| {

@@ -9,7 +9,7 @@ use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PhaseTimer, Worker};
 use threadx_sweep::{
-    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepSpec, merge, parse_row, run_to_files, walk_forward,
+    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, SweepSpec, merge, parse_row, run_to_files, walk_forward,
 };
 
 /// A CPU dispatcher with its profile in `dir` (which must outlive it).
@@ -21,13 +21,15 @@ fn data() -> Ohlcv {
     Ohlcv::load("synthetic:bars=3000,seed=5").unwrap()
 }
 
-fn bb_spec() -> SweepSpec {
-    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
-    spec.set_axis("bb_period", "10:40:10").unwrap();
-    spec.set_axis("bb_std", "1.5,2,2.5").unwrap();
-    spec.set_axis("atr_period", "7,14").unwrap();
-    spec.set_axis("atr_mult", "1:3:1").unwrap();
-    spec
+fn bb_spec() -> SweepRequest {
+    SweepRequest::new(
+        "bb_atr",
+        &[("bb_period", "10:40:10"), ("bb_std", "1.5,2,2.5"), ("atr_period", "7,14"), ("atr_mult", "1:3:1")],
+    )
+}
+
+fn checked(request: &SweepRequest) -> SweepSpec {
+    request.check().unwrap()
 }
 
 fn options(out: &Path) -> OutputOptions {
@@ -57,15 +59,15 @@ fn to_files(
 ) -> Result<serde_json::Value, SweepError> {
     let mut distribute = DistributeOptions::new(sweep.workload_tag());
     distribute.ratios = Some(pool.names().into_iter().zip(ratios.iter().copied()).collect());
-    run_to_files(sweep, data, pool, &distribute, opts, PhaseTimer::start(), &mut |_, _| {}).map(|r| r.summary)
+    run_to_files(sweep, data, pool, &distribute, opts, PhaseTimer::start(), &mut |_, _| {}, None).map(|r| r.summary)
 }
 
 /// Runs `spec` on `data` into `out` with `threads` CPU threads; returns the CSV bytes.
-fn run(data: &Ohlcv, spec: &SweepSpec, opts: &OutputOptions, threads: usize) -> Vec<u8> {
+fn run(data: &Ohlcv, spec: &SweepRequest, opts: &OutputOptions, threads: usize) -> Vec<u8> {
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(data, &dispatcher);
-    let sweep = Sweep::prepare(&bank, spec).unwrap();
+    let sweep = Sweep::prepare(&bank, &checked(spec)).unwrap();
     to_files(&sweep, data, &cpu_pool(threads), &[1.0], opts).unwrap();
     std::fs::read(&opts.out).unwrap()
 }
@@ -125,9 +127,7 @@ fn rows_are_single_backtests_in_combo_order() {
 #[test]
 fn combos_the_rules_refuse_are_skipped_but_keep_their_numbers() {
     let dir = tempfile::tempdir().unwrap();
-    let mut spec = SweepSpec::new(Strategy::parse("ma_cross").unwrap());
-    spec.set_axis("fast", "10,20,30").unwrap();
-    spec.set_axis("slow", "20,40").unwrap();
+    let spec = SweepRequest::new("ma_cross", &[("fast", "10,20,30"), ("slow", "20,40")]);
     let csv = lines(&run(&data(), &spec, &options(&dir.path().join("r.csv")), 1));
     let kept: Vec<(u64, f64, f64)> = csv[1..]
         .iter()
@@ -139,13 +139,11 @@ fn combos_the_rules_refuse_are_skipped_but_keep_their_numbers() {
 }
 
 /// A grid of 320 combos in chunks of 64, so that it has several chunks.
-fn many_chunks() -> (Ohlcv, SweepSpec) {
+fn many_chunks() -> (Ohlcv, SweepRequest) {
     let d = data();
-    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
+    let mut spec =
+        SweepRequest::new("bb_atr", &[("bb_period", "10,20"), ("atr_period", "7,14"), ("atr_mult", "0.25:20:0.25")]);
     spec.chunk_size = Some(64);
-    spec.set_axis("bb_period", "10,20").unwrap();
-    spec.set_axis("atr_period", "7,14").unwrap();
-    spec.set_axis("atr_mult", "0.25:20:0.25").unwrap();
     (d, spec)
 }
 
@@ -176,7 +174,7 @@ fn bytes_do_not_depend_on_threads_shards_or_sampling() {
         merge(&[shards[0].clone(), shards[0].clone()], &dir.path().join("m2.csv"), 5, "sharpe", None).unwrap_err();
     assert!(twice.to_string().contains("are both shard 0/3"), "{twice}");
     let mut other = spec.clone();
-    other.fee = 0.002;
+    other.fee = Some(0.002);
     let foreign = dir.path().join("foreign.csv");
     run(&d, &other, &OutputOptions { shard: Shard { index: 2, count: 3 }, ..options(&foreign) }, 2);
     let mismatch =
@@ -186,7 +184,7 @@ fn bytes_do_not_depend_on_threads_shards_or_sampling() {
 
     // A Monte-Carlo sample: distinct combos, the same for a seed, rows equal to the grid's.
     let mut sampled = spec.clone();
-    sampled.sample = Some(Sample { n: 100, seed: 7 });
+    sampled.random = Some(Sample { n: 100, seed: 7 });
     let a = lines(&run(&d, &sampled, &options(&dir.path().join("a.csv")), 2));
     assert_eq!(a, lines(&run(&d, &sampled, &options(&dir.path().join("b.csv")), 1)));
     assert_eq!(a.len(), 101);
@@ -198,7 +196,7 @@ fn bytes_do_not_depend_on_threads_shards_or_sampling() {
         last = Some(combo);
         assert_eq!(row, &grid_rows[combo as usize + 1], "a sampled combo's row is its grid row");
     }
-    sampled.sample = Some(Sample { n: 100, seed: 8 });
+    sampled.random = Some(Sample { n: 100, seed: 8 });
     assert_ne!(a, lines(&run(&d, &sampled, &options(&dir.path().join("c.csv")), 2)), "another seed, another sample");
 }
 
@@ -211,7 +209,7 @@ fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(&d, &dispatcher);
-    let sweep = Sweep::prepare(&bank, &spec).unwrap();
+    let sweep = Sweep::prepare(&bank, &checked(&spec)).unwrap();
     // The only worker dies on its third chunk, with no fallback: a run killed mid-way.
     let dying = DevicePool::new(vec![Worker::cpu().with_lanes(1).with_fault(Fault::FailAt { chunk: 2 })])
         .unwrap()
@@ -226,8 +224,8 @@ fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
     let refused = to_files(&sweep, &d, &cpu_pool(2), &[1.0], &options(&out)).unwrap_err();
     assert!(refused.to_string().contains("pass --resume to continue it"), "{refused}");
     let mut other = spec.clone();
-    other.fee = 0.002;
-    let other_sweep = Sweep::prepare(&bank, &other).unwrap();
+    other.fee = Some(0.002);
+    let other_sweep = Sweep::prepare(&bank, &checked(&other)).unwrap();
     let resume = OutputOptions { resume: true, ..options(&out) };
     let err = to_files(&other_sweep, &d, &cpu_pool(2), &[1.0], &resume).unwrap_err();
     assert!(err.to_string().contains("was made by a different sweep"), "{err}");
@@ -246,7 +244,7 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     spec.walk_forward = Some(threadx_sweep::WalkForward { train: 2000, test: 1000, step: 1000 });
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
-    let report = walk_forward(&d, &dispatcher, &spec, "total_return", &mut |_, _| {}).unwrap();
+    let report = walk_forward(&d, &dispatcher, &checked(&spec), "total_return", &mut |_, _| {}).unwrap();
     assert_eq!(report.windows.len(), 4);
     let mut growth = 1.0;
     for (w, window) in report.windows.iter().enumerate() {
@@ -259,7 +257,7 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
         let mut plain = spec.clone();
         plain.walk_forward = None;
         let bank = IndicatorBank::new(&train, &dispatcher);
-        let sweep = Sweep::prepare(&bank, &plain).unwrap();
+        let sweep = Sweep::prepare(&bank, &checked(&plain)).unwrap();
         let all = sweep.run_all(&dispatcher).unwrap();
         let best = all.metrics.iter().map(|m| m.total_return).fold(f64::MIN, f64::max);
         assert_eq!(window.best.metrics.total_return, best);
@@ -270,7 +268,7 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     assert!((report.overall.total_return - (growth - 1.0)).abs() < 1e-12);
     let too_long = threadx_sweep::WalkForward { train: 5000, test: 2000, step: 2000 };
     spec.walk_forward = Some(too_long);
-    let err = walk_forward(&d, &dispatcher, &spec, "sharpe", &mut |_, _| {}).unwrap_err().to_string();
+    let err = walk_forward(&d, &dispatcher, &checked(&spec), "sharpe", &mut |_, _| {}).unwrap_err().to_string();
     assert!(err.contains("fewer than one train and one test window"), "{err}");
 }
 
@@ -293,7 +291,7 @@ fn the_cpu_and_every_adapter_together_resume_and_merge_to_the_cpus_bytes() {
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(&d, &dispatcher);
-    let sweep = Sweep::prepare(&bank, &spec).unwrap();
+    let sweep = Sweep::prepare(&bank, &checked(&spec)).unwrap();
 
     // N identical logical workers give the bytes of one, whatever the ratios.
     for (logical, cpu_share) in [(1, 0.5), (3, 0.1)] {
@@ -361,12 +359,12 @@ fn a_samples_book_holds_only_its_own_combos_and_gives_the_grids_metrics() {
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
     for strategy in Strategy::builtins() {
-        let grid_spec = SweepSpec::default_grid(strategy.clone());
+        let grid_spec = SweepRequest { strategy: Some(strategy.locator().to_owned()), ..SweepRequest::default() };
         let mut sample_spec = grid_spec.clone();
-        sample_spec.sample = Some(Sample { n: 12, seed: 3 });
+        sample_spec.random = Some(Sample { n: 12, seed: 3 });
         let (grid_bank, sample_bank) = (IndicatorBank::new(&d, &dispatcher), IndicatorBank::new(&d, &dispatcher));
-        let grid = Sweep::prepare(&grid_bank, &grid_spec).unwrap();
-        let sample = Sweep::prepare(&sample_bank, &sample_spec).unwrap();
+        let grid = Sweep::prepare(&grid_bank, &checked(&grid_spec)).unwrap();
+        let sample = Sweep::prepare(&sample_bank, &checked(&sample_spec)).unwrap();
         // Each combo reads at most three series (bb_atr: middle band, deviation, ATR).
         assert!(sample_bank.computations() <= 3 * 12, "{strategy}: {}", sample_bank.computations());
         assert!(sample_bank.computations() <= grid_bank.computations(), "{strategy}");
@@ -386,37 +384,41 @@ fn a_samples_book_holds_only_its_own_combos_and_gives_the_grids_metrics() {
 }
 
 /// The 10^12-combo grid (1,000 values of each bb_atr parameter).
-fn trillion() -> SweepSpec {
-    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
-    for (name, values) in
-        [("bb_period", "2:1001:1"), ("bb_std", "0.01:10:0.01"), ("atr_period", "1:1000:1"), ("atr_mult", "0.1:100:0.1")]
-    {
-        spec.set_axis(name, values).unwrap();
-    }
+fn trillion() -> SweepRequest {
+    let mut spec = SweepRequest::new(
+        "bb_atr",
+        &[("bb_period", "2:1001:1"), ("bb_std", "0.01:10:0.01"), ("atr_period", "1:1000:1"), ("atr_mult", "0.1:100:0.1")],
+    );
+    spec.device = Some(DeviceMode::Cpu);
     spec
+}
+
+/// `request` planned for `bars` bars within `limit` bytes (`u64::MAX`: none).
+fn plan(request: &SweepRequest, bars: usize, limit: u64) -> Result<SweepPlan, SweepError> {
+    SweepPlan::new(&SweepRequest { max_memory: Some(limit), ..request.clone() }.check()?, bars)
 }
 
 #[test]
 fn preparation_is_laid_out_before_work_and_refused_when_it_cannot_fit() {
     let spec = trillion();
-    assert_eq!(spec.grid_len().unwrap(), 1_000_000_000_000);
+    assert_eq!(checked(&spec).grid_len(), 1_000_000_000_000);
     // The whole grid: 1,000 periods (middle band and deviation each) and 1,000 ATR
     // series, one entry row per (bb_period, bb_std): gigabytes, known without computing.
-    let whole = SweepPlan::new(&spec, 35_040, None, DeviceMode::Cpu).unwrap();
+    let whole = plan(&spec, 35_040, u64::MAX).unwrap();
     assert_eq!(whole.series(), 3_000);
     assert!(whole.bytes() > 5_000_000_000, "{}", whole.bytes());
-    let err = SweepPlan::new(&spec, 35_040, Some(1 << 30), DeviceMode::Cpu).unwrap_err().to_string();
+    let err = plan(&spec, 35_040, 1 << 30).unwrap_err().to_string();
     assert!(err.contains("6.0 GiB") && err.contains("1.0 GiB") && err.contains("--random N"), "{err}");
     // A sample of 10 needs only its own series: at most 3 each.
     let mut sampled = spec.clone();
-    sampled.sample = Some(Sample { n: 10, seed: 1 });
-    let plan = SweepPlan::new(&sampled, 35_040, Some(1 << 30), DeviceMode::Cpu).unwrap();
-    assert!(plan.series() <= 30, "{}", plan.series());
-    assert!(plan.bytes() < 50_000_000, "{}", plan.bytes());
-    assert_eq!(plan.combos().len(), 10);
+    sampled.random = Some(Sample { n: 10, seed: 1 });
+    let small = plan(&sampled, 35_040, 1 << 30).unwrap();
+    assert!(small.series() <= 30, "{}", small.series());
+    assert!(small.bytes() < 50_000_000, "{}", small.bytes());
+    assert_eq!(small.combos().len(), 10);
     // Drawing an enormous sample is refused before the draw allocates.
-    sampled.sample = Some(Sample { n: 100_000_000_000, seed: 1 });
-    let err = SweepPlan::new(&sampled, 35_040, Some(1 << 30), DeviceMode::Cpu).unwrap_err().to_string();
+    sampled.random = Some(Sample { n: 100_000_000_000, seed: 1 });
+    let err = plan(&sampled, 35_040, 1 << 30).unwrap_err().to_string();
     assert!(err.contains("100000000000 sampled combos"), "{err}");
 }
 
@@ -430,7 +432,7 @@ fn rows_in_memory_are_the_files_rows_and_a_cancel_stops_between_chunks() {
     let file = lines(&run(&d, &spec, &opts, 2));
     let dispatcher = cpu(&dir);
     let bank = IndicatorBank::new(&d, &dispatcher);
-    let sweep = Sweep::prepare(&bank, &spec).unwrap();
+    let sweep = Sweep::prepare(&bank, &checked(&spec)).unwrap();
     let distribute = DistributeOptions::new(sweep.workload_tag());
     let mut seen = Vec::new();
     let rows = sweep
@@ -468,21 +470,19 @@ fn rows_in_memory_are_the_files_rows_and_a_cancel_stops_between_chunks() {
 /// the stack) against a 569 MB peak, and 395 MiB against 332 MB on the CPU.
 #[test]
 fn the_estimate_counts_the_gpu_upload_where_a_gpu_may_run() {
-    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
-    for (name, values) in
-        [("bb_period", "2:201:1"), ("bb_std", "0.1:5:0.1"), ("atr_period", "1:100:1"), ("atr_mult", "0.01:10:0.01")]
-    {
-        spec.set_axis(name, values).unwrap();
-    }
-    let bytes = |mode| SweepPlan::new(&spec, 35_040, None, mode).unwrap().bytes();
+    let spec = SweepRequest::new(
+        "bb_atr",
+        &[("bb_period", "2:201:1"), ("bb_std", "0.1:5:0.1"), ("atr_period", "1:100:1"), ("atr_mult", "0.01:10:0.01")],
+    );
+    let bytes = |mode| plan(&SweepRequest { device: Some(mode), ..spec.clone() }, 35_040, u64::MAX).unwrap().bytes();
     let (cpu, gpu) = (bytes(DeviceMode::Cpu), bytes(DeviceMode::Gpu));
     // 10,200 bit rows of 548 words and 100 ATR series of 35,040 bars, twice, and the
     // per-bar tables, and the stack.
     let upload = 2 * (10_200 * 548 * 8 + 100 * 35_040 * 8 + 35_040 * 80) + (96 << 20);
     assert_eq!(gpu - cpu, upload);
     assert_eq!(bytes(DeviceMode::Auto), gpu, "10^9 combos: auto may use a GPU");
-    let mut small = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
-    small.set_axis("bb_period", "10,20").unwrap();
-    let small_bytes = |mode| SweepPlan::new(&small, 35_040, None, mode).unwrap().bytes();
+    let small = SweepRequest::new("bb_atr", &[("bb_period", "10,20")]);
+    let small_bytes =
+        |mode| plan(&SweepRequest { device: Some(mode), ..small.clone() }, 35_040, u64::MAX).unwrap().bytes();
     assert_eq!(small_bytes(DeviceMode::Auto), small_bytes(DeviceMode::Cpu), "small: auto runs on the CPU");
 }

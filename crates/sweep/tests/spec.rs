@@ -1,70 +1,85 @@
-//! SweepSpec: lists, ranges and TOML, every refusal before work, and the combo order.
+//! SweepRequest → SweepSpec: lists, ranges and TOML, every refusal before work, and the combo order.
 
-use threadx_backtest::Strategy;
-use threadx_sweep::{Shard, SweepSpec, WalkForward};
+use threadx_backtest::{Axis, Strategy};
+use threadx_dispatch::DeviceMode;
+use threadx_sweep::{Shard, SweepRequest, SweepSpec, WalkForward};
 
-fn err(spec: &mut SweepSpec, name: &str, text: &str) -> String {
-    spec.set_axis(name, text).unwrap_err().to_string()
+/// `strategy` with `grid` (as `--grid` takes it), checked.
+fn spec(strategy: &str, grid: &[(&str, &str)]) -> SweepSpec {
+    request(strategy, grid).check().unwrap()
+}
+
+fn request(strategy: &str, grid: &[(&str, &str)]) -> SweepRequest {
+    SweepRequest { device: Some(DeviceMode::Cpu), ..SweepRequest::new(strategy, grid) }
+}
+
+/// Why `strategy` with `name=text` is refused.
+fn err(strategy: &str, name: &str, text: &str) -> String {
+    request(strategy, &[(name, text)]).check().unwrap_err().to_string()
 }
 
 #[test]
 fn lists_and_inclusive_ranges() {
-    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
-    spec.set_axis("bb_period", "10:50:5").unwrap();
-    spec.set_axis("bb_std", "1.5,2,2.5").unwrap();
-    spec.set_axis("atr_mult", "0.1:0.5:0.1").unwrap();
+    let spec = spec("bb_atr", &[("bb_period", "10:50:5"), ("bb_std", "1.5,2,2.5"), ("atr_mult", "0.1:0.5:0.1")]);
     assert_eq!(spec.axes()[0], [10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0]);
     assert_eq!(spec.axes()[1], [1.5, 2.0, 2.5]);
     assert_eq!(spec.axes()[2], [14.0], "an unnamed parameter keeps its default");
     // Decimal steps land on the decimal values, the stop included.
     assert_eq!(spec.axes()[3], [0.1, 0.2, 0.3, 0.4, 0.5]);
-    assert_eq!(spec.grid_len().unwrap(), 9 * 3 * 5);
+    assert_eq!(spec.grid_len(), 9 * 3 * 5);
     // A range that does not land on its stop ends before it.
-    spec.set_axis("bb_period", "10:20:4").unwrap();
-    assert_eq!(spec.axes()[0], [10.0, 14.0, 18.0]);
-    let mut ma = SweepSpec::new(Strategy::parse("ma_cross").unwrap());
-    ma.set_axis("ma_type", "sma, EMA").unwrap();
+    assert_eq!(self::spec("bb_atr", &[("bb_period", "10:20:4")]).axes()[0], [10.0, 14.0, 18.0]);
+    let ma = self::spec("ma_cross", &[("ma_type", "sma, EMA")]);
     assert_eq!(ma.axes()[0], [0.0, 1.0]);
+    // Typed axes (a TOML list or table, Python's lists) give the same values as text.
+    let typed = SweepRequest {
+        grid: Some(vec![
+            ("bb_period".into(), Axis::Range { start: 10.0, stop: 50.0, step: 5.0 }),
+            ("bb_std".into(), Axis::numbers(&[1.5, 2.0, 2.5])),
+            ("atr_mult".into(), Axis::Range { start: 0.1, stop: 0.5, step: 0.1 }),
+        ]),
+        ..request("bb_atr", &[])
+    };
+    assert_eq!(typed.check().unwrap(), spec);
 }
 
 #[test]
 fn bad_grids_are_refused_with_the_reason() {
-    let mut spec = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
     assert_eq!(
-        err(&mut spec, "bb_perid", "10"),
+        err("bb_atr", "bb_perid", "10"),
         "bb_atr: unknown parameter `bb_perid` (known: bb_period, bb_std, atr_period, atr_mult; did you mean 'bb_period'?)"
     );
-    assert_eq!(err(&mut spec, "bb_period", "50:10:5"), "bb_period=50:10:5: empty range: start 50 is after stop 10");
-    assert_eq!(err(&mut spec, "bb_period", "10:50:0"), "bb_period=10:50:0: the step must be positive");
-    assert_eq!(err(&mut spec, "bb_period", "10:50:-5"), "bb_period=10:50:-5: the step must be positive");
+    assert_eq!(err("bb_atr", "bb_period", "50:10:5"), "bb_period=50:10:5: empty range: start 50 is after stop 10");
+    assert_eq!(err("bb_atr", "bb_period", "10:50:0"), "bb_period=10:50:0: the step must be positive");
+    assert_eq!(err("bb_atr", "bb_period", "10:50:-5"), "bb_period=10:50:-5: the step must be positive");
     assert_eq!(
-        err(&mut spec, "bb_period", "10:50"),
+        err("bb_atr", "bb_period", "10:50"),
         "bb_period=10:50: a range is start:stop:step (inclusive), e.g. 10:50:5"
     );
-    assert_eq!(err(&mut spec, "bb_period", "1:5:1"), "bb_period=1: out of range: must be ≥ 2 and ≤ 100000");
-    assert_eq!(err(&mut spec, "bb_period", "10:12:0.5"), "bb_period=10.5: must be a whole number");
-    assert_eq!(err(&mut spec, "atr_mult", "0,1"), "atr_mult=0: out of range: must be > 0 and ≤ 100");
-    assert_eq!(err(&mut spec, "bb_std", "2,2.0"), "bb_std=2,2.0: 2 is listed twice");
-    assert_eq!(err(&mut spec, "bb_std", "2,,3"), "bb_std=2,,3: empty value in the list");
-    assert_eq!(err(&mut spec, "bb_std", "two"), "bb_std=two: not a number (expected > 0 and ≤ 10)");
-    assert!(err(&mut spec, "bb_period", "2:100000000:1").contains("at most 1000000 per parameter"));
-    let mut ma = SweepSpec::new(Strategy::parse("ma_cross").unwrap());
+    assert_eq!(err("bb_atr", "bb_period", "1:5:1"), "bb_period=1: out of range: must be ≥ 2 and ≤ 100000");
+    assert_eq!(err("bb_atr", "bb_period", "10:12:0.5"), "bb_period=10.5: must be a whole number");
+    assert_eq!(err("bb_atr", "atr_mult", "0,1"), "atr_mult=0: out of range: must be > 0 and ≤ 100");
+    assert_eq!(err("bb_atr", "bb_std", "2,2.0"), "bb_std=2,2.0: 2 is listed twice");
+    assert_eq!(err("bb_atr", "bb_std", "2,,3"), "bb_std=2,,3: empty value in the list");
+    assert_eq!(err("bb_atr", "bb_std", "two"), "bb_std=two: not a number (expected > 0 and ≤ 10)");
+    assert!(err("bb_atr", "bb_period", "2:100000000:1").contains("at most 1000000 per parameter"));
     assert_eq!(
-        err(&mut ma, "ma_type", "0:1:1"),
+        err("ma_cross", "ma_type", "0:1:1"),
         "ma_type=0:1:1: a range needs numbers; list the names instead (one of sma, ema)"
     );
     // The spec as a whole.
-    ma.set_axis("fast", "50,60").unwrap();
-    ma.set_axis("slow", "20,30").unwrap();
+    let ma = request("ma_cross", &[("fast", "50,60"), ("slow", "20,30")]);
     assert_eq!(
         ma.check().unwrap_err().to_string(),
         "ma_cross: no combo of the grid passes `require = \"fast < slow\"`"
     );
-    let mut fee = SweepSpec::new(Strategy::parse("bb_atr").unwrap());
-    fee.fee = -0.001;
+    let fee = SweepRequest { fee: Some(-0.001), ..request("bb_atr", &[]) };
     assert!(fee.check().unwrap_err().to_string().starts_with("fee -0.001 is outside [0, 1)"));
-    let mut random = SweepSpec::default_grid(Strategy::parse("bb_atr").unwrap());
-    random.sample = Some(threadx_sweep::Sample { n: 10_001, seed: 1 });
+    let random = SweepRequest {
+        random: Some(threadx_sweep::Sample { n: 10_001, seed: 1 }),
+        device: Some(DeviceMode::Cpu),
+        ..SweepRequest::default()
+    };
     assert_eq!(
         random.check().unwrap_err().to_string(),
         "--random 10001 asks for more combos than the grid has (10000); run the whole grid instead"
@@ -73,15 +88,16 @@ fn bad_grids_are_refused_with_the_reason() {
 
 #[test]
 fn the_default_grid_has_ten_thousand_bb_atr_combos() {
-    assert_eq!(SweepSpec::default_grid(Strategy::parse("bb_atr").unwrap()).grid_len().unwrap(), 10_000);
+    let default = SweepRequest { device: Some(DeviceMode::Cpu), ..SweepRequest::default() };
+    assert_eq!(default.check().unwrap().grid_len(), 10_000);
     for s in Strategy::builtins() {
-        SweepSpec::default_grid(s.clone()).check().unwrap();
+        SweepRequest { strategy: Some(s.locator().into()), ..default.clone() }.check().unwrap();
     }
 }
 
 #[test]
 fn toml_configs() {
-    let spec = SweepSpec::from_toml(
+    let spec = SweepRequest::from_toml(
         r#"
         strategy = "rsi_reversion"
         fee = 0.0005
@@ -95,13 +111,14 @@ fn toml_configs() {
         "#,
     )
     .unwrap();
-    assert_eq!(spec.strategy, Strategy::parse("rsi_reversion").unwrap());
-    assert_eq!(spec.fee, 0.0005);
+    let spec = SweepRequest { device: Some(DeviceMode::Cpu), ..spec }.check().unwrap();
+    assert_eq!(*spec.strategy(), Strategy::parse("rsi_reversion").unwrap());
+    assert_eq!(spec.fee(), 0.0005);
     assert_eq!(spec.axes()[0], [7.0, 14.0, 21.0]);
     assert_eq!(spec.axes()[1], [20.0, 25.5]);
     assert_eq!(spec.axes()[4], [2.0]);
-    assert_eq!(spec.sample, Some(threadx_sweep::Sample { n: 3, seed: 9 }));
-    let wf = SweepSpec::from_toml("[walk_forward]\ntrain = 100\ntest = 20\n").unwrap();
+    assert_eq!(spec.sample(), Some(threadx_sweep::Sample { n: 3, seed: 9 }));
+    let wf = SweepRequest::from_toml("[walk_forward]\ntrain = 100\ntest = 20\n").unwrap();
     assert_eq!(wf.walk_forward, Some(WalkForward { train: 100, test: 20, step: 20 }));
     for (text, message) in [
         (
@@ -110,16 +127,23 @@ fn toml_configs() {
         ),
         (
             "colour = 1",
-            "config: unknown key `colour` (known: strategy, fee, periods_per_year, chunk_size, grid, random, walk_forward)",
+            "config: line 1, column 1: unknown field `colour`, expected one of `strategy`, `grid`, `fee`, \
+             `periods_per_year`, `chunk_size`, `random`, `walk_forward`, `threads`, `device`, `max_memory`",
         ),
         ("[grid]\nbb_period = \"10:5:1\"", "bb_period=10:5:1: empty range: start 10 is after stop 5"),
-        ("[grid]\nbb_period = true", "config: grid.bb_period: expected a list, a range or a value"),
-        ("[random]\nseed = 1", "config: random.n is needed"),
-        ("grid = 3", "config: [grid] must be a table"),
+        (
+            "[grid]\nbb_period = true",
+            "config: line 2, column 13: invalid type: boolean `true`, expected a list, a range or a value",
+        ),
+        ("[random]\nseed = 1", "config: line 1, column 1: missing field `n`"),
+        ("grid = 3", "config: line 1, column 8: invalid type: integer `3`, expected a map"),
+        ("max_memory = \"8Q\"", "config: line 1, column 14: `8Q`: use a number with k, M, G or T, e.g. 8G"),
+        ("[walk_forward]\ntrain = 0\ntest = 5", "config: line 1, column 1: walk_forward train, test and step must be ≥ 1"),
     ] {
-        assert_eq!(SweepSpec::from_toml(text).unwrap_err().to_string(), message, "{text}");
+        let refused = SweepRequest::from_toml(text).and_then(|r| SweepRequest { device: Some(DeviceMode::Cpu), ..r }.check());
+        assert_eq!(refused.unwrap_err().to_string(), message, "{text}");
     }
-    assert!(SweepSpec::from_toml("[grid").unwrap_err().to_string().starts_with("config: "));
+    assert!(SweepRequest::from_toml("[grid").unwrap_err().to_string().starts_with("config: line 1, column 6: "));
 }
 
 #[test]
