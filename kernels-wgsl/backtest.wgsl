@@ -109,7 +109,7 @@ fn level_at(stop: u32, e: u32, close: vec2<u32>) -> vec2<u32> {
     return stop_level(close, value, s.yz);
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WORKGROUP)
 fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = gid.y * groups.x * WORKGROUP + gid.x;
     if (i >= params.combos) {

@@ -22,7 +22,7 @@ fn tr_at(t: u32) -> f32 {
 }
 
 // out[t] = true range from bar 1.
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP)
 fn true_range(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let t = gid.y * groups.x * WORKGROUP + gid.x;
     if (t == 0u || t >= params.n) {

@@ -16,7 +16,7 @@
 
 const WORKGROUP: u32 = 256u;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP)
 fn rolling_mean_std(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = gid.y * groups.x * WORKGROUP + gid.x;
     if (i >= params.n * params.sets) {

@@ -351,9 +351,8 @@ impl Session {
         let spec = request(request_json)?;
         let data = bars.data.clone();
         let dispatcher = dispatcher(spec.device())?;
-        let session = py
-            .detach(move || threadx_sweep::Session::new(&spec, data, dispatcher, &mut note))
-            .map_err(sweep_error)?;
+        let session =
+            py.detach(move || threadx_sweep::Session::new(&spec, data, dispatcher, &mut note)).map_err(sweep_error)?;
         Ok(Self { session: Arc::new(session) })
     }
 

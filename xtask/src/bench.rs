@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
-use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, DevicePolicy, select_gpu};
+use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher, GpuContext, select_gpu};
 use threadx_profile_store::ThresholdStore;
 
 /// The device modes both benchmarks time, in their reports' order.

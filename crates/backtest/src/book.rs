@@ -23,11 +23,11 @@
 //! arrays, a column being a combo. The simulation and the kernel are the same.
 
 use crate::BacktestError;
+use crate::grid::Grid;
+use crate::param::{MAX_PARAMS, ParamValues};
 use crate::rules::{
     Bound, Eval, Op, Price, RuleKind, SeriesKey, SeriesTable, fill_rows, indicators_of, is_none, max_bars_of, warmup_of,
 };
-use crate::grid::Grid;
-use crate::param::{MAX_PARAMS, ParamValues};
 use crate::strategy::Strategy;
 use ndarray::ArrayView2;
 use rayon::prelude::*;

@@ -21,8 +21,6 @@ pub(crate) const BACKTEST: Kernel = Kernel {
     entry: "backtest",
 };
 
-const WORKGROUP: u32 = 64;
-
 /// Bar·combos per dispatch at most, so that no single dispatch runs for long (drivers
 /// reset a GPU that does not answer for a couple of seconds).
 const MAX_WORK_PER_DISPATCH: u64 = 1 << 31;
@@ -190,7 +188,6 @@ impl GpuBacktester {
         &self.ctx
     }
 
-
     /// The totals of every plan, in order: the same bits as the CPU's.
     pub fn run(&self, plans: &[ComboPlan]) -> Result<Vec<Totals>, GpuError> {
         let pending = self.submit(plans)?;
@@ -238,7 +235,7 @@ impl GpuBacktester {
                 .iter()
                 .zip(&bindings)
                 .map(|(&(first, _), buffers)| {
-                    Ok(Dispatch { kernel: &BACKTEST, buffers, workgroups: ctx.grid(combos(first) as u64, WORKGROUP)? })
+                    Ok(Dispatch { kernel: &BACKTEST, buffers, workgroups: ctx.grid(&BACKTEST, combos(first) as u64)? })
                 })
                 .collect::<Result<Vec<_>, GpuError>>()?;
             // One submission per piece: its read-back can be left while its kernels run.
@@ -328,3 +325,75 @@ fn min_max(values: impl Iterator<Item = f64>) -> (f64, f64) {
 
 /// The kernel of this crate, for tests that compile it on every adapter.
 pub const KERNELS: [Kernel; 1] = [BACKTEST];
+
+#[cfg(test)]
+mod layout {
+    //! The host's structs and constants are the kernel's: laid out alike, byte for byte.
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use threadx_dispatch::ShaderInfo;
+
+    fn shader() -> ShaderInfo {
+        ShaderInfo::parse(BACKTEST.source).expect("backtest.wgsl parses")
+    }
+
+    /// The WGSL struct `name`'s size and member offsets.
+    fn wgsl(name: &str) -> (u32, Vec<(String, u32)>) {
+        shader().struct_layout(name).unwrap_or_else(|| panic!("no struct {name} in backtest.wgsl"))
+    }
+
+    fn members(list: &[(&str, usize)]) -> Vec<(String, u32)> {
+        list.iter().map(|&(n, o)| (n.to_owned(), o as u32)).collect()
+    }
+
+    #[test]
+    fn params_plan_and_run_match_backtest_wgsl() {
+        let params = members(&[
+            ("bars", offset_of!(Params, bars)),
+            ("words", offset_of!(Params, words)),
+            ("combos", offset_of!(Params, combos)),
+            ("first", offset_of!(Params, first)),
+            ("exit_rows", offset_of!(Params, exit_rows)),
+            ("until", offset_of!(Params, until)),
+            ("log_buy", offset_of!(Params, log_buy)),
+            ("log_sell", offset_of!(Params, log_sell)),
+            ("start", offset_of!(Params, start)),
+            ("pad", offset_of!(Params, pad)),
+            ("entry_ret", offset_of!(Params, entry_ret)),
+            ("entry_ret_sq", offset_of!(Params, entry_ret_sq)),
+        ]);
+        assert_eq!(wgsl("Params"), (size_of::<Params>() as u32, params));
+        let plan = members(&[
+            ("entry", offset_of!(ComboPlan, entry)),
+            ("exit", offset_of!(ComboPlan, exit)),
+            ("stop", offset_of!(ComboPlan, stop)),
+            ("warmup", offset_of!(ComboPlan, warmup)),
+            ("take_profit", offset_of!(ComboPlan, take_profit)),
+            ("max_bars", offset_of!(ComboPlan, max_bars)),
+        ]);
+        assert_eq!(wgsl("Plan"), (size_of::<ComboPlan>() as u32, plan));
+        // The host reads a run's totals; the state after them is the kernel's alone.
+        let (size, run) = wgsl("Run");
+        assert_eq!(size as usize, size_of::<Run>());
+        let totals = members(&[
+            ("log_equity", offset_of!(Run, log_equity)),
+            ("drawdown", offset_of!(Run, drawdown)),
+            ("sum", offset_of!(Run, sum)),
+            ("sum_sq", offset_of!(Run, sum_sq)),
+            ("trades", offset_of!(Run, trades)),
+            ("closed", offset_of!(Run, closed)),
+            ("wins", offset_of!(Run, wins)),
+            ("held", offset_of!(Run, held)),
+        ]);
+        assert_eq!(run[..totals.len()], totals);
+        assert_eq!(run[totals.len()].1 as usize, offset_of!(Run, state));
+    }
+
+    #[test]
+    fn constants_match_backtest_wgsl() {
+        let shader = shader();
+        assert_eq!(shader.constant_u32("NO_STOP"), Some(ComboPlan::NO_STOP));
+        // The kernel indexes by the size it declares; the host dispatches by the same.
+        assert_eq!(shader.constant_u32("WORKGROUP"), Some(threadx_dispatch::workgroup_size(&BACKTEST).unwrap()));
+    }
+}

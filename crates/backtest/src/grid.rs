@@ -59,12 +59,11 @@ impl Grid {
 
     /// A grid of checked axes: only the combo count is left to check.
     fn counted(strategy: Strategy, axes: Vec<Vec<f64>>) -> Result<Self, BacktestError> {
-        let len = axes.iter().try_fold(1u64, |n, a| n.checked_mul(a.len() as u64)).ok_or_else(|| {
-            BacktestError::Combo {
+        let len =
+            axes.iter().try_fold(1u64, |n, a| n.checked_mul(a.len() as u64)).ok_or_else(|| BacktestError::Combo {
                 strategy: strategy.name().to_owned(),
                 problem: "the grid has more than 2^64 combos; narrow it or use --random N".into(),
-            }
-        })?;
+            })?;
         Ok(Self { strategy, axes, len })
     }
 
@@ -128,4 +127,3 @@ impl Grid {
         ParamValues::new(&values[..index.len()])
     }
 }
-

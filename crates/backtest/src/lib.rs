@@ -32,11 +32,11 @@ mod strategy;
 
 pub use book::{BookLayout, ComboPlan, SignalBook};
 pub use error::BacktestError;
-pub use grid::Grid;
-pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamKind, ParamSpec, ParamValues};
 pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
 pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
+pub use grid::Grid;
 pub use metrics::{ExitReason, Metrics, Trade};
+pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamKind, ParamSpec, ParamValues};
 pub use rules::{RuleKind, rule_functions};
 pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals};
 pub use strategy::{Strategy, check_fee, strategy_help};

@@ -161,7 +161,11 @@ impl ParamSpec {
             return Err(bad("a range is start:stop:step (inclusive), e.g. 10:50:5".into()));
         };
         let num = |what: &str, s: &str| {
-            s.trim().parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| bad(format!("{what} `{s}` is not a number")))
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| bad(format!("{what} `{s}` is not a number")))
         };
         self.range_axis(num("start", start)?, num("stop", stop)?, num("step", step)?, bad)
     }
@@ -333,4 +337,3 @@ impl std::ops::Deref for ParamValues {
         &self.values[..self.len]
     }
 }
-

@@ -50,7 +50,8 @@ pub fn run(args: &BalanceArgs, device: Option<DeviceMode>) -> Result<()> {
     };
     let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
-    let request = SweepRequest { strategy: Some(strategy.locator().to_owned()), device: Some(mode), ..Default::default() };
+    let request =
+        SweepRequest { strategy: Some(strategy.locator().to_owned()), device: Some(mode), ..Default::default() };
     let spec = request.check()?;
     let sweep = SweepPlan::new(&spec, data.len())?.prepare(&IndicatorBank::new(&data, &dispatcher))?;
     let pool = DevicePool::for_mode(mode, &dispatcher, None)?;

@@ -6,8 +6,8 @@ use anyhow::Result;
 use clap::Subcommand;
 use std::fmt::Write as _;
 use threadx_backtest::{Axis, BookLayout, Grid, RuleKind, Strategy, rule_functions};
-use threadx_dispatch::thousands;
 use threadx_dispatch::DeviceMode;
+use threadx_dispatch::thousands;
 use threadx_sweep::SweepRequest;
 
 #[derive(Debug, Subcommand)]

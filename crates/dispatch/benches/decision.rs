@@ -4,7 +4,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use std::hint::black_box;
-use threadx_dispatch::{Device, DeviceMode, Dispatcher, Operation, DevicePolicy, select_gpu};
+use threadx_dispatch::{Device, DeviceMode, DevicePolicy, Dispatcher, Operation, select_gpu};
 use threadx_profile_store::Profiles;
 
 fn decision(c: &mut Criterion) {

@@ -219,19 +219,17 @@ pub fn select_gpu() -> GpuSelection {
     let wanted = crate::DevicePolicy::wanted_adapter();
     let (chosen, problem) = match (&wanted, adapters.is_empty()) {
         (_, true) => (None, Some(no_adapter_reason(std::env::var("WGPU_BACKEND").ok().as_deref()))),
-        (Some(w), false) => {
-            match adapters.iter().position(|a| crate::DevicePolicy::names_adapter(w, &a.name)) {
-                Some(i) => (Some(i), None),
-                None => (
-                    None,
-                    Some(format!(
-                        "{}={w:?} matches no adapter (found: {})",
-                        crate::ADAPTER_ENV,
-                        adapters.iter().map(AdapterReport::label).collect::<Vec<_>>().join(", ")
-                    )),
-                ),
-            }
-        }
+        (Some(w), false) => match adapters.iter().position(|a| crate::DevicePolicy::names_adapter(w, &a.name)) {
+            Some(i) => (Some(i), None),
+            None => (
+                None,
+                Some(format!(
+                    "{}={w:?} matches no adapter (found: {})",
+                    crate::ADAPTER_ENV,
+                    adapters.iter().map(AdapterReport::label).collect::<Vec<_>>().join(", ")
+                )),
+            ),
+        },
         (None, false) => (Some(0), None),
     };
     GpuSelection { adapters, chosen, problem, handles }

@@ -201,7 +201,8 @@ impl Dispatcher {
         let host = adapters::host_fingerprint();
         let cached = store.written_by().filter(|f| f.starts_with(&host)).map(str::to_owned);
         store.set_fingerprint(&cached.unwrap_or_else(|| format!("{host}not probed")));
-        let dispatcher = Self { probe: std::sync::OnceLock::new(), ..Self::new(mode, None, store, DevicePolicy::default()) };
+        let dispatcher =
+            Self { probe: std::sync::OnceLock::new(), ..Self::new(mode, None, store, DevicePolicy::default()) };
         match mode {
             DeviceMode::Cpu => {
                 let _ = dispatcher.probe.set(Probe::default());
@@ -227,7 +228,8 @@ impl Dispatcher {
                 .set_fingerprint(&adapters::fingerprint(report.as_ref()));
             let gpu = match self.mode {
                 _ if report.as_ref().is_some_and(|r| {
-                    let named = DevicePolicy::wanted_adapter().is_some_and(|w| DevicePolicy::names_adapter(&w, &r.name));
+                    let named =
+                        DevicePolicy::wanted_adapter().is_some_and(|w| DevicePolicy::names_adapter(&w, &r.name));
                     r.software && !self.policy.runs_software(self.mode, named)
                 }) =>
                 {

@@ -186,8 +186,10 @@ impl GpuContext {
     /// The workgroup grid for `invocations` invocations of `workgroup_size`: x up to the
     /// adapter's per-dimension limit, then rows. The kernel's linear index is
     /// `gid.y * num_workgroups.x * workgroup_size + gid.x`, and it must skip indices past
-    /// its work (the last row is rounded up).
-    pub fn grid(&self, invocations: u64, workgroup_size: u32) -> Result<[u32; 3], GpuError> {
+    /// its work (the last row is rounded up). The workgroup size is the one `kernel`'s
+    /// WGSL declares ([`crate::shader::workgroup_size`]): it is written there alone.
+    pub fn grid(&self, kernel: &Kernel, invocations: u64) -> Result<[u32; 3], GpuError> {
+        let workgroup_size = crate::shader::workgroup_size(kernel)?;
         let groups = invocations.div_ceil(workgroup_size.into()).max(1);
         let max = u64::from(self.limits.max_compute_workgroups_per_dimension);
         let x = groups.min(max);

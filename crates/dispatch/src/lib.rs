@@ -18,14 +18,16 @@ mod dispatcher;
 mod gpu;
 mod mode;
 mod policy;
+mod shader;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_gpu, thousands};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Reason};
-pub use policy::DevicePolicy;
 pub use gpu::{Dispatch, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, PendingRead, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
+pub use policy::DevicePolicy;
+pub use shader::{ShaderInfo, workgroup_size};
 pub use threadx_profile_store::Device;
 /// The wgpu this crate is built on, so kernels' crates bind buffers of the same version.
 pub use wgpu;

@@ -27,7 +27,13 @@ pub struct DevicePolicy {
 
 impl Default for DevicePolicy {
     fn default() -> Self {
-        Self { min_gpu_size: 4096, min_samples: 3, recheck_every: 50, small_sweep_combos: 4 * 8192, min_useful_share: 0.05 }
+        Self {
+            min_gpu_size: 4096,
+            min_samples: 3,
+            recheck_every: 50,
+            small_sweep_combos: 4 * 8192,
+            min_useful_share: 0.05,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use threadx_dispatch::testing::best_adapter;
-use threadx_dispatch::{Device, DeviceMode, Dispatcher, GpuContext, GpuError, Operation, DevicePolicy, Reason};
+use threadx_dispatch::{Device, DeviceMode, DevicePolicy, Dispatcher, GpuContext, GpuError, Operation, Reason};
 use threadx_profile_store::{Profiles, ThresholdStore};
 
 const FP: &str = "fp";
@@ -26,7 +26,12 @@ fn seed(store: &mut ThresholdStore, op: &Operation, cpu_ms: &[f64], gpu_ms: &[f6
 }
 
 fn auto(gpu: Arc<GpuContext>, store: ThresholdStore) -> Dispatcher {
-    Dispatcher::new(DeviceMode::Auto, Some(gpu), store, DevicePolicy { recheck_every: 1_000_000, ..DevicePolicy::default() })
+    Dispatcher::new(
+        DeviceMode::Auto,
+        Some(gpu),
+        store,
+        DevicePolicy { recheck_every: 1_000_000, ..DevicePolicy::default() },
+    )
 }
 
 fn bb(period: u32, size: usize) -> Operation {
@@ -125,8 +130,12 @@ fn the_slower_device_is_remeasured_less_often_the_slower_it_is() {
         let op = bb(20, 100_000);
         let mut s = store(dir.path());
         seed(&mut s, &op, &[cpu_ms; 3], &[gpu_ms; 3]);
-        let d =
-            Dispatcher::new(DeviceMode::Auto, Some(gpu.clone()), s, DevicePolicy { recheck_every: 10, ..DevicePolicy::default() });
+        let d = Dispatcher::new(
+            DeviceMode::Auto,
+            Some(gpu.clone()),
+            s,
+            DevicePolicy { recheck_every: 10, ..DevicePolicy::default() },
+        );
         let winner = if gpu_ms < cpu_ms { Device::Gpu } else { Device::Cpu };
         let rechecks: Vec<usize> = (0..300).filter(|_| d.decide(&op).device != winner).collect();
         assert_eq!(rechecks, expected, "cpu {cpu_ms} ms, gpu {gpu_ms} ms");
@@ -139,7 +148,8 @@ fn the_slower_device_is_remeasured_less_often_the_slower_it_is() {
     let op = bb(20, 100_000);
     let mut s = store(dir.path());
     seed(&mut s, &op, &[1.0; 3], &[100.0; 3]);
-    let d = Dispatcher::new(DeviceMode::Auto, Some(gpu), s, DevicePolicy { recheck_every: 10, ..DevicePolicy::default() });
+    let d =
+        Dispatcher::new(DeviceMode::Auto, Some(gpu), s, DevicePolicy { recheck_every: 10, ..DevicePolicy::default() });
     let first = (0..2000).position(|_| d.decide(&op).device == Device::Gpu);
     assert_eq!(first, Some(999), "a device 100 times slower is re-run every 1,000th call");
 }

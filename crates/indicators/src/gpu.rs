@@ -30,9 +30,25 @@ const ATR: Kernel = Kernel { name: "atr", source: source!("range.wgsl"), entry: 
 /// Every kernel of this crate, for tests that compile them all.
 pub const KERNELS: [Kernel; 6] = [ROLLING, EMA, RSI, MACD, TRUE_RANGE, ATR];
 
-/// Workgroup sizes of the per-bar and the per-set entry points.
-const PER_BAR_WORKGROUP: u32 = 256;
-const PER_SET_WORKGROUP: u32 = 64;
+/// What a kernel's invocations each compute: one (set, bar), or a whole set's bars.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grain {
+    PerBar,
+    PerSet,
+}
+
+/// One batched kernel launch: what it reads and how its work and output are laid out.
+struct Launch<'a> {
+    kernel: &'a Kernel,
+    inputs: &'a [&'a wgpu::Buffer],
+    bars: u32,
+    /// Parameter words, `per_set` per set; with `per_set` 0, one set with none.
+    sets: &'a [u32],
+    per_set: usize,
+    /// Output blocks, each `sets × bars` values.
+    blocks: usize,
+    grain: Grain,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -66,7 +82,18 @@ pub(crate) fn compute_family(
             let mut periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32 + 1).collect();
             periods.sort_unstable();
             periods.dedup();
-            let rows = run_batched(ctx, &ROLLING, &[&close], n32, &periods, 1, 2, PER_BAR_WORKGROUP, true)?;
+            let rows = run_batched(
+                ctx,
+                &Launch {
+                    kernel: &ROLLING,
+                    inputs: &[&close],
+                    bars: n32,
+                    sets: &periods,
+                    per_set: 1,
+                    blocks: 2,
+                    grain: Grain::PerBar,
+                },
+            )?;
             let close = data.close();
             let values = |&indicator: &Indicator| {
                 let period = indicator.lookback() + 1;
@@ -97,7 +124,18 @@ pub(crate) fn compute_family(
         }
         Family::Ema => {
             let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32 + 1).collect();
-            let rows = run_batched(ctx, &EMA, &[&close], n32, &periods, 1, 1, PER_SET_WORKGROUP, false)?;
+            let rows = run_batched(
+                ctx,
+                &Launch {
+                    kernel: &EMA,
+                    inputs: &[&close],
+                    bars: n32,
+                    sets: &periods,
+                    per_set: 1,
+                    blocks: 1,
+                    grain: Grain::PerSet,
+                },
+            )?;
             let close = data.close();
             let values = |(set, &indicator): (usize, &Indicator)| {
                 let offsets = &rows[0][set * n..][..n];
@@ -111,7 +149,18 @@ pub(crate) fn compute_family(
         }
         Family::Rsi => {
             let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32).collect();
-            let rows = run_batched(ctx, &RSI, &[&close], n32, &periods, 1, 1, PER_SET_WORKGROUP, false)?;
+            let rows = run_batched(
+                ctx,
+                &Launch {
+                    kernel: &RSI,
+                    inputs: &[&close],
+                    bars: n32,
+                    sets: &periods,
+                    per_set: 1,
+                    blocks: 1,
+                    grain: Grain::PerSet,
+                },
+            )?;
             from_blocks(indicators, &rows, n, |set| set)
         }
         Family::Macd => {
@@ -122,7 +171,18 @@ pub(crate) fn compute_family(
                     _ => [0; 3],
                 })
                 .collect();
-            let rows = run_batched(ctx, &MACD, &[&close], n32, &periods, 3, 3, PER_SET_WORKGROUP, false)?;
+            let rows = run_batched(
+                ctx,
+                &Launch {
+                    kernel: &MACD,
+                    inputs: &[&close],
+                    bars: n32,
+                    sets: &periods,
+                    per_set: 3,
+                    blocks: 3,
+                    grain: Grain::PerSet,
+                },
+            )?;
             from_blocks(indicators, &rows, n, |set| set)
         }
         Family::TrueRange | Family::Atr => {
@@ -130,12 +190,34 @@ pub(crate) fn compute_family(
             let low = ctx.storage_buffer("low", &f32_pairs(data.low(), reference))?;
             let inputs = [&high, &low, &close];
             if family == Family::TrueRange {
-                let rows = run_batched(ctx, &TRUE_RANGE, &inputs, n32, &[], 0, 1, PER_BAR_WORKGROUP, true)?;
+                let rows = run_batched(
+                    ctx,
+                    &Launch {
+                        kernel: &TRUE_RANGE,
+                        inputs: &inputs,
+                        bars: n32,
+                        sets: &[],
+                        per_set: 0,
+                        blocks: 1,
+                        grain: Grain::PerBar,
+                    },
+                )?;
                 // Every true range of the batch is the same series.
                 from_blocks(indicators, &rows, n, |_| 0)
             } else {
                 let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32).collect();
-                let rows = run_batched(ctx, &ATR, &inputs, n32, &periods, 1, 1, PER_SET_WORKGROUP, false)?;
+                let rows = run_batched(
+                    ctx,
+                    &Launch {
+                        kernel: &ATR,
+                        inputs: &inputs,
+                        bars: n32,
+                        sets: &periods,
+                        per_set: 1,
+                        blocks: 1,
+                        grain: Grain::PerSet,
+                    },
+                )?;
                 from_blocks(indicators, &rows, n, |set| set)
             }
         }
@@ -177,21 +259,10 @@ fn from_blocks(
     indicators.iter().enumerate().map(values).collect()
 }
 
-/// Runs `kernel` over the parameter sets in `per_set`-word groups (none: one set), in as
-/// few dispatches as the adapter's binding size allows, and returns `blocks` output
-/// blocks, each `sets × n` long. `per_bar`: one invocation per (set, bar), else per set.
-#[allow(clippy::too_many_arguments)]
-fn run_batched(
-    ctx: &GpuContext,
-    kernel: &Kernel,
-    inputs: &[&wgpu::Buffer],
-    n: u32,
-    sets_data: &[u32],
-    per_set: usize,
-    blocks: usize,
-    workgroup: u32,
-    per_bar: bool,
-) -> Result<Vec<Vec<f32>>, GpuError> {
+/// Runs a launch's kernel over its parameter sets in as few dispatches as the adapter's
+/// binding size allows, and returns its output blocks, each `sets × bars` long.
+fn run_batched(ctx: &GpuContext, launch: &Launch<'_>) -> Result<Vec<Vec<f32>>, GpuError> {
+    let Launch { kernel, inputs, bars: n, sets: sets_data, per_set, blocks, grain } = *launch;
     let sets = sets_data.len().checked_div(per_set).unwrap_or(1);
     let bytes_per_set = blocks as u64 * u64::from(n) * 4;
     let fit = (ctx.max_binding_bytes() / bytes_per_set.max(1)) as usize;
@@ -219,8 +290,11 @@ fn run_batched(
         if per_set > 0 {
             bindings.push(&periods);
         }
-        let invocations = if per_bar { count as u64 * u64::from(n) } else { count as u64 };
-        ctx.dispatch(kernel, &bindings, ctx.grid(invocations, workgroup)?)?;
+        let invocations = match grain {
+            Grain::PerBar => count as u64 * u64::from(n),
+            Grain::PerSet => count as u64,
+        };
+        ctx.dispatch(kernel, &bindings, ctx.grid(kernel, invocations)?)?;
         let data = ctx.read_back::<f32>(&output, len)?;
         for (b, block) in out.iter_mut().enumerate() {
             block.extend_from_slice(&data[b * count * n_us..][..count * n_us]);

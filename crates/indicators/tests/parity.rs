@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use threadx_dispatch::testing::adapters;
-use threadx_dispatch::{Device, DeviceMode, Dispatcher, DevicePolicy};
+use threadx_dispatch::{Device, DeviceMode, DevicePolicy, Dispatcher};
 use threadx_indicators::{Indicator, IndicatorBank, IndicatorError, Ohlcv, SyntheticSpec, compute_cpu, compute_gpu};
 use threadx_profile_store::Profiles;
 
@@ -158,7 +158,12 @@ fn specs_parse_with_defaults_and_refuse_what_is_unknown() {
 fn dispatcher(mode: DeviceMode, dir: &tempfile::TempDir) -> Dispatcher {
     let profiles = Profiles::at(dir.path().join("t.json"), dir.path().join("m.json"), "test");
     let gpu = adapters().first().cloned();
-    Dispatcher::new(mode, gpu, profiles.threshold_store().unwrap(), DevicePolicy { min_gpu_size: 0, ..DevicePolicy::default() })
+    Dispatcher::new(
+        mode,
+        gpu,
+        profiles.threshold_store().unwrap(),
+        DevicePolicy { min_gpu_size: 0, ..DevicePolicy::default() },
+    )
 }
 
 #[test]

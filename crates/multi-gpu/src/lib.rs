@@ -34,9 +34,7 @@ pub use monitor::{
     parse_history_csv, plot_svg, sample_line, summary_json,
 };
 pub use phases::{PhaseReport, PhaseTimer};
-pub use pool::{
-    Chunk, DevicePool, DistributeOptions, InOrder, InWorker, RunStats, WorkerStats, Workload,
-};
+pub use pool::{Chunk, DevicePool, DistributeOptions, InOrder, InWorker, RunStats, WorkerStats, Workload};
 pub use worker::{Fault, PoolOptions, Worker, WorkerDevice};
 
 use threadx_dispatch::GpuError;

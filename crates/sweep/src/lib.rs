@@ -28,13 +28,13 @@ mod walk;
 
 pub use combos::{ComboSet, Shard, chunk_size};
 pub use output::{
-    HeatmapOptions, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir, data_fingerprint, merge,
-    row_json, run_to_files, summary_path,
+    HeatmapOptions, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir,
+    data_fingerprint, merge, row_json, run_to_files, summary_path,
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
+pub use request::{SweepRequest, parse_size};
 pub use rows::{Row, header, parse_row, write_row};
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
-pub use request::{SweepRequest, parse_size};
 pub use session::{Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward};
 pub use threadx_indicators::available_memory;

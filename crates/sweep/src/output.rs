@@ -514,10 +514,9 @@ pub fn merge(
     let strategy = spec.strategy();
     let head = header(strategy);
     let mut heatmap = match heatmap {
-        Some(h) => Some((
-            Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by)?,
-            h.path.clone(),
-        )),
+        Some(h) => {
+            Some((Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by)?, h.path.clone()))
+        }
         None => None,
     };
 

@@ -49,7 +49,8 @@ mod named_axes {
     use indexmap::IndexMap;
 
     pub fn serialize<S: Serializer>(axes: &Option<Vec<(String, Axis)>>, s: S) -> Result<S::Ok, S::Error> {
-        let map: Option<IndexMap<&str, &Axis>> = axes.as_ref().map(|a| a.iter().map(|(n, v)| (n.as_str(), v)).collect());
+        let map: Option<IndexMap<&str, &Axis>> =
+            axes.as_ref().map(|a| a.iter().map(|(n, v)| (n.as_str(), v)).collect());
         map.serialize(s)
     }
 

@@ -9,7 +9,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
 use threadx_backtest::{
-    Backtester, BarTables, BookLayout, ComboPlan, GpuBacktester, Metrics, PendingTotals, SignalBook, Totals, simulate_cpu,
+    Backtester, BarTables, BookLayout, ComboPlan, GpuBacktester, Metrics, PendingTotals, SignalBook, Totals,
+    simulate_cpu,
 };
 use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher, format_bytes, thousands};
 use threadx_indicators::IndicatorBank;

@@ -5,10 +5,10 @@
 //! Invariant: [`Session::evaluate`] gives exactly the rows the full sweep gives for the
 //! same combos, on whatever device: both run the same book through the same pool.
 
+use crate::SweepError;
 use crate::output::{OutputOptions, ProgressFn, SweepReport, run_to_files};
 use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};
 use crate::spec::SweepSpec;
-use crate::SweepError;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
@@ -87,8 +87,12 @@ impl Session {
             None => None,
         };
         let batches = DistributeOptions { profiles: None, ratios: saved, ..distribute.clone() };
-        let preparation =
-            Preparation { series, indicators_s, book_s: prepare_s - indicators_s, devices_s: started.elapsed().as_secs_f64() };
+        let preparation = Preparation {
+            series,
+            indicators_s,
+            book_s: prepare_s - indicators_s,
+            devices_s: started.elapsed().as_secs_f64(),
+        };
         Ok(Self { data, dispatcher, sweep, pool, distribute, batches, preparation })
     }
 
@@ -218,7 +222,6 @@ impl Session {
     pub fn flush(&self) -> Result<(), String> {
         self.dispatcher.flush().map_err(|e| e.to_string())
     }
-
 }
 
 /// Chunks of a batch of `len` combos: at most `max` each, and enough of them to keep

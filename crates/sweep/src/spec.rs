@@ -285,7 +285,8 @@ impl SweepSpec {
             .collect();
         deps.sort_unstable();
         deps.dedup();
-        let count = deps.iter().try_fold(1usize, |n, &i| n.checked_mul(self.axes()[i].len())).filter(|&n| n <= limit)?;
+        let count =
+            deps.iter().try_fold(1usize, |n, &i| n.checked_mul(self.axes()[i].len())).filter(|&n| n <= limit)?;
         let mut values: Vec<f64> = self.axes().iter().map(|a| a[0]).collect();
         Some((0..count).try_for_each(|mut k| {
             for &i in deps.iter().rev() {

@@ -9,7 +9,8 @@ use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PhaseTimer, Worker};
 use threadx_sweep::{
-    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, SweepSpec, merge, parse_row, run_to_files, walk_forward,
+    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, SweepSpec, merge, parse_row,
+    run_to_files, walk_forward,
 };
 
 /// A CPU dispatcher with its profile in `dir` (which must outlive it).
@@ -387,7 +388,12 @@ fn a_samples_book_holds_only_its_own_combos_and_gives_the_grids_metrics() {
 fn trillion() -> SweepRequest {
     let mut spec = SweepRequest::new(
         "bb_atr",
-        &[("bb_period", "2:1001:1"), ("bb_std", "0.01:10:0.01"), ("atr_period", "1:1000:1"), ("atr_mult", "0.1:100:0.1")],
+        &[
+            ("bb_period", "2:1001:1"),
+            ("bb_std", "0.01:10:0.01"),
+            ("atr_period", "1:1000:1"),
+            ("atr_mult", "0.1:100:0.1"),
+        ],
     );
     spec.device = Some(DeviceMode::Cpu);
     spec

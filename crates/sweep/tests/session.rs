@@ -51,8 +51,7 @@ fn a_batch_gives_the_full_sweeps_rows_on_every_device() {
             assert_eq!(rows(&s.evaluate(part).unwrap()), expected[..size], "{size} combos on {:?}", s.workers());
         }
         // Parameter sets give their combos' rows.
-        let params: Vec<Vec<f64>> =
-            batch[..20].iter().map(|&c| s.sweep().book().combo_values(c).to_vec()).collect();
+        let params: Vec<Vec<f64>> = batch[..20].iter().map(|&c| s.sweep().book().combo_values(c).to_vec()).collect();
         assert_eq!(rows(&s.evaluate_params(&params).unwrap()), expected[..20]);
         assert!(s.evaluate(&[]).unwrap().combos.is_empty());
     }

@@ -138,9 +138,13 @@ fn toml_configs() {
         ("[random]\nseed = 1", "config: line 1, column 1: missing field `n`"),
         ("grid = 3", "config: line 1, column 8: invalid type: integer `3`, expected a map"),
         ("max_memory = \"8Q\"", "config: line 1, column 14: `8Q`: use a number with k, M, G or T, e.g. 8G"),
-        ("[walk_forward]\ntrain = 0\ntest = 5", "config: line 1, column 1: walk_forward train, test and step must be ≥ 1"),
+        (
+            "[walk_forward]\ntrain = 0\ntest = 5",
+            "config: line 1, column 1: walk_forward train, test and step must be ≥ 1",
+        ),
     ] {
-        let refused = SweepRequest::from_toml(text).and_then(|r| SweepRequest { device: Some(DeviceMode::Cpu), ..r }.check());
+        let refused =
+            SweepRequest::from_toml(text).and_then(|r| SweepRequest { device: Some(DeviceMode::Cpu), ..r }.check());
         assert_eq!(refused.unwrap_err().to_string(), message, "{text}");
     }
     assert!(SweepRequest::from_toml("[grid").unwrap_err().to_string().starts_with("config: line 1, column 6: "));

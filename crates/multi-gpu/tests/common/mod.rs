@@ -99,7 +99,7 @@ impl Workload for Hashes {
                 let out = ctx.output_buffer::<u32>("hashes", count as usize)?;
                 let params = ctx.uniform_buffer("params", &[items.start as u32, count, self.rounds, 0])?;
                 let launch =
-                    Dispatch { kernel: &HASH, buffers: &[&out, &params], workgroups: ctx.grid(count.into(), 64)? };
+                    Dispatch { kernel: &HASH, buffers: &[&out, &params], workgroups: ctx.grid(&HASH, count.into())? };
                 Ok(Pending::Gpu(ctx.dispatch_and_read_back(&[launch], &out, count as usize)?))
             }
         }
