@@ -195,7 +195,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if args.out == Path::new(DEFAULT_OUT) {
         std::fs::create_dir_all("artifacts/sweep").context("creating artifacts/sweep")?;
     }
-    let opts = output_options(args, &spec, shard)?;
+    let mut opts = output_options(args, &spec, shard);
     let monitor_plot =
         args.monitor.then(|| args.monitor_plot.clone().unwrap_or_else(|| sibling(&args.out, "-monitor.svg")));
     if let Some(plot) = &monitor_plot {
@@ -221,6 +221,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
             .flatten()
             .collect();
     refuse_output_over_input(&outputs, &inputs).map_err(anyhow::Error::msg)?;
+    check_outputs(args, &spec, &mut opts)?;
 
     let mut monitor = match args.monitor {
         true => Some(SystemMonitor::start(&MonitorOptions { interval: MIN_INTERVAL, ..MonitorOptions::default() })?),
@@ -320,9 +321,8 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     Ok(())
 }
 
-/// Where the results, summary and heatmap go, checked before any work. The default
-/// heatmap is left out (with a note) when it cannot be drawn; one asked for by name fails.
-fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard) -> Result<OutputOptions> {
+/// Where the results, summary and heatmap go.
+fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard) -> OutputOptions {
     let varying = spec.axes().iter().filter(|a| a.len() > 1).count();
     let heatmap = match (&args.heatmap, varying >= 2 || args.heatmap_x.is_some()) {
         (Some(path), _) => Some(path.clone()),
@@ -331,17 +331,22 @@ fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard) -> Result<Ou
         }
         _ => None,
     };
-    let mut opts = OutputOptions {
+    OutputOptions {
         out: args.out.clone(),
         resume: args.resume,
         shard,
         top: args.top,
         by: args.by.clone(),
         heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
-    };
+    }
+}
+
+/// Checks the outputs before any work. The default heatmap is left out (with a note)
+/// when it cannot be drawn; one asked for by name fails.
+fn check_outputs(args: &SweepArgs, spec: &SweepSpec, opts: &mut OutputOptions) -> Result<()> {
     if spec.walk_forward().is_some() {
         check_writable(&args.out)?;
-        return Ok(opts);
+        return Ok(());
     }
     check_output(&opts)?;
     if let Some(h) = &opts.heatmap {
@@ -359,7 +364,7 @@ fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard) -> Result<Ou
             Ok(_) => {}
         }
     }
-    Ok(opts)
+    Ok(())
 }
 
 /// Each worker's lane time by phase.
