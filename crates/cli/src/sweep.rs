@@ -162,7 +162,11 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     request.threads = args.threads.or(request.threads);
     request.max_memory = args.max_memory.or(request.max_memory);
     request.device = Some(mode);
-    Ok(request.check()?)
+    request.check().map_err(|e| match e {
+        // The flag's name, as the user typed it.
+        threadx_sweep::SweepError::Spec(m) if m.starts_with("threads:") => anyhow::anyhow!("--{m}"),
+        e => e.into(),
+    })
 }
 
 fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
