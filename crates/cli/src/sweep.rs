@@ -352,7 +352,7 @@ fn check_outputs(args: &SweepArgs, spec: &SweepSpec, opts: &mut OutputOptions) -
         check_writable(&args.out)?;
         return Ok(());
     }
-    check_output(&opts)?;
+    check_output(opts)?;
     if let Some(h) = &opts.heatmap {
         let made =
             threadx_sweep::Heatmap::new(spec.strategy().clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &args.by);
