@@ -135,13 +135,12 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     // the check, which names both).
     let mut from_config: Vec<String> = request.grid.iter().flatten().map(|(name, _)| name.clone()).collect();
     for (name, values) in grid_pairs(&args.grid)? {
-        let grid = request.grid.get_or_insert_with(Vec::new);
         match from_config.iter().position(|n| *n == name) {
             Some(i) => {
                 from_config.remove(i);
                 request.set_axis(&name, Axis::Text(values));
             }
-            None => grid.push((name, Axis::Text(values))),
+            None => request.grid.get_or_insert_with(Vec::new).push((name, Axis::Text(values))),
         }
     }
     request.fee = args.fee.or(request.fee);

@@ -72,7 +72,7 @@ pub struct SweepReport {
 }
 
 /// Where a run's wall time went, in seconds (the summary's `timings_s`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Timings {
     /// Running the chunks on the pool.
     pub run: f64,
@@ -393,14 +393,7 @@ pub fn run_to_files(
         "chunks": {"size": combos.chunk_size(), "this_shard": chunks.len(), "run": to_run.len(), "resumed": resumed.len()},
         "workers": stats.to_json("combos"),
         "balance": {"tag": distribute.tag, "ratios": stats.ratios},
-        "timings_s": {
-            "run": timings.run,
-            "workers_busy": timings.workers_busy,
-            "writing_chunks": timings.writing_chunks,
-            "assembling": timings.assembling,
-            "total": timings.total,
-            "combos_per_s": timings.combos_per_s,
-        },
+        "timings_s": timings,
         "best": best_json(strategy, &leaderboard),
         // Until here: writing the summary itself is the one thing not in it.
         "phases": phase_report.to_json(),

@@ -340,6 +340,12 @@ impl SweepSpec {
         }
         let mut request: crate::SweepRequest = serde_json::from_value(fields).map_err(bad)?;
         request.device = Some(DeviceMode::Cpu);
-        request.check()
+        let spec = request.check()?;
+        // A summary records every parameter's values; one left out would silently take its default.
+        let named = request.grid.unwrap_or_default();
+        if let Some(p) = spec.strategy().schema().iter().find(|p| !named.iter().any(|(n, _)| *n == p.name)) {
+            return Err(SweepError::Merge(format!("the summaries' spec has no values for parameter {}", p.name)));
+        }
+        Ok(spec)
     }
 }
