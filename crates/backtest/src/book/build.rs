@@ -1,0 +1,108 @@
+//! Building a book from a strategy's rules: each row's rule bound once, its indicator
+//! series computed once through the bank, its bit rows and stops filled.
+
+use super::layout::{BookLayout, FAMILIES};
+use super::stops::{SeriesId, Stop, StopSeries, distance};
+use super::{ComboPlan, Combos, ENTRY, EXIT, MAX_BARS, STOP, SignalBook, TAKE_PROFIT, close_and_returns};
+use crate::BacktestError;
+use crate::grid::Grid;
+use crate::rules::{Eval, SeriesTable, fill_rows, is_none, max_bars_of, warmup_of};
+use crate::strategy::Strategy;
+use std::collections::HashMap;
+use threadx_indicators::IndicatorBank;
+
+impl SignalBook {
+    /// Builds the rows for every combo of `axes` (one list of values per parameter of
+    /// `strategy`, in schema order), computing the indicators they need through `bank`
+    /// (each once). Every value is checked against the schema, and the data must be long
+    /// enough for the slowest combo to trade at least one bar.
+    pub fn build(bank: &IndicatorBank<'_>, strategy: &Strategy, axes: &[Vec<f64>]) -> Result<Self, BacktestError> {
+        Self::from_layout(bank, BookLayout::new(Grid::new(strategy.clone(), axes)?, None)?)
+    }
+
+    /// Builds the rows, stops and series `layout` names.
+    pub fn from_layout(bank: &IndicatorBank<'_>, layout: BookLayout) -> Result<Self, BacktestError> {
+        let strategy = layout.grid.strategy().clone();
+        let data = bank.data();
+        let bars = data.len();
+        if layout.decision_rows().max(layout.stops()) > u64::from(u32::MAX) {
+            return Err(BacktestError::Combo {
+                strategy: strategy.name().to_owned(),
+                problem: format!(
+                    "{} decision rows and {} stops: more than a book can number",
+                    layout.decision_rows(),
+                    layout.stops()
+                ),
+            });
+        }
+        let bound = layout.bind_rows()?;
+        let warmups: [Vec<u32>; 4] = std::array::from_fn(|f| {
+            bound[f].iter().map(|b| warmup_of(FAMILIES[f], b).min(u32::MAX as usize) as u32).collect()
+        });
+        let needed = warmups.iter().filter_map(|w| w.iter().max()).max().map_or(0, |&w| w as usize) + 1;
+        if bars < needed {
+            // The largest value of every axis: the slowest combo for the usual rules.
+            let slowest: Vec<f64> =
+                layout.grid.axes().iter().map(|values| values.iter().copied().fold(f64::MIN, f64::max)).collect();
+            return Err(BacktestError::TooShort {
+                strategy: strategy.name().to_owned(),
+                params: strategy.describe(&slowest),
+                needed,
+                len: bars,
+            });
+        }
+        let max_bars = bound[MAX_BARS]
+            .iter()
+            .map(max_bars_of)
+            .collect::<Result<Vec<u32>, _>>()
+            .map_err(|problem| BacktestError::Combo { strategy: strategy.name().to_owned(), problem })?;
+
+        let table = SeriesTable::new(bank, bound[..MAX_BARS].iter().flatten())?;
+        let entry = fill_rows(&bound[ENTRY], &table);
+        let exit = fill_rows(&bound[EXIT], &table);
+
+        let mut stop_series: Vec<StopSeries> = Vec::new();
+        let mut series_of: HashMap<SeriesId, u32> = HashMap::new();
+        let mut stops = Vec::new();
+        let mut levels: [Vec<u32>; 2] = Default::default();
+        for (f, levels) in [STOP, TAKE_PROFIT].into_iter().zip(&mut levels) {
+            for level in &bound[f] {
+                if is_none(level) {
+                    levels.push(ComboPlan::NO_STOP);
+                    continue;
+                }
+                let distance = distance(level);
+                let id = match distance {
+                    Some((indicator, _)) => SeriesId::Indicator(indicator.id()),
+                    None => SeriesId::Level(level.id()),
+                };
+                let series = *series_of.entry(id).or_insert_with(|| {
+                    stop_series.push(match distance {
+                        Some((indicator, _)) => StopSeries::Indicator(
+                            table.indicator(&indicator).expect("the table holds what the rules read").clone(),
+                        ),
+                        None => StopSeries::levels(Eval::new(level, &table).values(bars)),
+                    });
+                    (stop_series.len() - 1) as u32
+                });
+                levels.push(stops.len() as u32);
+                stops.push(match distance {
+                    Some((_, mult)) => Stop::Distance { series, mult },
+                    None => Stop::Level { series },
+                });
+            }
+        }
+        let mut book = Self::assemble(
+            Combos::Grid(Box::new(layout)),
+            data,
+            close_and_returns(data),
+            [entry, exit],
+            stop_series,
+            stops,
+        );
+        book.levels = levels;
+        book.warmups = warmups;
+        book.max_bars = max_bars;
+        Ok(book)
+    }
+}

@@ -1,0 +1,305 @@
+//! The [`SignalBook`]: every decision a sweep's combos can make, derived once from the
+//! indicator bank and shared by all combos, on the CPU and the GPU alike.
+//!
+//! A strategy's rules depend on a few parameters each (bb_atr's entry on bb_period and
+//! bb_std, its exit on bb_period only, its stop on atr_period and atr_mult), so the book
+//! holds one row per distinct value of those parameters: for a condition (entry, exit)
+//! a bit row, bit t saying whether it holds at bar t, decided in f64 from the CPU's f64
+//! series whatever device the bank's user picked; for a level (stop, take-profit) a
+//! stop the simulation reads at the entry bar. A level `close − m · ATR` is held as its
+//! ATR series and multiplier and formed in f64 at the entry bar e (the GPU forms the
+//! same f64 bits in integer arithmetic), so memory grows with the unique ATR series,
+//! never with the (atr_period, atr_mult) pairs; any other level is held as its series.
+//! A combo is then a few numbers, a [`ComboPlan`], and a simulation reads only close,
+//! the rows it names and nothing per combo: every device takes the same trades, bar
+//! for bar.
+//!
+//! A [`BookLayout`] says, before anything is computed, which rows, stops and indicator
+//! series a book over a [`Grid`] (or over a sample of its combos) holds and about
+//! how much memory that takes; a sample's book holds only what its own combos read.
+//!
+//! A book can also hold a user's own decisions ([`SignalBook::from_signals`]): one entry
+//! row, one exit row and optionally one stop-level series per column of the user's
+//! arrays, a column being a combo. The simulation and the kernel are the same.
+
+mod build;
+mod layout;
+mod signals;
+mod stops;
+
+pub use layout::BookLayout;
+pub(crate) use stops::{Stop, StopRule};
+
+use crate::grid::Grid;
+use crate::param::ParamValues;
+use crate::strategy::Strategy;
+use layout::{ENTRY, EXIT, MAX_BARS, STOP, TAKE_PROFIT, row_number};
+use stops::StopSeries;
+use threadx_indicators::Ohlcv;
+
+/// Where one combo reads its decisions: rows of the book and its first tradable bar.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ComboPlan {
+    pub entry: u32,
+    pub exit: u32,
+    /// Stop (ATR series and multiplier) of [`SignalBook::stops`], or [`ComboPlan::NO_STOP`].
+    pub stop: u32,
+    /// No entry before this bar.
+    pub warmup: u32,
+    /// Take-profit level of [`SignalBook::stops`] (same forms as a stop), or
+    /// [`ComboPlan::NO_STOP`].
+    pub take_profit: u32,
+    /// Exit after this many bars in a trade; 0: no limit.
+    pub max_bars: u32,
+}
+
+impl ComboPlan {
+    pub const NO_STOP: u32 = u32::MAX;
+}
+
+/// What a book's combos are: the combos of a strategy's grid (or a sample of them), or
+/// the columns of a user's own signals.
+#[derive(Debug)]
+enum Combos {
+    Grid(Box<BookLayout>),
+    Signals { columns: usize },
+}
+
+/// Decision rows for every combo of a parameter space (or a sample of it) over one data
+/// set, or for the columns of a user's own signals.
+#[derive(Debug)]
+pub struct SignalBook {
+    combos: Combos,
+    bars: usize,
+    /// Bit rows of [`SignalBook::words`] u64 words each; bits past the last bar are 0.
+    entry: Vec<u64>,
+    exit: Vec<u64>,
+    /// Series the stops read, each once.
+    stop_series: Vec<StopSeries>,
+    /// Stops and take-profits (or one stop per signal column).
+    stops: Vec<Stop>,
+    /// Per stop row and per take-profit row of the layout: its stop, or
+    /// [`ComboPlan::NO_STOP`] when its level is none.
+    levels: [Vec<u32>; 2],
+    /// Per row of the entry, exit, stop and take-profit families: the bars before every
+    /// series the row reads has a value.
+    warmups: [Vec<u32>; 4],
+    /// Per max_bars row: the limit (0: none).
+    max_bars: Vec<u32>,
+    timestamps: Vec<i64>,
+    close: Vec<f64>,
+    /// close[t] / close[t−1] − 1 (0 at t = 0): a held bar's return, computed once.
+    ret: Vec<f64>,
+    /// What annualises the Sharpe ratio: the data's, or the user's.
+    bars_per_year: f64,
+}
+
+impl SignalBook {
+    /// A book of `data`'s bars from its parts: the closes and returns, the entry and exit
+    /// rows, the stops.
+    fn assemble(
+        combos: Combos,
+        data: &Ohlcv,
+        (close, ret): (Vec<f64>, Vec<f64>),
+        [entry, exit]: [Vec<u64>; 2],
+        stop_series: Vec<StopSeries>,
+        stops: Vec<Stop>,
+    ) -> Self {
+        Self {
+            combos,
+            bars: data.len(),
+            entry,
+            exit,
+            stop_series,
+            stops,
+            levels: Default::default(),
+            warmups: Default::default(),
+            max_bars: Vec::new(),
+            timestamps: data.timestamps().to_vec(),
+            close,
+            ret,
+            bars_per_year: data.bars_per_year(),
+        }
+    }
+
+    /// ([`Ohlcv::bars_per_year`](threadx_indicators::Ohlcv::bars_per_year)) unless set.
+    pub fn bars_per_year(&self) -> f64 {
+        self.bars_per_year
+    }
+
+    /// The book with `bars_per_year` set (e.g. 252 for daily stock bars).
+    pub fn with_bars_per_year(mut self, bars_per_year: f64) -> Self {
+        self.bars_per_year = bars_per_year;
+        self
+    }
+
+    /// The strategy of a grid's book; `None` for a user's signals.
+    pub fn strategy(&self) -> Option<&Strategy> {
+        self.grid().map(Grid::strategy)
+    }
+
+    /// What the book's combos run, for profile keys: the strategy's name, or `signals`.
+    pub fn name(&self) -> &str {
+        self.strategy().map_or("signals", Strategy::name)
+    }
+
+    /// The parameter grid the book was built for; `None` for a user's signals.
+    pub fn grid(&self) -> Option<&Grid> {
+        match &self.combos {
+            Combos::Grid(layout) => Some(&layout.grid),
+            Combos::Signals { .. } => None,
+        }
+    }
+
+    pub fn bars(&self) -> usize {
+        self.bars
+    }
+
+    /// The number of combos of the full grid of the axes (a user's signals: the columns).
+    pub fn grid_len(&self) -> u64 {
+        match &self.combos {
+            Combos::Grid(layout) => layout.grid.len(),
+            Combos::Signals { columns } => *columns as u64,
+        }
+    }
+
+    /// The plan of the combo taking value `index[i]` of axis `i` (a user's signals: the
+    /// one index is the column). Allocation-free.
+    ///
+    /// # Panics
+    /// If `index` does not hold one in-range position per axis, or names a combo outside
+    /// the sample the book was built for (a caller's bug).
+    pub fn plan(&self, index: &[usize]) -> ComboPlan {
+        let layout = match &self.combos {
+            Combos::Grid(layout) => layout,
+            Combos::Signals { columns } => {
+                assert!(index.len() == 1 && index[0] < *columns, "one column of {columns}");
+                let column = index[0] as u32;
+                let stop = self.stops.get(index[0]).map_or(ComboPlan::NO_STOP, |_| column);
+                return ComboPlan {
+                    entry: column,
+                    exit: column,
+                    stop,
+                    warmup: 0,
+                    take_profit: ComboPlan::NO_STOP,
+                    max_bars: 0,
+                };
+            }
+        };
+        let axes = layout.grid.axes();
+        assert_eq!(index.len(), axes.len(), "one index per parameter");
+        let row = |f: usize| layout.rows[f].row(row_number(axes, &layout.families[f], index)) as usize;
+        let rows = [row(ENTRY), row(EXIT), row(STOP), row(TAKE_PROFIT)];
+        let stop = self.levels[0][rows[STOP]];
+        let take_profit = self.levels[1][rows[TAKE_PROFIT]];
+        let mut warmup = self.warmups[ENTRY][rows[ENTRY]].max(self.warmups[EXIT][rows[EXIT]]);
+        for (f, level) in [(STOP, stop), (TAKE_PROFIT, take_profit)] {
+            if level != ComboPlan::NO_STOP {
+                warmup = warmup.max(self.warmups[f][rows[f]]);
+            }
+        }
+        ComboPlan {
+            entry: rows[ENTRY] as u32,
+            exit: rows[EXIT] as u32,
+            stop,
+            warmup,
+            take_profit,
+            max_bars: self.max_bars[row(MAX_BARS)],
+        }
+    }
+
+    /// The plan of combo number `combo` of the grid of the axes, in docs/strategies.md's order (the
+    /// Cartesian product in schema order, the last parameter varying fastest); of a user's
+    /// signals, column `combo`. A combo's number is stable: it is how results are merged
+    /// and resumed. Allocation-free.
+    ///
+    /// # Panics
+    /// If `combo` ≥ [`SignalBook::grid_len`], or is outside the book's sample.
+    pub fn combo_plan(&self, combo: u64) -> ComboPlan {
+        match &self.combos {
+            Combos::Grid(layout) => self.plan(&layout.grid.index(combo)[..layout.grid.axes().len()]),
+            Combos::Signals { .. } => self.plan(&[combo as usize]),
+        }
+    }
+
+    /// The parameter values of combo number `combo` (schema order; a user's signals: the
+    /// column number). Allocation-free.
+    ///
+    /// # Panics
+    /// If `combo` ≥ [`SignalBook::grid_len`].
+    pub fn combo_values(&self, combo: u64) -> ParamValues {
+        match &self.combos {
+            Combos::Grid(layout) => layout.grid.values(combo),
+            Combos::Signals { columns } => {
+                assert!(combo < *columns as u64, "column {combo} of {columns}");
+                ParamValues::new(&[combo as f64])
+            }
+        }
+    }
+
+    pub(crate) fn close(&self) -> &[f64] {
+        &self.close
+    }
+
+    pub(crate) fn ret(&self) -> &[f64] {
+        &self.ret
+    }
+
+    pub(crate) fn timestamps(&self) -> &[i64] {
+        &self.timestamps
+    }
+
+    /// u64 words per bit row.
+    pub(crate) fn words(&self) -> usize {
+        self.bars.div_ceil(64)
+    }
+
+    pub(crate) fn entry_rows(&self) -> &[u64] {
+        &self.entry
+    }
+
+    pub(crate) fn exit_rows(&self) -> &[u64] {
+        &self.exit
+    }
+
+    pub(crate) fn entry_row(&self, row: u32) -> &[u64] {
+        let words = self.words();
+        &self.entry[row as usize * words..][..words]
+    }
+
+    pub(crate) fn exit_row(&self, row: u32) -> &[u64] {
+        let words = self.words();
+        &self.exit[row as usize * words..][..words]
+    }
+
+    /// The series stops read, each once.
+    pub(crate) fn stop_rows(&self) -> impl ExactSizeIterator<Item = &[f64]> {
+        self.stop_series.iter().map(StopSeries::values)
+    }
+
+    /// Every stop of the book.
+    pub(crate) fn stops(&self) -> &[Stop] {
+        &self.stops
+    }
+
+    /// The stop `stop`, if the plan has one.
+    pub(crate) fn stop(&self, stop: u32) -> Option<StopRule<'_>> {
+        let stop = *self.stops.get(stop as usize)?;
+        let series = self.stop_series[stop.series() as usize].values();
+        Some(match stop {
+            Stop::Distance { mult, .. } => StopRule { series, mult: Some(mult) },
+            Stop::Level { .. } => StopRule { series, mult: None },
+        })
+    }
+}
+
+/// The closes of `data` and each bar's return `close[t] / close[t−1] − 1` (0 at t = 0).
+fn close_and_returns(data: &Ohlcv) -> (Vec<f64>, Vec<f64>) {
+    let close = data.close().to_vec();
+    let mut ret = vec![0.0; close.len()];
+    for t in 1..close.len() {
+        ret[t] = close[t] / close[t - 1] - 1.0;
+    }
+    (close, ret)
+}

@@ -1,0 +1,89 @@
+//! Stops and take-profits of a book: the series they read, each held once, and how a
+//! level is formed at the entry bar.
+
+use crate::rules::{Bound, Op, Price, SeriesKey};
+use std::sync::Arc;
+use threadx_indicators::{Indicator, IndicatorId, IndicatorValues};
+
+/// A series that stops read: an ATR series (a stop `close[e] − m · ATR[e]`) or a user's
+/// stop levels (the level at the entry bar itself).
+#[derive(Debug)]
+pub(super) enum StopSeries {
+    Indicator(Arc<IndicatorValues>),
+    /// Levels with every NaN or non-positive value made 0 (no stop at that bar): the GPU
+    /// compares the bits of positive numbers only.
+    Levels(Vec<f64>),
+}
+
+impl StopSeries {
+    /// A level series with every NaN or non-positive level made 0.
+    pub(super) fn levels(levels: impl IntoIterator<Item = f64>) -> Self {
+        StopSeries::Levels(levels.into_iter().map(|l| if l > 0.0 { l } else { 0.0 }).collect())
+    }
+
+    pub(super) fn values(&self) -> &[f64] {
+        match self {
+            StopSeries::Indicator(values) => values.output(0),
+            StopSeries::Levels(levels) => levels,
+        }
+    }
+}
+
+/// One stop of a book: which series it reads and how its level at the entry bar is formed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Stop {
+    /// `close[e] − mult · series[e]` (an ATR series and a multiplier).
+    Distance { series: u32, mult: f64 },
+    /// `series[e]`, a user's level.
+    Level { series: u32 },
+}
+
+impl Stop {
+    pub(crate) fn series(self) -> u32 {
+        match self {
+            Stop::Distance { series, .. } | Stop::Level { series } => series,
+        }
+    }
+}
+
+/// A combo's stop, ready to give its level at an entry bar.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StopRule<'a> {
+    pub(super) series: &'a [f64],
+    /// `None` for a level stop.
+    pub(super) mult: Option<f64>,
+}
+
+impl StopRule<'_> {
+    /// The level frozen for a trade entered at bar `e` with close `close`.
+    #[inline(always)]
+    pub(crate) fn level(&self, e: usize, close: f64) -> f64 {
+        match self.mult {
+            Some(m) => close - m * self.series[e],
+            None => self.series[e],
+        }
+    }
+}
+
+/// What a stop series is, to hold each once.
+#[derive(PartialEq, Eq, Hash)]
+pub(super) enum SeriesId {
+    Indicator(IndicatorId),
+    Level(String),
+}
+
+/// `close − m · series` with m > 0 and a bank indicator's first output: a stop held as
+/// the series and the multiplier.
+pub(super) fn distance(level: &Bound) -> Option<(Indicator, f64)> {
+    let Bound::Binary(Op::Sub, close, product) = level else { return None };
+    let Bound::Binary(Op::Mul, m, series) = product.as_ref() else { return None };
+    match (close.as_ref(), m.as_ref(), series.as_ref()) {
+        (Bound::Series(c, 0), Bound::Const(m), Bound::Series(s, 0)) if m.is_finite() && *m > 0.0 => {
+            match (c.as_ref(), s.as_ref()) {
+                (SeriesKey::Price(Price::Close), SeriesKey::Indicator(indicator, 0)) => Some((*indicator, *m)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
