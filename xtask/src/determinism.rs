@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, select_gpu};
 use threadx_indicators::{IndicatorBank, Ohlcv, SeededRng};
-use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PhaseTimer, Worker};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
 use threadx_sweep::{OutputOptions, Shard, Sweep, run_to_files};
+use threadx_telemetry::PhaseTimer;
 
 /// `below(n)`: a draw in 0..n.
 fn below(rng: &mut SeededRng, n: u64) -> u64 {

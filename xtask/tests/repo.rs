@@ -1,5 +1,6 @@
-//! Checks of the repository itself, as plain tests: the crates' layering and the
-//! documentation's links (docs/ARCHITECTURE.md names both).
+//! Checks of the repository itself, as plain tests: the crates' layering, the code map
+//! of docs/ARCHITECTURE.md against the source files, the files' length and the
+//! documentation's links (docs/ARCHITECTURE.md names them).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -9,7 +10,8 @@ fn root() -> PathBuf {
 
 /// The layers, bottom first: a crate may depend only on crates before it. The two front
 /// ends, the CLI and the Python package, are the top; neither depends on the other.
-const LAYERS: [(&str, &str); 8] = [
+const LAYERS: [(&str, &str); 9] = [
+    ("threadx-telemetry", "crates/telemetry"),
     ("threadx-profile-store", "crates/profile-store"),
     ("threadx-dispatch", "crates/dispatch"),
     ("threadx-multi-gpu", "crates/multi-gpu"),
@@ -39,10 +41,20 @@ fn crates_depend_only_on_the_layers_below() {
             }
         }
     }
-    // profile-store is the bottom: no GPU stack at all.
-    let text = std::fs::read_to_string(root().join("crates/profile-store/Cargo.toml")).unwrap();
-    if text.contains("wgpu") {
-        problems.push("threadx-profile-store depends on wgpu".into());
+    // profile-store and telemetry carry no GPU stack; the pool carries no telemetry stack.
+    for (dir, forbidden) in [
+        ("crates/profile-store", &["wgpu"][..]),
+        ("crates/telemetry", &["wgpu"][..]),
+        ("crates/multi-gpu", &["nvml-wrapper", "sysinfo", "plotters"][..]),
+    ] {
+        let manifest: toml::Table =
+            toml::from_str(&std::fs::read_to_string(root().join(dir).join("Cargo.toml")).unwrap()).unwrap();
+        for section in ["dependencies", "dev-dependencies"] {
+            let Some(deps) = manifest.get(section).and_then(|d| d.as_table()) else { continue };
+            for dep in forbidden.iter().filter(|d| deps.contains_key(**d)) {
+                problems.push(format!("{dir} ({section}) depends on {dep}"));
+            }
+        }
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
@@ -130,4 +142,66 @@ fn links_and_paths_stay_inside_the_repository() {
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The source files: Rust, WGSL and Python, tracked or not, outside build outputs.
+fn source_files() -> Vec<String> {
+    let root = root();
+    let mut files = Vec::new();
+    text_files(&root, &mut files);
+    let mut out: Vec<String> = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| ["rs", "wgsl", "py", "pyi"].contains(&e.to_str().unwrap_or(""))))
+        .map(|p| p.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The paths the code map of docs/ARCHITECTURE.md names: the first code span of each
+/// `- ` item under its `## Code map` heading.
+fn code_map() -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    let start = text.find("\n## Code map\n").expect("docs/ARCHITECTURE.md has a `## Code map` section");
+    let section = &text[start + 1..];
+    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |e| e + 1)];
+    section
+        .lines()
+        .filter_map(|line| line.strip_prefix("- `"))
+        .map(|rest| rest[..rest.find('`').unwrap_or(0)].to_owned())
+        .collect()
+}
+
+#[test]
+fn the_code_map_names_every_source_file_and_only_those() {
+    let map = code_map();
+    let files = source_files();
+    let mut problems = Vec::new();
+    for (i, path) in map.iter().enumerate() {
+        if !root().join(path).is_file() {
+            problems.push(format!("the code map names `{path}`, which is not a file"));
+        }
+        if map[..i].contains(path) {
+            problems.push(format!("the code map names `{path}` twice"));
+        }
+    }
+    for file in files.iter().filter(|f| !map.contains(f)) {
+        problems.push(format!("{file} is not in the code map of docs/ARCHITECTURE.md: add a line saying what lives there"));
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// Files hold one concept; one that grows past this is split before it mixes several.
+const MAX_LINES: usize = 700;
+
+#[test]
+fn no_source_file_passes_700_lines() {
+    let long: Vec<String> = source_files()
+        .into_iter()
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(root().join(&f)).unwrap().lines().count();
+            (lines > MAX_LINES).then(|| format!("{f}: {lines} lines"))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these by concept (at most {MAX_LINES} lines each): {long:#?}");
 }

@@ -12,7 +12,7 @@ fn is_lavapipe(a: &AdapterReport) -> bool {
 pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
     let mode = crate::mode(device)?;
     let selection = select_gpu();
-    let nvml = threadx_multi_gpu::nvml_gpus();
+    let nvml = threadx_telemetry::nvml_gpus();
     let fp = fingerprint(selection.chosen_report());
     if as_json {
         let out = json!({

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use threadx_multi_gpu::{MonitorOptions, SystemMonitor, history_csv, plot_svg, sample_line};
 use threadx_profile_store::write_file_atomic;
+use threadx_telemetry::{MonitorOptions, SystemMonitor, history_csv, plot_svg, sample_line};
 
 #[derive(Debug, Args)]
 pub struct MonitorArgs {

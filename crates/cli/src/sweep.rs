@@ -10,14 +10,13 @@ use std::sync::Arc;
 use threadx_backtest::{Axis, Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::Ohlcv;
-use threadx_multi_gpu::{
-    MIN_INTERVAL, MonitorOptions, PhaseTimer, RunStats, SystemMonitor, WorkerStats, plot_svg, summary_json,
-};
+use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, Sample, Session, Shard, SweepPlan, SweepRequest, SweepSpec, WalkForward,
     check_output, check_writable, checkpoint_dir, merge, metric_index, summary_path, walk_forward,
 };
+use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
 
 const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";
 

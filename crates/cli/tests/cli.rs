@@ -450,7 +450,7 @@ fn monitor_prints_samples_and_writes_its_history_and_plot() {
     let lines: Vec<&str> = stdout.lines().filter(|l| l.contains(" s  cpu ")).collect();
     assert_eq!(lines.len(), 4, "a line per sample: {stdout}");
     assert!(lines[0].trim_start().starts_with("0.2 s  cpu") && lines[0].contains("GiB  process"), "{}", lines[0]);
-    let history = threadx_multi_gpu::parse_history_csv(&std::fs::read_to_string(&csv).unwrap()).unwrap();
+    let history = threadx_telemetry::parse_history_csv(&std::fs::read_to_string(&csv).unwrap()).unwrap();
     assert_eq!(history.len(), 4);
     assert!(history.windows(2).all(|w| w[1].elapsed_s > w[0].elapsed_s));
     assert!(stdout.contains(&format!("wrote 4 samples to {}", csv.display())), "{stdout}");

@@ -1,6 +1,7 @@
 //! Adapter enumeration, ranking and selection, and the hardware fingerprint of profiles.
 
-use crate::gpu::{GpuContext, GpuError};
+use crate::GpuError;
+use crate::gpu::GpuContext;
 use serde::Serialize;
 use std::sync::Arc;
 

@@ -1,6 +1,7 @@
 //! The CPU-vs-GPU decision and the timed, fault-tolerant run of one operation.
 
-use crate::gpu::{GpuContext, GpuError};
+use crate::GpuError;
+use crate::gpu::GpuContext;
 use crate::mode::DeviceMode;
 use crate::{Device, DevicePolicy, adapters};
 use serde_json::Value;

@@ -2,6 +2,7 @@
 //! read back. Pipelines are compiled once per kernel and cached for the context's life.
 
 use crate::adapters::AdapterReport;
+use crate::error::{GpuError, from_wgpu};
 use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -24,41 +25,6 @@ pub struct Kernel {
     pub name: &'static str,
     pub source: &'static str,
     pub entry: &'static str,
-}
-
-/// Why GPU work could not be done. Every variant makes the dispatcher fall back to the CPU.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum GpuError {
-    #[error("{0}")]
-    NoAdapter(String),
-    #[error("could not open a device on {adapter}: {reason}")]
-    Open { adapter: String, reason: String },
-    #[error("GPU device lost: {0}")]
-    Lost(String),
-    #[error("GPU out of memory: {0}")]
-    OutOfMemory(String),
-    #[error("GPU rejected the work: {0}")]
-    Validation(String),
-    #[error("{what} needs {needed} but the adapter allows at most {limit}")]
-    TooLarge { what: String, needed: u64, limit: u64 },
-    #[error("reading results back from the GPU failed: {0}")]
-    Readback(String),
-    #[error("not supported on the GPU: {0}")]
-    Unsupported(String),
-}
-
-impl GpuError {
-    /// Errors after which this GPU is not tried again in the same process.
-    pub fn disables_gpu(&self) -> bool {
-        matches!(self, Self::NoAdapter(_) | Self::Open { .. } | Self::Lost(_))
-    }
-}
-
-fn from_wgpu(e: wgpu::Error) -> GpuError {
-    match e {
-        wgpu::Error::OutOfMemory { source } => GpuError::OutOfMemory(source.to_string()),
-        other => GpuError::Validation(other.to_string()),
-    }
 }
 
 /// A device and queue on one adapter, with its limits and a cache of compiled pipelines.

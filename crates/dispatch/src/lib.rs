@@ -15,6 +15,7 @@
 
 mod adapters;
 mod dispatcher;
+mod error;
 mod gpu;
 mod mode;
 mod policy;
@@ -24,7 +25,8 @@ pub mod testing;
 
 pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_gpu, thousands};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Reason};
-pub use gpu::{Dispatch, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, PendingRead, f32_pairs};
+pub use error::GpuError;
+pub use gpu::{Dispatch, GpuContext, Kernel, MAX_LOOP_STEPS, PendingRead, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use policy::DevicePolicy;
 pub use shader::{ShaderInfo, workgroup_size};

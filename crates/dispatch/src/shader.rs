@@ -3,7 +3,8 @@
 //! alone; and each struct's layout and each constant, which tests compare with the host
 //! side so that a struct or constant shared with a kernel cannot drift.
 
-use crate::gpu::{GpuError, Kernel};
+use crate::GpuError;
+use crate::gpu::Kernel;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use wgpu::naga;

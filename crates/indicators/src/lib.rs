@@ -15,6 +15,7 @@ mod bank;
 mod compute;
 mod cpu;
 mod csv_input;
+mod error;
 mod gpu;
 mod indicator;
 mod ohlcv;
@@ -22,24 +23,10 @@ mod synthetic;
 
 pub use bank::IndicatorBank;
 pub use compute::{FamilyRun, compute_cpu, compute_gpu};
+pub use error::{DataError, IndicatorError};
 pub use gpu::KERNELS;
 pub use indicator::{INDICATOR_HELP, Indicator, IndicatorId, IndicatorValues};
-pub use ohlcv::{DataError, Ohlcv, PRICE_RANGE, columns_help, epoch_to_ms, find_columns, format_time};
+pub use ohlcv::{Ohlcv, PRICE_RANGE, columns_help, epoch_to_ms, find_columns, format_time};
 pub use synthetic::{MAX_BARS, Market, SeededRng, SyntheticSpec, available_memory};
 /// What [`IndicatorBank::new`] needs, so an embedding user need not name threadx-dispatch.
 pub use threadx_dispatch::{DeviceMode, Dispatcher};
-
-/// Bad indicator input, reported before any work is done.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum IndicatorError {
-    #[error("unknown indicator `{name}` (known: {known})")]
-    Unknown { name: String, known: &'static str },
-    #[error("{indicator}: unknown parameter `{param}` (known: {known})")]
-    UnknownParam { indicator: String, param: String, known: String },
-    #[error("bad indicator spec `{spec}`: {problem}")]
-    Syntax { spec: String, problem: String },
-    #[error("{indicator}: {problem}")]
-    BadValue { indicator: String, problem: String },
-    #[error("{indicator} needs at least {needed} bars for its first value; the data has {len}")]
-    TooShort { indicator: String, needed: usize, len: usize },
-}

@@ -1,31 +1,11 @@
 //! Market data: the struct-of-arrays [`Ohlcv`], its validation, and the one loader of
 //! `--data` sources (a CSV file or `synthetic:bars=N,seed=S`).
 
+use crate::DataError;
 use crate::csv_input::{CheckedInput, cut, quoted};
 use crate::synthetic::SyntheticSpec;
 use chrono::{DateTime, NaiveDate, NaiveDateTime};
-use std::path::{Path, PathBuf};
-
-/// Bad market data: what is wrong and where (file, 1-based line, column).
-#[derive(Debug, thiserror::Error)]
-pub enum DataError {
-    #[error("cannot read {path}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{origin}: no bars (the file is empty or holds only a header)")]
-    Empty { origin: String },
-    #[error("{origin}: no `{column}` column (found: {found}){hint}; expected {}", columns_help())]
-    MissingColumn { origin: String, column: &'static str, found: String, hint: String },
-    /// Not a CSV text file at all (compressed, binary, no line breaks, not UTF-8).
-    #[error("{origin}: {problem}")]
-    Format { origin: String, problem: String },
-    #[error("{origin}, line {line}, column `{column}`: {problem}")]
-    Invalid { origin: String, line: usize, column: String, problem: String },
-    /// Bad data given as arrays (not a file): `row` is the 0-based position.
-    #[error("{origin}, row {row}, column `{column}`: {problem}")]
-    InvalidRow { origin: String, row: usize, column: String, problem: String },
-    #[error("bad synthetic data spec `{spec}`: {problem}")]
-    Synthetic { spec: String, problem: String },
-}
+use std::path::Path;
 
 /// OHLCV bars as one array per field. Invariants, checked by [`Ohlcv::new`]: all arrays
 /// have the same non-zero length, timestamps (epoch milliseconds, UTC) strictly increase,

@@ -12,7 +12,8 @@
 //!
 //! Both keep `low <= min(open, close)` and `max(open, close) <= high`.
 
-use crate::ohlcv::{DataError, Ohlcv};
+use crate::DataError;
+use crate::ohlcv::Ohlcv;
 
 /// 2024-01-01T00:00:00Z, the first bar's open time.
 const START_MS: i64 = 1_704_067_200_000;

@@ -1,7 +1,8 @@
 //! Auto-balance: each worker timed alone on a representative sample of the workload; the
 //! ratios follow the throughputs and are kept per workload tag in `multigpu.json`.
 
-use crate::pool::{DevicePool, Workload, normalised};
+use crate::pool::{DevicePool, normalised};
+use crate::workload::Workload;
 use crate::{PoolError, WorkError};
 use std::collections::BTreeMap;
 use std::fmt;

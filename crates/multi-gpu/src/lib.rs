@@ -15,61 +15,21 @@
 //! split pieces are joined in item order), and outputs are delivered in chunk order, so
 //! what the caller sees is the same whatever the workers, ratios, failures or timing.
 //!
-//! Telemetry lives here too: [`SystemMonitor`] samples the machine, this process and
-//! every NVIDIA GPU (NVML, loaded at run time) in the background; [`PhaseTimer`] splits a
-//! run's wall time into phases and the unaccounted rest; each worker's
-//! [`WorkerStats::phases`] splits its lane time, and GPU kernel time comes from
-//! timestamp queries.
+//! Each worker's [`WorkerStats::phases`] splits its lane time, and GPU kernel time comes
+//! from timestamp queries; machine-wide telemetry is threadx-telemetry's.
 
 mod balance;
-mod monitor;
-mod phases;
+mod engine;
+mod error;
 mod pool;
 mod schedule;
+mod stats;
 mod worker;
+mod workload;
 
 pub use balance::{Balance, BalanceOptions, WorkerTiming};
-pub use monitor::{
-    GpuReading, MIN_INTERVAL, MonitorError, MonitorOptions, Sample, SystemMonitor, history_csv, nvml_gpus,
-    parse_history_csv, plot_svg, sample_line, summary_json,
-};
-pub use phases::{PhaseReport, PhaseTimer};
-pub use pool::{Chunk, DevicePool, DistributeOptions, InOrder, InWorker, RunStats, WorkerStats, Workload};
+pub use error::{PoolError, WorkError};
+pub use pool::DevicePool;
+pub use stats::{RunStats, WorkerStats};
 pub use worker::{Fault, PoolOptions, Worker, WorkerDevice};
-
-use threadx_dispatch::GpuError;
-
-/// Why a worker could not do a piece of work.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum WorkError {
-    /// The device ran out of memory (or a buffer exceeded its limits): a smaller piece may fit.
-    #[error("out of memory: {0}")]
-    OutOfMemory(String),
-    /// The device cannot go on (lost, rejected the work, unsupported): retire it.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl From<GpuError> for WorkError {
-    fn from(e: GpuError) -> Self {
-        match e {
-            GpuError::OutOfMemory(_) | GpuError::TooLarge { .. } => Self::OutOfMemory(e.to_string()),
-            other => Self::Failed(other.to_string()),
-        }
-    }
-}
-
-/// A pool that cannot run.
-#[derive(Debug, thiserror::Error)]
-pub enum PoolError {
-    #[error("the device pool has no workers")]
-    Empty,
-    #[error("two workers are named {0}; worker names must be unique")]
-    DuplicateName(String),
-    #[error("every worker failed ({0}); {1} chunks were not run")]
-    AllFailed(String, usize),
-    #[error("balance: {0}")]
-    Balance(String),
-    #[error(transparent)]
-    Profile(#[from] threadx_profile_store::ProfileError),
-}
+pub use workload::{Chunk, DistributeOptions, InOrder, InWorker, Workload};

@@ -15,6 +15,7 @@
 //! renamed); every update is a locked read-merge-write, so concurrent processes lose no
 //! sample; a file that cannot be parsed is moved aside, never overwritten.
 
+mod error;
 mod io;
 mod key;
 mod multigpu;
@@ -23,6 +24,7 @@ mod thresholds;
 
 use std::path::{Path, PathBuf};
 
+pub use error::ProfileError;
 pub use io::{AtomicFile, check_writable, is_special_file, refuse_output_over_input, write_file_atomic};
 pub use key::{profile_key, split_key};
 pub use multigpu::{MultiGpuFile, RatioProfile};
@@ -39,24 +41,6 @@ pub const DEFAULT_THRESHOLD_PATH: &str = "artifacts/profiles/thresholds.json";
 pub const DEFAULT_MULTIGPU_PATH: &str = "artifacts/profiles/multigpu.json";
 /// Version of the file layout written by this crate.
 pub const SCHEMA: u32 = 1;
-
-/// Errors of the profile store.
-#[derive(Debug, thiserror::Error)]
-pub enum ProfileError {
-    // The cause is in the message, not a `source`: error chains would print it twice.
-    #[error("profile file {path}: {error}")]
-    Io { path: PathBuf, error: std::io::Error },
-    #[error("profile file {path}: cannot encode: {source}")]
-    Encode {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("invalid timing for {key}: {ms} ms (must be finite and >= 0)")]
-    InvalidTiming { key: String, ms: f64 },
-    #[error("invalid multi-GPU ratios for workload '{tag}': {reason}")]
-    InvalidRatios { tag: String, reason: String },
-}
 
 /// This machine's CPU as profiles and reports name it: model and hardware threads,
 /// e.g. `Intel(R) Xeon(R) Processor @ 2.10GHz x2`.

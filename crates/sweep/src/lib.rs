@@ -17,6 +17,7 @@
 //! indicators and dispatch); it must not depend on the CLI.
 
 mod combos;
+mod error;
 mod output;
 mod report;
 mod request;
@@ -27,6 +28,7 @@ mod spec;
 mod walk;
 
 pub use combos::{ComboSet, Shard, chunk_size};
+pub use error::SweepError;
 pub use output::{
     HeatmapOptions, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir,
     data_fingerprint, merge, row_json, run_to_files, summary_path,
@@ -41,28 +43,6 @@ pub use threadx_indicators::available_memory;
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};
 
 use std::path::Path;
-use threadx_backtest::BacktestError;
-
-/// A sweep that cannot run, named before work where it can be.
-#[derive(Debug, thiserror::Error)]
-pub enum SweepError {
-    #[error("{0}")]
-    Spec(String),
-    #[error(transparent)]
-    Backtest(#[from] BacktestError),
-    #[error(transparent)]
-    Pool(#[from] threadx_multi_gpu::PoolError),
-    #[error("{0}")]
-    Results(String),
-    #[error("merge: {0}")]
-    Merge(String),
-    /// The caller asked the run to stop (e.g. Ctrl-C); the rows so far are dropped.
-    #[error("the sweep was cancelled")]
-    Cancelled,
-    // The cause is in the message, not a `source`: error chains would print it twice.
-    #[error("{path}: {error}")]
-    Io { path: std::path::PathBuf, error: std::io::Error },
-}
 
 pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
     move |error| SweepError::Io { path: path.to_owned(), error }

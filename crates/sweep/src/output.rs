@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
-use threadx_multi_gpu::{DevicePool, DistributeOptions, PhaseReport, PhaseTimer, RunStats};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
 use threadx_profile_store::{AtomicFile, is_special_file, refuse_output_over_input, write_file_atomic};
+use threadx_telemetry::{PhaseReport, PhaseTimer};
 
 /// How a sweep writes its results.
 #[derive(Debug, Clone)]

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv};
-use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions, PhaseTimer};
+use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions};
+use threadx_telemetry::PhaseTimer;
 
 /// What preparing a session took: the indicator series computed and where the time went.
 #[derive(Debug, Clone, Copy, PartialEq)]

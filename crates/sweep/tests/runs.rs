@@ -7,11 +7,12 @@ use threadx_backtest::{Metrics, Strategy, backtest};
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
-use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PhaseTimer, Worker};
+use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
 use threadx_sweep::{
     OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, SweepSpec, merge, parse_row,
     run_to_files, walk_forward,
 };
+use threadx_telemetry::PhaseTimer;
 
 /// A CPU dispatcher with its profile in `dir` (which must outlive it).
 fn cpu(dir: &tempfile::TempDir) -> Dispatcher {

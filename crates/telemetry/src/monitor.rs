@@ -3,6 +3,7 @@
 //! through NVML, loaded at run time), with a bounded history, CSV export, a summary and
 //! a plot.
 
+use crate::MonitorError;
 use plotters::prelude::*;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -13,23 +14,6 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
-
-/// Why the monitor could not do what was asked.
-#[derive(Debug, thiserror::Error)]
-pub enum MonitorError {
-    #[error(
-        "the sampling interval must be at least 0.2 s (the shortest span CPU use is measured over) and at most an hour, not {0:?}"
-    )]
-    Interval(Duration),
-    #[error("the history must hold at least one sample")]
-    History,
-    #[error("starting the sampler thread: {0}")]
-    Thread(std::io::Error),
-    #[error("monitor history CSV, line {line}: {reason}")]
-    Csv { line: usize, reason: String },
-    #[error("drawing the monitor plot: {0}")]
-    Plot(String),
-}
 
 const GIB: f64 = (1u64 << 30) as f64;
 

@@ -2,7 +2,7 @@
 //! and the machine and process recorded when NVML is absent.
 
 use std::time::{Duration, Instant};
-use threadx_multi_gpu::{MonitorError, MonitorOptions, SystemMonitor, history_csv, parse_history_csv};
+use threadx_telemetry::{MonitorError, MonitorOptions, SystemMonitor, history_csv, parse_history_csv};
 
 fn without_nvml(interval_ms: u64, max_history: usize) -> MonitorOptions {
     MonitorOptions {

@@ -1,0 +1,387 @@
+//! The threaded engine of a pass: lanes (threads) per worker take chunks from the
+//! scheduler, keep up to the worker's depth in flight, split chunks that run out of
+//! memory, retire on failure, and hand outputs to the caller's thread, which delivers
+//! them in chunk order.
+
+use crate::schedule::{Scheduler, Slot, Take};
+use crate::stats::{WorkerStats, stats_of};
+use crate::worker::{Fault, Worker};
+use crate::workload::{Chunk, InOrder, InWorker, Workload};
+use crate::{PoolError, WorkError};
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, mpsc};
+use std::time::{Duration, Instant};
+
+/// The caller's side: outputs waiting for their turn, and the callback that takes them.
+pub(crate) struct Delivery<'a, O, E> {
+    pub(crate) waiting: BTreeMap<Slot, O>,
+    pub(crate) next: Slot,
+    pub(crate) in_order: &'a mut InOrder<'a, O, E>,
+}
+
+/// What a pass left: the workers' tallies and the chunks no worker finished.
+pub(crate) struct Pass {
+    /// Per worker: what it did, and its raw tally (the ratios' refresh reads it).
+    pub(crate) stats: Vec<WorkerStats>,
+    pub(crate) tally: Vec<crate::schedule::Tally>,
+    pub(crate) undone: Vec<Slot>,
+}
+
+/// What every lane of a pass shares.
+struct Shared<'a, W: Workload, E> {
+    workers: &'a [Worker],
+    work: &'a W,
+    chunks: &'a [Chunk],
+    sched: Mutex<Scheduler>,
+    wake: Condvar,
+    stop: AtomicBool,
+    /// Chunks taken per worker (for [`Fault::FailAt`]).
+    taken: Vec<AtomicU64>,
+    /// Lanes still running per worker: all but the last may leave when there is nothing to take.
+    alive: Vec<AtomicUsize>,
+    in_worker: &'a InWorker<'a, W::Output, E>,
+}
+
+enum Message<O, E> {
+    Done(Slot, O),
+    Error(E),
+}
+
+pub(crate) fn run_pass<W, E>(
+    workers: &[Worker],
+    sched: Scheduler,
+    work: &W,
+    chunks: &[Chunk],
+    in_worker: &InWorker<'_, W::Output, E>,
+    delivery: &mut Delivery<'_, W::Output, E>,
+) -> Result<Pass, E>
+where
+    W: Workload,
+    E: From<PoolError> + Send,
+{
+    let shared = Shared {
+        workers,
+        work,
+        chunks,
+        sched: Mutex::new(sched),
+        wake: Condvar::new(),
+        stop: AtomicBool::new(false),
+        taken: workers.iter().map(|_| AtomicU64::new(0)).collect(),
+        alive: workers.iter().map(|w| AtomicUsize::new(w.lanes)).collect(),
+        in_worker,
+    };
+    let kernels = || -> Vec<Option<f64>> {
+        workers.iter().map(|w| w.device.gpu().and_then(|ctx| ctx.kernel_seconds())).collect()
+    };
+    let kernels_before = kernels();
+    let started = Instant::now();
+    let (tx, rx) = mpsc::channel::<Message<W::Output, E>>();
+    let mut failure = None;
+    std::thread::scope(|scope| {
+        // Every lane is a thread of its own that mostly waits; the CPU's work inside it
+        // runs on the worker's rayon pool (`Worker::install`).
+        for (w, worker) in workers.iter().enumerate() {
+            for lane in 0..worker.lanes {
+                let (shared, tx) = (&shared, tx.clone());
+                scope.spawn(move || guarded(shared, w, lane, &tx));
+            }
+        }
+        drop(tx);
+        for message in rx {
+            let result = match message {
+                Message::Done(slot, output) => {
+                    delivery.waiting.insert(slot, output);
+                    let mut result = Ok(());
+                    while let Some(output) = delivery.waiting.remove(&delivery.next) {
+                        let chunk = &chunks[delivery.next];
+                        delivery.next += 1;
+                        result = (delivery.in_order)(chunk, output);
+                        if result.is_err() {
+                            break;
+                        }
+                    }
+                    result
+                }
+                Message::Error(e) => Err(e),
+            };
+            if let Err(e) = result {
+                shared.stop.store(true, Ordering::SeqCst);
+                shared.wake.notify_all();
+                failure = Some(e);
+                break;
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let pass_s = started.elapsed().as_secs_f64();
+    let sched = shared.sched.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let stats = workers
+        .iter()
+        .zip(&sched.tally)
+        .zip(kernels_before.into_iter().zip(kernels()))
+        .map(|((w, t), (before, after))| stats_of(work, w, t, pass_s, before.zip(after).map(|(b, a)| a - b)))
+        .collect();
+    Ok(Pass { stats, undone: sched.undone(), tally: sched.tally })
+}
+
+/// Runs a lane; a panic stops the whole pass (so no lane waits for a chunk that will never
+/// finish) and is then re-raised.
+fn guarded<W: Workload, E: Send>(
+    shared: &Shared<'_, W, E>,
+    w: usize,
+    lane: usize,
+    tx: &mpsc::Sender<Message<W::Output, E>>,
+) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_lane(shared, w, lane, tx)));
+    if let Err(panic) = result {
+        shared.stop.store(true, Ordering::SeqCst);
+        shared.wake.notify_all();
+        std::panic::resume_unwind(panic);
+    }
+}
+
+impl<W: Workload, E> Shared<'_, W, E> {
+    fn lock(&self) -> MutexGuard<'_, Scheduler> {
+        self.sched.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next chunk for this lane; with `block`, waits while other workers may still
+    /// fail (requeuing chunks) or a backup may become worth running. A lane that is not
+    /// its worker's last leaves instead of waiting: one poller per worker is enough.
+    fn take(&self, w: usize, lane: usize, block: bool) -> Take {
+        let mut sched = self.lock();
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return Take::Exit;
+            }
+            match sched.take(w, lane, Instant::now()) {
+                Take::Wait if block => {
+                    // Under the scheduler's lock: lanes leave one at a time.
+                    if self.alive[w].load(Ordering::SeqCst) > 1 {
+                        self.alive[w].fetch_sub(1, Ordering::SeqCst);
+                        return Take::Exit;
+                    }
+                    sched = self.wake.wait_timeout(sched, Scheduler::POLL).unwrap_or_else(PoisonError::into_inner).0;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs `items` of chunk `slot` on `lane` to the end, splitting it in halves while it
+    /// runs out of memory; the learned largest piece (`fits`) cuts later chunks up front.
+    /// `None` when another copy of the chunk was delivered first.
+    fn run_split(
+        &self,
+        w: usize,
+        state: &mut W::Lane,
+        slot: Slot,
+        items: Range<u64>,
+        fits: &mut u64,
+    ) -> Result<Option<W::Output>, WorkError> {
+        let index = self.chunks[slot].index;
+        let len = items.end - items.start;
+        if len <= *fits || len == 1 {
+            match self.submit(w, state, items.clone()).and_then(|p| self.finish(w, state, slot, p)) {
+                Err(WorkError::OutOfMemory(e)) if len > 1 => {
+                    let first = {
+                        let mut sched = self.lock();
+                        sched.tally[w].splits += 1;
+                        sched.tally[w].splits == 1
+                    };
+                    if first {
+                        tracing::warn!(
+                            "{}: out of memory on chunk {index} ({len} {}): {e}; splitting it and retrying on the same device",
+                            self.workers[w].name,
+                            self.work.unit()
+                        );
+                    }
+                    *fits = (*fits).min(len / 2);
+                }
+                other => return other,
+            }
+        }
+        let mid = items.start + len / 2;
+        let Some(first) = self.run_split(w, state, slot, items.start..mid, fits)? else { return Ok(None) };
+        let Some(second) = self.run_split(w, state, slot, mid..items.end, fits)? else { return Ok(None) };
+        Ok(Some(self.work.join(vec![first, second])))
+    }
+
+    fn submit(&self, w: usize, state: &mut W::Lane, items: Range<u64>) -> Result<W::Pending, WorkError> {
+        let worker = &self.workers[w];
+        worker.injected_out_of_memory(&items)?;
+        self.timed(w, 0, || worker.install(|| self.work.submit(state, items)))
+    }
+
+    /// Runs `f`, adding its time to phase `phase` of worker `w`.
+    fn timed<R>(&self, w: usize, phase: usize, f: impl FnOnce() -> R) -> R {
+        let started = Instant::now();
+        let r = f();
+        self.lock().tally[w].phases[phase] += started.elapsed().as_secs_f64();
+        r
+    }
+
+    /// Waits for `slot`'s output on worker `w`, or gives up once another copy of it was
+    /// delivered or the run stopped: a lagging device does not hold the run's end.
+    fn finish(
+        &self,
+        w: usize,
+        state: &mut W::Lane,
+        slot: Slot,
+        pending: W::Pending,
+    ) -> Result<Option<W::Output>, WorkError> {
+        let wanted = || !self.stop.load(Ordering::SeqCst) && !self.lock().is_done(slot);
+        self.timed(w, 1, || self.workers[w].install(|| self.work.finish(state, pending, &wanted)))
+    }
+
+    /// Books a copy of `slot` that worker `w` leaves unread (another copy came first).
+    fn drop_unread(&self, w: usize, lane: usize, slot: Slot) {
+        self.lock().complete(slot, w, lane, Instant::now());
+        self.wake.notify_all();
+    }
+
+    /// Whether the `FailAt` fault of worker `w` strikes on the chunk it takes now.
+    fn injected_failure(&self, w: usize) -> bool {
+        let n = self.taken[w].fetch_add(1, Ordering::SeqCst);
+        matches!(self.workers[w].fault, Some(Fault::FailAt { chunk }) if chunk == n)
+    }
+
+    /// Sleeps a throttled worker's extra time, waking early when the run stops or the
+    /// chunk was finished elsewhere.
+    fn throttle(&self, w: usize, slot: Slot, worked: Duration) {
+        let deadline = Instant::now() + worked.mul_f64(self.workers[w].slowdown);
+        // Plain sleeps in short slices: as precise as the device they stand in for.
+        while !self.stop.load(Ordering::SeqCst) && !self.lock().is_done(slot) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(25)));
+        }
+    }
+
+    /// Hands over the output of `slot`, taken at `started` (after a throttled worker's
+    /// extra time): to `in_worker` and the caller when it is the first copy finished.
+    fn deliver(
+        &self,
+        w: usize,
+        lane: usize,
+        slot: Slot,
+        output: W::Output,
+        started: Instant,
+        tx: &mpsc::Sender<Message<W::Output, E>>,
+    ) {
+        self.throttle(w, slot, started.elapsed());
+        let first = self.lock().complete(slot, w, lane, Instant::now());
+        self.wake.notify_all();
+        if first && !self.stop.load(Ordering::SeqCst) {
+            let message = match self.timed(w, 2, || (self.in_worker)(&self.chunks[slot], &output)) {
+                Ok(()) => Message::Done(slot, output),
+                Err(e) => Message::Error(e),
+            };
+            // The receiver leaves only after an error; nothing is left to report then.
+            let _ = tx.send(message);
+        }
+    }
+
+    fn fail(&self, w: usize, lane: usize, slots: &[Slot], reason: &str) {
+        let name = &self.workers[w].name;
+        let mut sched = self.lock();
+        if sched.tally[w].failed.is_none() {
+            tracing::warn!(
+                "{name} failed ({reason}); its chunks go to the other workers and it is retired for this run"
+            );
+        }
+        sched.fail(w, lane, slots, reason, Instant::now());
+        drop(sched);
+        self.wake.notify_all();
+    }
+}
+
+/// One lane: take chunks, keep up to the worker's depth in flight, deliver in the order
+/// taken, split what runs out of memory, retire the worker on failure.
+fn run_lane<W: Workload, E>(
+    shared: &Shared<'_, W, E>,
+    w: usize,
+    lane: usize,
+    tx: &mpsc::Sender<Message<W::Output, E>>,
+) {
+    let worker = &shared.workers[w];
+    let mut state = match worker.install(|| shared.work.open(&worker.device)) {
+        Ok(state) => state,
+        Err(e) => return shared.fail(w, lane, &[], &e.to_string()),
+    };
+    let mut fits = u64::MAX;
+    let mut flight: VecDeque<(Slot, W::Pending, Instant)> = VecDeque::new();
+    // Every chunk this lane holds goes back to the others when it fails.
+    let held = |flight: &VecDeque<(Slot, W::Pending, Instant)>, more: &[Slot]| -> Vec<Slot> {
+        flight.iter().map(|f| f.0).chain(more.iter().copied()).collect()
+    };
+    loop {
+        while flight.len() < worker.depth {
+            // With nothing in flight this waits; it returns Exit when the lane should stop.
+            let Take::Chunk(slot) = shared.take(w, lane, flight.is_empty()) else { break };
+            let chunk = &shared.chunks[slot];
+            let started = Instant::now();
+            if shared.injected_failure(w) {
+                return shared.fail(w, lane, &held(&flight, &[slot]), "injected failure (device lost)");
+            }
+            let len = chunk.items.end - chunk.items.start;
+            let submitted = if len > fits {
+                Err(WorkError::OutOfMemory("larger than the largest piece that fit".into()))
+            } else {
+                shared.submit(w, &mut state, chunk.items.clone())
+            };
+            match submitted {
+                Ok(pending) => flight.push_back((slot, pending, started)),
+                Err(WorkError::OutOfMemory(_)) => {
+                    // Finish what is in flight first (it may be what holds the memory).
+                    while let Some((s, p, t)) = flight.pop_front() {
+                        if let Err(e) = finish_one(shared, w, lane, &mut state, s, p, t, &mut fits, tx) {
+                            return shared.fail(w, lane, &held(&flight, &[s, slot]), &e);
+                        }
+                    }
+                    match shared.run_split(w, &mut state, slot, chunk.items.clone(), &mut fits) {
+                        Ok(Some(output)) => shared.deliver(w, lane, slot, output, started, tx),
+                        Ok(None) => shared.drop_unread(w, lane, slot),
+                        Err(e) => return shared.fail(w, lane, &[slot], &e.to_string()),
+                    }
+                }
+                Err(WorkError::Failed(e)) => return shared.fail(w, lane, &held(&flight, &[slot]), &e),
+            }
+        }
+        let Some((slot, pending, started)) = flight.pop_front() else { return };
+        if let Err(e) = finish_one(shared, w, lane, &mut state, slot, pending, started, &mut fits, tx) {
+            return shared.fail(w, lane, &held(&flight, &[slot]), &e);
+        }
+    }
+}
+
+/// Finishes one chunk in flight and delivers it (splitting it if it ran out of memory);
+/// the error is why the worker must be retired.
+#[allow(clippy::too_many_arguments)]
+fn finish_one<W: Workload, E>(
+    shared: &Shared<'_, W, E>,
+    w: usize,
+    lane: usize,
+    state: &mut W::Lane,
+    slot: Slot,
+    pending: W::Pending,
+    started: Instant,
+    fits: &mut u64,
+    tx: &mpsc::Sender<Message<W::Output, E>>,
+) -> Result<(), String> {
+    let output = match shared.finish(w, state, slot, pending) {
+        Err(WorkError::OutOfMemory(_)) => shared.run_split(w, state, slot, shared.chunks[slot].items.clone(), fits),
+        other => other,
+    };
+    match output.map_err(|e| e.to_string())? {
+        Some(output) => shared.deliver(w, lane, slot, output, started, tx),
+        None => shared.drop_unread(w, lane, slot),
+    }
+    Ok(())
+}

@@ -1,0 +1,24 @@
+//! Why a sweep could not run.
+
+use threadx_backtest::BacktestError;
+
+/// A sweep that cannot run, named before work where it can be.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("{0}")]
+    Spec(String),
+    #[error(transparent)]
+    Backtest(#[from] BacktestError),
+    #[error(transparent)]
+    Pool(#[from] threadx_multi_gpu::PoolError),
+    #[error("{0}")]
+    Results(String),
+    #[error("merge: {0}")]
+    Merge(String),
+    /// The caller asked the run to stop (e.g. Ctrl-C); the rows so far are dropped.
+    #[error("the sweep was cancelled")]
+    Cancelled,
+    // The cause is in the message, not a `source`: error chains would print it twice.
+    #[error("{path}: {error}")]
+    Io { path: std::path::PathBuf, error: std::io::Error },
+}

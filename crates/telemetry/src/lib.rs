@@ -1,0 +1,21 @@
+//! What a run did to the machine, kept apart from the work itself: [`SystemMonitor`]
+//! samples the machine, this process and every NVIDIA GPU (NVML, loaded at run time) in
+//! the background into a bounded history ([`history_csv`], [`plot_svg`],
+//! [`summary_json`]); [`PhaseTimer`] splits a run's wall time into named phases and the
+//! unaccounted rest ([`PhaseReport`]).
+//!
+//! Invariant: a phase report's phases plus its unaccounted remainder are the wall time.
+//!
+//! This crate depends on no other ThreadX crate, so the device pool and the sweep carry
+//! no NVML, sysinfo or plotters unless they report telemetry.
+
+mod error;
+mod monitor;
+mod phases;
+
+pub use error::MonitorError;
+pub use monitor::{
+    GpuReading, MIN_INTERVAL, MonitorOptions, Sample, SystemMonitor, history_csv, nvml_gpus, parse_history_csv,
+    plot_svg, sample_line, summary_json,
+};
+pub use phases::{PhaseReport, PhaseTimer};
