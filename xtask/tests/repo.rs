@@ -186,7 +186,8 @@ fn the_code_map_names_every_source_file_and_only_those() {
         }
     }
     for file in files.iter().filter(|f| !map.contains(f)) {
-        problems.push(format!("{file} is not in the code map of docs/ARCHITECTURE.md: add a line saying what lives there"));
+        problems
+            .push(format!("{file} is not in the code map of docs/ARCHITECTURE.md: add a line saying what lives there"));
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
