@@ -2,7 +2,7 @@
 //! the numbering of its combos (docs/strategies.md's order, the last parameter varying
 //! fastest). Sweeps, samples, books and searches all number combos through it.
 
-use crate::BacktestError;
+use crate::error::BacktestError;
 use crate::param::{Axis, MAX_PARAMS, ParamValues};
 use crate::strategy::Strategy;
 

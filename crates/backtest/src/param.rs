@@ -3,7 +3,7 @@
 //! [`ParamValues`], one parameter set held inline. Values are checked here, once, when an
 //! axis is resolved.
 
-use crate::BacktestError;
+use crate::error::BacktestError;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::fmt;

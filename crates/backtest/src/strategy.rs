@@ -3,7 +3,7 @@
 //! a user's `.toml` file. Its parameter schema ([`ParamSpec`]) checks values before any
 //! work; its rules say what each row of a signal book holds.
 
-use crate::BacktestError;
+use crate::error::BacktestError;
 use crate::param::ParamSpec;
 use crate::rules::{Rule, RuleKind, StrategyFile};
 use std::fmt;

@@ -1,6 +1,6 @@
 //! Adapter enumeration, ranking and selection, and the hardware fingerprint of profiles.
 
-use crate::GpuError;
+use crate::error::GpuError;
 use crate::gpu::GpuContext;
 use serde::Serialize;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The CPU-vs-GPU decision and the timed, fault-tolerant run of one operation.
 
-use crate::GpuError;
+use crate::error::GpuError;
 use crate::gpu::GpuContext;
 use crate::mode::DeviceMode;
 use crate::{Device, DevicePolicy, adapters};

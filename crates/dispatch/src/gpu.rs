@@ -3,6 +3,7 @@
 
 use crate::adapters::AdapterReport;
 use crate::error::{GpuError, from_wgpu};
+use crate::shader::{Kernel, workgroup_size};
 use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -18,14 +19,6 @@ use wgpu::util::DeviceExt;
 /// whose dispatch runs too long: a kernel that walks the bars cuts them into stretches of
 /// at most this many, or leaves work that would need more to the CPU.
 pub const MAX_LOOP_STEPS: u32 = 1 << 15;
-
-/// A WGSL compute kernel: a name (the pipeline cache key), its source and entry point.
-#[derive(Debug, Clone, Copy)]
-pub struct Kernel {
-    pub name: &'static str,
-    pub source: &'static str,
-    pub entry: &'static str,
-}
 
 /// A device and queue on one adapter, with its limits and a cache of compiled pipelines.
 pub struct GpuContext {
@@ -153,9 +146,9 @@ impl GpuContext {
     /// adapter's per-dimension limit, then rows. The kernel's linear index is
     /// `gid.y * num_workgroups.x * workgroup_size + gid.x`, and it must skip indices past
     /// its work (the last row is rounded up). The workgroup size is the one `kernel`'s
-    /// WGSL declares ([`crate::shader::workgroup_size`]): it is written there alone.
+    /// WGSL declares ([`workgroup_size`]): it is written there alone.
     pub fn grid(&self, kernel: &Kernel, invocations: u64) -> Result<[u32; 3], GpuError> {
-        let workgroup_size = crate::shader::workgroup_size(kernel)?;
+        let workgroup_size = workgroup_size(kernel)?;
         let groups = invocations.div_ceil(workgroup_size.into()).max(1);
         let max = u64::from(self.limits.max_compute_workgroups_per_dimension);
         let x = groups.min(max);

@@ -26,10 +26,10 @@ pub mod testing;
 pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_gpu, thousands};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Reason};
 pub use error::GpuError;
-pub use gpu::{Dispatch, GpuContext, Kernel, MAX_LOOP_STEPS, PendingRead, f32_pairs};
+pub use gpu::{Dispatch, GpuContext, MAX_LOOP_STEPS, PendingRead, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use policy::DevicePolicy;
-pub use shader::{ShaderInfo, workgroup_size};
+pub use shader::{Kernel, ShaderInfo, workgroup_size};
 pub use threadx_profile_store::Device;
 /// The wgpu this crate is built on, so kernels' crates bind buffers of the same version.
 pub use wgpu;

@@ -1,10 +1,9 @@
-//! What a WGSL source declares, read with the shader compiler (naga): each entry point's
+//! A WGSL compute [`Kernel`] and what its source declares, read with the shader compiler (naga): each entry point's
 //! workgroup size, which the host dispatches by, so that the size lives in the WGSL
 //! alone; and each struct's layout and each constant, which tests compare with the host
 //! side so that a struct or constant shared with a kernel cannot drift.
 
-use crate::GpuError;
-use crate::gpu::Kernel;
+use crate::error::GpuError;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use wgpu::naga;
@@ -61,4 +60,12 @@ pub fn workgroup_size(kernel: &Kernel) -> Result<u32, GpuError> {
         .ok_or_else(|| GpuError::Validation(format!("{}: no entry point {}", kernel.name, kernel.entry)))?[0];
     sizes.insert(kernel.name, size);
     Ok(size)
+}
+
+/// A WGSL compute kernel: a name (the pipeline cache key), its source and entry point.
+#[derive(Debug, Clone, Copy)]
+pub struct Kernel {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub entry: &'static str,
 }

@@ -1,7 +1,7 @@
 //! The indicator bank: each unique indicator of one data set is computed once and shared.
 
-use crate::IndicatorError;
 use crate::compute::{Dispatched, FamilyRun, compute_dispatched};
+use crate::error::IndicatorError;
 use crate::indicator::{Indicator, IndicatorValues};
 use crate::ohlcv::Ohlcv;
 use std::collections::{HashMap, HashSet};

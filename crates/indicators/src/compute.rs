@@ -2,8 +2,8 @@
 //! in one call, on the CPU (rayon across series), on a GPU (one dispatch per family), or
 //! on whichever the dispatcher picks.
 
-use crate::IndicatorError;
 use crate::cpu;
+use crate::error::IndicatorError;
 use crate::gpu;
 use crate::indicator::{Family, Indicator, IndicatorValues};
 use crate::ohlcv::Ohlcv;

@@ -1,7 +1,7 @@
 //! What an indicator is: its parameters, how it is written (`bbands:period=20,std=2`),
 //! checked, named and keyed, and its values.
 
-use crate::IndicatorError;
+use crate::error::IndicatorError;
 use ndarray::Array2;
 use serde_json::{Value, json};
 use std::fmt;

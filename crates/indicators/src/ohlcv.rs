@@ -1,8 +1,8 @@
 //! Market data: the struct-of-arrays [`Ohlcv`], its validation, and the one loader of
 //! `--data` sources (a CSV file or `synthetic:bars=N,seed=S`).
 
-use crate::DataError;
 use crate::csv_input::{CheckedInput, cut, quoted};
+use crate::error::DataError;
 use crate::synthetic::SyntheticSpec;
 use chrono::{DateTime, NaiveDate, NaiveDateTime};
 use std::path::Path;

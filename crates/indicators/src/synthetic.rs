@@ -12,7 +12,7 @@
 //!
 //! Both keep `low <= min(open, close)` and `max(open, close) <= high`.
 
-use crate::DataError;
+use crate::error::DataError;
 use crate::ohlcv::Ohlcv;
 
 /// 2024-01-01T00:00:00Z, the first bar's open time.

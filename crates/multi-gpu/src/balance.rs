@@ -1,9 +1,9 @@
 //! Auto-balance: each worker timed alone on a representative sample of the workload; the
 //! ratios follow the throughputs and are kept per workload tag in `multigpu.json`.
 
-use crate::pool::{DevicePool, normalised};
+use crate::error::{PoolError, WorkError};
+use crate::worker::Worker;
 use crate::workload::Workload;
-use crate::{PoolError, WorkError};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -94,9 +94,9 @@ impl fmt::Display for Balance {
     }
 }
 
-/// See [`DevicePool::profile_auto_balance`].
+/// See [`DevicePool::profile_auto_balance`](crate::DevicePool::profile_auto_balance).
 pub(crate) fn measure<W: Workload>(
-    pool: &DevicePool,
+    workers: &[Worker],
     work: &W,
     options: &BalanceOptions,
     tag: &str,
@@ -109,8 +109,7 @@ pub(crate) fn measure<W: Workload>(
     if items == 0 {
         return Err(PoolError::Balance(format!("nothing to measure: the sample has {items} items")));
     }
-    let timings: Vec<WorkerTiming> = pool
-        .workers()
+    let timings: Vec<WorkerTiming> = workers
         .iter()
         .map(|worker| {
             let (runs_s, failed) = match time_worker(worker, work, 0..items, options) {
@@ -137,7 +136,7 @@ pub(crate) fn measure<W: Workload>(
 /// The seconds of each timed run of `items` on `worker` (a throttled worker's sleep
 /// included; an out-of-memory sample is refused: measure with a smaller one).
 fn time_worker<W: Workload>(
-    worker: &crate::Worker,
+    worker: &Worker,
     work: &W,
     items: std::ops::Range<u64>,
     options: &BalanceOptions,
@@ -158,4 +157,10 @@ fn time_worker<W: Workload>(
         }
         Ok(runs)
     })
+}
+
+/// `ratios` scaled to sum to 1; None when they sum to 0 (or are not finite).
+pub(crate) fn normalised(ratios: BTreeMap<String, f64>) -> Option<BTreeMap<String, f64>> {
+    let sum: f64 = ratios.values().map(|r| r.max(0.0)).sum();
+    (sum > 0.0 && sum.is_finite()).then(|| ratios.into_iter().map(|(n, r)| (n, r.max(0.0) / sum)).collect())
 }

@@ -3,11 +3,11 @@
 //! memory, retire on failure, and hand outputs to the caller's thread, which delivers
 //! them in chunk order.
 
+use crate::error::{PoolError, WorkError};
 use crate::schedule::{Scheduler, Slot, Take};
 use crate::stats::{WorkerStats, stats_of};
 use crate::worker::{Fault, Worker};
 use crate::workload::{Chunk, InOrder, InWorker, Workload};
-use crate::{PoolError, WorkError};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

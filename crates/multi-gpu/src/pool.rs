@@ -1,9 +1,9 @@
 //! The [`DevicePool`]: its workers, how a device mode and the saved ratios choose them,
 //! and [`DevicePool::distribute`], which resolves the ratios and runs the passes.
 
-use crate::PoolError;
-use crate::balance::{Balance, BalanceOptions};
+use crate::balance::{Balance, BalanceOptions, normalised};
 use crate::engine::{Delivery, run_pass};
+use crate::error::PoolError;
 use crate::schedule::{Scheduler, Slot};
 use crate::stats::{RunStats, refresh};
 use crate::worker::{PoolOptions, Worker, WorkerDevice, open_workers};
@@ -151,7 +151,7 @@ impl DevicePool {
         tag: &str,
         profiles: Option<&Profiles>,
     ) -> Result<Balance, PoolError> {
-        crate::balance::measure(self, work, options, tag, profiles)
+        crate::balance::measure(&self.workers, work, options, tag, profiles)
     }
 
     /// Runs `chunks` of `work` on the pool. `in_worker` runs on the worker's thread right
@@ -248,12 +248,6 @@ impl DevicePool {
 
 fn equal(names: &[String]) -> BTreeMap<String, f64> {
     names.iter().map(|n| (n.clone(), 1.0 / names.len() as f64)).collect()
-}
-
-/// `ratios` scaled to sum to 1; None when they sum to 0 (or are not finite).
-pub(crate) fn normalised(ratios: BTreeMap<String, f64>) -> Option<BTreeMap<String, f64>> {
-    let sum: f64 = ratios.values().map(|r| r.max(0.0)).sum();
-    (sum > 0.0 && sum.is_finite()).then(|| ratios.into_iter().map(|(n, r)| (n, r.max(0.0) / sum)).collect())
 }
 
 /// SplitMix64's finaliser: a well-mixed key per chunk for a shuffled hand-out order.

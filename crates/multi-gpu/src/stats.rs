@@ -1,8 +1,7 @@
 //! What a run did, per worker ([`WorkerStats`]) and as a whole ([`RunStats`], with its
 //! JSON), and the ratios refreshed from it.
 
-use crate::balance::Balance;
-use crate::pool::normalised;
+use crate::balance::{Balance, normalised};
 use crate::worker::Worker;
 use crate::workload::Workload;
 use serde_json::{Value, json};

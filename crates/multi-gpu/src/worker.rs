@@ -1,7 +1,7 @@
 //! Workers: a device (the CPU on a rayon pool, or one GPU context) with a stable name, and
 //! the wrappers tests use to make one slow or faulty.
 
-use crate::WorkError;
+use crate::error::WorkError;
 use std::fmt;
 use std::sync::Arc;
 use threadx_dispatch::{DevicePolicy, GpuContext, GpuSelection, select_gpu};

@@ -1,8 +1,8 @@
 //! The work API: what the pool runs ([`Workload`], cut into [`Chunk`]s), what it calls
 //! with each chunk's output, and how it splits the work ([`DistributeOptions`]).
 
-use crate::WorkError;
 use crate::balance::BalanceOptions;
+use crate::error::WorkError;
 use crate::worker::WorkerDevice;
 use std::collections::BTreeMap;
 use std::ops::Range;

@@ -19,3 +19,6 @@ pub enum ProfileError {
     #[error("invalid multi-GPU ratios for workload '{tag}': {reason}")]
     InvalidRatios { tag: String, reason: String },
 }
+
+/// Result type of this crate.
+pub type Result<T, E = ProfileError> = std::result::Result<T, E>;

@@ -4,7 +4,7 @@
 //! exclusive lock on `<file>.lock`, re-read the file, apply their change, write a
 //! temporary file beside it, sync it and rename it over the original.
 
-use crate::{ProfileError, Result};
+use crate::error::{ProfileError, Result};
 use serde::Serialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};

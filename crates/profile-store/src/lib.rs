@@ -24,7 +24,7 @@ mod thresholds;
 
 use std::path::{Path, PathBuf};
 
-pub use error::ProfileError;
+pub use error::{ProfileError, Result};
 pub use io::{AtomicFile, check_writable, is_special_file, refuse_output_over_input, write_file_atomic};
 pub use key::{profile_key, split_key};
 pub use multigpu::{MultiGpuFile, RatioProfile};
@@ -57,9 +57,6 @@ pub fn host_cpu() -> String {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!("{model} x{threads}")
 }
-
-/// Result type of this crate.
-pub type Result<T, E = ProfileError> = std::result::Result<T, E>;
 
 /// The two profile files of one machine, and the fingerprint of the hardware that
 /// measures now. Cheap to create; every call reads or updates the files on disk.

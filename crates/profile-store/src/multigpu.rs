@@ -1,8 +1,9 @@
 //! `multigpu.json`: per workload tag, the share of work each GPU gets and its measured
 //! throughput.
 
+use crate::SCHEMA;
+use crate::error::{ProfileError, Result};
 use crate::io::ProfileFile;
-use crate::{ProfileError, Result, SCHEMA};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

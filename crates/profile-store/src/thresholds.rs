@@ -1,7 +1,8 @@
 //! `thresholds.json`: per operation key, the running timing statistics of each device.
 
+use crate::error::{ProfileError, Result};
 use crate::io::{self, ProfileFile};
-use crate::{ProfileError, Result, RunningStats, SCHEMA};
+use crate::{RunningStats, SCHEMA};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

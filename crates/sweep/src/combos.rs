@@ -1,6 +1,6 @@
 //! [`ComboSet`]: the combos a sweep runs, in combo order, and their fixed logical chunks.
 
-use crate::SweepError;
+use crate::error::SweepError;
 use crate::spec::Sample;
 use std::collections::HashSet;
 use std::ops::Range;

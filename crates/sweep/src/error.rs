@@ -1,5 +1,6 @@
 //! Why a sweep could not run.
 
+use std::path::Path;
 use threadx_backtest::BacktestError;
 
 /// A sweep that cannot run, named before work where it can be.
@@ -21,4 +22,9 @@ pub enum SweepError {
     // The cause is in the message, not a `source`: error chains would print it twice.
     #[error("{path}: {error}")]
     Io { path: std::path::PathBuf, error: std::io::Error },
+}
+
+/// An I/O error on `path` as a [`SweepError::Io`].
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
+    move |error| SweepError::Io { path: path.to_owned(), error }
 }

@@ -41,9 +41,3 @@ pub use session::{Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward};
 pub use threadx_indicators::available_memory;
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};
-
-use std::path::Path;
-
-pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
-    move |error| SweepError::Io { path: path.to_owned(), error }
-}

@@ -3,7 +3,7 @@
 //! rows one at a time in bounded memory, and give the same result whatever order the
 //! rows come in (ties go to the lower combo number).
 
-use crate::SweepError;
+use crate::error::SweepError;
 use crate::rows::Row;
 use plotters::prelude::*;
 use std::cmp::Ordering;

@@ -2,7 +2,7 @@
 //! deserialises straight into it, the CLI's flags and Python's keywords fill the same
 //! fields, and [`SweepRequest::check`] validates it once into a [`SweepSpec`].
 
-use crate::SweepError;
+use crate::error::SweepError;
 use crate::spec::{Sample, SweepSpec, WalkForward};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use threadx_backtest::{Axis, Grid, Strategy};

@@ -1,7 +1,7 @@
 //! The results CSV's rows: `combo`, every parameter, every metric. One formatter and one
 //! parser, so chunk files, resumed chunks, shards and merges read and write the same bytes.
 
-use crate::SweepError;
+use crate::error::SweepError;
 use std::fmt::Write;
 use threadx_backtest::{Metrics, ParamKind, ParamValues, Strategy};
 

@@ -2,8 +2,8 @@
 //! combos) as a [`Workload`] of the device pool: its chunks run on the pool's workers and
 //! come back in chunk order.
 
-use crate::SweepError;
 use crate::combos::ComboSet;
+use crate::error::SweepError;
 use crate::spec::SweepSpec;
 use std::ops::Range;
 use std::sync::Arc;
@@ -426,30 +426,12 @@ impl Workload for SweepWork<'_> {
     }
 }
 
-/// Worker threads allowed per logical core: more only adds start-up time and switching.
-const THREADS_PER_CORE: usize = 16;
-
-/// Refuses zero threads, or more than [`THREADS_PER_CORE`] per logical core.
-pub(crate) fn check_threads(n: usize) -> Result<(), SweepError> {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let max = THREADS_PER_CORE * cores;
-    if n == 0 {
-        return Err(SweepError::Spec("threads: at least 1 is needed".into()));
-    }
-    if n > max {
-        return Err(SweepError::Spec(format!(
-            "threads: {n} is more than the {max} allowed ({THREADS_PER_CORE} per core of the {cores} this machine has)"
-        )));
-    }
-    Ok(())
-}
-
 /// The worker pool of `threads` threads, or `None` for the global one (a thread per
 /// core). Zero, or more than [`THREADS_PER_CORE`] per logical core, is refused: the one
 /// rule of both front ends.
 pub fn thread_pool(threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPool>>, SweepError> {
     let Some(n) = threads else { return Ok(None) };
-    check_threads(n)?;
+    crate::spec::check_threads(n)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build()

@@ -5,7 +5,7 @@
 //! Invariant: [`Session::evaluate`] gives exactly the rows the full sweep gives for the
 //! same combos, on whatever device: both run the same book through the same pool.
 
-use crate::SweepError;
+use crate::error::SweepError;
 use crate::output::{OutputOptions, ProgressFn, SweepReport, run_to_files};
 use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};
 use crate::spec::SweepSpec;

@@ -2,7 +2,7 @@
 //! [`SweepRequest::check`](crate::SweepRequest::check): the grid, the fee, sampling,
 //! walk-forward, chunking and the run's settings, every value checked once.
 
-use crate::SweepError;
+use crate::error::SweepError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::ops::ControlFlow;
@@ -166,7 +166,7 @@ impl SweepSpec {
             return Err(SweepError::Spec("--random and --walk-forward cannot be combined".into()));
         }
         if let Some(n) = spec.threads {
-            crate::runner::check_threads(n)?;
+            check_threads(n)?;
         }
         if !spec.any_allowed() {
             let rule = spec.strategy().rule(RuleKind::Require).unwrap_or_default();
@@ -322,7 +322,7 @@ impl SweepSpec {
         if !self.strategy().is_builtin() {
             // A rule file is part of the identity: a resume or merge needs the same rules.
             spec["strategy_file"] = json!(self.strategy().origin());
-            spec["rules"] = json!(format!("{:016x}", crate::output::fnv1a(self.strategy().source().as_bytes())));
+            spec["rules"] = json!(format!("{:016x}", fnv1a(self.strategy().source().as_bytes())));
         }
         spec
     }
@@ -347,5 +347,44 @@ impl SweepSpec {
             return Err(SweepError::Merge(format!("the summaries' spec has no values for parameter {}", p.name)));
         }
         Ok(spec)
+    }
+}
+
+/// Worker threads allowed per logical core: more only adds start-up time and switching.
+const THREADS_PER_CORE: usize = 16;
+
+/// Refuses zero threads, or more than [`THREADS_PER_CORE`] per logical core.
+pub(crate) fn check_threads(n: usize) -> Result<(), SweepError> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let max = THREADS_PER_CORE * cores;
+    if n == 0 {
+        return Err(SweepError::Spec("threads: at least 1 is needed".into()));
+    }
+    if n > max {
+        return Err(SweepError::Spec(format!(
+            "threads: {n} is more than the {max} allowed ({THREADS_PER_CORE} per core of the {cores} this machine has)"
+        )));
+    }
+    Ok(())
+}
+
+/// FNV-1a (64-bit) of `bytes`: the identity hash of data sets and rule files, and the
+/// checksum of a checkpoint chunk's rows.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hasher = fnv::FnvHasher::default();
+    std::hash::Hasher::write(&mut hasher, bytes);
+    std::hash::Hasher::finish(&hasher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fnv1a;
+
+    #[test]
+    fn fnv1a_is_the_published_64_bit_fnv_1a() {
+        // The reference vectors of the FNV authors (isthe.com/chongo/tech/comp/fnv).
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 }

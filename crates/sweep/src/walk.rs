@@ -5,7 +5,7 @@
 //! its end with no entry before its first bar, so its indicators have their full history
 //! (every indicator is causal) and its metrics count only its own bars.
 
-use crate::SweepError;
+use crate::error::SweepError;
 use crate::report::Leaderboard;
 use crate::rows::Row;
 use crate::runner::Sweep;

@@ -3,7 +3,7 @@
 //! through NVML, loaded at run time), with a bounded history, CSV export, a summary and
 //! a plot.
 
-use crate::MonitorError;
+use crate::error::MonitorError;
 use plotters::prelude::*;
 use serde_json::{Value, json};
 use std::collections::VecDeque;

@@ -4,7 +4,7 @@
 use super::layout::{BookLayout, FAMILIES};
 use super::stops::{SeriesId, Stop, StopSeries, distance};
 use super::{ComboPlan, Combos, ENTRY, EXIT, MAX_BARS, STOP, SignalBook, TAKE_PROFIT, close_and_returns};
-use crate::BacktestError;
+use crate::error::BacktestError;
 use crate::grid::Grid;
 use crate::rules::{Eval, SeriesTable, fill_rows, is_none, max_bars_of, warmup_of};
 use crate::strategy::Strategy;

@@ -3,7 +3,7 @@
 //! anything is computed.
 
 use super::stops::distance;
-use crate::BacktestError;
+use crate::error::BacktestError;
 use crate::grid::Grid;
 use crate::param::{MAX_PARAMS, ParamValues};
 use crate::rules::{Bound, RuleKind, indicators_of, is_none};

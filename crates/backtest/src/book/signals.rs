@@ -3,7 +3,7 @@
 
 use super::stops::{Stop, StopSeries};
 use super::{Combos, SignalBook, close_and_returns};
-use crate::BacktestError;
+use crate::error::BacktestError;
 use ndarray::ArrayView2;
 use rayon::prelude::*;
 use threadx_indicators::Ohlcv;

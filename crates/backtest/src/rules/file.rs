@@ -3,7 +3,7 @@
 
 use super::functions::{FUNCTIONS, value_names};
 use super::program::{Rule, RuleKind, did_you_mean};
-use crate::BacktestError;
+use crate::error::BacktestError;
 use crate::param::{Axis, MAX_PARAMS, ParamKind, ParamSpec};
 use indexmap::IndexMap;
 use serde::Deserialize;
