@@ -4,8 +4,7 @@
 struct Params {
     n: u32,     // bars
     sets: u32,  // parameter sets (periods) in this dispatch
-    _pad0: u32,
-    _pad1: u32,
+    pad: vec2<u32>,
 }
 
 // The difference of two prices given as (hi, lo) f32 pairs of (price - reference):

@@ -303,3 +303,27 @@ fn run_batched(ctx: &GpuContext, launch: &Launch<'_>) -> Result<Vec<Vec<f32>>, G
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod layout {
+    //! The host's `Params` is every indicator kernel's: laid out alike, byte for byte.
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use threadx_dispatch::ShaderInfo;
+
+    #[test]
+    fn params_match_every_indicator_kernel() {
+        let host = (
+            size_of::<Params>() as u32,
+            vec![
+                ("n".to_owned(), offset_of!(Params, n) as u32),
+                ("sets".to_owned(), offset_of!(Params, sets) as u32),
+                ("pad".to_owned(), offset_of!(Params, pad) as u32),
+            ],
+        );
+        for kernel in KERNELS {
+            let shader = ShaderInfo::parse(kernel.source).unwrap_or_else(|e| panic!("{}: {e}", kernel.name));
+            assert_eq!(shader.struct_layout("Params"), Some(host.clone()), "{}", kernel.name);
+        }
+    }
+}
