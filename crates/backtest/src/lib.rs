@@ -42,6 +42,7 @@ pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detaile
 pub use strategy::{Strategy, check_fee, strategy_help};
 
 use serde_json::json;
+use std::borrow::Cow;
 use std::sync::OnceLock;
 use threadx_dispatch::{Dispatcher, GpuError, Operation, Outcome};
 use threadx_indicators::IndicatorBank;
@@ -51,14 +52,19 @@ use threadx_indicators::IndicatorBank;
 #[derive(Debug)]
 pub struct Backtester<'a> {
     book: &'a SignalBook,
-    tables: BarTables,
+    tables: Cow<'a, BarTables>,
     gpu: OnceLock<Result<GpuBacktester, GpuError>>,
 }
 
 impl<'a> Backtester<'a> {
     pub fn new(book: &'a SignalBook, fee: f64) -> Result<Self, BacktestError> {
         check_fee(fee)?;
-        Ok(Self { book, tables: BarTables::new(book, fee), gpu: OnceLock::new() })
+        Ok(Self { book, tables: Cow::Owned(BarTables::new(book, fee)), gpu: OnceLock::new() })
+    }
+
+    /// Runs plans of `book` with the `tables` already made for it (and a checked fee).
+    pub fn with_tables(book: &'a SignalBook, tables: &'a BarTables) -> Self {
+        Self { book, tables: Cow::Borrowed(tables), gpu: OnceLock::new() }
     }
 
     pub fn book(&self) -> &'a SignalBook {

@@ -53,7 +53,8 @@ pub fn run(args: &BalanceArgs, device: Option<DeviceMode>) -> Result<()> {
     let request =
         SweepRequest { strategy: Some(strategy.locator().to_owned()), device: Some(mode), ..Default::default() };
     let spec = request.check()?;
-    let sweep = SweepPlan::new(&spec, data.len())?.prepare(&IndicatorBank::new(&data, &dispatcher))?;
+    let sweep =
+        SweepPlan::new(&spec, data.len(), dispatcher.policy())?.prepare(&IndicatorBank::new(&data, &dispatcher))?;
     let pool = DevicePool::for_mode(mode, &dispatcher, None)?;
     let sample = args.sample_size.min(sweep.combos().len());
     outln!(

@@ -14,7 +14,7 @@ use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, Sample, Session, Shard, SweepPlan, SweepRequest, SweepSpec, WalkForward,
-    check_output, check_writable, checkpoint_dir, merge, metric_index, summary_path, walk_forward,
+    check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index, summary_path, walk_forward,
 };
 use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
 
@@ -85,7 +85,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "N")]
     chunk_size: Option<u64>,
     /// Worker threads (default: one per CPU core).
-    #[arg(long)]
+    #[arg(long, value_name = "N", value_parser = threads_arg)]
     threads: Option<usize>,
     /// Refuse a sweep whose preparation (indicator series, decision rows) would need more
     /// memory than this, e.g. 8G or 500M (default: the memory available now).
@@ -160,11 +160,12 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     request.threads = args.threads.or(request.threads);
     request.max_memory = args.max_memory.or(request.max_memory);
     request.device = Some(mode);
-    request.check().map_err(|e| match e {
-        // The flag's name, as the user typed it.
-        threadx_sweep::SweepError::Spec(m) if m.starts_with("threads:") => anyhow::anyhow!("--{m}"),
-        e => e.into(),
-    })
+    Ok(request.check()?)
+}
+
+/// `--threads N`, refused by clap with the request's own rule.
+fn threads_arg(text: &str) -> Result<usize, String> {
+    check_threads(text.parse().map_err(|e| format!("{e}"))?)
 }
 
 fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
@@ -235,13 +236,13 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         Ok((Arc::new(data), Arc::new(Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?)))
     })?;
     if spec.walk_forward().is_some() {
-        let threads = threadx_sweep::thread_pool(spec.threads())?;
+        let threads = threadx_sweep::thread_pool(&spec)?;
         return match threads {
             Some(pool) => pool.install(|| walk(&data, &dispatcher, &spec, args)),
             None => walk(&data, &dispatcher, &spec, args),
         };
     }
-    let plan = SweepPlan::new(&spec, data.len())?;
+    let plan = SweepPlan::new(&spec, data.len(), dispatcher.policy())?;
     let combos = plan.combos();
     outln!(
         "{} sweep on {} ({} bars): {}{}, {} of {}{}",

@@ -80,8 +80,8 @@ fn sweep_writes_results_summary_heatmap_and_prints_the_top() {
 fn sweep_refuses_bad_input_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let cases: [(&[&str], &str); 14] = [
-        (&["--threads", "100000"], "--threads: 100000 is more than the"),
-        (&["--threads", "0"], "--threads: at least 1 is needed"),
+        (&["--threads", "100000"], "invalid value '100000' for '--threads <N>': 100000 is more than the"),
+        (&["--threads", "0"], "invalid value '0' for '--threads <N>': at least 1 is needed"),
         (&["--grid", "bb_std=1,2", "--grid", "bb_std=3"], "bb_std is given twice (bb_std=1,2 and bb_std=3)"),
         (&["--walk-forward", "train=10,test=10"], "--walk-forward train=10: a train window of 10 bars is too short"),
         (&["--seed", "3"], "--seed draws the --random sample; pass --random N too"),

@@ -227,22 +227,17 @@ impl Dispatcher {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .set_fingerprint(&adapters::fingerprint(report.as_ref()));
-            let gpu = match self.mode {
-                _ if report.as_ref().is_some_and(|r| {
-                    let named =
-                        DevicePolicy::wanted_adapter().is_some_and(|w| DevicePolicy::names_adapter(&w, &r.name));
-                    r.software && !self.policy.runs_software(self.mode, named)
-                }) =>
-                {
-                    None
-                }
-                _ => match selection.open() {
+            let admitted = report.as_ref().is_none_or(|r| DevicePolicy::admits(r, self.mode == DeviceMode::Gpu));
+            let gpu = if !admitted {
+                None
+            } else {
+                match selection.open() {
                     Ok(ctx) => Some(ctx),
                     Err(e) => {
                         self.warn_once(&format!("{e}; running on the CPU"));
                         None
                     }
-                },
+                }
             };
             Probe { gpu, selection: Some(Arc::new(selection)) }
         })

@@ -2,7 +2,8 @@
 //! measures or trusts a device, which sweeps are too small to balance, which workers are
 //! worth keeping, when a CPU-software adapter may run, and how `THREADX_ADAPTER` names one.
 
-use crate::{ADAPTER_ENV, DeviceMode};
+use crate::ADAPTER_ENV;
+use crate::adapters::AdapterReport;
 
 /// The thresholds and rules of the `auto` device choice, for single operations (the
 /// dispatcher) and for sweeps split over a device pool alike.
@@ -49,11 +50,14 @@ impl DevicePolicy {
         share >= self.min_useful_share.min(best)
     }
 
-    /// Whether a CPU-software adapter (lavapipe, llvmpipe, WARP) may run in `mode`: it
-    /// shares the CPU's own cores, so only `gpu` mode, or naming it in `THREADX_ADAPTER`
-    /// (`named`), runs it.
-    pub fn runs_software(&self, mode: DeviceMode, named: bool) -> bool {
-        named || mode == DeviceMode::Gpu
+    /// Whether `adapter` may run: when `THREADX_ADAPTER` is set, only an adapter it names;
+    /// a CPU-software adapter (lavapipe, llvmpipe, WARP) shares the CPU's own cores, so it
+    /// runs only where `software` allows it (the `gpu` mode, a pool opened with software
+    /// adapters) or when `THREADX_ADAPTER` names it.
+    pub fn admits(adapter: &AdapterReport, software: bool) -> bool {
+        let wanted = Self::wanted_adapter();
+        let named = wanted.as_ref().is_some_and(|w| Self::names_adapter(w, &adapter.name));
+        (wanted.is_none() || named) && (!adapter.software || software || named)
     }
 
     /// The adapter `THREADX_ADAPTER` asks for: part of a name, lower-cased and trimmed;

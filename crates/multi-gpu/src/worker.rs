@@ -180,13 +180,11 @@ pub struct PoolOptions {
 pub(crate) fn open_workers(options: &PoolOptions) -> (Vec<Worker>, Vec<String>) {
     let mut workers = Vec::new();
     let mut problems = Vec::new();
-    let wanted = DevicePolicy::wanted_adapter();
     let selection = options.selection.clone().unwrap_or_else(|| Arc::new(select_gpu()));
     let mut index = 0;
     for i in selection.physical() {
         let report = &selection.adapters[i];
-        let named = wanted.as_ref().is_some_and(|w| DevicePolicy::names_adapter(w, &report.name));
-        if wanted.is_some() && !named || report.software && !(options.software || named) {
+        if !DevicePolicy::admits(report, options.software) {
             continue;
         }
         let same = |ctx: &&Arc<GpuContext>| {

@@ -38,6 +38,6 @@ pub use request::{SweepRequest, parse_size};
 pub use rows::{Row, header, parse_row, write_row};
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
 pub use session::{Preparation, Session};
-pub use spec::{Sample, SweepSpec, WalkForward};
+pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
 pub use threadx_indicators::available_memory;
 pub use walk::{WalkForwardReport, WindowResult, walk_forward};

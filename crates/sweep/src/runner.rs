@@ -54,8 +54,9 @@ impl SweepPlan {
     /// Draws the sample of `spec` and lays out its book for `bars` bars, refusing when
     /// that needs more than the spec's memory limit (else the memory available now). In
     /// the spec's device mode a GPU may take part (every mode but `cpu`; `auto` only for
-    /// sweeps large enough to be balanced): then the copies made to upload the book count too.
-    pub fn new(spec: &SweepSpec, bars: usize) -> Result<Self, SweepError> {
+    /// sweeps `policy` finds large enough to balance): then the copies made to upload the
+    /// book count too.
+    pub fn new(spec: &SweepSpec, bars: usize, policy: &DevicePolicy) -> Result<Self, SweepError> {
         let memory_limit = spec.max_memory().or_else(threadx_indicators::available_memory);
         let mode = spec.device();
         let grid = spec.grid().clone();
@@ -79,7 +80,7 @@ impl SweepPlan {
         let layout = BookLayout::new(grid, combos.sample())?;
         let gpu = match mode {
             DeviceMode::Cpu => false,
-            DeviceMode::Auto => !DevicePolicy::default().is_small_sweep(combos.len()),
+            DeviceMode::Auto => !policy.is_small_sweep(combos.len()),
             DeviceMode::Gpu | DeviceMode::All => true,
         };
         let plan = Self { spec: spec.clone(), layout, combos, bars, gpu };
@@ -156,7 +157,7 @@ impl Sweep {
     /// (through `bank`, each once; a sample's only) and lays out the combos, refusing
     /// before any work what would not fit in the memory available ([`SweepPlan`]).
     pub fn prepare(bank: &IndicatorBank<'_>, spec: &SweepSpec) -> Result<Self, SweepError> {
-        SweepPlan::new(spec, bank.data().len())?.prepare(bank)
+        SweepPlan::new(spec, bank.data().len(), bank.dispatcher().policy())?.prepare(bank)
     }
 
     pub fn spec(&self) -> &SweepSpec {
@@ -304,7 +305,7 @@ impl Sweep {
     /// order: the in-memory path for small sweeps and for walk-forward training windows.
     pub fn run_all(&self, dispatcher: &Dispatcher) -> Result<ChunkResult, SweepError> {
         let (combos, plans) = self.plans(0..self.combos.len(), None);
-        let metrics = Backtester::new(&self.book, self.spec.fee())?.run(dispatcher, &plans).value;
+        let metrics = Backtester::with_tables(&self.book, &self.tables).run(dispatcher, &plans).value;
         Ok(ChunkResult { combos, metrics })
     }
 
@@ -426,12 +427,10 @@ impl Workload for SweepWork<'_> {
     }
 }
 
-/// The worker pool of `threads` threads, or `None` for the global one (a thread per
-/// core). Zero, or more than [`THREADS_PER_CORE`] per logical core, is refused: the one
-/// rule of both front ends.
-pub fn thread_pool(threads: Option<usize>) -> Result<Option<Arc<rayon::ThreadPool>>, SweepError> {
-    let Some(n) = threads else { return Ok(None) };
-    crate::spec::check_threads(n)?;
+/// The worker pool of the spec's threads (checked with the spec), or `None` for the
+/// global one (a thread per core).
+pub fn thread_pool(spec: &SweepSpec) -> Result<Option<Arc<rayon::ThreadPool>>, SweepError> {
+    let Some(n) = spec.threads() else { return Ok(None) };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build()

@@ -52,7 +52,7 @@ impl Session {
         dispatcher: Arc<Dispatcher>,
         note: &mut dyn FnMut(&str),
     ) -> Result<Self, SweepError> {
-        let plan = SweepPlan::new(spec, data.len())?;
+        let plan = SweepPlan::new(spec, data.len(), dispatcher.policy())?;
         Self::from_plan(plan, data, dispatcher, note)
     }
 
@@ -68,7 +68,7 @@ impl Session {
                 "a walk-forward runs one sweep per window: call walk_forward, not a session".into(),
             ));
         }
-        let threads = thread_pool(plan.spec().threads())?;
+        let threads = thread_pool(plan.spec())?;
         let started = Instant::now();
         let (sweep, series, indicators_s) = {
             let bank = IndicatorBank::new(&data, &dispatcher);

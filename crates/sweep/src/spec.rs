@@ -166,7 +166,7 @@ impl SweepSpec {
             return Err(SweepError::Spec("--random and --walk-forward cannot be combined".into()));
         }
         if let Some(n) = spec.threads {
-            check_threads(n)?;
+            check_threads(n).map_err(|problem| SweepError::Spec(format!("threads: {problem}")))?;
         }
         if !spec.any_allowed() {
             let rule = spec.strategy().rule(RuleKind::Require).unwrap_or_default();
@@ -353,19 +353,20 @@ impl SweepSpec {
 /// Worker threads allowed per logical core: more only adds start-up time and switching.
 const THREADS_PER_CORE: usize = 16;
 
-/// Refuses zero threads, or more than [`THREADS_PER_CORE`] per logical core.
-pub(crate) fn check_threads(n: usize) -> Result<(), SweepError> {
+/// `n` worker threads, or why not: zero, or more than [`THREADS_PER_CORE`] per logical
+/// core, is refused. The one rule of the request and of every front end's flag.
+pub fn check_threads(n: usize) -> Result<usize, String> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let max = THREADS_PER_CORE * cores;
     if n == 0 {
-        return Err(SweepError::Spec("threads: at least 1 is needed".into()));
+        return Err("at least 1 is needed".into());
     }
     if n > max {
-        return Err(SweepError::Spec(format!(
-            "threads: {n} is more than the {max} allowed ({THREADS_PER_CORE} per core of the {cores} this machine has)"
-        )));
+        return Err(format!(
+            "{n} is more than the {max} allowed ({THREADS_PER_CORE} per core of the {cores} this machine has)"
+        ));
     }
-    Ok(())
+    Ok(n)
 }
 
 /// FNV-1a (64-bit) of `bytes`: the identity hash of data sets and rule files, and the

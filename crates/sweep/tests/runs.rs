@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use threadx_backtest::{Metrics, Strategy, backtest};
 use threadx_dispatch::testing::{adapters, dispatcher_in};
-use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
 use threadx_sweep::{
@@ -402,7 +402,8 @@ fn trillion() -> SweepRequest {
 
 /// `request` planned for `bars` bars within `limit` bytes (`u64::MAX`: none).
 fn plan(request: &SweepRequest, bars: usize, limit: u64) -> Result<SweepPlan, SweepError> {
-    SweepPlan::new(&SweepRequest { max_memory: Some(limit), ..request.clone() }.check()?, bars)
+    let spec = SweepRequest { max_memory: Some(limit), ..request.clone() }.check()?;
+    SweepPlan::new(&spec, bars, &DevicePolicy::default())
 }
 
 #[test]
