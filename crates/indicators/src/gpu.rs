@@ -20,15 +20,38 @@ macro_rules! source {
     };
 }
 
-const ROLLING: Kernel = Kernel { name: "rolling_mean_std", source: source!("rolling.wgsl"), entry: "rolling_mean_std" };
-const EMA: Kernel = Kernel { name: "ema", source: source!("smoothing.wgsl"), entry: "ema" };
-const RSI: Kernel = Kernel { name: "rsi", source: source!("smoothing.wgsl"), entry: "rsi" };
-const MACD: Kernel = Kernel { name: "macd", source: source!("smoothing.wgsl"), entry: "macd" };
-const TRUE_RANGE: Kernel = Kernel { name: "true_range", source: source!("range.wgsl"), entry: "true_range" };
-const ATR: Kernel = Kernel { name: "atr", source: source!("range.wgsl"), entry: "atr" };
+/// An indicator kernel and the shape of its work: parameter words per set, output
+/// blocks, and what one invocation computes.
+struct IndicatorKernel {
+    kernel: Kernel,
+    /// Parameter words per set; 0: one set with none.
+    per_set: usize,
+    /// Output blocks, each `sets × bars` values.
+    blocks: usize,
+    grain: Grain,
+}
+
+/// `name` of `file`, its entry point of the same name.
+macro_rules! kernel {
+    ($name:literal, $file:literal, $per_set:expr, $blocks:expr, $grain:expr) => {
+        IndicatorKernel {
+            kernel: Kernel { name: $name, source: source!($file), entry: $name },
+            per_set: $per_set,
+            blocks: $blocks,
+            grain: $grain,
+        }
+    };
+}
+
+const ROLLING: IndicatorKernel = kernel!("rolling_mean_std", "rolling.wgsl", 1, 2, Grain::PerBar);
+const EMA: IndicatorKernel = kernel!("ema", "smoothing.wgsl", 1, 1, Grain::PerSet);
+const RSI: IndicatorKernel = kernel!("rsi", "smoothing.wgsl", 1, 1, Grain::PerSet);
+const MACD: IndicatorKernel = kernel!("macd", "smoothing.wgsl", 3, 3, Grain::PerSet);
+const TRUE_RANGE: IndicatorKernel = kernel!("true_range", "range.wgsl", 0, 1, Grain::PerBar);
+const ATR: IndicatorKernel = kernel!("atr", "range.wgsl", 1, 1, Grain::PerSet);
 
 /// Every kernel of this crate, for tests that compile them all.
-pub const KERNELS: [Kernel; 6] = [ROLLING, EMA, RSI, MACD, TRUE_RANGE, ATR];
+pub const KERNELS: [Kernel; 6] = [ROLLING.kernel, EMA.kernel, RSI.kernel, MACD.kernel, TRUE_RANGE.kernel, ATR.kernel];
 
 /// What a kernel's invocations each compute: one (set, bar), or a whole set's bars.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,17 +60,13 @@ enum Grain {
     PerSet,
 }
 
-/// One batched kernel launch: what it reads and how its work and output are laid out.
+/// One batched kernel launch: the kernel, what it reads, and its parameter sets.
 struct Launch<'a> {
-    kernel: &'a Kernel,
+    kernel: &'a IndicatorKernel,
     inputs: &'a [&'a wgpu::Buffer],
     bars: u32,
-    /// Parameter words, `per_set` per set; with `per_set` 0, one set with none.
+    /// Parameter words, the kernel's `per_set` per set.
     sets: &'a [u32],
-    per_set: usize,
-    /// Output blocks, each `sets × bars` values.
-    blocks: usize,
-    grain: Grain,
 }
 
 #[repr(C)]
@@ -82,18 +101,7 @@ pub(crate) fn compute_family(
             let mut periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32 + 1).collect();
             periods.sort_unstable();
             periods.dedup();
-            let rows = run_batched(
-                ctx,
-                &Launch {
-                    kernel: &ROLLING,
-                    inputs: &[&close],
-                    bars: n32,
-                    sets: &periods,
-                    per_set: 1,
-                    blocks: 2,
-                    grain: Grain::PerBar,
-                },
-            )?;
+            let rows = run_batched(ctx, &Launch { kernel: &ROLLING, inputs: &[&close], bars: n32, sets: &periods })?;
             let close = data.close();
             let values = |&indicator: &Indicator| {
                 let period = indicator.lookback() + 1;
@@ -124,18 +132,7 @@ pub(crate) fn compute_family(
         }
         Family::Ema => {
             let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32 + 1).collect();
-            let rows = run_batched(
-                ctx,
-                &Launch {
-                    kernel: &EMA,
-                    inputs: &[&close],
-                    bars: n32,
-                    sets: &periods,
-                    per_set: 1,
-                    blocks: 1,
-                    grain: Grain::PerSet,
-                },
-            )?;
+            let rows = run_batched(ctx, &Launch { kernel: &EMA, inputs: &[&close], bars: n32, sets: &periods })?;
             let close = data.close();
             let values = |(set, &indicator): (usize, &Indicator)| {
                 let offsets = &rows[0][set * n..][..n];
@@ -149,18 +146,7 @@ pub(crate) fn compute_family(
         }
         Family::Rsi => {
             let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32).collect();
-            let rows = run_batched(
-                ctx,
-                &Launch {
-                    kernel: &RSI,
-                    inputs: &[&close],
-                    bars: n32,
-                    sets: &periods,
-                    per_set: 1,
-                    blocks: 1,
-                    grain: Grain::PerSet,
-                },
-            )?;
+            let rows = run_batched(ctx, &Launch { kernel: &RSI, inputs: &[&close], bars: n32, sets: &periods })?;
             from_blocks(indicators, &rows, n, |set| set)
         }
         Family::Macd => {
@@ -171,18 +157,7 @@ pub(crate) fn compute_family(
                     _ => [0; 3],
                 })
                 .collect();
-            let rows = run_batched(
-                ctx,
-                &Launch {
-                    kernel: &MACD,
-                    inputs: &[&close],
-                    bars: n32,
-                    sets: &periods,
-                    per_set: 3,
-                    blocks: 3,
-                    grain: Grain::PerSet,
-                },
-            )?;
+            let rows = run_batched(ctx, &Launch { kernel: &MACD, inputs: &[&close], bars: n32, sets: &periods })?;
             from_blocks(indicators, &rows, n, |set| set)
         }
         Family::TrueRange | Family::Atr => {
@@ -190,34 +165,12 @@ pub(crate) fn compute_family(
             let low = ctx.storage_buffer("low", &f32_pairs(data.low(), reference))?;
             let inputs = [&high, &low, &close];
             if family == Family::TrueRange {
-                let rows = run_batched(
-                    ctx,
-                    &Launch {
-                        kernel: &TRUE_RANGE,
-                        inputs: &inputs,
-                        bars: n32,
-                        sets: &[],
-                        per_set: 0,
-                        blocks: 1,
-                        grain: Grain::PerBar,
-                    },
-                )?;
+                let rows = run_batched(ctx, &Launch { kernel: &TRUE_RANGE, inputs: &inputs, bars: n32, sets: &[] })?;
                 // Every true range of the batch is the same series.
                 from_blocks(indicators, &rows, n, |_| 0)
             } else {
                 let periods: Vec<u32> = indicators.iter().map(|i| i.lookback() as u32).collect();
-                let rows = run_batched(
-                    ctx,
-                    &Launch {
-                        kernel: &ATR,
-                        inputs: &inputs,
-                        bars: n32,
-                        sets: &periods,
-                        per_set: 1,
-                        blocks: 1,
-                        grain: Grain::PerSet,
-                    },
-                )?;
+                let rows = run_batched(ctx, &Launch { kernel: &ATR, inputs: &inputs, bars: n32, sets: &periods })?;
                 from_blocks(indicators, &rows, n, |set| set)
             }
         }
@@ -262,7 +215,8 @@ fn from_blocks(
 /// Runs a launch's kernel over its parameter sets in as few dispatches as the adapter's
 /// binding size allows, and returns its output blocks, each `sets × bars` long.
 fn run_batched(ctx: &GpuContext, launch: &Launch<'_>) -> Result<Vec<Vec<f32>>, GpuError> {
-    let Launch { kernel, inputs, bars: n, sets: sets_data, per_set, blocks, grain } = *launch;
+    let Launch { kernel, inputs, bars: n, sets: sets_data } = *launch;
+    let IndicatorKernel { ref kernel, per_set, blocks, grain } = *kernel;
     let sets = sets_data.len().checked_div(per_set).unwrap_or(1);
     let bytes_per_set = blocks as u64 * u64::from(n) * 4;
     let fit = (ctx.max_binding_bytes() / bytes_per_set.max(1)) as usize;
