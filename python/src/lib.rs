@@ -279,8 +279,7 @@ fn sweep<'py>(
         out.set_item("walk_forward_csv", csv)?;
         return Ok(out);
     }
-    let strategy = spec.strategy().clone();
-    let (rows, values) = py.detach(|| -> PyResult<_> {
+    let (session, rows) = py.detach(|| -> PyResult<_> {
         // What stopped the run from Python's side (Ctrl-C, or the progress callback raising).
         let mut stopped: Option<PyErr> = None;
         let mut run = || -> Result<_, SweepError> {
@@ -297,8 +296,7 @@ fn sweep<'py>(
                     })
                 })
             })?;
-            let values: Vec<_> = rows.combos.iter().map(|&c| session.sweep().book().combo_values(c)).collect();
-            Ok((rows, values))
+            Ok((session, rows))
         };
         let result = run();
         flush(&dispatcher);
@@ -308,7 +306,7 @@ fn sweep<'py>(
             Err(e) => Err(sweep_error(e)),
         }
     })?;
-    out.set_item("columns", row_columns(py, &strategy, &rows, &values)?)?;
+    out.set_item("columns", row_columns(py, &session, &rows)?)?;
     Ok(out)
 }
 
@@ -317,17 +315,18 @@ fn note(note: &str) {
     let _ = writeln!(std::io::stderr(), "{note}");
 }
 
-/// Rows as columns: combo, the parameters, the metrics.
+/// A session's rows as columns: combo, the parameters, the metrics.
 fn row_columns<'py>(
     py: Python<'py>,
-    strategy: &Strategy,
+    session: &threadx_sweep::Session,
     rows: &ChunkResult,
-    values: &[ParamValues],
 ) -> PyResult<Bound<'py, PyList>> {
+    let book = session.sweep().book();
+    let values: Vec<ParamValues> = rows.combos.iter().map(|&c| book.combo_values(c)).collect();
     let columns = PyList::empty(py);
     let combos: Vec<i64> = rows.combos.iter().map(|&c| c as i64).collect();
     columns.append(("combo", combos.into_pyarray(py), py.None()))?;
-    for (i, spec) in strategy.schema().iter().enumerate() {
+    for (i, spec) in session.spec().strategy().schema().iter().enumerate() {
         let column: Vec<f64> = values.iter().map(|v| v[i]).collect();
         columns.append(param_column(py, spec, column)?)?;
     }
@@ -388,14 +387,8 @@ impl Session {
     fn evaluate<'py>(&self, py: Python<'py>, params: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyList>> {
         let sets: Vec<Vec<f64>> = params.as_array().rows().into_iter().map(|r| r.to_vec()).collect();
         let session = self.session.clone();
-        let (rows, values) = py
-            .detach(move || -> Result<_, SweepError> {
-                let rows = session.evaluate_params(&sets)?;
-                let values: Vec<_> = rows.combos.iter().map(|&c| session.sweep().book().combo_values(c)).collect();
-                Ok((rows, values))
-            })
-            .map_err(sweep_error)?;
-        row_columns(py, self.session.spec().strategy(), &rows, &values)
+        let rows = py.detach(move || session.evaluate_params(&sets)).map_err(sweep_error)?;
+        row_columns(py, &self.session, &rows)
     }
 
     fn __repr__(&self) -> String {

@@ -44,11 +44,15 @@ struct Shared<'a, W: Workload, E> {
     in_worker: &'a InWorker<'a, W::Output, E>,
 }
 
+/// What a lane sends the calling thread.
 enum Message<O, E> {
     Done(Slot, O),
     Error(E),
 }
 
+/// One pass of `workers` over the chunks `sched` hands out: a thread per lane, outputs
+/// delivered in chunk order on the calling thread; what no worker finished is left in
+/// the pass's `undone`.
 pub(crate) fn run_pass<W, E>(
     workers: &[Worker],
     sched: Scheduler,
