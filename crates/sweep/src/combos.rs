@@ -129,7 +129,7 @@ impl ComboSet {
 }
 
 /// Uniform in 0..n (multiply-shift, no modulo bias worth the name for n ≪ 2^64).
-fn below(rng: &mut SeededRng, n: u64) -> u64 {
+pub(crate) fn below(rng: &mut SeededRng, n: u64) -> u64 {
     ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
 }
 

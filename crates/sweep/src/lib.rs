@@ -23,6 +23,7 @@ mod report;
 mod request;
 mod rows;
 mod runner;
+mod search;
 mod session;
 mod spec;
 mod walk;
@@ -37,6 +38,10 @@ pub use report::{Heatmap, Leaderboard, metric_index};
 pub use request::{SweepRequest, parse_size};
 pub use rows::{Row, header, parse_row, write_row};
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
+pub use search::{
+    Constraint, DEFAULT_BATCH, Objective, Sampler, SearchMethod, SearchOptions, SearchReport, SearchSpace, Stop, Trial,
+    search,
+};
 pub use session::{Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
 pub use threadx_indicators::available_memory;

@@ -8,6 +8,7 @@
 use crate::error::SweepError;
 use crate::output::{OutputOptions, ProgressFn, SweepReport, run_to_files};
 use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};
+use crate::search::{SearchOptions, SearchReport, SearchSpace};
 use crate::spec::SweepSpec;
 use serde_json::Value;
 use std::sync::Arc;
@@ -152,6 +153,22 @@ impl Session {
             Ok::<(), SweepError>(())
         })?;
         Ok(rows)
+    }
+
+    /// A search over the session's grid ([`search`](crate::search)): each batch the
+    /// sampler proposes runs on the pool as [`Session::evaluate`] runs it.
+    pub fn search(
+        &self,
+        options: &SearchOptions,
+        progress: &mut dyn FnMut(&SearchReport) -> Result<(), SweepError>,
+    ) -> Result<SearchReport, SweepError> {
+        if self.sweep.combos().sample().is_some() {
+            return Err(SweepError::Spec(
+                "--search draws its own combos; it cannot be combined with --random (use --search random)".into(),
+            ));
+        }
+        let space = SearchSpace::new(self.spec().grid());
+        crate::search::search(space, options, &mut |combos| Ok(self.evaluate(combos)?.metrics), progress)
     }
 
     /// The rows of parameter sets (schema order), each value on the grid's axis for its

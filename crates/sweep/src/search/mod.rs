@@ -1,0 +1,84 @@
+//! Search beyond grids: a [`Sampler`] proposes a batch of combos, the batch is evaluated
+//! together (on a [`Session`](crate::Session)'s device pool), and the sampler learns from
+//! the scores (Optuna's ask/tell). Designs fixed in advance (`random`, `sobol`, `lhs`)
+//! and the adaptive Tree-structured Parzen Estimator (`tpe`); an [`Objective`] with
+//! constraints; stopping on patience or a target ([`search`]).
+//!
+//! Invariant: the trials, their order and their rows depend only on the request and the
+//! seed: samplers draw from [`SeededRng`](threadx_indicators::SeededRng) with libm's
+//! arithmetic, and rows are the same bytes on every device.
+
+mod design;
+mod driver;
+mod objective;
+mod space;
+mod tpe;
+
+pub use driver::{DEFAULT_BATCH, SearchOptions, SearchReport, Stop, Trial, search};
+pub use objective::{Constraint, Objective};
+pub use space::SearchSpace;
+
+use crate::error::SweepError;
+use std::fmt;
+use std::str::FromStr;
+
+/// How a search proposes combos.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchMethod {
+    /// Uniform draws without replacement.
+    Random,
+    /// A scrambled Sobol sequence over the axes' ranks.
+    Sobol,
+    /// Latin hypercube samples over the axes' ranks.
+    Lhs,
+    /// The Tree-structured Parzen Estimator (adaptive).
+    Tpe,
+}
+
+impl SearchMethod {
+    pub const NAMES: [&'static str; 4] = ["random", "sobol", "lhs", "tpe"];
+
+    /// Whether what it proposes depends on the scores told (then it cannot be sharded).
+    pub fn is_adaptive(self) -> bool {
+        self == SearchMethod::Tpe
+    }
+
+    /// The sampler of this method over `space`, seeded, planning `trials` trials.
+    pub fn sampler(self, space: SearchSpace, seed: u64, trials: u64) -> Box<dyn Sampler + Send> {
+        match self {
+            SearchMethod::Tpe => Box::new(tpe::Tpe::new(space, seed)),
+            design => Box::new(design::Design::new(design, space, seed, trials)),
+        }
+    }
+}
+
+impl FromStr for SearchMethod {
+    type Err = SweepError;
+
+    fn from_str(text: &str) -> Result<Self, SweepError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "random" => Ok(Self::Random),
+            "sobol" => Ok(Self::Sobol),
+            "lhs" => Ok(Self::Lhs),
+            "tpe" => Ok(Self::Tpe),
+            _ => Err(SweepError::Spec(format!("unknown search method `{text}` (known: {})", Self::NAMES.join(", ")))),
+        }
+    }
+}
+
+impl fmt::Display for SearchMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = [Self::Random, Self::Sobol, Self::Lhs, Self::Tpe].iter().position(|m| m == self).unwrap_or(0);
+        f.write_str(Self::NAMES[i])
+    }
+}
+
+/// Proposes combos and learns from their scores.
+pub trait Sampler {
+    /// Up to `n` combos never proposed before, in trial order; fewer only when the space
+    /// has no more.
+    fn ask(&mut self, n: usize) -> Vec<u64>;
+
+    /// The scores (larger is better; `None`: infeasible) of combos asked, in order.
+    fn tell(&mut self, combos: &[u64], scores: &[Option<f64>]);
+}

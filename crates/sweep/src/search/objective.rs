@@ -1,0 +1,119 @@
+//! [`Objective`]: what a search maximises or minimises, and the [`Constraint`]s that make
+//! a combo infeasible. An infeasible combo never wins.
+
+use crate::error::SweepError;
+use crate::report::metric_index;
+use std::fmt;
+use std::str::FromStr;
+use threadx_backtest::Metrics;
+
+/// A comparison of a constraint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cmp {
+    Ge,
+    Gt,
+    Le,
+    Lt,
+}
+
+impl Cmp {
+    const ALL: [(Cmp, &'static str); 4] = [(Cmp::Ge, ">="), (Cmp::Le, "<="), (Cmp::Gt, ">"), (Cmp::Lt, "<")];
+
+    fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Cmp::Ge => a >= b,
+            Cmp::Gt => a > b,
+            Cmp::Le => a <= b,
+            Cmp::Lt => a < b,
+        }
+    }
+
+    fn text(self) -> &'static str {
+        Cmp::ALL.iter().find(|(c, _)| *c == self).map_or("", |(_, t)| t)
+    }
+}
+
+/// A rule on a metric, such as `trades >= 30`; a combo whose metric is NaN breaks it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Constraint {
+    metric: usize,
+    cmp: Cmp,
+    value: f64,
+}
+
+impl Constraint {
+    pub fn holds(&self, metrics: &Metrics) -> bool {
+        self.cmp.holds(metrics.values()[self.metric], self.value)
+    }
+}
+
+impl FromStr for Constraint {
+    type Err = SweepError;
+
+    /// `METRIC OP VALUE` with OP one of `>=`, `>`, `<=`, `<`.
+    fn from_str(text: &str) -> Result<Self, SweepError> {
+        let bad = |problem: String| SweepError::Spec(format!("constraint `{text}`: {problem}"));
+        let (at, cmp, op) = Cmp::ALL
+            .iter()
+            .filter_map(|&(cmp, op)| text.find(op).map(|at| (at, cmp, op)))
+            .min_by_key(|&(at, _, op)| (at, std::cmp::Reverse(op.len())))
+            .ok_or_else(|| bad("expected METRIC OP VALUE with OP one of >=, >, <=, < (e.g. `trades >= 30`)".into()))?;
+        let metric = metric_index(text[..at].trim()).map_err(|e| bad(e.to_string()))?;
+        let number = text[at + op.len()..].trim();
+        let value: f64 = number.parse().map_err(|_| bad(format!("`{number}` is not a number")))?;
+        if !value.is_finite() {
+            return Err(bad(format!("`{number}` is not a finite number")));
+        }
+        Ok(Self { metric, cmp, value })
+    }
+}
+
+impl fmt::Display for Constraint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", Metrics::NAMES[self.metric], self.cmp.text(), self.value)
+    }
+}
+
+/// A metric to maximise (or minimise) under constraints.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Objective {
+    metric: usize,
+    minimize: bool,
+    constraints: Vec<Constraint>,
+}
+
+impl Objective {
+    /// The metric named `by`, maximised unless `minimize`.
+    pub fn new(by: &str, minimize: bool, constraints: Vec<Constraint>) -> Result<Self, SweepError> {
+        Ok(Self { metric: metric_index(by)?, minimize, constraints })
+    }
+
+    pub fn metric(&self) -> &'static str {
+        Metrics::NAMES[self.metric]
+    }
+
+    pub fn minimize(&self) -> bool {
+        self.minimize
+    }
+
+    pub fn constraints(&self) -> &[Constraint] {
+        &self.constraints
+    }
+
+    /// The combo's metric, or `None` when it is infeasible: a constraint breaks or the
+    /// metric is NaN.
+    pub fn value(&self, metrics: &Metrics) -> Option<f64> {
+        let value = metrics.values()[self.metric];
+        (!value.is_nan() && self.constraints.iter().all(|c| c.holds(metrics))).then_some(value)
+    }
+
+    /// The value as a score to maximise: the value, negated when minimising.
+    pub fn score(&self, metrics: &Metrics) -> Option<f64> {
+        self.value(metrics).map(|v| if self.minimize { -v } else { v })
+    }
+
+    /// Whether `value` reaches `target` in the objective's direction.
+    pub fn reaches(&self, value: f64, target: f64) -> bool {
+        if self.minimize { value <= target } else { value >= target }
+    }
+}

@@ -1,0 +1,238 @@
+//! The Tree-structured Parzen Estimator (Bergstra et al. 2011) as Optuna's `TPESampler`
+//! implements it with its defaults (univariate; 10 random start-up trials; γ(n) =
+//! min(⌈0.1 n⌉, 25); the default weights, which ramp the older trials down; a prior
+//! kernel of weight 1; the "magic clip" of bandwidths; 24 candidates drawn from l(x), the
+//! one with the largest l(x)/g(x) kept). An ordinal axis is Optuna's
+//! `IntDistribution(0, len − 1)` over ranks (a discretised truncated normal per kernel);
+//! a choice is its `CategoricalDistribution`.
+//!
+//! Every axis's model is a table of probabilities over its ranks, built once per batch;
+//! the arithmetic is libm's, so proposals are the same on every machine.
+
+use super::Sampler;
+use super::space::{Dim, Proposed, SearchSpace};
+use threadx_indicators::SeededRng;
+
+/// Trials drawn uniformly before the model is used (Optuna's `n_startup_trials`).
+const STARTUP_TRIALS: usize = 10;
+/// Candidates drawn from l(x) per axis and proposal (Optuna's `n_ei_candidates`).
+const CANDIDATES: usize = 24;
+/// The prior kernel's weight (Optuna's `prior_weight`).
+const PRIOR_WEIGHT: f64 = 1.0;
+/// Proposals drawn again when one is a combo already proposed, before a uniform draw.
+const RETRIES: usize = 32;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Tpe {
+    space: SearchSpace,
+    rng: SeededRng,
+    proposed: Proposed,
+    /// The trials told, in order: ranks and score (larger is better; `None`: infeasible).
+    history: Vec<(Vec<usize>, Option<f64>)>,
+}
+
+impl Tpe {
+    pub(crate) fn new(space: SearchSpace, seed: u64) -> Self {
+        Self { space, rng: SeededRng::new(seed), proposed: Proposed::default(), history: Vec::new() }
+    }
+
+    /// The told trials split as Optuna splits them: the best γ(n) ("below", l) and the
+    /// rest ("above", g), feasible before infeasible, each in trial order.
+    fn split(&self) -> (Vec<usize>, Vec<usize>) {
+        let mut order: Vec<usize> = (0..self.history.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (sa, sb) = (self.history[a].1, self.history[b].1);
+            match (sa, sb) {
+                (Some(x), Some(y)) => y.total_cmp(&x),
+                (x, y) => y.is_some().cmp(&x.is_some()),
+            }
+            .then(a.cmp(&b))
+        });
+        let n_below = gamma(self.history.len());
+        let mut below = order[..n_below].to_vec();
+        let mut above = order[n_below..].to_vec();
+        below.sort_unstable();
+        above.sort_unstable();
+        (below, above)
+    }
+}
+
+/// Optuna's `default_gamma`: how many trials are "below".
+pub(crate) fn gamma(n: usize) -> usize {
+    n.div_ceil(10).min(25)
+}
+
+/// Optuna's `default_weights`: 1 for each of the newest 25 trials, a ramp from 1/n up to
+/// 1 before them.
+pub(crate) fn default_weights(n: usize) -> Vec<f64> {
+    if n < 25 {
+        return vec![1.0; n];
+    }
+    let ramp = n - 25;
+    let start = 1.0 / n as f64;
+    let mut w: Vec<f64> = (0..ramp)
+        .map(|i| if ramp == 1 { start } else { start + i as f64 * (1.0 - start) / (ramp - 1) as f64 })
+        .collect();
+    w.extend(std::iter::repeat_n(1.0, 25));
+    w
+}
+
+/// The probability of each rank of `dim` under the Parzen estimator of `observed` ranks
+/// (in trial order), with Optuna's weights and prior.
+pub(crate) fn parzen(dim: &Dim, observed: &[usize]) -> Vec<f64> {
+    let len = dim.len();
+    let mut weights = default_weights(observed.len());
+    weights.push(if observed.is_empty() { 1.0 } else { PRIOR_WEIGHT });
+    let total: f64 = weights.iter().sum();
+    weights.iter_mut().for_each(|w| *w /= total);
+    let mut pmf = vec![0.0; len];
+    if dim.categorical {
+        if observed.is_empty() {
+            return vec![1.0 / len as f64; len];
+        }
+        // A kernel per observation (and the prior's): the prior's mass spread evenly,
+        // plus 1 on the observed category; each row normalised.
+        let kernels = observed.len() + 1;
+        let fill = PRIOR_WEIGHT / kernels as f64;
+        for (k, &w) in weights.iter().enumerate() {
+            let row_sum = fill * len as f64 + if k < observed.len() { 1.0 } else { 0.0 };
+            for (x, p) in pmf.iter_mut().enumerate() {
+                let hit = if k < observed.len() && observed[k] == x { 1.0 } else { 0.0 };
+                *p += w * (fill + hit) / row_sum;
+            }
+        }
+        return pmf;
+    }
+    let (mus, sigmas) = kernels(observed, len);
+    let (low, high) = (-0.5, len as f64 - 0.5);
+    for ((&mu, &sigma), &w) in mus.iter().zip(&sigmas).zip(&weights) {
+        let z = |x: f64| (x - mu) / sigma;
+        let accepted = gauss_mass(z(low), z(high));
+        for (x, p) in pmf.iter_mut().enumerate() {
+            let x = x as f64;
+            *p += w * gauss_mass(z(x - 0.5), z(x + 0.5)) / accepted;
+        }
+    }
+    pmf
+}
+
+/// The kernels' centres and bandwidths over ranks `0..len` (Optuna's univariate
+/// `_calculate_numerical_distributions` with step 1, no endpoints, the magic clip), the
+/// prior's last.
+pub(crate) fn kernels(observed: &[usize], len: usize) -> (Vec<f64>, Vec<f64>) {
+    let (low, high) = (-0.5, len as f64 - 0.5);
+    let prior_mu = 0.5 * (low + high);
+    let mut mus: Vec<f64> = observed.iter().map(|&r| r as f64).collect();
+    mus.push(prior_mu);
+    let mut order: Vec<usize> = (0..mus.len()).collect();
+    order.sort_by(|&a, &b| mus[a].total_cmp(&mus[b]));
+    let mut ends = Vec::with_capacity(mus.len() + 2);
+    ends.push(low);
+    ends.extend(order.iter().map(|&i| mus[i]));
+    ends.push(high);
+    let m = mus.len();
+    let mut sorted: Vec<f64> = (0..m).map(|i| (ends[i + 1] - ends[i]).max(ends[i + 2] - ends[i + 1])).collect();
+    if ends.len() >= 4 {
+        sorted[0] = ends[2] - ends[1];
+        sorted[m - 1] = ends[m] - ends[m - 1];
+    }
+    let mut sigmas = vec![0.0; m];
+    for (rank, &i) in order.iter().enumerate() {
+        sigmas[i] = sorted[rank];
+    }
+    sigmas.truncate(observed.len());
+    let max_sigma = high - low;
+    let min_sigma = (high - low) / (1.0 + (observed.len() + 1) as f64).min(100.0);
+    sigmas.iter_mut().for_each(|s| *s = s.clamp(min_sigma, max_sigma));
+    sigmas.push(high - low);
+    (mus, sigmas)
+}
+
+/// Φ(b) − Φ(a) for a ≤ b, accurate in either tail.
+fn gauss_mass(a: f64, b: f64) -> f64 {
+    let tail = |z: f64| 0.5 * libm::erfc(z / std::f64::consts::SQRT_2);
+    if a >= 0.0 {
+        tail(a) - tail(b)
+    } else if b <= 0.0 {
+        tail(-b) - tail(-a)
+    } else {
+        1.0 - tail(-a) - tail(b)
+    }
+}
+
+/// One axis's model for a batch: l(x) to draw from, and log l(x) − log g(x) to rank by.
+struct AxisModel {
+    cumulative: Vec<f64>,
+    acquisition: Vec<f64>,
+}
+
+impl AxisModel {
+    fn new(dim: &Dim, below: &[usize], above: &[usize]) -> Self {
+        let l = parzen(dim, below);
+        let g = parzen(dim, above);
+        let acquisition = l.iter().zip(&g).map(|(&l, &g)| libm::log(l) - libm::log(g)).collect();
+        let mut sum = 0.0;
+        let cumulative = l
+            .iter()
+            .map(|&p| {
+                sum += p;
+                sum
+            })
+            .collect();
+        Self { cumulative, acquisition }
+    }
+
+    /// The best of [`CANDIDATES`] ranks drawn from l(x).
+    fn propose(&self, rng: &mut SeededRng) -> usize {
+        let total = *self.cumulative.last().unwrap_or(&1.0);
+        let mut best: Option<usize> = None;
+        for _ in 0..CANDIDATES {
+            let u = rng.uniform() * total;
+            let x = self.cumulative.partition_point(|&c| c <= u).min(self.cumulative.len() - 1);
+            if best.is_none_or(|b| self.acquisition[x] > self.acquisition[b]) {
+                best = Some(x);
+            }
+        }
+        best.unwrap_or(0)
+    }
+}
+
+impl Sampler for Tpe {
+    fn ask(&mut self, n: usize) -> Vec<u64> {
+        let mut out = Vec::with_capacity(n);
+        let models: Option<Vec<AxisModel>> = (self.history.len() >= STARTUP_TRIALS).then(|| {
+            let (below, above) = self.split();
+            let ranks = |trials: &[usize], d: usize| trials.iter().map(|&t| self.history[t].0[d]).collect::<Vec<_>>();
+            self.space
+                .dims()
+                .iter()
+                .enumerate()
+                .map(|(d, dim)| AxisModel::new(dim, &ranks(&below, d), &ranks(&above, d)))
+                .collect()
+        });
+        while out.len() < n {
+            let mut found = None;
+            if let Some(models) = &models {
+                for _ in 0..RETRIES {
+                    let ranks: Vec<usize> = models.iter().map(|m| m.propose(&mut self.rng)).collect();
+                    let combo = self.space.combo(&ranks);
+                    if self.proposed.take(&self.space, combo) {
+                        found = Some(combo);
+                        break;
+                    }
+                }
+            }
+            match found.or_else(|| self.proposed.uniform(&self.space, &mut self.rng)) {
+                Some(combo) => out.push(combo),
+                None => break,
+            }
+        }
+        out
+    }
+
+    fn tell(&mut self, combos: &[u64], scores: &[Option<f64>]) {
+        for (&combo, &score) in combos.iter().zip(scores) {
+            self.history.push((self.space.ranks(combo), score));
+        }
+    }
+}
