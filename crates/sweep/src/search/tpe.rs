@@ -1,5 +1,5 @@
-//! The Tree-structured Parzen Estimator (Bergstra et al. 2011) as Optuna's `TPESampler`
-//! implements it with its defaults (univariate; 10 random start-up trials; γ(n) =
+//! The Tree-structured Parzen Estimator (Bergstra et al. 2011) as Optuna 5.0's
+//! `TPESampler` implements it with its defaults (univariate; 10 random start-up trials; γ(n) =
 //! min(⌈0.1 n⌉, 25); the default weights, which ramp the older trials down; a prior
 //! kernel of weight 1; the "magic clip" of bandwidths; 24 candidates drawn from l(x), the
 //! one with the largest l(x)/g(x) kept). An ordinal axis is Optuna's
@@ -116,14 +116,13 @@ pub(crate) fn parzen(dim: &Dim, observed: &[usize]) -> Vec<f64> {
     pmf
 }
 
-/// The kernels' centres and bandwidths over ranks `0..len` (Optuna's univariate
-/// `_calculate_numerical_distributions` with step 1, no endpoints, the magic clip), the
-/// prior's last.
+/// The kernels' centres and bandwidths over ranks `0..len` (Optuna 5's univariate
+/// `_calculate_numerical_distributions` with step 1, no endpoints, the magic clip): each
+/// observation's bandwidth is the larger gap to its sorted neighbours (the range's ends
+/// beyond the outermost), then the prior's kernel, centred with the range's width.
 pub(crate) fn kernels(observed: &[usize], len: usize) -> (Vec<f64>, Vec<f64>) {
     let (low, high) = (-0.5, len as f64 - 0.5);
-    let prior_mu = 0.5 * (low + high);
     let mut mus: Vec<f64> = observed.iter().map(|&r| r as f64).collect();
-    mus.push(prior_mu);
     let mut order: Vec<usize> = (0..mus.len()).collect();
     order.sort_by(|&a, &b| mus[a].total_cmp(&mus[b]));
     let mut ends = Vec::with_capacity(mus.len() + 2);
@@ -140,10 +139,9 @@ pub(crate) fn kernels(observed: &[usize], len: usize) -> (Vec<f64>, Vec<f64>) {
     for (rank, &i) in order.iter().enumerate() {
         sigmas[i] = sorted[rank];
     }
-    sigmas.truncate(observed.len());
-    let max_sigma = high - low;
-    let min_sigma = (high - low) / (1.0 + (observed.len() + 1) as f64).min(100.0);
-    sigmas.iter_mut().for_each(|s| *s = s.clamp(min_sigma, max_sigma));
+    let min_sigma = (high - low) / (1.0 + (m + 1) as f64).min(100.0);
+    sigmas.iter_mut().for_each(|s| *s = s.clamp(min_sigma, high - low));
+    mus.push(0.5 * (low + high));
     sigmas.push(high - low);
     (mus, sigmas)
 }
@@ -234,5 +232,68 @@ impl Sampler for Tpe {
         for (&combo, &score) in combos.iter().zip(scores) {
             self.history.push((self.space.ranks(combo), score));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Optuna 5.0.0's own numbers (`_ParzenEstimator(...).log_pdf`, `default_weights`,
+    //! `default_gamma`), printed by the script in `benchmarks/optuna_parzen.py`.
+    use super::*;
+
+    fn close(ours: &[f64], optuna: &[f64]) {
+        assert_eq!(ours.len(), optuna.len());
+        for (i, (a, b)) in ours.iter().zip(optuna).enumerate() {
+            assert!((a - b).abs() <= 1e-12 * b.abs().max(1e-3), "rank {i}: ours {a}, Optuna {b}");
+        }
+    }
+
+    fn space(len: usize, categorical: bool) -> SearchSpace {
+        SearchSpace::of_axes(&[(len, categorical)])
+    }
+
+    #[test]
+    fn parzen_estimators_are_optunas() {
+        let observed = [3, 3, 0, 9, 4, 7, 1, 3, 8, 2, 5, 6, 3, 3, 4, 2, 9, 0, 1, 1, 4, 5, 6, 7, 8, 2, 3, 4, 11, 10];
+        close(
+            &parzen(&space(12, false).dims()[0], &observed),
+            &[
+                0.06418519206034863,
+                0.09702966602341524,
+                0.10672095307752395,
+                0.1635191899098682,
+                0.13251727670550745,
+                0.0773413264142435,
+                0.07275028981229821,
+                0.07229216567052946,
+                0.0688971922514962,
+                0.06033442580346958,
+                0.04905573853686124,
+                0.03535658373443828,
+            ],
+        );
+        let five = space(5, false);
+        close(
+            &parzen(&five.dims()[0], &[2]),
+            &[0.1807020325525737, 0.20924360352784493, 0.22010872783916302, 0.20924360352784493, 0.1807020325525737],
+        );
+        close(
+            &parzen(&five.dims()[0], &[]),
+            &[0.19207691835685053, 0.20391356193884302, 0.20801903940861308, 0.20391356193884302, 0.19207691835685053],
+        );
+        close(
+            &parzen(&space(5, true).dims()[0], &[2, 0, 2, 3]),
+            &[0.22000000000000006, 0.12000000000000006, 0.3200000000000001, 0.22000000000000006, 0.12000000000000006],
+        );
+    }
+
+    #[test]
+    fn weights_and_gamma_are_optunas() {
+        let w = default_weights(30);
+        close(&w[..5], &[0.03333333333333333, 0.275, 0.5166666666666667, 0.7583333333333333, 1.0]);
+        assert!(w[5..].iter().all(|&x| x == 1.0) && w.len() == 30);
+        assert_eq!(default_weights(24), vec![1.0; 24]);
+        let gammas: Vec<usize> = [0, 1, 9, 10, 11, 100, 250, 251, 1000].map(gamma).to_vec();
+        assert_eq!(gammas, [0, 1, 1, 1, 2, 10, 25, 25, 25]);
     }
 }
