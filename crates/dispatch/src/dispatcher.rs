@@ -228,9 +228,7 @@ impl Dispatcher {
                 .unwrap_or_else(PoisonError::into_inner)
                 .set_fingerprint(&adapters::fingerprint(report.as_ref()));
             let admitted = report.as_ref().is_none_or(|r| DevicePolicy::admits(r, self.mode == DeviceMode::Gpu));
-            let gpu = if !admitted {
-                None
-            } else {
+            let gpu = if admitted {
                 match selection.open() {
                     Ok(ctx) => Some(ctx),
                     Err(e) => {
@@ -238,6 +236,8 @@ impl Dispatcher {
                         None
                     }
                 }
+            } else {
+                None
             };
             Probe { gpu, selection: Some(Arc::new(selection)) }
         })

@@ -1,7 +1,8 @@
-//! A WGSL compute [`Kernel`] and what its source declares, read with the shader compiler (naga): each entry point's
-//! workgroup size, which the host dispatches by, so that the size lives in the WGSL
-//! alone; and each struct's layout and each constant, which tests compare with the host
-//! side so that a struct or constant shared with a kernel cannot drift.
+//! A WGSL compute [`Kernel`] and what its source declares, read with the shader compiler
+//! (naga): each entry point's workgroup size, which the host dispatches by, so that the
+//! size lives in the WGSL alone; and each struct's layout and each constant, which tests
+//! compare with the host side so that a struct or constant shared with a kernel cannot
+//! drift.
 
 use crate::error::GpuError;
 use std::collections::HashMap;

@@ -14,6 +14,7 @@ use crate::error::{SweepError, io_error};
 use crate::report::{Heatmap, Leaderboard};
 use crate::rows::{Row, header, parse_row, row_combo, write_row};
 use crate::runner::{ChunkResult, Sweep};
+use crate::spec::fnv1a;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fs;
@@ -99,7 +100,7 @@ pub fn data_fingerprint(data: &Ohlcv) -> String {
             bytes.extend(series[i].to_bits().to_le_bytes());
         }
     }
-    format!("{:016x}-{}", crate::spec::fnv1a(&bytes), data.len())
+    format!("{:016x}-{}", fnv1a(&bytes), data.len())
 }
 
 /// The summary beside `out` (`<out stem>.json`); none beside a device or FIFO such as
@@ -129,14 +130,14 @@ const CHECKSUM: &str = "# fnv1a-64 ";
 
 /// A chunk's file: the checksum line, then `rows`.
 fn checksummed(rows: &str) -> String {
-    format!("{CHECKSUM}{:016x}\n{rows}", crate::spec::fnv1a(rows.as_bytes()))
+    format!("{CHECKSUM}{:016x}\n{rows}", fnv1a(rows.as_bytes()))
 }
 
 /// The rows of a chunk's file, or why they cannot be trusted.
 fn verified_rows(text: &str) -> Result<&str, &'static str> {
     let (first, rows) = text.split_once('\n').ok_or("no checksum line")?;
     let sum = first.strip_prefix(CHECKSUM).ok_or("no checksum line")?;
-    if u64::from_str_radix(sum, 16) != Ok(crate::spec::fnv1a(rows.as_bytes())) {
+    if u64::from_str_radix(sum, 16) != Ok(fnv1a(rows.as_bytes())) {
         return Err("its rows do not match their checksum");
     }
     Ok(rows)

@@ -81,7 +81,10 @@ fn tpe_finds_a_known_optimum_better_than_random_draws() {
 #[test]
 fn every_method_proposes_each_combo_once_and_the_same_trials_for_a_seed() {
     let space = SearchSpace::of_axes(&[(5, false), (4, true), (3, false)]);
+    let error = "grid".parse::<SearchMethod>().unwrap_err().to_string();
+    assert_eq!(error, "unknown search method `grid` (known: random, sobol, lhs, tpe)");
     for method in [SearchMethod::Random, SearchMethod::Sobol, SearchMethod::Lhs, SearchMethod::Tpe] {
+        assert_eq!(method.to_string().to_uppercase().parse::<SearchMethod>().unwrap(), method);
         let report = run(&space, &options(method, 60, 7, 3));
         let mut combos: Vec<u64> = report.trials.iter().map(|t| t.combo).collect();
         assert_eq!(combos.len(), 60, "{method}");

@@ -66,10 +66,8 @@ impl Design {
         let i = self.next as usize;
         self.next += 1;
         let n = self.strata[0].len() as f64;
-        let strata = std::mem::take(&mut self.strata);
-        let point = strata.iter().map(|perm| (f64::from(perm[i]) + self.rng.uniform()) / n).collect();
-        self.strata = strata;
-        point
+        let rng = &mut self.rng;
+        self.strata.iter().map(|perm| (f64::from(perm[i]) + rng.uniform()) / n).collect()
     }
 }
 

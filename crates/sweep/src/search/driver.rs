@@ -88,6 +88,7 @@ pub fn search(
         search_seconds: 0.0,
     };
     let mut since_better = 0u64;
+    let mut best_score: Option<f64> = None;
     'batches: while (report.trials.len() as u64) < options.trials {
         let want = (options.trials - report.trials.len() as u64).min(options.batch as u64) as usize;
         let asked = Instant::now();
@@ -100,14 +101,14 @@ pub fn search(
         let metrics = evaluate(&combos)?;
         let told = Instant::now();
         let values: Vec<Option<f64>> = metrics.iter().map(|m| options.objective.value(m)).collect();
-        let scores: Vec<Option<f64>> = metrics.iter().map(|m| options.objective.score(m)).collect();
+        let scores: Vec<Option<f64>> = values.iter().map(|v| v.map(|v| options.objective.oriented(v))).collect();
         sampler.tell(&combos, &scores);
         report.search_seconds += told.elapsed().as_secs_f64();
         for ((&combo, metrics), (value, score)) in combos.iter().zip(metrics).zip(values.into_iter().zip(scores)) {
-            let best_score = report.best.and_then(|b| options.objective.score(&report.trials[b].metrics));
             let better = score.is_some_and(|s| best_score.is_none_or(|b| s > b));
             report.trials.push(Trial { combo, metrics, value });
             if better {
+                best_score = score;
                 report.best = Some(report.trials.len() - 1);
                 since_better = 0;
             } else {

@@ -36,7 +36,13 @@ pub enum SearchMethod {
 }
 
 impl SearchMethod {
-    pub const NAMES: [&'static str; 4] = ["random", "sobol", "lhs", "tpe"];
+    /// Every method with its name on the command line and in summaries.
+    const ALL: [(SearchMethod, &'static str); 4] = [
+        (SearchMethod::Random, "random"),
+        (SearchMethod::Sobol, "sobol"),
+        (SearchMethod::Lhs, "lhs"),
+        (SearchMethod::Tpe, "tpe"),
+    ];
 
     /// Whether what it proposes depends on the scores told (then it cannot be sharded).
     pub fn is_adaptive(self) -> bool {
@@ -50,26 +56,27 @@ impl SearchMethod {
             design => Box::new(design::Design::new(design, space, seed, trials)),
         }
     }
+
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(m, _)| *m == self).map_or("", |(_, name)| name)
+    }
 }
 
 impl FromStr for SearchMethod {
     type Err = SweepError;
 
     fn from_str(text: &str) -> Result<Self, SweepError> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "random" => Ok(Self::Random),
-            "sobol" => Ok(Self::Sobol),
-            "lhs" => Ok(Self::Lhs),
-            "tpe" => Ok(Self::Tpe),
-            _ => Err(SweepError::Spec(format!("unknown search method `{text}` (known: {})", Self::NAMES.join(", ")))),
-        }
+        let wanted = text.trim().to_ascii_lowercase();
+        Self::ALL.iter().find(|(_, name)| *name == wanted).map(|&(m, _)| m).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|(_, name)| *name).collect();
+            SweepError::Spec(format!("unknown search method `{text}` (known: {})", known.join(", ")))
+        })
     }
 }
 
 impl fmt::Display for SearchMethod {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = [Self::Random, Self::Sobol, Self::Lhs, Self::Tpe].iter().position(|m| m == self).unwrap_or(0);
-        f.write_str(Self::NAMES[i])
+        f.write_str(self.name())
     }
 }
 

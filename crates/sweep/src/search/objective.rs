@@ -107,13 +107,18 @@ impl Objective {
         (!value.is_nan() && self.constraints.iter().all(|c| c.holds(metrics))).then_some(value)
     }
 
-    /// The value as a score to maximise: the value, negated when minimising.
+    /// The combo's value as a score to maximise ([`Objective::oriented`]).
     pub fn score(&self, metrics: &Metrics) -> Option<f64> {
-        self.value(metrics).map(|v| if self.minimize { -v } else { v })
+        self.value(metrics).map(|v| self.oriented(v))
+    }
+
+    /// A value as a score to maximise: itself, negated when minimising.
+    pub fn oriented(&self, value: f64) -> f64 {
+        if self.minimize { -value } else { value }
     }
 
     /// Whether `value` reaches `target` in the objective's direction.
     pub fn reaches(&self, value: f64, target: f64) -> bool {
-        if self.minimize { value <= target } else { value >= target }
+        self.oriented(value) >= self.oriented(target)
     }
 }
