@@ -25,6 +25,7 @@ mod devices;
 mod indicators;
 mod monitor;
 mod profile;
+mod search;
 mod strategy;
 mod sweep;
 

@@ -13,8 +13,9 @@ use threadx_indicators::Ohlcv;
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 use threadx_sweep::{
-    HeatmapOptions, OutputOptions, Row, Sample, Session, Shard, SweepPlan, SweepRequest, SweepSpec, WalkForward,
-    check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index, summary_path, walk_forward,
+    HeatmapOptions, OutputOptions, Row, SearchMethod, SearchRequest, Session, Shard, SweepPlan, SweepRequest,
+    SweepSpec, WalkForward, check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index,
+    summary_path, walk_forward,
 };
 use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
 
@@ -45,12 +46,38 @@ pub struct SweepArgs {
     /// median spacing of the timestamps, a year of 365 days; e.g. 252 for daily stock bars).
     #[arg(long, value_name = "BARS", allow_negative_numbers = true)]
     periods_per_year: Option<f64>,
-    /// Run N distinct combos of the grid drawn at random (Monte-Carlo) instead of all.
-    #[arg(long, value_name = "N")]
+    /// Run N distinct combos of the grid drawn at random: `--search random --trials N`.
+    #[arg(long, value_name = "N", conflicts_with_all = ["search", "trials"])]
     random: Option<u64>,
-    /// Seed of --random (default 0): the same seed draws the same combos on every machine.
+    /// Search the grid instead of running all of it: random, sobol or lhs (designs fixed
+    /// in advance) or tpe (Bayesian, learns from each batch). See docs/search.md.
+    #[arg(long, value_name = "METHOD", value_parser = search_method_arg)]
+    search: Option<SearchMethod>,
+    /// Combos a search evaluates at most (with --search).
+    #[arg(long, value_name = "N")]
+    trials: Option<u64>,
+    /// Combos a search proposes and evaluates together (default 64).
+    #[arg(long, value_name = "N")]
+    batch: Option<usize>,
+    /// Seed of a search or --random (default 0): the same seed gives the same trials on every machine.
     #[arg(long)]
     seed: Option<u64>,
+    /// Stop a search after K successive trials without a better --by value.
+    #[arg(long, value_name = "K")]
+    patience: Option<u64>,
+    /// Stop a search once the --by value reaches this.
+    #[arg(long, value_name = "VALUE", allow_negative_numbers = true)]
+    target: Option<f64>,
+    /// A search minimises --by instead of maximising it.
+    #[arg(long)]
+    minimize: bool,
+    /// A rule a search's winner must obey, repeatable, e.g. "trades >= 30" (metric, one of
+    /// >= > <= <, a number): a combo that breaks one never wins.
+    #[arg(long = "constraint", value_name = "RULE")]
+    constraints: Vec<String>,
+    /// Where a search draws its best-so-far curve (default: beside --out, `-search.svg`).
+    #[arg(long, value_name = "FILE.svg")]
+    search_plot: Option<PathBuf>,
     /// Optimize on each train window, evaluate the best combo on the next test window:
     /// train=BARS,test=BARS[,step=BARS].
     #[arg(long, value_name = "SPEC")]
@@ -61,9 +88,11 @@ pub struct SweepArgs {
     /// How many of the best combos to print.
     #[arg(long, default_value_t = 10)]
     top: usize,
-    /// The metric that ranks combos, largest first (sharpe, sharpe_annual, total_return, ...; --help lists them).
-    #[arg(long, default_value = "sharpe", long_help = metrics_help("The metric that ranks combos, largest first (max_drawdown: the shallowest)."))]
-    by: String,
+    /// The metric that ranks combos and that a search optimises, largest first (default:
+    /// the config's search `by`, else sharpe; --help lists them).
+    #[arg(long, long_help = metrics_help("The metric that ranks combos and that a search optimises, largest first \
+        (max_drawdown: the shallowest; default: the config's search `by`, else sharpe)."))]
+    by: Option<String>,
     /// Draw the --by metric over two parameters (best over the others) into this SVG
     /// (default: beside the results, as <name>-heatmap.svg).
     #[arg(long, value_name = "FILE.svg")]
@@ -144,15 +173,7 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     }
     request.fee = args.fee.or(request.fee);
     request.periods_per_year = args.periods_per_year.or(request.periods_per_year);
-    match (args.random, args.seed, request.random.as_mut()) {
-        (Some(n), seed, config) => {
-            let seed = seed.or(config.map(|s| s.seed)).unwrap_or(0);
-            request.random = Some(Sample { n, seed });
-        }
-        (None, Some(seed), Some(config)) => config.seed = seed,
-        (None, Some(_), None) => bail!("--seed draws the --random sample; pass --random N too"),
-        (None, None, _) => {}
-    }
+    search_request(args, &mut request)?;
     request.chunk_size = args.chunk_size.or(request.chunk_size);
     if let Some(text) = &args.walk_forward {
         request.walk_forward = Some(WalkForward::parse(text)?);
@@ -163,19 +184,84 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     Ok(request.check()?)
 }
 
+/// The search the flags ask for, on top of the config's `[search]` (a config's `[random]`
+/// and `--random N` are `random` searches).
+fn search_request(args: &SweepArgs, request: &mut SweepRequest) -> Result<()> {
+    if let Some(sample) = request.random.take() {
+        if request.search.is_some() {
+            bail!(
+                "the config has both [random] and [search]; [random] n = N is [search] method = \"random\", trials = N"
+            );
+        }
+        request.search =
+            Some(SearchRequest { seed: sample.seed, ..SearchRequest::new(SearchMethod::Random, sample.n) });
+    }
+    let method = args.search.or(args.random.map(|_| SearchMethod::Random));
+    let trials = args.trials.or(args.random);
+    if let Some(search) = request.search.as_mut() {
+        search.method = method.unwrap_or(search.method);
+        search.trials = trials.unwrap_or(search.trials);
+    } else if let Some(method) = method {
+        let Some(trials) = trials else {
+            bail!("--search {method} needs --trials N: how many combos to evaluate at most");
+        };
+        request.search = Some(SearchRequest::new(method, trials));
+    } else {
+        let flags = [
+            (args.trials.is_some(), "--trials"),
+            (args.batch.is_some(), "--batch"),
+            (args.seed.is_some(), "--seed"),
+            (args.patience.is_some(), "--patience"),
+            (args.target.is_some(), "--target"),
+            (args.minimize, "--minimize"),
+            (!args.constraints.is_empty(), "--constraint"),
+            (args.search_plot.is_some(), "--search-plot"),
+        ];
+        if let Some((_, flag)) = flags.iter().find(|(given, _)| *given) {
+            bail!("{flag} applies to a search; pass --search METHOD --trials N (or --random N) too");
+        }
+        return Ok(());
+    }
+    let search = request.search.as_mut().expect("a search was set above");
+    search.batch = args.batch.or(search.batch);
+    search.seed = args.seed.unwrap_or(search.seed);
+    search.patience = args.patience.or(search.patience);
+    search.target = args.target.or(search.target);
+    search.minimize |= args.minimize;
+    search.constraints.extend(args.constraints.iter().cloned());
+    if let Some(by) = &args.by {
+        search.by = by.clone();
+    }
+    Ok(())
+}
+
+/// `--search METHOD`, refused by clap with the method names.
+fn search_method_arg(text: &str) -> Result<SearchMethod, String> {
+    text.parse().map_err(|e: threadx_sweep::SweepError| e.to_string())
+}
+
+/// The metric that ranks combos: `--by`, else the search's objective, else sharpe.
+fn ranking(args: &SweepArgs, spec: &SweepSpec) -> String {
+    match (&args.by, spec.search()) {
+        (Some(by), _) => by.clone(),
+        (None, Some(search)) => search.objective.metric().to_owned(),
+        (None, None) => "sharpe".to_owned(),
+    }
+}
+
 /// `--threads N`, refused by clap with the request's own rule.
 fn threads_arg(text: &str) -> Result<usize, String> {
     check_threads(text.parse().map_err(|e| format!("{e}"))?)
 }
 
-fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
+pub fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
     let target = if quiet || !std::io::stderr().is_terminal() {
         ProgressDrawTarget::hidden()
     } else {
         ProgressDrawTarget::stderr()
     };
     let bar = ProgressBar::with_draw_target(Some(total), target);
-    let template = format!("{{bar:40}} {{human_pos}}/{{human_len}} {unit} · {{rate}} · ETA {{eta}}");
+    let template = format!("{{bar:40}} {{human_pos}}/{{human_len}} {unit} · {{rate}} · ETA {{eta}}{{msg}}");
     let style = ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()).with_key(
         "rate",
         |state: &ProgressState, w: &mut dyn std::fmt::Write| {
@@ -190,7 +276,8 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let phases = PhaseTimer::start();
     // Everything the user typed is checked before data is read or anything computed.
     let spec = build_spec(args, mode)?;
-    metric_index(&args.by)?;
+    let by = ranking(args, &spec);
+    metric_index(&by)?;
     let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or(Shard::WHOLE);
     if spec.walk_forward().is_some() && (args.resume || !shard.is_whole()) {
         bail!("--walk-forward runs in one process: --resume and --shard do not apply to it");
@@ -198,13 +285,21 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if args.out == Path::new(DEFAULT_OUT) {
         std::fs::create_dir_all("artifacts/sweep").context("creating artifacts/sweep")?;
     }
-    let mut opts = output_options(args, &spec, shard);
+    let mut opts = output_options(args, &spec, shard, &by);
     let monitor_plot =
         args.monitor.then(|| args.monitor_plot.clone().unwrap_or_else(|| sibling(&args.out, "-monitor.svg")));
     if let Some(plot) = &monitor_plot {
-        if spec.walk_forward().is_some() {
-            bail!("--monitor applies to a grid or random sweep, not to --walk-forward");
+        if spec.walk_forward().is_some() || spec.search().is_some() {
+            bail!("--monitor applies to a grid sweep, not to --walk-forward or a search");
         }
+        check_writable(plot)?;
+    }
+    let search_plot = match (spec.search(), &args.search_plot) {
+        (Some(_), Some(path)) => Some(path.clone()),
+        (Some(_), None) if !is_special_file(&args.out) && shard.is_whole() => Some(sibling(&args.out, "-search.svg")),
+        _ => None,
+    };
+    if let Some(plot) = &search_plot {
         check_writable(plot)?;
     }
     // No output may be a file this command reads.
@@ -214,6 +309,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         summary.as_deref(),
         opts.heatmap.as_ref().map(|h| h.path.as_path()),
         monitor_plot.as_deref(),
+        search_plot.as_deref(),
     ]
     .into_iter()
     .flatten()
@@ -244,17 +340,31 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     }
     let plan = SweepPlan::new(&spec, data.len(), dispatcher.policy())?;
     let combos = plan.combos();
-    outln!(
-        "{} sweep on {} ({} bars): {}{}, {} of {}{}",
-        spec.strategy(),
-        data.origin(),
-        thousands(data.len() as u64),
-        count(combos.len(), "combo"),
-        if spec.sample().is_some() { format!(" sampled of {}", thousands(combos.grid_len())) } else { String::new() },
-        count(combos.chunks(), "chunk"),
-        thousands(combos.chunk_size().min(combos.len())),
-        if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
-    );
+    if let Some(search) = spec.search() {
+        outln!(
+            "{} {} search on {} ({} bars): up to {} of {} combos, in batches of {}, seed {}{}",
+            spec.strategy(),
+            search.method,
+            data.origin(),
+            thousands(data.len() as u64),
+            count(search.trials, "trial"),
+            thousands(combos.grid_len()),
+            search.batch,
+            search.seed,
+            if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
+        );
+    } else {
+        outln!(
+            "{} sweep on {} ({} bars): {}, {} of {}{}",
+            spec.strategy(),
+            data.origin(),
+            thousands(data.len() as u64),
+            count(combos.len(), "combo"),
+            count(combos.chunks(), "chunk"),
+            thousands(combos.chunk_size().min(combos.len())),
+            if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
+        );
+    }
     outln!("preparing {} (about {})", plan.describe(), format_bytes(plan.bytes()));
     // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
     let mut note = |note: &str| {
@@ -262,9 +372,13 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     };
     let session = Session::from_plan(plan, data.clone(), dispatcher.clone(), &mut note)?;
     crate::on_interrupt(format!(
-        "the finished chunks are kept in {}; run the same command with --resume to continue",
+        "the finished {} are kept in {}; run the same command with --resume to continue",
+        if spec.search().is_some() { "batches" } else { "chunks" },
         checkpoint_dir(&opts.out).display()
     ));
+    if spec.search().is_some() {
+        return crate::search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet);
+    }
     let bar = progress_bar(session.sweep().combos().len(), args.quiet, "combos");
     let mut sample_machine = || {
         let monitor = monitor.as_mut().expect("sampled only with --monitor");
@@ -292,7 +406,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if let Err(e) = session.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
-    out!("{}", top_table(spec.strategy(), &report.best, &args.by));
+    out!("{}", top_table(spec.strategy(), &report.best, &by));
     let backtests = match report.timings.and_then(|t| t.combos_per_s.map(|rate| (t.run, rate))) {
         Some((run, rate)) => format!("{run:.2}s ({} combos/s of wall time)", thousands(rate.round() as u64)),
         None => "none (every chunk came from the checkpoint)".into(),
@@ -319,13 +433,13 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     outln!("wrote {} rows to {}", report.rows, opts.out.display());
     print_summary_path(report.summary_path.as_deref(), &opts.out)?;
     if let Some(h) = &opts.heatmap {
-        outln!("wrote the {} heatmap to {}", args.by, h.path.display());
+        outln!("wrote the {by} heatmap to {}", h.path.display());
     }
     Ok(())
 }
 
 /// Where the results, summary and heatmap go.
-fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard) -> OutputOptions {
+fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard, by: &str) -> OutputOptions {
     let varying = spec.axes().iter().filter(|a| a.len() > 1).count();
     let heatmap = match (&args.heatmap, varying >= 2 || args.heatmap_x.is_some()) {
         (Some(path), _) => Some(path.clone()),
@@ -339,7 +453,7 @@ fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard) -> OutputOpt
         resume: args.resume,
         shard,
         top: args.top,
-        by: args.by.clone(),
+        by: by.to_owned(),
         heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
     }
 }
@@ -354,7 +468,7 @@ fn check_outputs(args: &SweepArgs, spec: &SweepSpec, opts: &mut OutputOptions) -
     check_output(opts)?;
     if let Some(h) = &opts.heatmap {
         let made =
-            threadx_sweep::Heatmap::new(spec.strategy().clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &args.by);
+            threadx_sweep::Heatmap::new(spec.strategy().clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by);
         match made {
             // Asked for by name: the user must choose; the default one is left out.
             Err(e) if args.heatmap.is_some() || args.heatmap_x.is_some() || args.heatmap_y.is_some() => {
@@ -464,7 +578,8 @@ fn workers_line(stats: &RunStats) -> String {
 fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArgs) -> Result<()> {
     let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
     let bar = progress_bar(windows, args.quiet, "windows");
-    let report = walk_forward(data, dispatcher, spec, &args.by, &mut |done, _| bar.set_position(done as u64));
+    let report =
+        walk_forward(data, dispatcher, spec, &ranking(args, spec), &mut |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     let report = report?;
     threadx_profile_store::write_file_atomic(&args.out, report.to_csv(data, spec).as_bytes())
@@ -484,7 +599,7 @@ fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArg
         spec.strategy(),
         data.origin(),
         data.len(),
-        args.by
+        ranking(args, spec)
     );
     outln!(
         "  {:>3}  {:<52} {:>12} {:>13} {:>7} {:>10}",
@@ -528,7 +643,7 @@ fn metrics_help(intro: &str) -> String {
 }
 
 /// `1 chunk`, `12,000 combos`.
-fn count(n: u64, noun: &str) -> String {
+pub fn count(n: u64, noun: &str) -> String {
     format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
 }
 
@@ -537,7 +652,7 @@ pub fn pct(v: f64) -> String {
     if v.is_nan() { "-".into() } else { format!("{:.2}%", v * 100.0) }
 }
 
-fn num(v: f64) -> String {
+pub fn num(v: f64) -> String {
     if v.is_nan() { "-".into() } else { format!("{v:.4}") }
 }
 
@@ -547,7 +662,7 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(format!("{stem}{suffix}"))
 }
 
-fn top_table(strategy: &Strategy, rows: &[Row], by: &str) -> String {
+pub fn top_table(strategy: &Strategy, rows: &[Row], by: &str) -> String {
     use std::fmt::Write;
     let mut out = format!("top {} by {by}:\n", rows.len());
     let _ = writeln!(
@@ -618,7 +733,7 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
 }
 
 /// Where the summary went, or why there is none (results sent to a device or FIFO).
-fn print_summary_path(summary: Option<&Path>, out: &Path) -> Result<()> {
+pub fn print_summary_path(summary: Option<&Path>, out: &Path) -> Result<()> {
     match summary {
         Some(path) => outln!("wrote the summary to {}", path.display()),
         None => outln!("no summary: {} is not a regular file, so nothing is written beside it", out.display()),

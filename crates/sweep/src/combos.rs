@@ -1,10 +1,7 @@
 //! [`ComboSet`]: the combos a sweep runs, in combo order, and their fixed logical chunks.
 
 use crate::error::SweepError;
-use crate::spec::Sample;
-use std::collections::HashSet;
 use std::ops::Range;
-use threadx_backtest::Grid;
 use threadx_indicators::SeededRng;
 
 /// Bar·combos per chunk the chunk size aims at: about 50 ms of one CPU core, a few
@@ -32,49 +29,10 @@ pub struct ComboSet {
 }
 
 impl ComboSet {
-    /// The whole `grid`, or `sample.n` distinct combos of it that the strategy's rules
-    /// allow, drawn with `sample.seed` (the same on every machine), in chunks of `chunk`
-    /// combos (default: [`chunk_size`] of the data length, `bars`).
-    pub fn new(grid: &Grid, sample: Option<Sample>, chunk: Option<u64>, bars: usize) -> Result<Self, SweepError> {
-        let grid_len = grid.len();
-        let chunk_size = chunk.unwrap_or_else(|| chunk_size(bars));
-        let Some(sample) = sample else {
-            return Ok(Self { grid_len, sample: None, chunk_size });
-        };
-        let strategy = grid.strategy();
-        let allowed = |combo: u64| strategy.allows(&grid.values(combo));
-        let mut rng = SeededRng::new(sample.seed);
-        let mut picked = if sample.n.saturating_mul(2) > grid_len {
-            // Dense: shuffle the allowed combos and keep the first n.
-            let mut all: Vec<u64> = (0..grid_len).filter(|&c| allowed(c)).collect();
-            if (all.len() as u64) < sample.n {
-                return Err(too_few(sample.n, all.len() as u64));
-            }
-            for i in 0..sample.n as usize {
-                let j = i + below(&mut rng, (all.len() - i) as u64) as usize;
-                all.swap(i, j);
-            }
-            all.truncate(sample.n as usize);
-            all
-        } else {
-            // Sparse: draw until n distinct allowed combos are found.
-            let mut seen = HashSet::with_capacity(sample.n as usize);
-            let mut picked = Vec::with_capacity(sample.n as usize);
-            let mut tries = 0u64;
-            while (picked.len() as u64) < sample.n {
-                tries += 1;
-                if tries > 100 * sample.n + 10_000 {
-                    return Err(too_few(sample.n, picked.len() as u64));
-                }
-                let c = below(&mut rng, grid_len);
-                if allowed(c) && seen.insert(c) {
-                    picked.push(c);
-                }
-            }
-            picked
-        };
-        picked.sort_unstable();
-        Ok(Self { grid_len, sample: Some(picked), chunk_size })
+    /// The whole grid of `grid_len` combos, or the sorted `sample` of it, in chunks of
+    /// `chunk` combos (default: [`chunk_size`] of the data length, `bars`).
+    pub fn new(grid_len: u64, sample: Option<Vec<u64>>, chunk: Option<u64>, bars: usize) -> Self {
+        Self { grid_len, sample, chunk_size: chunk.unwrap_or_else(|| chunk_size(bars)) }
     }
 
     /// The sampled combos' grid numbers, sorted; `None` for the whole grid.
@@ -131,12 +89,6 @@ impl ComboSet {
 /// Uniform in 0..n (multiply-shift, no modulo bias worth the name for n ≪ 2^64).
 pub(crate) fn below(rng: &mut SeededRng, n: u64) -> u64 {
     ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
-}
-
-fn too_few(wanted: u64, found: u64) -> SweepError {
-    SweepError::Spec(format!(
-        "--random {wanted}: only {found} distinct combos of the grid pass the strategy's rules; ask for fewer or widen the grid"
-    ))
 }
 
 /// One of `count` parts of a sweep (`--shard I/N`, `index` from 0).

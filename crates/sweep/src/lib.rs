@@ -24,6 +24,8 @@ mod request;
 mod rows;
 mod runner;
 mod search;
+mod search_plot;
+mod search_run;
 mod session;
 mod spec;
 mod walk;
@@ -39,9 +41,11 @@ pub use request::{SweepRequest, parse_size};
 pub use rows::{Row, header, parse_row, write_row};
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
 pub use search::{
-    Constraint, DEFAULT_BATCH, Objective, Sampler, SearchMethod, SearchOptions, SearchReport, SearchSpace, Stop, Trial,
-    search,
+    Constraint, DEFAULT_BATCH, Evaluate, Objective, Sampler, SearchMethod, SearchOptions, SearchReport, SearchRequest,
+    SearchSpace, Stop, Trial, search,
 };
+pub use search_plot::best_so_far_svg;
+pub use search_run::{SearchProgress, SearchRun, search_header, search_to_files, stop_text};
 pub use session::{Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
 pub use threadx_indicators::available_memory;

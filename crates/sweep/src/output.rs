@@ -120,7 +120,7 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
     out.with_file_name(name)
 }
 
-fn chunk_path(parts: &Path, chunk: u64) -> PathBuf {
+pub(crate) fn chunk_path(parts: &Path, chunk: u64) -> PathBuf {
     parts.join(format!("chunk-{chunk:08}.csv"))
 }
 
@@ -129,7 +129,7 @@ fn chunk_path(parts: &Path, chunk: u64) -> PathBuf {
 const CHECKSUM: &str = "# fnv1a-64 ";
 
 /// A chunk's file: the checksum line, then `rows`.
-fn checksummed(rows: &str) -> String {
+pub(crate) fn checksummed(rows: &str) -> String {
     format!("{CHECKSUM}{:016x}\n{rows}", fnv1a(rows.as_bytes()))
 }
 
@@ -144,7 +144,7 @@ fn verified_rows(text: &str) -> Result<&str, &'static str> {
 }
 
 /// Reads a chunk's file and checks its checksum.
-fn read_chunk(path: &Path) -> Result<String, SweepError> {
+pub(crate) fn read_chunk(path: &Path) -> Result<String, SweepError> {
     let text = fs::read_to_string(path).map_err(io_error(path))?;
     verified_rows(&text)
         .map(str::to_owned)
@@ -152,7 +152,7 @@ fn read_chunk(path: &Path) -> Result<String, SweepError> {
 }
 
 /// What identifies a run for resume and merge: spec, data, chunking and shard count.
-fn identity(sweep: &Sweep, data: &Ohlcv, shard: Shard) -> Value {
+pub(crate) fn identity(sweep: &Sweep, data: &Ohlcv, shard: Shard) -> Value {
     json!({
         "spec": sweep.spec().to_json(),
         "data": {"origin": data.origin(), "bars": data.len(), "fingerprint": data_fingerprint(data)},
@@ -161,10 +161,37 @@ fn identity(sweep: &Sweep, data: &Ohlcv, shard: Shard) -> Value {
     })
 }
 
+/// Opens the checkpoint folder `parts` for a run described by `meta`: creates it (with
+/// `sweep.json`), or, when it exists, checks that the same run made it. The run holds it
+/// until the lock is dropped.
+pub(crate) fn open_checkpoint(parts: &Path, meta: Value) -> Result<CheckpointLock, SweepError> {
+    let meta_path = parts.join("sweep.json");
+    if parts.exists() {
+        let lock = CheckpointLock::acquire(parts)?;
+        let text = fs::read_to_string(&meta_path).map_err(io_error(&meta_path))?;
+        let found: Value = serde_json::from_str(&text).map_err(|e| {
+            SweepError::Results(format!("{} is not a sweep checkpoint ({e}); delete the folder", meta_path.display()))
+        })?;
+        if found != meta {
+            return Err(SweepError::Results(format!(
+                "the checkpoint in {} was made by a different sweep (spec, data or shard differ); \
+                 run the same command as before, or delete the folder to start over",
+                parts.display()
+            )));
+        }
+        Ok(lock)
+    } else {
+        fs::create_dir(parts).map_err(io_error(parts))?;
+        let lock = CheckpointLock::acquire(parts)?;
+        write_file_atomic(&meta_path, format!("{meta:#}\n").as_bytes()).map_err(io_error(&meta_path))?;
+        Ok(lock)
+    }
+}
+
 /// The exclusive hold of one run on a checkpoint folder: a lock on `<parts>/lock`, which
 /// holds the holder's pid. Released when dropped or when the process dies (SIGKILL too).
 #[derive(Debug)]
-struct CheckpointLock {
+pub(crate) struct CheckpointLock {
     _held: fs::File,
 }
 
@@ -263,27 +290,7 @@ pub fn run_to_files(
 
     let parts = checkpoint_dir(&opts.out);
     let identity = identity(sweep, data, opts.shard);
-    let meta = json!({"identity": identity, "shard": opts.shard.index});
-    let meta_path = parts.join("sweep.json");
-    let _lock;
-    if parts.exists() {
-        _lock = CheckpointLock::acquire(&parts)?;
-        let text = fs::read_to_string(&meta_path).map_err(io_error(&meta_path))?;
-        let found: Value = serde_json::from_str(&text).map_err(|e| {
-            SweepError::Results(format!("{} is not a sweep checkpoint ({e}); delete the folder", meta_path.display()))
-        })?;
-        if found != meta {
-            return Err(SweepError::Results(format!(
-                "the checkpoint in {} was made by a different sweep (spec, data or shard differ); \
-                 run the same command as before, or delete the folder to start over",
-                parts.display()
-            )));
-        }
-    } else {
-        fs::create_dir(&parts).map_err(io_error(&parts))?;
-        _lock = CheckpointLock::acquire(&parts)?;
-        write_file_atomic(&meta_path, format!("{meta:#}\n").as_bytes()).map_err(io_error(&meta_path))?;
-    }
+    let _lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}))?;
 
     let combos = sweep.combos();
     let chunks = combos.shard_chunks(opts.shard);
@@ -419,7 +426,7 @@ pub fn run_to_files(
 }
 
 /// `e`, naming the file it was found in.
-fn in_file(path: &Path, e: SweepError) -> SweepError {
+pub(crate) fn in_file(path: &Path, e: SweepError) -> SweepError {
     SweepError::Results(format!("{}: {e}", path.display()))
 }
 
@@ -503,7 +510,12 @@ pub fn merge(
     let identity = identity.unwrap_or_default();
     let spec = SweepSpec::from_identity(&identity["spec"])?;
     let strategy = spec.strategy();
-    let head = header(strategy);
+    // A search's shards hold trials (numbered in evaluation order) instead of combos.
+    let search = spec.search();
+    let head = match search {
+        Some(_) => crate::search_run::search_header(strategy),
+        None => header(strategy),
+    };
     let mut heatmap = match heatmap {
         Some(h) => {
             Some((Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by)?, h.path.clone()))
@@ -541,12 +553,21 @@ pub fn merge(
         heads.extend(next_line(i)?);
     }
     let (mut rows, mut last) = (0u64, None);
-    while let Some((std::cmp::Reverse(combo), i, line)) = heads.pop() {
-        if last.is_some_and(|l| combo <= l) {
-            return Err(bad(format!("combo {combo} appears twice or out of order (in {})", shards[i].display())));
+    let mut trials = Vec::new();
+    let what = if search.is_some() { "trial" } else { "combo" };
+    while let Some((std::cmp::Reverse(key), i, line)) = heads.pop() {
+        if last.is_some_and(|l| key <= l) || (search.is_some() && key != rows) {
+            return Err(bad(format!("{what} {key} is missing, repeated or out of order (in {})", shards[i].display())));
         }
-        last = Some(combo);
-        let row = parse_row(strategy, &line).map_err(|e| in_file(&shards[i], e))?;
+        last = Some(key);
+        let row = match search {
+            Some(_) => crate::search_run::parse_trial(strategy, &line).map(|(_, row)| row),
+            None => parse_row(strategy, &line),
+        }
+        .map_err(|e| in_file(&shards[i], e))?;
+        if search.is_some() {
+            trials.push((row.combo, row.metrics));
+        }
         if let Some((h, _)) = heatmap.as_mut() {
             h.offer(&row);
         }
@@ -563,7 +584,7 @@ pub fn merge(
     if let Some((h, path)) = &heatmap {
         write_file_atomic(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?;
     }
-    let summary = json!({
+    let mut summary = json!({
         "threadx": env!("CARGO_PKG_VERSION"),
         "identity": identity,
         "merged_from": shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
@@ -572,6 +593,14 @@ pub fn merge(
         "combos": {"rows": rows},
         "best": best_json(strategy, &leaderboard),
     });
+    let mut best = leaderboard.rows().to_vec();
+    if let Some(options) = search {
+        let report = crate::search::SearchReport::of_trials(options, trials);
+        let values = |c| spec.grid().values(c);
+        summary["search"] = crate::search_run::search_json(options, &report, strategy, values);
+        best = crate::search_run::best_rows(&report, options, top, values);
+        summary["best"] = crate::search_run::rows_json(strategy, options.objective.metric(), &best);
+    }
     if let Some(path) = &out_summary {
         write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
     }
@@ -582,7 +611,7 @@ pub fn merge(
         workers: None,
         timings: None,
         telemetry: None,
-        best: leaderboard.rows().to_vec(),
+        best,
         rows,
         summary_path: out_summary,
     })

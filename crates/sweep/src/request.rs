@@ -3,6 +3,7 @@
 //! fields, and [`SweepRequest::check`] validates it once into a [`SweepSpec`].
 
 use crate::error::SweepError;
+use crate::search::SearchRequest;
 use crate::spec::{Sample, SweepSpec, WalkForward};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use threadx_backtest::{Axis, Grid, Strategy};
@@ -28,6 +29,8 @@ pub struct SweepRequest {
     pub chunk_size: Option<u64>,
     /// A seeded sample of the grid instead of all of it.
     pub random: Option<Sample>,
+    /// A search (a design or TPE) instead of the grid.
+    pub search: Option<SearchRequest>,
     /// Optimize on each train window, test the winner on the window after it.
     pub walk_forward: Option<WalkForward>,
     /// Worker threads (default: one per core).
@@ -137,10 +140,12 @@ impl SweepRequest {
             Some(mode) => mode,
             None => DeviceMode::from_env().map_err(SweepError::Spec)?,
         };
+        let search = self.search.as_ref().map(|s| s.check(grid.len())).transpose()?;
         SweepSpec::checked(crate::spec::SpecParts {
             grid,
             fee: self.fee.unwrap_or(0.001),
             sample: self.random,
+            search,
             walk_forward: self.walk_forward,
             chunk_size: self.chunk_size,
             periods_per_year: self.periods_per_year,

@@ -4,6 +4,7 @@
 
 use crate::combos::ComboSet;
 use crate::error::SweepError;
+use crate::search::SearchMethod;
 use crate::spec::SweepSpec;
 use std::ops::Range;
 use std::sync::Arc;
@@ -64,19 +65,40 @@ impl SweepPlan {
         let refuse = |needs: u64, what: String| {
             SweepError::Spec(format!(
                 "this sweep needs about {} to prepare ({what}), more than the {} of memory available; \
-                 sweep a sample of the grid with --random N (only the sampled combos' series and rows are \
-                 prepared), or use fewer values or fewer bars{}",
+                 sweep a sample of the grid with --random N or --search sobol|lhs|random (only the drawn \
+                 combos' series and rows are prepared), or use fewer values or fewer bars{}",
                 format_bytes(needs),
                 format_bytes(limit),
                 if memory_limit.is_some() { "; --max-memory sets the limit" } else { "" }
             ))
         };
-        let sample_bytes = spec.sample().map_or(0, |s| s.n.saturating_mul(BYTES_PER_SAMPLED_COMBO));
+        // A --random sample or a design's trials: drawn first, and only their series and
+        // rows prepared. An adaptive search may go anywhere: it prepares the whole grid.
+        let drawn = match (spec.sample(), spec.search()) {
+            (Some(sample), _) => Some((SearchMethod::Random, sample.seed, sample.n)),
+            (None, Some(search)) if !search.method.is_adaptive() => Some((search.method, search.seed, search.trials)),
+            _ => None,
+        };
+        let sample_bytes = drawn.map_or(0, |(_, _, n)| n.saturating_mul(BYTES_PER_SAMPLED_COMBO));
         if sample_bytes > limit {
-            let n = spec.sample().map_or(0, |s| s.n);
+            let n = drawn.map_or(0, |(_, _, n)| n);
             return Err(refuse(sample_bytes, format!("{n} sampled combos")));
         }
-        let combos = ComboSet::new(&grid, spec.sample(), spec.chunk_size(), bars)?;
+        let sample = match drawn {
+            Some((method, seed, n)) => {
+                let combos = method.design_combos(&grid, seed, n).unwrap_or_default();
+                if spec.sample().is_some() && (combos.len() as u64) < n {
+                    return Err(SweepError::Spec(format!(
+                        "--random {n}: only {} distinct combos of the grid pass the strategy's rules; ask for \
+                         fewer or widen the grid",
+                        combos.len()
+                    )));
+                }
+                Some(combos)
+            }
+            None => None,
+        };
+        let combos = ComboSet::new(grid.len(), sample, spec.chunk_size(), bars);
         let layout = BookLayout::new(grid, combos.sample())?;
         let gpu = match mode {
             DeviceMode::Cpu => false,

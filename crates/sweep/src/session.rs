@@ -139,8 +139,8 @@ impl Session {
             }
             if set.sample().is_some_and(|s| s.binary_search(&combo).is_err()) {
                 return Err(SweepError::Spec(format!(
-                    "combo {combo} is not in this session's --random sample; a session over the whole grid \
-                     evaluates any combo"
+                    "combo {combo} is not among the combos this session drew (--random or a design's \
+                     trials); a session over the whole grid evaluates any combo"
                 )));
             }
         }
@@ -156,17 +156,13 @@ impl Session {
     }
 
     /// A search over the session's grid ([`search`](crate::search)): each batch the
-    /// sampler proposes runs on the pool as [`Session::evaluate`] runs it.
+    /// sampler proposes runs on the pool as [`Session::evaluate`] runs it. A session
+    /// prepared for a design (its spec's search) holds only that design's combos.
     pub fn search(
         &self,
         options: &SearchOptions,
         progress: &mut dyn FnMut(&SearchReport) -> Result<(), SweepError>,
     ) -> Result<SearchReport, SweepError> {
-        if self.sweep.combos().sample().is_some() {
-            return Err(SweepError::Spec(
-                "--search draws its own combos; it cannot be combined with --random (use --search random)".into(),
-            ));
-        }
         let space = SearchSpace::new(self.spec().grid());
         crate::search::search(space, options, &mut |combos| Ok(self.evaluate(combos)?.metrics), progress)
     }

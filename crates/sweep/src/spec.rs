@@ -3,6 +3,7 @@
 //! walk-forward, chunking and the run's settings, every value checked once.
 
 use crate::error::SweepError;
+use crate::search::SearchOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::ops::ControlFlow;
@@ -107,6 +108,7 @@ pub struct SweepSpec {
     grid: Grid,
     fee: f64,
     sample: Option<Sample>,
+    search: Option<SearchOptions>,
     walk_forward: Option<WalkForward>,
     chunk_size: Option<u64>,
     periods_per_year: Option<f64>,
@@ -120,6 +122,7 @@ pub(crate) struct SpecParts {
     pub grid: Grid,
     pub fee: f64,
     pub sample: Option<Sample>,
+    pub search: Option<SearchOptions>,
     pub walk_forward: Option<WalkForward>,
     pub chunk_size: Option<u64>,
     pub periods_per_year: Option<f64>,
@@ -136,6 +139,7 @@ impl SweepSpec {
             grid: parts.grid,
             fee: parts.fee,
             sample: parts.sample,
+            search: parts.search,
             walk_forward: parts.walk_forward,
             chunk_size: parts.chunk_size,
             periods_per_year: parts.periods_per_year,
@@ -164,6 +168,14 @@ impl SweepSpec {
         }
         if let (Some(_), Some(_)) = (spec.sample, spec.walk_forward) {
             return Err(SweepError::Spec("--random and --walk-forward cannot be combined".into()));
+        }
+        if spec.search.is_some() && spec.sample.is_some() {
+            return Err(SweepError::Spec(
+                "--search and --random cannot be combined (--random N is --search random --trials N)".into(),
+            ));
+        }
+        if spec.search.is_some() && spec.walk_forward.is_some() {
+            return Err(SweepError::Spec("--search and --walk-forward cannot be combined".into()));
         }
         if let Some(n) = spec.threads {
             check_threads(n).map_err(|problem| SweepError::Spec(format!("threads: {problem}")))?;
@@ -210,6 +222,11 @@ impl SweepSpec {
 
     pub fn sample(&self) -> Option<Sample> {
         self.sample
+    }
+
+    /// The search that proposes the combos, when one does instead of the grid.
+    pub fn search(&self) -> Option<&SearchOptions> {
+        self.search.as_ref()
     }
 
     pub fn walk_forward(&self) -> Option<WalkForward> {
@@ -318,6 +335,9 @@ impl SweepSpec {
         });
         if let Some(p) = self.periods_per_year {
             spec["periods_per_year"] = json!(p);
+        }
+        if let Some(search) = &self.search {
+            spec["search"] = search.to_json();
         }
         if !self.strategy().is_builtin() {
             // A rule file is part of the identity: a resume or merge needs the same rules.

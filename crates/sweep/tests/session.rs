@@ -79,5 +79,5 @@ fn combos_off_the_grid_or_the_sample_are_refused() {
     let drawn = s.sweep().combos().sample().unwrap().to_vec();
     assert_eq!(s.evaluate(&drawn).unwrap().combos, drawn);
     let outside = (0..120).find(|c| !drawn.contains(c)).unwrap();
-    assert!(s.evaluate(&[outside]).unwrap_err().to_string().contains("is not in this session's --random sample"));
+    assert!(s.evaluate(&[outside]).unwrap_err().to_string().contains("is not among the combos this session drew"));
 }

@@ -23,6 +23,9 @@ pub(crate) struct Design {
     strata: Vec<Vec<u32>>,
     /// How many more points the plan holds (LHS: a hypercube per remaining plan).
     planned: u64,
+    /// Random draws of a plan that takes most of the space: every allowed combo, the
+    /// first `next` of them drawn (a Fisher–Yates shuffle as it goes).
+    dense: Option<Vec<u64>>,
 }
 
 impl Design {
@@ -36,7 +39,27 @@ impl Design {
             next: 0,
             strata: Vec::new(),
             planned: trials,
+            dense: None,
         }
+    }
+
+    /// The next uniform draw without replacement. Rejection while the plan is sparse;
+    /// when it asks for more than half the space, a shuffle of the allowed combos, which
+    /// never misses.
+    fn uniform(&mut self) -> Option<u64> {
+        if self.planned.saturating_mul(2) <= self.space.len() && self.dense.is_none() {
+            return self.proposed.uniform(&self.space, &mut self.rng);
+        }
+        let space = &self.space;
+        let all = self.dense.get_or_insert_with(|| (0..space.len()).filter(|&c| space.allows(c)).collect());
+        let i = self.next as usize;
+        if i >= all.len() {
+            return None;
+        }
+        let j = i + crate::combos::below(&mut self.rng, (all.len() - i) as u64) as usize;
+        all.swap(i, j);
+        self.next += 1;
+        Some(all[i])
     }
 
     fn sobol(&mut self) -> Vec<f64> {
@@ -90,7 +113,7 @@ impl Sampler for Design {
                     let combo = self.space.at(&point);
                     self.proposed.take(&self.space, combo).then_some(combo)
                 }
-                SearchMethod::Random | SearchMethod::Tpe => match self.proposed.uniform(&self.space, &mut self.rng) {
+                SearchMethod::Random | SearchMethod::Tpe => match self.uniform() {
                     Some(combo) => Some(combo),
                     None => break,
                 },

@@ -1,30 +1,10 @@
 //! [`search`]: ask a batch, evaluate it, tell the scores, until the trials are done, the
 //! objective stops improving for `patience` trials, or it reaches the target.
 
-use super::{Objective, SearchMethod, SearchSpace};
+use super::{SearchOptions, SearchSpace};
 use crate::error::SweepError;
 use std::time::Instant;
 use threadx_backtest::Metrics;
-
-/// What a search is asked to do.
-#[derive(Debug, Clone)]
-pub struct SearchOptions {
-    pub method: SearchMethod,
-    /// Combos to evaluate at most.
-    pub trials: u64,
-    /// Combos proposed and evaluated together.
-    pub batch: usize,
-    pub seed: u64,
-    /// Stop after this many successive trials without a better feasible score.
-    pub patience: Option<u64>,
-    /// Stop once the objective's value reaches this.
-    pub target: Option<f64>,
-    pub objective: Objective,
-}
-
-/// Combos a batch holds unless asked otherwise: enough to keep a device busy, few enough
-/// for the model to learn often.
-pub const DEFAULT_BATCH: usize = 64;
 
 /// What evaluates a batch: each combo's metrics, in order.
 pub type Evaluate<'a> = dyn FnMut(&[u64]) -> Result<Vec<Metrics>, SweepError> + 'a;
@@ -48,6 +28,18 @@ pub enum Stop {
     Exhausted,
 }
 
+impl Stop {
+    /// The reason in words, for summaries.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stop::Trials => "trials",
+            Stop::Patience => "patience",
+            Stop::Target => "target",
+            Stop::Exhausted => "exhausted",
+        }
+    }
+}
+
 /// Every trial in evaluation order, the best, and the best-so-far curve.
 #[derive(Debug, Clone)]
 pub struct SearchReport {
@@ -62,6 +54,80 @@ pub struct SearchReport {
     pub search_seconds: f64,
 }
 
+impl SearchReport {
+    fn new() -> Self {
+        Self {
+            trials: Vec::new(),
+            best: None,
+            best_so_far: Vec::new(),
+            stop: Stop::Trials,
+            seconds: 0.0,
+            search_seconds: 0.0,
+        }
+    }
+
+    /// The report of trials already evaluated, in order (a merge of shards): the best and
+    /// the curve as the search would have kept them.
+    pub fn of_trials(options: &SearchOptions, trials: impl IntoIterator<Item = (u64, Metrics)>) -> Self {
+        let mut tally = Tally::new(options);
+        for (combo, metrics) in trials {
+            tally.push(combo, metrics);
+        }
+        if (tally.report.trials.len() as u64) < options.trials {
+            tally.report.stop = Stop::Exhausted;
+        }
+        tally.report
+    }
+
+    /// The best feasible trial.
+    pub fn best_trial(&self) -> Option<&Trial> {
+        self.best.map(|b| &self.trials[b])
+    }
+
+    /// Trials per second of the whole search.
+    pub fn trials_per_s(&self) -> f64 {
+        self.trials.len() as f64 / self.seconds.max(1e-9)
+    }
+}
+
+/// The running record of a search: each trial in order, the best, the curve, and which
+/// stopping rule (if any) the last trial met.
+struct Tally<'a> {
+    options: &'a SearchOptions,
+    report: SearchReport,
+    best_score: Option<f64>,
+    since_better: u64,
+}
+
+impl<'a> Tally<'a> {
+    fn new(options: &'a SearchOptions) -> Self {
+        Self { options, report: SearchReport::new(), best_score: None, since_better: 0 }
+    }
+
+    /// Records the next trial; the stopping rule it meets, if any.
+    fn push(&mut self, combo: u64, metrics: Metrics) -> Option<Stop> {
+        let objective = &self.options.objective;
+        let value = objective.value(&metrics);
+        let score = value.map(|v| objective.oriented(v));
+        let report = &mut self.report;
+        report.trials.push(Trial { combo, metrics, value });
+        if score.is_some_and(|s| self.best_score.is_none_or(|b| s > b)) {
+            self.best_score = score;
+            report.best = Some(report.trials.len() - 1);
+            self.since_better = 0;
+        } else {
+            self.since_better += 1;
+        }
+        report.best_so_far.push(report.best.and_then(|b| report.trials[b].value).unwrap_or(f64::NAN));
+        if let (Some(target), Some(v)) = (self.options.target, value)
+            && objective.reaches(v, target)
+        {
+            return Some(Stop::Target);
+        }
+        self.options.patience.filter(|&k| self.since_better >= k).map(|_| Stop::Patience)
+    }
+}
+
 /// Runs a search over `space`: batches from the method's sampler go to `evaluate`, which
 /// gives each combo's metrics in order (samplers propose only combos the rules allow).
 /// `progress` hears the report after each batch.
@@ -71,64 +137,34 @@ pub fn search(
     evaluate: &mut Evaluate<'_>,
     progress: &mut dyn FnMut(&SearchReport) -> Result<(), SweepError>,
 ) -> Result<SearchReport, SweepError> {
-    if options.trials == 0 {
-        return Err(SweepError::Spec("--trials: at least 1 is needed".into()));
-    }
-    if options.batch == 0 {
-        return Err(SweepError::Spec("--batch: at least 1 is needed".into()));
+    if options.trials == 0 || options.batch == 0 {
+        return Err(SweepError::Spec("a search needs at least 1 trial and batches of at least 1".into()));
     }
     let started = Instant::now();
     let mut sampler = options.method.sampler(space, options.seed, options.trials);
-    let mut report = SearchReport {
-        trials: Vec::new(),
-        best: None,
-        best_so_far: Vec::new(),
-        stop: Stop::Trials,
-        seconds: 0.0,
-        search_seconds: 0.0,
-    };
-    let mut since_better = 0u64;
-    let mut best_score: Option<f64> = None;
-    'batches: while (report.trials.len() as u64) < options.trials {
-        let want = (options.trials - report.trials.len() as u64).min(options.batch as u64) as usize;
+    let mut tally = Tally::new(options);
+    'batches: for want in options.batch_sizes() {
         let asked = Instant::now();
         let combos = sampler.ask(want);
-        report.search_seconds += asked.elapsed().as_secs_f64();
+        tally.report.search_seconds += asked.elapsed().as_secs_f64();
         if combos.is_empty() {
-            report.stop = Stop::Exhausted;
+            tally.report.stop = Stop::Exhausted;
             break;
         }
         let metrics = evaluate(&combos)?;
         let told = Instant::now();
-        let values: Vec<Option<f64>> = metrics.iter().map(|m| options.objective.value(m)).collect();
-        let scores: Vec<Option<f64>> = values.iter().map(|v| v.map(|v| options.objective.oriented(v))).collect();
+        let scores: Vec<Option<f64>> = metrics.iter().map(|m| options.objective.score(m)).collect();
         sampler.tell(&combos, &scores);
-        report.search_seconds += told.elapsed().as_secs_f64();
-        for ((&combo, metrics), (value, score)) in combos.iter().zip(metrics).zip(values.into_iter().zip(scores)) {
-            let better = score.is_some_and(|s| best_score.is_none_or(|b| s > b));
-            report.trials.push(Trial { combo, metrics, value });
-            if better {
-                best_score = score;
-                report.best = Some(report.trials.len() - 1);
-                since_better = 0;
-            } else {
-                since_better += 1;
-            }
-            report.best_so_far.push(report.best.and_then(|b| report.trials[b].value).unwrap_or(f64::NAN));
-            if let (Some(target), Some(v)) = (options.target, value)
-                && options.objective.reaches(v, target)
-            {
-                report.stop = Stop::Target;
-                break 'batches;
-            }
-            if options.patience.is_some_and(|k| since_better >= k) {
-                report.stop = Stop::Patience;
+        tally.report.search_seconds += told.elapsed().as_secs_f64();
+        for (&combo, metrics) in combos.iter().zip(metrics) {
+            if let Some(stop) = tally.push(combo, metrics) {
+                tally.report.stop = stop;
                 break 'batches;
             }
         }
-        report.seconds = started.elapsed().as_secs_f64();
-        progress(&report)?;
+        tally.report.seconds = started.elapsed().as_secs_f64();
+        progress(&tally.report)?;
     }
-    report.seconds = started.elapsed().as_secs_f64();
-    Ok(report)
+    tally.report.seconds = started.elapsed().as_secs_f64();
+    Ok(tally.report)
 }

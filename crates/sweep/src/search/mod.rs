@@ -11,11 +11,13 @@
 mod design;
 mod driver;
 mod objective;
+mod options;
 mod space;
 mod tpe;
 
-pub use driver::{DEFAULT_BATCH, SearchOptions, SearchReport, Stop, Trial, search};
+pub use driver::{Evaluate, SearchReport, Stop, Trial, search};
 pub use objective::{Constraint, Objective};
+pub use options::{DEFAULT_BATCH, SearchOptions, SearchRequest};
 pub use space::SearchSpace;
 
 use crate::error::SweepError;
@@ -23,7 +25,8 @@ use std::fmt;
 use std::str::FromStr;
 
 /// How a search proposes combos.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum SearchMethod {
     /// Uniform draws without replacement.
     Random,
@@ -57,6 +60,18 @@ impl SearchMethod {
         }
     }
 
+    /// The first `n` combos of this design over `grid` (fewer when the rules allow
+    /// fewer), sorted: the combos a design's session prepares. `None` for an adaptive
+    /// method, whose combos are not known in advance.
+    pub fn design_combos(self, grid: &threadx_backtest::Grid, seed: u64, n: u64) -> Option<Vec<u64>> {
+        if self.is_adaptive() {
+            return None;
+        }
+        let mut combos = self.sampler(SearchSpace::new(grid), seed, n).ask(n as usize);
+        combos.sort_unstable();
+        Some(combos)
+    }
+
     pub fn name(self) -> &'static str {
         Self::ALL.iter().find(|(m, _)| *m == self).map_or("", |(_, name)| name)
     }
@@ -71,6 +86,20 @@ impl FromStr for SearchMethod {
             let known: Vec<&str> = Self::ALL.iter().map(|(_, name)| *name).collect();
             SweepError::Spec(format!("unknown search method `{text}` (known: {})", known.join(", ")))
         })
+    }
+}
+
+impl TryFrom<String> for SearchMethod {
+    type Error = SweepError;
+
+    fn try_from(text: String) -> Result<Self, SweepError> {
+        text.parse()
+    }
+}
+
+impl From<SearchMethod> for String {
+    fn from(method: SearchMethod) -> String {
+        method.name().into()
     }
 }
 

@@ -1,0 +1,366 @@
+//! A search run to files: each batch's rows written durably as it finishes (the
+//! checkpoint), `--resume` that replays them through the same deterministic sampler,
+//! shards of a design, the results CSV in trial order (a `trial` column first), the
+//! summary with the best and the best-so-far curve, and its plot.
+//!
+//! Layout beside `results.csv`: `results.csv.parts/` holds `sweep.json` (what the run
+//! is) and `chunk-NNNNNNNN.csv` per finished batch (`trial,` then the sweep's row). A
+//! batch's rows depend only on its combos, and the sampler's proposals only on the
+//! request and the rows told, so a resumed run gives the bytes of an uninterrupted one.
+
+use crate::error::{SweepError, io_error};
+use crate::output::{
+    CheckpointLock, OutputOptions, SweepReport, check_output, checksummed, chunk_path, identity, in_file,
+    open_checkpoint, read_chunk, row_json, summary_path,
+};
+use crate::report::{Heatmap, Leaderboard};
+use crate::rows::{Row, header, parse_row, write_row};
+use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
+use crate::search_plot::best_so_far_svg;
+use crate::session::Session;
+use serde_json::{Value, json};
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+use threadx_backtest::{Metrics, Strategy};
+use threadx_indicators::format_time;
+use threadx_profile_store::{AtomicFile, write_file_atomic};
+use threadx_telemetry::PhaseTimer;
+
+/// How far a search has come: trials done of at most `total`, and the best value so far.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SearchProgress {
+    pub done: u64,
+    pub total: u64,
+    pub best: Option<f64>,
+}
+
+/// What a search run to files reports: the files' report, and the search itself (`None`
+/// for a shard, which holds only part of the trials).
+#[derive(Debug, Clone)]
+pub struct SearchRun {
+    pub files: SweepReport,
+    pub search: Option<SearchReport>,
+}
+
+/// The results CSV's header of a search: `trial`, then the sweep's columns.
+pub fn search_header(strategy: &Strategy) -> String {
+    format!("trial,{}", header(strategy))
+}
+
+/// A search results row read back: its trial and the sweep's row.
+pub(crate) fn parse_trial(strategy: &Strategy, line: &str) -> Result<(u64, Row), SweepError> {
+    let bad = || SweepError::Results(format!("malformed search row `{line}`"));
+    let (trial, rest) = line.split_once(',').ok_or_else(bad)?;
+    Ok((trial.parse().map_err(|_| bad())?, parse_row(strategy, rest)?))
+}
+
+/// The rows of the checkpoint's batches, in order, up to the first missing or damaged
+/// one (which runs again). `batches` names the batch numbers this run evaluates.
+fn saved_batches(
+    parts: &Path,
+    strategy: &Strategy,
+    batches: impl Iterator<Item = u64>,
+) -> Result<Vec<Vec<(u64, Row)>>, SweepError> {
+    let mut saved = Vec::new();
+    for b in batches {
+        let path = chunk_path(parts, b);
+        if !path.exists() {
+            break;
+        }
+        match read_chunk(&path) {
+            Ok(text) => {
+                let rows = text.lines().map(|l| parse_trial(strategy, l)).collect::<Result<Vec<_>, _>>();
+                saved.push(rows.map_err(|e| in_file(&path, e))?);
+            }
+            Err(e) => {
+                tracing::warn!("{e}; running batch {b} again");
+                break;
+            }
+        }
+    }
+    Ok(saved)
+}
+
+/// Runs the session's search (its spec's [`SearchOptions`]) to files as `opts` says. A
+/// whole run writes every trial in evaluation order; a shard of a design (`opts.shard`)
+/// writes its batches' trials, which `merge` joins. `plot`, if given, receives the
+/// best-so-far curve as SVG.
+pub fn search_to_files(
+    session: &Session,
+    opts: &OutputOptions,
+    plot: Option<&Path>,
+    mut phases: PhaseTimer,
+    progress: &mut dyn FnMut(SearchProgress),
+) -> Result<SearchRun, SweepError> {
+    let started = Instant::now();
+    let spec = session.spec();
+    let options = spec.search().ok_or_else(|| SweepError::Spec("the session's request has no search".into()))?;
+    if !opts.shard.is_whole() {
+        if options.method.is_adaptive() {
+            return Err(SweepError::Spec(format!(
+                "--shard: a {} search learns from every trial before it, so it runs in one process; \
+                 the designs (random, sobol, lhs) may be sharded",
+                options.method
+            )));
+        }
+        if options.stops_early() {
+            return Err(SweepError::Spec(
+                "--shard: --patience and --target stop on the trials in order, so they need one process".into(),
+            ));
+        }
+    }
+    check_output(opts)?;
+    let p = session.preparation();
+    phases.add("indicators", p.indicators_s);
+    phases.add("book", p.book_s);
+    phases.add("devices", p.devices_s);
+    let strategy = spec.strategy();
+    let parts = crate::output::checkpoint_dir(&opts.out);
+    let identity = identity(session.sweep(), session.data(), opts.shard);
+    let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}))?;
+    let batches = options.batch_sizes().count() as u64;
+    let mine = move |b: u64| b % opts.shard.count == opts.shard.index;
+    let saved = saved_batches(&parts, strategy, (0..batches).filter(|&b| mine(b)))?;
+    let resumed = saved.len();
+
+    let book = session.sweep().book();
+    let search_started = Instant::now();
+    // Evaluates batch after batch of this run: from the checkpoint while it lasts (the
+    // proposals must be the saved combos), then on the pool, each written as it ends.
+    let mut next_saved = saved.into_iter();
+    let mut evaluate_batch = |b: u64, first_trial: u64, combos: &[u64]| -> Result<Vec<Metrics>, SweepError> {
+        if let Some(rows) = next_saved.next() {
+            let same = rows.len() == combos.len()
+                && rows
+                    .iter()
+                    .zip(combos)
+                    .enumerate()
+                    .all(|(i, ((t, r), &c))| r.combo == c && *t == first_trial + i as u64);
+            if !same {
+                return Err(SweepError::Results(format!(
+                    "{}: batch {b} of the checkpoint is not what this search proposes; delete the folder to start over",
+                    parts.display()
+                )));
+            }
+            return Ok(rows.into_iter().map(|(_, r)| r.metrics).collect());
+        }
+        let result = session.evaluate(combos)?;
+        if result.combos != combos {
+            return Err(SweepError::Spec("a search proposed a combo the strategy's rules refuse".into()));
+        }
+        let mut text = String::with_capacity(combos.len() * 128);
+        for (i, (&combo, m)) in combos.iter().zip(&result.metrics).enumerate() {
+            text.push_str(&format!("{},", first_trial + i as u64));
+            write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
+        }
+        let path = chunk_path(&parts, b);
+        write_file_atomic(&path, checksummed(&text).as_bytes()).map_err(io_error(&path))?;
+        Ok(result.metrics)
+    };
+
+    // The trials of this run, in order, and the search's report when it is whole.
+    let (trials, report): (Vec<(u64, u64, Metrics)>, Option<SearchReport>) = if opts.shard.is_whole() {
+        let (mut b, mut first) = (0u64, 0u64);
+        let report = crate::search::search(
+            SearchSpace::new(spec.grid()),
+            options,
+            &mut |combos| {
+                let metrics = evaluate_batch(b, first, combos)?;
+                b += 1;
+                first += combos.len() as u64;
+                Ok(metrics)
+            },
+            &mut |r| {
+                progress(SearchProgress { done: r.trials.len() as u64, total: options.trials, best: best_value(r) });
+                Ok(())
+            },
+        )?;
+        let trials = report.trials.iter().enumerate().map(|(t, trial)| (t as u64, trial.combo, trial.metrics));
+        (trials.collect(), Some(report))
+    } else {
+        let mut sampler = options.method.sampler(SearchSpace::new(spec.grid()), options.seed, options.trials);
+        let (mut trials, mut first) = (Vec::new(), 0u64);
+        for (b, want) in options.batch_sizes().enumerate() {
+            let combos = sampler.ask(want);
+            if combos.is_empty() {
+                break;
+            }
+            if mine(b as u64) {
+                let metrics = evaluate_batch(b as u64, first, &combos)?;
+                trials.extend(combos.iter().zip(metrics).enumerate().map(|(i, (&c, m))| (first + i as u64, c, m)));
+                progress(SearchProgress { done: trials.len() as u64, total: options.trials, best: None });
+            }
+            first += combos.len() as u64;
+        }
+        (trials, None)
+    };
+    phases.add("search", search_started.elapsed().as_secs_f64());
+
+    let write_started = Instant::now();
+    // A shard's best list ranks its feasible rows by --by; a whole search's ranks the
+    // feasible trials by the objective (see `best_rows`).
+    let mut leaderboard = Leaderboard::new(&opts.by, opts.top)?;
+    let mut heatmap = match &opts.heatmap {
+        Some(h) => Some(Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
+        None => None,
+    };
+    let mut file = AtomicFile::create(&opts.out).map_err(io_error(&opts.out))?;
+    let mut text = search_header(strategy);
+    for &(trial, combo, metrics) in &trials {
+        let row = Row { combo, values: book.combo_values(combo), metrics };
+        text.push_str(&format!("{trial},"));
+        write_row(&mut text, strategy, combo, &row.values, &metrics);
+        if let Some(h) = heatmap.as_mut() {
+            h.offer(&row);
+        }
+        if options.objective.value(&metrics).is_some() {
+            leaderboard.offer(row);
+        }
+        if text.len() > 1 << 20 {
+            file.write_all(text.as_bytes()).map_err(io_error(&opts.out))?;
+            text.clear();
+        }
+    }
+    file.write_all(text.as_bytes()).map_err(io_error(&opts.out))?;
+    file.commit().map_err(io_error(&opts.out))?;
+    if let (Some(h), Some(o)) = (&heatmap, &opts.heatmap) {
+        write_file_atomic(&o.path, h.to_svg()?.as_bytes()).map_err(io_error(&o.path))?;
+    }
+    if let (Some(report), Some(path)) = (&report, plot) {
+        let svg = best_so_far_svg(report, options, &format!("{} {} search", strategy, options.method))?;
+        write_file_atomic(path, svg.as_bytes()).map_err(io_error(path))?;
+    }
+    phases.add("write", write_started.elapsed().as_secs_f64());
+
+    let data = session.data();
+    let mut search = match &report {
+        Some(r) => search_json(options, r, strategy, |c| book.combo_values(c)),
+        None => json!({"request": options.to_json(), "method": options.method.name()}),
+    };
+    let searched_s = phases.report().seconds("search");
+    search["resumed_batches"] = json!(resumed);
+    search["evaluations_per_s"] = json!(trials.len() as f64 / searched_s.max(1e-9));
+    if let Some(r) = &report {
+        search["search_s"] = json!(r.search_seconds);
+        search["search_share"] = json!(r.search_seconds / r.seconds.max(1e-9));
+    }
+    let best = match &report {
+        Some(r) => best_rows(r, options, opts.top, |c| book.combo_values(c)),
+        None => leaderboard.rows().to_vec(),
+    };
+    let phase_report = phases.report();
+    let summary = json!({
+        "threadx": env!("CARGO_PKG_VERSION"),
+        "identity": identity,
+        "data": {"origin": data.origin(), "bars": data.len(),
+                 "first": data.timestamps().first().map(|&t| format_time(t)),
+                 "last": data.timestamps().last().map(|&t| format_time(t))},
+        "shard": {"index": opts.shard.index, "count": opts.shard.count},
+        "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "combos": {"grid": spec.grid_len(), "rows": trials.len()},
+        "search": search,
+        "best": rows_json(strategy, options.objective.metric(), &best),
+        "timings_s": {"total": started.elapsed().as_secs_f64()},
+        "phases": phase_report.to_json(),
+    });
+    let summary_path = summary_path(&opts.out);
+    if let Some(path) = &summary_path {
+        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
+    }
+    drop::<CheckpointLock>(lock);
+    fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
+    Ok(SearchRun {
+        files: SweepReport {
+            summary,
+            strategy: strategy.clone(),
+            phases: Some(phase_report),
+            workers: None,
+            timings: None,
+            telemetry: None,
+            best,
+            rows: trials.len() as u64,
+            summary_path,
+        },
+        search: report,
+    })
+}
+
+/// The `top` best feasible trials' rows, best first by the objective (the earlier of
+/// equals first): an infeasible trial never ranks.
+pub(crate) fn best_rows(
+    report: &SearchReport,
+    options: &SearchOptions,
+    top: usize,
+    values: impl Fn(u64) -> threadx_backtest::ParamValues,
+) -> Vec<Row> {
+    let objective = &options.objective;
+    let mut feasible: Vec<(f64, usize)> =
+        report.trials.iter().enumerate().filter_map(|(t, trial)| Some((objective.oriented(trial.value?), t))).collect();
+    feasible.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    feasible
+        .iter()
+        .take(top)
+        .map(|&(_, t)| {
+            let trial = &report.trials[t];
+            Row { combo: trial.combo, values: values(trial.combo), metrics: trial.metrics }
+        })
+        .collect()
+}
+
+/// Best rows as the summary's `best`: the metric that ranks them and each row.
+pub(crate) fn rows_json(strategy: &Strategy, by: &str, rows: &[Row]) -> Value {
+    json!({"by": by, "rows": rows.iter().map(|r| row_json(strategy, r)).collect::<Vec<_>>()})
+}
+
+/// The best feasible value so far.
+fn best_value(report: &SearchReport) -> Option<f64> {
+    report.best_trial().and_then(|t| t.value)
+}
+
+/// The summary's `search` section: the request, the trials, why it stopped, the best
+/// trial and the best-so-far curve (the trials where it improved, with the new value).
+pub(crate) fn search_json(
+    options: &SearchOptions,
+    report: &SearchReport,
+    strategy: &Strategy,
+    values: impl Fn(u64) -> threadx_backtest::ParamValues,
+) -> Value {
+    let best = report.best.map(|b| {
+        let t = &report.trials[b];
+        let mut row = row_json(strategy, &Row { combo: t.combo, values: values(t.combo), metrics: t.metrics });
+        row["trial"] = json!(b);
+        row["value"] = json!(t.value);
+        row
+    });
+    let improved: Vec<Value> = report
+        .best_so_far
+        .iter()
+        .enumerate()
+        .filter(|&(t, v)| !v.is_nan() && (t == 0 || report.best_so_far[t - 1].to_bits() != v.to_bits()))
+        .map(|(t, &v)| json!([t, v]))
+        .collect();
+    json!({
+        "request": options.to_json(),
+        "method": options.method.name(),
+        "objective": {"by": options.objective.metric(), "minimize": options.objective.minimize()},
+        "trials": report.trials.len(),
+        "feasible": report.trials.iter().filter(|t| t.value.is_some()).count(),
+        "stop": report.stop.name(),
+        "best": best,
+        "best_so_far": improved,
+    })
+}
+
+/// Whether the search stopped early, in words for the terminal.
+pub fn stop_text(stop: Stop, options: &SearchOptions) -> String {
+    match stop {
+        Stop::Trials => format!("after its {} trials", options.trials),
+        Stop::Patience => {
+            format!("after {} trials without improvement (--patience)", options.patience.unwrap_or_default())
+        }
+        Stop::Target => format!("on reaching the target {} (--target)", options.target.unwrap_or_default()),
+        Stop::Exhausted => "when the grid had no combo left to propose".into(),
+    }
+}
