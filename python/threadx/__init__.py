@@ -30,11 +30,13 @@ __version__: str = _threadx.__version__
 
 __all__ = [
     "Backtest",
+    "SearchResult",
     "Session",
     "backtest",
     "devices",
     "indicators",
     "load",
+    "search",
     "simulate",
     "strategies",
     "sweep",
@@ -183,12 +185,94 @@ def sweep(
     return _rows(out["columns"])
 
 
-def _rows(columns: List[Tuple[str, Any, Optional[List[str]]]]) -> pd.DataFrame:
-    """A sweep's rows as a DataFrame indexed by combo; choices as categoricals."""
+@dataclass(frozen=True)
+class SearchResult:
+    """What ``search`` found: every trial in evaluation order and the best feasible one.
+
+    ``trials``: one row per evaluated combo, indexed by ``trial`` (0, 1, …), with the
+    ``combo`` number, the parameters and the metrics, as ``threadx sweep --search``'s
+    CSV. ``best``: the best feasible trial's row (None when no trial was feasible).
+    ``stop``: why it ended (``"trials"``, ``"patience"``, ``"target"`` or
+    ``"exhausted"``). Unpacks as ``trials, best = threadx.search(...)``."""
+
+    trials: pd.DataFrame
+    best: Optional[pd.Series]
+    stop: str
+    seconds: float
+    search_seconds: float
+
+    def __iter__(self) -> Any:
+        return iter((self.trials, self.best))
+
+
+def search(
+    data: Data,
+    strategy: StrategyName = "bb_atr",
+    method: str = "tpe",
+    trials: int = 1000,
+    *,
+    grid: Optional[Mapping[str, Any]] = None,
+    by: str = "sharpe",
+    minimize: bool = False,
+    constraints: Iterable[str] = (),
+    batch: Optional[int] = None,
+    seed: int = 0,
+    patience: Optional[int] = None,
+    target: Optional[float] = None,
+    fee: float = 0.001,
+    device: Optional[str] = None,
+    periods_per_year: Optional[float] = None,
+    threads: Optional[int] = None,
+    progress: Union[bool, ProgressCallback] = True,
+) -> SearchResult:
+    """Search a strategy's grid instead of running all of it, as ``threadx sweep
+    --search``: ``method`` is ``"random"``, ``"sobol"``, ``"lhs"`` (designs fixed in
+    advance) or ``"tpe"`` (the Tree-structured Parzen Estimator, which learns from each
+    batch of ``batch`` combos, default 64). It evaluates at most ``trials`` combos,
+    optimising the metric ``by`` (maximised unless ``minimize``); a combo that breaks one
+    of ``constraints`` (``"trades >= 30"``) never wins. ``patience=K`` stops after K
+    trials without improvement; ``target`` stops once the metric reaches it. The same
+    arguments and ``seed`` give the same trials and bytes on every device; the rows
+    equal ``sweep``'s for the same combos."""
+    bars, _index = _bars(data)
+    if isinstance(constraints, str):
+        constraints = [constraints]
+    request = json.loads(
+        _request(strategy, grid, fee, device, None, None, None, periods_per_year, None, threads)
+    )
+    request["search"] = {
+        "method": str(method),
+        "trials": _opt_int("trials", trials),
+        "batch": _opt_int("batch", batch),
+        "seed": _opt_int("seed", seed),
+        "patience": _opt_int("patience", patience),
+        "target": _opt_float(target),
+        "by": str(by),
+        "minimize": bool(minimize),
+        "constraints": [str(c) for c in constraints],
+    }
+    callback, finish = _progress(progress, "trials")
+    try:
+        out = _threadx.search(bars, json.dumps(request, allow_nan=True), callback)
+    finally:
+        finish()
+    frame = _frame(out["columns"])
+    frame.index = pd.RangeIndex(len(frame), name="trial")
+    best = None if out["best"] is None else frame.iloc[int(out["best"])]
+    return SearchResult(frame, best, out["stop"], float(out["seconds"]), float(out["search_seconds"]))
+
+
+def _frame(columns: List[Tuple[str, Any, Optional[List[str]]]]) -> pd.DataFrame:
+    """Columns from the native module as a DataFrame; choices as categoricals."""
     frame: Dict[str, Any] = {}
     for name, values, categories in columns:
         frame[name] = values if categories is None else pd.Categorical.from_codes(values, categories)
-    return pd.DataFrame(frame, copy=False).set_index("combo")
+    return pd.DataFrame(frame, copy=False)
+
+
+def _rows(columns: List[Tuple[str, Any, Optional[List[str]]]]) -> pd.DataFrame:
+    """A sweep's rows as a DataFrame indexed by combo; choices as categoricals."""
+    return _frame(columns).set_index("combo")
 
 
 class Session:

@@ -51,6 +51,11 @@ def sweep(
     by: str = "sharpe",
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> Dict[str, Any]: ...
+def search(
+    bars: Bars,
+    request_json: str,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Dict[str, Any]: ...
 
 class Session:
     """A sweep prepared once that evaluates batches of parameter sets."""

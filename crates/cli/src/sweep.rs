@@ -279,6 +279,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let by = ranking(args, &spec);
     metric_index(&by)?;
     let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or(Shard::WHOLE);
+    if let Some(search) = spec.search() {
+        threadx_sweep::check_shard(search, shard)?;
+    }
     if spec.walk_forward().is_some() && (args.resume || !shard.is_whole()) {
         bail!("--walk-forward runs in one process: --resume and --shard do not apply to it");
     }

@@ -84,7 +84,7 @@ fn sweep_refuses_bad_input_before_any_work() {
         (&["--threads", "0"], "invalid value '0' for '--threads <N>': at least 1 is needed"),
         (&["--grid", "bb_std=1,2", "--grid", "bb_std=3"], "bb_std is given twice (bb_std=1,2 and bb_std=3)"),
         (&["--walk-forward", "train=10,test=10"], "--walk-forward train=10: a train window of 10 bars is too short"),
-        (&["--seed", "3"], "--seed draws the --random sample; pass --random N too"),
+        (&["--seed", "3"], "--seed applies to a search; pass --search METHOD --trials N (or --random N) too"),
         (&["--periods-per-year", "0"], "periods_per_year=0"),
         (&["--grid", "bb_period=50:10:5"], "bb_period=50:10:5: empty range: start 50 is after stop 10"),
         (&["--grid", "bb_period=10:50:0"], "the step must be positive"),

@@ -45,7 +45,7 @@ pub use search::{
     SearchSpace, Stop, Trial, search,
 };
 pub use search_plot::best_so_far_svg;
-pub use search_run::{SearchProgress, SearchRun, search_header, search_to_files, stop_text};
+pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, search_to_files, stop_text};
 pub use session::{Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
 pub use threadx_indicators::available_memory;

@@ -8,6 +8,7 @@
 //! batch's rows depend only on its combos, and the sampler's proposals only on the
 //! request and the rows told, so a resumed run gives the bytes of an uninterrupted one.
 
+use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::output::{
     CheckpointLock, OutputOptions, SweepReport, check_output, checksummed, chunk_path, identity, in_file,
@@ -83,6 +84,27 @@ fn saved_batches(
     Ok(saved)
 }
 
+/// Refuses a shard of a search that needs every trial in one process: an adaptive
+/// method, or a stopping rule.
+pub fn check_shard(options: &SearchOptions, shard: Shard) -> Result<(), SweepError> {
+    if shard.is_whole() {
+        return Ok(());
+    }
+    if options.method.is_adaptive() {
+        return Err(SweepError::Spec(format!(
+            "--shard: a {} search learns from every trial before it, so it runs in one process; \
+             the designs (random, sobol, lhs) may be sharded",
+            options.method
+        )));
+    }
+    if options.stops_early() {
+        return Err(SweepError::Spec(
+            "--shard: --patience and --target stop on the trials in order, so they need one process".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Runs the session's search (its spec's [`SearchOptions`]) to files as `opts` says. A
 /// whole run writes every trial in evaluation order; a shard of a design (`opts.shard`)
 /// writes its batches' trials, which `merge` joins. `plot`, if given, receives the
@@ -97,20 +119,7 @@ pub fn search_to_files(
     let started = Instant::now();
     let spec = session.spec();
     let options = spec.search().ok_or_else(|| SweepError::Spec("the session's request has no search".into()))?;
-    if !opts.shard.is_whole() {
-        if options.method.is_adaptive() {
-            return Err(SweepError::Spec(format!(
-                "--shard: a {} search learns from every trial before it, so it runs in one process; \
-                 the designs (random, sobol, lhs) may be sharded",
-                options.method
-            )));
-        }
-        if options.stops_early() {
-            return Err(SweepError::Spec(
-                "--shard: --patience and --target stop on the trials in order, so they need one process".into(),
-            ));
-        }
-    }
+    check_shard(options, opts.shard)?;
     check_output(opts)?;
     let p = session.preparation();
     phases.add("indicators", p.indicators_s);

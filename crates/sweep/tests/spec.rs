@@ -128,7 +128,7 @@ fn toml_configs() {
         (
             "colour = 1",
             "config: line 1, column 1: unknown field `colour`, expected one of `strategy`, `grid`, `fee`, \
-             `periods_per_year`, `chunk_size`, `random`, `walk_forward`, `threads`, `device`, `max_memory`",
+             `periods_per_year`, `chunk_size`, `random`, `search`, `walk_forward`, `threads`, `device`, `max_memory`",
         ),
         ("[grid]\nbb_period = \"10:5:1\"", "bb_period=10:5:1: empty range: start 10 is after stop 5"),
         (
@@ -136,6 +136,23 @@ fn toml_configs() {
             "config: line 2, column 13: invalid type: boolean `true`, expected a list, a range or a value",
         ),
         ("[random]\nseed = 1", "config: line 1, column 1: missing field `n`"),
+        ("[search]\nmethod = \"tpe\"", "config: line 1, column 1: missing field `trials`"),
+        (
+            "[search]\nmethod = \"grid\"\ntrials = 5",
+            "config: line 2, column 10: unknown search method `grid` (known: random, sobol, lhs, tpe)",
+        ),
+        (
+            "[search]\nmethod = \"tpe\"\ntrials = 1\nconstraints = [\"trades ~ 3\"]",
+            "constraint `trades ~ 3`: expected METRIC OP VALUE with OP one of >=, >, <=, < (e.g. `trades >= 30`)",
+        ),
+        (
+            "[search]\nmethod = \"tpe\"\ntrials = 1\nby = \"profit\"",
+            "unknown metric `profit` (known: total_return, trades, closed_trades, win_rate, max_drawdown, sharpe, sharpe_annual, exposure)",
+        ),
+        (
+            "[search]\nmethod = \"tpe\"\ntrials = 1\n[random]\nn = 3",
+            "--search and --random cannot be combined (--random N is --search random --trials N)",
+        ),
         ("grid = 3", "config: line 1, column 8: invalid type: integer `3`, expected a map"),
         ("max_memory = \"8Q\"", "config: line 1, column 14: `8Q`: use a number with k, M, G or T, e.g. 8G"),
         (
