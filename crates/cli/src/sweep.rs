@@ -13,9 +13,8 @@ use threadx_indicators::Ohlcv;
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 use threadx_sweep::{
-    HeatmapOptions, OutputOptions, Row, SearchMethod, SearchRequest, Session, Shard, SweepPlan, SweepRequest,
-    SweepSpec, WalkForward, check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index,
-    summary_path, walk_forward,
+    HeatmapOptions, OutputOptions, Row, SearchMethod, Session, Shard, SweepPlan, SweepRequest, SweepSpec, WalkForward,
+    check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index, summary_path, walk_forward,
 };
 use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
 
@@ -48,36 +47,36 @@ pub struct SweepArgs {
     periods_per_year: Option<f64>,
     /// Run N distinct combos of the grid drawn at random: `--search random --trials N`.
     #[arg(long, value_name = "N", conflicts_with_all = ["search", "trials"])]
-    random: Option<u64>,
+    pub(crate) random: Option<u64>,
     /// Search the grid instead of running all of it: random, sobol or lhs (designs fixed
     /// in advance) or tpe (Bayesian, learns from each batch). See docs/search.md.
-    #[arg(long, value_name = "METHOD", value_parser = search_method_arg)]
-    search: Option<SearchMethod>,
+    #[arg(long, value_name = "METHOD", value_parser = crate::search::search_method_arg)]
+    pub(crate) search: Option<SearchMethod>,
     /// Combos a search evaluates at most (with --search).
     #[arg(long, value_name = "N")]
-    trials: Option<u64>,
+    pub(crate) trials: Option<u64>,
     /// Combos a search proposes and evaluates together (default 64).
     #[arg(long, value_name = "N")]
-    batch: Option<usize>,
+    pub(crate) batch: Option<usize>,
     /// Seed of a search or --random (default 0): the same seed gives the same trials on every machine.
     #[arg(long)]
-    seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// Stop a search after K successive trials without a better --by value.
     #[arg(long, value_name = "K")]
-    patience: Option<u64>,
+    pub(crate) patience: Option<u64>,
     /// Stop a search once the --by value reaches this.
     #[arg(long, value_name = "VALUE", allow_negative_numbers = true)]
-    target: Option<f64>,
+    pub(crate) target: Option<f64>,
     /// A search minimises --by instead of maximising it.
     #[arg(long)]
-    minimize: bool,
+    pub(crate) minimize: bool,
     /// A rule a search's winner must obey, repeatable, e.g. "trades >= 30" (metric, one of
     /// >= > <= <, a number): a combo that breaks one never wins.
     #[arg(long = "constraint", value_name = "RULE")]
-    constraints: Vec<String>,
+    pub(crate) constraints: Vec<String>,
     /// Where a search draws its best-so-far curve (default: beside --out, `-search.svg`).
     #[arg(long, value_name = "FILE.svg")]
-    search_plot: Option<PathBuf>,
+    pub(crate) search_plot: Option<PathBuf>,
     /// Optimize on each train window, evaluate the best combo on the next test window:
     /// train=BARS,test=BARS[,step=BARS].
     #[arg(long, value_name = "SPEC")]
@@ -92,7 +91,7 @@ pub struct SweepArgs {
     /// the config's search `by`, else sharpe; --help lists them).
     #[arg(long, long_help = metrics_help("The metric that ranks combos and that a search optimises, largest first \
         (max_drawdown: the shallowest; default: the config's search `by`, else sharpe)."))]
-    by: Option<String>,
+    pub(crate) by: Option<String>,
     /// Draw the --by metric over two parameters (best over the others) into this SVG
     /// (default: beside the results, as <name>-heatmap.svg).
     #[arg(long, value_name = "FILE.svg")]
@@ -173,7 +172,7 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     }
     request.fee = args.fee.or(request.fee);
     request.periods_per_year = args.periods_per_year.or(request.periods_per_year);
-    search_request(args, &mut request)?;
+    crate::search::search_request(args, &mut request)?;
     request.chunk_size = args.chunk_size.or(request.chunk_size);
     if let Some(text) = &args.walk_forward {
         request.walk_forward = Some(WalkForward::parse(text)?);
@@ -182,62 +181,6 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     request.max_memory = args.max_memory.or(request.max_memory);
     request.device = Some(mode);
     Ok(request.check()?)
-}
-
-/// The search the flags ask for, on top of the config's `[search]` (a config's `[random]`
-/// and `--random N` are `random` searches).
-fn search_request(args: &SweepArgs, request: &mut SweepRequest) -> Result<()> {
-    if let Some(sample) = request.random.take() {
-        if request.search.is_some() {
-            bail!(
-                "the config has both [random] and [search]; [random] n = N is [search] method = \"random\", trials = N"
-            );
-        }
-        request.search =
-            Some(SearchRequest { seed: sample.seed, ..SearchRequest::new(SearchMethod::Random, sample.n) });
-    }
-    let method = args.search.or(args.random.map(|_| SearchMethod::Random));
-    let trials = args.trials.or(args.random);
-    if let Some(search) = request.search.as_mut() {
-        search.method = method.unwrap_or(search.method);
-        search.trials = trials.unwrap_or(search.trials);
-    } else if let Some(method) = method {
-        let Some(trials) = trials else {
-            bail!("--search {method} needs --trials N: how many combos to evaluate at most");
-        };
-        request.search = Some(SearchRequest::new(method, trials));
-    } else {
-        let flags = [
-            (args.trials.is_some(), "--trials"),
-            (args.batch.is_some(), "--batch"),
-            (args.seed.is_some(), "--seed"),
-            (args.patience.is_some(), "--patience"),
-            (args.target.is_some(), "--target"),
-            (args.minimize, "--minimize"),
-            (!args.constraints.is_empty(), "--constraint"),
-            (args.search_plot.is_some(), "--search-plot"),
-        ];
-        if let Some((_, flag)) = flags.iter().find(|(given, _)| *given) {
-            bail!("{flag} applies to a search; pass --search METHOD --trials N (or --random N) too");
-        }
-        return Ok(());
-    }
-    let search = request.search.as_mut().expect("a search was set above");
-    search.batch = args.batch.or(search.batch);
-    search.seed = args.seed.unwrap_or(search.seed);
-    search.patience = args.patience.or(search.patience);
-    search.target = args.target.or(search.target);
-    search.minimize |= args.minimize;
-    search.constraints.extend(args.constraints.iter().cloned());
-    if let Some(by) = &args.by {
-        search.by = by.clone();
-    }
-    Ok(())
-}
-
-/// `--search METHOD`, refused by clap with the method names.
-fn search_method_arg(text: &str) -> Result<SearchMethod, String> {
-    text.parse().map_err(|e: threadx_sweep::SweepError| e.to_string())
 }
 
 /// The metric that ranks combos: `--by`, else the search's objective, else sharpe.

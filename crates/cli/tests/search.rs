@@ -13,8 +13,7 @@ fn command(dir: &Path, args: &[&str]) -> Command {
 }
 
 fn threadx(dir: &Path, args: &[&str]) -> Output {
-    let out = command(dir, args).output().unwrap();
-    out
+    command(dir, args).output().unwrap()
 }
 
 fn ok(dir: &Path, args: &[&str]) -> String {

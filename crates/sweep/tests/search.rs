@@ -181,7 +181,7 @@ fn a_search_over_a_session_is_the_same_on_every_device() {
     if !adapters().is_empty() {
         modes.push(DeviceMode::Gpu);
     }
-    for method in [SearchMethod::Sobol, SearchMethod::Tpe] {
+    for method in [SearchMethod::Random, SearchMethod::Sobol, SearchMethod::Lhs, SearchMethod::Tpe] {
         let mut seen: Option<Vec<(u64, [u64; 8])>> = None;
         for &mode in &modes {
             let spec = request(mode).check().unwrap();
