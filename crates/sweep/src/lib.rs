@@ -5,6 +5,9 @@
 //! killed run resumes, and shardable so that many machines share one sweep and `merge`
 //! joins their files into the very bytes one process would have written.
 //!
+//! Searches beyond grids (random, Sobol and Latin-hypercube designs, TPE) propose
+//! batches that a [`Session`] evaluates, written in trial order by [`search_to_files`].
+//!
 //! Main types: [`SweepSpec`], [`Sweep`] (a spec prepared on data: indicators computed
 //! once, the signal book, the [`ComboSet`]) and its [`SweepWork`] (the sweep as work for
 //! threadx-multi-gpu's `DevicePool`), [`run_to_files`], [`merge`] and [`walk_forward`].

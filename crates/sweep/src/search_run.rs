@@ -25,6 +25,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 use threadx_backtest::{Metrics, Strategy};
+use threadx_dispatch::thousands;
 use threadx_indicators::format_time;
 use threadx_profile_store::{AtomicFile, write_file_atomic};
 use threadx_telemetry::PhaseTimer;
@@ -365,7 +366,7 @@ pub(crate) fn search_json(
 /// Whether the search stopped early, in words for the terminal.
 pub fn stop_text(stop: Stop, options: &SearchOptions) -> String {
     match stop {
-        Stop::Trials => format!("after its {} trials", options.trials),
+        Stop::Trials => format!("after its {} trials", thousands(options.trials)),
         Stop::Patience => {
             format!("after {} trials without improvement (--patience)", options.patience.unwrap_or_default())
         }

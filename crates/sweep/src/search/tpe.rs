@@ -104,13 +104,31 @@ pub(crate) fn parzen(dim: &Dim, observed: &[usize]) -> Vec<f64> {
         return pmf;
     }
     let (mus, sigmas) = kernels(observed, len);
-    let (low, high) = (-0.5, len as f64 - 0.5);
+    // Kernels with the same centre and bandwidth (an axis has few ranks, so thousands of
+    // observations make few distinct kernels) are one kernel with their weights added,
+    // in order of first appearance: the cost grows with the distinct kernels, not the trials.
+    let mut distinct: Vec<(f64, f64, f64)> = Vec::new();
+    let mut index: std::collections::HashMap<(u64, u64), usize> = std::collections::HashMap::new();
     for ((&mu, &sigma), &w) in mus.iter().zip(&sigmas).zip(&weights) {
-        let z = |x: f64| (x - mu) / sigma;
-        let accepted = gauss_mass(z(low), z(high));
+        match index.entry((mu.to_bits(), sigma.to_bits())) {
+            std::collections::hash_map::Entry::Occupied(e) => distinct[*e.get()].2 += w,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(distinct.len());
+                distinct.push((mu, sigma, w));
+            }
+        }
+    }
+    // Φ's tail at each rank's edges, once per kernel: edge i is rank i − 0.5, so the
+    // truncation range's ends are edges 0 and len.
+    let mut tails = vec![0.0; len + 1];
+    for &(mu, sigma, w) in &distinct {
+        for (i, tail) in tails.iter_mut().enumerate() {
+            *tail = upper_tail(((i as f64 - 0.5) - mu) / sigma);
+        }
+        let z = |i: usize| ((i as f64 - 0.5) - mu) / sigma;
+        let accepted = gauss_mass(z(0), z(len), tails[0], tails[len]);
         for (x, p) in pmf.iter_mut().enumerate() {
-            let x = x as f64;
-            *p += w * gauss_mass(z(x - 0.5), z(x + 0.5)) / accepted;
+            *p += w * gauss_mass(z(x), z(x + 1), tails[x], tails[x + 1]) / accepted;
         }
     }
     pmf
@@ -123,8 +141,20 @@ pub(crate) fn parzen(dim: &Dim, observed: &[usize]) -> Vec<f64> {
 pub(crate) fn kernels(observed: &[usize], len: usize) -> (Vec<f64>, Vec<f64>) {
     let (low, high) = (-0.5, len as f64 - 0.5);
     let mut mus: Vec<f64> = observed.iter().map(|&r| r as f64).collect();
-    let mut order: Vec<usize> = (0..mus.len()).collect();
-    order.sort_by(|&a, &b| mus[a].total_cmp(&mus[b]));
+    // The observations by rank, the earlier of equals first: a counting sort, as ranks
+    // are below `len` (a stable sort by value, in linear time).
+    let mut starts = vec![0usize; len + 1];
+    for &r in observed {
+        starts[r + 1] += 1;
+    }
+    for i in 0..len {
+        starts[i + 1] += starts[i];
+    }
+    let mut order = vec![0usize; observed.len()];
+    for (i, &r) in observed.iter().enumerate() {
+        order[starts[r]] = i;
+        starts[r] += 1;
+    }
     let mut ends = Vec::with_capacity(mus.len() + 2);
     ends.push(low);
     ends.extend(order.iter().map(|&i| mus[i]));
@@ -146,15 +176,20 @@ pub(crate) fn kernels(observed: &[usize], len: usize) -> (Vec<f64>, Vec<f64>) {
     (mus, sigmas)
 }
 
-/// Φ(b) − Φ(a) for a ≤ b, accurate in either tail.
-fn gauss_mass(a: f64, b: f64) -> f64 {
-    let tail = |z: f64| 0.5 * libm::erfc(z / std::f64::consts::SQRT_2);
+/// 1 − Φ(|z|): the normal tail beyond |z|, accurate far out.
+fn upper_tail(z: f64) -> f64 {
+    0.5 * libm::erfc(z.abs() / std::f64::consts::SQRT_2)
+}
+
+/// Φ(b) − Φ(a) for a ≤ b, accurate in either tail, from the tails beyond |a| and |b|
+/// ([`upper_tail`]).
+fn gauss_mass(a: f64, b: f64, tail_a: f64, tail_b: f64) -> f64 {
     if a >= 0.0 {
-        tail(a) - tail(b)
+        tail_a - tail_b
     } else if b <= 0.0 {
-        tail(-b) - tail(-a)
+        tail_b - tail_a
     } else {
-        1.0 - tail(-a) - tail(b)
+        1.0 - tail_a - tail_b
     }
 }
 
