@@ -150,7 +150,7 @@ fn toml_configs() {
             "unknown metric `profit` (known: total_return, trades, closed_trades, win_rate, max_drawdown, sharpe, sharpe_annual, exposure)",
         ),
         (
-            "[search]\nmethod = \"tpe\"\ntrials = 1\n[random]\nn = 3",
+            "[search]\nmethod = \"tpe\"\ntrials = 1\n[random]\nn = 1",
             "--search and --random cannot be combined (--random N is --search random --trials N)",
         ),
         ("grid = 3", "config: line 1, column 8: invalid type: integer `3`, expected a map"),
