@@ -281,35 +281,46 @@ fn sweep<'py>(
         out.set_item("walk_forward_csv", csv)?;
         return Ok(out);
     }
-    let (session, rows) = py.detach(|| -> PyResult<_> {
+    let (session, rows) = detached(py, &dispatcher, progress, |report| {
+        let session = threadx_sweep::Session::new(&spec, data.clone(), dispatcher.clone(), &mut note)?;
+        let rows = session.run_in_memory(report)?;
+        Ok((session, rows))
+    })?;
+    out.set_item("columns", row_columns(py, &session, &rows)?)?;
+    Ok(out)
+}
+
+/// Runs `work` with the GIL released, handing it a progress hook `(done, total)` that
+/// calls `progress` and checks for Ctrl-C; either stops the work between batches and is
+/// raised as Python's error. The dispatcher's timing samples are saved either way.
+fn detached<T: Send>(
+    py: Python<'_>,
+    dispatcher: &Dispatcher,
+    progress: Option<Py<PyAny>>,
+    work: impl FnOnce(&mut dyn FnMut(u64, u64) -> Result<(), SweepError>) -> Result<T, SweepError> + Send,
+) -> PyResult<T> {
+    py.detach(|| {
         // What stopped the run from Python's side (Ctrl-C, or the progress callback raising).
         let mut stopped: Option<PyErr> = None;
-        let mut run = || -> Result<_, SweepError> {
-            let session = threadx_sweep::Session::new(&spec, data.clone(), dispatcher.clone(), &mut note)?;
-            let rows = session.run_in_memory(&mut |done, total| {
-                Python::attach(|py| {
-                    let checked = py.check_signals().and_then(|()| match &progress {
-                        Some(callback) => callback.call1(py, (done, total)).map(drop),
-                        None => Ok(()),
-                    });
-                    checked.map_err(|e| {
-                        stopped = Some(e);
-                        SweepError::Cancelled
-                    })
+        let result = work(&mut |done, total| {
+            Python::attach(|py| {
+                let checked = py.check_signals().and_then(|()| match &progress {
+                    Some(callback) => callback.call1(py, (done, total)).map(drop),
+                    None => Ok(()),
+                });
+                checked.map_err(|e| {
+                    stopped = Some(e);
+                    SweepError::Cancelled
                 })
-            })?;
-            Ok((session, rows))
-        };
-        let result = run();
-        flush(&dispatcher);
+            })
+        });
+        flush(dispatcher);
         match result {
             Ok(done) => Ok(done),
             Err(SweepError::Cancelled) => Err(stopped.take().unwrap_or_else(|| PyKeyboardInterrupt::new_err(()))),
             Err(e) => Err(sweep_error(e)),
         }
-    })?;
-    out.set_item("columns", row_columns(py, &session, &rows)?)?;
-    Ok(out)
+    })
 }
 
 /// A note of the device pool (a balance being measured) on stderr, as the CLI prints it.

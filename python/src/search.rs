@@ -1,7 +1,6 @@
 //! `threadx.search`: a session's search, its trials as columns in evaluation order.
 
-use crate::{Bars, dispatcher, flush, note, request, row_columns, sweep_error};
-use pyo3::exceptions::PyKeyboardInterrupt;
+use crate::{Bars, detached, dispatcher, note, request, row_columns, sweep_error};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use threadx_sweep::{ChunkResult, SweepError};
@@ -22,32 +21,10 @@ pub fn search<'py>(
     };
     let data = bars.data.clone();
     let dispatcher = dispatcher(spec.device())?;
-    let (session, report) = py.detach(|| -> PyResult<_> {
-        // What stopped the search from Python's side (Ctrl-C, or the progress callback raising).
-        let mut stopped: Option<PyErr> = None;
-        let mut run = || -> Result<_, SweepError> {
-            let session = threadx_sweep::Session::new(&spec, data.clone(), dispatcher.clone(), &mut note)?;
-            let report = session.search(&options, &mut |r| {
-                Python::attach(|py| {
-                    let checked = py.check_signals().and_then(|()| match &progress {
-                        Some(callback) => callback.call1(py, (r.trials.len(), options.trials)).map(drop),
-                        None => Ok(()),
-                    });
-                    checked.map_err(|e| {
-                        stopped = Some(e);
-                        SweepError::Cancelled
-                    })
-                })
-            })?;
-            Ok((session, report))
-        };
-        let result = run();
-        flush(&dispatcher);
-        match result {
-            Ok(done) => Ok(done),
-            Err(SweepError::Cancelled) => Err(stopped.take().unwrap_or_else(|| PyKeyboardInterrupt::new_err(()))),
-            Err(e) => Err(sweep_error(e)),
-        }
+    let (session, report) = detached(py, &dispatcher, progress, |hook| {
+        let session = threadx_sweep::Session::new(&spec, data.clone(), dispatcher.clone(), &mut note)?;
+        let report = session.search(&options, &mut |r| hook(r.trials.len() as u64, options.trials))?;
+        Ok((session, report))
     })?;
     let rows = ChunkResult {
         combos: report.trials.iter().map(|t| t.combo).collect(),
