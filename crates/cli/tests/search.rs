@@ -240,6 +240,20 @@ fn design_shards_merge_into_the_bytes_of_one_process() {
 }
 
 #[test]
+fn a_search_is_the_same_bytes_on_any_thread_count_and_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = search_args(&["--search", "tpe", "--trials", "150", "--batch", "24", "--seed", "2"]);
+    ok(dir.path(), &[&base[..], &["--threads", "1", "--out", "one.csv"]].concat());
+    ok(dir.path(), &[&base[..], &["--threads", "3", "--out", "three.csv"]].concat());
+    assert_eq!(read(dir.path(), "one.csv"), read(dir.path(), "three.csv"));
+    // Every device the machine has: its GPUs beside the CPU, where it has any.
+    let mut all = base.clone();
+    all[1] = "all";
+    ok(dir.path(), &[&all[..], &["--out", "all.csv"]].concat());
+    assert_eq!(read(dir.path(), "one.csv"), read(dir.path(), "all.csv"));
+}
+
+#[test]
 fn random_n_is_an_alias_of_a_random_search() {
     let dir = tempfile::tempdir().unwrap();
     let grid = ["--grid", "bb_period=10:50:5", "--grid", "bb_std=1.5,2,2.5", "--grid", "atr_mult=1:5:1"];
