@@ -116,10 +116,10 @@ pub(crate) fn parzen(dim: &Dim, observed: &[usize]) -> Vec<f64> {
     // in order of first appearance: the cost grows with the distinct kernels, not the trials.
     let mut distinct: Vec<(f64, f64, f64)> = Vec::new();
     // Per rank, the distinct kernels centred there (a few: equal neighbours share a
-    // bandwidth); the prior's centre, between ranks, has the last slot to itself.
-    let mut at_rank: Vec<Vec<usize>> = vec![Vec::new(); len + 1];
+    // bandwidth; the prior's centre, mid-range, joins the rank below it).
+    let mut at_rank: Vec<Vec<usize>> = vec![Vec::new(); len];
     for ((&mu, &sigma), &w) in mus.iter().zip(&sigmas).zip(&weights) {
-        let slot = if mu.fract() == 0.0 && mu >= 0.0 && (mu as usize) < len { mu as usize } else { len };
+        let slot = (mu as usize).min(len - 1);
         let same = |&&k: &&usize| distinct[k].0.to_bits() == mu.to_bits() && distinct[k].1.to_bits() == sigma.to_bits();
         match at_rank[slot].iter().find(same) {
             Some(&k) => distinct[k].2 += w,
@@ -131,15 +131,15 @@ pub(crate) fn parzen(dim: &Dim, observed: &[usize]) -> Vec<f64> {
     }
     // Φ's tail at each rank's edges, once per kernel: edge i is rank i − 0.5, so the
     // truncation range's ends are edges 0 and len.
-    let mut tails = vec![0.0; len + 1];
+    let (mut edges, mut tails) = (vec![0.0; len + 1], vec![0.0; len + 1]);
     for &(mu, sigma, w) in &distinct {
-        for (i, tail) in tails.iter_mut().enumerate() {
-            *tail = upper_tail(((i as f64 - 0.5) - mu) / sigma);
+        for (i, (z, tail)) in edges.iter_mut().zip(&mut tails).enumerate() {
+            *z = ((i as f64 - 0.5) - mu) / sigma;
+            *tail = upper_tail(*z);
         }
-        let z = |i: usize| ((i as f64 - 0.5) - mu) / sigma;
-        let accepted = gauss_mass(z(0), z(len), tails[0], tails[len]);
+        let accepted = gauss_mass(edges[0], edges[len], tails[0], tails[len]);
         for (x, p) in pmf.iter_mut().enumerate() {
-            *p += w * gauss_mass(z(x), z(x + 1), tails[x], tails[x + 1]) / accepted;
+            *p += w * gauss_mass(edges[x], edges[x + 1], tails[x], tails[x + 1]) / accepted;
         }
     }
     pmf
