@@ -254,6 +254,35 @@ fn a_search_is_the_same_bytes_on_any_thread_count_and_device() {
 }
 
 #[test]
+fn a_shard_ranks_its_best_by_the_objective() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = search_args(&[
+        "--search",
+        "sobol",
+        "--trials",
+        "120",
+        "--batch",
+        "20",
+        "--by",
+        "max_drawdown",
+        "--minimize",
+        "--shard",
+        "1/2",
+        "--out",
+        "s.csv",
+    ]);
+    ok(dir.path(), &args);
+    let csv = read(dir.path(), "s.csv");
+    let mut lines = csv.lines();
+    let col = lines.next().unwrap().split(',').position(|h| h == "max_drawdown").unwrap();
+    let deepest =
+        lines.filter_map(|l| l.split(',').nth(col).unwrap().parse::<f64>().ok()).fold(f64::INFINITY, f64::min);
+    let best = &summary(dir.path(), "s.json")["best"];
+    assert_eq!(best["by"], "max_drawdown");
+    assert_eq!(best["rows"][0]["metrics"]["max_drawdown"].as_f64(), Some(deepest));
+}
+
+#[test]
 fn random_n_is_an_alias_of_a_random_search() {
     let dir = tempfile::tempdir().unwrap();
     let grid = ["--grid", "bb_period=10:50:5", "--grid", "bb_std=1.5,2,2.5", "--grid", "atr_mult=1:5:1"];

@@ -571,7 +571,10 @@ pub fn merge(
         if let Some((h, _)) = heatmap.as_mut() {
             h.offer(&row);
         }
-        leaderboard.offer(row);
+        // A search's best list comes from its trials below (by the objective).
+        if search.is_none() {
+            leaderboard.offer(row);
+        }
         file.write_all(line.as_bytes()).map_err(io_error(out))?;
         file.write_all(b"\n").map_err(io_error(out))?;
         rows += 1;

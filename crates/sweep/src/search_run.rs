@@ -14,12 +14,13 @@ use crate::output::{
     CheckpointLock, OutputOptions, SweepReport, check_output, checksummed, chunk_path, identity, in_file,
     open_checkpoint, read_chunk, row_json, summary_path,
 };
-use crate::report::{Heatmap, Leaderboard};
+use crate::report::Heatmap;
 use crate::rows::{Row, header, parse_row, write_row};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
 use crate::search_plot::best_so_far_svg;
 use crate::session::Session;
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -162,7 +163,7 @@ pub fn search_to_files(
         }
         let mut text = String::with_capacity(combos.len() * 128);
         for (i, (&combo, m)) in combos.iter().zip(&result.metrics).enumerate() {
-            text.push_str(&format!("{},", first_trial + i as u64));
+            let _ = write!(text, "{},", first_trial + i as u64);
             write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
         }
         let path = chunk_path(&parts, b);
@@ -209,9 +210,6 @@ pub fn search_to_files(
     phases.add("search", search_started.elapsed().as_secs_f64());
 
     let write_started = Instant::now();
-    // A shard's best list ranks its feasible rows by --by; a whole search's ranks the
-    // feasible trials by the objective (see `best_rows`).
-    let mut leaderboard = Leaderboard::new(&opts.by, opts.top)?;
     let mut heatmap = match &opts.heatmap {
         Some(h) => Some(Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
         None => None,
@@ -219,14 +217,11 @@ pub fn search_to_files(
     let mut file = AtomicFile::create(&opts.out).map_err(io_error(&opts.out))?;
     let mut text = search_header(strategy);
     for &(trial, combo, metrics) in &trials {
-        let row = Row { combo, values: book.combo_values(combo), metrics };
-        text.push_str(&format!("{trial},"));
-        write_row(&mut text, strategy, combo, &row.values, &metrics);
+        let values = book.combo_values(combo);
+        let _ = write!(text, "{trial},");
+        write_row(&mut text, strategy, combo, &values, &metrics);
         if let Some(h) = heatmap.as_mut() {
-            h.offer(&row);
-        }
-        if options.objective.value(&metrics).is_some() {
-            leaderboard.offer(row);
+            h.offer(&Row { combo, values, metrics });
         }
         if text.len() > 1 << 20 {
             file.write_all(text.as_bytes()).map_err(io_error(&opts.out))?;
@@ -256,9 +251,13 @@ pub fn search_to_files(
         search["search_s"] = json!(r.search_seconds);
         search["search_share"] = json!(r.search_seconds / r.seconds.max(1e-9));
     }
+    // The best feasible trials by the objective; a shard ranks its own.
     let best = match &report {
         Some(r) => best_rows(r, options, opts.top, |c| book.combo_values(c)),
-        None => leaderboard.rows().to_vec(),
+        None => {
+            let own = SearchReport::of_trials(options, trials.iter().map(|&(_, combo, m)| (combo, m)));
+            best_rows(&own, options, opts.top, |c| book.combo_values(c))
+        }
     };
     let phase_report = phases.report();
     let summary = json!({
