@@ -2,24 +2,17 @@
 //! plot, constraints, patience, a SIGKILL followed by --resume, design shards joined by
 //! merge, `--random` as an alias, and the refusals.
 
+mod common;
+
+use common::{command, text, threadx};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
-
-fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_threadx"));
-    cmd.current_dir(dir).args(args).env("THREADX_GPU_THRESHOLD_PATH", dir.join("profile.json"));
-    cmd
-}
-
-fn threadx(dir: &Path, args: &[&str]) -> Output {
-    command(dir, args).output().unwrap()
-}
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let out = threadx(dir, args);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
 }
 
 fn search_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
@@ -193,7 +186,7 @@ fn a_killed_search_resumes_to_the_bytes_of_an_uninterrupted_one() {
     assert!(!dir.path().join("cut.csv").exists());
     // Without --resume the checkpoint is not overwritten.
     let refused = threadx(dir.path(), &cut);
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("pass --resume"));
+    assert!(text(&refused.stderr).contains("pass --resume"));
     cut.push("--resume");
     ok(dir.path(), &cut);
     assert_eq!(read(dir.path(), "cut.csv"), read(dir.path(), "whole.csv"));
@@ -320,7 +313,7 @@ fn search_flags_are_refused_with_the_reason() {
     for (extra, message) in cases {
         let out = threadx(dir.path(), &search_args(&[extra, &["--out", "r.csv"]].concat()));
         assert!(!out.status.success(), "{extra:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = text(&out.stderr);
         assert!(stderr.contains(message), "{extra:?}: {stderr}");
         assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "{extra:?} wrote something");
     }

@@ -1,23 +1,12 @@
 //! `threadx sweep` and `threadx merge` as a user runs them: files, refusals, a SIGKILL
 //! followed by --resume, shards joined by merge.
 
+mod common;
+
+use common::{command, text, threadx};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_threadx"));
-    cmd.current_dir(dir).args(args).env("THREADX_GPU_THRESHOLD_PATH", dir.join("profile.json"));
-    cmd
-}
-
-fn threadx(dir: &Path, args: &[&str]) -> Output {
-    command(dir, args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 const SMALL: [&str; 12] = [
     "--device",
