@@ -3,8 +3,9 @@
 // after the last one `runs` holds the totals, bit for bit the CPU's `simulate_totals`
 // (crates/backtest/src/simulate.rs). A stretch is at most MAX_LOOP_STEPS bars
 // (crates/dispatch/src/gpu.rs): the loop below advances at least one bar per iteration,
-// so no invocation runs more iterations than that in one dispatch (lavapipe silently
-// ends an invocation's loops after 65,535 iterations in all).
+// but for at most one iteration per block start that only records it (64 at most), so no
+// invocation runs much more than that in one dispatch (lavapipe silently ends an
+// invocation's loops after 65,535 iterations in all).
 // It reads the signal book and its fixed-point tables, uploaded once: entry and exit
 // decisions as bit rows (decided in f64 on the host), each bar's close as f64 bits and
 // log close in 2^-52 units, the prefix sums of returns in 2^-64 units, and the stop
@@ -29,10 +30,15 @@ struct Params {
     log_buy: vec2<u32>,
     log_sell: vec2<u32>,
     start: u32,
-    pad: u32,
+    // Blocks whose starts are recorded in `snaps` (0: none); block k starts at bar
+    // block_first + k · block_len (crates/backtest/src/blocks.rs).
+    blocks: u32,
     // The entry bar's return and its square, 2^-64 units.
     entry_ret: vec4<u32>,
     entry_ret_sq: vec4<u32>,
+    block_first: u32,
+    block_len: u32,
+    pad: vec2<u32>,
 }
 
 struct Plan {
@@ -72,11 +78,12 @@ struct Run {
     base: vec2<u32>,
     hi: vec2<u32>,
     low: vec2<u32>,
-    // The next bar to look at, the entry bar, and 1 while in a position.
+    // The next bar to look at, the entry bar, 1 while in a position, and the next block
+    // start to record.
     t: u32,
     e: u32,
     in_position: u32,
-    pad: u32,
+    block: u32,
 }
 
 // (close bits low, high, log close low, high) per bar.
@@ -91,6 +98,9 @@ struct Run {
 @group(0) @binding(5) var<storage, read> plans: array<Plan>;
 @group(0) @binding(6) var<storage, read_write> runs: array<Run>;
 @group(0) @binding(7) var<uniform> params: Params;
+// Per combo and block start: the run's Σr, then Σr², as they stand just before that bar
+// (2 · blocks entries per combo).
+@group(0) @binding(8) var<storage, read_write> snaps: array<vec4<u32>>;
 
 const WORKGROUP: u32 = 64u;
 const NO_STOP: u32 = 0xffffffffu;
@@ -145,15 +155,44 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     var base = r.base;
     var hi = r.hi;
     var low = r.low;
+    var block = r.block;
+    let snap_base = (params.first + i) * params.blocks * 2u;
     loop {
+        // The next block start to record, or none (past every bar). Each iteration passes
+        // at most one: the flat skip stops at it.
+        var next_start = 0xffffffffu;
+        if (block < params.blocks) {
+            next_start = params.block_first + block * params.block_len;
+            if (next_start <= t) {
+                // Bars before it are done; in a position it is after the entry bar.
+                var at = sum;
+                var at_sq = sum_sq;
+                if (in_position) {
+                    at = add128(sum, add128(sub128(params.entry_ret, sums[e].ret), sums[next_start - 1u].ret));
+                    at_sq = add128(sum_sq, add128(sub128(params.entry_ret_sq, sums[e].ret_sq), sums[next_start - 1u].ret_sq));
+                }
+                snaps[snap_base + 2u * block] = at;
+                snaps[snap_base + 2u * block + 1u] = at_sq;
+                block += 1u;
+                next_start = 0xffffffffu;
+                if (block < params.blocks) {
+                    next_start = params.block_first + block * params.block_len;
+                }
+            }
+        }
         if (t >= params.until) {
             break;
         }
-        if (!in_position) {
-            // Skip to the next entry bit (none past the last bar), a word at a time.
+        if (!in_position && next_start <= t) {
+            // A warm-up passed several block starts: the next iteration records the next.
+        } else if (!in_position) {
+            // Skip to the next entry bit (none past the last bar), a word at a time, but
+            // not past the next block start.
             let word = bits[entry_base + (t >> 5u)] >> (t & 31u);
             if (word == 0u) {
-                t = (t | 31u) + 1u;
+                t = min((t | 31u) + 1u, next_start);
+            } else if (t + countTrailingZeros(word) >= next_start) {
+                t = next_start;
             } else {
                 t += countTrailingZeros(word);
                 e = t;
@@ -206,6 +245,17 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
         equity = add64(base, bar[n - 1u].zw);
         in_position = false;
     }
+    if (params.until == n) {
+        // Block starts a warm-up passed at the end, all flat.
+        loop {
+            if (block >= params.blocks) {
+                break;
+            }
+            snaps[snap_base + 2u * block] = sum;
+            snaps[snap_base + 2u * block + 1u] = sum_sq;
+            block += 1u;
+        }
+    }
     runs[params.first + i] = Run(equity, drawdown, sum, sum_sq, trades, closed, wins, held, peak, level,
-        take_profit_level, base, hi, low, t, e, select(0u, 1u, in_position), 0u);
+        take_profit_level, base, hi, low, t, e, select(0u, 1u, in_position), block);
 }

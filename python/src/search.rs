@@ -29,6 +29,7 @@ pub fn search<'py>(
     let rows = ChunkResult {
         combos: report.trials.iter().map(|t| t.combo).collect(),
         metrics: report.trials.iter().map(|t| t.metrics).collect(),
+        blocks: Vec::new(),
     };
     let out = PyDict::new(py);
     out.set_item("columns", row_columns(py, &session, &rows)?)?;

@@ -10,7 +10,8 @@ fn root() -> PathBuf {
 
 /// The layers, bottom first: a crate may depend only on crates before it. The two front
 /// ends, the CLI and the Python package, are the top; neither depends on the other.
-const LAYERS: [(&str, &str); 9] = [
+const LAYERS: [(&str, &str); 10] = [
+    ("threadx-stats", "crates/stats"),
     ("threadx-telemetry", "crates/telemetry"),
     ("threadx-profile-store", "crates/profile-store"),
     ("threadx-dispatch", "crates/dispatch"),
@@ -41,8 +42,9 @@ fn crates_depend_only_on_the_layers_below() {
             }
         }
     }
-    // profile-store and telemetry carry no GPU stack; the pool carries no telemetry stack.
+    // stats, profile-store and telemetry carry no GPU stack; the pool carries no telemetry stack.
     for (dir, forbidden) in [
+        ("crates/stats", &["wgpu"][..]),
         ("crates/profile-store", &["wgpu"][..]),
         ("crates/telemetry", &["wgpu"][..]),
         ("crates/multi-gpu", &["nvml-wrapper", "sysinfo", "plotters"][..]),

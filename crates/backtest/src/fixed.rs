@@ -21,6 +21,7 @@
 //! - The f64 conversions (i64/i128 → f64, exp, division, square root) run once per combo
 //!   on the host, with `libm`'s pure-Rust exp, so every machine gives the same bits.
 
+use crate::blocks::BlockCuts;
 use crate::book::SignalBook;
 use crate::metrics::Metrics;
 
@@ -30,7 +31,7 @@ pub const LOG_BITS: u32 = 52;
 pub const RET_BITS: u32 = 64;
 
 const LOG_SCALE: f64 = (1u64 << LOG_BITS) as f64;
-const RET_SCALE: f64 = 18_446_744_073_709_551_616.0; // 2^64
+pub(crate) const RET_SCALE: f64 = 18_446_744_073_709_551_616.0; // 2^64
 
 /// `x` in units of 2^-52, rounded to nearest.
 fn log_units(x: f64) -> i64 {
@@ -65,6 +66,8 @@ pub struct BarTables {
     /// The entry bar's return, 1/(1 + fee) − 1, and its square, 2^-64 units.
     pub(crate) entry_ret: u128,
     pub(crate) entry_ret_sq: u128,
+    /// The blocks whose statistics a run records as well, if any.
+    pub(crate) blocks: Option<BlockCuts>,
 }
 
 impl BarTables {
@@ -103,7 +106,18 @@ impl BarTables {
             log_sell: log_units(libm::log1p(-fee)),
             entry_ret: ret_units(entry) as u128,
             entry_ret_sq: ret_units(entry * entry) as u128,
+            blocks: None,
         }
+    }
+
+    /// The same tables, with runs recording the statistics of `blocks` (cut for this
+    /// book's bars) beside their totals.
+    pub fn with_blocks(self, blocks: Option<BlockCuts>) -> Self {
+        Self { blocks, ..self }
+    }
+
+    pub fn blocks(&self) -> Option<&BlockCuts> {
+        self.blocks.as_ref()
     }
 
     pub fn fee(&self) -> f64 {
@@ -157,12 +171,5 @@ pub(crate) fn annualised(sharpe: f64, bars_per_year: f64) -> f64 {
 }
 
 /// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` bars; NaN when the
-/// standard deviation is 0 (or `n` < 2).
-pub(crate) fn sharpe(sum: f64, sum_sq: f64, n: usize) -> f64 {
-    if n < 2 {
-        return f64::NAN;
-    }
-    let mean = sum / n as f64;
-    let var = (sum_sq - sum * mean) / (n - 1) as f64;
-    if var > 0.0 { mean / var.sqrt() } else { f64::NAN }
-}
+/// standard deviation is 0 (or `n` < 2): ThreadX's one Sharpe ratio, `threadx_stats`'s.
+pub(crate) use threadx_stats::sharpe;

@@ -7,8 +7,10 @@
 //! all are submitted before the first read-back, so the upload of one piece overlaps the
 //! compute of the previous one.
 
+use crate::blocks::BlockCuts;
 use crate::book::{ComboPlan, SignalBook, Stop};
 use crate::fixed::{BarTables, Totals};
+use crate::simulate::BatchTotals;
 use std::sync::Arc;
 use threadx_dispatch::{Dispatch, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, PendingRead, wgpu};
 
@@ -41,9 +43,12 @@ struct Params {
     log_buy: [u32; 2],
     log_sell: [u32; 2],
     start: u32,
-    pad: u32,
+    blocks: u32,
     entry_ret: [u32; 4],
     entry_ret_sq: [u32; 4],
+    block_first: u32,
+    block_len: u32,
+    pad: [u32; 2],
 }
 
 /// A combo's run on the device (backtest.wgsl's `Run`): its totals, then the state the
@@ -65,18 +70,22 @@ struct Run {
 impl Run {
     fn totals(&self) -> Totals {
         let i64_of = |w: [u32; 2]| (u64::from(w[0]) | u64::from(w[1]) << 32) as i64;
-        let u128_of = |w: [u32; 4]| w.iter().rev().fold(0u128, |acc, &x| acc << 32 | u128::from(x));
         Totals {
             log_equity: i64_of(self.log_equity),
             drawdown: i64_of(self.drawdown),
-            sum: u128_of(self.sum),
-            sum_sq: u128_of(self.sum_sq),
+            sum: u128_of(&self.sum),
+            sum_sq: u128_of(&self.sum_sq),
             trades: self.trades,
             closed: self.closed,
             wins: self.wins,
             held: self.held,
         }
     }
+}
+
+/// A u128 from its four u32 words, least significant first.
+fn u128_of(w: &[u32]) -> u128 {
+    w.iter().rev().fold(0u128, |acc, &x| acc << 32 | u128::from(x))
 }
 
 fn i64_words(x: i64) -> [u32; 2] {
@@ -94,6 +103,8 @@ pub struct GpuBacktester {
     params: Params,
     /// bars, sums, decision bits, stop series, stops.
     shared: [wgpu::Buffer; 5],
+    /// The blocks whose starts each run records, if any.
+    blocks: Option<BlockCuts>,
 }
 
 impl std::fmt::Debug for GpuBacktester {
@@ -176,11 +187,14 @@ impl GpuBacktester {
             log_buy: i64_words(tables.log_buy),
             log_sell: i64_words(tables.log_sell),
             start: 0,
-            pad: 0,
+            blocks: tables.blocks().map_or(0, BlockCuts::count),
             entry_ret: u128_words(tables.entry_ret),
             entry_ret_sq: u128_words(tables.entry_ret_sq),
+            block_first: tables.blocks().map_or(0, |b| b.dropped() as u32),
+            block_len: tables.blocks().map_or(0, |b| b.bars() as u32),
+            pad: [0; 2],
         };
-        Ok(Self { ctx, params, shared })
+        Ok(Self { ctx, params, shared, blocks: tables.blocks().copied() })
     }
 
     /// The GPU the book is resident on.
@@ -188,8 +202,8 @@ impl GpuBacktester {
         &self.ctx
     }
 
-    /// The totals of every plan, in order: the same bits as the CPU's.
-    pub fn run(&self, plans: &[ComboPlan]) -> Result<Vec<Totals>, GpuError> {
+    /// The totals of every plan, in order (and their blocks): the same bits as the CPU's.
+    pub fn run(&self, plans: &[ComboPlan]) -> Result<BatchTotals, GpuError> {
         let pending = self.submit(plans)?;
         Ok(self.collect(pending, &|| true)?.unwrap_or_default())
     }
@@ -200,7 +214,10 @@ impl GpuBacktester {
     pub fn submit(&self, plans: &[ComboPlan]) -> Result<PendingTotals, GpuError> {
         let ctx = &self.ctx;
         let max_binding = ctx.max_binding_bytes();
-        let per_piece = (max_binding / std::mem::size_of::<Run>() as u64).max(1) as usize;
+        // Block starts per combo, each Σr and Σr² as 4 words.
+        let snaps_per_combo = self.blocks.as_ref().map_or(0, BlockCuts::snapshot_len);
+        let per_combo = std::mem::size_of::<Run>().max(16 * snaps_per_combo) as u64;
+        let per_piece = (max_binding / per_combo).max(1) as usize;
         let bars = self.params.bars;
         let stretches = stretches(bars);
         let longest = stretches.iter().map(|s| s.end - s.start).max().unwrap_or(1);
@@ -209,6 +226,8 @@ impl GpuBacktester {
         for piece in plans.chunks(per_piece) {
             let plan_buffer = ctx.storage_buffer("plans", piece)?;
             let out = ctx.output_buffer::<Run>("runs", piece.len())?;
+            // WGSL arrays cannot be empty: one unused entry without blocks.
+            let snaps = ctx.output_buffer::<[u32; 4]>("block starts", (piece.len() * snaps_per_combo).max(1))?;
             let firsts: Vec<usize> = (0..piece.len()).step_by(per_dispatch).collect();
             let combos = |first: usize| per_dispatch.min(piece.len() - first);
             // Each group of combos runs its stretches in order; a dispatch sees the runs
@@ -229,8 +248,8 @@ impl GpuBacktester {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let [a, b, c, d, e] = &self.shared;
-            let bindings: Vec<[&wgpu::Buffer; 8]> =
-                uniforms.iter().map(|uniform| [a, b, c, d, e, &plan_buffer, &out, uniform]).collect();
+            let bindings: Vec<[&wgpu::Buffer; 9]> =
+                uniforms.iter().map(|uniform| [a, b, c, d, e, &plan_buffer, &out, uniform, &snaps]).collect();
             let launches = steps
                 .iter()
                 .zip(&bindings)
@@ -239,22 +258,33 @@ impl GpuBacktester {
                 })
                 .collect::<Result<Vec<_>, GpuError>>()?;
             // One submission per piece: its read-back can be left while its kernels run.
-            reads.push(ctx.dispatch_and_read_back(&launches, &out, piece.len())?);
+            let words = 4 * piece.len() * snaps_per_combo;
+            reads.push(ctx.dispatch_and_read_back(&launches, &out, piece.len(), Some((&snaps, words)))?);
         }
         Ok(PendingTotals { reads })
     }
 
     /// Waits for a submitted run and returns its totals, in plan order, or `None` as soon
     /// as `wanted` says they are no longer needed (see [`GpuContext::finish_read_back`]).
-    pub fn collect(&self, pending: PendingTotals, wanted: &dyn Fn() -> bool) -> Result<Option<Vec<Totals>>, GpuError> {
-        let mut totals = Vec::new();
+    pub fn collect(&self, pending: PendingTotals, wanted: &dyn Fn() -> bool) -> Result<Option<BatchTotals>, GpuError> {
+        let mut batch = BatchTotals::default();
         for read in pending.reads {
-            let Some(runs) = self.ctx.finish_read_back::<Run>(read, wanted)? else {
+            let Some(read) = self.ctx.finish_read_back::<Run>(read, wanted)? else {
                 return Ok(None);
             };
-            totals.extend(runs.iter().map(Run::totals));
+            let first = batch.totals.len();
+            batch.totals.extend(read.items.iter().map(Run::totals));
+            if let Some(cuts) = &self.blocks {
+                let per = cuts.snapshot_len();
+                let snapshots: Vec<u128> = read.words.chunks_exact(4).map(u128_of).collect();
+                batch.blocks.resize(batch.totals.len() * cuts.stats_len(), 0.0);
+                for (k, (snaps, totals)) in snapshots.chunks_exact(per).zip(&batch.totals[first..]).enumerate() {
+                    let at = (first + k) * cuts.stats_len();
+                    cuts.stats(snaps, totals, &mut batch.blocks[at..at + cuts.stats_len()]);
+                }
+            }
         }
-        Ok(Some(totals))
+        Ok(Some(batch))
     }
 }
 
@@ -358,9 +388,12 @@ mod layout {
             ("log_buy", offset_of!(Params, log_buy)),
             ("log_sell", offset_of!(Params, log_sell)),
             ("start", offset_of!(Params, start)),
-            ("pad", offset_of!(Params, pad)),
+            ("blocks", offset_of!(Params, blocks)),
             ("entry_ret", offset_of!(Params, entry_ret)),
             ("entry_ret_sq", offset_of!(Params, entry_ret_sq)),
+            ("block_first", offset_of!(Params, block_first)),
+            ("block_len", offset_of!(Params, block_len)),
+            ("pad", offset_of!(Params, pad)),
         ]);
         assert_eq!(wgsl("Params"), (size_of::<Params>() as u32, params));
         let plan = members(&[

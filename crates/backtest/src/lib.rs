@@ -19,6 +19,7 @@
 //! This crate stands on threadx-indicators and threadx-dispatch; it must not depend on
 //! sweeps or the CLI.
 
+mod blocks;
 mod book;
 mod error;
 mod fixed;
@@ -30,6 +31,7 @@ mod rules;
 mod simulate;
 mod strategy;
 
+pub use blocks::{BlockCuts, DEFAULT_BLOCKS};
 pub use book::{BookLayout, ComboPlan, SignalBook};
 pub use error::BacktestError;
 pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
@@ -38,7 +40,9 @@ pub use grid::Grid;
 pub use metrics::{ExitReason, Metrics, Trade};
 pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamKind, ParamSpec, ParamValues};
 pub use rules::{RuleKind, rule_functions};
-pub use simulate::{BacktestReport, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals};
+pub use simulate::{
+    BacktestReport, BatchTotals, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals, simulate_with_blocks,
+};
 pub use strategy::{Strategy, check_fee, strategy_help};
 
 use serde_json::json;
@@ -96,11 +100,12 @@ impl<'a> Backtester<'a> {
     /// GPU failure falls back to the CPU); the same bytes either way.
     pub fn run(&self, dispatcher: &Dispatcher, plans: &[ComboPlan]) -> Outcome<Vec<Metrics>> {
         let (bars, per_year) = (self.book.bars(), self.book.bars_per_year());
-        self.run_totals(dispatcher, plans).map(|totals| totals.iter().map(|t| t.metrics(bars, per_year)).collect())
+        self.run_batch(dispatcher, plans).map(|batch| batch.totals.iter().map(|t| t.metrics(bars, per_year)).collect())
     }
 
-    /// The integer totals of every plan, in order, where `dispatcher` decides.
-    pub fn run_totals(&self, dispatcher: &Dispatcher, plans: &[ComboPlan]) -> Outcome<Vec<Totals>> {
+    /// The totals (and block statistics, when the tables ask for them) of every plan, in
+    /// order, where `dispatcher` decides.
+    pub fn run_batch(&self, dispatcher: &Dispatcher, plans: &[ComboPlan]) -> Outcome<BatchTotals> {
         dispatcher.run(
             &self.operation(plans.len()),
             || simulate_cpu(self.book, &self.tables, plans),

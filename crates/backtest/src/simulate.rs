@@ -10,6 +10,7 @@
 //!
 //! Both skip flat stretches a 64-bar word of entry bits at a time.
 
+use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook};
 use crate::fixed::{BarTables, Totals, annualised, sharpe};
 use crate::metrics::{ExitReason, Metrics, Trade};
@@ -167,6 +168,23 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
 /// − base), and the drawdown at t is L[t] − hi. The return sums of a trade come from the
 /// prefix tables in O(1).
 pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) -> Totals {
+    run_totals(book, tables, plan, None)
+}
+
+/// [`simulate_totals`] that also records the block snapshots of `cuts` into `snapshots`
+/// ([`BlockCuts::snapshot_len`] of them): what the GPU kernel records, bit for bit.
+pub fn simulate_with_blocks(
+    book: &SignalBook,
+    tables: &BarTables,
+    plan: &ComboPlan,
+    cuts: &BlockCuts,
+    snapshots: &mut [u128],
+) -> Totals {
+    run_totals(book, tables, plan, Some(&mut Snapshots::new(cuts, snapshots)))
+}
+
+#[inline(always)]
+fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut blocks: Option<&mut Snapshots>) -> Totals {
     let n = book.bars();
     let close = &book.close()[..n];
     let log = &tables.log[..n];
@@ -199,6 +217,12 @@ pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) 
         totals.drawdown = totals.drawdown.min(low);
         let entry_sums =
             (tables.entry_ret.wrapping_sub(tables.ret_sum[e]), tables.entry_ret_sq.wrapping_sub(tables.ret_sq_sum[e]));
+        if let Some(blocks) = blocks.as_deref_mut() {
+            let held = |t: usize| {
+                (entry_sums.0.wrapping_add(tables.ret_sum[t]), entry_sums.1.wrapping_add(tables.ret_sq_sum[t]))
+            };
+            blocks.trade(e, exit, (totals.sum, totals.sum_sq), held);
+        }
         let Some(x) = exit else {
             totals.held += (n - e) as u32;
             totals.sum = totals.sum.wrapping_add(entry_sums.0).wrapping_add(tables.ret_sum[n - 1]);
@@ -218,19 +242,47 @@ pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) 
         // No new entry on the bar of an exit.
         from = x + 1;
     }
+    if let Some(blocks) = blocks {
+        blocks.finish((totals.sum, totals.sum_sq));
+    }
     totals.log_equity = equity;
     totals
 }
 
-/// Metrics of every plan, in order, on the CPU: combos in parallel (rayon), nothing
+/// The totals of a batch of plans, in plan order, and their block statistics when the
+/// tables ask for them ([`BarTables::with_blocks`]): [`BlockCuts::stats_len`] f64 per
+/// plan, (Σr, Σr²) per block; empty otherwise.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchTotals {
+    pub totals: Vec<Totals>,
+    pub blocks: Vec<f64>,
+}
+
+/// Totals of every plan, in order, on the CPU: combos in parallel (rayon), nothing
 /// allocated per combo. Each combo is computed alone, so the result does not depend on the
 /// thread count or on how plans are cut.
-pub fn simulate_cpu(book: &SignalBook, tables: &BarTables, plans: &[ComboPlan]) -> Vec<Totals> {
-    plans
+pub fn simulate_cpu(book: &SignalBook, tables: &BarTables, plans: &[ComboPlan]) -> BatchTotals {
+    let grain = threadx_dispatch::cpu_grain(book.bars());
+    let Some(cuts) = tables.blocks() else {
+        let totals = plans.par_iter().with_min_len(grain).map(|plan| simulate_totals(book, tables, plan)).collect();
+        return BatchTotals { totals, blocks: Vec::new() };
+    };
+    let (per_snap, per_stats) = (cuts.snapshot_len(), cuts.stats_len());
+    let mut blocks = vec![0.0; plans.len() * per_stats];
+    let totals = plans
         .par_iter()
-        .with_min_len(threadx_dispatch::cpu_grain(book.bars()))
-        .map(|plan| simulate_totals(book, tables, plan))
-        .collect()
+        .zip(blocks.par_chunks_mut(per_stats))
+        .with_min_len(grain)
+        .map_init(
+            || vec![0u128; per_snap],
+            |snapshots, (plan, out)| {
+                let totals = simulate_with_blocks(book, tables, plan, cuts, snapshots);
+                cuts.stats(snapshots, &totals, out);
+                totals
+            },
+        )
+        .collect();
+    BatchTotals { totals, blocks }
 }
 
 /// A single backtest in detail: metrics, trades and the equity curve.

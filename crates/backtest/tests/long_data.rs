@@ -2,7 +2,7 @@
 //! `MAX_LOOP_STEPS` (lavapipe silently ends a kernel's loops after 65,535 iterations), and
 //! must give the CPU's totals bit for bit on every adapter at lengths around every bound
 //! (a bit-row word, a stretch, the driver's limit) and on two million bars for every
-//! built-in strategy and a rule file.
+//! built-in strategy and a rule file, with the block statistics recorded as well.
 
 #![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
 
@@ -11,16 +11,21 @@ mod common;
 use common::{FEE, all_plans, cpu_book};
 use ndarray::Array2;
 use proptest::prelude::*;
-use threadx_backtest::{BarTables, GpuBacktester, SignalBook, Strategy, Totals, simulate_cpu};
+use threadx_backtest::{BarTables, BatchTotals, BlockCuts, GpuBacktester, SignalBook, Strategy, simulate_cpu};
 use threadx_dispatch::MAX_LOOP_STEPS;
 use threadx_dispatch::testing::adapters;
 use threadx_indicators::{Ohlcv, SeededRng};
 
-/// Compares the GPU's totals with the CPU's on every adapter; `what` names the case.
-fn assert_gpu_matches(what: &str, book: &SignalBook, tables: &BarTables, cpu: &[Totals]) {
+/// Compares the GPU's totals and block statistics with the CPU's on every adapter; `what`
+/// names the case.
+fn assert_gpu_matches(what: &str, book: &SignalBook, tables: &BarTables, batch: &BatchTotals) {
     let plans = all_plans(book);
+    let cpu = &batch.totals;
     for ctx in adapters() {
-        let gpu = GpuBacktester::new(ctx.clone(), book, tables).unwrap().run(&plans).unwrap();
+        let run = GpuBacktester::new(ctx.clone(), book, tables).unwrap().run(&plans).unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&run.blocks), bits(&batch.blocks), "{what} on {}: blocks differ", ctx.report().label());
+        let gpu = run.totals;
         let first = cpu.iter().zip(&gpu).position(|(c, g)| c != g);
         assert_eq!(
             first,
@@ -72,11 +77,14 @@ proptest! {
         let n = (bound as i64 + offset).max(2) as usize;
         let data = Ohlcv::load(&format!("synthetic:bars={n},seed={seed}")).unwrap();
         let book = signal_book(&data, seed);
-        let tables = BarTables::new(&book, FEE);
-        let cpu = simulate_cpu(&book, &tables, &all_plans(&book));
+        // Block starts recorded too, in blocks from one bar long to thousands.
+        let blocks = BlockCuts::new(n, [2, 16, 64][(seed % 3) as usize]).ok();
+        let tables = BarTables::new(&book, FEE).with_blocks(blocks);
+        let batch = simulate_cpu(&book, &tables, &all_plans(&book));
+        let cpu = &batch.totals;
         // The every-bar column trades about n / 2 times: the loop really ran every bar.
         prop_assert!(cpu[0].trades as usize >= n / 2 - 1, "{} trades on {n} bars", cpu[0].trades);
-        assert_gpu_matches(&format!("{n} bars"), &book, &tables, &cpu);
+        assert_gpu_matches(&format!("{n} bars, {blocks:?}"), &book, &tables, &batch);
     }
 }
 
@@ -97,12 +105,13 @@ fn gpu_totals_are_the_cpus_bits_on_two_million_bars_for_every_strategy() {
     for (strategy, axes) in cases {
         let axes = if axes.is_empty() { strategy.schema().iter().map(|p| vec![p.default]).collect() } else { axes };
         let book = cpu_book(&data, strategy.clone(), &axes);
-        let tables = BarTables::new(&book, FEE);
-        let cpu = simulate_cpu(&book, &tables, &all_plans(&book));
+        let tables = BarTables::new(&book, FEE).with_blocks(Some(BlockCuts::new(bars, 16).unwrap()));
+        let batch = simulate_cpu(&book, &tables, &all_plans(&book));
+        let cpu = &batch.totals;
         let trades: u32 = cpu.iter().map(|t| t.trades).sum();
         println!("{strategy}: {} combos, {trades} trades on {bars} bars", cpu.len());
         // Trades all along the data: a kernel that stopped early would miss most of them.
         assert!(cpu.iter().all(|t| t.trades > 100), "{strategy}: {cpu:?}");
-        assert_gpu_matches(&format!("{strategy}, {bars} bars"), &book, &tables, &cpu);
+        assert_gpu_matches(&format!("{strategy}, {bars} bars"), &book, &tables, &batch);
     }
 }

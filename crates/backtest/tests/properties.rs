@@ -118,7 +118,7 @@ proptest! {
         let b = cpu_book(&d, Strategy::parse("bb_atr").unwrap(), &axes);
         let plans = all_plans(&b);
         let tables = BarTables::new(&b, 0.001);
-        let whole = simulate_cpu(&b, &tables, &plans);
+        let whole = simulate_cpu(&b, &tables, &plans).totals;
         let mut pieces = Vec::new();
         let mut rest = plans.as_slice();
         for &cut in cuts.iter().cycle() {
@@ -126,11 +126,11 @@ proptest! {
                 break;
             }
             let (head, tail) = rest.split_at(cut.min(rest.len()));
-            pieces.extend(simulate_cpu(&b, &tables, head));
+            pieces.extend(simulate_cpu(&b, &tables, head).totals);
             rest = tail;
         }
         let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let single = one_thread.install(|| simulate_cpu(&b, &tables, &plans));
+        let single = one_thread.install(|| simulate_cpu(&b, &tables, &plans)).totals;
         prop_assert_eq!(&whole, &pieces);
         prop_assert_eq!(&whole, &single);
     }

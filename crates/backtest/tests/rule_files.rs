@@ -126,7 +126,7 @@ fn rule_files_trade_as_plain_loops_of_their_definitions() {
             let book = series.book(&strategy, &axes);
             let tables = BarTables::new(&book, FEE);
             let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
-            let totals = simulate_cpu(&book, &tables, &plans);
+            let totals = simulate_cpu(&book, &tables, &plans).totals;
             let mut reasons = std::collections::BTreeSet::new();
             for combo in 0..book.grid_len() {
                 let values = book.combo_values(combo);
@@ -180,9 +180,9 @@ fn gpu_totals_of_rule_files_are_the_cpus_bits_on_every_adapter() {
             let book = series.book(&example(name), &axes);
             let tables = BarTables::new(&book, FEE);
             let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
-            let cpu = simulate_cpu(&book, &tables, &plans);
+            let cpu = simulate_cpu(&book, &tables, &plans).totals;
             for ctx in adapters() {
-                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap();
+                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap().totals;
                 println!("{source} {name}: {} combos on {}", plans.len(), ctx.report().label());
                 assert_eq!(cpu, gpu, "{source} {name} on {}", ctx.report().label());
             }

@@ -70,7 +70,7 @@ fn a_long_rule_within_the_limits_runs() {
         .join()
         .expect("evaluation crashed");
     let tables = BarTables::new(&book, 0.001);
-    let totals = simulate_cpu(&book, &tables, &all_plans(&book));
+    let totals = simulate_cpu(&book, &tables, &all_plans(&book)).totals;
     assert!(totals.iter().all(|t| t.trades == 1), "close above its mean once, never sold: {totals:?}");
 }
 

@@ -70,7 +70,7 @@ fn user_signals_run_by_the_rules_of_a_plain_loop() {
         assert_eq!(book.name(), "signals");
         let tables = BarTables::new(&book, FEE);
         let plans: Vec<_> = (0..8).map(|c| book.combo_plan(c)).collect();
-        let totals = simulate_cpu(&book, &tables, &plans);
+        let totals = simulate_cpu(&book, &tables, &plans).totals;
         for c in 0..8 {
             let stop_column = stop.column(c).to_vec();
             let (trades, equity) = plain_column(
@@ -115,10 +115,10 @@ fn gpu_totals_of_user_signals_are_the_cpus_bits() {
             let book = SignalBook::from_signals(&data, entries.view(), exits.view(), levels).unwrap();
             let tables = BarTables::new(&book, FEE);
             let plans: Vec<_> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
-            let cpu = simulate_cpu(&book, &tables, &plans);
+            let cpu = simulate_cpu(&book, &tables, &plans).totals;
             let trades: u32 = cpu.iter().map(|t| t.trades).sum();
             for ctx in adapters() {
-                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap();
+                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap().totals;
                 println!(
                     "{source}, stops {}: {} columns, {trades} trades on {}",
                     levels.is_some(),
@@ -143,9 +143,9 @@ fn a_broadcast_stop_is_the_same_levels_in_every_column() {
         let book = SignalBook::from_signals(&data, entries.view(), exits.view(), Some(levels)).unwrap();
         let tables = BarTables::new(&book, FEE);
         let plans: Vec<_> = (0..6).map(|c| book.combo_plan(c)).collect();
-        let mut totals = simulate_cpu(&book, &tables, &plans);
+        let mut totals = simulate_cpu(&book, &tables, &plans).totals;
         for ctx in adapters() {
-            assert_eq!(GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap(), totals);
+            assert_eq!(GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap().totals, totals);
         }
         totals.dedup();
         totals

@@ -221,14 +221,16 @@ impl GpuContext {
         })
     }
 
-    /// `dispatches` in order, then the copy of `len` elements of `out` to the host, in one
-    /// submission: only these kernels stand between the caller and its data, and
-    /// [`Self::finish_read_back`] can leave them running when the data is no longer wanted.
+    /// `dispatches` in order, then the copy of `len` elements of `out` to the host (and of
+    /// the first `words` u32 of a second output, `also`), in one submission: only these
+    /// kernels stand between the caller and its data, and [`Self::finish_read_back`] can
+    /// leave them running when the data is no longer wanted.
     pub fn dispatch_and_read_back<T: bytemuck::Pod>(
         &self,
         dispatches: &[Dispatch<'_>],
         out: &wgpu::Buffer,
         len: usize,
+        also: Option<(&wgpu::Buffer, usize)>,
     ) -> Result<PendingRead<T>, GpuError> {
         let mut encoder = self.encoder("dispatch_and_read_back");
         // Timestamps at the start of the first pass and the end of the last.
@@ -260,7 +262,7 @@ impl GpuContext {
             encoder.resolve_query_set(&q, 0..2, &resolved, 0);
             resolved
         });
-        self.submit_read_back(encoder, out, len, stamps.as_ref())
+        self.submit_read_back(encoder, out, len, also, stamps.as_ref())
     }
 
     fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
@@ -306,36 +308,42 @@ impl GpuContext {
 
     /// Copies the first `len` elements of `buffer` back to the host (waits for the GPU).
     pub fn read_back<T: bytemuck::Pod>(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<T>, GpuError> {
-        let pending = self.submit_read_back(self.encoder("readback"), buffer, len, None)?;
-        Ok(self.finish_read_back(pending, &|| true)?.unwrap_or_default())
+        let pending = self.submit_read_back(self.encoder("readback"), buffer, len, None, None)?;
+        Ok(self.finish_read_back(pending, &|| true)?.map(|read| read.items).unwrap_or_default())
     }
 
-    /// Appends the copy of `len` elements of `buffer` (and of the two resolved timestamps
-    /// in `stamps`, after them) to `encoder`, submits it and asks for the staging buffer's
-    /// mapping.
+    /// Appends the copy of `len` elements of `buffer` (then of the first `words` u32 of
+    /// `also`, then of the two resolved timestamps in `stamps`) to `encoder`, submits it
+    /// and asks for the staging buffer's mapping.
     fn submit_read_back<T: bytemuck::Pod>(
         &self,
         mut encoder: wgpu::CommandEncoder,
         buffer: &wgpu::Buffer,
         len: usize,
+        also: Option<(&wgpu::Buffer, usize)>,
         stamps: Option<&wgpu::Buffer>,
     ) -> Result<PendingRead<T>, GpuError> {
         let bytes = (len * std::mem::size_of::<T>()) as u64;
-        // The stamps are u64s, after the data.
-        let stamps_at = bytes.next_multiple_of(8);
+        // The words follow the data, the stamps (u64s) the words.
+        let words_at = bytes.next_multiple_of(8);
+        let words = also.map_or(0, |(_, words)| words);
+        let stamps_at = (words_at + 4 * words as u64).next_multiple_of(8);
         self.scoped(|| {
-            if bytes == 0 && stamps.is_none() {
+            if stamps_at == 0 && stamps.is_none() {
                 self.queue.submit([encoder.finish()]);
-                return Ok(PendingRead { copy: None, len, stamps_at: None, _items: PhantomData });
+                return Ok(PendingRead { copy: None, len, words, stamps_at: None, _items: PhantomData });
             }
             let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("readback"),
-                size: if stamps.is_some() { stamps_at + 16 } else { bytes },
+                size: if stamps.is_some() { stamps_at + 16 } else { stamps_at },
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
             if bytes > 0 {
                 encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+            }
+            if let Some((also, words)) = also.filter(|&(_, words)| words > 0) {
+                encoder.copy_buffer_to_buffer(also, 0, &staging, words_at, 4 * words as u64);
             }
             if let Some(stamps) = stamps {
                 encoder.copy_buffer_to_buffer(stamps, 0, &staging, stamps_at, 16);
@@ -346,7 +354,7 @@ impl GpuContext {
                 let _ = tx.send(r);
             });
             let stamps_at = stamps.map(|_| stamps_at as usize);
-            Ok(PendingRead { copy: Some((staging, submission, mapped)), len, stamps_at, _items: PhantomData })
+            Ok(PendingRead { copy: Some((staging, submission, mapped)), len, words, stamps_at, _items: PhantomData })
         })
     }
 
@@ -358,9 +366,9 @@ impl GpuContext {
         &self,
         pending: PendingRead<T>,
         wanted: &dyn Fn() -> bool,
-    ) -> Result<Option<Vec<T>>, GpuError> {
+    ) -> Result<Option<ReadBack<T>>, GpuError> {
         let Some((staging, submission, mapped)) = pending.copy else {
-            return Ok(Some(Vec::new()));
+            return Ok(Some(ReadBack { items: Vec::new(), words: Vec::new() }));
         };
         self.scoped(|| {
             loop {
@@ -390,7 +398,12 @@ impl GpuContext {
                         *self.kernel_ns.lock().unwrap_or_else(PoisonError::into_inner) += ns;
                     }
                 }
-                bytemuck::cast_slice::<u8, T>(&view[..pending.len * std::mem::size_of::<T>()]).to_vec()
+                let bytes = pending.len * std::mem::size_of::<T>();
+                let words_at = bytes.next_multiple_of(8);
+                ReadBack {
+                    items: bytemuck::pod_collect_to_vec(&view[..bytes]),
+                    words: bytemuck::pod_collect_to_vec(&view[words_at..words_at + 4 * pending.words]),
+                }
             };
             staging.unmap();
             Ok(Some(data))
@@ -410,11 +423,20 @@ pub struct Dispatch<'a> {
 /// Tells when a staging buffer is mapped (or why it could not be).
 type MappedSignal = mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>;
 
+/// What a read-back brings: the output's elements and the second output's words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadBack<T> {
+    pub items: Vec<T>,
+    pub words: Vec<u32>,
+}
+
 /// A read-back in flight: its staging buffer, the submission that fills it and the
 /// signal that it is mapped.
 pub struct PendingRead<T> {
     copy: Option<(wgpu::Buffer, wgpu::SubmissionIndex, MappedSignal)>,
     len: usize,
+    /// u32 words of the second output, after the elements (8-byte aligned).
+    words: usize,
     /// Where the kernels' two timestamps follow the data in the staging buffer.
     stamps_at: Option<usize>,
     _items: PhantomData<T>,

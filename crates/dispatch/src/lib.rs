@@ -26,7 +26,7 @@ pub mod testing;
 pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_gpu, thousands};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Reason};
 pub use error::GpuError;
-pub use gpu::{Dispatch, GpuContext, MAX_LOOP_STEPS, PendingRead, f32_pairs};
+pub use gpu::{Dispatch, GpuContext, MAX_LOOP_STEPS, PendingRead, ReadBack, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use policy::DevicePolicy;
 pub use shader::{Kernel, ShaderInfo, workgroup_size};

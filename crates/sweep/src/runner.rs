@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
 use threadx_backtest::{
-    Backtester, BarTables, BookLayout, ComboPlan, GpuBacktester, Metrics, PendingTotals, SignalBook, Totals,
+    Backtester, BarTables, BatchTotals, BookLayout, ComboPlan, GpuBacktester, Metrics, PendingTotals, SignalBook,
     simulate_cpu,
 };
 use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher, format_bytes, thousands};
@@ -21,11 +21,23 @@ use threadx_multi_gpu::{
 use threadx_profile_store::Profiles;
 
 /// What a chunk (or any range of combo positions) produced: the grid numbers of the
-/// combos it ran (those the strategy's rules allow) and their metrics, in combo order.
+/// combos it ran (those the strategy's rules allow) and their metrics, in combo order,
+/// and when the spec asks for them their block statistics (`BlockCuts::stats_len` per
+/// combo).
 #[derive(Debug, Clone, Default)]
 pub struct ChunkResult {
     pub combos: Vec<u64>,
     pub metrics: Vec<Metrics>,
+    pub blocks: Vec<f64>,
+}
+
+impl ChunkResult {
+    /// Appends `part` (the next combos in order).
+    pub fn extend(&mut self, part: ChunkResult) {
+        self.combos.extend(part.combos);
+        self.metrics.extend(part.metrics);
+        self.blocks.extend(part.blocks);
+    }
 }
 
 /// Bytes a sample takes per drawn combo while it is drawn (the list, the set that keeps
@@ -315,8 +327,7 @@ impl Sweep {
         let mut done = 0;
         progress(0, total)?;
         self.run(pool, &chunks, options, &|_, _| Ok(()), &mut |chunk, part| {
-            rows.combos.extend(part.combos);
-            rows.metrics.extend(part.metrics);
+            rows.extend(part);
             done += self.combos.chunk_len(chunk);
             progress(done, total)
         })?;
@@ -327,8 +338,8 @@ impl Sweep {
     /// order: the in-memory path for small sweeps and for walk-forward training windows.
     pub fn run_all(&self, dispatcher: &Dispatcher) -> Result<ChunkResult, SweepError> {
         let (combos, plans) = self.plans(0..self.combos.len(), None);
-        let metrics = Backtester::with_tables(&self.book, &self.tables).run(dispatcher, &plans).value;
-        Ok(ChunkResult { combos, metrics })
+        let batch = Backtester::with_tables(&self.book, &self.tables).run_batch(dispatcher, &plans).value;
+        Ok(SweepWork { sweep: self, batch: None }.rows(combos, batch))
     }
 
     /// Runs `chunks` on the workers of `pool` as `options` split them. `in_worker` runs on
@@ -378,10 +389,10 @@ pub enum SweepPending {
 }
 
 impl SweepWork<'_> {
-    fn rows(&self, combos: Vec<u64>, totals: &[Totals]) -> ChunkResult {
+    fn rows(&self, combos: Vec<u64>, batch: BatchTotals) -> ChunkResult {
         let book = &self.sweep.book;
-        let metrics = totals.iter().map(|t| t.metrics(book.bars(), book.bars_per_year())).collect();
-        ChunkResult { combos, metrics }
+        let metrics = batch.totals.iter().map(|t| t.metrics(book.bars(), book.bars_per_year())).collect();
+        ChunkResult { combos, metrics, blocks: batch.blocks }
     }
 }
 
@@ -410,7 +421,7 @@ impl Workload for SweepWork<'_> {
         Ok(match lane {
             SweepLane::Cpu => {
                 let totals = simulate_cpu(&self.sweep.book, &self.sweep.tables, &plans);
-                SweepPending::Done(self.rows(combos, &totals))
+                SweepPending::Done(self.rows(combos, totals))
             }
             SweepLane::Gpu(gpu) => SweepPending::Gpu(combos, gpu.submit(&plans)?),
         })
@@ -425,7 +436,7 @@ impl Workload for SweepWork<'_> {
         match (lane, pending) {
             (_, SweepPending::Done(rows)) => Ok(Some(rows)),
             (SweepLane::Gpu(gpu), SweepPending::Gpu(combos, totals)) => {
-                Ok(gpu.collect(totals, wanted)?.map(|totals| self.rows(combos, &totals)))
+                Ok(gpu.collect(totals, wanted)?.map(|totals| self.rows(combos, totals)))
             }
             (SweepLane::Cpu, SweepPending::Gpu(..)) => Err(WorkError::Failed("GPU totals on a CPU lane".into())),
         }
@@ -442,8 +453,7 @@ impl Workload for SweepWork<'_> {
     fn join(&self, parts: Vec<ChunkResult>) -> ChunkResult {
         let mut all = ChunkResult::default();
         for part in parts {
-            all.combos.extend(part.combos);
-            all.metrics.extend(part.metrics);
+            all.extend(part);
         }
         all
     }

@@ -100,7 +100,7 @@ impl Workload for Hashes {
                 let params = ctx.uniform_buffer("params", &[items.start as u32, count, self.rounds, 0])?;
                 let launch =
                     Dispatch { kernel: &HASH, buffers: &[&out, &params], workgroups: ctx.grid(&HASH, count.into())? };
-                Ok(Pending::Gpu(ctx.dispatch_and_read_back(&[launch], &out, count as usize)?))
+                Ok(Pending::Gpu(ctx.dispatch_and_read_back(&[launch], &out, count as usize, None)?))
             }
         }
     }
@@ -113,7 +113,7 @@ impl Workload for Hashes {
     ) -> Result<Option<Vec<u32>>, WorkError> {
         match (lane, pending) {
             (_, Pending::Ready(v)) => Ok(Some(v)),
-            (Lane::Gpu(ctx), Pending::Gpu(read)) => Ok(ctx.finish_read_back(read, wanted)?),
+            (Lane::Gpu(ctx), Pending::Gpu(read)) => Ok(ctx.finish_read_back(read, wanted)?.map(|read| read.items)),
             (Lane::Cpu, Pending::Gpu(_)) => Err(WorkError::Failed("a GPU read on the CPU".into())),
         }
     }

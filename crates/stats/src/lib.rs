@@ -1,0 +1,44 @@
+//! Statistics that say whether a sweep's winner is luck, from a few numbers per combo:
+//! the probability of backtest overfitting by combinatorially symmetric cross-validation
+//! (Bailey, Borwein, López de Prado & Zhu, 2015) from block statistics, and the
+//! probabilistic and deflated Sharpe ratios (Bailey & López de Prado, 2014).
+//!
+//! Main types: [`BlockMatrix`] (per combo and block: Σr and Σr² over a fixed number of
+//! bars), [`SplitSet`] (CSCV's in-sample halves), [`pbo`] and its [`PboReport`], and the
+//! functions [`sharpe`], [`psr`], [`deflated_sharpe`], [`expected_max`], [`moments`].
+//!
+//! Invariant: a set's Sharpe ratio is one fixed function of the blocks' f64 sums, so the
+//! answer depends only on the blocks and the splits, never on threads or on how the work
+//! is cut. This crate knows nothing of ThreadX's data, devices or sweeps (it stands at the
+//! bottom: it depends on no other ThreadX crate).
+
+mod blocks;
+mod dsr;
+mod error;
+mod pbo;
+mod splits;
+
+pub use blocks::BlockMatrix;
+pub use dsr::{EULER_GAMMA, deflated_sharpe, expected_max, moments, normal_cdf, psr};
+pub use error::StatsError;
+pub use pbo::{PboReport, pbo, quantile};
+pub use splits::{EXHAUSTIVE_LIMIT, MAX_BLOCKS, MAX_EXHAUSTIVE_SPLITS, SplitSet, binomial};
+
+/// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` values; NaN when the
+/// standard deviation is 0 (or `n` < 2). ThreadX's one Sharpe ratio (per bar, not
+/// annualised).
+#[inline]
+pub fn sharpe(sum: f64, sum_sq: f64, n: usize) -> f64 {
+    if n < 2 {
+        return f64::NAN;
+    }
+    sharpe_of(sum, sum_sq, n as f64, (n - 1) as f64)
+}
+
+/// [`sharpe`] with `n` and `n − 1` already as f64 (n ≥ 2): the same bits.
+#[inline(always)]
+pub(crate) fn sharpe_of(sum: f64, sum_sq: f64, n: f64, n_minus_1: f64) -> f64 {
+    let mean = sum / n;
+    let var = (sum_sq - sum * mean) / n_minus_1;
+    if var > 0.0 { mean / var.sqrt() } else { f64::NAN }
+}

@@ -1,0 +1,158 @@
+//! CSCV from blocks against CSCV computed the long way, from the whole returns matrix
+//! (pypbo's procedure: concatenate each half's rows, Sharpe ratio per column, rank with
+//! ties averaged); PBO near 0.5 on noise and near 0 with a planted edge.
+
+use proptest::prelude::*;
+use threadx_stats::{BlockMatrix, SplitSet, pbo, sharpe};
+
+/// A seeded stream (splitmix64) for test data.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn normal(&mut self) -> f64 {
+        let u1 = 1.0 - (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let u2 = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+}
+
+/// T×N returns, row-major: column c drifts by `drift(c)` per bar.
+fn returns(rows: usize, combos: usize, seed: u64, drift: impl Fn(usize) -> f64) -> Vec<f64> {
+    let mut rng = Rng(seed);
+    (0..rows * combos).map(|i| 0.01 * rng.normal() + drift(i % combos)).collect()
+}
+
+/// Ranks ascending with ties averaged and NaN below every number (1-based).
+fn rank_of(values: &[f64], j: usize) -> f64 {
+    let v = values[j];
+    let nan = values.iter().filter(|x| x.is_nan()).count() as f64;
+    if v.is_nan() {
+        return (nan + 1.0) / 2.0;
+    }
+    let below = values.iter().filter(|x| x.is_nan() || **x < v).count() as f64;
+    let equal = values.iter().filter(|x| **x == v).count() as f64;
+    below + (equal + 1.0) / 2.0
+}
+
+/// The long way: per split, each column's Sharpe ratio over the concatenated rows.
+fn long_way(returns: &[f64], rows: usize, combos: usize, s: usize, splits: &SplitSet) -> (Vec<f64>, Vec<usize>) {
+    let (first, len) = (rows % s, rows / s);
+    let mut logits = Vec::new();
+    let mut bests = Vec::new();
+    for &mask in splits.masks() {
+        let sharpes = |in_sample: bool| -> Vec<f64> {
+            (0..combos)
+                .map(|c| {
+                    let (mut a, mut q, mut n) = (0.0, 0.0, 0);
+                    for b in (0..s).filter(|&b| ((mask >> b) & 1 == 1) == in_sample) {
+                        for t in first + b * len..first + (b + 1) * len {
+                            let r = returns[t * combos + c];
+                            a += r;
+                            q += r * r;
+                            n += 1;
+                        }
+                    }
+                    sharpe(a, q, n)
+                })
+                .collect()
+        };
+        let (is, oos) = (sharpes(true), sharpes(false));
+        let ranks: Vec<f64> = (0..combos).map(|c| rank_of(&is, c)).collect();
+        let best = (0..combos).fold(0, |b, c| if ranks[c] > ranks[b] { c } else { b });
+        let w = rank_of(&oos, best) / (combos as f64 + 1.0);
+        logits.push((w / (1.0 - w)).ln());
+        bests.push(best);
+    }
+    (logits, bests)
+}
+
+fn check(returns: &[f64], rows: usize, combos: usize, s: usize) {
+    let matrix = BlockMatrix::from_returns(returns, rows, combos, s).unwrap();
+    let splits = SplitSet::all(s).unwrap();
+    let report = pbo(&matrix, &splits).unwrap();
+    let (logits, bests) = long_way(returns, rows, combos, s, &splits);
+    assert_eq!(report.best, bests);
+    for (a, b) in report.logits.iter().zip(&logits) {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    }
+    let pbo_long = logits.iter().filter(|&&l| l <= 0.0).count() as f64 / logits.len() as f64;
+    assert_eq!(report.pbo, pbo_long);
+}
+
+#[test]
+fn blocks_give_the_long_ways_answer_on_noise_on_an_edge_and_with_ties() {
+    // Noise (no combo skipped by the bounds).
+    check(&returns(803, 12, 1, |_| 0.0), 803, 12, 8);
+    // Half the combos lose badly (skipped by the bounds), one has an edge.
+    let drift = |c: usize| {
+        if c == 3 {
+            0.004
+        } else if c.is_multiple_of(2) {
+            -0.02
+        } else {
+            0.0
+        }
+    };
+    check(&returns(640, 20, 2, drift), 640, 20, 8);
+    // Identical columns tie: the first is the best, ranks are averaged.
+    let base = returns(400, 5, 3, |_| 0.0);
+    let doubled: Vec<f64> = base.chunks(5).flat_map(|row| row.iter().chain(row).copied().collect::<Vec<_>>()).collect();
+    check(&doubled, 400, 10, 6);
+    // Flat columns (no trades): NaN ratios rank below every number.
+    let flat: Vec<f64> = base.chunks(5).flat_map(|row| [row[0], 0.0, row[1], 0.0, row[2]]).collect();
+    check(&flat, 400, 5, 4);
+}
+
+#[test]
+fn pbo_is_near_a_half_on_noise_and_near_zero_with_a_planted_edge() {
+    let (rows, combos, s) = (2_000, 100, 16);
+    let splits = SplitSet::all(s).unwrap();
+    let noise = BlockMatrix::from_returns(&returns(rows, combos, 7, |_| 0.0), rows, combos, s).unwrap();
+    let report = pbo(&noise, &splits).unwrap();
+    assert!((0.3..0.7).contains(&report.pbo), "noise: PBO {}", report.pbo);
+    // One combo with a true Sharpe ratio of 0.1 per bar among 99 without.
+    let edge =
+        BlockMatrix::from_returns(&returns(rows, combos, 7, |c| if c == 42 { 0.001 } else { 0.0 }), rows, combos, s)
+            .unwrap();
+    let report = pbo(&edge, &splits).unwrap();
+    assert!(report.pbo < 0.05, "edge: PBO {}", report.pbo);
+    assert!(report.best.iter().filter(|&&b| b == 42).count() > splits.len() * 9 / 10);
+    assert!(report.prob_oos_loss < 0.05);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn blocks_equal_the_long_way_on_random_matrices(seed in 0u64..1_000, combos in 1usize..9, half in 1usize..4, extra in 0usize..7) {
+        let s = 2 * half;
+        let rows = s * 5 + extra;
+        let drift = |c: usize| (c as f64 - 3.0) * 0.002;
+        check(&returns(rows, combos, seed, drift), rows, combos, s);
+    }
+}
+
+#[test]
+fn splits_are_every_half_in_combination_order_or_a_seeded_draw() {
+    let all = SplitSet::all(6).unwrap();
+    assert_eq!(all.len(), 20);
+    assert_eq!(&all.masks()[..3], &[0b000111, 0b001011, 0b010011]);
+    assert!(all.masks().iter().all(|m| m.count_ones() == 3));
+    let mut rng = Rng(5);
+    let drawn = SplitSet::random(16, 1_000, &mut || rng.next()).unwrap();
+    assert!(!drawn.exhaustive() && drawn.len() == 1_000);
+    assert!(drawn.masks().iter().all(|m| m.count_ones() == 8 && *m < 1 << 16));
+    let mut again = Rng(5);
+    assert_eq!(SplitSet::random(16, 1_000, &mut || again.next()).unwrap(), drawn);
+    // The sweep's rule: every split while combos × C(16, 8) ≤ 2·10^8.
+    assert!(SplitSet::for_sweep(15_540, 16, 1_000, &mut || 0).unwrap().exhaustive());
+    assert!(!SplitSet::for_sweep(15_541, 16, 1_000, &mut || 0).unwrap().exhaustive());
+    assert!(SplitSet::all(7).is_err() && SplitSet::all(0).is_err() && SplitSet::all(66).is_err());
+}
