@@ -90,6 +90,8 @@ pub fn run(args: &[String]) -> Result<()> {
             top: 1,
             by: "sharpe".into(),
             heatmap: None,
+            overfitting_plots: None,
+            blocks_out: None,
         };
         let report = run_to_files(&sweep, &data, &pool, &distribute, &opts, PhaseTimer::start(), &mut |_, _| {}, None)?;
         let digest = hex(&Sha256::digest(std::fs::read(&out)?));

@@ -24,6 +24,7 @@ mod data;
 mod devices;
 mod indicators;
 mod monitor;
+mod overfit;
 mod profile;
 mod search;
 mod strategy;

@@ -134,6 +134,8 @@ pub struct SweepArgs {
     /// Where --monitor draws its plot (default: beside --out, `-monitor.svg`).
     #[arg(long, value_name = "FILE.svg", requires = "monitor")]
     monitor_plot: Option<PathBuf>,
+    #[command(flatten)]
+    overfit: crate::overfit::OverfitArgs,
 }
 
 /// `--grid NAME=VALUES` flags as (name, values) pairs.
@@ -177,6 +179,7 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     if let Some(text) = &args.walk_forward {
         request.walk_forward = Some(WalkForward::parse(text)?);
     }
+    args.overfit.apply(args.seed, &mut request);
     request.threads = args.threads.or(request.threads);
     request.max_memory = args.max_memory.or(request.max_memory);
     request.device = Some(mode);
@@ -256,6 +259,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         opts.heatmap.as_ref().map(|h| h.path.as_path()),
         monitor_plot.as_deref(),
         search_plot.as_deref(),
+        opts.blocks_out.as_deref(),
+        opts.overfitting_plots.as_ref().map(|p| p.0.as_path()),
+        opts.overfitting_plots.as_ref().map(|p| p.1.as_path()),
     ]
     .into_iter()
     .flatten()
@@ -381,6 +387,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if let Some(h) = &opts.heatmap {
         outln!("wrote the {by} heatmap to {}", h.path.display());
     }
+    if let Some(o) = &report.overfitting {
+        crate::overfit::print(o, opts.overfitting_plots.as_ref(), opts.blocks_out.as_deref())?;
+    }
     Ok(())
 }
 
@@ -401,6 +410,8 @@ fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard, by: &str) ->
         top: args.top,
         by: by.to_owned(),
         heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
+        overfitting_plots: crate::overfit::plots(spec, &args.out),
+        blocks_out: args.overfit.blocks_out(),
     }
 }
 
@@ -603,7 +614,7 @@ pub fn num(v: f64) -> String {
 }
 
 /// `dir/results.csv` + `-heatmap.svg` → `dir/results-heatmap.svg`.
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     path.with_file_name(format!("{stem}{suffix}"))
 }

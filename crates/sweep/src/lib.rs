@@ -22,6 +22,7 @@
 mod combos;
 mod error;
 mod output;
+mod overfit;
 mod report;
 mod request;
 mod rows;
@@ -38,6 +39,10 @@ pub use error::SweepError;
 pub use output::{
     HeatmapOptions, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir,
     data_fingerprint, merge, row_json, run_to_files, summary_path,
+};
+pub use overfit::{
+    DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, TopCombo, logit_histogram_svg,
+    oos_vs_is_svg,
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use request::{SweepRequest, parse_size};

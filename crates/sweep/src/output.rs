@@ -11,6 +11,10 @@
 use crate::SweepSpec;
 use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
+use crate::overfit::{
+    Overfitting, OverfittingOptions, SweepBlocks, blocks_path, logit_histogram_svg, oos_vs_is_svg, read_chunk_blocks,
+    write_blocks_csv, write_chunk_blocks,
+};
 use crate::report::{Heatmap, Leaderboard};
 use crate::rows::{Row, header, parse_row, row_combo, write_row};
 use crate::runner::{ChunkResult, Sweep};
@@ -21,7 +25,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use threadx_backtest::Strategy;
+use threadx_backtest::{BlockCuts, Strategy};
 use threadx_indicators::{Ohlcv, format_time};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
 use threadx_profile_store::{AtomicFile, is_special_file, refuse_output_over_input, write_file_atomic};
@@ -41,6 +45,10 @@ pub struct OutputOptions {
     pub by: String,
     /// Draw `by` over two parameters (None: the first two that vary) into this SVG.
     pub heatmap: Option<HeatmapOptions>,
+    /// With overfitting statistics: the logit histogram's and the out-of-sample plot's SVGs.
+    pub overfitting_plots: Option<(PathBuf, PathBuf)>,
+    /// With overfitting statistics: the blocks as CSV.
+    pub blocks_out: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -67,6 +75,8 @@ pub struct SweepReport {
     pub timings: Option<Timings>,
     /// The summary's `telemetry`, when the caller sampled the machine.
     pub telemetry: Option<Value>,
+    /// The overfitting statistics, when the spec asked for them.
+    pub overfitting: Option<Overfitting>,
     pub best: Vec<Row>,
     pub rows: u64,
     /// Where the summary was written; `None` when the results went to a device or FIFO,
@@ -288,6 +298,12 @@ pub fn run_to_files(
         None => None,
     };
 
+    let blocks = sweep.spec().overfitting().zip(sweep.blocks());
+    if blocks.is_some() && opts.shard.count > 1 {
+        return Err(SweepError::Spec(
+            "--overfitting needs every combo in one run; it cannot be combined with --shard".into(),
+        ));
+    }
     let parts = checkpoint_dir(&opts.out);
     let identity = identity(sweep, data, opts.shard);
     let _lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}))?;
@@ -302,7 +318,10 @@ pub fn run_to_files(
         let path = chunk_path(&parts, c);
         if !path.exists() {
             to_run.push(c);
-        } else if let Err(e) = read_chunk(&path) {
+        } else if let Err(e) = read_chunk(&path).and_then(|_| match blocks {
+            Some(_) if !blocks_path(&path).exists() => Err(SweepError::Results("no blocks".into())),
+            _ => Ok(()),
+        }) {
             // A damaged chunk is run again, never trusted.
             tracing::warn!("{e}; running chunk {c} again");
             fs::remove_file(&path).map_err(io_error(&path))?;
@@ -318,13 +337,19 @@ pub fn run_to_files(
         leaderboard.offer(row);
     };
     let resume_started = Instant::now();
+    let mut kept: BTreeMap<u64, SweepBlocks> = BTreeMap::new();
     for &c in &resumed {
         let path = chunk_path(&parts, c);
         let text = read_chunk(&path)?;
+        let mut chunk_combos = Vec::new();
         for line in text.lines() {
             let row = parse_row(strategy, line).map_err(|e| in_file(&path, e))?;
+            chunk_combos.push(row.combo);
             take(row, &mut leaderboard, &mut heatmap);
             rows += 1;
+        }
+        if let Some((_, cuts)) = blocks {
+            kept.insert(c, read_chunk_blocks(&blocks_path(&path), chunk_combos, cuts)?);
         }
         done_positions += combos.chunk_len(c);
     }
@@ -344,11 +369,17 @@ pub fn run_to_files(
             write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
         }
         let path = chunk_path(&parts, chunk);
+        if let Some((_, cuts)) = blocks {
+            write_chunk_blocks(&blocks_path(&path), r, cuts)?;
+        }
         write_file_atomic(&path, checksummed(&text).as_bytes()).map_err(io_error(&path))?;
         *write_s.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
         Ok(())
     };
     let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |chunk, r: ChunkResult| {
+        if blocks.is_some() {
+            kept.insert(chunk, SweepBlocks::of(&r));
+        }
         for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
             take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap);
         }
@@ -375,6 +406,16 @@ pub fn run_to_files(
     }
     let assemble_s = assemble_started.elapsed().as_secs_f64();
     let write_s = write_s.into_inner().unwrap_or_else(|e| e.into_inner());
+    let overfitting = match blocks {
+        Some((options, cuts)) => Some(phases.time("overfitting", || {
+            let mut all = SweepBlocks::default();
+            for (_, part) in std::mem::take(&mut kept) {
+                all.extend(part);
+            }
+            overfitting_files(sweep, opts, options, cuts, &all, &leaderboard)
+        })?),
+        None => None,
+    };
 
     let phase_report = phases.report();
     let timings = Timings {
@@ -403,6 +444,9 @@ pub fn run_to_files(
         // Until here: writing the summary itself is the one thing not in it.
         "phases": phase_report.to_json(),
     });
+    if let Some(o) = &overfitting {
+        summary["overfitting"] = o.to_json();
+    }
     let telemetry = telemetry.map(|sample| sample());
     if let Some(t) = &telemetry {
         summary["telemetry"] = t.clone();
@@ -419,10 +463,35 @@ pub fn run_to_files(
         workers: Some(stats),
         timings: Some(timings),
         telemetry,
+        overfitting,
         best: leaderboard.rows().to_vec(),
         rows,
         summary_path,
     })
+}
+
+/// The overfitting statistics of a finished run from what it kept, with their plots and
+/// the blocks CSV where `opts` asks for them.
+fn overfitting_files(
+    sweep: &Sweep,
+    opts: &OutputOptions,
+    options: &OverfittingOptions,
+    cuts: &BlockCuts,
+    kept: &SweepBlocks,
+    leaderboard: &Leaderboard,
+) -> Result<Overfitting, SweepError> {
+    let o = Overfitting::compute(sweep, cuts, options, kept, leaderboard.rows(), &opts.by)?;
+    if let Some((histogram, scatter)) = &opts.overfitting_plots {
+        let name = sweep.spec().strategy().name();
+        let svg = logit_histogram_svg(&o.pbo, &format!("{name}: CSCV logits (PBO {:.2})", o.pbo.pbo))?;
+        write_file_atomic(histogram, svg.as_bytes()).map_err(io_error(histogram))?;
+        let svg = oos_vs_is_svg(&o.pbo, &format!("{name}: out of sample against in sample"))?;
+        write_file_atomic(scatter, svg.as_bytes()).map_err(io_error(scatter))?;
+    }
+    if let Some(path) = &opts.blocks_out {
+        write_blocks_csv(path, kept, cuts)?;
+    }
+    Ok(o)
 }
 
 /// `e`, naming the file it was found in.
@@ -614,6 +683,7 @@ pub fn merge(
         workers: None,
         timings: None,
         telemetry: None,
+        overfitting: None,
         best,
         rows,
         summary_path: out_summary,

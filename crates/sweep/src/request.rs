@@ -3,6 +3,7 @@
 //! fields, and [`SweepRequest::check`] validates it once into a [`SweepSpec`].
 
 use crate::error::SweepError;
+use crate::overfit::OverfittingRequest;
 use crate::search::SearchRequest;
 use crate::spec::{Sample, SweepSpec, WalkForward};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -33,6 +34,8 @@ pub struct SweepRequest {
     pub search: Option<SearchRequest>,
     /// Optimize on each train window, test the winner on the window after it.
     pub walk_forward: Option<WalkForward>,
+    /// The overfitting statistics (PBO, DSR, stability) over the sweep.
+    pub overfitting: Option<OverfittingRequest>,
     /// Worker threads (default: one per core).
     pub threads: Option<usize>,
     /// Where the work runs (default `auto`, or `THREADX_DEVICE`).
@@ -141,12 +144,14 @@ impl SweepRequest {
             None => DeviceMode::from_env().map_err(SweepError::Spec)?,
         };
         let search = self.search.as_ref().map(|s| s.check(grid.len())).transpose()?;
+        let overfitting = self.overfitting.as_ref().map(OverfittingRequest::check).transpose()?;
         SweepSpec::checked(crate::spec::SpecParts {
             grid,
             fee: self.fee.unwrap_or(0.001),
             sample: self.random,
             search,
             walk_forward: self.walk_forward,
+            overfitting,
             chunk_size: self.chunk_size,
             periods_per_year: self.periods_per_year,
             threads: self.threads,

@@ -10,8 +10,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
 use threadx_backtest::{
-    Backtester, BarTables, BatchTotals, BookLayout, ComboPlan, GpuBacktester, Metrics, PendingTotals, SignalBook,
-    simulate_cpu,
+    Backtester, BarTables, BatchTotals, BlockCuts, BookLayout, ComboPlan, GpuBacktester, Metrics, PendingTotals,
+    SignalBook, simulate_cpu,
 };
 use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher, format_bytes, thousands};
 use threadx_indicators::IndicatorBank;
@@ -128,7 +128,9 @@ impl SweepPlan {
     pub fn bytes(&self) -> u64 {
         let sample = self.combos.sample().map_or(0, |s| s.len() as u64 * BYTES_PER_SAMPLED_COMBO);
         let upload = if self.gpu { GPU_STACK_BYTES + self.layout.gpu_upload_bytes(self.bars) } else { 0 };
-        self.layout.bytes(self.bars).saturating_add(sample).saturating_add(upload)
+        // The overfitting statistics keep each combo's blocks and Sharpe ratio.
+        let kept = self.spec.overfitting().map_or(0, |o| self.combos.len() * (2 * u64::from(o.blocks) + 1) * 8);
+        self.layout.bytes(self.bars).saturating_add(sample).saturating_add(upload).saturating_add(kept)
     }
 
     /// Indicator series to compute.
@@ -168,7 +170,11 @@ impl SweepPlan {
         if let Some(per_year) = self.spec.periods_per_year() {
             book = book.with_bars_per_year(per_year);
         }
-        let tables = BarTables::new(&book, self.spec.fee());
+        let blocks = match self.spec.overfitting() {
+            Some(o) => Some(BlockCuts::new(self.bars, o.blocks).map_err(|e| SweepError::Spec(format!("--{e}")))?),
+            None => None,
+        };
+        let tables = BarTables::new(&book, self.spec.fee()).with_blocks(blocks);
         Ok(Sweep { spec: self.spec, book, tables, combos: self.combos, resident: Mutex::new(Vec::new()) })
     }
 }
@@ -200,6 +206,11 @@ impl Sweep {
 
     pub fn book(&self) -> &SignalBook {
         &self.book
+    }
+
+    /// The blocks each combo's statistics are kept in, when the spec asks for them.
+    pub fn blocks(&self) -> Option<&BlockCuts> {
+        self.tables.blocks()
     }
 
     pub fn combos(&self) -> &ComboSet {
@@ -340,6 +351,13 @@ impl Sweep {
         let (combos, plans) = self.plans(0..self.combos.len(), None);
         let batch = Backtester::with_tables(&self.book, &self.tables).run_batch(dispatcher, &plans).value;
         Ok(SweepWork { sweep: self, batch: None }.rows(combos, batch))
+    }
+
+    /// The rows of `combos` (grid numbers; those the rules refuse left out), run on the
+    /// CPU: for a handful of combos beside a run, e.g. a top combo's grid neighbours.
+    pub fn evaluate_on_cpu(&self, combos: &[u64]) -> ChunkResult {
+        let (combos, plans) = self.plans(0..combos.len() as u64, Some(combos));
+        SweepWork { sweep: self, batch: None }.rows(combos, simulate_cpu(&self.book, &self.tables, &plans))
     }
 
     /// Runs `chunks` on the workers of `pool` as `options` split them. `in_worker` runs on

@@ -288,6 +288,7 @@ pub fn search_to_files(
             workers: None,
             timings: None,
             telemetry: None,
+            overfitting: None,
             best,
             rows: trials.len() as u64,
             summary_path,

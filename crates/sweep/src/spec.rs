@@ -3,6 +3,7 @@
 //! walk-forward, chunking and the run's settings, every value checked once.
 
 use crate::error::SweepError;
+use crate::overfit::OverfittingOptions;
 use crate::search::SearchOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -110,6 +111,7 @@ pub struct SweepSpec {
     sample: Option<Sample>,
     search: Option<SearchOptions>,
     walk_forward: Option<WalkForward>,
+    overfitting: Option<OverfittingOptions>,
     chunk_size: Option<u64>,
     periods_per_year: Option<f64>,
     threads: Option<usize>,
@@ -124,6 +126,7 @@ pub(crate) struct SpecParts {
     pub sample: Option<Sample>,
     pub search: Option<SearchOptions>,
     pub walk_forward: Option<WalkForward>,
+    pub overfitting: Option<OverfittingOptions>,
     pub chunk_size: Option<u64>,
     pub periods_per_year: Option<f64>,
     pub threads: Option<usize>,
@@ -141,6 +144,7 @@ impl SweepSpec {
             sample: parts.sample,
             search: parts.search,
             walk_forward: parts.walk_forward,
+            overfitting: parts.overfitting,
             chunk_size: parts.chunk_size,
             periods_per_year: parts.periods_per_year,
             threads: parts.threads,
@@ -172,6 +176,16 @@ impl SweepSpec {
         if spec.search.is_some() && spec.sample.is_some() {
             return Err(SweepError::Spec(
                 "--search and --random cannot be combined (--random N is --search random --trials N)".into(),
+            ));
+        }
+        if spec.overfitting.is_some() && spec.search.is_some() {
+            return Err(SweepError::Spec(
+                "--overfitting is for a grid or a --random sample; a search's statistics are not computed".into(),
+            ));
+        }
+        if spec.overfitting.is_some() && spec.walk_forward.is_some() {
+            return Err(SweepError::Spec(
+                "--overfitting and --walk-forward cannot be combined: each window's sweep would need its own".into(),
             ));
         }
         if spec.search.is_some() && spec.walk_forward.is_some() {
@@ -227,6 +241,11 @@ impl SweepSpec {
     /// The search that proposes the combos, when one does instead of the grid.
     pub fn search(&self) -> Option<&SearchOptions> {
         self.search.as_ref()
+    }
+
+    /// The overfitting statistics asked for, if any.
+    pub fn overfitting(&self) -> Option<&OverfittingOptions> {
+        self.overfitting.as_ref()
     }
 
     pub fn walk_forward(&self) -> Option<WalkForward> {
@@ -338,6 +357,9 @@ impl SweepSpec {
         }
         if let Some(search) = &self.search {
             spec["search"] = search.to_json();
+        }
+        if let Some(overfitting) = &self.overfitting {
+            spec["overfitting"] = overfitting.to_json();
         }
         if !self.strategy().is_builtin() {
             // A rule file is part of the identity: a resume or merge needs the same rules.

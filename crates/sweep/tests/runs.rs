@@ -42,6 +42,8 @@ fn options(out: &Path) -> OutputOptions {
         top: 5,
         by: "sharpe".into(),
         heatmap: None,
+        overfitting_plots: None,
+        blocks_out: None,
     }
 }
 

@@ -1,0 +1,76 @@
+//! What a run keeps for the overfitting statistics, on disk and in memory: each
+//! checkpoint chunk's blocks and Sharpe ratios beside its rows (`chunk-N.blocks`, f64 little
+//! endian with an FNV-1a checksum after them, written before the rows so that a chunk
+//! with rows has its blocks), read back on resume; and the blocks CSV (`--blocks-out`).
+
+use super::SweepBlocks;
+use crate::error::{SweepError, io_error};
+use crate::runner::ChunkResult;
+use crate::spec::fnv1a;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use threadx_backtest::BlockCuts;
+use threadx_profile_store::{AtomicFile, write_file_atomic};
+
+/// The blocks file beside a checkpoint chunk's rows.
+pub(crate) fn blocks_path(chunk: &Path) -> PathBuf {
+    chunk.with_extension("blocks")
+}
+
+/// Writes a finished chunk's blocks and Sharpe ratios: per combo its Sharpe ratio, then
+/// its blocks.
+pub(crate) fn write_chunk_blocks(path: &Path, r: &ChunkResult, cuts: &BlockCuts) -> Result<(), SweepError> {
+    let per = cuts.stats_len();
+    let mut bytes = Vec::with_capacity(r.combos.len() * (per + 1) * 8 + 8);
+    for (m, blocks) in r.metrics.iter().zip(r.blocks.chunks_exact(per)) {
+        bytes.extend(m.sharpe.to_le_bytes());
+        for v in blocks {
+            bytes.extend(v.to_le_bytes());
+        }
+    }
+    let sum = fnv1a(&bytes);
+    bytes.extend(sum.to_le_bytes());
+    write_file_atomic(path, &bytes).map_err(io_error(path))
+}
+
+/// Reads a chunk's blocks back for its `combos`, or why they cannot be trusted.
+pub(crate) fn read_chunk_blocks(path: &Path, combos: Vec<u64>, cuts: &BlockCuts) -> Result<SweepBlocks, SweepError> {
+    let bytes = std::fs::read(path).map_err(io_error(path))?;
+    let per = cuts.stats_len() + 1;
+    let damaged =
+        |why: &str| SweepError::Results(format!("{}: {why}: the checkpoint was changed on disk", path.display()));
+    let Some((data, sum)) = bytes.split_last_chunk::<8>() else { return Err(damaged("no checksum")) };
+    if fnv1a(data) != u64::from_le_bytes(*sum) {
+        return Err(damaged("its blocks do not match their checksum"));
+    }
+    if data.len() != combos.len() * per * 8 {
+        return Err(damaged("it does not hold the chunk's combos"));
+    }
+    let values: Vec<f64> = data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
+    let mut kept = SweepBlocks { combos, ..SweepBlocks::default() };
+    for combo in values.chunks_exact(per) {
+        kept.sharpe.push(combo[0]);
+        kept.blocks.extend_from_slice(&combo[1..]);
+    }
+    Ok(kept)
+}
+
+/// Writes the blocks as CSV: `combo,block,bars,sum_r,sum_r2`, one row per combo and
+/// block, in combo order (numbers in Rust's shortest round-trip form).
+pub(crate) fn write_blocks_csv(path: &Path, kept: &SweepBlocks, cuts: &BlockCuts) -> Result<(), SweepError> {
+    let mut file = AtomicFile::create(path).map_err(io_error(path))?;
+    let mut text = String::from("combo,block,bars,sum_r,sum_r2\n");
+    let bars = cuts.bars();
+    for (combo, blocks) in kept.combos.iter().zip(kept.blocks.chunks_exact(cuts.stats_len())) {
+        for (k, b) in blocks.chunks_exact(2).enumerate() {
+            use std::fmt::Write as _;
+            let _ = writeln!(text, "{combo},{k},{bars},{},{}", b[0], b[1]);
+        }
+        if text.len() > 1 << 20 {
+            file.write_all(text.as_bytes()).map_err(io_error(path))?;
+            text.clear();
+        }
+    }
+    file.write_all(text.as_bytes()).map_err(io_error(path))?;
+    file.commit().map_err(io_error(path))
+}

@@ -1,0 +1,346 @@
+//! Is the winner real? The overfitting statistics of a sweep ([`Overfitting`]): CSCV's
+//! probability of backtest overfitting from the block statistics every combo recorded in
+//! the same pass as its metrics, the deflated and probabilistic Sharpe ratios of the best
+//! combos (their returns' skew and kurtosis from a detailed re-run on the CPU), and
+//! parameter stability (the objective over each top combo's grid neighbours).
+//! docs/overfitting.md says what each number means.
+
+mod kept;
+mod plot;
+
+pub(crate) use kept::{blocks_path, read_chunk_blocks, write_blocks_csv, write_chunk_blocks};
+pub use plot::{logit_histogram_svg, oos_vs_is_svg};
+
+use crate::error::SweepError;
+use crate::report::metric_index;
+use crate::rows::Row;
+use crate::runner::{ChunkResult, Sweep};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::time::Instant;
+use threadx_backtest::{BlockCuts, DEFAULT_BLOCKS, simulate_detailed};
+use threadx_indicators::SeededRng;
+use threadx_stats::{BlockMatrix, PboReport, SplitSet, deflated_sharpe, moments, pbo, psr, quantile};
+
+/// Random splits drawn when there are too many to use them all (`--pbo-splits`).
+pub const DEFAULT_SPLITS: usize = 1_000;
+
+/// The top combos whose DSR, PSR and stability are reported.
+pub const TOP: usize = 10;
+
+/// The overfitting statistics as asked for (TOML `[overfitting]`, the CLI's flags,
+/// Python's keywords); checked into [`OverfittingOptions`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverfittingRequest {
+    /// Blocks S of CSCV: even, 2 to 64 (default 16).
+    pub blocks: Option<u32>,
+    /// Random splits when combos × C(S, S/2) > 2·10^8 (default 1,000).
+    pub pbo_splits: Option<usize>,
+    /// The seed of those splits (default 0).
+    pub seed: Option<u64>,
+    /// The N that deflates the Sharpe ratio (default: the combos evaluated).
+    pub effective_trials: Option<f64>,
+}
+
+/// [`OverfittingRequest`], checked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OverfittingOptions {
+    pub blocks: u32,
+    pub pbo_splits: usize,
+    pub seed: u64,
+    pub effective_trials: Option<f64>,
+}
+
+impl OverfittingRequest {
+    pub fn check(&self) -> Result<OverfittingOptions, SweepError> {
+        let blocks = self.blocks.unwrap_or(DEFAULT_BLOCKS);
+        // The count alone; whether the data is long enough is checked once it is known.
+        BlockCuts::new(usize::MAX / 2, blocks).map_err(|e| SweepError::Spec(format!("--{e}")))?;
+        let pbo_splits = self.pbo_splits.unwrap_or(DEFAULT_SPLITS);
+        if pbo_splits == 0 {
+            return Err(SweepError::Spec("--pbo-splits must be at least 1".into()));
+        }
+        if let Some(n) = self.effective_trials.filter(|n| !(n.is_finite() && *n >= 1.0)) {
+            return Err(SweepError::Spec(format!("--effective-trials {n}: must be a number of trials, at least 1")));
+        }
+        Ok(OverfittingOptions {
+            blocks,
+            pbo_splits,
+            seed: self.seed.unwrap_or(0),
+            effective_trials: self.effective_trials,
+        })
+    }
+}
+
+impl OverfittingOptions {
+    pub fn request(&self) -> OverfittingRequest {
+        OverfittingRequest {
+            blocks: Some(self.blocks),
+            pbo_splits: Some(self.pbo_splits),
+            seed: Some(self.seed),
+            effective_trials: self.effective_trials,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.request()).unwrap_or(Value::Null)
+    }
+}
+
+/// What the sweep kept for the statistics, in combo order: every combo's blocks and
+/// per-bar Sharpe ratio ((2·S + 2)·8 bytes a combo; no equity curves).
+#[derive(Debug, Clone, Default)]
+pub struct SweepBlocks {
+    pub combos: Vec<u64>,
+    pub blocks: Vec<f64>,
+    pub sharpe: Vec<f64>,
+}
+
+impl SweepBlocks {
+    /// What a chunk's rows keep.
+    pub fn of(r: &ChunkResult) -> Self {
+        Self {
+            combos: r.combos.clone(),
+            blocks: r.blocks.clone(),
+            sharpe: r.metrics.iter().map(|m| m.sharpe).collect(),
+        }
+    }
+
+    /// Appends `part` (the next combos in order).
+    pub fn extend(&mut self, part: SweepBlocks) {
+        self.combos.extend(part.combos);
+        self.blocks.extend(part.blocks);
+        self.sharpe.extend(part.sharpe);
+    }
+}
+
+/// One top combo's deflated Sharpe ratio and stability.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopCombo {
+    pub combo: u64,
+    pub params: serde_json::Map<String, Value>,
+    /// Per bar (not annualised), the DSR's and PSR's.
+    pub sharpe: f64,
+    pub dsr: f64,
+    pub psr: f64,
+    pub skew: f64,
+    pub kurtosis: f64,
+    /// The objective over the combo's grid neighbours (±1 step on each axis): how many,
+    /// their mean and their least (NaN when it has none).
+    pub objective: f64,
+    pub neighbours: usize,
+    pub neighbour_mean: f64,
+    pub neighbour_min: f64,
+}
+
+/// A sweep's overfitting statistics.
+#[derive(Debug, Clone)]
+pub struct Overfitting {
+    pub options: OverfittingOptions,
+    pub cuts: BlockCuts,
+    pub pbo: PboReport,
+    /// The N that deflates the Sharpe ratios, and whether the user gave it.
+    pub trials: f64,
+    pub trials_given: bool,
+    /// The standard deviation (ddof 1) of every evaluated combo's per-bar Sharpe ratio.
+    pub sharpe_std: f64,
+    pub sr0: f64,
+    pub bars: usize,
+    pub by: String,
+    pub top: Vec<TopCombo>,
+    pub seconds: f64,
+}
+
+impl Overfitting {
+    /// The statistics of `sweep`'s run from what it kept (`kept`) and its best rows by
+    /// `by` (the first is the winner).
+    pub fn compute(
+        sweep: &Sweep,
+        cuts: &BlockCuts,
+        options: &OverfittingOptions,
+        kept: &SweepBlocks,
+        best: &[Row],
+        by: &str,
+    ) -> Result<Self, SweepError> {
+        let started = Instant::now();
+        let s = cuts.count() as usize;
+        let stats = |e: threadx_stats::StatsError| SweepError::Spec(format!("overfitting: {e}"));
+        let matrix = BlockMatrix::new(s, cuts.bars(), kept.blocks.clone()).map_err(stats)?;
+        let mut rng = SeededRng::new(options.seed);
+        let splits =
+            SplitSet::for_sweep(matrix.combos(), s, options.pbo_splits, &mut || rng.next_u64()).map_err(stats)?;
+        let report = pbo(&matrix, &splits).map_err(stats)?;
+        let sharpes: Vec<f64> = kept.sharpe.iter().copied().filter(|v| !v.is_nan()).collect();
+        let sharpe_std = std_dev(&sharpes);
+        let trials = options.effective_trials.unwrap_or(kept.combos.len() as f64);
+        let bars = sweep.book().bars();
+        let (_, sr0) = deflated_sharpe(0.0, bars as f64, 0.0, 3.0, sharpe_std, trials);
+        let top =
+            best.iter().take(TOP).map(|row| top_combo(sweep, row, by, bars, sr0)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            options: *options,
+            cuts: *cuts,
+            pbo: report,
+            trials,
+            trials_given: options.effective_trials.is_some(),
+            sharpe_std,
+            sr0,
+            bars,
+            by: by.to_owned(),
+            top,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// The summary's `overfitting` object.
+    pub fn to_json(&self) -> Value {
+        let mut logits = self.pbo.logits.clone();
+        logits.sort_by(f64::total_cmp);
+        let q = |p: f64| quantile(&logits, p);
+        let best = self.top.first();
+        json!({
+            "request": self.options.to_json(),
+            "pbo": self.pbo.pbo,
+            "splits": {"count": self.pbo.logits.len(), "exhaustive": self.pbo.exhaustive,
+                       "seed": (!self.pbo.exhaustive).then_some(self.options.seed)},
+            "blocks": {"count": self.cuts.count(), "bars": self.cuts.bars(), "dropped": self.cuts.dropped()},
+            "prob_oos_loss": self.pbo.prob_oos_loss,
+            "degradation_slope": self.pbo.slope,
+            "degradation_intercept": self.pbo.intercept,
+            "logit_quantiles": {"p05": q(0.05), "p25": q(0.25), "p50": q(0.5), "p75": q(0.75), "p95": q(0.95)},
+            "dsr": best.map(|b| b.dsr),
+            "psr": best.map(|b| b.psr),
+            "sr0": self.sr0,
+            "sharpe_std": self.sharpe_std,
+            "trials": {"n": self.trials, "source": if self.trials_given { "--effective-trials" } else { "combos evaluated" }},
+            "bars": self.bars,
+            "skew": best.map(|b| b.skew),
+            "kurtosis": best.map(|b| b.kurtosis),
+            "objective": self.by,
+            "top": self.top,
+            "seconds": self.seconds,
+        })
+    }
+
+    /// The statistics in plain sentences, for the terminal.
+    pub fn sentences(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let p = &self.pbo;
+        let splits = if p.exhaustive {
+            format!("{} splits (all) of {} blocks", thousands(p.logits.len()), self.cuts.count())
+        } else {
+            format!(
+                "{} random splits of {} blocks (seed {})",
+                thousands(p.logits.len()),
+                self.cuts.count(),
+                self.options.seed
+            )
+        };
+        let verdict = if p.pbo >= 0.5 {
+            "likely overfit"
+        } else if p.pbo >= 0.2 {
+            "some overfitting"
+        } else {
+            "the ranking mostly holds out of sample"
+        };
+        out.push(format!(
+            "PBO {:.2}: in {:.0} % of the {splits} the in-sample best ranks at or below the median out of sample: {verdict}",
+            p.pbo,
+            100.0 * p.pbo
+        ));
+        out.push(format!(
+            "The in-sample best loses out of sample in {:.0} % of the splits; out-of-sample Sharpe ≈ {:.3} + {:.2} × in-sample",
+            100.0 * p.prob_oos_loss,
+            p.intercept,
+            p.slope
+        ));
+        if let Some(best) = self.top.first() {
+            let n = thousands(self.trials as u64 as usize);
+            let source = if self.trials_given { "given" } else { "combos evaluated" };
+            let verdict = if best.dsr >= 0.95 {
+                format!("after {n} trials ({source}) the best Sharpe is significant")
+            } else {
+                format!("after {n} trials ({source}) the best Sharpe is not significant")
+            };
+            let rel = if best.dsr >= 0.95 { "≥" } else { "<" };
+            out.push(format!("DSR {:.2} ({rel} 0.95): {verdict} (PSR against 0: {:.2})", best.dsr, best.psr));
+            if best.neighbours > 0 {
+                let shape = if best.neighbour_min.is_nan() || best.objective.is_nan() {
+                    "no comparison"
+                } else if best.neighbour_mean >= 0.5 * best.objective && best.objective > 0.0 {
+                    "a plateau"
+                } else {
+                    "a spike"
+                };
+                out.push(format!(
+                    "Stability: the best's {} is {:.4}; its {} grid neighbours average {:.4} (least {:.4}): {shape}",
+                    self.by, best.objective, best.neighbours, best.neighbour_mean, best.neighbour_min
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn thousands(n: usize) -> String {
+    threadx_dispatch::thousands(n as u64)
+}
+
+/// The standard deviation with ddof 1; NaN for fewer than two values.
+fn std_dev(values: &[f64]) -> f64 {
+    if values.len() < 2 {
+        return f64::NAN;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    (values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0)).sqrt()
+}
+
+/// A top combo re-run in detail on the CPU: its returns' moments, DSR, PSR and stability.
+fn top_combo(sweep: &Sweep, row: &Row, by: &str, bars: usize, sr0: f64) -> Result<TopCombo, SweepError> {
+    let book = sweep.book();
+    let report = simulate_detailed(book, &book.combo_plan(row.combo), sweep.spec().fee());
+    let returns: Vec<f64> =
+        (0..bars).map(|t| report.equity[t] / if t == 0 { 1.0 } else { report.equity[t - 1] } - 1.0).collect();
+    let (skew, kurtosis) = moments(&returns);
+    let sharpe = row.metrics.sharpe;
+    let index = metric_index(by)?;
+    let neighbours = sweep.evaluate_on_cpu(&neighbours(sweep.spec().axes(), row.combo));
+    let values: Vec<f64> = neighbours.metrics.iter().map(|m| m.values()[index]).filter(|v| !v.is_nan()).collect();
+    let params =
+        sweep.spec().strategy().schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.clone(), p.to_json(v)));
+    Ok(TopCombo {
+        combo: row.combo,
+        params: params.collect(),
+        sharpe,
+        dsr: psr(sharpe, bars as f64, skew, kurtosis, sr0),
+        psr: psr(sharpe, bars as f64, skew, kurtosis, 0.0),
+        skew,
+        kurtosis,
+        objective: row.metrics.values()[index],
+        neighbours: values.len(),
+        neighbour_mean: if values.is_empty() { f64::NAN } else { values.iter().sum::<f64>() / values.len() as f64 },
+        neighbour_min: values.iter().copied().fold(f64::NAN, f64::min),
+    })
+}
+
+/// The grid numbers of `combo`'s neighbours: one step down and up each axis (the last
+/// axis varies fastest).
+fn neighbours(axes: &[Vec<f64>], combo: u64) -> Vec<u64> {
+    let mut stride = 1u64;
+    let mut out = Vec::new();
+    for axis in axes.iter().rev() {
+        let len = axis.len() as u64;
+        let at = combo / stride % len;
+        if at > 0 {
+            out.push(combo - stride);
+        }
+        if at + 1 < len {
+            out.push(combo + stride);
+        }
+        stride *= len;
+    }
+    out.sort_unstable();
+    out
+}
