@@ -12,6 +12,7 @@
 //! ([`threadx_sweep::Session`], [`SignalBook::from_signals`], [`IndicatorBank::table`]), and
 //! this crate, like the CLI, stands on top of all of them.
 
+mod overfit;
 mod search;
 
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
@@ -287,6 +288,9 @@ fn sweep<'py>(
         Ok((session, rows))
     })?;
     out.set_item("columns", row_columns(py, &session, &rows)?)?;
+    if let Some(o) = session.overfitting(&rows, &by).map_err(sweep_error)? {
+        out.set_item("overfitting", o.to_json().to_string())?;
+    }
     Ok(out)
 }
 
@@ -581,7 +585,7 @@ fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict
     Ok(out)
 }
 
-fn value(e: impl std::fmt::Display) -> PyErr {
+pub(crate) fn value(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
@@ -623,6 +627,8 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(epoch_ms, m)?)?;
     m.add_function(wrap_pyfunction!(indicators, m)?)?;
     m.add_function(wrap_pyfunction!(backtest, m)?)?;
+    m.add_function(wrap_pyfunction!(overfit::pbo, m)?)?;
+    m.add_function(wrap_pyfunction!(overfit::deflated_sharpe_table, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add_function(wrap_pyfunction!(search::search, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;

@@ -28,14 +28,19 @@ from . import _threadx
 
 __version__: str = _threadx.__version__
 
+from .overfitting import PboResult, deflated_sharpe, pbo
+
 __all__ = [
     "Backtest",
+    "PboResult",
     "SearchResult",
     "Session",
     "backtest",
+    "deflated_sharpe",
     "devices",
     "indicators",
     "load",
+    "pbo",
     "search",
     "simulate",
     "strategies",
@@ -159,6 +164,7 @@ def sweep(
     chunk_size: Optional[int] = None,
     threads: Optional[int] = None,
     by: str = "sharpe",
+    overfitting: Union[bool, Mapping[str, Any]] = False,
 ) -> pd.DataFrame:
     """Every combo of a parameter grid, one row per combo: index ``combo`` (the CLI's
     combo number), the parameters, then the metrics, the values of ``threadx sweep``'s
@@ -171,9 +177,15 @@ def sweep(
     per window instead (best combo by ``by`` in sample, its out-of-sample metrics).
     ``progress``: a bar (tqdm when installed, else text on stderr), False for none, or a
     callable ``(done, total)``. ``device``: ``"auto"``, ``"cpu"``, ``"gpu"`` or ``"all"``
-    (every GPU and the CPU)."""
+    (every GPU and the CPU). ``overfitting=True`` (or a dict of ``blocks``,
+    ``pbo_splits``, ``seed``, ``effective_trials``) puts ``threadx sweep
+    --overfitting``'s object (PBO, DSR, stability) in the frame's
+    ``.attrs["overfitting"]``."""
     bars, _index = _bars(data)
     request = _request(strategy, grid, fee, device, random, seed, walk_forward, periods_per_year, chunk_size, threads)
+    if overfitting is not False:
+        fields = {} if overfitting is True else dict(overfitting)
+        request = json.dumps({**json.loads(request), "overfitting": fields})
     callback, finish = _progress(progress, "combos")
     try:
         out = _threadx.sweep(bars, request, by, callback)
@@ -182,7 +194,10 @@ def sweep(
     if "walk_forward_csv" in out:
         times = ["train_start", "train_end", "test_start", "test_end"]
         return pd.read_csv(io.StringIO(out["walk_forward_csv"]), index_col="window", parse_dates=times)
-    return _rows(out["columns"])
+    rows = _rows(out["columns"])
+    if "overfitting" in out:
+        rows.attrs["overfitting"] = json.loads(out["overfitting"])
+    return rows
 
 
 @dataclass(frozen=True)

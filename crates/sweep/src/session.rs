@@ -7,6 +7,9 @@
 
 use crate::error::SweepError;
 use crate::output::{OutputOptions, ProgressFn, SweepReport, run_to_files};
+use crate::overfit::{Overfitting, SweepBlocks};
+use crate::report::Leaderboard;
+use crate::rows::Row;
 use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};
 use crate::search::{SearchOptions, SearchReport, SearchSpace};
 use crate::spec::SweepSpec;
@@ -213,6 +216,20 @@ impl Session {
         progress: &mut dyn FnMut(u64, u64) -> Result<(), SweepError>,
     ) -> Result<ChunkResult, SweepError> {
         self.sweep.run_in_memory(&self.pool, &self.distribute, progress)
+    }
+
+    /// The overfitting statistics of `rows` (a run of the whole plan, in memory) with the
+    /// best combos by `by`, when the spec asks for them: what a run to files puts in its
+    /// summary, from the same numbers.
+    pub fn overfitting(&self, rows: &ChunkResult, by: &str) -> Result<Option<Overfitting>, SweepError> {
+        let (Some(options), Some(cuts)) = (self.spec().overfitting(), self.sweep.blocks()) else { return Ok(None) };
+        let mut leaderboard = Leaderboard::new(by, crate::overfit::TOP)?;
+        let book = self.sweep.book();
+        for (&combo, &metrics) in rows.combos.iter().zip(&rows.metrics) {
+            leaderboard.offer(Row { combo, values: book.combo_values(combo), metrics });
+        }
+        let kept = SweepBlocks::of(rows);
+        Overfitting::compute(&self.sweep, cuts, options, &kept, leaderboard.rows(), by).map(Some)
     }
 
     /// The whole plan to files as `opts` says: checkpoints, shards and resume. `phases`
