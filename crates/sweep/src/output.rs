@@ -13,7 +13,7 @@ use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::overfit::{
     Overfitting, OverfittingOptions, SweepBlocks, blocks_path, logit_histogram_svg, oos_vs_is_svg, read_chunk_blocks,
-    write_blocks_csv, write_chunk_blocks,
+    verified_blocks, write_blocks_csv, write_chunk_blocks,
 };
 use crate::report::{Heatmap, Leaderboard};
 use crate::rows::{Row, header, parse_row, row_combo, write_row};
@@ -319,8 +319,8 @@ pub fn run_to_files(
         if !path.exists() {
             to_run.push(c);
         } else if let Err(e) = read_chunk(&path).and_then(|_| match blocks {
-            Some(_) if !blocks_path(&path).exists() => Err(SweepError::Results("no blocks".into())),
-            _ => Ok(()),
+            Some(_) => verified_blocks(&blocks_path(&path)).map(drop),
+            None => Ok(()),
         }) {
             // A damaged chunk is run again, never trusted.
             tracing::warn!("{e}; running chunk {c} again");

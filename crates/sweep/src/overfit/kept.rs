@@ -33,18 +33,27 @@ pub(crate) fn write_chunk_blocks(path: &Path, r: &ChunkResult, cuts: &BlockCuts)
     write_file_atomic(path, &bytes).map_err(io_error(path))
 }
 
+fn damaged(path: &Path, why: &str) -> SweepError {
+    SweepError::Results(format!("{}: {why}: the checkpoint was changed on disk", path.display()))
+}
+
+/// A chunk's blocks file's bytes (its combos' Sharpe ratios and blocks), checksum checked.
+pub(crate) fn verified_blocks(path: &Path) -> Result<Vec<u8>, SweepError> {
+    let mut bytes = std::fs::read(path).map_err(io_error(path))?;
+    let Some((data, sum)) = bytes.split_last_chunk::<8>() else { return Err(damaged(path, "no checksum")) };
+    if fnv1a(data) != u64::from_le_bytes(*sum) {
+        return Err(damaged(path, "its blocks do not match their checksum"));
+    }
+    bytes.truncate(bytes.len() - 8);
+    Ok(bytes)
+}
+
 /// Reads a chunk's blocks back for its `combos`, or why they cannot be trusted.
 pub(crate) fn read_chunk_blocks(path: &Path, combos: Vec<u64>, cuts: &BlockCuts) -> Result<SweepBlocks, SweepError> {
-    let bytes = std::fs::read(path).map_err(io_error(path))?;
+    let data = verified_blocks(path)?;
     let per = cuts.stats_len() + 1;
-    let damaged =
-        |why: &str| SweepError::Results(format!("{}: {why}: the checkpoint was changed on disk", path.display()));
-    let Some((data, sum)) = bytes.split_last_chunk::<8>() else { return Err(damaged("no checksum")) };
-    if fnv1a(data) != u64::from_le_bytes(*sum) {
-        return Err(damaged("its blocks do not match their checksum"));
-    }
     if data.len() != combos.len() * per * 8 {
-        return Err(damaged("it does not hold the chunk's combos"));
+        return Err(damaged(path, "it does not hold the chunk's combos"));
     }
     let values: Vec<f64> = data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
     let mut kept = SweepBlocks { combos, ..SweepBlocks::default() };

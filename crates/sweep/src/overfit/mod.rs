@@ -8,7 +8,7 @@
 mod kept;
 mod plot;
 
-pub(crate) use kept::{blocks_path, read_chunk_blocks, write_blocks_csv, write_chunk_blocks};
+pub(crate) use kept::{blocks_path, read_chunk_blocks, verified_blocks, write_blocks_csv, write_chunk_blocks};
 pub use plot::{logit_histogram_svg, oos_vs_is_svg};
 
 use crate::error::SweepError;

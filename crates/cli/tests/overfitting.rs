@@ -1,0 +1,159 @@
+//! `threadx sweep --overfitting` as a user runs it: the summary's object and sentences,
+//! the plots and the blocks CSV; a SIGKILLed run resumed (a chunk's blocks damaged on disk)
+//! gives the same statistics; the refusals.
+
+mod common;
+
+use common::{command, text, threadx};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const ARGS: [&str; 12] = [
+    "--device",
+    "cpu",
+    "sweep",
+    "--data",
+    "synthetic:bars=4000,seed=3",
+    "--grid",
+    "bb_period=10:40:5",
+    "--grid",
+    "bb_std=1.5,2,2.5",
+    "--grid",
+    "atr_mult=1:4:1",
+    "--overfitting",
+];
+
+fn run(dir: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = ARGS.to_vec();
+    args.extend(extra);
+    let out = threadx(dir, &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let name = extra.iter().position(|a| *a == "--out").map(|i| extra[i + 1]).unwrap();
+    let summary = dir.join(name).with_extension("json");
+    serde_json::from_slice(&std::fs::read(summary).unwrap()).unwrap()
+}
+
+#[test]
+fn the_summary_holds_the_statistics_and_the_terminal_says_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = ARGS.to_vec();
+    args.extend(["--out", "r.csv", "--blocks", "8", "--blocks-out", "blocks.csv"]);
+    let out = threadx(dir.path(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("PBO ") && said.contains("of the splits") && said.contains("DSR "), "{said}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let o = &summary["overfitting"];
+    let pbo = o["pbo"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&pbo));
+    assert_eq!(o["splits"]["count"], 70);
+    assert_eq!(o["blocks"], serde_json::json!({"count": 8, "bars": 500, "dropped": 0}));
+    assert_eq!(o["trials"]["n"], 84.0);
+    assert_eq!(o["top"].as_array().unwrap().len(), 10);
+    for key in ["dsr", "psr", "sr0", "skew", "kurtosis", "degradation_slope", "prob_oos_loss"] {
+        assert!(o[key].is_number(), "{key}: {}", o[key]);
+    }
+    let q = &o["logit_quantiles"];
+    assert!(q["p05"].as_f64() <= q["p50"].as_f64() && q["p50"].as_f64() <= q["p95"].as_f64());
+    for plot in ["r-pbo.svg", "r-oos.svg"] {
+        let svg = std::fs::read_to_string(dir.path().join(plot)).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("rect"), "{plot}");
+    }
+    // The blocks CSV: 84 combos × 8 blocks, each block's rows summing to the combo's.
+    let blocks = std::fs::read_to_string(dir.path().join("blocks.csv")).unwrap();
+    let mut lines = blocks.lines();
+    assert_eq!(lines.next(), Some("combo,block,bars,sum_r,sum_r2"));
+    let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(str::to_owned).collect()).collect();
+    assert_eq!(rows.len(), 84 * 8);
+    assert!(rows.iter().all(|r| r[2] == "500"));
+    assert_eq!(rows[8][0], rows[15][0]);
+    // --effective-trials replaces N, and says so.
+    let given = run(dir.path(), &["--out", "e.csv", "--effective-trials", "5"]);
+    assert_eq!(given["overfitting"]["trials"], serde_json::json!({"n": 5.0, "source": "--effective-trials"}));
+    assert!(given["overfitting"]["sr0"].as_f64() < o["sr0"].as_f64());
+}
+
+#[test]
+fn a_killed_run_resumes_to_the_same_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let many = ["--grid", "atr_period=5:40:1", "--chunk-size", "4", "--threads", "1"];
+    let whole = run(dir.path(), &[&many[..], &["--out", "whole.csv"]].concat());
+    let mut args = ARGS.to_vec();
+    args.extend(many);
+    args.extend(["--out", "r.csv"]);
+    let mut child = command(dir.path(), &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let parts = dir.path().join("r.csv.parts");
+    let started = Instant::now();
+    let blocks = || {
+        std::fs::read_dir(&parts)
+            .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "blocks")).count())
+    };
+    while blocks() < 3 {
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before it could be killed");
+        assert!(started.elapsed() < Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!dir.path().join("r.csv").exists(), "a killed sweep leaves no results file");
+    // A damaged blocks file: its chunk is run again, never taken.
+    let path = parts.join("chunk-00000000.blocks");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[3] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    args.push("--resume");
+    let resumed = threadx(dir.path(), &args);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert!(text(&resumed.stderr).contains("running chunk 0 again"), "{}", text(&resumed.stderr));
+    let again: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let strip = |v: &serde_json::Value| {
+        let mut o = v["overfitting"].clone();
+        o.as_object_mut().unwrap().remove("seconds");
+        o
+    };
+    assert_eq!(strip(&again), strip(&whole));
+    assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), std::fs::read(dir.path().join("whole.csv")).unwrap());
+}
+
+#[test]
+fn refusals_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, says) in [
+        (&["--blocks", "7"][..], "even number of blocks"),
+        (&["--blocks", "0"][..], "even number of blocks"),
+        (&["--pbo-splits", "0"][..], "--pbo-splits must be at least 1"),
+        (&["--effective-trials", "0.5"][..], "--effective-trials"),
+        (&["--search", "sobol", "--trials", "10"][..], "--overfitting is for a grid"),
+        (&["--shard", "0/2"][..], "cannot be combined with --shard"),
+        (&["--walk-forward", "train=1000,test=500"][..], "--walk-forward cannot be combined"),
+    ] {
+        let mut args = ARGS.to_vec();
+        args.extend(extra);
+        args.extend(["--out", "x.csv"]);
+        let out = threadx(dir.path(), &args);
+        assert!(!out.status.success(), "{extra:?} succeeded");
+        assert!(text(&out.stderr).contains(says), "{extra:?}: {}", text(&out.stderr));
+    }
+    // Data too short for the blocks, named before any work.
+    let out = threadx(
+        dir.path(),
+        &[
+            "--device",
+            "cpu",
+            "sweep",
+            "--data",
+            "synthetic:bars=60,seed=1",
+            "--grid",
+            "bb_period=10",
+            "--grid",
+            "atr_period=5",
+            "--blocks",
+            "64",
+            "--out",
+            "y.csv",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("too few to cut into 64 blocks"), "{}", text(&out.stderr));
+}
