@@ -23,6 +23,7 @@ use crate::error::StatsError;
 use crate::sharpe_of;
 use crate::splits::SplitSet;
 use rayon::prelude::*;
+use std::cmp::Ordering;
 
 /// Blocks per group: a group's sums over its subsets are one table of 2^8 entries.
 const GROUP: usize = 8;
@@ -78,17 +79,79 @@ impl GroupTables {
         }
     }
 
-    /// The Sharpe ratio over the set whose group subsets are `parts`.
+    /// Σr and Σr² over the set whose group subsets are `parts`.
     #[inline(always)]
-    fn sharpe(&self, parts: &[u8], n: f64, n_minus_1: f64) -> f64 {
+    fn sums(&self, parts: &[u8]) -> (f64, f64) {
         let (mut a, mut q) = self.sums[parts[0] as usize];
         for (g, &p) in parts.iter().enumerate().skip(1) {
             let (x, y) = self.sums[(g << GROUP) + p as usize];
             a += x;
             q += y;
         }
-        sharpe_of(a, q, n, n_minus_1)
+        (a, q)
     }
+
+    /// The Sharpe ratio over the set whose group subsets are `parts`.
+    fn sharpe(&self, parts: &[u8], n: &Bars) -> f64 {
+        let (a, q) = self.sums(parts);
+        sharpe_of(a, q, n.n, n.n1)
+    }
+}
+
+/// A set's bars as the arithmetic wants them.
+#[derive(Debug, Clone, Copy)]
+struct Bars {
+    n: f64,
+    n1: f64,
+    inv_n: f64,
+    inv_n1: f64,
+}
+
+/// A set's Sharpe ratio m/√var held as m·|m| and var (which order sets the same way,
+/// with no square root or division), with the sums for the exact comparison of near ties.
+/// `None`: [`sharpe`](crate::sharpe) would give NaN.
+#[derive(Debug, Clone, Copy)]
+struct Ratio {
+    signed: f64,
+    var: f64,
+    a: f64,
+    q: f64,
+}
+
+const EPS: f64 = f64::EPSILON;
+
+/// The relative rounding a [`Ratio`]'s key may carry (its variance's, from q − a·m, is
+/// held under [`ROUNDING`] / 2 by [`ratio`]); keys closer than this are compared exactly.
+const ROUNDING: f64 = 1e-10;
+
+#[inline(always)]
+fn ratio(a: f64, q: f64, n: &Bars) -> Option<Ratio> {
+    let m = a * n.inv_n;
+    let am = a * m;
+    let d = q - am;
+    // The cancellation in q − a·m bounds the variance's relative rounding; within the
+    // bound the sign is certain and is sharpe()'s.
+    if 16.0 * EPS * (q.abs() + am.abs()) < 0.5 * ROUNDING * d.abs() {
+        return (d > 0.0).then_some(Ratio { signed: m * m.abs(), var: d * n.inv_n1, a, q });
+    }
+    // Near a zero variance: decided as sharpe() decides, and compared exactly.
+    let mean = a / n.n;
+    let var = (q - a * mean) / n.n1;
+    (var > 0.0).then_some(Ratio { signed: f64::NAN, var, a, q })
+}
+
+/// The order of two sets' Sharpe ratios as [`sharpe`](crate::sharpe)'s f64 values order
+/// them: by cross-multiplied keys when they differ beyond their rounding, else by the
+/// values themselves.
+#[inline(always)]
+fn compare(x: &Ratio, y: &Ratio, n: &Bars) -> Ordering {
+    let (l, r) = (x.signed * y.var, y.signed * x.var);
+    // NaN keys (a variance near zero) fail this test and are compared exactly.
+    if (l - r).abs() > 3.0 * ROUNDING * (l.abs() + r.abs()) {
+        return if l > r { Ordering::Greater } else { Ordering::Less };
+    }
+    let (sx, sy) = (sharpe_of(x.a, x.q, n.n, n.n1), sharpe_of(y.a, y.q, n.n, n.n1));
+    sx.partial_cmp(&sy).unwrap_or(Ordering::Equal)
 }
 
 /// Bounds on a combo's Sharpe ratio over every half of its blocks, from the least and
@@ -146,19 +209,31 @@ fn parts(mask: u64, blocks: usize) -> (Vec<u8>, Vec<u8>) {
     (cut(mask), cut(all & !mask))
 }
 
-/// An IS best so far: the Sharpe ratio (NaN as −∞: below every number) and the combo.
+/// An IS best so far: the combo and its ratio (`None`: NaN, below every number).
 #[derive(Debug, Clone, Copy)]
 struct Best {
-    key: f64,
+    ratio: Option<Ratio>,
     combo: usize,
 }
 
 impl Best {
-    const NONE: Best = Best { key: f64::NEG_INFINITY, combo: usize::MAX };
+    const NONE: Best = Best { ratio: None, combo: usize::MAX };
+
+    /// Whether `ratio` of a later combo beats this one (a tie keeps the first).
+    #[inline(always)]
+    fn beaten_by(&self, ratio: &Option<Ratio>, n: &Bars) -> bool {
+        match (&self.ratio, ratio) {
+            _ if self.combo == usize::MAX => true,
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(b), Some(r)) => compare(r, b, n) == Ordering::Greater,
+        }
+    }
 
     /// The better of two: the higher ratio, then the first combo.
-    fn max(self, other: Best) -> Best {
-        if other.key > self.key || (other.key == self.key && other.combo < self.combo) { other } else { self }
+    fn max(self, other: Best, n: &Bars) -> Best {
+        let (first, second) = if self.combo <= other.combo { (self, other) } else { (other, self) };
+        if first.beaten_by(&second.ratio, n) && second.combo != usize::MAX { second } else { first }
     }
 }
 
@@ -173,6 +248,7 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
     }
     let n = (matrix.bars() * s / 2) as f64;
     let n1 = n - 1.0;
+    let bars = Bars { n, n1, inv_n: 1.0 / n, inv_n1: 1.0 / n1 };
     let groups = s.div_ceil(GROUP);
     let sides: Vec<(Vec<u8>, Vec<u8>)> = splits.masks().iter().map(|&m| parts(m, s)).collect();
     let k = sides.len();
@@ -190,11 +266,11 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
                 for &i in chunk {
                     tables.fill(matrix.combo(i));
                     for (b, (is, _)) in best.iter_mut().zip(&sides) {
-                        let sr = tables.sharpe(is, n, n1);
-                        let key = if sr.is_nan() { f64::NEG_INFINITY } else { sr };
+                        let (a, q) = tables.sums(is);
+                        let r = ratio(a, q, &bars);
                         // Combos come in order within a task: a tie keeps the first.
-                        if key > b.key || b.combo == usize::MAX {
-                            *b = Best { key, combo: i };
+                        if b.beaten_by(&r, &bars) {
+                            *b = Best { ratio: r, combo: i };
                         }
                     }
                 }
@@ -202,13 +278,15 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
             },
         )
         .map(|(best, _)| best)
-        .reduce(|| vec![Best::NONE; k], |a, b| a.into_iter().zip(b).map(|(x, y)| x.max(y)).collect());
+        .reduce(|| vec![Best::NONE; k], |a, b| a.into_iter().zip(b).map(|(x, y)| x.max(y, &bars)).collect());
 
     // Each split's best: its IS and OOS Sharpe ratios (the value to rank).
     let mut tables = GroupTables::new(groups);
     let mut order: Vec<usize> = (0..k).collect();
     order.sort_by_key(|&j| best[j].combo);
     let (mut is_sharpe, mut oos_sharpe) = (vec![f64::NAN; k], vec![f64::NAN; k]);
+    // The value each split ranks, as a ratio (None: NaN).
+    let mut value: Vec<Option<Ratio>> = vec![None; k];
     let mut filled = usize::MAX;
     for &j in &order {
         let combo = best[j].combo;
@@ -216,8 +294,10 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
             tables.fill(matrix.combo(combo));
             filled = combo;
         }
-        is_sharpe[j] = tables.sharpe(&sides[j].0, n, n1);
-        oos_sharpe[j] = tables.sharpe(&sides[j].1, n, n1);
+        is_sharpe[j] = tables.sharpe(&sides[j].0, &bars);
+        oos_sharpe[j] = tables.sharpe(&sides[j].1, &bars);
+        let (a, q) = tables.sums(&sides[j].1);
+        value[j] = ratio(a, q, &bars);
     }
 
     // Pass 2: rank each split's value among every combo's OOS ratio. Combos sure to stay
@@ -244,15 +324,18 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
             for &i in chunk {
                 tables.fill(matrix.combo(i));
                 for (j, (_, oos)) in sides.iter().enumerate() {
-                    let sr = tables.sharpe(oos, n, n1);
-                    let v = oos_sharpe[j];
-                    if sr.is_nan() {
-                        nans[j] += 1;
-                        below[j] += 1;
-                    } else if sr < v {
-                        below[j] += 1;
-                    } else if sr == v {
-                        equal[j] += 1;
+                    let (a, q) = tables.sums(oos);
+                    match (ratio(a, q, &bars), &value[j]) {
+                        (None, _) => {
+                            nans[j] += 1;
+                            below[j] += 1;
+                        }
+                        (Some(_), None) => {}
+                        (Some(r), Some(v)) => match compare(&r, v, &bars) {
+                            Ordering::Less => below[j] += 1,
+                            Ordering::Equal => equal[j] += 1,
+                            Ordering::Greater => {}
+                        },
                     }
                 }
             }
