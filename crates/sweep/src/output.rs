@@ -337,7 +337,10 @@ pub fn run_to_files(
         leaderboard.offer(row);
     };
     let resume_started = Instant::now();
-    let mut kept: BTreeMap<u64, SweepBlocks> = BTreeMap::new();
+    // The blocks kept, joined in chunk order as the run goes: a resumed chunk's are read
+    // from its file when the run reaches it, so no second copy is ever held.
+    let mut kept = SweepBlocks::default();
+    let mut resumed_blocks: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for &c in &resumed {
         let path = chunk_path(&parts, c);
         let text = read_chunk(&path)?;
@@ -348,8 +351,8 @@ pub fn run_to_files(
             take(row, &mut leaderboard, &mut heatmap);
             rows += 1;
         }
-        if let Some((_, cuts)) = blocks {
-            kept.insert(c, read_chunk_blocks(&blocks_path(&path), chunk_combos, cuts)?);
+        if blocks.is_some() {
+            resumed_blocks.insert(c, chunk_combos);
         }
         done_positions += combos.chunk_len(c);
     }
@@ -376,9 +379,19 @@ pub fn run_to_files(
         *write_s.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
         Ok(())
     };
-    let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |chunk, r: ChunkResult| {
+    let mut keep_resumed = |before: u64, kept: &mut SweepBlocks| -> Result<(), SweepError> {
+        let Some((_, cuts)) = blocks else { return Ok(()) };
+        while let Some(entry) = resumed_blocks.first_entry().filter(|e| *e.key() < before) {
+            let (c, combos) = entry.remove_entry();
+            kept.extend(read_chunk_blocks(&blocks_path(&chunk_path(&parts, c)), combos, cuts)?);
+        }
+        Ok(())
+    };
+    let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |chunk, mut r: ChunkResult| {
         if blocks.is_some() {
-            kept.insert(chunk, SweepBlocks::of(&r));
+            keep_resumed(chunk, &mut kept)?;
+            let sharpe = r.metrics.iter().map(|m| m.sharpe).collect();
+            kept.extend(SweepBlocks { combos: r.combos.clone(), blocks: std::mem::take(&mut r.blocks), sharpe });
         }
         for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
             take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap);
@@ -406,13 +419,11 @@ pub fn run_to_files(
     }
     let assemble_s = assemble_started.elapsed().as_secs_f64();
     let write_s = write_s.into_inner().unwrap_or_else(|e| e.into_inner());
+    // Resumed chunks after the last one run.
+    keep_resumed(u64::MAX, &mut kept)?;
     let overfitting = match blocks {
         Some((options, cuts)) => Some(phases.time("overfitting", || {
-            let mut all = SweepBlocks::default();
-            for (_, part) in std::mem::take(&mut kept) {
-                all.extend(part);
-            }
-            overfitting_files(sweep, opts, options, cuts, &all, &leaderboard)
+            overfitting_files(sweep, opts, options, cuts, std::mem::take(&mut kept), &leaderboard)
         })?),
         None => None,
     };
@@ -477,9 +488,12 @@ fn overfitting_files(
     opts: &OutputOptions,
     options: &OverfittingOptions,
     cuts: &BlockCuts,
-    kept: &SweepBlocks,
+    kept: SweepBlocks,
     leaderboard: &Leaderboard,
 ) -> Result<Overfitting, SweepError> {
+    if let Some(path) = &opts.blocks_out {
+        write_blocks_csv(path, &kept, cuts)?;
+    }
     let o = Overfitting::compute(sweep, cuts, options, kept, leaderboard.rows(), &opts.by)?;
     if let Some((histogram, scatter)) = &opts.overfitting_plots {
         let name = sweep.spec().strategy().name();
@@ -487,9 +501,6 @@ fn overfitting_files(
         write_file_atomic(histogram, svg.as_bytes()).map_err(io_error(histogram))?;
         let svg = oos_vs_is_svg(&o.pbo, &format!("{name}: out of sample against in sample"))?;
         write_file_atomic(scatter, svg.as_bytes()).map_err(io_error(scatter))?;
-    }
-    if let Some(path) = &opts.blocks_out {
-        write_blocks_csv(path, kept, cuts)?;
     }
     Ok(o)
 }

@@ -229,7 +229,7 @@ impl Session {
             leaderboard.offer(Row { combo, values: book.combo_values(combo), metrics });
         }
         let kept = SweepBlocks::of(rows);
-        Overfitting::compute(&self.sweep, cuts, options, &kept, leaderboard.rows(), by).map(Some)
+        Overfitting::compute(&self.sweep, cuts, options, kept, leaderboard.rows(), by).map(Some)
     }
 
     /// The whole plan to files as `opts` says: checkpoints, shards and resume. `phases`

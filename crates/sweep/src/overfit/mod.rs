@@ -159,21 +159,22 @@ impl Overfitting {
         sweep: &Sweep,
         cuts: &BlockCuts,
         options: &OverfittingOptions,
-        kept: &SweepBlocks,
+        kept: SweepBlocks,
         best: &[Row],
         by: &str,
     ) -> Result<Self, SweepError> {
         let started = Instant::now();
         let s = cuts.count() as usize;
         let stats = |e: threadx_stats::StatsError| SweepError::Spec(format!("overfitting: {e}"));
-        let matrix = BlockMatrix::new(s, cuts.bars(), kept.blocks.clone()).map_err(stats)?;
+        let SweepBlocks { combos, blocks, sharpe } = kept;
+        let matrix = BlockMatrix::new(s, cuts.bars(), blocks).map_err(stats)?;
         let mut rng = SeededRng::new(options.seed);
         let splits =
             SplitSet::for_sweep(matrix.combos(), s, options.pbo_splits, &mut || rng.next_u64()).map_err(stats)?;
         let report = pbo(&matrix, &splits).map_err(stats)?;
-        let sharpes: Vec<f64> = kept.sharpe.iter().copied().filter(|v| !v.is_nan()).collect();
+        let sharpes: Vec<f64> = sharpe.into_iter().filter(|v| !v.is_nan()).collect();
         let sharpe_std = std_dev(&sharpes);
-        let trials = options.effective_trials.unwrap_or(kept.combos.len() as f64);
+        let trials = options.effective_trials.unwrap_or(combos.len() as f64);
         let bars = sweep.book().bars();
         let (_, sr0) = deflated_sharpe(0.0, bars as f64, 0.0, 3.0, sharpe_std, trials);
         let top =
