@@ -11,10 +11,7 @@
 use crate::SweepSpec;
 use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
-use crate::overfit::{
-    Overfitting, OverfittingOptions, SweepBlocks, blocks_path, logit_histogram_svg, oos_vs_is_svg, read_chunk_blocks,
-    verified_blocks, write_blocks_csv, write_chunk_blocks,
-};
+use crate::overfit::{Overfitting, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks};
 use crate::report::{Heatmap, Leaderboard};
 use crate::rows::{Row, header, parse_row, row_combo, write_row};
 use crate::runner::{ChunkResult, Sweep};
@@ -25,7 +22,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use threadx_backtest::{BlockCuts, Strategy};
+use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
 use threadx_profile_store::{AtomicFile, is_special_file, refuse_output_over_input, write_file_atomic};
@@ -423,7 +420,7 @@ pub fn run_to_files(
     keep_resumed(u64::MAX, &mut kept)?;
     let overfitting = match blocks {
         Some((options, cuts)) => Some(phases.time("overfitting", || {
-            overfitting_files(sweep, opts, options, cuts, std::mem::take(&mut kept), &leaderboard)
+            crate::overfit::write_files(sweep, opts, options, cuts, std::mem::take(&mut kept), &leaderboard)
         })?),
         None => None,
     };
@@ -479,30 +476,6 @@ pub fn run_to_files(
         rows,
         summary_path,
     })
-}
-
-/// The overfitting statistics of a finished run from what it kept, with their plots and
-/// the blocks CSV where `opts` asks for them.
-fn overfitting_files(
-    sweep: &Sweep,
-    opts: &OutputOptions,
-    options: &OverfittingOptions,
-    cuts: &BlockCuts,
-    kept: SweepBlocks,
-    leaderboard: &Leaderboard,
-) -> Result<Overfitting, SweepError> {
-    if let Some(path) = &opts.blocks_out {
-        write_blocks_csv(path, &kept, cuts)?;
-    }
-    let o = Overfitting::compute(sweep, cuts, options, kept, leaderboard.rows(), &opts.by)?;
-    if let Some((histogram, scatter)) = &opts.overfitting_plots {
-        let name = sweep.spec().strategy().name();
-        let svg = logit_histogram_svg(&o.pbo, &format!("{name}: CSCV logits (PBO {:.2})", o.pbo.pbo))?;
-        write_file_atomic(histogram, svg.as_bytes()).map_err(io_error(histogram))?;
-        let svg = oos_vs_is_svg(&o.pbo, &format!("{name}: out of sample against in sample"))?;
-        write_file_atomic(scatter, svg.as_bytes()).map_err(io_error(scatter))?;
-    }
-    Ok(o)
 }
 
 /// `e`, naming the file it was found in.

@@ -11,7 +11,9 @@ mod plot;
 pub(crate) use kept::{blocks_path, read_chunk_blocks, verified_blocks, write_blocks_csv, write_chunk_blocks};
 pub use plot::{logit_histogram_svg, oos_vs_is_svg};
 
-use crate::error::SweepError;
+use crate::error::{SweepError, io_error};
+use crate::output::OutputOptions;
+use crate::report::Leaderboard;
 use crate::report::metric_index;
 use crate::rows::Row;
 use crate::runner::{ChunkResult, Sweep};
@@ -20,6 +22,7 @@ use serde_json::{Value, json};
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, DEFAULT_BLOCKS, simulate_detailed};
 use threadx_indicators::SeededRng;
+use threadx_profile_store::write_file_atomic;
 use threadx_stats::{BlockMatrix, PboReport, SplitSet, deflated_sharpe, moments, pbo, psr, quantile};
 
 /// Random splits drawn when there are too many to use them all (`--pbo-splits`).
@@ -344,4 +347,28 @@ fn neighbours(axes: &[Vec<f64>], combo: u64) -> Vec<u64> {
     }
     out.sort_unstable();
     out
+}
+
+/// The overfitting statistics of a finished run from what it kept, with their plots and
+/// the blocks CSV where `opts` asks for them.
+pub(crate) fn write_files(
+    sweep: &Sweep,
+    opts: &OutputOptions,
+    options: &OverfittingOptions,
+    cuts: &BlockCuts,
+    kept: SweepBlocks,
+    leaderboard: &Leaderboard,
+) -> Result<Overfitting, SweepError> {
+    if let Some(path) = &opts.blocks_out {
+        write_blocks_csv(path, &kept, cuts)?;
+    }
+    let o = Overfitting::compute(sweep, cuts, options, kept, leaderboard.rows(), &opts.by)?;
+    if let Some((histogram, scatter)) = &opts.overfitting_plots {
+        let name = sweep.spec().strategy().name();
+        let svg = logit_histogram_svg(&o.pbo, &format!("{name}: CSCV logits (PBO {:.2})", o.pbo.pbo))?;
+        write_file_atomic(histogram, svg.as_bytes()).map_err(io_error(histogram))?;
+        let svg = oos_vs_is_svg(&o.pbo, &format!("{name}: out of sample against in sample"))?;
+        write_file_atomic(scatter, svg.as_bytes()).map_err(io_error(scatter))?;
+    }
+    Ok(o)
 }
