@@ -7,7 +7,7 @@ use numpy::{IntoPyArray, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use threadx_indicators::SeededRng;
-use threadx_stats::{BlockMatrix, SplitSet, deflated_sharpe, moments, pbo as cscv, psr, sharpe};
+use threadx_stats::{BlockMatrix, SplitSet, deflated_sharpe, moments, pbo as cscv, psr, sample_std, sharpe};
 
 /// CSCV over `returns` (T bars × N strategies), cut into `blocks` blocks: every split
 /// while N · C(S, S/2) ≤ 2·10^8, else `splits` random ones drawn with `seed`.
@@ -68,12 +68,7 @@ pub fn deflated_sharpe_table<'py>(
         cols.iter().map(|x| sharpe(x.iter().sum(), x.iter().map(|r| r * r).sum(), x.len())).collect();
     let std = match sharpe_std {
         Some(s) => s,
-        None if columns >= 2 => {
-            let finite: Vec<f64> = sharpes.iter().copied().filter(|v| !v.is_nan()).collect();
-            let n = finite.len() as f64;
-            let mean = finite.iter().sum::<f64>() / n;
-            (finite.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0)).sqrt()
-        }
+        None if columns >= 2 => sample_std(&sharpes),
         None => return Err(value("one column: give sharpe_std (the trials' Sharpe ratios' spread) and trials")),
     };
     let trials = trials.unwrap_or(columns as f64);

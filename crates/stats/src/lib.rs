@@ -35,6 +35,17 @@ pub fn sharpe(sum: f64, sum_sq: f64, n: usize) -> f64 {
     sharpe_of(sum, sum_sq, n as f64, (n - 1) as f64)
 }
 
+/// The standard deviation (ddof 1) of the values that are not NaN; NaN for fewer than two.
+pub fn sample_std(values: &[f64]) -> f64 {
+    let finite = values.iter().filter(|v| !v.is_nan());
+    let n = finite.clone().count() as f64;
+    if n < 2.0 {
+        return f64::NAN;
+    }
+    let mean = finite.clone().sum::<f64>() / n;
+    (finite.map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0)).sqrt()
+}
+
 /// [`sharpe`] with `n` and `n − 1` already as f64 (n ≥ 2): the same bits.
 #[inline(always)]
 pub(crate) fn sharpe_of(sum: f64, sum_sq: f64, n: f64, n_minus_1: f64) -> f64 {

@@ -23,7 +23,7 @@ use std::time::Instant;
 use threadx_backtest::{BlockCuts, DEFAULT_BLOCKS, simulate_detailed};
 use threadx_indicators::SeededRng;
 use threadx_profile_store::write_file_atomic;
-use threadx_stats::{BlockMatrix, PboReport, SplitSet, deflated_sharpe, moments, pbo, psr, quantile};
+use threadx_stats::{BlockMatrix, PboReport, SplitSet, deflated_sharpe, moments, pbo, psr, quantile, sample_std};
 
 /// Random splits drawn when there are too many to use them all (`--pbo-splits`).
 pub const DEFAULT_SPLITS: usize = 1_000;
@@ -175,8 +175,7 @@ impl Overfitting {
         let splits =
             SplitSet::for_sweep(matrix.combos(), s, options.pbo_splits, &mut || rng.next_u64()).map_err(stats)?;
         let report = pbo(&matrix, &splits).map_err(stats)?;
-        let sharpes: Vec<f64> = sharpe.into_iter().filter(|v| !v.is_nan()).collect();
-        let sharpe_std = std_dev(&sharpes);
+        let sharpe_std = sample_std(&sharpe);
         let trials = options.effective_trials.unwrap_or(combos.len() as f64);
         let bars = sweep.book().bars();
         let (_, sr0) = deflated_sharpe(0.0, bars as f64, 0.0, 3.0, sharpe_std, trials);
@@ -289,16 +288,6 @@ impl Overfitting {
 
 fn thousands(n: usize) -> String {
     threadx_dispatch::thousands(n as u64)
-}
-
-/// The standard deviation with ddof 1; NaN for fewer than two values.
-fn std_dev(values: &[f64]) -> f64 {
-    if values.len() < 2 {
-        return f64::NAN;
-    }
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    (values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0)).sqrt()
 }
 
 /// A top combo re-run in detail on the CPU: its returns' moments, DSR, PSR and stability.
