@@ -335,6 +335,20 @@ pub fn simulate_detailed(book: &SignalBook, plan: &ComboPlan, fee: f64) -> Backt
 }
 
 impl BacktestReport {
+    /// The bar returns of the equity curve, r[t] = E[t]/E[t−1] − 1 with E[−1] = 1: the
+    /// returns the Sharpe ratio measures.
+    pub fn returns(&self) -> Vec<f64> {
+        let mut prev = 1.0;
+        self.equity
+            .iter()
+            .map(|&e| {
+                let r = e / prev - 1.0;
+                prev = e;
+                r
+            })
+            .collect()
+    }
+
     /// The report of bars `start..` alone, as if the run had begun there with equity 1:
     /// for a window evaluated with earlier bars as indicator warm-up. Trades entered
     /// before `start` are left out (with a warm-up of at least `start` there are none).

@@ -57,4 +57,4 @@ pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, sear
 pub use session::{Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
 pub use threadx_indicators::available_memory;
-pub use walk::{WalkForwardReport, WindowResult, walk_forward};
+pub use walk::{OutOfSampleDsr, WalkForwardReport, WindowResult, walk_forward};

@@ -15,6 +15,7 @@ use std::fmt::Write;
 use threadx_backtest::{BacktestError, BacktestReport, Metrics, SignalBook, simulate_detailed};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
+use threadx_stats::{deflated_sharpe, moments, psr, sample_std};
 
 /// One window: the best combo in sample and what it did out of sample.
 #[derive(Debug, Clone)]
@@ -24,6 +25,33 @@ pub struct WindowResult {
     /// The winner, with its in-sample metrics.
     pub best: Row,
     pub test_report: BacktestReport,
+    /// Its out-of-sample Sharpe ratio deflated by the train window's selection.
+    pub deflated: OutOfSampleDsr,
+}
+
+/// A test window's Sharpe ratio (per bar) tested as docs/overfitting.md says: PSR against
+/// 0, and DSR against SR₀ = the train window's combos' Sharpe ratios' standard deviation ×
+/// E[max of `trials` normals], `trials` the combos it chose among; skew and kurtosis of
+/// the window's bar returns.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct OutOfSampleDsr {
+    pub sharpe: f64,
+    pub psr: f64,
+    pub dsr: f64,
+    pub sr0: f64,
+    pub trials: usize,
+    pub skew: f64,
+    pub kurtosis: f64,
+}
+
+impl OutOfSampleDsr {
+    fn of(report: &BacktestReport, train_sharpes: &[f64]) -> Self {
+        let (skew, kurtosis) = moments(&report.returns());
+        let (bars, sharpe) = (report.equity.len() as f64, report.metrics.sharpe);
+        let trials = train_sharpes.len();
+        let (dsr, sr0) = deflated_sharpe(sharpe, bars, skew, kurtosis, sample_std(train_sharpes), trials as f64);
+        Self { sharpe, psr: psr(sharpe, bars, skew, kurtosis, 0.0), dsr, sr0, trials, skew, kurtosis }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -84,7 +112,15 @@ pub fn walk_forward(
         let mut plan = book.plan(&vec![0; axes.len()]);
         plan.warmup = plan.warmup.max(test_start as u32);
         let test_report = simulate_detailed(&book, &plan, spec.fee()).since(test_start);
-        results.push(WindowResult { train: train_start..test_start, test: test_start..test_end, best, test_report });
+        let train_sharpes: Vec<f64> = result.metrics.iter().map(|m| m.sharpe).collect();
+        let deflated = OutOfSampleDsr::of(&test_report, &train_sharpes);
+        results.push(WindowResult {
+            train: train_start..test_start,
+            test: test_start..test_end,
+            best,
+            test_report,
+            deflated,
+        });
         progress(w + 1, windows.len());
     }
     let tests: Vec<BacktestReport> = results.iter().map(|r| r.test_report.clone()).collect();
@@ -140,6 +176,7 @@ impl WalkForwardReport {
                     "test": [format_time(data.timestamps()[r.test.start]), format_time(data.timestamps()[r.test.end - 1])],
                     "best": crate::output::row_json(spec.strategy(), &r.best),
                     "out_of_sample": r.test_report.metrics.to_json(),
+                    "out_of_sample_dsr": r.deflated,
                 })
             })
             .collect();

@@ -268,6 +268,18 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
         assert_eq!(window.test_report.equity.len(), 1000);
         assert!(window.test_report.trades.iter().all(|t| t.entry_bar < 1000));
         growth *= 1.0 + window.test_report.metrics.total_return;
+        // The out-of-sample Sharpe ratio deflated by the train window's selection: SR₀
+        // from its combos' Sharpe ratios, N = its combos, moments of the test's returns.
+        let dsr = window.deflated;
+        let sharpes: Vec<f64> = all.metrics.iter().map(|m| m.sharpe).filter(|s| !s.is_nan()).collect();
+        let n = sharpes.len() as f64;
+        let mean = sharpes.iter().sum::<f64>() / n;
+        let std = (sharpes.iter().map(|s| (s - mean) * (s - mean)).sum::<f64>() / (n - 1.0)).sqrt();
+        assert_eq!(dsr.trials, all.combos.len());
+        assert!((dsr.sr0 - std * threadx_stats::expected_max(all.combos.len() as f64)).abs() < 1e-15);
+        let (skew, kurt) = threadx_stats::moments(&window.test_report.returns());
+        assert_eq!((dsr.skew, dsr.kurtosis, dsr.sharpe), (skew, kurt, window.test_report.metrics.sharpe));
+        assert!(dsr.dsr <= dsr.psr && (0.0..=1.0).contains(&dsr.dsr), "{dsr:?}");
     }
     assert!((report.overall.total_return - (growth - 1.0)).abs() < 1e-12);
     let too_long = threadx_sweep::WalkForward { train: 5000, test: 2000, step: 2000 };

@@ -294,9 +294,7 @@ fn thousands(n: usize) -> String {
 fn top_combo(sweep: &Sweep, row: &Row, by: &str, bars: usize, sr0: f64) -> Result<TopCombo, SweepError> {
     let book = sweep.book();
     let report = simulate_detailed(book, &book.combo_plan(row.combo), sweep.spec().fee());
-    let returns: Vec<f64> =
-        (0..bars).map(|t| report.equity[t] / if t == 0 { 1.0 } else { report.equity[t - 1] } - 1.0).collect();
-    let (skew, kurtosis) = moments(&returns);
+    let (skew, kurtosis) = moments(&report.returns());
     let sharpe = row.metrics.sharpe;
     let index = metric_index(by)?;
     let neighbours = sweep.evaluate_on_cpu(&neighbours(sweep.spec().axes(), row.combo));
