@@ -31,6 +31,10 @@ pub struct GpuContext {
     /// Whether the adapter has timestamp queries, and the kernel time they measured (ns).
     timestamps: bool,
     kernel_ns: Mutex<f64>,
+    /// Held by every submit and poll: wgpu-core 30.0.1 panics when two threads maintain
+    /// one device at once (its queue-empty assert races, fixed upstream in gfx-rs/wgpu#9958),
+    /// and a context is shared by the threads of a sweep and of a test binary.
+    maintain: Mutex<()>,
 }
 
 impl fmt::Debug for GpuContext {
@@ -68,6 +72,7 @@ impl GpuContext {
             lost,
             timestamps,
             kernel_ns: Mutex::new(0.0),
+            maintain: Mutex::new(()),
         })
     }
 
@@ -90,8 +95,11 @@ impl GpuContext {
         &self.device
     }
 
-    pub fn queue(&self) -> &wgpu::Queue {
-        &self.queue
+    /// Submits `encoder`'s commands, in turn with other submits and polls (see `maintain`).
+    fn submit(&self, encoder: wgpu::CommandEncoder) -> wgpu::SubmissionIndex {
+        let commands = encoder.finish();
+        let _turn = self.maintain.lock().unwrap_or_else(PoisonError::into_inner);
+        self.queue.submit([commands])
     }
 
     /// Runs `f` inside out-of-memory and validation error scopes.
@@ -216,7 +224,7 @@ impl GpuContext {
         let mut encoder = self.encoder(kernel.name);
         self.encode_dispatch(&mut encoder, kernel, buffers, workgroups, None)?;
         self.scoped(|| {
-            self.queue.submit([encoder.finish()]);
+            self.submit(encoder);
             Ok(())
         })
     }
@@ -330,7 +338,7 @@ impl GpuContext {
         let stamps_at = (words_at + 4 * words as u64).next_multiple_of(8);
         self.scoped(|| {
             if stamps_at == 0 && stamps.is_none() {
-                self.queue.submit([encoder.finish()]);
+                self.submit(encoder);
                 return Ok(PendingRead { copy: None, len, words, stamps_at: None, _items: PhantomData });
             }
             let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -348,7 +356,7 @@ impl GpuContext {
             if let Some(stamps) = stamps {
                 encoder.copy_buffer_to_buffer(stamps, 0, &staging, stamps_at, 16);
             }
-            let submission = self.queue.submit([encoder.finish()]);
+            let submission = self.submit(encoder);
             let (tx, mapped) = mpsc::channel();
             staging.map_async(wgpu::MapMode::Read, .., move |r| {
                 let _ = tx.send(r);
@@ -376,7 +384,11 @@ impl GpuContext {
                     submission_index: Some(submission.clone()),
                     timeout: Some(Self::WANTED_POLL),
                 };
-                match self.device.poll(wait) {
+                let polled = {
+                    let _turn = self.maintain.lock().unwrap_or_else(PoisonError::into_inner);
+                    self.device.poll(wait)
+                };
+                match polled {
                     Ok(_) => break,
                     Err(wgpu::PollError::Timeout) if !wanted() => return Ok(None),
                     Err(wgpu::PollError::Timeout) => {}

@@ -259,3 +259,48 @@ fn a_broken_kernel_is_an_error_not_a_panic() {
     let too_many = gpu.limits().max_compute_workgroups_per_dimension + 1;
     assert!(matches!(gpu.dispatch(&fine, &[&a], [too_many, 1, 1]), Err(GpuError::TooLarge { .. })));
 }
+
+#[test]
+fn threads_sharing_one_context_each_read_their_own_results() {
+    use threadx_dispatch::Kernel;
+    let Some(gpu) = best_adapter() else { return };
+    let fill = Kernel {
+        name: "fill_from_seed",
+        source: "@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n\
+                 @group(0) @binding(1) var<uniform> seed: vec4<u32>;\n\
+                 @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {\n\
+                     var h = seed.x * 2654435761u + id.x;\n\
+                     for (var k = 0u; k < seed.y; k++) { h = h * 1664525u + 1013904223u; }\n\
+                     x[id.x] = h;\n\
+                 }",
+        entry: "main",
+    };
+    let expected = |seed: u32, steps: u32, i: u32| {
+        (0..steps).fold(seed.wrapping_mul(2654435761).wrapping_add(i), |h, _| {
+            h.wrapping_mul(1664525).wrapping_add(1013904223)
+        })
+    };
+    // Submits and polls from several threads at once on one device: each must get its own
+    // data back, and none may trip wgpu-core's concurrent-maintain assert.
+    std::thread::scope(|s| {
+        for thread in 0..4u32 {
+            let gpu = gpu.clone();
+            let fill = &fill;
+            s.spawn(move || {
+                for round in 0..24u32 {
+                    let seed = thread * 1000 + round;
+                    // Long kernels make the waits time out and poll again, short ones
+                    // finish between another thread's polls.
+                    let steps = [20, 1500, 5000][(round % 3) as usize];
+                    let x = gpu.output_buffer::<u32>("x", 4096).unwrap();
+                    let u = gpu.uniform_buffer("seed", &[seed, steps, 0, 0]).unwrap();
+                    gpu.dispatch(fill, &[&x, &u], [64, 1, 1]).unwrap();
+                    let got = gpu.read_back::<u32>(&x, 4096).unwrap();
+                    for (i, v) in got.iter().enumerate() {
+                        assert_eq!(*v, expected(seed, steps, i as u32), "thread {thread} round {round} item {i}");
+                    }
+                }
+            });
+        }
+    });
+}
