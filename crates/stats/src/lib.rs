@@ -15,7 +15,9 @@
 mod blocks;
 mod dsr;
 mod error;
+mod lanes;
 mod pbo;
+mod ratio;
 mod splits;
 
 pub use blocks::BlockMatrix;

@@ -12,21 +12,20 @@
 //! sums are tabled once and every split costs two look-ups a group); its Sharpe ratio is
 //! [`sharpe`](crate::sharpe) of those over the set's bars (ddof 1).
 //!
-//! The work is combos × splits. Two passes share it out by combo, and bounds skip what
-//! cannot matter without changing any answer: a combo whose Sharpe ratio over any half of
-//! its blocks cannot reach the best that some combo is sure to reach is never an IS best,
-//! and one sure to stay below (or above) every split's ranked value is counted without
-//! being computed.
+//! The work is combos × splits. Two passes share it out by tiles of eight combos computed
+//! side by side (`lanes.rs`, `ratio.rs`), and bounds skip what cannot matter without
+//! changing any answer: a combo whose Sharpe ratio over any half of its blocks cannot
+//! reach the best that some combo is sure to reach is never an IS best, and one sure to
+//! stay below (or above) every split's ranked value is counted without being computed.
 
 use crate::blocks::BlockMatrix;
 use crate::error::StatsError;
+use crate::lanes::{GROUP, LANES, LaneTables};
+use crate::ratio::{Bars, Ratio, compare, lane_order, may_beat, ratio};
 use crate::sharpe_of;
 use crate::splits::SplitSet;
 use rayon::prelude::*;
 use std::cmp::Ordering;
-
-/// Blocks per group: a group's sums over its subsets are one table of 2^8 entries.
-const GROUP: usize = 8;
 
 /// Combos per task of a pass.
 const TASK: usize = 64;
@@ -51,107 +50,6 @@ pub struct PboReport {
     /// Whether every split was used (else a random draw of them).
     pub exhaustive: bool,
     pub combos: usize,
-}
-
-/// One combo's sums over every subset of each group of blocks: `(Σr, Σr²)` at
-/// `group · 2^GROUP + subset`.
-struct GroupTables {
-    sums: Vec<(f64, f64)>,
-}
-
-impl GroupTables {
-    fn new(groups: usize) -> Self {
-        Self { sums: vec![(0.0, 0.0); groups << GROUP] }
-    }
-
-    /// Fills the tables from one combo's blocks (block order within each subset).
-    fn fill(&mut self, blocks: &[f64]) {
-        let s = blocks.len() / 2;
-        for (g, table) in self.sums.chunks_mut(1 << GROUP).enumerate() {
-            let len = GROUP.min(s - g * GROUP);
-            table[0] = (0.0, 0.0);
-            for m in 1usize..1 << len {
-                let top = usize::BITS as usize - 1 - m.leading_zeros() as usize;
-                let (a, q) = table[m ^ (1 << top)];
-                let b = g * GROUP + top;
-                table[m] = (a + blocks[2 * b], q + blocks[2 * b + 1]);
-            }
-        }
-    }
-
-    /// Σr and Σr² over the set whose group subsets are `parts`.
-    #[inline(always)]
-    fn sums(&self, parts: &[u8]) -> (f64, f64) {
-        let (mut a, mut q) = self.sums[parts[0] as usize];
-        for (g, &p) in parts.iter().enumerate().skip(1) {
-            let (x, y) = self.sums[(g << GROUP) + p as usize];
-            a += x;
-            q += y;
-        }
-        (a, q)
-    }
-
-    /// The Sharpe ratio over the set whose group subsets are `parts`.
-    fn sharpe(&self, parts: &[u8], n: &Bars) -> f64 {
-        let (a, q) = self.sums(parts);
-        sharpe_of(a, q, n.n, n.n1)
-    }
-}
-
-/// A set's bars as the arithmetic wants them.
-#[derive(Debug, Clone, Copy)]
-struct Bars {
-    n: f64,
-    n1: f64,
-    inv_n: f64,
-    inv_n1: f64,
-}
-
-/// A set's Sharpe ratio m/√var held as m·|m| and var (which order sets the same way,
-/// with no square root or division), with the sums for the exact comparison of near ties.
-/// `None`: [`sharpe`](crate::sharpe) would give NaN.
-#[derive(Debug, Clone, Copy)]
-struct Ratio {
-    signed: f64,
-    var: f64,
-    a: f64,
-    q: f64,
-}
-
-const EPS: f64 = f64::EPSILON;
-
-/// The relative rounding a [`Ratio`]'s key may carry (its variance's, from q − a·m, is
-/// held under [`ROUNDING`] / 2 by [`ratio`]); keys closer than this are compared exactly.
-const ROUNDING: f64 = 1e-10;
-
-#[inline(always)]
-fn ratio(a: f64, q: f64, n: &Bars) -> Option<Ratio> {
-    let m = a * n.inv_n;
-    let am = a * m;
-    let d = q - am;
-    // The cancellation in q − a·m bounds the variance's relative rounding; within the
-    // bound the sign is certain and is sharpe()'s.
-    if 16.0 * EPS * (q.abs() + am.abs()) < 0.5 * ROUNDING * d.abs() {
-        return (d > 0.0).then_some(Ratio { signed: m * m.abs(), var: d * n.inv_n1, a, q });
-    }
-    // Near a zero variance: decided as sharpe() decides, and compared exactly.
-    let mean = a / n.n;
-    let var = (q - a * mean) / n.n1;
-    (var > 0.0).then_some(Ratio { signed: f64::NAN, var, a, q })
-}
-
-/// The order of two sets' Sharpe ratios as [`sharpe`](crate::sharpe)'s f64 values order
-/// them: by cross-multiplied keys when they differ beyond their rounding, else by the
-/// values themselves.
-#[inline(always)]
-fn compare(x: &Ratio, y: &Ratio, n: &Bars) -> Ordering {
-    let (l, r) = (x.signed * y.var, y.signed * x.var);
-    // NaN keys (a variance near zero) fail this test and are compared exactly.
-    if (l - r).abs() > 3.0 * ROUNDING * (l.abs() + r.abs()) {
-        return if l > r { Ordering::Greater } else { Ordering::Less };
-    }
-    let (sx, sy) = (sharpe_of(x.a, x.q, n.n, n.n1), sharpe_of(y.a, y.q, n.n, n.n1));
-    sx.partial_cmp(&sy).unwrap_or(Ordering::Equal)
 }
 
 /// Bounds on a combo's Sharpe ratio over every half of its blocks, from the least and
@@ -201,12 +99,33 @@ fn bounds(blocks: &[f64], n: f64, n_minus_1: f64) -> Bounds {
     Bounds { low: widen(low, false), high: widen(high, true), never_nan }
 }
 
-/// Each split's group subsets, in-sample then out of sample.
-fn parts(mask: u64, blocks: usize) -> (Vec<u8>, Vec<u8>) {
-    let groups = blocks.div_ceil(GROUP);
-    let all = if blocks == 64 { u64::MAX } else { (1u64 << blocks) - 1 };
-    let cut = |m: u64| (0..groups).map(|g| ((m >> (g * GROUP)) & 0xff) as u8).collect();
-    (cut(mask), cut(all & !mask))
+/// The splits' group subsets (`parts`: a split's in-sample subsets, then its
+/// out-of-sample ones, `groups` of each), in the order the passes visit them: sorted, so
+/// that consecutive splits read nearby table entries. `split[i]` is the i-th visited split.
+struct Visits {
+    groups: usize,
+    parts: Vec<u8>,
+    split: Vec<usize>,
+}
+
+impl Visits {
+    fn new(splits: &SplitSet) -> Self {
+        let blocks = splits.blocks();
+        let groups = blocks.div_ceil(GROUP);
+        let all = if blocks == 64 { u64::MAX } else { (1u64 << blocks) - 1 };
+        let cut = |m: u64| (0..groups).map(move |g| ((m >> (g * GROUP)) & 0xff) as u8);
+        let mut split: Vec<usize> = (0..splits.len()).collect();
+        let key = |j: usize| cut(splits.masks()[j]).collect::<Vec<u8>>();
+        split.sort_by_cached_key(|&j| key(j));
+        let parts = split.iter().flat_map(|&j| cut(splits.masks()[j]).chain(cut(all & !splits.masks()[j]))).collect();
+        Self { groups, parts, split }
+    }
+
+    /// The in-sample and out-of-sample group subsets of the i-th visited split.
+    #[inline(always)]
+    fn sides(&self, i: usize) -> (&[u8], &[u8]) {
+        self.parts[2 * self.groups * i..2 * self.groups * (i + 1)].split_at(self.groups)
+    }
 }
 
 /// An IS best so far: the combo and its ratio (`None`: NaN, below every number).
@@ -230,10 +149,57 @@ impl Best {
         }
     }
 
+    /// Whether some lane of `sums` may beat this one (lanes in combo order after it).
+    #[inline(always)]
+    fn may_be_beaten(&self, sums: &[[f64; LANES]; 2], n: &Bars) -> bool {
+        match &self.ratio {
+            Some(b) if self.combo != usize::MAX => may_beat(sums, b, n),
+            _ => true,
+        }
+    }
+
     /// The better of two: the higher ratio, then the first combo.
     fn max(self, other: Best, n: &Bars) -> Best {
         let (first, second) = if self.combo <= other.combo { (self, other) } else { (other, self) };
         if first.beaten_by(&second.ratio, n) && second.combo != usize::MAX { second } else { first }
+    }
+}
+
+/// Per visited split: how many ranked combos are below its value, equal to it, NaN.
+#[derive(Debug, Clone)]
+struct Counts {
+    below: Vec<u64>,
+    equal: Vec<u64>,
+    nans: Vec<u64>,
+}
+
+impl Counts {
+    fn new(k: usize) -> Self {
+        Self { below: vec![0; k], equal: vec![0; k], nans: vec![0; k] }
+    }
+
+    fn add(mut self, other: Counts) -> Counts {
+        for (x, y) in [(&mut self.below, other.below), (&mut self.equal, other.equal), (&mut self.nans, other.nans)] {
+            x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
+        }
+        self
+    }
+
+    /// Counts one combo's OOS ratio `r` against the split's `value` (one at a time).
+    #[inline(always)]
+    fn count(&mut self, i: usize, r: Option<Ratio>, value: &Option<Ratio>, n: &Bars) {
+        match (r, value) {
+            (None, _) => {
+                self.nans[i] += 1;
+                self.below[i] += 1;
+            }
+            (Some(_), None) => {}
+            (Some(r), Some(v)) => match compare(&r, v, n) {
+                Ordering::Less => self.below[i] += 1,
+                Ordering::Equal => self.equal[i] += 1,
+                Ordering::Greater => {}
+            },
+        }
     }
 }
 
@@ -247,30 +213,34 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
         return Err(crate::error::bad("blocks", "there are no combos"));
     }
     let n = (matrix.bars() * s / 2) as f64;
-    let n1 = n - 1.0;
-    let bars = Bars { n, n1, inv_n: 1.0 / n, inv_n1: 1.0 / n1 };
-    let groups = s.div_ceil(GROUP);
-    let sides: Vec<(Vec<u8>, Vec<u8>)> = splits.masks().iter().map(|&m| parts(m, s)).collect();
-    let k = sides.len();
-    let bounds: Vec<Bounds> = (0..combos).into_par_iter().map(|i| bounds(matrix.combo(i), n, n1)).collect();
+    let bars = Bars::new(n);
+    let visits = Visits::new(splits);
+    let k = splits.len();
+    let bounds: Vec<Bounds> = (0..combos).into_par_iter().map(|i| bounds(matrix.combo(i), n, bars.n1)).collect();
 
     // Pass 1: each split's IS best, among the combos that can be one: some combo (never
-    // NaN) is sure to reach the greatest lower bound in every split.
+    // NaN) is sure to reach the greatest lower bound in every split. Lanes hold combos in
+    // order, and a lane only takes a split's best where [`compare`] says it is above.
     let floor = bounds.iter().filter(|b| b.never_nan).map(|b| b.low).fold(f64::NEG_INFINITY, f64::max);
     let candidates: Vec<usize> = (0..combos).filter(|&i| bounds[i].high >= floor).collect();
     let best: Vec<Best> = candidates
         .par_chunks(TASK)
         .fold(
-            || (vec![Best::NONE; k], GroupTables::new(groups)),
+            || (vec![Best::NONE; k], LaneTables::new(s)),
             |(mut best, mut tables), chunk| {
-                for &i in chunk {
-                    tables.fill(matrix.combo(i));
-                    for (b, (is, _)) in best.iter_mut().zip(&sides) {
-                        let (a, q) = tables.sums(is);
-                        let r = ratio(a, q, &bars);
-                        // Combos come in order within a task: a tie keeps the first.
-                        if b.beaten_by(&r, &bars) {
-                            *b = Best { ratio: r, combo: i };
+                for tile in chunk.chunks(LANES) {
+                    tables.fill(matrix, tile);
+                    for (i, b) in best.iter_mut().enumerate() {
+                        let sums = tables.sums(visits.sides(i).0);
+                        // Lanes past the tile's combos repeat its last: they add no "may".
+                        if !b.may_be_beaten(&sums, &bars) {
+                            continue;
+                        }
+                        for (l, &combo) in tile.iter().enumerate() {
+                            let r = ratio(sums[0][l], sums[1][l], &bars);
+                            if b.beaten_by(&r, &bars) {
+                                *b = Best { ratio: r, combo };
+                            }
                         }
                     }
                 }
@@ -280,24 +250,27 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
         .map(|(best, _)| best)
         .reduce(|| vec![Best::NONE; k], |a, b| a.into_iter().zip(b).map(|(x, y)| x.max(y, &bars)).collect());
 
-    // Each split's best: its IS and OOS Sharpe ratios (the value to rank).
-    let mut tables = GroupTables::new(groups);
-    let mut order: Vec<usize> = (0..k).collect();
-    order.sort_by_key(|&j| best[j].combo);
+    // Each split's best: its IS and OOS Sharpe ratios, and the value to rank (None: NaN),
+    // tabled a lane per distinct best.
     let (mut is_sharpe, mut oos_sharpe) = (vec![f64::NAN; k], vec![f64::NAN; k]);
-    // The value each split ranks, as a ratio (None: NaN).
     let mut value: Vec<Option<Ratio>> = vec![None; k];
-    let mut filled = usize::MAX;
-    for &j in &order {
-        let combo = best[j].combo;
-        if combo != filled {
-            tables.fill(matrix.combo(combo));
-            filled = combo;
+    let mut by_best: Vec<usize> = (0..k).collect();
+    by_best.sort_by_key(|&i| best[i].combo);
+    let mut distinct: Vec<usize> = by_best.iter().map(|&i| best[i].combo).collect();
+    distinct.dedup();
+    let mut tables = LaneTables::new(s);
+    let mut next = by_best.iter().peekable();
+    for tile in distinct.chunks(LANES) {
+        tables.fill(matrix, tile);
+        while let Some(&&i) = next.peek() {
+            let Some(l) = tile.iter().position(|&c| c == best[i].combo) else { break };
+            let (is, oos) = visits.sides(i);
+            let (in_sample, out) = (tables.sums(is), tables.sums(oos));
+            is_sharpe[i] = bars.sharpe(in_sample[0][l], in_sample[1][l]);
+            oos_sharpe[i] = bars.sharpe(out[0][l], out[1][l]);
+            value[i] = ratio(out[0][l], out[1][l], &bars);
+            next.next();
         }
-        is_sharpe[j] = tables.sharpe(&sides[j].0, &bars);
-        oos_sharpe[j] = tables.sharpe(&sides[j].1, &bars);
-        let (a, q) = tables.sums(&sides[j].1);
-        value[j] = ratio(a, q, &bars);
     }
 
     // Pass 2: rank each split's value among every combo's OOS ratio. Combos sure to stay
@@ -317,61 +290,63 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
             ranked.push(i);
         }
     }
-    let zero = || (vec![0u64; k], vec![0u64; k], vec![0u64; k], GroupTables::new(groups));
-    let (below, equal, nans) = ranked
+    let counts = ranked
         .par_chunks(TASK)
-        .fold(zero, |(mut below, mut equal, mut nans, mut tables), chunk| {
-            for &i in chunk {
-                tables.fill(matrix.combo(i));
-                for (j, (_, oos)) in sides.iter().enumerate() {
-                    let (a, q) = tables.sums(oos);
-                    match (ratio(a, q, &bars), &value[j]) {
-                        (None, _) => {
-                            nans[j] += 1;
-                            below[j] += 1;
+        .fold(
+            || (Counts::new(k), LaneTables::new(s)),
+            |(mut counts, mut tables), chunk| {
+                for tile in chunk.chunks(LANES) {
+                    tables.fill(matrix, tile);
+                    let valid: [bool; LANES] = std::array::from_fn(|l| l < tile.len());
+                    for (i, value) in value.iter().enumerate() {
+                        let sums = tables.sums(visits.sides(i).1);
+                        // Where the keys decide every lane, the lanes are counted at once.
+                        if let Some(v) = value {
+                            let order = lane_order(&sums, v, &valid, &bars);
+                            if !order.undecided {
+                                counts.below[i] += order.below;
+                                counts.nans[i] += order.nan;
+                                continue;
+                            }
                         }
-                        (Some(_), None) => {}
-                        (Some(r), Some(v)) => match compare(&r, v, &bars) {
-                            Ordering::Less => below[j] += 1,
-                            Ordering::Equal => equal[j] += 1,
-                            Ordering::Greater => {}
-                        },
+                        for (&a, &q) in sums[0].iter().zip(&sums[1]).take(tile.len()) {
+                            counts.count(i, ratio(a, q, &bars), value, &bars);
+                        }
                     }
                 }
-            }
-            (below, equal, nans, tables)
-        })
-        .map(|(below, equal, nans, _)| (below, equal, nans))
-        .reduce(
-            || (vec![0; k], vec![0; k], vec![0; k]),
-            |a, b| {
-                let add = |x: Vec<u64>, y: Vec<u64>| x.into_iter().zip(y).map(|(x, y)| x + y).collect::<Vec<u64>>();
-                (add(a.0, b.0), add(a.1, b.1), add(a.2, b.2))
+                (counts, tables)
             },
-        );
+        )
+        .map(|(counts, _)| counts)
+        .reduce(|| Counts::new(k), Counts::add);
 
-    let logits: Vec<f64> = (0..k)
-        .map(|j| {
-            let rank = if oos_sharpe[j].is_nan() {
-                (nans[j] as f64 + 1.0) / 2.0
-            } else {
-                (below[j] + always_below) as f64 + (equal[j] as f64 + 1.0) / 2.0
-            };
-            let w = rank / (combos as f64 + 1.0);
-            (w / (1.0 - w)).ln()
-        })
-        .collect();
+    // Back from the visiting order to the splits' order.
+    let mut logits = vec![0.0; k];
+    let mut report_best = vec![0; k];
+    let (mut report_is, mut report_oos) = (vec![0.0; k], vec![0.0; k]);
+    for (i, &j) in visits.split.iter().enumerate() {
+        let rank = if oos_sharpe[i].is_nan() {
+            (counts.nans[i] as f64 + 1.0) / 2.0
+        } else {
+            (counts.below[i] + always_below) as f64 + (counts.equal[i] as f64 + 1.0) / 2.0
+        };
+        let w = rank / (combos as f64 + 1.0);
+        logits[j] = (w / (1.0 - w)).ln();
+        report_best[j] = best[i].combo;
+        report_is[j] = is_sharpe[i];
+        report_oos[j] = oos_sharpe[i];
+    }
     let share = |count: usize| count as f64 / k as f64;
-    let (slope, intercept) = least_squares(&is_sharpe, &oos_sharpe);
+    let (slope, intercept) = least_squares(&report_is, &report_oos);
     Ok(PboReport {
         pbo: share(logits.iter().filter(|&&l| l <= 0.0).count()),
-        prob_oos_loss: share(oos_sharpe.iter().filter(|&&v| v < 0.0).count()),
+        prob_oos_loss: share(report_oos.iter().filter(|&&v| v < 0.0).count()),
         slope,
         intercept,
         logits,
-        best: best.iter().map(|b| b.combo).collect(),
-        is_sharpe,
-        oos_sharpe,
+        best: report_best,
+        is_sharpe: report_is,
+        oos_sharpe: report_oos,
         exhaustive: splits.exhaustive(),
         combos,
     })

@@ -1,0 +1,144 @@
+//! A set's Sharpe ratio as CSCV compares it: [`Ratio`] keys that order sets without a
+//! square root or a division, compared exactly where they are too close to call
+//! ([`compare`]), one set at a time ([`ratio`]) or [`LANES`](crate::lanes::LANES) sets side
+//! by side ([`may_beat`], [`lane_order`]: the same arithmetic lane by lane).
+//!
+//! Invariant: every comparison gives the order of [`sharpe`](crate::sharpe)'s f64 values.
+
+use crate::lanes::LANES;
+use crate::sharpe_of;
+use std::cmp::Ordering;
+
+/// A set's bars as the arithmetic wants them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bars {
+    pub n: f64,
+    pub n1: f64,
+    pub inv_n: f64,
+    pub inv_n1: f64,
+}
+
+impl Bars {
+    pub fn new(n: f64) -> Self {
+        Self { n, n1: n - 1.0, inv_n: 1.0 / n, inv_n1: 1.0 / (n - 1.0) }
+    }
+
+    /// [`sharpe`](crate::sharpe) of a set's sums.
+    #[inline(always)]
+    pub fn sharpe(&self, a: f64, q: f64) -> f64 {
+        sharpe_of(a, q, self.n, self.n1)
+    }
+}
+
+/// A set's Sharpe ratio m/√var held as m·|m| and var (which order sets the same way,
+/// with no square root or division), with the sums for the exact comparison of near ties.
+/// `None`: [`sharpe`](crate::sharpe) would give NaN.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ratio {
+    pub signed: f64,
+    pub var: f64,
+    a: f64,
+    q: f64,
+}
+
+const EPS: f64 = f64::EPSILON;
+
+/// The relative rounding a [`Ratio`]'s key may carry (its variance's, from q − a·m, is
+/// held under [`ROUNDING`] / 2 by [`ratio`]); keys closer than this are compared exactly.
+const ROUNDING: f64 = 1e-10;
+
+/// Whether q − a·m (= `d`) is far enough from its cancellation for its sign to be certain
+/// and its rounding under [`ROUNDING`] / 2.
+#[inline(always)]
+fn tight(q: f64, am: f64, d: f64) -> bool {
+    16.0 * EPS * (q.abs() + am.abs()) < 0.5 * ROUNDING * d.abs()
+}
+
+/// Whether the keys `l` (the left set's m·|m| times the right's var) and `r` (the right's
+/// m·|m| times the left's var) are far enough apart to order without the exact values.
+#[inline(always)]
+fn apart(l: f64, r: f64) -> bool {
+    // NaN keys (a variance near zero) fail the test and are compared exactly.
+    (l - r).abs() > 3.0 * ROUNDING * (l.abs() + r.abs())
+}
+
+#[inline(always)]
+pub(crate) fn ratio(a: f64, q: f64, n: &Bars) -> Option<Ratio> {
+    let m = a * n.inv_n;
+    let am = a * m;
+    let d = q - am;
+    if tight(q, am, d) {
+        return (d > 0.0).then_some(Ratio { signed: m * m.abs(), var: d * n.inv_n1, a, q });
+    }
+    // Near a zero variance: decided as sharpe() decides, and compared exactly.
+    let mean = a / n.n;
+    let var = (q - a * mean) / n.n1;
+    (var > 0.0).then_some(Ratio { signed: f64::NAN, var, a, q })
+}
+
+/// The order of two sets' Sharpe ratios as [`sharpe`](crate::sharpe)'s f64 values order
+/// them: by cross-multiplied keys when they differ beyond their rounding, else by the
+/// values themselves.
+#[inline(always)]
+pub(crate) fn compare(x: &Ratio, y: &Ratio, n: &Bars) -> Ordering {
+    let (l, r) = (x.signed * y.var, y.signed * x.var);
+    if apart(l, r) {
+        return if l > r { Ordering::Greater } else { Ordering::Less };
+    }
+    n.sharpe(x.a, x.q).partial_cmp(&n.sharpe(y.a, y.q)).unwrap_or(Ordering::Equal)
+}
+
+/// How [`LANES`] sets compare with one ratio, where their keys decide it: [`ratio`]'s
+/// arithmetic lane by lane, each lane's order as [`compare`] gives it or undecided (near
+/// keys, a variance near zero: left to [`compare`] one at a time).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LaneOrder {
+    /// Lanes surely below (`None` lanes included: NaN ranks below every number).
+    pub below: u64,
+    /// Lanes surely `None`.
+    pub nan: u64,
+    /// Whether some lane is undecided.
+    pub undecided: bool,
+}
+
+/// Whether some lane of `sums` may be above `best` (a lane surely below it, or surely
+/// `None`, may not).
+#[inline(always)]
+pub(crate) fn may_beat(sums: &[[f64; LANES]; 2], best: &Ratio, n: &Bars) -> bool {
+    let mut may = [false; LANES];
+    for l in 0..LANES {
+        let (a, q) = (sums[0][l], sums[1][l]);
+        let m = a * n.inv_n;
+        let am = a * m;
+        let d = q - am;
+        let (lk, rk) = (m * m.abs() * best.var, best.signed * (d * n.inv_n1));
+        // compare() gives Less exactly when the keys are not near and lk < rk.
+        let below = rk - lk > 3.0 * ROUNDING * (lk.abs() + rk.abs());
+        let positive = d > 0.0;
+        may[l] = !(tight(q, am, d) & (below | !positive));
+    }
+    may.iter().any(|&m| m)
+}
+
+/// How the lanes of `sums` marked in `valid` compare with `value`.
+#[inline(always)]
+pub(crate) fn lane_order(sums: &[[f64; LANES]; 2], value: &Ratio, valid: &[bool; LANES], n: &Bars) -> LaneOrder {
+    let (mut below, mut nan, mut undecided) = ([0u64; LANES], [0u64; LANES], [false; LANES]);
+    for l in 0..LANES {
+        let (a, q) = (sums[0][l], sums[1][l]);
+        let m = a * n.inv_n;
+        let am = a * m;
+        let d = q - am;
+        let (lk, rk) = (m * m.abs() * value.var, value.signed * (d * n.inv_n1));
+        let tolerance = 3.0 * ROUNDING * (lk.abs() + rk.abs());
+        let (less, greater) = (rk - lk > tolerance, lk - rk > tolerance);
+        let tight = tight(q, am, d);
+        let positive = d > 0.0;
+        let is_nan = tight & !positive;
+        let plain = tight & positive;
+        below[l] = u64::from(valid[l] & (is_nan | (plain & less)));
+        nan[l] = u64::from(valid[l] & is_nan);
+        undecided[l] = valid[l] & (!tight | (plain & !less & !greater));
+    }
+    LaneOrder { below: below.iter().sum(), nan: nan.iter().sum(), undecided: undecided.iter().any(|&u| u) }
+}
