@@ -28,6 +28,7 @@ impl LaneTables {
     }
 
     /// Tables `combos` (1 to [`LANES`]) in the first lanes; the others repeat the last combo.
+    #[inline(always)]
     pub fn fill(&mut self, matrix: &BlockMatrix, combos: &[usize]) {
         debug_assert!((1..=LANES).contains(&combos.len()));
         let s = self.blocks;
@@ -59,14 +60,39 @@ impl LaneTables {
     /// Each lane's Σr and Σr² over the set whose group subsets are `parts`.
     #[inline(always)]
     pub fn sums(&self, parts: &[u8]) -> [[f64; LANES]; 2] {
-        let mut sums = self.sums[parts[0] as usize];
-        for (g, &p) in parts.iter().enumerate().skip(1) {
-            let add = &self.sums[(g << GROUP) | p as usize];
-            for l in 0..LANES {
-                sums[0][l] += add[0][l];
-                sums[1][l] += add[1][l];
-            }
+        let (head, last) = parts.split_at(parts.len() - 1);
+        self.finish(&self.head(head), head.len(), last[0])
+    }
+
+    /// Each lane's sums over the first groups' subsets `parts` (all groups but the last),
+    /// which consecutive splits often share.
+    #[inline(always)]
+    pub fn head(&self, parts: &[u8]) -> [[f64; LANES]; 2] {
+        let Some((&first, rest)) = parts.split_first() else { return [[0.0; LANES]; 2] };
+        let mut sums = self.sums[first as usize];
+        for (g, &p) in rest.iter().enumerate() {
+            add(&mut sums, &self.sums[((g + 1) << GROUP) | p as usize]);
         }
         sums
+    }
+
+    /// The sums of a [`Self::head`] over `groups` groups with the last group's subset `last`.
+    #[inline(always)]
+    pub fn finish(&self, head: &[[f64; LANES]; 2], groups: usize, last: u8) -> [[f64; LANES]; 2] {
+        let table = &self.sums[(groups << GROUP) | last as usize];
+        if groups == 0 {
+            return *table;
+        }
+        let mut sums = *head;
+        add(&mut sums, table);
+        sums
+    }
+}
+
+#[inline(always)]
+fn add(sums: &mut [[f64; LANES]; 2], more: &[[f64; LANES]; 2]) {
+    for l in 0..LANES {
+        sums[0][l] += more[0][l];
+        sums[1][l] += more[1][l];
     }
 }

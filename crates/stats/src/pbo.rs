@@ -21,14 +21,18 @@
 use crate::blocks::BlockMatrix;
 use crate::error::StatsError;
 use crate::lanes::{GROUP, LANES, LaneTables};
-use crate::ratio::{Bars, Ratio, compare, lane_order, may_beat, ratio};
+use crate::ratio::{Bar, Bars, Ratio, compare, lane_order, may_beat, ratio};
 use crate::sharpe_of;
 use crate::splits::SplitSet;
+use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
 /// Combos per task of a pass.
 const TASK: usize = 64;
+
+/// Combos that make the first bests every task of pass 1 starts from.
+const SEED: usize = 4 * LANES;
 
 /// What CSCV says of a sweep.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,11 +105,14 @@ fn bounds(blocks: &[f64], n: f64, n_minus_1: f64) -> Bounds {
 
 /// The splits' group subsets (`parts`: a split's in-sample subsets, then its
 /// out-of-sample ones, `groups` of each), in the order the passes visit them: sorted, so
-/// that consecutive splits read nearby table entries. `split[i]` is the i-th visited split.
+/// that consecutive splits read nearby table entries and often share all their subsets
+/// but the last group's (`new_head[i]`: the i-th does not). `split[i]` is the i-th
+/// visited split.
 struct Visits {
     groups: usize,
     parts: Vec<u8>,
     split: Vec<usize>,
+    new_head: Vec<bool>,
 }
 
 impl Visits {
@@ -117,8 +124,12 @@ impl Visits {
         let mut split: Vec<usize> = (0..splits.len()).collect();
         let key = |j: usize| cut(splits.masks()[j]).collect::<Vec<u8>>();
         split.sort_by_cached_key(|&j| key(j));
-        let parts = split.iter().flat_map(|&j| cut(splits.masks()[j]).chain(cut(all & !splits.masks()[j]))).collect();
-        Self { groups, parts, split }
+        let parts: Vec<u8> =
+            split.iter().flat_map(|&j| cut(splits.masks()[j]).chain(cut(all & !splits.masks()[j]))).collect();
+        // The out-of-sample subsets are the complements: their heads change together.
+        let head = |i: usize| &parts[2 * groups * i..2 * groups * i + groups - 1];
+        let new_head = (0..split.len()).map(|i| i == 0 || head(i) != head(i - 1)).collect();
+        Self { groups, parts, split, new_head }
     }
 
     /// The in-sample and out-of-sample group subsets of the i-th visited split.
@@ -128,40 +139,79 @@ impl Visits {
     }
 }
 
+/// The lanes' sums over one side of the visited splits (in sample or out of sample), in
+/// visiting order: each head is tabled once for the splits that share it.
+struct Side<'a> {
+    visits: &'a Visits,
+    out_of_sample: bool,
+    head: [[f64; LANES]; 2],
+}
+
+impl<'a> Side<'a> {
+    fn new(visits: &'a Visits, out_of_sample: bool) -> Self {
+        Self { visits, out_of_sample, head: [[0.0; LANES]; 2] }
+    }
+
+    /// The sums of the i-th visited split's side; `i` runs from 0 up for each tile.
+    #[inline(always)]
+    fn sums(&mut self, tables: &LaneTables, i: usize) -> [[f64; LANES]; 2] {
+        let (is, oos) = self.visits.sides(i);
+        let side = if self.out_of_sample { oos } else { is };
+        let last = self.visits.groups - 1;
+        if self.visits.new_head[i] {
+            self.head = tables.head(&side[..last]);
+        }
+        tables.finish(&self.head, last, side[last])
+    }
+}
+
 /// An IS best so far: the combo and its ratio (`None`: NaN, below every number).
 #[derive(Debug, Clone, Copy)]
 struct Best {
     ratio: Option<Ratio>,
     combo: usize,
+    /// The ratio as a bar the lanes' sums can be held under, where it is positive.
+    bar: Option<Bar>,
 }
 
 impl Best {
-    const NONE: Best = Best { ratio: None, combo: usize::MAX };
+    const NONE: Best = Best { ratio: None, combo: usize::MAX, bar: None };
 
-    /// Whether `ratio` of a later combo beats this one (a tie keeps the first).
+    fn new(ratio: Option<Ratio>, combo: usize, n: &Bars) -> Self {
+        Self { ratio, combo, bar: ratio.and_then(|r| Bar::new(&r, n)) }
+    }
+
+    /// Whether `ratio` of `combo` beats this one: a higher ratio, or an equal one (NaN
+    /// equal to NaN) of an earlier combo.
     #[inline(always)]
-    fn beaten_by(&self, ratio: &Option<Ratio>, n: &Bars) -> bool {
+    fn beaten_by(&self, ratio: &Option<Ratio>, combo: usize, n: &Bars) -> bool {
+        let earlier = combo < self.combo;
         match (&self.ratio, ratio) {
             _ if self.combo == usize::MAX => true,
-            (_, None) => false,
+            (Some(_), None) => false,
             (None, Some(_)) => true,
-            (Some(b), Some(r)) => compare(r, b, n) == Ordering::Greater,
+            (None, None) => earlier,
+            (Some(b), Some(r)) => match compare(r, b, n) {
+                Ordering::Greater => true,
+                Ordering::Equal => earlier,
+                Ordering::Less => false,
+            },
         }
     }
 
-    /// Whether some lane of `sums` may beat this one (lanes in combo order after it).
+    /// Whether some lane of `sums` may beat this one.
     #[inline(always)]
     fn may_be_beaten(&self, sums: &[[f64; LANES]; 2], n: &Bars) -> bool {
-        match &self.ratio {
-            Some(b) if self.combo != usize::MAX => may_beat(sums, b, n),
+        match (&self.ratio, &self.bar) {
+            (_, Some(bar)) if bar.above_all(sums) => false,
+            (Some(b), _) if self.combo != usize::MAX => may_beat(sums, b, n),
             _ => true,
         }
     }
 
     /// The better of two: the higher ratio, then the first combo.
     fn max(self, other: Best, n: &Bars) -> Best {
-        let (first, second) = if self.combo <= other.combo { (self, other) } else { (other, self) };
-        if first.beaten_by(&second.ratio, n) && second.combo != usize::MAX { second } else { first }
+        if other.combo != usize::MAX && self.beaten_by(&other.ratio, other.combo, n) { other } else { self }
     }
 }
 
@@ -203,6 +253,91 @@ impl Counts {
     }
 }
 
+/// Pass 1 over one task's combos: each split's IS best among them and those `best` has
+/// seen (the highest ratio, then the first combo). Run by [`pulp`] with the widest vectors the CPU has: the
+/// same IEEE operations lane by lane, so the same bits everywhere.
+struct BestAmong<'a> {
+    chunk: &'a [usize],
+    best: &'a mut [Best],
+    tables: &'a mut LaneTables,
+    visits: &'a Visits,
+    matrix: &'a BlockMatrix,
+    bars: Bars,
+}
+
+impl WithSimd for BestAmong<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let Self { chunk, best, tables, visits, matrix, bars } = self;
+        for tile in chunk.chunks(LANES) {
+            tables.fill(matrix, tile);
+            let mut side = Side::new(visits, false);
+            for (i, b) in best.iter_mut().enumerate() {
+                let sums = side.sums(tables, i);
+                // Lanes past the tile's combos repeat its last: they add no "may".
+                if !b.may_be_beaten(&sums, &bars) {
+                    continue;
+                }
+                for (l, &combo) in tile.iter().enumerate() {
+                    let r = ratio(sums[0][l], sums[1][l], &bars);
+                    if b.beaten_by(&r, combo, &bars) {
+                        *b = Best::new(r, combo, &bars);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Pass 2 over one task's combos: per split, how many OOS ratios are below the split's
+/// value (with each value's [`Bar`]), equal to it, NaN. Run as [`BestAmong`] is.
+struct CountAmong<'a> {
+    chunk: &'a [usize],
+    counts: &'a mut Counts,
+    tables: &'a mut LaneTables,
+    visits: &'a Visits,
+    matrix: &'a BlockMatrix,
+    bars: Bars,
+    values: &'a [Option<Ratio>],
+    value_bars: &'a [Option<Bar>],
+}
+
+impl WithSimd for CountAmong<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let Self { chunk, counts, tables, visits, matrix, bars, values, value_bars } = self;
+        for tile in chunk.chunks(LANES) {
+            tables.fill(matrix, tile);
+            let valid: [bool; LANES] = std::array::from_fn(|l| l < tile.len());
+            let mut side = Side::new(visits, true);
+            for (i, (value, bar)) in values.iter().zip(value_bars).enumerate() {
+                let sums = side.sums(tables, i);
+                // Where the sums place every lane, or the keys decide every lane, the
+                // lanes are counted at once.
+                if let Some(below) = bar.and_then(|bar| bar.count_below(&sums, &valid)) {
+                    counts.below[i] += below;
+                    continue;
+                }
+                if let Some(v) = value {
+                    let order = lane_order(&sums, v, &valid, &bars);
+                    if !order.undecided {
+                        counts.below[i] += order.below;
+                        counts.nans[i] += order.nan;
+                        continue;
+                    }
+                }
+                for (&a, &q) in sums[0].iter().zip(&sums[1]).take(tile.len()) {
+                    counts.count(i, ratio(a, q, &bars), value, &bars);
+                }
+            }
+        }
+    }
+}
+
 /// CSCV over `splits` (module docs). The splits' blocks must be the matrix's.
 pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsError> {
     let (s, combos) = (matrix.blocks(), matrix.combos());
@@ -215,6 +350,7 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
     let n = (matrix.bars() * s / 2) as f64;
     let bars = Bars::new(n);
     let visits = Visits::new(splits);
+    let arch = pulp::Arch::new();
     let k = splits.len();
     let bounds: Vec<Bounds> = (0..combos).into_par_iter().map(|i| bounds(matrix.combo(i), n, bars.n1)).collect();
 
@@ -223,27 +359,31 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
     // order, and a lane only takes a split's best where [`compare`] says it is above.
     let floor = bounds.iter().filter(|b| b.never_nan).map(|b| b.low).fold(f64::NEG_INFINITY, f64::max);
     let candidates: Vec<usize> = (0..combos).filter(|&i| bounds[i].high >= floor).collect();
+    // Every task starts from the bests of a few combos likely to be near the top (the
+    // highest Sharpe ratios over all the blocks), so that few of its lanes need a look.
+    let mut seed = vec![Best::NONE; k];
+    let full = |i: usize| {
+        let (a, q) = matrix.combo(i).chunks_exact(2).fold((0.0, 0.0), |(a, q), b| (a + b[0], q + b[1]));
+        sharpe_of(a, q, 2.0 * n, 2.0 * n - 1.0)
+    };
+    let mut likely: Vec<(f64, usize)> = candidates.iter().map(|&i| (full(i), i)).collect();
+    let top = SEED.min(likely.len());
+    likely.select_nth_unstable_by(top - 1, |x, y| y.0.total_cmp(&x.0));
+    let likely: Vec<usize> = likely[..top].iter().map(|&(_, i)| i).collect();
+    arch.dispatch(BestAmong {
+        chunk: &likely,
+        best: &mut seed,
+        tables: &mut LaneTables::new(s),
+        visits: &visits,
+        matrix,
+        bars,
+    });
     let best: Vec<Best> = candidates
         .par_chunks(TASK)
         .fold(
-            || (vec![Best::NONE; k], LaneTables::new(s)),
+            || (seed.clone(), LaneTables::new(s)),
             |(mut best, mut tables), chunk| {
-                for tile in chunk.chunks(LANES) {
-                    tables.fill(matrix, tile);
-                    for (i, b) in best.iter_mut().enumerate() {
-                        let sums = tables.sums(visits.sides(i).0);
-                        // Lanes past the tile's combos repeat its last: they add no "may".
-                        if !b.may_be_beaten(&sums, &bars) {
-                            continue;
-                        }
-                        for (l, &combo) in tile.iter().enumerate() {
-                            let r = ratio(sums[0][l], sums[1][l], &bars);
-                            if b.beaten_by(&r, &bars) {
-                                *b = Best { ratio: r, combo };
-                            }
-                        }
-                    }
-                }
+                arch.dispatch(BestAmong { chunk, best: &mut best, tables: &mut tables, visits: &visits, matrix, bars });
                 (best, tables)
             },
         )
@@ -290,30 +430,22 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
             ranked.push(i);
         }
     }
+    let bars_of_values: Vec<Option<Bar>> = value.iter().map(|v| v.and_then(|v| Bar::new(&v, &bars))).collect();
     let counts = ranked
         .par_chunks(TASK)
         .fold(
             || (Counts::new(k), LaneTables::new(s)),
             |(mut counts, mut tables), chunk| {
-                for tile in chunk.chunks(LANES) {
-                    tables.fill(matrix, tile);
-                    let valid: [bool; LANES] = std::array::from_fn(|l| l < tile.len());
-                    for (i, value) in value.iter().enumerate() {
-                        let sums = tables.sums(visits.sides(i).1);
-                        // Where the keys decide every lane, the lanes are counted at once.
-                        if let Some(v) = value {
-                            let order = lane_order(&sums, v, &valid, &bars);
-                            if !order.undecided {
-                                counts.below[i] += order.below;
-                                counts.nans[i] += order.nan;
-                                continue;
-                            }
-                        }
-                        for (&a, &q) in sums[0].iter().zip(&sums[1]).take(tile.len()) {
-                            counts.count(i, ratio(a, q, &bars), value, &bars);
-                        }
-                    }
-                }
+                arch.dispatch(CountAmong {
+                    chunk,
+                    counts: &mut counts,
+                    tables: &mut tables,
+                    visits: &visits,
+                    matrix,
+                    bars,
+                    values: &value,
+                    value_bars: &bars_of_values,
+                });
                 (counts, tables)
             },
         )

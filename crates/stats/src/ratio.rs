@@ -88,6 +88,71 @@ pub(crate) fn compare(x: &Ratio, y: &Ratio, n: &Bars) -> Ordering {
     n.sharpe(x.a, x.q).partial_cmp(&n.sharpe(y.a, y.q)).unwrap_or(Ordering::Equal)
 }
 
+/// How far from a ratio a set must be for a [`Bar`] to place it without its keys: its
+/// m²/var off the ratio's by this share. Far beyond the keys' rounding ([`ROUNDING`]),
+/// and it keeps a placed set's variance far from cancellation.
+const MARGIN: f64 = 1e-3;
+
+/// A ratio as a bar that sets can be placed against from their sums alone (Σr = a,
+/// Σr² = q): with k = 1/n + var/(n²·(1/(n−1))·|signed|), a set's |Sharpe ratio| is
+/// surely under the bar's when a²·k < q·(1 − [`MARGIN`]), and surely over it when
+/// a²·k > q·(1 + MARGIN) with q − a²/n > MARGIN·q. (The first says m²·var_b <
+/// |signed_b|·(q − a·m − MARGIN·q)/(n−1): the set's variance exceeds MARGIN·q/(n−1), so
+/// its keys are tight, and its key is under the bar's by MARGIN of it; the second
+/// likewise.) Its sign then places it: [`compare`] would give the same order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bar {
+    k: f64,
+    inv_n: f64,
+    positive: bool,
+}
+
+impl Bar {
+    /// `None` for a ratio of 0, or one compared exactly.
+    pub fn new(r: &Ratio, n: &Bars) -> Option<Self> {
+        (r.signed != 0.0 && r.signed.is_finite()).then(|| Self {
+            k: n.inv_n + n.inv_n * n.inv_n * r.var / (r.signed.abs() * n.inv_n1),
+            inv_n: n.inv_n,
+            positive: r.signed > 0.0,
+        })
+    }
+
+    /// Whether every lane of `sums` is surely below the bar's ratio.
+    #[inline(always)]
+    pub fn above_all(&self, sums: &[[f64; LANES]; 2]) -> bool {
+        let mut below = [false; LANES];
+        for l in 0..LANES {
+            let (a, q) = (sums[0][l], sums[1][l]);
+            below[l] = (a <= 0.0) | (a * a * self.k < q * (1.0 - MARGIN));
+        }
+        self.positive && below.iter().all(|&b| b)
+    }
+
+    /// How many lanes marked in `valid` are below the bar's ratio (NaN below every
+    /// number), when the sums place every one of them.
+    #[inline(always)]
+    pub fn count_below(&self, sums: &[[f64; LANES]; 2], valid: &[bool; LANES]) -> Option<u64> {
+        let (mut below, mut placed) = ([0u64; LANES], [false; LANES]);
+        for l in 0..LANES {
+            let (a, q) = (sums[0][l], sums[1][l]);
+            let a2 = a * a;
+            let varies = q - a2 * self.inv_n > MARGIN * q;
+            let over = (a2 * self.k > q * (1.0 + MARGIN)) & varies;
+            let under = a2 * self.k < q * (1.0 - MARGIN);
+            let (lane_below, lane_above) = if self.positive {
+                // Below: a ≤ 0 (a ratio ≤ 0, or NaN), or under; above: a > 0 and over.
+                ((a <= 0.0) | under, (a > 0.0) & over)
+            } else {
+                // Below: a < 0 and over; above: a ≥ 0 with a variance, or a < 0 and under.
+                ((a < 0.0) & over, ((a >= 0.0) & varies) | ((a < 0.0) & under))
+            };
+            below[l] = u64::from(valid[l] & lane_below);
+            placed[l] = !valid[l] | lane_below | lane_above;
+        }
+        placed.iter().all(|&p| p).then(|| below.iter().sum())
+    }
+}
+
 /// How [`LANES`] sets compare with one ratio, where their keys decide it: [`ratio`]'s
 /// arithmetic lane by lane, each lane's order as [`compare`] gives it or undecided (near
 /// keys, a variance near zero: left to [`compare`] one at a time).
