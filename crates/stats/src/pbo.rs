@@ -21,9 +21,9 @@
 use crate::blocks::BlockMatrix;
 use crate::error::StatsError;
 use crate::lanes::{GROUP, LANES, LaneTables};
-use crate::ratio::{Bar, Bars, Ratio, compare, lane_order, may_beat, ratio};
+use crate::ratio::{ALL_LANES, Bar, Bars, Ratio, compare, lane_order, may_beat, ratio};
 use crate::sharpe_of;
-use crate::splits::SplitSet;
+use crate::splits::{MAX_BLOCKS, SplitSet};
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 use std::cmp::Ordering;
@@ -75,10 +75,14 @@ fn widen(x: f64, up: bool) -> f64 {
 fn bounds(blocks: &[f64], n: f64, n_minus_1: f64) -> Bounds {
     let s = blocks.len() / 2;
     let half = s / 2;
-    let mut a: Vec<f64> = (0..s).map(|b| blocks[2 * b]).collect();
-    let mut q: Vec<f64> = (0..s).map(|b| blocks[2 * b + 1]).collect();
-    a.sort_by(f64::total_cmp);
-    q.sort_by(f64::total_cmp);
+    let (mut a, mut q) = ([0.0; MAX_BLOCKS], [0.0; MAX_BLOCKS]);
+    for (b, sums) in blocks.chunks_exact(2).enumerate() {
+        (a[b], q[b]) = (sums[0], sums[1]);
+    }
+    // The least half and the greatest half of each, in any order within them.
+    let (a, q) = (&mut a[..s], &mut q[..s]);
+    a.select_nth_unstable_by(half, f64::total_cmp);
+    q.select_nth_unstable_by(half, f64::total_cmp);
     let (a_min, a_max): (f64, f64) = (a[..half].iter().sum(), a[half..].iter().sum());
     let (q_min, q_max): (f64, f64) = (q[..half].iter().sum(), q[half..].iter().sum());
     let var = |a: f64, q: f64| (q - a * (a / n)) / n_minus_1;
@@ -313,12 +317,13 @@ impl WithSimd for CountAmong<'_> {
         for tile in chunk.chunks(LANES) {
             tables.fill(matrix, tile);
             let valid: [bool; LANES] = std::array::from_fn(|l| l < tile.len());
+            let valid_mask = ALL_LANES >> (LANES - tile.len());
             let mut side = Side::new(visits, true);
             for (i, (value, bar)) in values.iter().zip(value_bars).enumerate() {
                 let sums = side.sums(tables, i);
                 // Where the sums place every lane, or the keys decide every lane, the
                 // lanes are counted at once.
-                if let Some(below) = bar.and_then(|bar| bar.count_below(&sums, &valid)) {
+                if let Some(below) = bar.and_then(|bar| bar.count_below(&sums, valid_mask)) {
                     counts.below[i] += below;
                     continue;
                 }

@@ -120,38 +120,48 @@ impl Bar {
     /// Whether every lane of `sums` is surely below the bar's ratio.
     #[inline(always)]
     pub fn above_all(&self, sums: &[[f64; LANES]; 2]) -> bool {
-        let mut below = [false; LANES];
+        let mut below = 0u32;
         for l in 0..LANES {
             let (a, q) = (sums[0][l], sums[1][l]);
-            below[l] = (a <= 0.0) | (a * a * self.k < q * (1.0 - MARGIN));
+            below |= u32::from((a <= 0.0) | (a * a * self.k < q * (1.0 - MARGIN))) << l;
         }
-        self.positive && below.iter().all(|&b| b)
+        self.positive && below == ALL_LANES
     }
 
-    /// How many lanes marked in `valid` are below the bar's ratio (NaN below every
+    /// How many lanes in the mask `valid` are below the bar's ratio (NaN below every
     /// number), when the sums place every one of them.
     #[inline(always)]
-    pub fn count_below(&self, sums: &[[f64; LANES]; 2], valid: &[bool; LANES]) -> Option<u64> {
-        let (mut below, mut placed) = ([0u64; LANES], [false; LANES]);
-        for l in 0..LANES {
-            let (a, q) = (sums[0][l], sums[1][l]);
-            let a2 = a * a;
-            let varies = q - a2 * self.inv_n > MARGIN * q;
-            let over = (a2 * self.k > q * (1.0 + MARGIN)) & varies;
-            let under = a2 * self.k < q * (1.0 - MARGIN);
-            let (lane_below, lane_above) = if self.positive {
-                // Below: a ≤ 0 (a ratio ≤ 0, or NaN), or under; above: a > 0 and over.
-                ((a <= 0.0) | under, (a > 0.0) & over)
-            } else {
-                // Below: a < 0 and over; above: a ≥ 0 with a variance, or a < 0 and under.
-                ((a < 0.0) & over, ((a >= 0.0) & varies) | ((a < 0.0) & under))
-            };
-            below[l] = u64::from(valid[l] & lane_below);
-            placed[l] = !valid[l] | lane_below | lane_above;
+    pub fn count_below(&self, sums: &[[f64; LANES]; 2], valid: u32) -> Option<u64> {
+        let (mut below, mut above) = (0u32, 0u32);
+        if self.positive {
+            // Below: a ≤ 0 (a ratio ≤ 0, or NaN), or under; above: a > 0 and over.
+            for l in 0..LANES {
+                let (a, q) = (sums[0][l], sums[1][l]);
+                let a2 = a * a;
+                let varies = q - a2 * self.inv_n > MARGIN * q;
+                let over = (a2 * self.k > q * (1.0 + MARGIN)) & varies;
+                let under = a2 * self.k < q * (1.0 - MARGIN);
+                below |= u32::from((a <= 0.0) | under) << l;
+                above |= u32::from((a > 0.0) & over) << l;
+            }
+        } else {
+            // Below: a < 0 and over; above: a ≥ 0 with a variance, or a < 0 and under.
+            for l in 0..LANES {
+                let (a, q) = (sums[0][l], sums[1][l]);
+                let a2 = a * a;
+                let varies = q - a2 * self.inv_n > MARGIN * q;
+                let over = (a2 * self.k > q * (1.0 + MARGIN)) & varies;
+                let under = a2 * self.k < q * (1.0 - MARGIN);
+                below |= u32::from((a < 0.0) & over) << l;
+                above |= u32::from(((a >= 0.0) & varies) | ((a < 0.0) & under)) << l;
+            }
         }
-        placed.iter().all(|&p| p).then(|| below.iter().sum())
+        ((below | above | !valid) & ALL_LANES == ALL_LANES).then(|| u64::from((below & valid).count_ones()))
     }
 }
+
+/// Every lane, as a mask.
+pub(crate) const ALL_LANES: u32 = (1 << LANES) - 1;
 
 /// How [`LANES`] sets compare with one ratio, where their keys decide it: [`ratio`]'s
 /// arithmetic lane by lane, each lane's order as [`compare`] gives it or undecided (near
