@@ -121,8 +121,7 @@ impl Bar {
     #[inline(always)]
     pub fn above_all(&self, sums: &[[f64; LANES]; 2]) -> bool {
         let mut below = 0u32;
-        for l in 0..LANES {
-            let (a, q) = (sums[0][l], sums[1][l]);
+        for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
             below |= u32::from((a <= 0.0) | (a * a * self.k < q * (1.0 - MARGIN))) << l;
         }
         self.positive && below == ALL_LANES
@@ -135,8 +134,7 @@ impl Bar {
         let (mut below, mut above) = (0u32, 0u32);
         if self.positive {
             // Below: a ≤ 0 (a ratio ≤ 0, or NaN), or under; above: a > 0 and over.
-            for l in 0..LANES {
-                let (a, q) = (sums[0][l], sums[1][l]);
+            for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
                 let a2 = a * a;
                 let varies = q - a2 * self.inv_n > MARGIN * q;
                 let over = (a2 * self.k > q * (1.0 + MARGIN)) & varies;
@@ -146,8 +144,7 @@ impl Bar {
             }
         } else {
             // Below: a < 0 and over; above: a ≥ 0 with a variance, or a < 0 and under.
-            for l in 0..LANES {
-                let (a, q) = (sums[0][l], sums[1][l]);
+            for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
                 let a2 = a * a;
                 let varies = q - a2 * self.inv_n > MARGIN * q;
                 let over = (a2 * self.k > q * (1.0 + MARGIN)) & varies;
