@@ -32,7 +32,7 @@ use std::cmp::Ordering;
 const TASK: usize = 64;
 
 /// Combos that make the first bests every task of pass 1 starts from.
-const SEED: usize = 4 * LANES;
+const SEED: usize = 16 * LANES;
 
 /// What CSCV says of a sweep.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,12 +203,13 @@ impl Best {
         }
     }
 
-    /// Whether some lane of `sums` may beat this one.
+    /// Whether some lane of `sums` may beat this one, the lanes holding combos from
+    /// `first` on.
     #[inline(always)]
-    fn may_be_beaten(&self, sums: &[[f64; LANES]; 2], n: &Bars) -> bool {
+    fn may_be_beaten(&self, sums: &[[f64; LANES]; 2], first: usize, n: &Bars) -> bool {
         match (&self.ratio, &self.bar) {
             (_, Some(bar)) if bar.above_all(sums) => false,
-            (Some(b), _) if self.combo != usize::MAX => may_beat(sums, b, n),
+            (Some(b), _) if self.combo != usize::MAX => may_beat(sums, b, first > self.combo, n),
             _ => true,
         }
     }
@@ -281,7 +282,7 @@ impl WithSimd for BestAmong<'_> {
             for (i, b) in best.iter_mut().enumerate() {
                 let sums = side.sums(tables, i);
                 // Lanes past the tile's combos repeat its last: they add no "may".
-                if !b.may_be_beaten(&sums, &bars) {
+                if !b.may_be_beaten(&sums, tile[0], &bars) {
                     continue;
                 }
                 for (l, &combo) in tile.iter().enumerate() {
@@ -316,7 +317,6 @@ impl WithSimd for CountAmong<'_> {
         let Self { chunk, counts, tables, visits, matrix, bars, values, value_bars } = self;
         for tile in chunk.chunks(LANES) {
             tables.fill(matrix, tile);
-            let valid: [bool; LANES] = std::array::from_fn(|l| l < tile.len());
             let valid_mask = ALL_LANES >> (LANES - tile.len());
             let mut side = Side::new(visits, true);
             for (i, (value, bar)) in values.iter().zip(value_bars).enumerate() {
@@ -328,10 +328,11 @@ impl WithSimd for CountAmong<'_> {
                     continue;
                 }
                 if let Some(v) = value {
-                    let order = lane_order(&sums, v, &valid, &bars);
+                    let order = lane_order(&sums, v, valid_mask, &bars);
                     if !order.undecided {
                         counts.below[i] += order.below;
                         counts.nans[i] += order.nan;
+                        counts.equal[i] += order.equal;
                         continue;
                     }
                 }

@@ -37,8 +37,8 @@ impl Bars {
 pub(crate) struct Ratio {
     pub signed: f64,
     pub var: f64,
-    a: f64,
-    q: f64,
+    pub a: f64,
+    pub q: f64,
 }
 
 const EPS: f64 = f64::EPSILON;
@@ -149,7 +149,8 @@ impl Bar {
                 let varies = q - a2 * self.inv_n > MARGIN * q;
                 let over = (a2 * self.k > q * (1.0 + MARGIN)) & varies;
                 let under = a2 * self.k < q * (1.0 - MARGIN);
-                below |= u32::from((a < 0.0) & over) << l;
+                // Σr² = 0 is NaN, below every number.
+                below |= u32::from(((a < 0.0) & over) | (q == 0.0)) << l;
                 above |= u32::from(((a >= 0.0) & varies) | ((a < 0.0) & under)) << l;
             }
         }
@@ -169,17 +170,19 @@ pub(crate) struct LaneOrder {
     pub below: u64,
     /// Lanes surely `None`.
     pub nan: u64,
+    /// Lanes with the ratio's sums.
+    pub equal: u64,
     /// Whether some lane is undecided.
     pub undecided: bool,
 }
 
 /// Whether some lane of `sums` may be above `best` (a lane surely below it, or surely
-/// `None`, may not).
+/// `None`, may not), or tie with it when `ties_lose` is false (a tie of sums with the same
+/// bits, as sets that share their blocks have, is an equal ratio).
 #[inline(always)]
-pub(crate) fn may_beat(sums: &[[f64; LANES]; 2], best: &Ratio, n: &Bars) -> bool {
-    let mut may = [false; LANES];
-    for l in 0..LANES {
-        let (a, q) = (sums[0][l], sums[1][l]);
+pub(crate) fn may_beat(sums: &[[f64; LANES]; 2], best: &Ratio, ties_lose: bool, n: &Bars) -> bool {
+    let mut may = 0u32;
+    for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
         let m = a * n.inv_n;
         let am = a * m;
         let d = q - am;
@@ -187,17 +190,17 @@ pub(crate) fn may_beat(sums: &[[f64; LANES]; 2], best: &Ratio, n: &Bars) -> bool
         // compare() gives Less exactly when the keys are not near and lk < rk.
         let below = rk - lk > 3.0 * ROUNDING * (lk.abs() + rk.abs());
         let positive = d > 0.0;
-        may[l] = !(tight(q, am, d) & (below | !positive));
+        let tie = (a == best.a) & (q == best.q);
+        may |= u32::from(!(tight(q, am, d) & (below | !positive)) & !(ties_lose & tie)) << l;
     }
-    may.iter().any(|&m| m)
+    may != 0
 }
 
-/// How the lanes of `sums` marked in `valid` compare with `value`.
+/// How the lanes of `sums` in the mask `valid` compare with `value`.
 #[inline(always)]
-pub(crate) fn lane_order(sums: &[[f64; LANES]; 2], value: &Ratio, valid: &[bool; LANES], n: &Bars) -> LaneOrder {
-    let (mut below, mut nan, mut undecided) = ([0u64; LANES], [0u64; LANES], [false; LANES]);
-    for l in 0..LANES {
-        let (a, q) = (sums[0][l], sums[1][l]);
+pub(crate) fn lane_order(sums: &[[f64; LANES]; 2], value: &Ratio, valid: u32, n: &Bars) -> LaneOrder {
+    let (mut below, mut nan, mut equal, mut undecided) = (0u32, 0u32, 0u32, 0u32);
+    for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
         let m = a * n.inv_n;
         let am = a * m;
         let d = q - am;
@@ -206,11 +209,16 @@ pub(crate) fn lane_order(sums: &[[f64; LANES]; 2], value: &Ratio, valid: &[bool;
         let (less, greater) = (rk - lk > tolerance, lk - rk > tolerance);
         let tight = tight(q, am, d);
         let positive = d > 0.0;
-        let is_nan = tight & !positive;
+        // Σr² = 0: a variance of 0 or less, whatever Σr is.
+        let is_nan = (tight & !positive) | (q == 0.0);
         let plain = tight & positive;
-        below[l] = u64::from(valid[l] & (is_nan | (plain & less)));
-        nan[l] = u64::from(valid[l] & is_nan);
-        undecided[l] = valid[l] & (!tight | (plain & !less & !greater));
+        // The same sums, bit for bit: the same ratio.
+        let tie = (a == value.a) & (q == value.q) & !is_nan;
+        below |= u32::from(is_nan | (plain & less & !tie)) << l;
+        nan |= u32::from(is_nan) << l;
+        equal |= u32::from(tie) << l;
+        undecided |= u32::from(!is_nan & !tie & (!tight | (plain & !less & !greater))) << l;
     }
-    LaneOrder { below: below.iter().sum(), nan: nan.iter().sum(), undecided: undecided.iter().any(|&u| u) }
+    let count = |mask: u32| u64::from((mask & valid).count_ones());
+    LaneOrder { below: count(below), nan: count(nan), equal: count(equal), undecided: undecided & valid != 0 }
 }
