@@ -29,6 +29,7 @@ mod profile;
 mod search;
 mod strategy;
 mod sweep;
+mod walk;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -14,7 +14,7 @@ use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, SearchMethod, Session, Shard, SweepPlan, SweepRequest, SweepSpec, WalkForward,
-    check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index, summary_path, walk_forward,
+    check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index, summary_path,
 };
 use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
 
@@ -286,8 +286,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if spec.walk_forward().is_some() {
         let threads = threadx_sweep::thread_pool(&spec)?;
         return match threads {
-            Some(pool) => pool.install(|| walk(&data, &dispatcher, &spec, args)),
-            None => walk(&data, &dispatcher, &spec, args),
+            Some(pool) => pool
+                .install(|| crate::walk::run(&data, &dispatcher, &spec, &args.out, args.quiet, &ranking(args, &spec))),
+            None => crate::walk::run(&data, &dispatcher, &spec, &args.out, args.quiet, &ranking(args, &spec)),
         };
     }
     let plan = SweepPlan::new(&spec, data.len(), dispatcher.policy())?;
@@ -530,66 +531,6 @@ fn workers_line(stats: &RunStats) -> String {
         })
         .collect();
     parts.join(", ")
-}
-
-fn walk(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArgs) -> Result<()> {
-    let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
-    let bar = progress_bar(windows, args.quiet, "windows");
-    let report =
-        walk_forward(data, dispatcher, spec, &ranking(args, spec), &mut |done, _| bar.set_position(done as u64));
-    bar.finish_and_clear();
-    let report = report?;
-    threadx_profile_store::write_file_atomic(&args.out, report.to_csv(data, spec).as_bytes())
-        .with_context(|| format!("writing {}", args.out.display()))?;
-    let summary = summary_path(&args.out);
-    if let Some(json_path) = &summary {
-        threadx_profile_store::write_file_atomic(json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
-            .with_context(|| format!("writing {}", json_path.display()))?;
-    }
-    // A heatmap beside these results drew the grid sweep they replace: it goes with them.
-    let stale = sibling(&args.out, "-heatmap.svg");
-    if stale.is_file() && std::fs::remove_file(&stale).is_ok() {
-        outln!("removed {}: it drew the sweep whose results these windows replace", stale.display());
-    }
-    outln!(
-        "{} walk-forward on {} ({} bars), best by {} in each train window:",
-        spec.strategy(),
-        data.origin(),
-        data.len(),
-        ranking(args, spec)
-    );
-    outln!(
-        "  {:>3}  {:<52} {:>12} {:>13} {:>7} {:>10}",
-        "win",
-        "best in sample",
-        "oos return",
-        "oos sharpe/yr",
-        "trades",
-        "oos max dd"
-    );
-    for (w, r) in report.windows.iter().enumerate() {
-        let m = &r.test_report.metrics;
-        outln!(
-            "  {w:>3}  {:<52} {:>12} {:>13} {:>7} {:>10}",
-            spec.strategy().describe(&r.best.values),
-            pct(m.total_return),
-            num(m.sharpe_annual),
-            m.trades,
-            pct(m.max_drawdown)
-        );
-    }
-    let m = &report.overall;
-    outln!(
-        "  out of sample overall: return {}, sharpe {} per bar ({} annualised), {} trades, max drawdown {}, exposure {}",
-        pct(m.total_return),
-        num(m.sharpe),
-        num(m.sharpe_annual),
-        m.trades,
-        pct(m.max_drawdown),
-        pct(m.exposure)
-    );
-    outln!("wrote {} windows to {}", report.windows.len(), args.out.display());
-    print_summary_path(summary.as_deref(), &args.out)
 }
 
 /// Every metric with what it means, after `intro`: the long help of `--by`.

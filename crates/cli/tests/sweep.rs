@@ -205,6 +205,23 @@ fn walk_forward_prints_windows_and_writes_them() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("wf.json")).unwrap()).unwrap();
     assert_eq!(json["windows"].as_array().unwrap().len(), 4);
+    // Each window's line ends with its out-of-sample DSR, and a sentence counts those ≥ 0.95.
+    // (null in the JSON, "-" in the table: a window without a variance has none)
+    let dsrs: Vec<f64> = json["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["out_of_sample_dsr"]["dsr"].as_f64().unwrap_or(f64::NAN))
+        .collect();
+    let lines: Vec<&str> =
+        stdout.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    for (line, dsr) in lines.iter().zip(&dsrs) {
+        let shown = if dsr.is_finite() { format!(" {dsr:.2}") } else { " -".into() };
+        assert!(line.ends_with(&shown), "{line} should end with{shown}");
+    }
+    let significant = dsrs.iter().filter(|&&d| d >= 0.95).count();
+    assert!(stdout.contains(&format!("DSR ≥ 0.95 in {significant} of 4 windows")), "{stdout}");
 }
 
 /// Whether every adapter of this machine is a CPU-software one (lavapipe in CI).

@@ -252,11 +252,12 @@ impl Overfitting {
             p.pbo,
             100.0 * p.pbo
         ));
+        let sign = if p.slope < 0.0 { '−' } else { '+' };
         out.push(format!(
-            "The in-sample best loses out of sample in {:.0} % of the splits; out-of-sample Sharpe ≈ {:.3} + {:.2} × in-sample",
+            "The in-sample best loses out of sample in {:.0} % of the splits; out-of-sample Sharpe ≈ {:.3} {sign} {:.2} × in-sample",
             100.0 * p.prob_oos_loss,
             p.intercept,
-            p.slope
+            p.slope.abs()
         ));
         if let Some(best) = self.top.first() {
             let n = thousands(self.trials as u64 as usize);

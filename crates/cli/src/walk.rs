@@ -1,0 +1,101 @@
+//! `threadx sweep --walk-forward`: runs the windows, writes them, and prints each
+//! window's winner with its out-of-sample metrics and deflated Sharpe ratio.
+
+use crate::sweep::{num, pct, print_summary_path, progress_bar, sibling};
+use anyhow::{Context, Result};
+use std::path::Path;
+use threadx_dispatch::Dispatcher;
+use threadx_indicators::Ohlcv;
+use threadx_sweep::{SweepSpec, WindowResult, summary_path, walk_forward};
+
+/// Runs `spec`'s walk-forward (winners by `ranking`), writes the windows to `out` and
+/// prints each with its out-of-sample DSR.
+pub fn run(
+    data: &Ohlcv,
+    dispatcher: &Dispatcher,
+    spec: &SweepSpec,
+    out: &Path,
+    quiet: bool,
+    ranking: &str,
+) -> Result<()> {
+    let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
+    let bar = progress_bar(windows, quiet, "windows");
+    let report = walk_forward(data, dispatcher, spec, ranking, &mut |done, _| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let report = report?;
+    threadx_profile_store::write_file_atomic(out, report.to_csv(data, spec).as_bytes())
+        .with_context(|| format!("writing {}", out.display()))?;
+    let summary = summary_path(out);
+    if let Some(json_path) = &summary {
+        threadx_profile_store::write_file_atomic(json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
+            .with_context(|| format!("writing {}", json_path.display()))?;
+    }
+    // A heatmap beside these results drew the grid sweep they replace: it goes with them.
+    let stale = sibling(out, "-heatmap.svg");
+    if stale.is_file() && std::fs::remove_file(&stale).is_ok() {
+        outln!("removed {}: it drew the sweep whose results these windows replace", stale.display());
+    }
+    outln!(
+        "{} walk-forward on {} ({} bars), best by {} in each train window:",
+        spec.strategy(),
+        data.origin(),
+        data.len(),
+        ranking
+    );
+    outln!(
+        "  {:>3}  {:<52} {:>12} {:>13} {:>7} {:>10} {:>7}",
+        "win",
+        "best in sample",
+        "oos return",
+        "oos sharpe/yr",
+        "trades",
+        "oos max dd",
+        "oos dsr"
+    );
+    for (w, r) in report.windows.iter().enumerate() {
+        let m = &r.test_report.metrics;
+        outln!(
+            "  {w:>3}  {:<52} {:>12} {:>13} {:>7} {:>10} {:>7}",
+            spec.strategy().describe(&r.best.values),
+            pct(m.total_return),
+            num(m.sharpe_annual),
+            m.trades,
+            pct(m.max_drawdown),
+            dsr(r.deflated.dsr)
+        );
+    }
+    let m = &report.overall;
+    outln!(
+        "  out of sample overall: return {}, sharpe {} per bar ({} annualised), {} trades, max drawdown {}, exposure {}",
+        pct(m.total_return),
+        num(m.sharpe),
+        num(m.sharpe_annual),
+        m.trades,
+        pct(m.max_drawdown),
+        pct(m.exposure)
+    );
+    outln!("{}", dsr_sentence(&report.windows));
+    outln!("wrote {} windows to {}", report.windows.len(), out.display());
+    print_summary_path(summary.as_deref(), out)
+}
+
+/// A DSR for the table: two decimals, "-" when there is none (no trades, no variance).
+fn dsr(v: f64) -> String {
+    if v.is_finite() { format!("{v:.2}") } else { "-".into() }
+}
+
+/// What the windows' DSRs say: how many out-of-sample Sharpe ratios survive the deflation
+/// for the selection in their train windows.
+fn dsr_sentence(windows: &[WindowResult]) -> String {
+    let significant = windows.iter().filter(|w| w.deflated.dsr >= 0.95).count();
+    let n = windows.len();
+    let verdict = if significant * 2 > n {
+        "most of the out-of-sample results are more than the luck of choosing the best"
+    } else {
+        "the out-of-sample results are not more than the luck of choosing the best in most windows"
+    };
+    format!(
+        "  DSR ≥ 0.95 in {significant} of {n} windows (each window's out-of-sample Sharpe ratio deflated for the {} combos its train window chose among): {verdict}",
+        windows.first().map_or(0, |w| w.deflated.trials)
+    )
+}
