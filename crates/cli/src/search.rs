@@ -132,5 +132,9 @@ pub fn run(
     if let Some(h) = &opts.heatmap {
         outln!("wrote the {} heatmap to {}", opts.by, h.path.display());
     }
-    print_summary_path(run.files.summary_path.as_deref(), &opts.out)
+    print_summary_path(run.files.summary_path.as_deref(), &opts.out)?;
+    if let Some(o) = &run.files.overfitting {
+        crate::overfit::print(o, opts.overfitting_plots.as_ref(), opts.blocks_out.as_deref())?;
+    }
+    Ok(())
 }

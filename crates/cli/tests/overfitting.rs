@@ -1,6 +1,7 @@
 //! `threadx sweep --overfitting` as a user runs it: the summary's object and sentences,
 //! the plots and the blocks CSV; a SIGKILLed run resumed (a chunk's blocks damaged on disk)
-//! gives the same statistics; the refusals.
+//! gives the same statistics; a search keeps its trials' blocks, the grid's bytes, and
+//! resumes to the same statistics; the refusals.
 
 mod common;
 
@@ -82,26 +83,9 @@ fn a_killed_run_resumes_to_the_same_statistics() {
     let mut args = ARGS.to_vec();
     args.extend(many);
     args.extend(["--out", "r.csv"]);
-    let mut child = command(dir.path(), &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let parts = dir.path().join("r.csv.parts");
-    let started = Instant::now();
-    let blocks = || {
-        std::fs::read_dir(&parts)
-            .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "blocks")).count())
-    };
-    while blocks() < 3 {
-        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before it could be killed");
-        assert!(started.elapsed() < Duration::from_secs(120));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(!dir.path().join("r.csv").exists(), "a killed sweep leaves no results file");
     // A damaged blocks file: its chunk is run again, never taken.
-    let path = parts.join("chunk-00000000.blocks");
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[3] ^= 1;
-    std::fs::write(&path, bytes).unwrap();
+    kill_and_damage(dir.path(), &args, "r.csv.parts", "chunk-00000000.blocks");
+    assert!(!dir.path().join("r.csv").exists(), "a killed sweep leaves no results file");
     args.push("--resume");
     let resumed = threadx(dir.path(), &args);
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
@@ -116,6 +100,69 @@ fn a_killed_run_resumes_to_the_same_statistics() {
     assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), std::fs::read(dir.path().join("whole.csv")).unwrap());
 }
 
+/// Kills `args` once its checkpoint holds three blocks files, flips a byte of the first.
+fn kill_and_damage(dir: &std::path::Path, args: &[&str], parts: &str, first: &str) {
+    let mut child = command(dir, args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let parts = dir.join(parts);
+    let started = Instant::now();
+    let blocks = || {
+        std::fs::read_dir(&parts)
+            .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "blocks")).count())
+    };
+    while blocks() < 3 {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be killed");
+        assert!(started.elapsed() < Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let path = parts.join(first);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[3] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+}
+
+#[test]
+fn a_search_keeps_its_trials_blocks_and_resumes_to_the_same_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    run(dir.path(), &["--out", "grid.csv", "--blocks-out", "grid-blocks.csv"]);
+    let search = ["--search", "sobol", "--trials", "40", "--batch", "4", "--threads", "1"];
+    let whole = run(dir.path(), &[&search[..], &["--out", "s.csv", "--blocks-out", "s-blocks.csv"]].concat());
+    let o = &whole["overfitting"];
+    assert_eq!(o["trials"], serde_json::json!({"n": 40.0, "source": "combos evaluated"}));
+    assert_eq!(o["splits"]["count"], 12_870);
+    // The trials' blocks, in trial order, are the bytes the grid run gave those combos.
+    let lines = |name: &str| -> Vec<String> {
+        std::fs::read_to_string(dir.path().join(name)).unwrap().lines().skip(1).map(str::to_owned).collect()
+    };
+    let grid = lines("grid-blocks.csv");
+    let trials: Vec<String> = lines("s.csv").iter().map(|l| l.split(',').nth(1).unwrap().to_owned()).collect();
+    assert_eq!(trials.len(), 40);
+    let expected: Vec<&String> =
+        trials.iter().flat_map(|c| grid.iter().filter(move |l| l.split(',').next() == Some(c.as_str()))).collect();
+    let got = lines("s-blocks.csv");
+    assert_eq!(got.len(), 40 * 16);
+    assert!(got.iter().eq(expected), "a search's blocks differ from the grid's");
+    // Killed, a batch's blocks damaged, resumed: the same statistics and rows.
+    let mut args = ARGS.to_vec();
+    args.extend(search);
+    args.extend(["--out", "r.csv"]);
+    kill_and_damage(dir.path(), &args, "r.csv.parts", "chunk-00000000.blocks");
+    args.push("--resume");
+    let resumed = threadx(dir.path(), &args);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    assert!(text(&resumed.stderr).contains("running batch 0 again"), "{}", text(&resumed.stderr));
+    assert!(text(&resumed.stdout).contains("PBO "), "{}", text(&resumed.stdout));
+    let again: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let strip = |v: &serde_json::Value| {
+        let mut o = v["overfitting"].clone();
+        o.as_object_mut().unwrap().remove("seconds");
+        o
+    };
+    assert_eq!(strip(&again), strip(&whole));
+    assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), std::fs::read(dir.path().join("s.csv")).unwrap());
+}
+
 #[test]
 fn refusals_name_the_problem() {
     let dir = tempfile::tempdir().unwrap();
@@ -124,7 +171,7 @@ fn refusals_name_the_problem() {
         (&["--blocks", "0"][..], "even number of blocks"),
         (&["--pbo-splits", "0"][..], "--pbo-splits must be at least 1"),
         (&["--effective-trials", "0.5"][..], "--effective-trials"),
-        (&["--search", "sobol", "--trials", "10"][..], "--overfitting is for a grid"),
+        (&["--search", "sobol", "--trials", "10", "--shard", "1/2"][..], "cannot be combined with --shard"),
         (&["--shard", "0/2"][..], "cannot be combined with --shard"),
         (&["--walk-forward", "train=1000,test=500"][..], "--walk-forward cannot be combined"),
     ] {

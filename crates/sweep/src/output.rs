@@ -420,7 +420,7 @@ pub fn run_to_files(
     keep_resumed(u64::MAX, &mut kept)?;
     let overfitting = match blocks {
         Some((options, cuts)) => Some(phases.time("overfitting", || {
-            crate::overfit::write_files(sweep, opts, options, cuts, std::mem::take(&mut kept), &leaderboard)
+            crate::overfit::write_files(sweep, opts, options, cuts, std::mem::take(&mut kept), leaderboard.rows())
         })?),
         None => None,
     };

@@ -353,10 +353,15 @@ impl Sweep {
         Ok(SweepWork { sweep: self, batch: None }.rows(combos, batch))
     }
 
-    /// The rows of `combos` (grid numbers; those the rules refuse left out), run on the
-    /// CPU: for a handful of combos beside a run, e.g. a top combo's grid neighbours.
+    /// The rows of `combos` (grid numbers; those the rules refuse, and those a sampled
+    /// sweep did not prepare, left out), run on the CPU: for a handful of combos beside a
+    /// run, e.g. a top combo's grid neighbours.
     pub fn evaluate_on_cpu(&self, combos: &[u64]) -> ChunkResult {
-        let (combos, plans) = self.plans(0..combos.len() as u64, Some(combos));
+        let held: Vec<u64> = match self.combos.sample() {
+            Some(sample) => combos.iter().copied().filter(|c| sample.binary_search(c).is_ok()).collect(),
+            None => combos.to_vec(),
+        };
+        let (combos, plans) = self.plans(0..held.len() as u64, Some(&held));
         SweepWork { sweep: self, batch: None }.rows(combos, simulate_cpu(&self.book, &self.tables, &plans))
     }
 

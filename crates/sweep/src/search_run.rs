@@ -14,6 +14,7 @@ use crate::output::{
     CheckpointLock, OutputOptions, SweepReport, check_output, checksummed, chunk_path, identity, in_file,
     open_checkpoint, read_chunk, row_json, summary_path,
 };
+use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::report::Heatmap;
 use crate::rows::{Row, header, parse_row, write_row};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
@@ -25,7 +26,7 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
-use threadx_backtest::{Metrics, Strategy};
+use threadx_backtest::{BlockCuts, Metrics, Strategy};
 use threadx_dispatch::thousands;
 use threadx_indicators::format_time;
 use threadx_profile_store::{AtomicFile, write_file_atomic};
@@ -59,29 +60,46 @@ pub(crate) fn parse_trial(strategy: &Strategy, line: &str) -> Result<(u64, Row),
     Ok((trial.parse().map_err(|_| bad())?, parse_row(strategy, rest)?))
 }
 
+/// A batch read back from the checkpoint: its trials, and their blocks when the run keeps
+/// them for the overfitting statistics.
+type SavedBatch = (Vec<(u64, Row)>, Option<SweepBlocks>);
+
 /// The rows of the checkpoint's batches, in order, up to the first missing or damaged
-/// one (which runs again). `batches` names the batch numbers this run evaluates.
+/// one (which runs again); with `cuts`, a batch whose blocks are missing or damaged runs
+/// again too. `batches` names the batch numbers this run evaluates.
 fn saved_batches(
     parts: &Path,
     strategy: &Strategy,
+    cuts: Option<&BlockCuts>,
     batches: impl Iterator<Item = u64>,
-) -> Result<Vec<Vec<(u64, Row)>>, SweepError> {
+) -> Result<Vec<SavedBatch>, SweepError> {
     let mut saved = Vec::new();
     for b in batches {
         let path = chunk_path(parts, b);
         if !path.exists() {
             break;
         }
-        match read_chunk(&path) {
-            Ok(text) => {
-                let rows = text.lines().map(|l| parse_trial(strategy, l)).collect::<Result<Vec<_>, _>>();
-                saved.push(rows.map_err(|e| in_file(&path, e))?);
-            }
+        let rows = match read_chunk(&path) {
+            Ok(text) => text.lines().map(|l| parse_trial(strategy, l)).collect::<Result<Vec<_>, _>>(),
             Err(e) => {
                 tracing::warn!("{e}; running batch {b} again");
                 break;
             }
-        }
+        };
+        let rows = rows.map_err(|e| in_file(&path, e))?;
+        let blocks = match cuts {
+            Some(cuts) => {
+                match read_chunk_blocks(&blocks_path(&path), rows.iter().map(|(_, r)| r.combo).collect(), cuts) {
+                    Ok(blocks) => Some(blocks),
+                    Err(e) => {
+                        tracing::warn!("{e}; running batch {b} again");
+                        break;
+                    }
+                }
+            }
+            None => None,
+        };
+        saved.push((rows, blocks));
     }
     Ok(saved)
 }
@@ -122,6 +140,13 @@ pub fn search_to_files(
     let spec = session.spec();
     let options = spec.search().ok_or_else(|| SweepError::Spec("the session's request has no search".into()))?;
     check_shard(options, opts.shard)?;
+    let blocks = spec.overfitting().zip(session.sweep().blocks());
+    if blocks.is_some() && !opts.shard.is_whole() {
+        return Err(SweepError::Spec(
+            "--overfitting needs every trial in one run; it cannot be combined with --shard".into(),
+        ));
+    }
+    let cuts = blocks.map(|(_, cuts)| cuts);
     check_output(opts)?;
     let p = session.preparation();
     phases.add("indicators", p.indicators_s);
@@ -133,8 +158,10 @@ pub fn search_to_files(
     let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}))?;
     let batches = options.batch_sizes().count() as u64;
     let mine = move |b: u64| b % opts.shard.count == opts.shard.index;
-    let saved = saved_batches(&parts, strategy, (0..batches).filter(|&b| mine(b)))?;
+    let saved = saved_batches(&parts, strategy, cuts, (0..batches).filter(|&b| mine(b)))?;
     let resumed = saved.len();
+    // The trials' blocks for the overfitting statistics, in trial order.
+    let mut kept = SweepBlocks::default();
 
     let book = session.sweep().book();
     let search_started = Instant::now();
@@ -142,7 +169,7 @@ pub fn search_to_files(
     // proposals must be the saved combos), then on the pool, each written as it ends.
     let mut next_saved = saved.into_iter();
     let mut evaluate_batch = |b: u64, first_trial: u64, combos: &[u64]| -> Result<Vec<Metrics>, SweepError> {
-        if let Some(rows) = next_saved.next() {
+        if let Some((rows, blocks)) = next_saved.next() {
             let same = rows.len() == combos.len()
                 && rows
                     .iter()
@@ -155,18 +182,26 @@ pub fn search_to_files(
                     parts.display()
                 )));
             }
+            if let Some(blocks) = blocks {
+                kept.extend(blocks);
+            }
             return Ok(rows.into_iter().map(|(_, r)| r.metrics).collect());
         }
         let result = session.evaluate(combos)?;
         if result.combos != combos {
             return Err(SweepError::Spec("a search proposed a combo the strategy's rules refuse".into()));
         }
+        let path = chunk_path(&parts, b);
+        if let Some(cuts) = cuts {
+            // Before the rows: a batch with rows has its blocks.
+            write_chunk_blocks(&blocks_path(&path), &result, cuts)?;
+            kept.extend(SweepBlocks::of(&result));
+        }
         let mut text = String::with_capacity(combos.len() * 128);
         for (i, (&combo, m)) in combos.iter().zip(&result.metrics).enumerate() {
             let _ = write!(text, "{},", first_trial + i as u64);
             write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
         }
-        let path = chunk_path(&parts, b);
         write_file_atomic(&path, checksummed(&text).as_bytes()).map_err(io_error(&path))?;
         Ok(result.metrics)
     };
@@ -259,8 +294,14 @@ pub fn search_to_files(
             best_rows(&own, options, opts.top, |c| book.combo_values(c))
         }
     };
+    let overfitting = match blocks {
+        Some((o, cuts)) => Some(phases.time("overfitting", || {
+            crate::overfit::write_files(session.sweep(), opts, o, cuts, std::mem::take(&mut kept), &best)
+        })?),
+        None => None,
+    };
     let phase_report = phases.report();
-    let summary = json!({
+    let mut summary = json!({
         "threadx": env!("CARGO_PKG_VERSION"),
         "identity": identity,
         "data": {"origin": data.origin(), "bars": data.len(),
@@ -274,6 +315,9 @@ pub fn search_to_files(
         "timings_s": {"total": started.elapsed().as_secs_f64()},
         "phases": phase_report.to_json(),
     });
+    if let Some(o) = &overfitting {
+        summary["overfitting"] = o.to_json();
+    }
     let summary_path = summary_path(&opts.out);
     if let Some(path) = &summary_path {
         write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
@@ -288,7 +332,7 @@ pub fn search_to_files(
             workers: None,
             timings: None,
             telemetry: None,
-            overfitting: None,
+            overfitting,
             best,
             rows: trials.len() as u64,
             summary_path,

@@ -151,8 +151,7 @@ impl Session {
         let work = self.sweep.batch_workload(combos);
         let mut rows = ChunkResult::default();
         self.pool.distribute(&work, &chunks, &self.batches, &|_, _| Ok(()), &mut |_, part: ChunkResult| {
-            rows.combos.extend(part.combos);
-            rows.metrics.extend(part.metrics);
+            rows.extend(part);
             Ok::<(), SweepError>(())
         })?;
         Ok(rows)

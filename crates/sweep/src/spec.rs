@@ -178,11 +178,6 @@ impl SweepSpec {
                 "--search and --random cannot be combined (--random N is --search random --trials N)".into(),
             ));
         }
-        if spec.overfitting.is_some() && spec.search.is_some() {
-            return Err(SweepError::Spec(
-                "--overfitting is for a grid or a --random sample; a search's statistics are not computed".into(),
-            ));
-        }
         if spec.overfitting.is_some() && spec.walk_forward.is_some() {
             return Err(SweepError::Spec(
                 "--overfitting and --walk-forward cannot be combined: each window's sweep would need its own".into(),

@@ -13,7 +13,6 @@ pub use plot::{logit_histogram_svg, oos_vs_is_svg};
 
 use crate::error::{SweepError, io_error};
 use crate::output::OutputOptions;
-use crate::report::Leaderboard;
 use crate::report::metric_index;
 use crate::rows::Row;
 use crate::runner::{ChunkResult, Sweep};
@@ -345,12 +344,12 @@ pub(crate) fn write_files(
     options: &OverfittingOptions,
     cuts: &BlockCuts,
     kept: SweepBlocks,
-    leaderboard: &Leaderboard,
+    best: &[Row],
 ) -> Result<Overfitting, SweepError> {
     if let Some(path) = &opts.blocks_out {
         write_blocks_csv(path, &kept, cuts)?;
     }
-    let o = Overfitting::compute(sweep, cuts, options, kept, leaderboard.rows(), &opts.by)?;
+    let o = Overfitting::compute(sweep, cuts, options, kept, best, &opts.by)?;
     if let Some((histogram, scatter)) = &opts.overfitting_plots {
         let name = sweep.spec().strategy().name();
         let svg = logit_histogram_svg(&o.pbo, &format!("{name}: CSCV logits (PBO {:.2})", o.pbo.pbo))?;
