@@ -1,12 +1,12 @@
-//! The Session: a batch of combos gives exactly the full sweep's rows for them, on the
-//! CPU and on every adapter, whatever the batch's order, size or repeats; bad batches
-//! are refused with the reason.
+//! The Session: a batch of combos gives exactly the full sweep's rows for them (and their
+//! blocks, for the overfitting statistics), on the CPU and on every adapter, whatever the
+//! batch's order, size or repeats; bad batches are refused with the reason.
 
 use std::sync::Arc;
 use threadx_dispatch::DeviceMode;
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_indicators::{Ohlcv, SeededRng};
-use threadx_sweep::{ChunkResult, Sample, Session, SweepRequest, SweepSpec};
+use threadx_sweep::{ChunkResult, OverfittingRequest, Sample, Session, SweepRequest, SweepSpec};
 
 fn request(mode: DeviceMode) -> SweepRequest {
     SweepRequest {
@@ -54,6 +54,31 @@ fn a_batch_gives_the_full_sweeps_rows_on_every_device() {
         let params: Vec<Vec<f64>> = batch[..20].iter().map(|&c| s.sweep().book().combo_values(c).to_vec()).collect();
         assert_eq!(rows(&s.evaluate_params(&params).unwrap()), expected[..20]);
         assert!(s.evaluate(&[]).unwrap().combos.is_empty());
+    }
+}
+
+#[test]
+fn a_batch_gives_the_full_sweeps_blocks_on_every_device() {
+    let data = Arc::new(Ohlcv::load("synthetic:bars=3000,seed=5").unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let with_blocks = |mode| SweepRequest { overfitting: Some(OverfittingRequest::default()), ..request(mode) };
+    let cpu = session(&with_blocks(DeviceMode::Cpu).check().unwrap(), &data, &dir);
+    let full = cpu.run_in_memory(&mut |_, _| Ok(())).unwrap();
+    let per = full.blocks.len() / full.combos.len();
+    assert_eq!(per, 32, "16 blocks of Σr and Σr²");
+    let mut rng = SeededRng::new(12);
+    let batch: Vec<u64> = (0..100).map(|_| rng.next_u64() % full.combos.len() as u64).collect();
+    let expected: Vec<u64> = batch
+        .iter()
+        .flat_map(|&c| full.blocks[c as usize * per..(c as usize + 1) * per].iter().map(|v| v.to_bits()))
+        .collect();
+    let mut sessions = vec![cpu];
+    if !adapters().is_empty() {
+        sessions.push(session(&with_blocks(DeviceMode::Gpu).check().unwrap(), &data, &dir));
+    }
+    for s in &sessions {
+        let got = s.evaluate(&batch).unwrap();
+        assert_eq!(got.blocks.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), expected, "{:?}", s.workers());
     }
 }
 
