@@ -14,7 +14,7 @@ use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, SearchMethod, Session, Shard, SweepPlan, SweepRequest, SweepSpec, WalkForward,
-    check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index, summary_path,
+    check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index, shard_blocks_path, summary_path,
 };
 use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
 
@@ -253,8 +253,10 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     }
     // No output may be a file this command reads.
     let summary = summary_path(&args.out);
+    let shard_blocks = (spec.overfitting().is_some() && !shard.is_whole()).then(|| shard_blocks_path(&args.out));
     let outputs: Vec<&Path> = [
         Some(args.out.as_path()),
+        shard_blocks.as_deref(),
         summary.as_deref(),
         opts.heatmap.as_ref().map(|h| h.path.as_path()),
         monitor_plot.as_deref(),
@@ -390,6 +392,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     }
     if let Some(o) = &report.overfitting {
         crate::overfit::print(o, opts.overfitting_plots.as_ref(), opts.blocks_out.as_deref())?;
+    }
+    if let Some(kept) = report.summary["overfitting_shard"]["blocks"].as_str() {
+        outln!("kept this shard's blocks in {kept}: `threadx merge` computes the statistics of all the shards");
     }
     Ok(())
 }
@@ -612,12 +617,14 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
         x: None,
         y: None,
     });
-    let report = match merge(&args.shards, &args.out, args.top, &args.by, heatmap.as_ref()) {
+    // The statistics' plots, where the shards kept their blocks (`--overfitting`).
+    let plots = (!is_special_file(&args.out)).then(|| (sibling(&args.out, "-pbo.svg"), sibling(&args.out, "-oos.svg")));
+    let report = match merge(&args.shards, &args.out, args.top, &args.by, heatmap.as_ref(), plots.as_ref()) {
         // Fewer than two parameters vary, or too many cells: merged without a heatmap.
         Err(threadx_sweep::SweepError::Spec(why)) if heatmap.is_some() => {
             outln!("no heatmap: {why}");
             heatmap = None;
-            merge(&args.shards, &args.out, args.top, &args.by, None)?
+            merge(&args.shards, &args.out, args.top, &args.by, None, plots.as_ref())?
         }
         other => other?,
     };
@@ -627,6 +634,9 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
         outln!("wrote the {} heatmap to {}", args.by, h.path.display());
     }
     print_summary_path(report.summary_path.as_deref(), &args.out)?;
+    if let Some(o) = &report.overfitting {
+        crate::overfit::print(o, plots.as_ref(), None)?;
+    }
     Ok(())
 }
 

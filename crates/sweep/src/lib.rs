@@ -38,15 +38,15 @@ pub use combos::{ComboSet, Shard, chunk_size};
 pub use error::SweepError;
 pub use output::{
     HeatmapOptions, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir,
-    data_fingerprint, merge, row_json, run_to_files, summary_path,
+    data_fingerprint, merge, run_to_files, summary_path,
 };
 pub use overfit::{
     DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, TopCombo, logit_histogram_svg,
-    oos_vs_is_svg,
+    oos_vs_is_svg, shard_blocks_path,
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use request::{SweepRequest, parse_size};
-pub use rows::{Row, header, parse_row, write_row};
+pub use rows::{Row, header, parse_row, row_json, write_row};
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
 pub use search::{
     Constraint, DEFAULT_BATCH, Evaluate, Objective, Sampler, SearchMethod, SearchOptions, SearchReport, SearchRequest,

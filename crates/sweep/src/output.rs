@@ -11,9 +11,12 @@
 use crate::SweepSpec;
 use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
-use crate::overfit::{Overfitting, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks};
+use crate::overfit::{
+    MergingBlocks, Overfitting, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks,
+    write_files, write_plots, write_shard_part,
+};
 use crate::report::{Heatmap, Leaderboard};
-use crate::rows::{Row, header, parse_row, row_combo, write_row};
+use crate::rows::{Row, header, parse_row, row_combo, row_json, write_row};
 use crate::runner::{ChunkResult, Sweep};
 use crate::spec::fnv1a;
 use serde_json::{Value, json};
@@ -296,9 +299,10 @@ pub fn run_to_files(
     };
 
     let blocks = sweep.spec().overfitting().zip(sweep.blocks());
-    if blocks.is_some() && opts.shard.count > 1 {
+    if blocks.is_some() && opts.shard.count > 1 && is_special_file(&opts.out) {
         return Err(SweepError::Spec(
-            "--overfitting needs every combo in one run; it cannot be combined with --shard".into(),
+            "--overfitting with --shard keeps the shard's blocks beside its results: --out must be a regular file"
+                .into(),
         ));
     }
     let parts = checkpoint_dir(&opts.out);
@@ -418,12 +422,18 @@ pub fn run_to_files(
     let write_s = write_s.into_inner().unwrap_or_else(|e| e.into_inner());
     // Resumed chunks after the last one run.
     keep_resumed(u64::MAX, &mut kept)?;
-    let overfitting = match blocks {
-        Some((options, cuts)) => Some(phases.time("overfitting", || {
-            crate::overfit::write_files(sweep, opts, options, cuts, std::mem::take(&mut kept), leaderboard.rows())
-        })?),
-        None => None,
-    };
+    // A shard keeps its blocks for `merge`, which computes the statistics of them all.
+    let (mut overfitting, mut shard_part) = (None, None);
+    if let Some((options, cuts)) = blocks {
+        let kept = std::mem::take(&mut kept);
+        phases.time("overfitting", || -> Result<(), SweepError> {
+            match opts.shard.count {
+                1 => overfitting = Some(write_files(sweep, opts, options, cuts, kept, leaderboard.rows())?),
+                _ => shard_part = Some(write_shard_part(sweep, opts, cuts, kept, leaderboard.rows())?),
+            }
+            Ok(())
+        })?;
+    }
 
     let phase_report = phases.report();
     let timings = Timings {
@@ -454,6 +464,9 @@ pub fn run_to_files(
     });
     if let Some(o) = &overfitting {
         summary["overfitting"] = o.to_json();
+    }
+    if let Some(part) = shard_part {
+        summary["overfitting_shard"] = part;
     }
     let telemetry = telemetry.map(|sample| sample());
     if let Some(t) = &telemetry {
@@ -489,23 +502,18 @@ pub fn best_json(strategy: &Strategy, leaderboard: &Leaderboard) -> Value {
     json!({"by": leaderboard.by(), "rows": rows})
 }
 
-/// One row as a JSON object.
-pub fn row_json(strategy: &Strategy, row: &Row) -> Value {
-    let params: serde_json::Map<String, Value> =
-        strategy.schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect();
-    json!({"combo": row.combo, "params": params, "metrics": row.metrics.to_json()})
-}
-
 /// Joins the results files of every shard of one sweep into `out`, byte-identical to the
-/// file a one-process run writes, with a summary beside it. Each shard's summary (written
-/// beside it when the shard finished) proves it complete and names its sweep; missing,
-/// repeated or foreign shards are refused before anything is written.
+/// file a one-process run writes, with a summary beside it (and, for shards run with
+/// `--overfitting`, the statistics of them all and their `plots`). Each shard's summary
+/// (written beside it when the shard finished) proves it complete and names its sweep;
+/// missing, repeated or foreign shards are refused before anything is written.
 pub fn merge(
     shards: &[PathBuf],
     out: &Path,
     top: usize,
     by: &str,
     heatmap: Option<&HeatmapOptions>,
+    plots: Option<&(PathBuf, PathBuf)>,
 ) -> Result<SweepReport, SweepError> {
     let bad = |problem: String| SweepError::Merge(problem);
     if shards.is_empty() {
@@ -514,12 +522,14 @@ pub fn merge(
     check_writable(out)?;
     // Neither the merged file nor its summary may be a shard or a shard's summary.
     let shard_summaries: Vec<PathBuf> = shards.iter().filter_map(|p| summary_path(p)).collect();
-    let inputs: Vec<&Path> =
-        shards.iter().map(PathBuf::as_path).chain(shard_summaries.iter().map(PathBuf::as_path)).collect();
+    let shard_blocks: Vec<PathBuf> = shards.iter().map(|p| crate::overfit::shard_blocks_path(p)).collect();
+    let inputs: Vec<&Path> = shards.iter().chain(&shard_summaries).chain(&shard_blocks).map(PathBuf::as_path).collect();
     let out_summary = summary_path(out);
-    let outputs: Vec<&Path> = std::iter::once(out).chain(out_summary.as_deref()).collect();
+    let plot_paths = plots.into_iter().flat_map(|(h, s)| [h.as_path(), s.as_path()]);
+    let outputs: Vec<&Path> = std::iter::once(out).chain(out_summary.as_deref()).chain(plot_paths).collect();
     refuse_output_over_input(&outputs, &inputs).map_err(bad)?;
     let mut identity: Option<Value> = None;
+    let mut summaries = Vec::new();
     let mut seen: BTreeMap<u64, &PathBuf> = BTreeMap::new();
     let mut expected_rows = 0u64;
     let mut count = 0;
@@ -555,6 +565,7 @@ pub fn merge(
             return Err(bad(format!("{} and {} are both shard {index}/{count}", other.display(), path.display())));
         }
         expected_rows += summary["combos"]["rows"].as_u64().unwrap_or(0);
+        summaries.push(summary);
     }
     let missing: Vec<String> = (0..count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
     if !missing.is_empty() {
@@ -563,6 +574,8 @@ pub fn merge(
     let identity = identity.unwrap_or_default();
     let spec = SweepSpec::from_identity(&identity["spec"])?;
     let strategy = spec.strategy();
+    let bars = summaries[0]["data"]["bars"].as_u64().unwrap_or(0) as usize;
+    let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars)?;
     // A search's shards hold trials (numbered in evaluation order) instead of combos.
     let search = spec.search();
     let head = match search {
@@ -624,6 +637,9 @@ pub fn merge(
         if let Some((h, _)) = heatmap.as_mut() {
             h.offer(&row);
         }
+        if let Some(b) = blocks.as_mut() {
+            b.take(i, &row)?;
+        }
         // A search's best list comes from its trials below (by the objective).
         if search.is_none() {
             leaderboard.offer(row);
@@ -649,6 +665,13 @@ pub fn merge(
         "combos": {"rows": rows},
         "best": best_json(strategy, &leaderboard),
     });
+    let overfitting = blocks.map(MergingBlocks::finish).transpose()?;
+    if let Some(o) = &overfitting {
+        if let Some(plots) = plots {
+            write_plots(o, plots, strategy.name())?;
+        }
+        summary["overfitting"] = o.to_json();
+    }
     let mut best = leaderboard.rows().to_vec();
     if let Some(options) = search {
         let report = crate::search::SearchReport::of_trials(options, trials);
@@ -667,7 +690,7 @@ pub fn merge(
         workers: None,
         timings: None,
         telemetry: None,
-        overfitting: None,
+        overfitting,
         best,
         rows,
         summary_path: out_summary,

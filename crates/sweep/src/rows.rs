@@ -2,6 +2,7 @@
 //! parser, so chunk files, resumed chunks, shards and merges read and write the same bytes.
 
 use crate::error::SweepError;
+use serde_json::{Value, json};
 use std::fmt::Write;
 use threadx_backtest::{Metrics, ParamKind, ParamValues, Strategy};
 
@@ -90,4 +91,11 @@ pub fn parse_row(strategy: &Strategy, line: &str) -> Result<Row, SweepError> {
 /// The combo number at the start of a row, for merging without parsing the rest.
 pub fn row_combo(line: &str) -> Option<u64> {
     line.split(',').next()?.parse().ok()
+}
+
+/// One row as a JSON object.
+pub fn row_json(strategy: &Strategy, row: &Row) -> Value {
+    let params: serde_json::Map<String, Value> =
+        strategy.schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect();
+    json!({"combo": row.combo, "params": params, "metrics": row.metrics.to_json()})
 }

@@ -12,11 +12,11 @@ use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::output::{
     CheckpointLock, OutputOptions, SweepReport, check_output, checksummed, chunk_path, identity, in_file,
-    open_checkpoint, read_chunk, row_json, summary_path,
+    open_checkpoint, read_chunk, summary_path,
 };
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::report::Heatmap;
-use crate::rows::{Row, header, parse_row, write_row};
+use crate::rows::{Row, header, parse_row, row_json, write_row};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
 use crate::search_plot::best_so_far_svg;
 use crate::session::Session;

@@ -174,7 +174,7 @@ impl WalkForwardReport {
                 json!({
                     "train": [format_time(data.timestamps()[r.train.start]), format_time(data.timestamps()[r.train.end - 1])],
                     "test": [format_time(data.timestamps()[r.test.start]), format_time(data.timestamps()[r.test.end - 1])],
-                    "best": crate::output::row_json(spec.strategy(), &r.best),
+                    "best": crate::rows::row_json(spec.strategy(), &r.best),
                     "out_of_sample": r.test_report.metrics.to_json(),
                     "out_of_sample_dsr": r.deflated,
                 })

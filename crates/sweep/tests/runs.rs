@@ -167,22 +167,23 @@ fn bytes_do_not_depend_on_threads_shards_or_sampling() {
         })
         .collect();
     let merged = dir.path().join("merged.csv");
-    let report = merge(&[shards[2].clone(), shards[0].clone(), shards[1].clone()], &merged, 5, "sharpe", None).unwrap();
+    let report =
+        merge(&[shards[2].clone(), shards[0].clone(), shards[1].clone()], &merged, 5, "sharpe", None, None).unwrap();
     assert_eq!(report.rows, 320);
     assert_eq!(std::fs::read(&merged).unwrap(), whole, "merged shards equal a one-process run, byte for byte");
 
     // Refusals: a missing shard, the same shard twice, a shard of another sweep.
-    let missing = merge(&shards[..2], &dir.path().join("m1.csv"), 5, "sharpe", None).unwrap_err().to_string();
+    let missing = merge(&shards[..2], &dir.path().join("m1.csv"), 5, "sharpe", None, None).unwrap_err().to_string();
     assert_eq!(missing, "merge: missing shard(s) 2/3");
-    let twice =
-        merge(&[shards[0].clone(), shards[0].clone()], &dir.path().join("m2.csv"), 5, "sharpe", None).unwrap_err();
+    let twice = merge(&[shards[0].clone(), shards[0].clone()], &dir.path().join("m2.csv"), 5, "sharpe", None, None)
+        .unwrap_err();
     assert!(twice.to_string().contains("are both shard 0/3"), "{twice}");
     let mut other = spec.clone();
     other.fee = Some(0.002);
     let foreign = dir.path().join("foreign.csv");
     run(&d, &other, &OutputOptions { shard: Shard { index: 2, count: 3 }, ..options(&foreign) }, 2);
     let mismatch =
-        merge(&[shards[0].clone(), shards[1].clone(), foreign], &dir.path().join("m3.csv"), 5, "sharpe", None);
+        merge(&[shards[0].clone(), shards[1].clone(), foreign], &dir.path().join("m3.csv"), 5, "sharpe", None, None);
     assert!(mismatch.unwrap_err().to_string().contains("belongs to a different sweep"));
     assert!(!dir.path().join("m1.csv").exists() && !dir.path().join("m3.csv").exists(), "nothing written on refusal");
 
@@ -365,7 +366,7 @@ fn the_cpu_and_every_adapter_together_resume_and_merge_to_the_cpus_bytes() {
         })
         .collect();
     let merged = dir.path().join("pool-merged.csv");
-    merge(&shards, &merged, 5, "sharpe", None).unwrap();
+    merge(&shards, &merged, 5, "sharpe", None, None).unwrap();
     assert_eq!(std::fs::read(&merged).unwrap(), whole, "pool shards merge to the CPU bytes");
 }
 

@@ -20,10 +20,20 @@ pub(crate) fn blocks_path(chunk: &Path) -> PathBuf {
 /// Writes a finished chunk's blocks and Sharpe ratios: per combo its Sharpe ratio, then
 /// its blocks.
 pub(crate) fn write_chunk_blocks(path: &Path, r: &ChunkResult, cuts: &BlockCuts) -> Result<(), SweepError> {
+    write_blocks(path, r.metrics.iter().map(|m| m.sharpe), &r.blocks, cuts)
+}
+
+/// Writes `sharpe` and `blocks` (per combo, in order) as [`write_chunk_blocks`] does.
+pub(crate) fn write_blocks(
+    path: &Path,
+    sharpe: impl ExactSizeIterator<Item = f64>,
+    blocks: &[f64],
+    cuts: &BlockCuts,
+) -> Result<(), SweepError> {
     let per = cuts.stats_len();
-    let mut bytes = Vec::with_capacity(r.combos.len() * (per + 1) * 8 + 8);
-    for (m, blocks) in r.metrics.iter().zip(r.blocks.chunks_exact(per)) {
-        bytes.extend(m.sharpe.to_le_bytes());
+    let mut bytes = Vec::with_capacity(sharpe.len() * (per + 1) * 8 + 8);
+    for (sharpe, blocks) in sharpe.zip(blocks.chunks_exact(per)) {
+        bytes.extend(sharpe.to_le_bytes());
         for v in blocks {
             bytes.extend(v.to_le_bytes());
         }

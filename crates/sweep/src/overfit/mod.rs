@@ -7,9 +7,14 @@
 
 mod kept;
 mod plot;
+mod shards;
 
-pub(crate) use kept::{blocks_path, read_chunk_blocks, verified_blocks, write_blocks_csv, write_chunk_blocks};
+pub(crate) use kept::{
+    blocks_path, read_chunk_blocks, verified_blocks, write_blocks, write_blocks_csv, write_chunk_blocks,
+};
 pub use plot::{logit_histogram_svg, oos_vs_is_svg};
+pub use shards::shard_blocks_path;
+pub(crate) use shards::{MergingBlocks, write_shard_part};
 
 use crate::error::{SweepError, io_error};
 use crate::output::OutputOptions;
@@ -18,6 +23,7 @@ use crate::rows::Row;
 use crate::runner::{ChunkResult, Sweep};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, DEFAULT_BLOCKS, simulate_detailed};
 use threadx_indicators::SeededRng;
@@ -118,22 +124,34 @@ impl SweepBlocks {
 }
 
 /// One top combo's deflated Sharpe ratio and stability.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TopCombo {
     pub combo: u64,
     pub params: serde_json::Map<String, Value>,
-    /// Per bar (not annualised), the DSR's and PSR's.
+    /// Per bar (not annualised), the DSR's and PSR's. (NaN is null in JSON, both ways.)
+    #[serde(deserialize_with = "null_as_nan")]
     pub sharpe: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub dsr: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub psr: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub skew: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub kurtosis: f64,
     /// The objective over the combo's grid neighbours (±1 step on each axis): how many,
     /// their mean and their least (NaN when it has none).
+    #[serde(deserialize_with = "null_as_nan")]
     pub objective: f64,
     pub neighbours: usize,
+    #[serde(deserialize_with = "null_as_nan")]
     pub neighbour_mean: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub neighbour_min: f64,
+}
+
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Option::<f64>::deserialize(d).map(|v| v.unwrap_or(f64::NAN))
 }
 
 /// A sweep's overfitting statistics.
@@ -166,6 +184,22 @@ impl Overfitting {
         by: &str,
     ) -> Result<Self, SweepError> {
         let started = Instant::now();
+        let bars = sweep.book().bars();
+        let top = top_combos(sweep, best, by)?;
+        Self::from_parts(cuts, options, kept, top, bars, by, started)
+    }
+
+    /// The statistics from the blocks of every combo (`kept`, in combo order) and the top
+    /// combos' details (`top`, best first; their DSR and PSR are computed here).
+    pub(crate) fn from_parts(
+        cuts: &BlockCuts,
+        options: &OverfittingOptions,
+        kept: SweepBlocks,
+        mut top: Vec<TopCombo>,
+        bars: usize,
+        by: &str,
+        started: Instant,
+    ) -> Result<Self, SweepError> {
         let s = cuts.count() as usize;
         let stats = |e: threadx_stats::StatsError| SweepError::Spec(format!("overfitting: {e}"));
         let SweepBlocks { combos, blocks, sharpe } = kept;
@@ -176,10 +210,11 @@ impl Overfitting {
         let report = pbo(&matrix, &splits).map_err(stats)?;
         let sharpe_std = sample_std(&sharpe);
         let trials = options.effective_trials.unwrap_or(combos.len() as f64);
-        let bars = sweep.book().bars();
         let (_, sr0) = deflated_sharpe(0.0, bars as f64, 0.0, 3.0, sharpe_std, trials);
-        let top =
-            best.iter().take(TOP).map(|row| top_combo(sweep, row, by, bars, sr0)).collect::<Result<Vec<_>, _>>()?;
+        for t in &mut top {
+            t.dsr = psr(t.sharpe, bars as f64, t.skew, t.kurtosis, sr0);
+            t.psr = psr(t.sharpe, bars as f64, t.skew, t.kurtosis, 0.0);
+        }
         Ok(Self {
             options: *options,
             cuts: *cuts,
@@ -290,30 +325,39 @@ fn thousands(n: usize) -> String {
     threadx_dispatch::thousands(n as u64)
 }
 
-/// A top combo re-run in detail on the CPU: its returns' moments, DSR, PSR and stability.
-fn top_combo(sweep: &Sweep, row: &Row, by: &str, bars: usize, sr0: f64) -> Result<TopCombo, SweepError> {
-    let book = sweep.book();
-    let report = simulate_detailed(book, &book.combo_plan(row.combo), sweep.spec().fee());
-    let (skew, kurtosis) = moments(&report.returns());
-    let sharpe = row.metrics.sharpe;
+/// The first [`TOP`] of `best` re-run in detail on the CPU: their returns' moments and
+/// stability (their DSR and PSR NaN until [`Overfitting::from_parts`]).
+pub(crate) fn top_combos(sweep: &Sweep, best: &[Row], by: &str) -> Result<Vec<TopCombo>, SweepError> {
     let index = metric_index(by)?;
-    let neighbours = sweep.evaluate_on_cpu(&neighbours(sweep.spec().axes(), row.combo));
-    let values: Vec<f64> = neighbours.metrics.iter().map(|m| m.values()[index]).filter(|v| !v.is_nan()).collect();
-    let params =
-        sweep.spec().strategy().schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.clone(), p.to_json(v)));
-    Ok(TopCombo {
-        combo: row.combo,
-        params: params.collect(),
-        sharpe,
-        dsr: psr(sharpe, bars as f64, skew, kurtosis, sr0),
-        psr: psr(sharpe, bars as f64, skew, kurtosis, 0.0),
-        skew,
-        kurtosis,
-        objective: row.metrics.values()[index],
-        neighbours: values.len(),
-        neighbour_mean: if values.is_empty() { f64::NAN } else { values.iter().sum::<f64>() / values.len() as f64 },
-        neighbour_min: values.iter().copied().fold(f64::NAN, f64::min),
-    })
+    best.iter()
+        .take(TOP)
+        .map(|row| {
+            let book = sweep.book();
+            let report = simulate_detailed(book, &book.combo_plan(row.combo), sweep.spec().fee());
+            let (skew, kurtosis) = moments(&report.returns());
+            let neighbours = sweep.evaluate_on_cpu(&neighbours(sweep.spec().axes(), row.combo));
+            let values: Vec<f64> =
+                neighbours.metrics.iter().map(|m| m.values()[index]).filter(|v| !v.is_nan()).collect();
+            let params = sweep.spec().strategy().schema().iter().zip(row.values.iter());
+            Ok(TopCombo {
+                combo: row.combo,
+                params: params.map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect(),
+                sharpe: row.metrics.sharpe,
+                dsr: f64::NAN,
+                psr: f64::NAN,
+                skew,
+                kurtosis,
+                objective: row.metrics.values()[index],
+                neighbours: values.len(),
+                neighbour_mean: if values.is_empty() {
+                    f64::NAN
+                } else {
+                    values.iter().sum::<f64>() / values.len() as f64
+                },
+                neighbour_min: values.iter().copied().fold(f64::NAN, f64::min),
+            })
+        })
+        .collect()
 }
 
 /// The grid numbers of `combo`'s neighbours: one step down and up each axis (the last
@@ -350,12 +394,20 @@ pub(crate) fn write_files(
         write_blocks_csv(path, &kept, cuts)?;
     }
     let o = Overfitting::compute(sweep, cuts, options, kept, best, &opts.by)?;
-    if let Some((histogram, scatter)) = &opts.overfitting_plots {
-        let name = sweep.spec().strategy().name();
-        let svg = logit_histogram_svg(&o.pbo, &format!("{name}: CSCV logits (PBO {:.2})", o.pbo.pbo))?;
-        write_file_atomic(histogram, svg.as_bytes()).map_err(io_error(histogram))?;
-        let svg = oos_vs_is_svg(&o.pbo, &format!("{name}: out of sample against in sample"))?;
-        write_file_atomic(scatter, svg.as_bytes()).map_err(io_error(scatter))?;
+    if let Some(plots) = &opts.overfitting_plots {
+        write_plots(&o, plots, sweep.spec().strategy().name())?;
     }
     Ok(o)
+}
+
+/// The logit histogram and the out-of-sample plot of `o` (a `name` sweep's).
+pub(crate) fn write_plots(
+    o: &Overfitting,
+    (histogram, scatter): &(PathBuf, PathBuf),
+    name: &str,
+) -> Result<(), SweepError> {
+    let svg = logit_histogram_svg(&o.pbo, &format!("{name}: CSCV logits (PBO {:.2})", o.pbo.pbo))?;
+    write_file_atomic(histogram, svg.as_bytes()).map_err(io_error(histogram))?;
+    let svg = oos_vs_is_svg(&o.pbo, &format!("{name}: out of sample against in sample"))?;
+    write_file_atomic(scatter, svg.as_bytes()).map_err(io_error(scatter))
 }

@@ -1,0 +1,145 @@
+//! The overfitting statistics of a sweep run in shards. Each shard keeps its combos'
+//! blocks and Sharpe ratios in a file beside its results (`<name>.blocks`, checksummed,
+//! in its rows' order) and the details of its best combos in its summary
+//! (`overfitting_shard`); `threadx merge` joins the blocks in combo order as it joins the
+//! rows ([`MergingBlocks`]) and takes the top combos' details from the shards: the whole
+//! sweep's best are among the shards' bests, so the merged statistics are a whole run's.
+
+use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, TopCombo, top_combos, write_blocks};
+use crate::error::SweepError;
+use crate::output::OutputOptions;
+use crate::report::Leaderboard;
+use crate::rows::Row;
+use crate::runner::Sweep;
+use crate::spec::SweepSpec;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use threadx_backtest::BlockCuts;
+
+/// The blocks file beside a shard's results (`--overfitting --shard`), which `merge` reads.
+pub fn shard_blocks_path(results: &Path) -> PathBuf {
+    results.with_extension("blocks")
+}
+
+/// Writes a shard's blocks beside its results and returns its summary's
+/// `overfitting_shard`: the blocks file, and its best rows' details by `opts.by`.
+pub(crate) fn write_shard_part(
+    sweep: &Sweep,
+    opts: &OutputOptions,
+    cuts: &BlockCuts,
+    kept: SweepBlocks,
+    best: &[Row],
+) -> Result<Value, SweepError> {
+    let path = shard_blocks_path(&opts.out);
+    write_blocks(&path, kept.sharpe.iter().copied(), &kept.blocks, cuts)?;
+    let top = top_combos(sweep, best, &opts.by)?;
+    Ok(json!({
+        "blocks": path.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "combos": kept.combos.len(),
+        "by": opts.by,
+        "top": top,
+    }))
+}
+
+/// One shard's blocks being taken in order: the records and how far they are taken.
+#[derive(Debug)]
+struct ShardBlocks {
+    path: PathBuf,
+    values: Vec<f64>,
+    next: usize,
+}
+
+/// The shards' blocks joined in combo order as `merge` takes their rows.
+#[derive(Debug)]
+pub(crate) struct MergingBlocks {
+    options: OverfittingOptions,
+    cuts: BlockCuts,
+    bars: usize,
+    by: String,
+    shards: Vec<ShardBlocks>,
+    tops: Vec<TopCombo>,
+    /// The whole sweep's best rows by the shards' objective, as a whole run ranks them.
+    best: Leaderboard,
+    kept: SweepBlocks,
+    started: Instant,
+}
+
+impl MergingBlocks {
+    /// The shards' blocks (`summaries` are theirs, in the same order), or `None` when
+    /// their spec asks for no statistics. `bars` is the data's length.
+    pub fn open(
+        spec: &SweepSpec,
+        shards: &[PathBuf],
+        summaries: &[Value],
+        bars: usize,
+    ) -> Result<Option<Self>, SweepError> {
+        let Some(options) = spec.overfitting() else { return Ok(None) };
+        let bad = |problem: String| SweepError::Merge(problem);
+        let cuts = BlockCuts::new(bars, options.blocks).map_err(|e| bad(format!("--{e}")))?;
+        let per = cuts.stats_len() + 1;
+        let (mut by, mut keep, mut tops, mut open) = (String::new(), 0, Vec::new(), Vec::new());
+        for (path, summary) in shards.iter().zip(summaries) {
+            let part = &summary["overfitting_shard"];
+            let file = shard_blocks_path(path);
+            let combos = part["combos"].as_u64().ok_or_else(|| {
+                bad(format!(
+                    "{}: its summary has no overfitting part (a shard run with --overfitting writes one)",
+                    path.display()
+                ))
+            })?;
+            let bytes = super::verified_blocks(&file)?;
+            if bytes.len() as u64 != combos * per as u64 * 8 {
+                return Err(bad(format!("{}: it does not hold the shard's {combos} combos", file.display())));
+            }
+            let values = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
+            let top: Vec<TopCombo> = serde_json::from_value(part["top"].clone())
+                .map_err(|e| bad(format!("{}: unreadable top combos ({e})", path.display())))?;
+            by = part["by"].as_str().unwrap_or("sharpe").to_owned();
+            keep = keep.max(top.len());
+            tops.extend(top);
+            open.push(ShardBlocks { path: file, values, next: 0 });
+        }
+        Ok(Some(Self {
+            options: *options,
+            cuts,
+            bars,
+            best: Leaderboard::new(&by, keep.min(TOP))?,
+            by,
+            shards: open,
+            tops,
+            kept: SweepBlocks::default(),
+            started: Instant::now(),
+        }))
+    }
+
+    /// Takes the next combo of shard `i`, whose row is `row`.
+    pub fn take(&mut self, i: usize, row: &Row) -> Result<(), SweepError> {
+        let per = self.cuts.stats_len() + 1;
+        let shard = &mut self.shards[i];
+        let Some(record) = shard.values.get(shard.next * per..(shard.next + 1) * per) else {
+            return Err(SweepError::Merge(format!("{}: fewer combos than its rows", shard.path.display())));
+        };
+        shard.next += 1;
+        self.kept.combos.push(row.combo);
+        self.kept.sharpe.push(record[0]);
+        self.kept.blocks.extend_from_slice(&record[1..]);
+        self.best.offer(*row);
+        Ok(())
+    }
+
+    /// The statistics over every shard's combos.
+    pub fn finish(self) -> Result<Overfitting, SweepError> {
+        let top = self
+            .best
+            .rows()
+            .iter()
+            .map(|row| {
+                self.tops.iter().find(|t| t.combo == row.combo).cloned().ok_or_else(|| {
+                    SweepError::Merge(format!("combo {} is among the best but no shard kept its details", row.combo))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Overfitting::from_parts(&self.cuts, &self.options, self.kept, top, self.bars, &self.by, self.started)
+    }
+}
