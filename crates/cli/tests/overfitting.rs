@@ -24,6 +24,13 @@ const ARGS: [&str; 12] = [
     "--overfitting",
 ];
 
+/// A summary's statistics without the time they took.
+fn statistics(summary: &serde_json::Value) -> serde_json::Value {
+    let mut o = summary["overfitting"].clone();
+    o.as_object_mut().unwrap().remove("seconds");
+    o
+}
+
 fn run(dir: &std::path::Path, extra: &[&str]) -> serde_json::Value {
     let mut args = ARGS.to_vec();
     args.extend(extra);
@@ -91,12 +98,7 @@ fn a_killed_run_resumes_to_the_same_statistics() {
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
     assert!(text(&resumed.stderr).contains("running chunk 0 again"), "{}", text(&resumed.stderr));
     let again: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
-    let strip = |v: &serde_json::Value| {
-        let mut o = v["overfitting"].clone();
-        o.as_object_mut().unwrap().remove("seconds");
-        o
-    };
-    assert_eq!(strip(&again), strip(&whole));
+    assert_eq!(statistics(&again), statistics(&whole));
     assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), std::fs::read(dir.path().join("whole.csv")).unwrap());
 }
 
@@ -154,12 +156,7 @@ fn a_search_keeps_its_trials_blocks_and_resumes_to_the_same_statistics() {
     assert!(text(&resumed.stderr).contains("running batch 0 again"), "{}", text(&resumed.stderr));
     assert!(text(&resumed.stdout).contains("PBO "), "{}", text(&resumed.stdout));
     let again: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
-    let strip = |v: &serde_json::Value| {
-        let mut o = v["overfitting"].clone();
-        o.as_object_mut().unwrap().remove("seconds");
-        o
-    };
-    assert_eq!(strip(&again), strip(&whole));
+    assert_eq!(statistics(&again), statistics(&whole));
     assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), std::fs::read(dir.path().join("s.csv")).unwrap());
 }
 
@@ -178,12 +175,7 @@ fn shards_merged_give_a_whole_runs_statistics_and_plots() {
     assert!(merged.status.success(), "{}", text(&merged.stderr));
     assert!(text(&merged.stdout).contains("PBO "), "{}", text(&merged.stdout));
     let m: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("m.json")).unwrap()).unwrap();
-    let strip = |v: &serde_json::Value| {
-        let mut o = v["overfitting"].clone();
-        o.as_object_mut().unwrap().remove("seconds");
-        o
-    };
-    assert_eq!(strip(&m), strip(&whole));
+    assert_eq!(statistics(&m), statistics(&whole));
     let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
     for (a, b) in [("m.csv", "whole.csv"), ("m-pbo.svg", "whole-pbo.svg"), ("m-oos.svg", "whole-oos.svg")] {
         assert_eq!(read(a), read(b), "{a} differs from {b}");
