@@ -3,7 +3,7 @@
 use crate::{Bars, detached, dispatcher, note, request, row_columns, sweep_error};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use threadx_sweep::{ChunkResult, SweepError};
+use threadx_sweep::SweepError;
 
 /// The trials of the request's search: `{"columns", "best", "stop", "seconds",
 /// "search_seconds"}`, the columns in trial order, `best` the best trial's number or None.
@@ -21,17 +21,16 @@ pub fn search<'py>(
     };
     let data = bars.data.clone();
     let dispatcher = dispatcher(spec.device())?;
-    let (session, report) = detached(py, &dispatcher, progress, |hook| {
+    let (session, report, rows, overfitting) = detached(py, &dispatcher, progress, |hook| {
         let session = threadx_sweep::Session::new(&spec, data.clone(), dispatcher.clone(), &mut note)?;
-        let report = session.search(&options, &mut |r| hook(r.trials.len() as u64, options.trials))?;
-        Ok((session, report))
+        let (report, rows) = session.search(&options, &mut |r| hook(r.trials.len() as u64, options.trials))?;
+        let overfitting = session.search_overfitting(&report, &options, &rows)?;
+        Ok((session, report, rows, overfitting))
     })?;
-    let rows = ChunkResult {
-        combos: report.trials.iter().map(|t| t.combo).collect(),
-        metrics: report.trials.iter().map(|t| t.metrics).collect(),
-        blocks: Vec::new(),
-    };
     let out = PyDict::new(py);
+    if let Some(o) = overfitting {
+        out.set_item("overfitting", o.to_json().to_string())?;
+    }
     out.set_item("columns", row_columns(py, &session, &rows)?)?;
     out.set_item("best", report.best)?;
     out.set_item("stop", report.stop.name())?;

@@ -123,3 +123,20 @@ def test_sweep_overfitting_is_the_clis(cli, data: pd.DataFrame) -> None:
     assert len(want["top"]) == 10 and want["top"][0]["neighbours"] >= 1
     assert (cli.workdir / "r-pbo.svg").exists() and (cli.workdir / "r-oos.svg").exists()
     assert "overfitting" not in threadx.sweep(data, "bb_atr", grid=grid, device="cpu", progress=False).attrs
+
+
+def test_search_overfitting_is_the_clis(cli, data: pd.DataFrame) -> None:
+    grid = {"bb_period": [10, 20, 30], "bb_std": [1.5, 2.0, 2.5], "atr_period": [14], "atr_mult": [1.0, 2.0, 3.0]}
+    found = threadx.search(
+        data, "bb_atr", "sobol", 20, grid=grid, batch=8, seed=3, device="cpu", progress=False, overfitting={"blocks": 8}
+    )
+    got = found.trials.attrs["overfitting"]
+    cli.run(
+        "--device", "cpu", "sweep", "--data", DATA, *grid_flags(grid),
+        "--search", "sobol", "--trials", "20", "--batch", "8", "--seed", "3", "--blocks", "8", "--out", "s.csv",
+    )  # fmt: skip
+    want = json.loads((cli.workdir / "s.json").read_text())["overfitting"]
+    for key in ["pbo", "prob_oos_loss", "degradation_slope", "logit_quantiles", "dsr", "psr", "sr0", "top", "trials"]:
+        assert got[key] == want[key], key
+    assert want["trials"] == {"n": 20.0, "source": "combos evaluated"}
+    assert "overfitting" not in threadx.search(data, "bb_atr", "sobol", 20, grid=grid, progress=False).trials.attrs

@@ -239,6 +239,7 @@ def search(
     periods_per_year: Optional[float] = None,
     threads: Optional[int] = None,
     progress: Union[bool, ProgressCallback] = True,
+    overfitting: Union[bool, Mapping[str, Any]] = False,
 ) -> SearchResult:
     """Search a strategy's grid instead of running all of it, as ``threadx sweep
     --search``: ``method`` is ``"random"``, ``"sobol"``, ``"lhs"`` (designs fixed in
@@ -248,7 +249,9 @@ def search(
     of ``constraints`` (``"trades >= 30"``) never wins. ``patience=K`` stops after K
     trials without improvement; ``target`` stops once the metric reaches it. The same
     arguments and ``seed`` give the same trials and bytes on every device; the rows
-    equal ``sweep``'s for the same combos."""
+    equal ``sweep``'s for the same combos. ``overfitting=True`` (or a dict, as for
+    ``sweep``) puts ``threadx sweep --search … --overfitting``'s object (PBO over the
+    trials, the best's DSR with N = the trials, stability) in ``trials.attrs["overfitting"]``."""
     bars, _index = _bars(data)
     if isinstance(constraints, str):
         constraints = [constraints]
@@ -266,6 +269,8 @@ def search(
         "minimize": bool(minimize),
         "constraints": [str(c) for c in constraints],
     }
+    if overfitting is not False:
+        request["overfitting"] = {} if overfitting is True else dict(overfitting)
     callback, finish = _progress(progress, "trials")
     try:
         out = _threadx.search(bars, json.dumps(request, allow_nan=True), callback)
@@ -273,6 +278,8 @@ def search(
         finish()
     frame = _frame(out["columns"])
     frame.index = pd.RangeIndex(len(frame), name="trial")
+    if "overfitting" in out:
+        frame.attrs["overfitting"] = json.loads(out["overfitting"])
     best = None if out["best"] is None else frame.iloc[int(out["best"])]
     return SearchResult(frame, best, out["stop"], float(out["seconds"]), float(out["search_seconds"]))
 

@@ -159,14 +159,48 @@ impl Session {
 
     /// A search over the session's grid ([`search`](crate::search)): each batch the
     /// sampler proposes runs on the pool as [`Session::evaluate`] runs it. A session
-    /// prepared for a design (its spec's search) holds only that design's combos.
+    /// prepared for a design (its spec's search) holds only that design's combos. Gives
+    /// the report and the trials' rows in trial order (with their blocks when the spec
+    /// asks for the overfitting statistics: [`Session::search_overfitting`]).
     pub fn search(
         &self,
         options: &SearchOptions,
         progress: &mut dyn FnMut(&SearchReport) -> Result<(), SweepError>,
-    ) -> Result<SearchReport, SweepError> {
+    ) -> Result<(SearchReport, ChunkResult), SweepError> {
         let space = SearchSpace::new(self.spec().grid());
-        crate::search::search(space, options, &mut |combos| Ok(self.evaluate(combos)?.metrics), progress)
+        let mut rows = ChunkResult::default();
+        let report = crate::search::search(
+            space,
+            options,
+            &mut |combos| {
+                let batch = self.evaluate(combos)?;
+                let metrics = batch.metrics.clone();
+                rows.extend(batch);
+                Ok(metrics)
+            },
+            progress,
+        )?;
+        // A stopping rule ends the trials inside a batch.
+        let (trials, per) = (report.trials.len(), rows.blocks.len() / rows.combos.len().max(1));
+        rows.combos.truncate(trials);
+        rows.metrics.truncate(trials);
+        rows.blocks.truncate(trials * per);
+        Ok((report, rows))
+    }
+
+    /// The overfitting statistics of a search's trials (`rows`, from [`Session::search`])
+    /// with its best feasible trials by the objective, when the spec asks for them: what
+    /// a search run to files puts in its summary.
+    pub fn search_overfitting(
+        &self,
+        report: &SearchReport,
+        options: &SearchOptions,
+        rows: &ChunkResult,
+    ) -> Result<Option<Overfitting>, SweepError> {
+        let (Some(o), Some(cuts)) = (self.spec().overfitting(), self.sweep.blocks()) else { return Ok(None) };
+        let book = self.sweep.book();
+        let best = crate::search_run::best_rows(report, options, crate::overfit::TOP, |c| book.combo_values(c));
+        Overfitting::compute(&self.sweep, cuts, o, SweepBlocks::of(rows), &best, options.objective.metric()).map(Some)
     }
 
     /// The rows of parameter sets (schema order), each value on the grid's axis for its

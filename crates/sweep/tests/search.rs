@@ -187,7 +187,8 @@ fn a_search_over_a_session_is_the_same_on_every_device() {
             let spec = request(mode).check().unwrap();
             let dispatcher = Arc::new(dispatcher_in(dir.path(), mode));
             let session = Session::new(&spec, data.clone(), dispatcher, &mut |_| {}).unwrap();
-            let report = session.search(&options(method, 120, 32, 9), &mut |_| Ok(())).unwrap();
+            let (report, trials) = session.search(&options(method, 120, 32, 9), &mut |_| Ok(())).unwrap();
+            assert_eq!(trials.combos, report.trials.iter().map(|t| t.combo).collect::<Vec<_>>());
             let rows: Vec<(u64, [u64; 8])> =
                 report.trials.iter().map(|t| (t.combo, t.metrics.values().map(f64::to_bits))).collect();
             assert_eq!(rows.len(), 120);
