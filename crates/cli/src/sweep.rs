@@ -335,6 +335,8 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         return crate::search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet);
     }
     let bar = progress_bar(session.sweep().combos().len(), args.quiet, "combos");
+    // After the last chunk, the statistics still take a while (seconds at 10^6 combos).
+    let last_step = if spec.overfitting().is_some() { " · computing the overfitting statistics" } else { "" };
     let mut sample_machine = || {
         let monitor = monitor.as_mut().expect("sampled only with --monitor");
         monitor.stop();
@@ -348,6 +350,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         &mut |done, total| {
             bar.set_length(total);
             bar.set_position(done);
+            if done == total {
+                bar.set_message(last_step);
+            }
         },
         telemetry,
     );
