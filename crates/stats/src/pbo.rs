@@ -9,14 +9,17 @@
 //!
 //! A set's Σr and Σr² are its blocks' sums added in block order within each group of
 //! eight consecutive blocks, then the groups' sums in order (so that each combo's group
-//! sums are tabled once and every split costs two look-ups a group); its Sharpe ratio is
+//! sums are tabled once and a split costs one look-up a group); its Sharpe ratio is
 //! [`sharpe`](crate::sharpe) of those over the set's bars (ddof 1).
 //!
 //! The work is combos × splits. Two passes share it out by tiles of eight combos computed
-//! side by side (`lanes.rs`, `ratio.rs`), and bounds skip what cannot matter without
-//! changing any answer: a combo whose Sharpe ratio over any half of its blocks cannot
-//! reach the best that some combo is sure to reach is never an IS best, and one sure to
-//! stay below (or above) every split's ranked value is counted without being computed.
+//! side by side (`lanes.rs`, `ratio.rs`; AVX2 where the CPU has it, through `pulp`: the
+//! same IEEE operations, so the same bits). Nothing below changes an answer, only the
+//! work: bounds skip combos that cannot matter (one whose Sharpe ratio over any half of
+//! its blocks cannot reach the best some combo is sure to reach is never an IS best; one
+//! sure to stay below, or above, every split's ranked value is counted without being
+//! computed); most lanes are placed against a split's best or value from their sums alone
+//! ([`Bar`]); each pass-1 task starts from the bests of a few likely combos.
 
 use crate::blocks::BlockMatrix;
 use crate::error::StatsError;

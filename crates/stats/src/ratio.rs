@@ -1,7 +1,8 @@
 //! A set's Sharpe ratio as CSCV compares it: [`Ratio`] keys that order sets without a
 //! square root or a division, compared exactly where they are too close to call
 //! ([`compare`]), one set at a time ([`ratio`]) or [`LANES`](crate::lanes::LANES) sets side
-//! by side ([`may_beat`], [`lane_order`]: the same arithmetic lane by lane).
+//! by side ([`may_beat`], [`lane_order`]: the same arithmetic lane by lane); and [`Bar`],
+//! which places most sets against a ratio from their sums alone, by a wide margin.
 //!
 //! Invariant: every comparison gives the order of [`sharpe`](crate::sharpe)'s f64 values.
 
