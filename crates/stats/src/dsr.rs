@@ -38,7 +38,7 @@ pub fn psr(sharpe: f64, bars: f64, skew: f64, kurtosis: f64, benchmark: f64) -> 
     normal_cdf((sharpe - benchmark) * (bars - 1.0).sqrt() / spread.sqrt())
 }
 
-/// DSR: [`psr`] against SR₀ = `sharpe_std` · [`expected_max`](`trials`), the best Sharpe
+/// DSR: [`psr`] against SR₀ = `sharpe_std` · [`expected_max`] of `trials`, the best Sharpe
 /// ratio expected among `trials` with no edge whose Sharpe ratios spread by `sharpe_std`.
 /// Returns (DSR, SR₀).
 pub fn deflated_sharpe(sharpe: f64, bars: f64, skew: f64, kurtosis: f64, sharpe_std: f64, trials: f64) -> (f64, f64) {
