@@ -158,6 +158,13 @@ fn a_search_keeps_its_trials_blocks_and_resumes_to_the_same_statistics() {
     let again: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
     assert_eq!(statistics(&again), statistics(&whole));
     assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), std::fs::read(dir.path().join("s.csv")).unwrap());
+    // One trial: nothing to rank against, and no spread to deflate by; said so.
+    let mut args = ARGS.to_vec();
+    args.extend(["--search", "sobol", "--trials", "1", "--out", "one.csv"]);
+    let one = threadx(dir.path(), &args);
+    assert!(one.status.success(), "{}", text(&one.stderr));
+    let said = text(&one.stdout);
+    assert!(said.contains("PBO: none with 1 combo"), "{said}");
 }
 
 #[test]

@@ -274,6 +274,13 @@ impl Overfitting {
                 self.options.seed
             )
         };
+        if p.combos < 2 {
+            out.push(format!(
+                "PBO: none with {} combo: CSCV ranks combos against each other, so it needs two or more",
+                p.combos
+            ));
+            return out;
+        }
         let verdict = if p.pbo >= 0.5 {
             "likely overfit"
         } else if p.pbo >= 0.2 {
@@ -302,7 +309,14 @@ impl Overfitting {
                 format!("after {n} trials ({source}) the best Sharpe is not significant")
             };
             let rel = if best.dsr >= 0.95 { "≥" } else { "<" };
-            out.push(format!("DSR {:.2} ({rel} 0.95): {verdict} (PSR against 0: {:.2})", best.dsr, best.psr));
+            if best.dsr.is_nan() {
+                out.push(format!(
+                    "DSR: none: SR₀ needs the spread of the combos' Sharpe ratios, and the best's returns a variance (PSR against 0: {:.2})",
+                    best.psr
+                ));
+            } else {
+                out.push(format!("DSR {:.2} ({rel} 0.95): {verdict} (PSR against 0: {:.2})", best.dsr, best.psr));
+            }
             if best.neighbours > 0 {
                 let shape = if best.neighbour_min.is_nan() || best.objective.is_nan() {
                     "no comparison"
