@@ -21,6 +21,7 @@
 
 mod combos;
 mod error;
+mod merge;
 mod output;
 mod overfit;
 mod report;
@@ -36,9 +37,10 @@ mod walk;
 
 pub use combos::{ComboSet, Shard, chunk_size};
 pub use error::SweepError;
+pub use merge::merge;
 pub use output::{
     HeatmapOptions, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir,
-    data_fingerprint, merge, run_to_files, summary_path,
+    data_fingerprint, run_to_files, summary_path,
 };
 pub use overfit::{
     DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, TopCombo, logit_histogram_svg,

@@ -8,27 +8,26 @@
 //! `results.json`, then the folder is removed. A chunk's bytes depend only on its combos,
 //! so a resumed or sharded-and-merged run gives the same file as one uninterrupted run.
 
-use crate::SweepSpec;
 use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::overfit::{
-    MergingBlocks, Overfitting, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks,
-    write_files, write_plots, write_shard_part,
+    Overfitting, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks, write_files,
+    write_shard_part,
 };
 use crate::report::{Heatmap, Leaderboard};
-use crate::rows::{Row, header, parse_row, row_combo, row_json, write_row};
+use crate::rows::{Row, header, parse_row, row_json, write_row};
 use crate::runner::{ChunkResult, Sweep};
 use crate::spec::fnv1a;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
-use threadx_profile_store::{AtomicFile, is_special_file, refuse_output_over_input, write_file_atomic};
+use threadx_profile_store::{AtomicFile, is_special_file, write_file_atomic};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
 
 /// How a sweep writes its results.
@@ -159,6 +158,27 @@ pub(crate) fn read_chunk(path: &Path) -> Result<String, SweepError> {
     verified_rows(&text)
         .map(str::to_owned)
         .map_err(|why| SweepError::Results(format!("{}: {why}: the checkpoint was changed on disk", path.display())))
+}
+
+/// A summary's opening fields, a grid run's and a search run's alike: the version, what
+/// the run is (`identity`), the data, the shard and the results file.
+pub(crate) fn summary_head(identity: Value, data: &Ohlcv, opts: &OutputOptions) -> Value {
+    json!({
+        "threadx": env!("CARGO_PKG_VERSION"),
+        "identity": identity,
+        "data": {"origin": data.origin(), "bars": data.len(),
+                 "first": data.timestamps().first().map(|&t| format_time(t)),
+                 "last": data.timestamps().last().map(|&t| format_time(t))},
+        "shard": {"index": opts.shard.index, "count": opts.shard.count},
+        "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
+    })
+}
+
+/// Adds the fields of the object `more` to the object `summary`.
+pub(crate) fn extend(summary: &mut Value, more: Value) {
+    if let (Some(to), Value::Object(from)) = (summary.as_object_mut(), more) {
+        to.extend(from);
+    }
 }
 
 /// What identifies a run for resume and merge: spec, data, chunking and shard count.
@@ -445,23 +465,20 @@ pub fn run_to_files(
         // Of the combos run now (a resumed run's checkpointed rows were not run).
         combos_per_s: (!to_run.is_empty() && run_s > 0.0).then(|| rows_run as f64 / run_s),
     };
-    let mut summary = json!({
-        "threadx": env!("CARGO_PKG_VERSION"),
-        "identity": identity,
-        "data": {"origin": data.origin(), "bars": data.len(),
-                 "first": data.timestamps().first().map(|&t| format_time(t)),
-                 "last": data.timestamps().last().map(|&t| format_time(t))},
-        "shard": {"index": opts.shard.index, "count": opts.shard.count},
-        "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
-        "combos": {"grid": combos.grid_len(), "positions": total, "rows": rows, "skipped": total - rows},
-        "chunks": {"size": combos.chunk_size(), "this_shard": chunks.len(), "run": to_run.len(), "resumed": resumed.len()},
-        "workers": stats.to_json("combos"),
-        "balance": {"tag": distribute.tag, "ratios": stats.ratios},
-        "timings_s": timings,
-        "best": best_json(strategy, &leaderboard),
-        // Until here: writing the summary itself is the one thing not in it.
-        "phases": phase_report.to_json(),
-    });
+    let mut summary = summary_head(identity, data, opts);
+    extend(
+        &mut summary,
+        json!({
+            "combos": {"grid": combos.grid_len(), "positions": total, "rows": rows, "skipped": total - rows},
+            "chunks": {"size": combos.chunk_size(), "this_shard": chunks.len(), "run": to_run.len(), "resumed": resumed.len()},
+            "workers": stats.to_json("combos"),
+            "balance": {"tag": distribute.tag, "ratios": stats.ratios},
+            "timings_s": timings,
+            "best": best_json(strategy, &leaderboard),
+            // Until here: writing the summary itself is the one thing not in it.
+            "phases": phase_report.to_json(),
+        }),
+    );
     if let Some(o) = &overfitting {
         summary["overfitting"] = o.to_json();
     }
@@ -500,199 +517,4 @@ pub(crate) fn in_file(path: &Path, e: SweepError) -> SweepError {
 pub fn best_json(strategy: &Strategy, leaderboard: &Leaderboard) -> Value {
     let rows: Vec<Value> = leaderboard.rows().iter().map(|r| row_json(strategy, r)).collect();
     json!({"by": leaderboard.by(), "rows": rows})
-}
-
-/// Joins the results files of every shard of one sweep into `out`, byte-identical to the
-/// file a one-process run writes, with a summary beside it (and, for shards run with
-/// `--overfitting`, the statistics of them all and their `plots`). Each shard's summary
-/// (written beside it when the shard finished) proves it complete and names its sweep;
-/// missing, repeated or foreign shards are refused before anything is written.
-pub fn merge(
-    shards: &[PathBuf],
-    out: &Path,
-    top: usize,
-    by: &str,
-    heatmap: Option<&HeatmapOptions>,
-    plots: Option<&(PathBuf, PathBuf)>,
-) -> Result<SweepReport, SweepError> {
-    let bad = |problem: String| SweepError::Merge(problem);
-    if shards.is_empty() {
-        return Err(bad("no shard files given".into()));
-    }
-    check_writable(out)?;
-    // Neither the merged file nor its summary may be a shard or a shard's summary.
-    let shard_summaries: Vec<PathBuf> = shards.iter().filter_map(|p| summary_path(p)).collect();
-    let shard_blocks: Vec<PathBuf> = shards.iter().map(|p| crate::overfit::shard_blocks_path(p)).collect();
-    let inputs: Vec<&Path> = shards.iter().chain(&shard_summaries).chain(&shard_blocks).map(PathBuf::as_path).collect();
-    let out_summary = summary_path(out);
-    let plot_paths = plots.into_iter().flat_map(|(h, s)| [h.as_path(), s.as_path()]);
-    let outputs: Vec<&Path> = std::iter::once(out).chain(out_summary.as_deref()).chain(plot_paths).collect();
-    refuse_output_over_input(&outputs, &inputs).map_err(bad)?;
-    let mut identity: Option<Value> = None;
-    let mut summaries = Vec::new();
-    let mut seen: BTreeMap<u64, &PathBuf> = BTreeMap::new();
-    let mut expected_rows = 0u64;
-    let mut count = 0;
-    for path in shards {
-        let summary_path = path.with_extension("json");
-        let text = fs::read_to_string(&summary_path).map_err(|e| {
-            bad(format!(
-                "{}: no summary at {} ({e}); a shard's summary is written when the shard finishes",
-                path.display(),
-                summary_path.display()
-            ))
-        })?;
-        let summary: Value = serde_json::from_str(&text)
-            .map_err(|e| bad(format!("{}: unreadable summary ({e})", summary_path.display())))?;
-        let index = summary["shard"]["index"]
-            .as_u64()
-            .ok_or_else(|| bad(format!("{}: no shard index", summary_path.display())))?;
-        count = summary["shard"]["count"]
-            .as_u64()
-            .ok_or_else(|| bad(format!("{}: no shard count", summary_path.display())))?;
-        match &identity {
-            None => identity = Some(summary["identity"].clone()),
-            Some(id) if *id != summary["identity"] => {
-                return Err(bad(format!(
-                    "{} belongs to a different sweep than {} (spec, data or shard count differ)",
-                    path.display(),
-                    shards[0].display()
-                )));
-            }
-            Some(_) => {}
-        }
-        if let Some(other) = seen.insert(index, path) {
-            return Err(bad(format!("{} and {} are both shard {index}/{count}", other.display(), path.display())));
-        }
-        expected_rows += summary["combos"]["rows"].as_u64().unwrap_or(0);
-        summaries.push(summary);
-    }
-    let missing: Vec<String> = (0..count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
-    if !missing.is_empty() {
-        return Err(bad(format!("missing shard(s) {}", missing.join(", "))));
-    }
-    let identity = identity.unwrap_or_default();
-    let spec = SweepSpec::from_identity(&identity["spec"])?;
-    let strategy = spec.strategy();
-    let bars = summaries[0]["data"]["bars"].as_u64().unwrap_or(0) as usize;
-    let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars)?;
-    // A search's shards hold trials (numbered in evaluation order) instead of combos.
-    let search = spec.search();
-    let head = match search {
-        Some(_) => crate::search_run::search_header(strategy),
-        None => header(strategy),
-    };
-    let mut heatmap = match heatmap {
-        Some(h) => {
-            Some((Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by)?, h.path.clone()))
-        }
-        None => None,
-    };
-
-    let mut readers = Vec::new();
-    for path in shards {
-        let mut reader = BufReader::new(fs::File::open(path).map_err(io_error(path))?);
-        let mut first = String::new();
-        reader.read_line(&mut first).map_err(io_error(path))?;
-        if first != head {
-            return Err(bad(format!("{}: not a {strategy} results file (header differs)", path.display())));
-        }
-        readers.push((path, reader.lines()));
-    }
-    let mut leaderboard = Leaderboard::new(by, top)?;
-    let mut file = AtomicFile::create(out).map_err(io_error(out))?;
-    file.write_all(head.as_bytes()).map_err(io_error(out))?;
-    let mut heads = BinaryHeap::new();
-    let mut next_line = |i: usize| -> Result<Option<(std::cmp::Reverse<u64>, usize, String)>, SweepError> {
-        let (path, lines) = &mut readers[i];
-        match lines.next() {
-            None => Ok(None),
-            Some(line) => {
-                let line = line.map_err(io_error(path))?;
-                let combo =
-                    row_combo(&line).ok_or_else(|| bad(format!("{}: malformed row `{line}`", path.display())))?;
-                Ok(Some((std::cmp::Reverse(combo), i, line)))
-            }
-        }
-    };
-    for i in 0..shards.len() {
-        heads.extend(next_line(i)?);
-    }
-    let (mut rows, mut last) = (0u64, None);
-    let mut trials = Vec::new();
-    let what = if search.is_some() { "trial" } else { "combo" };
-    while let Some((std::cmp::Reverse(key), i, line)) = heads.pop() {
-        if last.is_some_and(|l| key <= l) || (search.is_some() && key != rows) {
-            return Err(bad(format!("{what} {key} is missing, repeated or out of order (in {})", shards[i].display())));
-        }
-        last = Some(key);
-        let row = match search {
-            Some(_) => crate::search_run::parse_trial(strategy, &line).map(|(_, row)| row),
-            None => parse_row(strategy, &line),
-        }
-        .map_err(|e| in_file(&shards[i], e))?;
-        if search.is_some() {
-            trials.push((row.combo, row.metrics));
-        }
-        if let Some((h, _)) = heatmap.as_mut() {
-            h.offer(&row);
-        }
-        if let Some(b) = blocks.as_mut() {
-            b.take(i, &row)?;
-        }
-        // A search's best list comes from its trials below (by the objective).
-        if search.is_none() {
-            leaderboard.offer(row);
-        }
-        file.write_all(line.as_bytes()).map_err(io_error(out))?;
-        file.write_all(b"\n").map_err(io_error(out))?;
-        rows += 1;
-        heads.extend(next_line(i)?);
-    }
-    if rows != expected_rows {
-        return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
-    }
-    file.commit().map_err(io_error(out))?;
-    if let Some((h, path)) = &heatmap {
-        write_file_atomic(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?;
-    }
-    let mut summary = json!({
-        "threadx": env!("CARGO_PKG_VERSION"),
-        "identity": identity,
-        "merged_from": shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-        "shard": {"index": 0, "count": 1},
-        "results": out.file_name().map(|n| n.to_string_lossy().into_owned()),
-        "combos": {"rows": rows},
-        "best": best_json(strategy, &leaderboard),
-    });
-    let overfitting = blocks.map(MergingBlocks::finish).transpose()?;
-    if let Some(o) = &overfitting {
-        if let Some(plots) = plots {
-            write_plots(o, plots, strategy.name())?;
-        }
-        summary["overfitting"] = o.to_json();
-    }
-    let mut best = leaderboard.rows().to_vec();
-    if let Some(options) = search {
-        let report = crate::search::SearchReport::of_trials(options, trials);
-        let values = |c| spec.grid().values(c);
-        summary["search"] = crate::search_run::search_json(options, &report, strategy, values);
-        best = crate::search_run::best_rows(&report, options, top, values);
-        summary["best"] = crate::search_run::rows_json(strategy, options.objective.metric(), &best);
-    }
-    if let Some(path) = &out_summary {
-        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
-    }
-    Ok(SweepReport {
-        summary,
-        strategy: strategy.clone(),
-        phases: None,
-        workers: None,
-        timings: None,
-        telemetry: None,
-        overfitting,
-        best,
-        rows,
-        summary_path: out_summary,
-    })
 }

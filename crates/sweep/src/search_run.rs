@@ -11,8 +11,8 @@
 use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::output::{
-    CheckpointLock, OutputOptions, SweepReport, check_output, checksummed, chunk_path, identity, in_file,
-    open_checkpoint, read_chunk, summary_path,
+    CheckpointLock, OutputOptions, SweepReport, check_output, checksummed, chunk_path, extend, identity, in_file,
+    open_checkpoint, read_chunk, summary_head, summary_path,
 };
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::report::Heatmap;
@@ -28,7 +28,6 @@ use std::path::Path;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, Metrics, Strategy};
 use threadx_dispatch::thousands;
-use threadx_indicators::format_time;
 use threadx_profile_store::{AtomicFile, write_file_atomic};
 use threadx_telemetry::PhaseTimer;
 
@@ -301,20 +300,17 @@ pub fn search_to_files(
         None => None,
     };
     let phase_report = phases.report();
-    let mut summary = json!({
-        "threadx": env!("CARGO_PKG_VERSION"),
-        "identity": identity,
-        "data": {"origin": data.origin(), "bars": data.len(),
-                 "first": data.timestamps().first().map(|&t| format_time(t)),
-                 "last": data.timestamps().last().map(|&t| format_time(t))},
-        "shard": {"index": opts.shard.index, "count": opts.shard.count},
-        "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
-        "combos": {"grid": spec.grid_len(), "rows": trials.len()},
-        "search": search,
-        "best": rows_json(strategy, options.objective.metric(), &best),
-        "timings_s": {"total": started.elapsed().as_secs_f64()},
-        "phases": phase_report.to_json(),
-    });
+    let mut summary = summary_head(identity, data, opts);
+    extend(
+        &mut summary,
+        json!({
+            "combos": {"grid": spec.grid_len(), "rows": trials.len()},
+            "search": search,
+            "best": rows_json(strategy, options.objective.metric(), &best),
+            "timings_s": {"total": started.elapsed().as_secs_f64()},
+            "phases": phase_report.to_json(),
+        }),
+    );
     if let Some(o) = &overfitting {
         summary["overfitting"] = o.to_json();
     }

@@ -1,0 +1,212 @@
+//! `merge`: the results files of every shard of one sweep joined into the file a
+//! one-process run writes, with its summary (and, for shards run with `--overfitting`,
+//! the statistics of them all), after checking that the shards are complete and one
+//! sweep's.
+
+use crate::SweepSpec;
+use crate::error::{SweepError, io_error};
+use crate::output::{HeatmapOptions, SweepReport, best_json, check_writable, in_file, summary_path};
+use crate::overfit::{MergingBlocks, write_plots};
+use crate::report::{Heatmap, Leaderboard};
+use crate::rows::{header, parse_row, row_combo};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use threadx_profile_store::{AtomicFile, refuse_output_over_input, write_file_atomic};
+
+/// Joins the results files of every shard of one sweep into `out`, byte-identical to the
+/// file a one-process run writes, with a summary beside it (and, for shards run with
+/// `--overfitting`, the statistics of them all and their `plots`). Each shard's summary
+/// (written beside it when the shard finished) proves it complete and names its sweep;
+/// missing, repeated or foreign shards are refused before anything is written.
+pub fn merge(
+    shards: &[PathBuf],
+    out: &Path,
+    top: usize,
+    by: &str,
+    heatmap: Option<&HeatmapOptions>,
+    plots: Option<&(PathBuf, PathBuf)>,
+) -> Result<SweepReport, SweepError> {
+    let bad = |problem: String| SweepError::Merge(problem);
+    if shards.is_empty() {
+        return Err(bad("no shard files given".into()));
+    }
+    check_writable(out)?;
+    // Neither the merged file nor its summary may be a shard or a shard's summary.
+    let shard_summaries: Vec<PathBuf> = shards.iter().filter_map(|p| summary_path(p)).collect();
+    let shard_blocks: Vec<PathBuf> = shards.iter().map(|p| crate::overfit::shard_blocks_path(p)).collect();
+    let inputs: Vec<&Path> = shards.iter().chain(&shard_summaries).chain(&shard_blocks).map(PathBuf::as_path).collect();
+    let out_summary = summary_path(out);
+    let plot_paths = plots.into_iter().flat_map(|(h, s)| [h.as_path(), s.as_path()]);
+    let outputs: Vec<&Path> = std::iter::once(out).chain(out_summary.as_deref()).chain(plot_paths).collect();
+    refuse_output_over_input(&outputs, &inputs).map_err(bad)?;
+    let mut identity: Option<Value> = None;
+    let mut summaries = Vec::new();
+    let mut seen: BTreeMap<u64, &PathBuf> = BTreeMap::new();
+    let mut expected_rows = 0u64;
+    let mut count = 0;
+    for path in shards {
+        let summary_path = path.with_extension("json");
+        let text = fs::read_to_string(&summary_path).map_err(|e| {
+            bad(format!(
+                "{}: no summary at {} ({e}); a shard's summary is written when the shard finishes",
+                path.display(),
+                summary_path.display()
+            ))
+        })?;
+        let summary: Value = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("{}: unreadable summary ({e})", summary_path.display())))?;
+        let index = summary["shard"]["index"]
+            .as_u64()
+            .ok_or_else(|| bad(format!("{}: no shard index", summary_path.display())))?;
+        count = summary["shard"]["count"]
+            .as_u64()
+            .ok_or_else(|| bad(format!("{}: no shard count", summary_path.display())))?;
+        match &identity {
+            None => identity = Some(summary["identity"].clone()),
+            Some(id) if *id != summary["identity"] => {
+                return Err(bad(format!(
+                    "{} belongs to a different sweep than {} (spec, data or shard count differ)",
+                    path.display(),
+                    shards[0].display()
+                )));
+            }
+            Some(_) => {}
+        }
+        if let Some(other) = seen.insert(index, path) {
+            return Err(bad(format!("{} and {} are both shard {index}/{count}", other.display(), path.display())));
+        }
+        expected_rows += summary["combos"]["rows"].as_u64().unwrap_or(0);
+        summaries.push(summary);
+    }
+    let missing: Vec<String> = (0..count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
+    if !missing.is_empty() {
+        return Err(bad(format!("missing shard(s) {}", missing.join(", "))));
+    }
+    let identity = identity.unwrap_or_default();
+    let spec = SweepSpec::from_identity(&identity["spec"])?;
+    let strategy = spec.strategy();
+    let bars = summaries[0]["data"]["bars"].as_u64().unwrap_or(0) as usize;
+    let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars)?;
+    // A search's shards hold trials (numbered in evaluation order) instead of combos.
+    let search = spec.search();
+    let head = match search {
+        Some(_) => crate::search_run::search_header(strategy),
+        None => header(strategy),
+    };
+    let mut heatmap = match heatmap {
+        Some(h) => {
+            Some((Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by)?, h.path.clone()))
+        }
+        None => None,
+    };
+
+    let mut readers = Vec::new();
+    for path in shards {
+        let mut reader = BufReader::new(fs::File::open(path).map_err(io_error(path))?);
+        let mut first = String::new();
+        reader.read_line(&mut first).map_err(io_error(path))?;
+        if first != head {
+            return Err(bad(format!("{}: not a {strategy} results file (header differs)", path.display())));
+        }
+        readers.push((path, reader.lines()));
+    }
+    let mut leaderboard = Leaderboard::new(by, top)?;
+    let mut file = AtomicFile::create(out).map_err(io_error(out))?;
+    file.write_all(head.as_bytes()).map_err(io_error(out))?;
+    let mut heads = BinaryHeap::new();
+    let mut next_line = |i: usize| -> Result<Option<(std::cmp::Reverse<u64>, usize, String)>, SweepError> {
+        let (path, lines) = &mut readers[i];
+        match lines.next() {
+            None => Ok(None),
+            Some(line) => {
+                let line = line.map_err(io_error(path))?;
+                let combo =
+                    row_combo(&line).ok_or_else(|| bad(format!("{}: malformed row `{line}`", path.display())))?;
+                Ok(Some((std::cmp::Reverse(combo), i, line)))
+            }
+        }
+    };
+    for i in 0..shards.len() {
+        heads.extend(next_line(i)?);
+    }
+    let (mut rows, mut last) = (0u64, None);
+    let mut trials = Vec::new();
+    let what = if search.is_some() { "trial" } else { "combo" };
+    while let Some((std::cmp::Reverse(key), i, line)) = heads.pop() {
+        if last.is_some_and(|l| key <= l) || (search.is_some() && key != rows) {
+            return Err(bad(format!("{what} {key} is missing, repeated or out of order (in {})", shards[i].display())));
+        }
+        last = Some(key);
+        let row = match search {
+            Some(_) => crate::search_run::parse_trial(strategy, &line).map(|(_, row)| row),
+            None => parse_row(strategy, &line),
+        }
+        .map_err(|e| in_file(&shards[i], e))?;
+        if search.is_some() {
+            trials.push((row.combo, row.metrics));
+        }
+        if let Some((h, _)) = heatmap.as_mut() {
+            h.offer(&row);
+        }
+        if let Some(b) = blocks.as_mut() {
+            b.take(i, &row)?;
+        }
+        // A search's best list comes from its trials below (by the objective).
+        if search.is_none() {
+            leaderboard.offer(row);
+        }
+        file.write_all(line.as_bytes()).map_err(io_error(out))?;
+        file.write_all(b"\n").map_err(io_error(out))?;
+        rows += 1;
+        heads.extend(next_line(i)?);
+    }
+    if rows != expected_rows {
+        return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
+    }
+    file.commit().map_err(io_error(out))?;
+    if let Some((h, path)) = &heatmap {
+        write_file_atomic(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?;
+    }
+    let mut summary = json!({
+        "threadx": env!("CARGO_PKG_VERSION"),
+        "identity": identity,
+        "merged_from": shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "shard": {"index": 0, "count": 1},
+        "results": out.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "combos": {"rows": rows},
+        "best": best_json(strategy, &leaderboard),
+    });
+    let overfitting = blocks.map(MergingBlocks::finish).transpose()?;
+    if let Some(o) = &overfitting {
+        if let Some(plots) = plots {
+            write_plots(o, plots, strategy.name())?;
+        }
+        summary["overfitting"] = o.to_json();
+    }
+    let mut best = leaderboard.rows().to_vec();
+    if let Some(options) = search {
+        let report = crate::search::SearchReport::of_trials(options, trials);
+        let values = |c| spec.grid().values(c);
+        summary["search"] = crate::search_run::search_json(options, &report, strategy, values);
+        best = crate::search_run::best_rows(&report, options, top, values);
+        summary["best"] = crate::search_run::rows_json(strategy, options.objective.metric(), &best);
+    }
+    if let Some(path) = &out_summary {
+        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
+    }
+    Ok(SweepReport {
+        summary,
+        strategy: strategy.clone(),
+        phases: None,
+        workers: None,
+        timings: None,
+        telemetry: None,
+        overfitting,
+        best,
+        rows,
+        summary_path: out_summary,
+    })
+}
