@@ -158,6 +158,15 @@ fn a_search_keeps_its_trials_blocks_and_resumes_to_the_same_statistics() {
     let again: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
     assert_eq!(statistics(&again), statistics(&whole));
     assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), std::fs::read(dir.path().join("s.csv")).unwrap());
+    // A stopping rule ends the trials inside a batch: the statistics are of those trials.
+    let stopped = run(
+        dir.path(),
+        &["--search", "random", "--trials", "84", "--batch", "32", "--patience", "5", "--out", "p.csv"],
+    );
+    assert_eq!(stopped["search"]["stop"], "patience");
+    let rows = stopped["combos"]["rows"].as_u64().unwrap();
+    assert!(rows % 32 != 0, "{rows} trials: the stop should fall inside a batch");
+    assert_eq!(stopped["overfitting"]["trials"]["n"], rows as f64);
     // One trial: nothing to rank against, and no spread to deflate by; said so.
     let mut args = ARGS.to_vec();
     args.extend(["--search", "sobol", "--trials", "1", "--out", "one.csv"]);

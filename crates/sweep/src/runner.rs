@@ -38,6 +38,14 @@ impl ChunkResult {
         self.metrics.extend(part.metrics);
         self.blocks.extend(part.blocks);
     }
+
+    /// Keeps the first `n` combos' rows and blocks.
+    pub fn truncate(&mut self, n: usize) {
+        let per = self.blocks.len() / self.combos.len().max(1);
+        self.combos.truncate(n);
+        self.metrics.truncate(n);
+        self.blocks.truncate(n * per);
+    }
 }
 
 /// Bytes a sample takes per drawn combo while it is drawn (the list, the set that keeps

@@ -293,6 +293,8 @@ pub fn search_to_files(
             best_rows(&own, options, opts.top, |c| book.combo_values(c))
         }
     };
+    // The statistics are of the trials: a stopping rule ends them inside a batch.
+    kept.truncate(trials.len());
     let overfitting = match blocks {
         Some((o, cuts)) => Some(phases.time("overfitting", || {
             crate::overfit::write_files(session.sweep(), opts, o, cuts, std::mem::take(&mut kept), &best)

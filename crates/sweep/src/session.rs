@@ -181,10 +181,7 @@ impl Session {
             progress,
         )?;
         // A stopping rule ends the trials inside a batch.
-        let (trials, per) = (report.trials.len(), rows.blocks.len() / rows.combos.len().max(1));
-        rows.combos.truncate(trials);
-        rows.metrics.truncate(trials);
-        rows.blocks.truncate(trials * per);
+        rows.truncate(report.trials.len());
         Ok((report, rows))
     }
 

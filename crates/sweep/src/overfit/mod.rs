@@ -121,6 +121,14 @@ impl SweepBlocks {
         self.blocks.extend(part.blocks);
         self.sharpe.extend(part.sharpe);
     }
+
+    /// Keeps the first `n` combos' (a search that stopped inside its last batch).
+    pub fn truncate(&mut self, n: usize) {
+        let per = self.blocks.len() / self.combos.len().max(1);
+        self.combos.truncate(n);
+        self.blocks.truncate(n * per);
+        self.sharpe.truncate(n);
+    }
 }
 
 /// One top combo's deflated Sharpe ratio and stability.
