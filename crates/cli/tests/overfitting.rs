@@ -165,7 +165,7 @@ fn a_search_keeps_its_trials_blocks_and_resumes_to_the_same_statistics() {
     );
     assert_eq!(stopped["search"]["stop"], "patience");
     let rows = stopped["combos"]["rows"].as_u64().unwrap();
-    assert!(rows % 32 != 0, "{rows} trials: the stop should fall inside a batch");
+    assert!(!rows.is_multiple_of(32), "{rows} trials: the stop should fall inside a batch");
     assert_eq!(stopped["overfitting"]["trials"]["n"], rows as f64);
     // One trial: nothing to rank against, and no spread to deflate by; said so.
     let mut args = ARGS.to_vec();
