@@ -262,8 +262,8 @@ impl Counts {
 }
 
 /// Pass 1 over one task's combos: each split's IS best among them and those `best` has
-/// seen (the highest ratio, then the first combo). Run by [`pulp`] with the widest vectors the CPU has: the
-/// same IEEE operations lane by lane, so the same bits everywhere.
+/// seen (the highest ratio, then the first combo). Run by [`pulp`] with the widest vectors
+/// the CPU has: the same IEEE operations lane by lane, so the same bits everywhere.
 struct BestAmong<'a> {
     chunk: &'a [usize],
     best: &'a mut [Best],
@@ -364,8 +364,8 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
     let bounds: Vec<Bounds> = (0..combos).into_par_iter().map(|i| bounds(matrix.combo(i), n, bars.n1)).collect();
 
     // Pass 1: each split's IS best, among the combos that can be one: some combo (never
-    // NaN) is sure to reach the greatest lower bound in every split. Lanes hold combos in
-    // order, and a lane only takes a split's best where [`compare`] says it is above.
+    // NaN) is sure to reach the greatest lower bound in every split. A lane takes a split's
+    // best where [`compare`] says it is above it, or equal to it and of an earlier combo.
     let floor = bounds.iter().filter(|b| b.never_nan).map(|b| b.low).fold(f64::NEG_INFINITY, f64::max);
     let candidates: Vec<usize> = (0..combos).filter(|&i| bounds[i].high >= floor).collect();
     // Every task starts from the bests of a few combos likely to be near the top (the

@@ -55,21 +55,37 @@ fn tight(q: f64, am: f64, d: f64) -> bool {
     16.0 * EPS * (q.abs() + am.abs()) < 0.5 * ROUNDING * d.abs()
 }
 
-/// Whether the keys `l` (the left set's m·|m| times the right's var) and `r` (the right's
-/// m·|m| times the left's var) are far enough apart to order without the exact values.
+/// A set's keys as [`ratio`] makes them: m·|m| and the variance d/(n − 1) from
+/// d = q − a·m, with whether d is [`tight`] and positive.
+#[derive(Debug, Clone, Copy)]
+struct Keys {
+    signed: f64,
+    var: f64,
+    tight: bool,
+    positive: bool,
+}
+
 #[inline(always)]
-fn apart(l: f64, r: f64) -> bool {
-    // NaN keys (a variance near zero) fail the test and are compared exactly.
-    (l - r).abs() > 3.0 * ROUNDING * (l.abs() + r.abs())
+fn keys(a: f64, q: f64, n: &Bars) -> Keys {
+    let m = a * n.inv_n;
+    let am = a * m;
+    let d = q - am;
+    Keys { signed: m * m.abs(), var: d * n.inv_n1, tight: tight(q, am, d), positive: d > 0.0 }
+}
+
+/// Whether the key `l` (the left set's m·|m| times the right's var) is below `r` (the
+/// right's m·|m| times the left's var) by more than their rounding: the left set's ratio
+/// is then surely the lower. (NaN keys, a variance near zero, are never surely apart.)
+#[inline(always)]
+fn surely_less(l: f64, r: f64) -> bool {
+    r - l > 3.0 * ROUNDING * (l.abs() + r.abs())
 }
 
 #[inline(always)]
 pub(crate) fn ratio(a: f64, q: f64, n: &Bars) -> Option<Ratio> {
-    let m = a * n.inv_n;
-    let am = a * m;
-    let d = q - am;
-    if tight(q, am, d) {
-        return (d > 0.0).then_some(Ratio { signed: m * m.abs(), var: d * n.inv_n1, a, q });
+    let k = keys(a, q, n);
+    if k.tight {
+        return k.positive.then_some(Ratio { signed: k.signed, var: k.var, a, q });
     }
     // Near a zero variance: decided as sharpe() decides, and compared exactly.
     let mean = a / n.n;
@@ -83,8 +99,11 @@ pub(crate) fn ratio(a: f64, q: f64, n: &Bars) -> Option<Ratio> {
 #[inline(always)]
 pub(crate) fn compare(x: &Ratio, y: &Ratio, n: &Bars) -> Ordering {
     let (l, r) = (x.signed * y.var, y.signed * x.var);
-    if apart(l, r) {
-        return if l > r { Ordering::Greater } else { Ordering::Less };
+    if surely_less(r, l) {
+        return Ordering::Greater;
+    }
+    if surely_less(l, r) {
+        return Ordering::Less;
     }
     n.sharpe(x.a, x.q).partial_cmp(&n.sharpe(y.a, y.q)).unwrap_or(Ordering::Equal)
 }
@@ -118,12 +137,22 @@ impl Bar {
         })
     }
 
+    /// Where sums `a`, `q` place a set against the bar's |ratio|: whether it is surely
+    /// under it, surely over it, and whether its variance exceeds MARGIN·q/(n − 1).
+    #[inline(always)]
+    fn place(&self, a: f64, q: f64) -> (bool, bool, bool) {
+        let a2 = a * a;
+        let varies = q - a2 * self.inv_n > MARGIN * q;
+        (a2 * self.k < q * (1.0 - MARGIN), (a2 * self.k > q * (1.0 + MARGIN)) & varies, varies)
+    }
+
     /// Whether every lane of `sums` is surely below the bar's ratio.
     #[inline(always)]
     pub fn above_all(&self, sums: &[[f64; LANES]; 2]) -> bool {
         let mut below = 0u32;
         for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
-            below |= u32::from((a <= 0.0) | (a * a * self.k < q * (1.0 - MARGIN))) << l;
+            let (under, _, _) = self.place(a, q);
+            below |= u32::from((a <= 0.0) | under) << l;
         }
         self.positive && below == ALL_LANES
     }
@@ -133,24 +162,19 @@ impl Bar {
     #[inline(always)]
     pub fn count_below(&self, sums: &[[f64; LANES]; 2], valid: u32) -> Option<u64> {
         let (mut below, mut above) = (0u32, 0u32);
+        // The sign's test outside the loops: each is one vector loop.
         if self.positive {
             // Below: a ≤ 0 (a ratio ≤ 0, or NaN), or under; above: a > 0 and over.
             for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
-                let a2 = a * a;
-                let varies = q - a2 * self.inv_n > MARGIN * q;
-                let over = (a2 * self.k > q * (1.0 + MARGIN)) & varies;
-                let under = a2 * self.k < q * (1.0 - MARGIN);
+                let (under, over, _) = self.place(a, q);
                 below |= u32::from((a <= 0.0) | under) << l;
                 above |= u32::from((a > 0.0) & over) << l;
             }
         } else {
-            // Below: a < 0 and over; above: a ≥ 0 with a variance, or a < 0 and under.
+            // Below: a < 0 and over, or Σr² = 0 (NaN, below every number); above: a ≥ 0
+            // with a variance, or a < 0 and under.
             for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
-                let a2 = a * a;
-                let varies = q - a2 * self.inv_n > MARGIN * q;
-                let over = (a2 * self.k > q * (1.0 + MARGIN)) & varies;
-                let under = a2 * self.k < q * (1.0 - MARGIN);
-                // Σr² = 0 is NaN, below every number.
+                let (under, over, varies) = self.place(a, q);
                 below |= u32::from(((a < 0.0) & over) | (q == 0.0)) << l;
                 above |= u32::from(((a >= 0.0) & varies) | ((a < 0.0) & under)) << l;
             }
@@ -184,15 +208,10 @@ pub(crate) struct LaneOrder {
 pub(crate) fn may_beat(sums: &[[f64; LANES]; 2], best: &Ratio, ties_lose: bool, n: &Bars) -> bool {
     let mut may = 0u32;
     for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
-        let m = a * n.inv_n;
-        let am = a * m;
-        let d = q - am;
-        let (lk, rk) = (m * m.abs() * best.var, best.signed * (d * n.inv_n1));
-        // compare() gives Less exactly when the keys are not near and lk < rk.
-        let below = rk - lk > 3.0 * ROUNDING * (lk.abs() + rk.abs());
-        let positive = d > 0.0;
+        let k = keys(a, q, n);
+        let below = surely_less(k.signed * best.var, best.signed * k.var);
         let tie = (a == best.a) & (q == best.q);
-        may |= u32::from(!(tight(q, am, d) & (below | !positive)) & !(ties_lose & tie)) << l;
+        may |= u32::from(!(k.tight & (below | !k.positive)) & !(ties_lose & tie)) << l;
     }
     may != 0
 }
@@ -202,14 +221,9 @@ pub(crate) fn may_beat(sums: &[[f64; LANES]; 2], best: &Ratio, ties_lose: bool, 
 pub(crate) fn lane_order(sums: &[[f64; LANES]; 2], value: &Ratio, valid: u32, n: &Bars) -> LaneOrder {
     let (mut below, mut nan, mut equal, mut undecided) = (0u32, 0u32, 0u32, 0u32);
     for (l, (&a, &q)) in sums[0].iter().zip(&sums[1]).enumerate() {
-        let m = a * n.inv_n;
-        let am = a * m;
-        let d = q - am;
-        let (lk, rk) = (m * m.abs() * value.var, value.signed * (d * n.inv_n1));
-        let tolerance = 3.0 * ROUNDING * (lk.abs() + rk.abs());
-        let (less, greater) = (rk - lk > tolerance, lk - rk > tolerance);
-        let tight = tight(q, am, d);
-        let positive = d > 0.0;
+        let Keys { signed, var, tight, positive } = keys(a, q, n);
+        let (lk, rk) = (signed * value.var, value.signed * var);
+        let (less, greater) = (surely_less(lk, rk), surely_less(rk, lk));
         // Σr² = 0: a variance of 0 or less, whatever Σr is.
         let is_nan = (tight & !positive) | (q == 0.0);
         let plain = tight & positive;
