@@ -44,7 +44,7 @@ pub(crate) fn write_blocks(
 }
 
 fn damaged(path: &Path, why: &str) -> SweepError {
-    SweepError::Results(format!("{}: {why}: the checkpoint was changed on disk", path.display()))
+    SweepError::Results(format!("{}: {why}: the file was changed on disk", path.display()))
 }
 
 /// A chunk's blocks file's bytes (its combos' Sharpe ratios and blocks), checksum checked.
@@ -60,18 +60,24 @@ pub(crate) fn verified_blocks(path: &Path) -> Result<Vec<u8>, SweepError> {
 
 /// Reads a chunk's blocks back for its `combos`, or why they cannot be trusted.
 pub(crate) fn read_chunk_blocks(path: &Path, combos: Vec<u64>, cuts: &BlockCuts) -> Result<SweepBlocks, SweepError> {
+    let (sharpe, blocks) = read_blocks(path, combos.len(), cuts)?;
+    Ok(SweepBlocks { combos, blocks, sharpe })
+}
+
+/// Reads a blocks file of [`write_blocks`] back for `count` combos: their Sharpe ratios
+/// and their blocks, or why they cannot be trusted.
+pub(crate) fn read_blocks(path: &Path, count: usize, cuts: &BlockCuts) -> Result<(Vec<f64>, Vec<f64>), SweepError> {
     let data = verified_blocks(path)?;
     let per = cuts.stats_len() + 1;
-    if data.len() != combos.len() * per * 8 {
-        return Err(damaged(path, "it does not hold the chunk's combos"));
+    if data.len() != count * per * 8 {
+        return Err(damaged(path, &format!("it does not hold its {count} combos")));
     }
-    let values: Vec<f64> = data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
-    let mut kept = SweepBlocks { combos, ..SweepBlocks::default() };
-    for combo in values.chunks_exact(per) {
-        kept.sharpe.push(combo[0]);
-        kept.blocks.extend_from_slice(&combo[1..]);
+    let values = data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+    let (mut sharpe, mut blocks) = (Vec::with_capacity(count), Vec::with_capacity(count * (per - 1)));
+    for (i, v) in values.enumerate() {
+        if i % per == 0 { sharpe.push(v) } else { blocks.push(v) }
     }
-    Ok(kept)
+    Ok((sharpe, blocks))
 }
 
 /// Writes the blocks as CSV: `combo,block,bars,sum_r,sum_r2`, one row per combo and

@@ -5,7 +5,7 @@
 //! rows ([`MergingBlocks`]) and takes the top combos' details from the shards: the whole
 //! sweep's best are among the shards' bests, so the merged statistics are a whole run's.
 
-use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, TopCombo, top_combos, write_blocks};
+use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, TopCombo, read_blocks, top_combos, write_blocks};
 use crate::error::SweepError;
 use crate::output::OutputOptions;
 use crate::report::Leaderboard;
@@ -42,11 +42,13 @@ pub(crate) fn write_shard_part(
     }))
 }
 
-/// One shard's blocks being taken in order: the records and how far they are taken.
+/// One shard's blocks being taken in order: its combos' Sharpe ratios and blocks, and how
+/// many are taken.
 #[derive(Debug)]
 struct ShardBlocks {
     path: PathBuf,
-    values: Vec<f64>,
+    sharpe: Vec<f64>,
+    blocks: Vec<f64>,
     next: usize,
 }
 
@@ -77,7 +79,6 @@ impl MergingBlocks {
         let Some(options) = spec.overfitting() else { return Ok(None) };
         let bad = |problem: String| SweepError::Merge(problem);
         let cuts = BlockCuts::new(bars, options.blocks).map_err(|e| bad(format!("--{e}")))?;
-        let per = cuts.stats_len() + 1;
         let (mut by, mut keep, mut tops, mut open) = (String::new(), 0, Vec::new(), Vec::new());
         for (path, summary) in shards.iter().zip(summaries) {
             let part = &summary["overfitting_shard"];
@@ -88,17 +89,13 @@ impl MergingBlocks {
                     path.display()
                 ))
             })?;
-            let bytes = super::verified_blocks(&file)?;
-            if bytes.len() as u64 != combos * per as u64 * 8 {
-                return Err(bad(format!("{}: it does not hold the shard's {combos} combos", file.display())));
-            }
-            let values = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
+            let (sharpe, blocks) = read_blocks(&file, combos as usize, &cuts)?;
             let top: Vec<TopCombo> = serde_json::from_value(part["top"].clone())
                 .map_err(|e| bad(format!("{}: unreadable top combos ({e})", path.display())))?;
             by = part["by"].as_str().unwrap_or("sharpe").to_owned();
             keep = keep.max(top.len());
             tops.extend(top);
-            open.push(ShardBlocks { path: file, values, next: 0 });
+            open.push(ShardBlocks { path: file, sharpe, blocks, next: 0 });
         }
         Ok(Some(Self {
             options: *options,
@@ -115,15 +112,17 @@ impl MergingBlocks {
 
     /// Takes the next combo of shard `i`, whose row is `row`.
     pub fn take(&mut self, i: usize, row: &Row) -> Result<(), SweepError> {
-        let per = self.cuts.stats_len() + 1;
+        let per = self.cuts.stats_len();
         let shard = &mut self.shards[i];
-        let Some(record) = shard.values.get(shard.next * per..(shard.next + 1) * per) else {
+        let (Some(&sharpe), Some(blocks)) =
+            (shard.sharpe.get(shard.next), shard.blocks.get(shard.next * per..(shard.next + 1) * per))
+        else {
             return Err(SweepError::Merge(format!("{}: fewer combos than its rows", shard.path.display())));
         };
         shard.next += 1;
         self.kept.combos.push(row.combo);
-        self.kept.sharpe.push(record[0]);
-        self.kept.blocks.extend_from_slice(&record[1..]);
+        self.kept.sharpe.push(sharpe);
+        self.kept.blocks.extend_from_slice(blocks);
         self.best.offer(*row);
         Ok(())
     }
