@@ -411,8 +411,7 @@ pub fn run_to_files(
     let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |chunk, mut r: ChunkResult| {
         if blocks.is_some() {
             keep_resumed(chunk, &mut kept)?;
-            let sharpe = r.metrics.iter().map(|m| m.sharpe).collect();
-            kept.extend(SweepBlocks { combos: r.combos.clone(), blocks: std::mem::take(&mut r.blocks), sharpe });
+            kept.extend(SweepBlocks::taken_from(&mut r));
         }
         for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
             take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap);

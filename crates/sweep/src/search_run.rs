@@ -186,7 +186,7 @@ pub fn search_to_files(
             }
             return Ok(rows.into_iter().map(|(_, r)| r.metrics).collect());
         }
-        let result = session.evaluate(combos)?;
+        let mut result = session.evaluate(combos)?;
         if result.combos != combos {
             return Err(SweepError::Spec("a search proposed a combo the strategy's rules refuse".into()));
         }
@@ -194,7 +194,7 @@ pub fn search_to_files(
         if let Some(cuts) = cuts {
             // Before the rows: a batch with rows has its blocks.
             write_chunk_blocks(&blocks_path(&path), &result, cuts)?;
-            kept.extend(SweepBlocks::of(&result));
+            kept.extend(SweepBlocks::taken_from(&mut result));
         }
         let mut text = String::with_capacity(combos.len() * 128);
         for (i, (&combo, m)) in combos.iter().zip(&result.metrics).enumerate() {

@@ -106,13 +106,18 @@ pub struct SweepBlocks {
 }
 
 impl SweepBlocks {
-    /// What a chunk's rows keep.
+    /// What a chunk's rows keep (a copy: the rows stay whole).
     pub fn of(r: &ChunkResult) -> Self {
-        Self {
-            combos: r.combos.clone(),
-            blocks: r.blocks.clone(),
-            sharpe: r.metrics.iter().map(|m| m.sharpe).collect(),
-        }
+        Self { blocks: r.blocks.clone(), ..Self::without_blocks(r) }
+    }
+
+    /// What a chunk's rows keep, its blocks moved out of `r` (no second copy).
+    pub fn taken_from(r: &mut ChunkResult) -> Self {
+        Self { blocks: std::mem::take(&mut r.blocks), ..Self::without_blocks(r) }
+    }
+
+    fn without_blocks(r: &ChunkResult) -> Self {
+        Self { combos: r.combos.clone(), blocks: Vec::new(), sharpe: r.metrics.iter().map(|m| m.sharpe).collect() }
     }
 
     /// Appends `part` (the next combos in order).
