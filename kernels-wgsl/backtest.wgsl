@@ -50,6 +50,14 @@ struct Plan {
     take_profit: u32,
     // Exit after this many bars in a trade; 0: no limit.
     max_bars: u32,
+    // Short rows, short levels and the trail (ComboPlan in crates/backtest/src/book/mod.rs):
+    // books that use them run on the CPU, so the kernel never reads them.
+    short_entry: u32,
+    short_exit: u32,
+    short_stop: u32,
+    short_take_profit: u32,
+    trail: u32,
+    pad: u32,
 }
 
 // Prefix sums at one bar (see BarTables): held-bar returns, their squares, and the same

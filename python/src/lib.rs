@@ -14,6 +14,7 @@
 
 mod overfit;
 mod search;
+mod simulate;
 
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::{PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
@@ -21,10 +22,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
-use threadx_backtest::{
-    Backtester, ComboPlan, Metrics, ParamKind, ParamSpec, ParamValues, SignalBook, Strategy, check_bars_per_year,
-    check_fee,
-};
+use threadx_backtest::{Costs, Metrics, ParamKind, ParamSpec, ParamValues, Strategy, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
 use threadx_indicators::{DataError, Indicator, IndicatorBank, Ohlcv, epoch_to_ms, find_columns};
 use threadx_sweep::{ChunkResult, SweepError, SweepRequest, SweepSpec};
@@ -74,19 +72,29 @@ impl Bars {
         Ok(Self { data: Arc::new(data), timed: true })
     }
 
-    /// Closes alone (for `simulate`): every price is the close; without timestamps the
-    /// bars are numbered and their bars per year unknown.
+    /// Closes (for `simulate`), with the open, high and low when given (else each is the
+    /// close); without timestamps the bars are numbered and their bars per year unknown.
     #[staticmethod]
-    #[pyo3(signature = (close, timestamps=None))]
-    fn from_close(close: PyReadonlyArray1<'_, f64>, timestamps: Option<PyReadonlyArray1<'_, i64>>) -> PyResult<Self> {
+    #[pyo3(signature = (close, timestamps=None, open=None, high=None, low=None))]
+    fn from_close(
+        close: PyReadonlyArray1<'_, f64>,
+        timestamps: Option<PyReadonlyArray1<'_, i64>>,
+        open: Option<PyReadonlyArray1<'_, f64>>,
+        high: Option<PyReadonlyArray1<'_, f64>>,
+        low: Option<PyReadonlyArray1<'_, f64>>,
+    ) -> PyResult<Self> {
         let close = close.as_array().to_vec();
         let timed = timestamps.is_some();
         let timestamps = timestamps.map_or_else(|| (0..close.len() as i64).collect(), |t| t.as_array().to_vec());
         let volume = vec![0.0; close.len()];
-        let data = Ohlcv::new("close", timestamps, close.clone(), close.clone(), close.clone(), close, volume);
+        let given = open.is_some();
+        let or_close =
+            |a: Option<PyReadonlyArray1<'_, f64>>| a.map_or_else(|| close.clone(), |a| a.as_array().to_vec());
+        let (open, high, low) = (or_close(open), or_close(high), or_close(low));
+        let data = Ohlcv::new("close", timestamps, open, high, low, close, volume);
         let data = match data {
             // Open, high and low are the close here: name the one the user gave.
-            Err(DataError::InvalidRow { origin, row, column, problem }) if column != "timestamp" => {
+            Err(DataError::InvalidRow { origin, row, column, problem }) if column != "timestamp" && !given => {
                 Err(DataError::InvalidRow { origin, row, column: "close".into(), problem })
             }
             other => other,
@@ -202,19 +210,21 @@ fn indicators<'py>(
 
 /// One parameter set of a strategy: its metrics, trades and equity curve.
 #[pyfunction]
-#[pyo3(signature = (bars, strategy, params, fee, periods_per_year=None, device=None))]
+#[pyo3(signature = (bars, strategy, params, fee, slippage=0.0, periods_per_year=None, device=None))]
+#[allow(clippy::too_many_arguments)] // One per keyword of `threadx.backtest`.
 fn backtest<'py>(
     py: Python<'py>,
     bars: &Bars,
     strategy: &str,
     params: Vec<(String, String)>,
     fee: f64,
+    slippage: f64,
     periods_per_year: Option<f64>,
     device: Option<&str>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let strategy = Strategy::load(strategy).map_err(value)?;
     let values = strategy.params(&params).map_err(value)?;
-    check_fee(fee).map_err(value)?;
+    let costs = Costs::new(fee, slippage).map_err(value)?;
     periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
     let mode = device_mode(device)?;
     let data = bars.data.clone();
@@ -224,7 +234,7 @@ fn backtest<'py>(
         let dispatcher = dispatcher(mode)?;
         let bank = IndicatorBank::new(&data, &dispatcher);
         let report =
-            threadx_backtest::backtest(&bank, &run_strategy, &run_values, fee, periods_per_year).map_err(value)?;
+            threadx_backtest::backtest(&bank, &run_strategy, &run_values, costs, periods_per_year).map_err(value)?;
         flush(&dispatcher);
         Ok(report)
     })?;
@@ -239,6 +249,7 @@ fn backtest<'py>(
     out.set_item("bars_per_year", report.bars_per_year)?;
     let trades = PyDict::new(py);
     let t = &report.trades;
+    trades.set_item("side", t.iter().map(|t| t.side.to_string()).collect::<Vec<_>>())?;
     trades.set_item("entry_bar", t.iter().map(|t| t.entry_bar as i64).collect::<Vec<_>>().into_pyarray(py))?;
     trades.set_item("entry_price", t.iter().map(|t| t.entry_price).collect::<Vec<_>>().into_pyarray(py))?;
     trades.set_item("exit_bar", t.iter().map(|t| t.exit_bar as i64).collect::<Vec<_>>().into_pyarray(py))?;
@@ -421,46 +432,6 @@ impl Session {
     }
 }
 
-/// A user's own signals run by the built-in rules: one metrics row per column.
-#[pyfunction]
-#[pyo3(signature = (bars, entries, exits, stop, fee, periods_per_year=None, device=None))]
-#[allow(clippy::too_many_arguments)] // One per keyword of `threadx.simulate`.
-fn simulate<'py>(
-    py: Python<'py>,
-    bars: &Bars,
-    entries: PyReadonlyArray2<'py, bool>,
-    exits: PyReadonlyArray2<'py, bool>,
-    stop: Option<PyReadonlyArray2<'py, f64>>,
-    fee: f64,
-    periods_per_year: Option<f64>,
-    device: Option<&str>,
-) -> PyResult<(Bound<'py, PyList>, String)> {
-    check_fee(fee).map_err(value)?;
-    let per_year = match (periods_per_year, bars.timed) {
-        (Some(p), _) => check_bars_per_year(p).map_err(value)?,
-        (None, true) => bars.data.bars_per_year(),
-        (None, false) => f64::NAN,
-    };
-    let mode = device_mode(device)?;
-    // Packed into bit rows while the GIL keeps the arrays still.
-    let book =
-        SignalBook::from_signals(&bars.data, entries.as_array(), exits.as_array(), stop.as_ref().map(|s| s.as_array()))
-            .map_err(value)?
-            .with_bars_per_year(per_year);
-    let (metrics, device) = py.detach(move || -> PyResult<_> {
-        let dispatcher = dispatcher(mode)?;
-        let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
-        let outcome = Backtester::new(&book, fee).map_err(value)?.run(&dispatcher, &plans);
-        flush(&dispatcher);
-        Ok((outcome.value, outcome.device.to_string()))
-    })?;
-    let columns = PyList::empty(py);
-    for (name, column) in metric_columns(py, &metrics)? {
-        columns.append((name, column))?;
-    }
-    Ok((columns, device))
-}
-
 /// The GPU adapters (`threadx devices --json`'s `adapters`) as JSON, and the default's rank.
 #[pyfunction]
 fn devices(py: Python<'_>) -> PyResult<(String, Option<usize>)> {
@@ -631,7 +602,7 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(overfit::deflated_sharpe_table, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add_function(wrap_pyfunction!(search::search, m)?)?;
-    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(devices, m)?)?;
     m.add_function(wrap_pyfunction!(strategies, m)?)?;
     Ok(())

@@ -151,7 +151,7 @@ fn sweep_call(data: &Ohlcv, spec: SweepSpec) -> Call<'_> {
         let bank = IndicatorBank::new(data, d);
         let sweep = Sweep::prepare(&bank, &spec)?;
         std::hint::black_box(sweep.run_all(d)?.metrics);
-        let key = Backtester::new(sweep.book(), spec.fee())?.operation(sweep.combos().len() as usize).key().to_owned();
+        let key = Backtester::new(sweep.book(), spec.costs()).operation(sweep.combos().len() as usize).key().to_owned();
         Ok(key)
     })
 }

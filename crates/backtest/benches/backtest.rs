@@ -14,11 +14,13 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
-use threadx_backtest::{BarTables, ComboPlan, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_totals};
+use threadx_backtest::{
+    BarTables, ComboPlan, Costs, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_totals,
+};
 use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 
-const FEE: f64 = 0.001;
+const FEE: Costs = Costs { fee: 0.001, slippage: 0.0 };
 
 /// 5 bb_period × 2 bb_std × 2 atr_period × 5 atr_mult = 100 combos.
 fn grid() -> Vec<Vec<f64>> {

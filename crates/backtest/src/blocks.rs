@@ -134,13 +134,20 @@ impl<'a> Snapshots<'a> {
     ) {
         // Block starts at or before the entry bar: everything before them was flat since
         // the last trade.
-        while self.pending().is_some_and(|start| start <= entry) {
-            self.record(before);
-        }
+        self.bar(entry, before);
         // Block starts inside the trade: bars entry..start−1 held.
         while let Some(start) = self.pending().filter(|&s| exit.is_none_or(|x| s <= x)) {
             let (a, b) = held(start - 1);
             self.record((before.0.wrapping_add(a), before.1.wrapping_add(b)));
+        }
+    }
+
+    /// Bar `t` comes with the run's sums before it, `before`: every block start up to it
+    /// is recorded with them (bars skipped since the last call added nothing).
+    #[inline(always)]
+    pub(crate) fn bar(&mut self, t: usize, before: (u128, u128)) {
+        while self.pending().is_some_and(|start| start <= t) {
+            self.record(before);
         }
     }
 

@@ -27,6 +27,8 @@ pub enum BacktestError {
     Signals(String),
     #[error("fee {0} is outside [0, 1) (a fraction of traded value per side, e.g. 0.001)")]
     Fee(f64),
+    #[error("slippage {0} is outside [0, 1) (a fraction of the price against the trader on every fill, e.g. 0.0005)")]
+    Slippage(f64),
     #[error("{strategy} with {params} needs at least {needed} bars to trade; the data has {len}")]
     TooShort { strategy: String, params: String, needed: usize, len: usize },
     #[error(transparent)]

@@ -3,7 +3,7 @@
 //! are the same bits on the CPU and on every GPU, and one host function
 //! ([`Totals::metrics`]) turns them into the reported f64 values.
 //!
-//! Scales and error bounds (N ≤ 2^24 bars, per-bar moves within ±100%, fee < 1):
+//! Scales and error bounds (N ≤ 2^24 bars, per-bar moves within ±100%, costs < 1):
 //!
 //! - Log prices `L[t] = ln(close[t] / close[0])` and log equity in units of 2^-52
 //!   ([`LOG_BITS`]), i64. |L| ≤ 1,418 for any positive f64 prices, within the ±2,048 that
@@ -23,6 +23,7 @@
 
 use crate::blocks::BlockCuts;
 use crate::book::SignalBook;
+use crate::costs::Costs;
 use crate::metrics::Metrics;
 
 /// Fraction bits of log prices and log equity.
@@ -30,24 +31,29 @@ pub const LOG_BITS: u32 = 52;
 /// Fraction bits of per-bar returns and their squares.
 pub const RET_BITS: u32 = 64;
 
-const LOG_SCALE: f64 = (1u64 << LOG_BITS) as f64;
+pub(crate) const LOG_SCALE: f64 = (1u64 << LOG_BITS) as f64;
 pub(crate) const RET_SCALE: f64 = 18_446_744_073_709_551_616.0; // 2^64
 
 /// `x` in units of 2^-52, rounded to nearest.
-fn log_units(x: f64) -> i64 {
+pub(crate) fn log_units(x: f64) -> i64 {
     (x * LOG_SCALE).round() as i64
 }
 
 /// `x` in units of 2^-64, rounded to nearest.
-fn ret_units(x: f64) -> i128 {
+pub(crate) fn ret_units(x: f64) -> i128 {
     (x * RET_SCALE).round() as i128
 }
 
-/// The per-bar tables of one signal book and fee, in fixed point (module docs). Built
-/// once per book and fee on the CPU; the GPU uploads them as they are.
+/// The per-bar tables of one signal book and its costs, in fixed point (module docs).
+/// Built once per book and costs on the CPU; the GPU uploads them as they are.
 #[derive(Debug, Clone)]
 pub struct BarTables {
+    pub(crate) costs: Costs,
     pub(crate) fee: f64,
+    pub(crate) slippage: f64,
+    /// [`Costs::buy`] and [`Costs::sell`]: h and g.
+    pub(crate) buy: f64,
+    pub(crate) sell: f64,
     /// `ln(close[t] / close[0])`, 2^-52 units.
     pub(crate) log: Vec<i64>,
     /// Σ over bars 1..=t of the held bar's return `close[t]/close[t−1] − 1` (2^-64 units,
@@ -55,15 +61,15 @@ pub struct BarTables {
     pub(crate) ret_sum: Vec<u128>,
     /// The same for the squared returns.
     pub(crate) ret_sq_sum: Vec<u128>,
-    /// `ret_sum[t−1]` plus the return of an exit at bar t, `ret[t]·(1 − fee) − fee`: a
+    /// `ret_sum[t−1]` plus the return of an exit at bar t, `ret[t]·(1 − g) − g`: a
     /// trade entered at e and left at x adds `exit_sum[x] − ret_sum[e]` (held bars and
     /// the exit bar).
     pub(crate) exit_sum: Vec<u128>,
     pub(crate) exit_sq_sum: Vec<u128>,
-    /// −ln(1 + fee) and ln(1 − fee), 2^-52 units: what buying and selling do to log equity.
+    /// −ln(1 + h) and ln(1 − g), 2^-52 units: what buying and selling do to log equity.
     pub(crate) log_buy: i64,
     pub(crate) log_sell: i64,
-    /// The entry bar's return, 1/(1 + fee) − 1, and its square, 2^-64 units.
+    /// The entry bar's return, 1/(1 + h) − 1, and its square, 2^-64 units.
     pub(crate) entry_ret: u128,
     pub(crate) entry_ret_sq: u128,
     /// The blocks whose statistics a run records as well, if any.
@@ -71,7 +77,8 @@ pub struct BarTables {
 }
 
 impl BarTables {
-    pub fn new(book: &SignalBook, fee: f64) -> Self {
+    pub fn new(book: &SignalBook, costs: Costs) -> Self {
+        let (buy, sell) = (costs.buy(), costs.sell());
         let close = book.close();
         let ret = book.ret();
         let c0 = close[0];
@@ -85,7 +92,7 @@ impl BarTables {
                 exit_sum.push(0);
                 exit_sq_sum.push(0);
             } else {
-                let x = r * (1.0 - fee) - fee;
+                let x = r * (1.0 - sell) - sell;
                 exit_sum.push(s1.wrapping_add(ret_units(x) as u128));
                 exit_sq_sum.push(s2.wrapping_add(ret_units(x * x) as u128));
                 s1 = s1.wrapping_add(ret_units(r) as u128);
@@ -94,16 +101,20 @@ impl BarTables {
             ret_sum.push(s1);
             ret_sq_sum.push(s2);
         }
-        let entry = -fee / (1.0 + fee);
+        let entry = -buy / (1.0 + buy);
         Self {
-            fee,
+            costs,
+            fee: costs.fee,
+            slippage: costs.slippage,
+            buy,
+            sell,
             log,
             ret_sum,
             ret_sq_sum,
             exit_sum,
             exit_sq_sum,
-            log_buy: log_units(-libm::log1p(fee)),
-            log_sell: log_units(libm::log1p(-fee)),
+            log_buy: log_units(-libm::log1p(buy)),
+            log_sell: log_units(libm::log1p(-sell)),
             entry_ret: ret_units(entry) as u128,
             entry_ret_sq: ret_units(entry * entry) as u128,
             blocks: None,
@@ -120,8 +131,8 @@ impl BarTables {
         self.blocks.as_ref()
     }
 
-    pub fn fee(&self) -> f64 {
-        self.fee
+    pub fn costs(&self) -> Costs {
+        self.costs
     }
 }
 

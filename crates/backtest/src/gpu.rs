@@ -123,6 +123,12 @@ impl GpuBacktester {
     pub fn new(ctx: Arc<GpuContext>, book: &SignalBook, tables: &BarTables) -> Result<Self, GpuError> {
         let bars = u32::try_from(book.bars())
             .map_err(|_| GpuError::Unsupported(format!("{} bars exceed the GPU's u32 indices", book.bars())))?;
+        if !book.is_plain() {
+            return Err(GpuError::Unsupported(format!(
+                "the kernel does not trade {} yet",
+                book.market_features().join(", ")
+            )));
+        }
         check_exact_range(book)?;
         let bar: Vec<[u32; 4]> = book
             .close()
@@ -152,20 +158,27 @@ impl GpuBacktester {
         bits.extend_from_slice(book.exit_rows());
         // WGSL arrays cannot be empty: a book without stops gets one unused series and stop.
         let mut atr: Vec<f64> = book.stop_rows().flatten().copied().collect();
-        if atr.is_empty() {
-            atr.push(0.0);
-        }
-        let mut stops: Vec<[u32; 4]> = book
-            .stops()
-            .iter()
-            .map(|&stop| match stop {
+        let mut series_count = book.stop_rows().len() as u32;
+        let mut stops: Vec<[u32; 4]> = Vec::with_capacity(book.stops().len());
+        for (index, &stop) in book.stops().iter().enumerate() {
+            stops.push(match stop {
                 Stop::Distance { series, mult } => {
                     let [m0, m1] = i64_words(mult.to_bits() as i64);
                     [series, m0, m1, 0]
                 }
                 Stop::Level { series } => [series, 0, 0, 1],
-            })
-            .collect();
+                Stop::Fraction { .. } => {
+                    // The CPU's levels, formed on the host: a level series of their own.
+                    let rule = book.stop(index as u32).expect("a stop of the book");
+                    atr.extend(book.close().iter().enumerate().map(|(e, &c)| rule.level(e, c)));
+                    series_count += 1;
+                    [series_count - 1, 0, 0, 1]
+                }
+            });
+        }
+        if atr.is_empty() {
+            atr.push(0.0);
+        }
         if stops.is_empty() {
             stops.push([0; 4]);
         }
@@ -403,6 +416,12 @@ mod layout {
             ("warmup", offset_of!(ComboPlan, warmup)),
             ("take_profit", offset_of!(ComboPlan, take_profit)),
             ("max_bars", offset_of!(ComboPlan, max_bars)),
+            ("short_entry", offset_of!(ComboPlan, short_entry)),
+            ("short_exit", offset_of!(ComboPlan, short_exit)),
+            ("short_stop", offset_of!(ComboPlan, short_stop)),
+            ("short_take_profit", offset_of!(ComboPlan, short_take_profit)),
+            ("trail", offset_of!(ComboPlan, trail)),
+            ("pad", offset_of!(ComboPlan, pad)),
         ]);
         assert_eq!(wgsl("Plan"), (size_of::<ComboPlan>() as u32, plan));
         // The host reads a run's totals; the state after them is the kernel's alone.

@@ -21,10 +21,12 @@
 
 mod blocks;
 mod book;
+mod costs;
 mod error;
 mod fixed;
 mod gpu;
 mod grid;
+mod market;
 mod metrics;
 mod param;
 mod rules;
@@ -32,18 +34,19 @@ mod simulate;
 mod strategy;
 
 pub use blocks::{BlockCuts, DEFAULT_BLOCKS};
-pub use book::{BookLayout, ComboPlan, SignalBook};
+pub use book::{BookLayout, ComboPlan, SignalBook, UserSignals};
+pub use costs::{Costs, Fill, Fills};
 pub use error::BacktestError;
 pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
 pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
 pub use grid::Grid;
-pub use metrics::{ExitReason, Metrics, Trade};
+pub use metrics::{ExitReason, Metrics, Side, Trade};
 pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamKind, ParamSpec, ParamValues};
 pub use rules::{RuleKind, rule_functions};
 pub use simulate::{
     BacktestReport, BatchTotals, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals, simulate_with_blocks,
 };
-pub use strategy::{Strategy, check_fee, strategy_help};
+pub use strategy::{Strategy, strategy_help};
 
 use serde_json::json;
 use std::borrow::Cow;
@@ -61,12 +64,11 @@ pub struct Backtester<'a> {
 }
 
 impl<'a> Backtester<'a> {
-    pub fn new(book: &'a SignalBook, fee: f64) -> Result<Self, BacktestError> {
-        check_fee(fee)?;
-        Ok(Self { book, tables: Cow::Owned(BarTables::new(book, fee)), gpu: OnceLock::new() })
+    pub fn new(book: &'a SignalBook, costs: Costs) -> Self {
+        Self { book, tables: Cow::Owned(BarTables::new(book, costs)), gpu: OnceLock::new() }
     }
 
-    /// Runs plans of `book` with the `tables` already made for it (and a checked fee).
+    /// Runs plans of `book` with the `tables` already made for it.
     pub fn with_tables(book: &'a SignalBook, tables: &'a BarTables) -> Self {
         Self { book, tables: Cow::Borrowed(tables), gpu: OnceLock::new() }
     }
@@ -75,8 +77,8 @@ impl<'a> Backtester<'a> {
         self.book
     }
 
-    pub fn fee(&self) -> f64 {
-        self.tables.fee()
+    pub fn costs(&self) -> Costs {
+        self.tables.costs()
     }
 
     pub fn tables(&self) -> &BarTables {
@@ -145,11 +147,10 @@ pub fn backtest(
     bank: &IndicatorBank<'_>,
     strategy: &Strategy,
     values: &[f64],
-    fee: f64,
+    costs: Costs,
     bars_per_year: Option<f64>,
 ) -> Result<BacktestReport, BacktestError> {
     strategy.check(values)?;
-    check_fee(fee)?;
     let bars_per_year = bars_per_year.map(check_bars_per_year).transpose()?;
     let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
     let mut book = SignalBook::build(bank, strategy, &axes)?;
@@ -157,7 +158,7 @@ pub fn backtest(
         book = book.with_bars_per_year(per_year);
     }
     let plan = book.plan(&vec![0; values.len()]);
-    let mut report = simulate_detailed(&book, &plan, fee);
-    report.metrics = Backtester::new(&book, fee)?.metrics(&plan);
+    let mut report = simulate_detailed(&book, &plan, costs);
+    report.metrics = Backtester::new(&book, costs).metrics(&plan);
     Ok(report)
 }

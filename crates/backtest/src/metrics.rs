@@ -80,12 +80,16 @@ impl Metrics {
 pub enum ExitReason {
     /// The strategy's exit rule fired.
     Signal,
-    /// The close reached the stop level (≤).
+    /// The price reached the stop level (a long's at or below it, a short's at or above).
     Stop,
-    /// The close reached the take-profit level (≥).
+    /// The price reached the trailing stop's level.
+    Trail,
+    /// The price reached the take-profit level.
     TakeProfit,
     /// The trade lasted `max_bars` bars.
     MaxBars,
+    /// An entry of the other side reversed the position.
+    Reverse,
     /// Still open after the last bar (valued at the last close).
     OpenAtEnd,
 }
@@ -95,9 +99,11 @@ impl ExitReason {
         match self {
             ExitReason::Signal => "signal",
             ExitReason::Stop => "stop",
+            ExitReason::Trail => "trail",
             ExitReason::TakeProfit => "take_profit",
             ExitReason::MaxBars => "max_bars",
-            ExitReason::OpenAtEnd => "open",
+            ExitReason::Reverse => "reverse",
+            ExitReason::OpenAtEnd => "end",
         }
     }
 }
@@ -108,9 +114,33 @@ impl fmt::Display for ExitReason {
     }
 }
 
-/// One trade of a single backtest; fills are at the close of the bar.
+/// Which way a position faces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Long,
+    Short,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Long => "long",
+            Side::Short => "short",
+        }
+    }
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One trade of a single backtest, with its fill prices (slippage not included: the
+/// prices the fills were at).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Trade {
+    pub side: Side,
     pub entry_bar: usize,
     /// The exit bar, or the last bar for a position open at the end.
     pub exit_bar: usize,

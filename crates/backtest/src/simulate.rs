@@ -12,8 +12,10 @@
 
 use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook};
+use crate::costs::Costs;
 use crate::fixed::{BarTables, Totals, annualised, sharpe};
-use crate::metrics::{ExitReason, Metrics, Trade};
+use crate::market::simulate_market;
+use crate::metrics::{ExitReason, Metrics, Side, Trade};
 use rayon::prelude::*;
 
 /// Receives what a simulation does, bar by bar; every method defaults to nothing.
@@ -22,9 +24,27 @@ pub(crate) trait Observer {
     fn flat(&mut self, _from: usize, _to: usize, _cash: f64) {}
     /// Bar `t` ends in a position worth `value`.
     fn held(&mut self, _t: usize, _value: f64) {}
-    /// A trade was entered at `entry` and exited at `exit` (open at the end: last bar).
-    fn trade(&mut self, _entry: usize, _exit: usize, _reason: ExitReason, _gain: f64) {}
+    /// A trade ended (open at the end: at the last bar).
+    fn trade(&mut self, _leg: Leg) {}
 }
+
+/// A trade as a simulation sees it: bars, side, fill prices, why it ended, and equity
+/// after it over equity before it, minus 1.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Leg {
+    pub entry: usize,
+    pub exit: usize,
+    pub side: Side,
+    pub entry_price: f64,
+    pub exit_price: f64,
+    pub reason: ExitReason,
+    pub gain: f64,
+}
+
+/// An observer that records nothing (sweeps).
+pub(crate) struct Nothing;
+
+impl Observer for Nothing {}
 
 /// Running drawdown and return sums. Drawdown is tracked as the lowest equity since the
 /// last peak, divided only when a new peak starts or at the end; since division by a
@@ -54,7 +74,7 @@ impl Accumulator {
 
 /// The first set bit at or after `from` in a row of bits, if any.
 #[inline(always)]
-fn next_bit(row: &[u64], from: usize) -> Option<usize> {
+pub(crate) fn next_bit(row: &[u64], from: usize) -> Option<usize> {
     let mut w = from / 64;
     let mut word = *row.get(w)? & (u64::MAX << (from % 64));
     loop {
@@ -67,7 +87,7 @@ fn next_bit(row: &[u64], from: usize) -> Option<usize> {
 }
 
 #[inline(always)]
-fn bit(row: &[u64], t: usize) -> bool {
+pub(crate) fn bit(row: &[u64], t: usize) -> bool {
     (row[t / 64] >> (t % 64)) & 1 == 1
 }
 
@@ -79,7 +99,7 @@ fn last_bar(e: usize, max_bars: u32) -> usize {
 
 /// One combo's simulation. Equity starts at 1 (E[−1]).
 #[inline(always)]
-pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f64, obs: &mut O) -> Metrics {
+pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, costs: Costs, obs: &mut O) -> Metrics {
     let n = book.bars();
     let close = &book.close()[..n];
     let ret = &book.ret()[..n];
@@ -87,7 +107,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
     let exits = book.exit_row(plan.exit);
     let stop = book.stop(plan.stop);
     let target = book.stop(plan.take_profit);
-    let (buy, sell) = (1.0 + fee, 1.0 - fee);
+    let (buy, sell) = (1.0 + costs.buy(), 1.0 - costs.sell());
     let mut acc = Accumulator { sum: 0.0, sum_sq: 0.0, peak: 1.0, trough: 1.0, max_drawdown: 0.0 };
     let (mut trades, mut closed, mut wins, mut held) = (0u32, 0u32, 0u32, 0usize);
     let mut cash = 1.0;
@@ -131,7 +151,17 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
         }
         let Some((x, reason)) = exit else {
             held += n - e;
-            obs.trade(e, n - 1, ExitReason::OpenAtEnd, value / cash - 1.0);
+            let gain = value / cash - 1.0;
+            let (entry_price, exit_price) = (entry_close, close[n - 1]);
+            obs.trade(Leg {
+                entry: e,
+                exit: n - 1,
+                side: Side::Long,
+                entry_price,
+                exit_price,
+                reason: ExitReason::OpenAtEnd,
+                gain,
+            });
             break value;
         };
         let proceeds = shares * close[x] * sell;
@@ -139,7 +169,16 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
         held += x - e;
         closed += 1;
         wins += u32::from(proceeds > cash);
-        obs.trade(e, x, reason, proceeds / cash - 1.0);
+        let gain = proceeds / cash - 1.0;
+        obs.trade(Leg {
+            entry: e,
+            exit: x,
+            side: Side::Long,
+            entry_price: entry_close,
+            exit_price: close[x],
+            reason,
+            gain,
+        });
         cash = proceeds;
         flat_from = x;
         // No new entry on the bar of an exit.
@@ -168,7 +207,11 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, fee: f6
 /// − base), and the drawdown at t is L[t] − hi. The return sums of a trade come from the
 /// prefix tables in O(1).
 pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) -> Totals {
-    run_totals(book, tables, plan, None)
+    if book.is_plain() {
+        run_totals(book, tables, plan, None)
+    } else {
+        simulate_market(book, tables, plan, None, &mut Nothing)
+    }
 }
 
 /// [`simulate_totals`] that also records the block snapshots of `cuts` into `snapshots`
@@ -180,7 +223,12 @@ pub fn simulate_with_blocks(
     cuts: &BlockCuts,
     snapshots: &mut [u128],
 ) -> Totals {
-    run_totals(book, tables, plan, Some(&mut Snapshots::new(cuts, snapshots)))
+    let mut blocks = Snapshots::new(cuts, snapshots);
+    if book.is_plain() {
+        run_totals(book, tables, plan, Some(&mut blocks))
+    } else {
+        simulate_market(book, tables, plan, Some(blocks), &mut Nothing)
+    }
 }
 
 #[inline(always)]
@@ -311,26 +359,33 @@ impl Observer for Recorder<'_> {
         self.equity[t] = value;
     }
 
-    fn trade(&mut self, entry: usize, exit: usize, reason: ExitReason, gain: f64) {
-        let (close, time) = (self.book.close(), self.book.timestamps());
+    fn trade(&mut self, leg: Leg) {
+        let time = self.book.timestamps();
         self.trades.push(Trade {
-            entry_bar: entry,
-            exit_bar: exit,
-            entry_time: time[entry],
-            exit_time: time[exit],
-            entry_price: close[entry],
-            exit_price: close[exit],
-            return_: gain,
-            reason,
+            side: leg.side,
+            entry_bar: leg.entry,
+            exit_bar: leg.exit,
+            entry_time: time[leg.entry],
+            exit_time: time[leg.exit],
+            entry_price: leg.entry_price,
+            exit_price: leg.exit_price,
+            return_: leg.gain,
+            reason: leg.reason,
         });
     }
 }
 
-/// One combo with its trade list and equity curve (CPU, f64 bar by bar: the oracle).
-/// Its metrics are the f64 ones; reported metrics come from [`simulate_totals`].
-pub fn simulate_detailed(book: &SignalBook, plan: &ComboPlan, fee: f64) -> BacktestReport {
+/// One combo with its trade list and equity curve (CPU, f64 bar by bar: the oracle of a
+/// plain book, whose metrics here are the f64 ones; reported metrics come from
+/// [`simulate_totals`], which a book that is not plain shares this pass with).
+pub fn simulate_detailed(book: &SignalBook, plan: &ComboPlan, costs: Costs) -> BacktestReport {
     let mut recorder = Recorder { book, trades: Vec::new(), equity: vec![f64::NAN; book.bars()] };
-    let metrics = simulate(book, plan, fee, &mut recorder);
+    let metrics = if book.is_plain() {
+        simulate(book, plan, costs, &mut recorder)
+    } else {
+        let tables = BarTables::new(book, costs);
+        simulate_market(book, &tables, plan, None, &mut recorder).metrics(book.bars(), book.bars_per_year())
+    };
     BacktestReport { metrics, trades: recorder.trades, equity: recorder.equity, bars_per_year: book.bars_per_year() }
 }
 

@@ -3,15 +3,16 @@
 //! a user's `.toml` file. Its parameter schema ([`ParamSpec`]) checks values before any
 //! work; its rules say what each row of a signal book holds.
 
+use crate::costs::Fills;
 use crate::error::BacktestError;
 use crate::param::ParamSpec;
 use crate::rules::{Rule, RuleKind, StrategyFile};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-/// A strategy: long only, one position at a time, all cash in, filled at the close, with
-/// the fee, equity and metric rules of docs/strategies.md; its decisions come from its
-/// rules. Cheap to clone (shared).
+/// A strategy: one position at a time (long, short or flat), all cash in, filled at the
+/// close or the next open, with the cost, equity and metric rules of docs/strategies.md;
+/// its decisions come from its rules. Cheap to clone (shared).
 #[derive(Clone)]
 pub struct Strategy(Arc<StrategyFile>);
 
@@ -124,6 +125,11 @@ impl Strategy {
     /// The parameters rule `kind` reads, schema order.
     pub fn depends_on(&self, kind: RuleKind) -> Vec<&str> {
         self.compiled(kind).map_or_else(Vec::new, |r| r.deps.iter().map(|&i| self.0.params[i].name.as_str()).collect())
+    }
+
+    /// How its orders fill: `fill` and `intrabar` of its rule file.
+    pub fn fills(&self) -> Fills {
+        self.0.fills
     }
 
     pub(crate) fn compiled(&self, kind: RuleKind) -> Option<&Rule> {
@@ -249,11 +255,6 @@ impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// Checks a fee (fraction of traded value per side).
-pub fn check_fee(fee: f64) -> Result<(), BacktestError> {
-    if (0.0..1.0).contains(&fee) { Ok(()) } else { Err(BacktestError::Fee(fee)) }
 }
 
 /// Every built-in strategy with its parameters, defaults and ranges, for `--help` texts.

@@ -4,9 +4,11 @@
 
 mod common;
 
-use common::{FEE, all_plans, cpu_book, range};
+use common::{COSTS, all_plans, cpu_book, range};
 use ndarray::Array2;
-use threadx_backtest::{BarTables, BlockCuts, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_detailed};
+use threadx_backtest::{
+    BarTables, BlockCuts, GpuBacktester, SignalBook, Strategy, UserSignals, simulate_cpu, simulate_detailed,
+};
 use threadx_dispatch::testing::adapters;
 use threadx_indicators::{Ohlcv, SeededRng};
 
@@ -17,7 +19,7 @@ fn blocks_by_hand(book: &SignalBook, s: usize) -> Vec<f64> {
     let (first, len) = (n % s, n / s);
     let mut out = Vec::new();
     for plan in all_plans(book) {
-        let equity = simulate_detailed(book, &plan, FEE).equity;
+        let equity = simulate_detailed(book, &plan, COSTS).equity;
         let r: Vec<f64> = (0..n).map(|t| equity[t] / if t == 0 { 1.0 } else { equity[t - 1] } - 1.0).collect();
         for k in 0..s {
             let block = &r[first + k * len..first + (k + 1) * len];
@@ -31,7 +33,7 @@ fn blocks_by_hand(book: &SignalBook, s: usize) -> Vec<f64> {
 fn check(what: &str, book: &SignalBook, s: u32) {
     let cuts = BlockCuts::new(book.bars(), s).unwrap();
     assert_eq!((cuts.dropped(), cuts.bars()), (book.bars() % s as usize, book.bars() / s as usize));
-    let tables = BarTables::new(book, FEE).with_blocks(Some(cuts));
+    let tables = BarTables::new(book, COSTS).with_blocks(Some(cuts));
     let batch = simulate_cpu(book, &tables, &all_plans(book));
     let expected = blocks_by_hand(book, s as usize);
     assert_eq!(batch.blocks.len(), expected.len());
@@ -40,7 +42,7 @@ fn check(what: &str, book: &SignalBook, s: u32) {
         assert!((got - want).abs() < 1e-11, "{what}: value {i}: {got} vs {want}");
     }
     // Without blocks asked for, the totals are the same and no blocks come back.
-    let plain = simulate_cpu(book, &BarTables::new(book, FEE), &all_plans(book));
+    let plain = simulate_cpu(book, &BarTables::new(book, COSTS), &all_plans(book));
     assert_eq!(plain.totals, batch.totals);
     assert!(plain.blocks.is_empty());
     for ctx in adapters() {
@@ -85,7 +87,11 @@ fn blocks_of_trades_held_across_blocks_open_at_the_end_and_after_a_long_warm_up(
         entries[[t, 3]] = t >= 900 && t % 7 == 0;
         exits[[t, 3]] = t % 11 == 0;
     }
-    let book = SignalBook::from_signals(&data, entries.view(), exits.view(), Some(stop.view())).unwrap();
+    let book = SignalBook::from_signals(
+        &data,
+        UserSignals { stop: Some(stop.view()), ..UserSignals::long(entries.view(), exits.view()) },
+    )
+    .unwrap();
     for s in [2, 4, 16, 64] {
         check(&format!("signals, {s} blocks"), &book, s);
     }

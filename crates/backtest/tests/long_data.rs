@@ -8,10 +8,12 @@
 
 mod common;
 
-use common::{FEE, all_plans, cpu_book};
+use common::{COSTS, all_plans, cpu_book};
 use ndarray::Array2;
 use proptest::prelude::*;
-use threadx_backtest::{BarTables, BatchTotals, BlockCuts, GpuBacktester, SignalBook, Strategy, simulate_cpu};
+use threadx_backtest::{
+    BarTables, BatchTotals, BlockCuts, GpuBacktester, SignalBook, Strategy, UserSignals, simulate_cpu,
+};
 use threadx_dispatch::MAX_LOOP_STEPS;
 use threadx_dispatch::testing::adapters;
 use threadx_indicators::{Ohlcv, SeededRng};
@@ -59,7 +61,11 @@ fn signal_book(data: &Ohlcv, seed: u64) -> SignalBook {
             stop[[t, c]] = data.close()[t] * (1.0 - 0.05 * rng.uniform());
         }
     }
-    SignalBook::from_signals(data, entries.view(), exits.view(), Some(stop.view())).unwrap()
+    SignalBook::from_signals(
+        data,
+        UserSignals { stop: Some(stop.view()), ..UserSignals::long(entries.view(), exits.view()) },
+    )
+    .unwrap()
 }
 
 /// The lengths worth testing: a bit-row word, a stretch and lavapipe's loop limit.
@@ -79,7 +85,7 @@ proptest! {
         let book = signal_book(&data, seed);
         // Block starts recorded too, in blocks from one bar long to thousands.
         let blocks = BlockCuts::new(n, [2, 16, 64][(seed % 3) as usize]).ok();
-        let tables = BarTables::new(&book, FEE).with_blocks(blocks);
+        let tables = BarTables::new(&book, COSTS).with_blocks(blocks);
         let batch = simulate_cpu(&book, &tables, &all_plans(&book));
         let cpu = &batch.totals;
         // The every-bar column trades about n / 2 times: the loop really ran every bar.
@@ -105,7 +111,7 @@ fn gpu_totals_are_the_cpus_bits_on_two_million_bars_for_every_strategy() {
     for (strategy, axes) in cases {
         let axes = if axes.is_empty() { strategy.schema().iter().map(|p| vec![p.default]).collect() } else { axes };
         let book = cpu_book(&data, strategy.clone(), &axes);
-        let tables = BarTables::new(&book, FEE).with_blocks(Some(BlockCuts::new(bars, 16).unwrap()));
+        let tables = BarTables::new(&book, COSTS).with_blocks(Some(BlockCuts::new(bars, 16).unwrap()));
         let batch = simulate_cpu(&book, &tables, &all_plans(&book));
         let cpu = &batch.totals;
         let trades: u32 = cpu.iter().map(|t| t.trades).sum();

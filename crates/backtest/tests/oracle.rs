@@ -8,7 +8,7 @@ mod common;
 
 use common::{all_plans, cpu_book};
 use proptest::prelude::*;
-use threadx_backtest::{BarTables, ExitReason, Metrics, Strategy, simulate_detailed, simulate_totals};
+use threadx_backtest::{BarTables, Costs, ExitReason, Metrics, Strategy, simulate_detailed, simulate_totals};
 use threadx_indicators::{Indicator, Ohlcv, compute_cpu};
 
 /// The budget: total_return and max_drawdown are ratios minus 1, so their error is
@@ -66,9 +66,9 @@ proptest! {
         let data = Ohlcv::load(&format!("synthetic:bars=4000,seed={seed}{market}")).unwrap();
         let (strategy, axes) = axes(which);
         let book = cpu_book(&data, strategy.clone(), &axes);
-        let tables = BarTables::new(&book, fee);
+        let tables = BarTables::new(&book, Costs { fee, slippage: 0.0 });
         for plan in all_plans(&book) {
-            let oracle = simulate_detailed(&book, &plan, fee);
+            let oracle = simulate_detailed(&book, &plan, Costs { fee, slippage: 0.0 });
             let exact_wins = oracle
                 .trades
                 .iter()
@@ -123,7 +123,7 @@ fn decisions_agree_with_exact_arithmetic_on_fx_quotes() {
         let book =
             cpu_book(&data, Strategy::parse("bb_atr").unwrap(), &[vec![p as f64], vec![bb_std], vec![14.0], vec![2.0]]);
         let plan = book.plan(&[0, 0, 0, 0]);
-        let report = simulate_detailed(&book, &plan, 0.001);
+        let report = simulate_detailed(&book, &plan, Costs { fee: 0.001, slippage: 0.0 });
         // The same rules in exact arithmetic, bar by bar. The stop level is defined in f64
         // (close − 2 · ATR at entry), and comparing a close with it is exact.
         let close = data.close();

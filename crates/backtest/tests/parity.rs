@@ -9,12 +9,12 @@
 mod common;
 
 use common::{all_plans, cpu_book, range};
-use threadx_backtest::{Backtester, BarTables, GpuBacktester, KERNELS, Strategy, Totals, simulate_cpu};
+use threadx_backtest::{Backtester, BarTables, Costs, GpuBacktester, KERNELS, Strategy, Totals, simulate_cpu};
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_dispatch::{Device, DeviceMode, Kernel};
 use threadx_indicators::{Ohlcv, SeededRng};
 
-const FEE: f64 = 0.001;
+const FEE: Costs = Costs { fee: 0.001, slippage: 0.0 };
 
 #[test]
 fn kernels_compile_on_every_adapter() {
@@ -174,7 +174,7 @@ fn backtester_runs_where_the_dispatcher_says_with_the_same_bytes() {
         &[range(10.0, 10.0, 3), vec![2.0], vec![14.0], vec![1.0, 2.0]],
     );
     let plans = all_plans(&book);
-    let backtester = Backtester::new(&book, FEE).unwrap();
+    let backtester = Backtester::new(&book, FEE);
     let cpu: Vec<u64> = plans.iter().flat_map(|p| backtester.metrics(p).values().map(f64::to_bits)).collect();
     assert_eq!(backtester.operation(6).key(), r#"backtest_bb_atr:{"bars":5000,"size":30000}"#);
     let bits =

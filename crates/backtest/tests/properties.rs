@@ -6,7 +6,9 @@ mod common;
 
 use common::{all_plans, cpu_book, metrics_of_equity};
 use proptest::prelude::*;
-use threadx_backtest::{BacktestReport, BarTables, Metrics, Strategy, curve_metrics, simulate_cpu, simulate_detailed};
+use threadx_backtest::{
+    BacktestReport, BarTables, Costs, Metrics, Strategy, curve_metrics, simulate_cpu, simulate_detailed,
+};
 use threadx_indicators::{Indicator, Ohlcv, compute_cpu};
 
 fn data(bars: usize, seed: u64) -> Ohlcv {
@@ -61,7 +63,7 @@ proptest! {
         let d = data(bars, seed);
         prop_assume!(bars > p.max(a + 1));
         let b = cpu_book(&d, Strategy::parse("bb_atr").unwrap(), &[vec![p as f64], vec![k], vec![a as f64], vec![m]]);
-        let report = simulate_detailed(&b, &b.plan(&[0, 0, 0, 0]), fee);
+        let report = simulate_detailed(&b, &b.plan(&[0, 0, 0, 0]), Costs { fee, slippage: 0.0 });
         let want = reference_bb_atr(&d, p, k, a, m, fee);
         let got = report.metrics;
         prop_assert_eq!((got.trades, got.closed_trades), (want.trades, want.closed_trades));
@@ -93,7 +95,7 @@ proptest! {
         };
         let b = cpu_book(&d, strategy.clone(), &axes);
         for plan in all_plans(&b) {
-            let r = simulate_detailed(&b, &plan, fee);
+            let r = simulate_detailed(&b, &plan, Costs { fee, slippage: 0.0 });
             let m = r.metrics;
             prop_assert!(m.max_drawdown <= 0.0 && m.max_drawdown > -1.0);
             prop_assert!(m.total_return > -1.0);
@@ -117,7 +119,7 @@ proptest! {
         let axes = vec![vec![10.0, 20.0, 30.0], vec![1.5, 2.0], vec![7.0, 14.0], vec![1.0, 2.0, 3.0]];
         let b = cpu_book(&d, Strategy::parse("bb_atr").unwrap(), &axes);
         let plans = all_plans(&b);
-        let tables = BarTables::new(&b, 0.001);
+        let tables = BarTables::new(&b, Costs { fee: 0.001, slippage: 0.0 });
         let whole = simulate_cpu(&b, &tables, &plans).totals;
         let mut pieces = Vec::new();
         let mut rest = plans.as_slice();
@@ -144,7 +146,7 @@ proptest! {
         let same = |a: &Metrics, b: &Metrics| a.trades == b.trades && a.closed_trades == b.closed_trades
             && a.values().into_iter().zip(b.values()).all(|(x, y)| close(x, y));
         let whole = cpu_book(&d, Strategy::parse("bb_atr").unwrap(), &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]);
-        let report = simulate_detailed(&whole, &whole.plan(&[0, 0, 0, 0]), 0.001);
+        let report = simulate_detailed(&whole, &whole.plan(&[0, 0, 0, 0]), Costs { fee: 0.001, slippage: 0.0 });
         prop_assert!(same(&curve_metrics(&report.equity, &report.trades, report.bars_per_year), &report.metrics));
         prop_assert!(same(&report.since(0).metrics, &report.metrics));
 
@@ -154,8 +156,8 @@ proptest! {
         let split = (1200.0 * cut) as usize;
         let (first, second) = (d.slice(0..split), d.slice(split - w..1200));
         let [b1, b2] = [&first, &second].map(|part| cpu_book(part, Strategy::parse("bb_atr").unwrap(), &[vec![p as f64], vec![2.0], vec![14.0], vec![m]]));
-        let r1 = simulate_detailed(&b1, &b1.plan(&[0, 0, 0, 0]), 0.001);
-        let r2 = simulate_detailed(&b2, &b2.plan(&[0, 0, 0, 0]), 0.001).since(w);
+        let r1 = simulate_detailed(&b1, &b1.plan(&[0, 0, 0, 0]), Costs { fee: 0.001, slippage: 0.0 });
+        let r2 = simulate_detailed(&b2, &b2.plan(&[0, 0, 0, 0]), Costs { fee: 0.001, slippage: 0.0 }).since(w);
         prop_assert_eq!(r2.equity.len(), 1200 - split);
         prop_assert!(r2.trades.iter().all(|t| t.entry_bar < 1200 - split));
         let chained = BacktestReport::chain(&[r1.clone(), r2.clone()]);

@@ -15,7 +15,7 @@ use threadx_dispatch::DeviceMode;
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_indicators::{Indicator, IndicatorBank, Ohlcv};
 
-use common::FEE;
+use common::COSTS;
 
 fn example(name: &str) -> Strategy {
     let path = format!("{}/../../examples/strategies/{name}.toml", env!("CARGO_MANIFEST_DIR"));
@@ -124,7 +124,7 @@ fn rule_files_trade_as_plain_loops_of_their_definitions() {
         for (name, axes) in cases() {
             let strategy = example(name);
             let book = series.book(&strategy, &axes);
-            let tables = BarTables::new(&book, FEE);
+            let tables = BarTables::new(&book, COSTS);
             let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
             let totals = simulate_cpu(&book, &tables, &plans).totals;
             let mut reasons = std::collections::BTreeSet::new();
@@ -134,7 +134,7 @@ fn rule_files_trade_as_plain_loops_of_their_definitions() {
                 let (trades, equity) = plain_loop(series.data.close(), &rules);
                 let plan = &plans[combo as usize];
                 assert_eq!(plan.warmup as usize, rules.warmup, "{name} {values:?}: warm-up");
-                let report = simulate_detailed(&book, plan, FEE);
+                let report = simulate_detailed(&book, plan, COSTS);
                 let got: Trades = report.trades.iter().map(|t| (t.entry_bar, t.exit_bar, t.reason)).collect();
                 assert_eq!(got, trades, "{source} {name} {}", strategy.describe(&values));
                 reasons.extend(trades.iter().map(|t| t.2.name()));
@@ -178,7 +178,7 @@ fn gpu_totals_of_rule_files_are_the_cpus_bits_on_every_adapter() {
         let series = Series::new(source);
         for (name, axes) in cases() {
             let book = series.book(&example(name), &axes);
-            let tables = BarTables::new(&book, FEE);
+            let tables = BarTables::new(&book, COSTS);
             let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
             let cpu = simulate_cpu(&book, &tables, &plans).totals;
             for ctx in adapters() {
@@ -201,7 +201,7 @@ fn no_decision_reads_a_later_bar() {
         let (a, b) = (full.book(&strategy, &axes), cut.book(&strategy, &axes));
         for combo in 0..a.grid_len() {
             let closed_before = |book: &SignalBook| -> Trades {
-                simulate_detailed(book, &book.combo_plan(combo), FEE)
+                simulate_detailed(book, &book.combo_plan(combo), COSTS)
                     .trades
                     .iter()
                     .filter(|t| t.reason != ExitReason::OpenAtEnd && t.exit_bar < k - 1)

@@ -7,7 +7,7 @@ mod common;
 
 use common::{all_plans, cpu_book};
 use proptest::prelude::*;
-use threadx_backtest::{BarTables, Strategy, simulate_cpu};
+use threadx_backtest::{BarTables, Costs, Strategy, simulate_cpu};
 use threadx_indicators::Ohlcv;
 
 fn file(entry: &str) -> String {
@@ -69,7 +69,7 @@ fn a_long_rule_within_the_limits_runs() {
         .unwrap()
         .join()
         .expect("evaluation crashed");
-    let tables = BarTables::new(&book, 0.001);
+    let tables = BarTables::new(&book, Costs { fee: 0.001, slippage: 0.0 });
     let totals = simulate_cpu(&book, &tables, &all_plans(&book)).totals;
     assert!(totals.iter().all(|t| t.trades == 1), "close above its mean once, never sold: {totals:?}");
 }

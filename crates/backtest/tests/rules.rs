@@ -5,7 +5,7 @@
 mod common;
 
 use common::metrics_of_equity;
-use threadx_backtest::{BacktestError, BacktestReport, ExitReason, Metrics, SignalBook, Strategy, backtest, check_fee};
+use threadx_backtest::{BacktestError, BacktestReport, Costs, ExitReason, Metrics, SignalBook, Strategy, backtest};
 use threadx_dispatch::DeviceMode;
 use threadx_dispatch::testing::dispatcher_in;
 use threadx_indicators::{IndicatorBank, Ohlcv};
@@ -28,7 +28,7 @@ fn run(data: &Ohlcv, strategy: Strategy, params: &[(&str, &str)], fee: f64) -> B
     let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(data, &dispatcher);
     let values = strategy.params(params).unwrap();
-    backtest(&bank, &strategy, &values, fee, None).unwrap()
+    backtest(&bank, &strategy, &values, Costs { fee, slippage: 0.0 }, None).unwrap()
 }
 
 /// (entry bar, exit bar, reason) of every trade.
@@ -244,9 +244,10 @@ fn schema_defaults_ranges_and_refusals() {
         "rsi_period=14,rsi_low=30,rsi_high=70,atr_period=14,atr_mult=0"
     );
     for fee in [-0.001, 1.0, f64::NAN] {
-        assert!(matches!(check_fee(fee), Err(BacktestError::Fee(_))), "{fee}");
+        assert!(matches!(Costs::new(fee, 0.0), Err(BacktestError::Fee(_))), "{fee}");
+        assert!(matches!(Costs::new(0.001, fee), Err(BacktestError::Slippage(_))), "{fee}");
     }
-    assert!(check_fee(0.0).is_ok() && check_fee(0.999).is_ok());
+    assert!(Costs::new(0.0, 0.0).is_ok() && Costs::new(0.999, 0.999).is_ok());
 }
 
 #[test]
@@ -270,12 +271,7 @@ fn data_shorter_than_the_warmup_is_refused_before_work() {
         SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![2.0], vec![3.0], vec![0.0]])
             .unwrap_err();
     assert_eq!(bad.to_string(), "atr_mult=0: out of range: must be > 0 and ≤ 100");
-    let fee = threadx_backtest::Backtester::new(
-        &SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![2.0], vec![3.0], vec![2.0]])
-            .unwrap(),
-        1.5,
-    )
-    .unwrap_err();
+    let fee = Costs::new(1.5, 0.0).unwrap_err();
     assert_eq!(fee.to_string(), "fee 1.5 is outside [0, 1) (a fraction of traded value per side, e.g. 0.001)");
 }
 

@@ -7,10 +7,10 @@
 
 mod common;
 
-use common::{FEE, Rules, Trades, metrics_of_equity, plain_loop};
+use common::{COSTS, Rules, Trades, metrics_of_equity, plain_loop};
 use ndarray::{Array2, ArrayView2, Axis};
 use threadx_backtest::{
-    BacktestError, BarTables, ExitReason, GpuBacktester, SignalBook, simulate_cpu, simulate_detailed,
+    BacktestError, BarTables, ExitReason, GpuBacktester, SignalBook, UserSignals, simulate_cpu, simulate_detailed,
 };
 use threadx_dispatch::testing::adapters;
 use threadx_indicators::{Ohlcv, SeededRng};
@@ -65,10 +65,14 @@ fn user_signals_run_by_the_rules_of_a_plain_loop() {
     let (entries, exits, stop) = random_signals(&data, 8, 3);
     for with_stop in [false, true] {
         let levels = with_stop.then(|| stop.view());
-        let book = SignalBook::from_signals(&data, entries.view(), exits.view(), levels).unwrap();
+        let book = SignalBook::from_signals(
+            &data,
+            UserSignals { stop: levels, ..UserSignals::long(entries.view(), exits.view()) },
+        )
+        .unwrap();
         assert_eq!(book.grid_len(), 8);
         assert_eq!(book.name(), "signals");
-        let tables = BarTables::new(&book, FEE);
+        let tables = BarTables::new(&book, COSTS);
         let plans: Vec<_> = (0..8).map(|c| book.combo_plan(c)).collect();
         let totals = simulate_cpu(&book, &tables, &plans).totals;
         for c in 0..8 {
@@ -79,7 +83,7 @@ fn user_signals_run_by_the_rules_of_a_plain_loop() {
                 &column(exits.view(), c),
                 with_stop.then_some(&stop_column[..]),
             );
-            let report = simulate_detailed(&book, &plans[c], FEE);
+            let report = simulate_detailed(&book, &plans[c], COSTS);
             let got: Vec<_> = report.trades.iter().map(|t| (t.entry_bar, t.exit_bar, t.reason)).collect();
             assert_eq!(got, trades, "column {c}, stop {with_stop}");
             assert!(trades.len() > 3, "column {c} trades ({} trades)", trades.len());
@@ -112,8 +116,12 @@ fn gpu_totals_of_user_signals_are_the_cpus_bits() {
         let data = Ohlcv::load(source).unwrap();
         let (entries, exits, stop) = random_signals(&data, 24, 17);
         for levels in [None, Some(stop.view())] {
-            let book = SignalBook::from_signals(&data, entries.view(), exits.view(), levels).unwrap();
-            let tables = BarTables::new(&book, FEE);
+            let book = SignalBook::from_signals(
+                &data,
+                UserSignals { stop: levels, ..UserSignals::long(entries.view(), exits.view()) },
+            )
+            .unwrap();
+            let tables = BarTables::new(&book, COSTS);
             let plans: Vec<_> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
             let cpu = simulate_cpu(&book, &tables, &plans).totals;
             let trades: u32 = cpu.iter().map(|t| t.trades).sum();
@@ -140,8 +148,12 @@ fn a_broadcast_stop_is_the_same_levels_in_every_column() {
     assert_eq!(shared.strides()[1], 0);
     let repeated = shared.to_owned();
     let run = |levels: ArrayView2<'_, f64>| {
-        let book = SignalBook::from_signals(&data, entries.view(), exits.view(), Some(levels)).unwrap();
-        let tables = BarTables::new(&book, FEE);
+        let book = SignalBook::from_signals(
+            &data,
+            UserSignals { stop: Some(levels), ..UserSignals::long(entries.view(), exits.view()) },
+        )
+        .unwrap();
+        let tables = BarTables::new(&book, COSTS);
         let plans: Vec<_> = (0..6).map(|c| book.combo_plan(c)).collect();
         let mut totals = simulate_cpu(&book, &tables, &plans).totals;
         for ctx in adapters() {
@@ -159,15 +171,21 @@ fn bad_signals_are_refused_with_what_is_wrong() {
     let on = Array2::from_elem((100, 3), true);
     let short = Array2::from_elem((99, 3), true);
     let err = |e: Result<SignalBook, BacktestError>| e.unwrap_err().to_string();
-    let msg = err(SignalBook::from_signals(&data, on.view(), short.view(), None));
+    let msg = err(SignalBook::from_signals(&data, UserSignals::long(on.view(), short.view())));
     assert!(msg.contains("exits has shape (99, 3); expected (100, 3)"), "{msg}");
     let none = Array2::from_elem((100, 0), true);
-    assert!(err(SignalBook::from_signals(&data, none.view(), none.view(), None)).contains("no columns"));
+    assert!(err(SignalBook::from_signals(&data, UserSignals::long(none.view(), none.view()))).contains("no columns"));
     let mut stop = Array2::from_elem((100, 3), 1.0);
     stop[[7, 2]] = f64::INFINITY;
-    let msg = err(SignalBook::from_signals(&data, on.view(), on.view(), Some(stop.view())));
+    let msg = err(SignalBook::from_signals(
+        &data,
+        UserSignals { stop: Some(stop.view()), ..UserSignals::long(on.view(), on.view()) },
+    ));
     assert!(msg.contains("stop level +inf at bar 7, column 2"), "{msg}");
     let wide = Array2::from_elem((100, 4), 1.0);
-    let msg = err(SignalBook::from_signals(&data, on.view(), on.view(), Some(wide.view())));
+    let msg = err(SignalBook::from_signals(
+        &data,
+        UserSignals { stop: Some(wide.view()), ..UserSignals::long(on.view(), on.view()) },
+    ));
     assert!(msg.contains("stop has shape (100, 4)"), "{msg}");
 }

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-use threadx_backtest::{BacktestReport, Metrics, Strategy, backtest, check_bars_per_year, check_fee};
+use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy, backtest, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 use threadx_profile_store::{refuse_output_over_input, write_file_atomic};
@@ -18,6 +18,7 @@ pub struct Request {
     pub strategy: String,
     pub set: Vec<String>,
     pub fee: f64,
+    pub slippage: f64,
     pub periods_per_year: Option<f64>,
     pub trades: Option<PathBuf>,
     pub equity: Option<PathBuf>,
@@ -40,7 +41,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     let pairs: Vec<(String, String)> =
         req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     let values = strategy.params(&pairs)?;
-    check_fee(req.fee)?;
+    let costs = Costs::new(req.fee, req.slippage)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
     for path in req.trades.iter().chain(&req.equity) {
         check_writable(path)?;
@@ -51,7 +52,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     let data = Ohlcv::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let bank = IndicatorBank::new(&data, &dispatcher);
-    let report = backtest(&bank, &strategy, &values, req.fee, req.periods_per_year)?;
+    let report = backtest(&bank, &strategy, &values, costs, req.periods_per_year)?;
     if let Some(path) = &req.trades {
         write_file_atomic(path, trades_csv(&report).as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
@@ -71,6 +72,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
             strategy.schema().iter().zip(&values).map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect();
         object.insert("params".into(), Value::Object(params));
         object.insert("fee".into(), json!(req.fee));
+        object.insert("slippage".into(), json!(req.slippage));
         object.insert("data".into(), json!(data.origin()));
         object.insert("bars".into(), json!(data.len()));
         object.insert("periods_per_year".into(), json!(report.bars_per_year));
@@ -78,12 +80,13 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
         outln!("{}", Value::Object(object));
     } else {
         outln!(
-            "{} {} on {} ({} bars), fee {}",
+            "{} {} on {} ({} bars), fee {}{}",
             strategy,
             strategy.describe(&values),
             data.origin(),
             data.len(),
-            req.fee
+            req.fee,
+            if req.slippage > 0.0 { format!(", slippage {}", req.slippage) } else { String::new() }
         );
         out!("{}", metrics_table(m, report.bars_per_year));
         for (what, path) in [("trades", &req.trades), ("equity", &req.equity)] {
@@ -116,11 +119,12 @@ fn metrics_table(m: &Metrics, bars_per_year: f64) -> String {
 
 fn trades_csv(report: &BacktestReport) -> String {
     let mut csv =
-        String::from("trade,entry_bar,entry_time,entry_price,exit_bar,exit_time,exit_price,return,exit_reason\n");
+        String::from("trade,side,entry_bar,entry_time,entry_price,exit_bar,exit_time,exit_price,return,exit_reason\n");
     for (i, t) in report.trades.iter().enumerate() {
         let _ = writeln!(
             csv,
-            "{i},{},{},{},{},{},{},{},{}",
+            "{i},{},{},{},{},{},{},{},{},{}",
+            t.side,
             t.entry_bar,
             format_time(t.entry_time),
             t.entry_price,

@@ -106,6 +106,9 @@ enum Command {
         /// Cost per side as a fraction of traded value (0.001 = 0.1%).
         #[arg(long, default_value_t = 0.001, allow_negative_numbers = true)]
         fee: f64,
+        /// The fill price moved against you on every fill, a fraction (0.0005 = 0.05%).
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+        slippage: f64,
         /// Bars per year that annualise the Sharpe ratio (default: from the median spacing
         /// of the timestamps, a year of 365 days; e.g. 252 for daily stock bars).
         #[arg(long, value_name = "BARS", allow_negative_numbers = true)]
@@ -185,13 +188,14 @@ fn main() -> std::process::ExitCode {
         Command::Indicators { data, indicators, out } => {
             mode(cli.device).and_then(|m| indicators::run(&data, &indicators, &out, m))
         }
-        Command::Backtest { data, strategy, set, fee, periods_per_year, trades, equity, json } => mode(cli.device)
-            .and_then(|m| {
+        Command::Backtest { data, strategy, set, fee, slippage, periods_per_year, trades, equity, json } => {
+            mode(cli.device).and_then(|m| {
                 backtest::run(
-                    &backtest::Request { data, strategy, set, fee, periods_per_year, trades, equity, json },
+                    &backtest::Request { data, strategy, set, fee, slippage, periods_per_year, trades, equity, json },
                     m,
                 )
-            }),
+            })
+        }
         Command::Sweep(args) => mode(cli.device).and_then(|m| sweep::run(&args, m)),
         Command::Merge(args) => sweep::run_merge(&args),
         Command::Strategy { action } => strategy::run(&action),

@@ -35,12 +35,16 @@ pub struct SweepArgs {
     /// Values of one parameter, repeatable: a list (bb_std=1.5,2,2.5) or an inclusive range (bb_period=10:50:5).
     #[arg(long = "grid", value_name = "NAME=VALUES")]
     grid: Vec<String>,
-    /// A TOML file with strategy, fee, [grid], [random], [walk_forward] (flags override it).
+    /// A TOML file with strategy, fee, slippage, [grid], [random], [walk_forward] (flags override it).
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
     /// Cost per side as a fraction of traded value (default: the config's, else 0.001).
     #[arg(long, allow_negative_numbers = true)]
     fee: Option<f64>,
+    /// The fill price moved against you on every fill, a fraction (default: the config's,
+    /// else 0; 0.0005 = 0.05%).
+    #[arg(long, allow_negative_numbers = true)]
+    slippage: Option<f64>,
     /// Bars per year that annualise the Sharpe ratio (default: the config's, else from the
     /// median spacing of the timestamps, a year of 365 days; e.g. 252 for daily stock bars).
     #[arg(long, value_name = "BARS", allow_negative_numbers = true)]
@@ -173,6 +177,7 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
         }
     }
     request.fee = args.fee.or(request.fee);
+    request.slippage = args.slippage.or(request.slippage);
     request.periods_per_year = args.periods_per_year.or(request.periods_per_year);
     crate::search::search_request(args, &mut request)?;
     request.chunk_size = args.chunk_size.or(request.chunk_size);

@@ -230,7 +230,7 @@ fn backtest_prints_metrics_and_writes_trades_and_equity() {
         &bank,
         &threadx_backtest::Strategy::parse("bb_atr").unwrap(),
         &[20.0, 2.0, 14.0, 2.0],
-        0.001,
+        threadx_backtest::Costs { fee: 0.001, slippage: 0.0 },
         None,
     )
     .unwrap();
@@ -246,13 +246,14 @@ fn backtest_prints_metrics_and_writes_trades_and_equity() {
     let trade_rows: Vec<String> = std::fs::read_to_string(&trades).unwrap().lines().map(str::to_owned).collect();
     assert_eq!(
         trade_rows[0],
-        "trade,entry_bar,entry_time,entry_price,exit_bar,exit_time,exit_price,return,exit_reason"
+        "trade,side,entry_bar,entry_time,entry_price,exit_bar,exit_time,exit_price,return,exit_reason"
     );
     assert_eq!(trade_rows.len() - 1, report.trades.len());
     assert!(report.trades.len() > 3, "the default strategy trades on this data");
     let first: Vec<&str> = trade_rows[1].split(',').collect();
-    assert_eq!(first[1].parse::<usize>().unwrap(), report.trades[0].entry_bar);
-    assert!(["signal", "stop", "open"].contains(&first[8]));
+    assert_eq!(first[1], "long");
+    assert_eq!(first[2].parse::<usize>().unwrap(), report.trades[0].entry_bar);
+    assert!(["signal", "stop", "end"].contains(&first[9]));
     let curve = std::fs::read_to_string(&equity).unwrap();
     assert_eq!(curve.lines().count(), 3001);
     let second = curve.lines().nth(1).unwrap();

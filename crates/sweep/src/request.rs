@@ -7,7 +7,7 @@ use crate::overfit::OverfittingRequest;
 use crate::search::SearchRequest;
 use crate::spec::{Sample, SweepSpec, WalkForward};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use threadx_backtest::{Axis, Grid, Strategy};
+use threadx_backtest::{Axis, Costs, Grid, Strategy};
 use threadx_dispatch::DeviceMode;
 
 /// A sweep as asked for. Every field is optional; what is left out takes the default the
@@ -24,6 +24,8 @@ pub struct SweepRequest {
     pub grid: Option<Vec<(String, Axis)>>,
     /// Cost per side as a fraction of traded value (default 0.001).
     pub fee: Option<f64>,
+    /// The fill price moved against the trader on every fill, a fraction (default 0).
+    pub slippage: Option<f64>,
     /// Bars per year that annualise the Sharpe ratio (default: from the timestamps).
     pub periods_per_year: Option<f64>,
     /// Combos per chunk (default: from the data length only).
@@ -147,7 +149,8 @@ impl SweepRequest {
         let overfitting = self.overfitting.as_ref().map(OverfittingRequest::check).transpose()?;
         SweepSpec::checked(crate::spec::SpecParts {
             grid,
-            fee: self.fee.unwrap_or(0.001),
+            fee: self.fee.unwrap_or(Costs::default().fee),
+            slippage: self.slippage.unwrap_or(0.0),
             sample: self.random,
             search,
             walk_forward: self.walk_forward,

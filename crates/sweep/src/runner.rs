@@ -182,7 +182,7 @@ impl SweepPlan {
             Some(o) => Some(BlockCuts::new(self.bars, o.blocks).map_err(|e| SweepError::Spec(format!("--{e}")))?),
             None => None,
         };
-        let tables = BarTables::new(&book, self.spec.fee()).with_blocks(blocks);
+        let tables = BarTables::new(&book, self.spec.costs()).with_blocks(blocks);
         Ok(Sweep { spec: self.spec, book, tables, combos: self.combos, resident: Mutex::new(Vec::new()) })
     }
 }

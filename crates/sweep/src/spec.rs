@@ -8,7 +8,7 @@ use crate::search::SearchOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::ops::ControlFlow;
-use threadx_backtest::{Grid, RuleKind, Strategy, check_bars_per_year, check_fee};
+use threadx_backtest::{Costs, Grid, RuleKind, Strategy, check_bars_per_year};
 use threadx_dispatch::DeviceMode;
 
 /// Monte-Carlo sampling: `n` distinct combos of the grid drawn with `seed` (default 0).
@@ -101,13 +101,13 @@ impl WalkForward {
 }
 
 /// A sweep, validated: a [`Grid`] (the strategy and one checked list of values per
-/// parameter; combos are their Cartesian product in docs/strategies.md's order), the fee,
+/// parameter; combos are their Cartesian product in docs/strategies.md's order), the costs,
 /// optionally sampling or walk-forward, the chunking, and where and with how much the run
 /// may work. Made only by [`SweepRequest::check`](crate::SweepRequest::check).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepSpec {
     grid: Grid,
-    fee: f64,
+    costs: Costs,
     sample: Option<Sample>,
     search: Option<SearchOptions>,
     walk_forward: Option<WalkForward>,
@@ -123,6 +123,7 @@ pub struct SweepSpec {
 pub(crate) struct SpecParts {
     pub grid: Grid,
     pub fee: f64,
+    pub slippage: f64,
     pub sample: Option<Sample>,
     pub search: Option<SearchOptions>,
     pub walk_forward: Option<WalkForward>,
@@ -135,12 +136,12 @@ pub(crate) struct SpecParts {
 }
 
 impl SweepSpec {
-    /// Checks what the grid cannot see alone: the fee, the sample size, the chunk size,
+    /// Checks what the grid cannot see alone: the costs, the sample size, the chunk size,
     /// the threads, and that some combo passes the strategy's rules and every rule binds.
     pub(crate) fn checked(parts: SpecParts) -> Result<Self, SweepError> {
         let spec = Self {
             grid: parts.grid,
-            fee: parts.fee,
+            costs: Costs::new(parts.fee, parts.slippage)?,
             sample: parts.sample,
             search: parts.search,
             walk_forward: parts.walk_forward,
@@ -151,7 +152,6 @@ impl SweepSpec {
             device: parts.device,
             max_memory: parts.max_memory,
         };
-        check_fee(spec.fee)?;
         if let Some(p) = spec.periods_per_year {
             check_bars_per_year(p)?;
         }
@@ -225,8 +225,9 @@ impl SweepSpec {
         self.grid.len()
     }
 
-    pub fn fee(&self) -> f64 {
-        self.fee
+    /// The fee and the slippage.
+    pub fn costs(&self) -> Costs {
+        self.costs
     }
 
     pub fn sample(&self) -> Option<Sample> {
@@ -343,10 +344,14 @@ impl SweepSpec {
         let mut spec = json!({
             "strategy": self.strategy().name(),
             "grid": grid,
-            "fee": self.fee,
+            "fee": self.costs.fee,
             "random": self.sample.map(|s| json!({"n": s.n, "seed": s.seed})),
             "walk_forward": self.walk_forward.map(|w| json!({"train": w.train, "test": w.test, "step": w.step})),
         });
+        // Only when set: a run without slippage keeps the identity it always had.
+        if self.costs.slippage != 0.0 {
+            spec["slippage"] = json!(self.costs.slippage);
+        }
         if let Some(p) = self.periods_per_year {
             spec["periods_per_year"] = json!(p);
         }

@@ -111,7 +111,7 @@ pub fn walk_forward(
         let book = SignalBook::build(&bank, spec.strategy(), &axes)?.with_bars_per_year(per_year);
         let mut plan = book.plan(&vec![0; axes.len()]);
         plan.warmup = plan.warmup.max(test_start as u32);
-        let test_report = simulate_detailed(&book, &plan, spec.fee()).since(test_start);
+        let test_report = simulate_detailed(&book, &plan, spec.costs()).since(test_start);
         let train_sharpes: Vec<f64> = result.metrics.iter().map(|m| m.sharpe).collect();
         let deflated = OutOfSampleDsr::of(&test_report, &train_sharpes);
         results.push(WindowResult {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use threadx_backtest::{Metrics, Strategy, backtest};
+use threadx_backtest::{Costs, Metrics, Strategy, backtest};
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
@@ -102,9 +102,15 @@ fn rows_are_single_backtests_in_combo_order() {
                     let row = parse_row(&Strategy::parse("bb_atr").unwrap(), &csv[n + 1]).unwrap();
                     assert_eq!(row.combo, n as u64);
                     assert_eq!(row.values[..], [p, k, a, m], "combo {n}: the last parameter varies fastest");
-                    let want = backtest(&bank, &Strategy::parse("bb_atr").unwrap(), &[p, k, a, m], 0.001, None)
-                        .unwrap()
-                        .metrics;
+                    let want = backtest(
+                        &bank,
+                        &Strategy::parse("bb_atr").unwrap(),
+                        &[p, k, a, m],
+                        Costs { fee: 0.001, slippage: 0.0 },
+                        None,
+                    )
+                    .unwrap()
+                    .metrics;
                     let bits = |m: &Metrics| m.values().map(f64::to_bits);
                     assert_eq!(bits(&row.metrics), bits(&want), "combo {n}");
                     n += 1;

@@ -113,7 +113,7 @@ fn toml_configs() {
     .unwrap();
     let spec = SweepRequest { device: Some(DeviceMode::Cpu), ..spec }.check().unwrap();
     assert_eq!(*spec.strategy(), Strategy::parse("rsi_reversion").unwrap());
-    assert_eq!(spec.fee(), 0.0005);
+    assert_eq!(spec.costs().fee, 0.0005);
     assert_eq!(spec.axes()[0], [7.0, 14.0, 21.0]);
     assert_eq!(spec.axes()[1], [20.0, 25.5]);
     assert_eq!(spec.axes()[4], [2.0]);

@@ -7,7 +7,7 @@
 //! ```
 #![allow(clippy::print_stdout)] // An example prints.
 
-use threadx_backtest::{Backtester, Metrics, SignalBook, Strategy, backtest};
+use threadx_backtest::{Backtester, Costs, Metrics, SignalBook, Strategy, backtest};
 use threadx_indicators::{DeviceMode, Dispatcher, IndicatorBank, Ohlcv, format_time};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let book = SignalBook::build(&bank, &strategy, &axes)?;
     // Combo n of the grid: the Cartesian product, the last parameter varying fastest.
     let plans: Vec<_> = (0..book.grid_len()).map(|combo| book.combo_plan(combo)).collect();
-    let run = Backtester::new(&book, 0.001)?.run(&dispatcher, &plans);
+    let run = Backtester::new(&book, Costs::default()).run(&dispatcher, &plans);
     println!(
         "{} combos of {strategy} on {} ({} bars) in {:.1} ms on the {}; {} indicator series computed once",
         plans.len(),
@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The best combo again, with its trades.
     let best = values_of(ranked[0].0);
-    let report = backtest(&bank, &strategy, &best, 0.001, None)?;
+    let report = backtest(&bank, &strategy, &best, Costs::default(), None)?;
     println!("first trades of {}:", strategy.describe(&best));
     for t in report.trades.iter().take(5) {
         println!(

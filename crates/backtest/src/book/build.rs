@@ -1,11 +1,12 @@
 //! Building a book from a strategy's rules: each row's rule bound once, its indicator
 //! series computed once through the bank, its bit rows and stops filled.
 
-use super::layout::{BookLayout, FAMILIES};
+use super::layout::{BookLayout, FAMILIES, LEVELS, SHORT_ENTRY, SHORT_EXIT, TRAIL};
 use super::stops::{SeriesId, Stop, StopSeries, distance};
-use super::{ComboPlan, Combos, ENTRY, EXIT, MAX_BARS, STOP, SignalBook, TAKE_PROFIT, close_and_returns};
+use super::{ComboPlan, Combos, ENTRY, EXIT, MAX_BARS, SignalBook, close_and_returns};
 use crate::error::BacktestError;
 use crate::grid::Grid;
+use crate::rules::RuleKind;
 use crate::rules::{Eval, SeriesTable, fill_rows, is_none, max_bars_of, warmup_of};
 use crate::strategy::Strategy;
 use std::collections::HashMap;
@@ -36,7 +37,7 @@ impl SignalBook {
             });
         }
         let bound = layout.bind_rows()?;
-        let warmups: [Vec<u32>; 4] = std::array::from_fn(|f| {
+        let warmups: [Vec<u32>; 9] = std::array::from_fn(|f| {
             bound[f].iter().map(|b| warmup_of(FAMILIES[f], b).min(u32::MAX as usize) as u32).collect()
         });
         let needed = warmups.iter().filter_map(|w| w.iter().max()).max().map_or(0, |&w| w as usize) + 1;
@@ -58,20 +59,28 @@ impl SignalBook {
             .map_err(|problem| BacktestError::Combo { strategy: strategy.name().to_owned(), problem })?;
 
         let table = SeriesTable::new(bank, bound[..MAX_BARS].iter().flatten())?;
-        let entry = fill_rows(&bound[ENTRY], &table);
-        let exit = fill_rows(&bound[EXIT], &table);
+        let shorts = strategy.compiled(RuleKind::ShortEntry).is_some();
+        let mut entry = fill_rows(&bound[ENTRY], &table);
+        let mut exit = fill_rows(&bound[EXIT], &table);
+        let words = bars.div_ceil(64);
+        let short_rows = [(entry.len() / words.max(1)) as u32, (exit.len() / words.max(1)) as u32];
+        if shorts {
+            entry.extend(fill_rows(&bound[SHORT_ENTRY], &table));
+            exit.extend(fill_rows(&bound[SHORT_EXIT], &table));
+        }
 
         let mut stop_series: Vec<StopSeries> = Vec::new();
         let mut series_of: HashMap<SeriesId, u32> = HashMap::new();
         let mut stops = Vec::new();
-        let mut levels: [Vec<u32>; 2] = Default::default();
-        for (f, levels) in [STOP, TAKE_PROFIT].into_iter().zip(&mut levels) {
+        let mut levels: [Vec<u32>; 5] = Default::default();
+        for (f, levels) in LEVELS.into_iter().zip(&mut levels) {
             for level in &bound[f] {
                 if is_none(level) {
                     levels.push(ComboPlan::NO_STOP);
                     continue;
                 }
-                let distance = distance(level);
+                // A trail's rule is a distance itself, held as its series.
+                let distance = if f == TRAIL { None } else { distance(level) };
                 let id = match distance {
                     Some((indicator, _)) => SeriesId::Indicator(indicator.id()),
                     None => SeriesId::Level(level.id()),
@@ -100,9 +109,12 @@ impl SignalBook {
             stop_series,
             stops,
         );
+        book.trails = levels[4].iter().any(|&l| l != ComboPlan::NO_STOP);
         book.levels = levels;
         book.warmups = warmups;
         book.max_bars = max_bars;
-        Ok(book)
+        book.short_rows = short_rows;
+        book.shorts = shorts;
+        Ok(book.with_fills(strategy.fills(), data))
     }
 }

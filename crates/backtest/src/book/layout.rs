@@ -9,15 +9,34 @@ use crate::param::{MAX_PARAMS, ParamValues};
 use crate::rules::{Bound, RuleKind, indicators_of, is_none};
 use threadx_indicators::Indicator;
 
-/// The row families of a book, each from one rule: entry and exit (bit rows), stop and
-/// take-profit (levels), max_bars (a number).
-pub(super) const FAMILIES: [RuleKind; 5] =
-    [RuleKind::Entry, RuleKind::Exit, RuleKind::Stop, RuleKind::TakeProfit, RuleKind::MaxBars];
+/// The row families of a book, each from one rule: entries and exits of either side (bit
+/// rows), stops, take-profits and the trail's distance (levels), max_bars (a number, last).
+pub(super) const FAMILIES: [RuleKind; 10] = [
+    RuleKind::Entry,
+    RuleKind::Exit,
+    RuleKind::Stop,
+    RuleKind::TakeProfit,
+    RuleKind::ShortEntry,
+    RuleKind::ShortExit,
+    RuleKind::ShortStop,
+    RuleKind::ShortTakeProfit,
+    RuleKind::Trail,
+    RuleKind::MaxBars,
+];
 pub(super) const ENTRY: usize = 0;
 pub(super) const EXIT: usize = 1;
 pub(super) const STOP: usize = 2;
 pub(super) const TAKE_PROFIT: usize = 3;
-pub(super) const MAX_BARS: usize = 4;
+pub(super) const SHORT_ENTRY: usize = 4;
+pub(super) const SHORT_EXIT: usize = 5;
+pub(super) const SHORT_STOP: usize = 6;
+pub(super) const SHORT_TAKE_PROFIT: usize = 7;
+pub(super) const TRAIL: usize = 8;
+pub(super) const MAX_BARS: usize = 9;
+/// The families that are levels, in [`super::Levels`] order.
+pub(super) const LEVELS: [usize; 5] = [STOP, TAKE_PROFIT, SHORT_STOP, SHORT_TAKE_PROFIT, TRAIL];
+/// The families that are bit rows.
+pub(super) const CONDITIONS: [usize; 4] = [ENTRY, EXIT, SHORT_ENTRY, SHORT_EXIT];
 
 /// The rows of one family a book holds: all of them (row = grid number), or only those a
 /// sample of combos reads (sorted grid numbers; row = position in the list).
@@ -81,8 +100,8 @@ pub struct BookLayout {
     pub(super) grid: Grid,
     /// The axes each family's rule reads; a family's rows are numbered by the mixed
     /// radix of those axes' positions (the row's grid number).
-    pub(super) families: [Vec<usize>; 5],
-    pub(super) rows: [RowSet; 5],
+    pub(super) families: [Vec<usize>; 10],
+    pub(super) rows: [RowSet; 10],
     indicators: Vec<Indicator>,
     /// The series stops and take-profits read (an indicator per distance, a level
     /// series per row otherwise): what a GPU holds beside the bit rows.
@@ -101,10 +120,10 @@ impl BookLayout {
         let strategy = grid.strategy();
         let axes = grid.axes();
         let families = FAMILIES.map(|kind| strategy.compiled(kind).map_or_else(Vec::new, |r| r.deps.clone()));
-        let rows: [RowSet; 5] = match combos {
+        let rows: [RowSet; 10] = match combos {
             None => families.clone().map(|family| RowSet::All(family.iter().map(|&a| axes[a].len() as u64).product())),
             Some(combos) => {
-                let mut numbers: [Vec<u64>; 5] = Default::default();
+                let mut numbers: [Vec<u64>; 10] = Default::default();
                 for &combo in combos {
                     let index = grid.index(combo);
                     for (numbers, family) in numbers.iter_mut().zip(&families) {
@@ -144,7 +163,7 @@ impl BookLayout {
                     (0..count).map(|n| row_values(axes, &rule.shape, n)).collect()
                 }
             };
-            let stops = f == STOP || f == TAKE_PROFIT;
+            let stops = LEVELS.contains(&f);
             let mut levels = false;
             for values in bindings {
                 let level = self.bind(kind, &values)?;
@@ -170,12 +189,14 @@ impl BookLayout {
         Ok((indicators_of(&bound), stop_series + distances.len() as u64))
     }
 
-    /// Rule `kind` with `values` in place; a family without a rule: never (exit), none
-    /// (stop, take-profit), no limit (max_bars).
+    /// Rule `kind` with `values` in place; a family without a rule: never (entries and
+    /// exits), none (levels), no limit (max_bars).
     fn bind(&self, kind: RuleKind, values: &[f64]) -> Result<Bound, BacktestError> {
         let strategy = self.grid.strategy();
         match strategy.compiled(kind) {
-            None if kind == RuleKind::Exit => Ok(Bound::Const(0.0)),
+            None if matches!(kind, RuleKind::Entry | RuleKind::Exit | RuleKind::ShortEntry | RuleKind::ShortExit) => {
+                Ok(Bound::Const(0.0))
+            }
             None => Ok(Bound::Const(f64::NAN)),
             Some(rule) => rule.bind(values, strategy.schema()).map_err(|e| BacktestError::Combo {
                 strategy: strategy.name().to_owned(),
@@ -189,9 +210,9 @@ impl BookLayout {
     }
 
     /// The rule of every row of every family with its values in place.
-    pub(super) fn bind_rows(&self) -> Result<[Vec<Bound>; 5], BacktestError> {
+    pub(super) fn bind_rows(&self) -> Result<[Vec<Bound>; 10], BacktestError> {
         let axes = self.grid.axes();
-        let mut out: [Vec<Bound>; 5] = Default::default();
+        let mut out: [Vec<Bound>; 10] = Default::default();
         for (f, kind) in FAMILIES.into_iter().enumerate() {
             let set = &self.rows[f];
             out[f] = (0..set.len() as usize)
@@ -212,14 +233,14 @@ impl BookLayout {
         FAMILIES.iter().position(|&k| k == kind).map_or(0, |f| self.rows[f].len())
     }
 
-    /// Entry and exit bit rows.
+    /// Entry and exit bit rows, of both sides.
     pub fn decision_rows(&self) -> u64 {
-        self.rows[ENTRY].len() + self.rows[EXIT].len()
+        CONDITIONS.iter().map(|&f| self.rows[f].len()).sum()
     }
 
-    /// Stops and take-profits (a series and a multiplier, or a level series).
+    /// Stops, take-profits and trails (a series and a multiplier, or a level series).
     pub fn stops(&self) -> u64 {
-        self.rows[STOP].len() + self.rows[TAKE_PROFIT].len()
+        LEVELS.iter().map(|&f| self.rows[f].len()).sum()
     }
 
     /// About how many bytes a GPU run adds on the host: the copies of the bit rows, the

@@ -28,12 +28,15 @@ mod signals;
 mod stops;
 
 pub use layout::BookLayout;
+pub use signals::UserSignals;
+use stops::Form;
 pub(crate) use stops::{Stop, StopRule};
 
+use crate::costs::{Fill, Fills};
 use crate::grid::Grid;
 use crate::param::ParamValues;
 use crate::strategy::Strategy;
-use layout::{ENTRY, EXIT, MAX_BARS, STOP, TAKE_PROFIT, row_number};
+use layout::{ENTRY, EXIT, LEVELS, MAX_BARS, SHORT_ENTRY, SHORT_EXIT, row_number};
 use stops::StopSeries;
 use threadx_indicators::Ohlcv;
 
@@ -52,10 +55,38 @@ pub struct ComboPlan {
     pub take_profit: u32,
     /// Exit after this many bars in a trade; 0: no limit.
     pub max_bars: u32,
+    /// Short entry and exit rows (rows of the same bit arrays as `entry` and `exit`).
+    pub short_entry: u32,
+    pub short_exit: u32,
+    /// A short's stop and take-profit levels, and the trail's distance, of
+    /// [`SignalBook::stops`], or [`ComboPlan::NO_STOP`].
+    pub short_stop: u32,
+    pub short_take_profit: u32,
+    pub trail: u32,
+    /// 0 (the kernel's struct has the same size as this one, a multiple of 16 bytes).
+    pub pad: u32,
 }
 
 impl ComboPlan {
     pub const NO_STOP: u32 = u32::MAX;
+
+    /// A long-only plan (no short rows, no trail).
+    pub(crate) fn long(entry: u32, exit: u32, stop: u32, warmup: u32, take_profit: u32, max_bars: u32) -> Self {
+        Self {
+            entry,
+            exit,
+            stop,
+            warmup,
+            take_profit,
+            max_bars,
+            short_entry: Self::NO_STOP,
+            short_exit: Self::NO_STOP,
+            short_stop: Self::NO_STOP,
+            short_take_profit: Self::NO_STOP,
+            trail: Self::NO_STOP,
+            pad: 0,
+        }
+    }
 }
 
 /// What a book's combos are: the combos of a strategy's grid (or a sample of them), or
@@ -79,12 +110,25 @@ pub struct SignalBook {
     stop_series: Vec<StopSeries>,
     /// Stops and take-profits (or one stop per signal column).
     stops: Vec<Stop>,
-    /// Per stop row and per take-profit row of the layout: its stop, or
-    /// [`ComboPlan::NO_STOP`] when its level is none.
-    levels: [Vec<u32>; 2],
-    /// Per row of the entry, exit, stop and take-profit families: the bars before every
-    /// series the row reads has a value.
-    warmups: [Vec<u32>; 4],
+    /// Per row of each level family of the layout (stop, take-profit, short stop, short
+    /// take-profit, trail): its stop, or [`ComboPlan::NO_STOP`] when its level is none.
+    levels: [Vec<u32>; 5],
+    /// Per row of every family but max_bars: the bars before every series the row reads
+    /// has a value.
+    warmups: [Vec<u32>; 9],
+    /// Short entry (and exit) rows start at this row of the entry (exit) bit arrays.
+    short_rows: [u32; 2],
+    /// How orders fill (the strategy's; a user's signals: at the close, intrabar when
+    /// given highs and lows).
+    fills: Fills,
+    /// Whether any combo can hold a short position or trail a stop.
+    shorts: bool,
+    trails: bool,
+    /// Open, high and low (filled only for books that fill at the open or check
+    /// inside the bar).
+    open: Vec<f64>,
+    high: Vec<f64>,
+    low: Vec<f64>,
     /// Per max_bars row: the limit (0: none).
     max_bars: Vec<u32>,
     timestamps: Vec<i64>,
@@ -115,12 +159,73 @@ impl SignalBook {
             stops,
             levels: Default::default(),
             warmups: Default::default(),
+            short_rows: [0; 2],
+            fills: Fills::default(),
+            shorts: false,
+            trails: false,
+            open: Vec::new(),
+            high: Vec::new(),
+            low: Vec::new(),
             max_bars: Vec::new(),
             timestamps: data.timestamps().to_vec(),
             close,
             ret,
             bars_per_year: data.bars_per_year(),
         }
+    }
+
+    /// The book filling as `fills` says, with the open, high and low of `data` kept when
+    /// the fills read them.
+    pub(crate) fn with_fills(mut self, fills: Fills, data: &Ohlcv) -> Self {
+        self.fills = fills;
+        if fills.fill == Fill::NextOpen || fills.intrabar {
+            self.open = data.open().to_vec();
+            self.high = data.high().to_vec();
+            self.low = data.low().to_vec();
+        }
+        self
+    }
+
+    /// How the book's orders fill.
+    pub fn fills(&self) -> Fills {
+        self.fills
+    }
+
+    /// Whether the book's combos trade only as the whole-backtest kernel does: long only,
+    /// filled at the close, stops against closes, no trail. Other books run on the CPU
+    /// ([`crate::market`]), whatever device is asked for.
+    pub fn is_plain(&self) -> bool {
+        self.fills == Fills::default() && !self.shorts && !self.trails
+    }
+
+    /// What the book's combos use beyond the kernel's rules, in words (empty if plain).
+    pub fn market_features(&self) -> Vec<&'static str> {
+        let mut features = Vec::new();
+        if self.shorts {
+            features.push("shorts");
+        }
+        if self.trails {
+            features.push("trailing stops");
+        }
+        if self.fills.fill == Fill::NextOpen {
+            features.push("next-open fills");
+        }
+        if self.fills.intrabar {
+            features.push("intrabar stops");
+        }
+        features
+    }
+
+    pub(crate) fn open(&self) -> &[f64] {
+        &self.open
+    }
+
+    pub(crate) fn high(&self) -> &[f64] {
+        &self.high
+    }
+
+    pub(crate) fn low(&self) -> &[f64] {
+        &self.low
     }
 
     /// ([`Ohlcv::bars_per_year`](threadx_indicators::Ohlcv::bars_per_year)) unless set.
@@ -175,38 +280,41 @@ impl SignalBook {
             Combos::Grid(layout) => layout,
             Combos::Signals { columns } => {
                 assert!(index.len() == 1 && index[0] < *columns, "one column of {columns}");
-                let column = index[0] as u32;
-                let stop = self.stops.get(index[0]).map_or(ComboPlan::NO_STOP, |_| column);
-                return ComboPlan {
-                    entry: column,
-                    exit: column,
-                    stop,
-                    warmup: 0,
-                    take_profit: ComboPlan::NO_STOP,
-                    max_bars: 0,
-                };
+                return self.signals_plan(index[0]);
             }
         };
         let axes = layout.grid.axes();
         assert_eq!(index.len(), axes.len(), "one index per parameter");
         let row = |f: usize| layout.rows[f].row(row_number(axes, &layout.families[f], index)) as usize;
-        let rows = [row(ENTRY), row(EXIT), row(STOP), row(TAKE_PROFIT)];
-        let stop = self.levels[0][rows[STOP]];
-        let take_profit = self.levels[1][rows[TAKE_PROFIT]];
-        let mut warmup = self.warmups[ENTRY][rows[ENTRY]].max(self.warmups[EXIT][rows[EXIT]]);
-        for (f, level) in [(STOP, stop), (TAKE_PROFIT, take_profit)] {
+        let rows: [usize; 9] = std::array::from_fn(row);
+        let levels: [u32; 5] = std::array::from_fn(|i| self.levels[i][rows[LEVELS[i]]]);
+        let mut warmup = [ENTRY, EXIT].iter().map(|&f| self.warmups[f][rows[f]]).max().unwrap_or(0);
+        if self.shorts {
+            warmup = warmup
+                .max(self.warmups[SHORT_ENTRY][rows[SHORT_ENTRY]])
+                .max(self.warmups[SHORT_EXIT][rows[SHORT_EXIT]]);
+        }
+        for (&f, &level) in LEVELS.iter().zip(&levels) {
             if level != ComboPlan::NO_STOP {
                 warmup = warmup.max(self.warmups[f][rows[f]]);
             }
         }
-        ComboPlan {
-            entry: rows[ENTRY] as u32,
-            exit: rows[EXIT] as u32,
-            stop,
+        let mut plan = ComboPlan::long(
+            rows[ENTRY] as u32,
+            rows[EXIT] as u32,
+            levels[0],
             warmup,
-            take_profit,
-            max_bars: self.max_bars[row(MAX_BARS)],
+            levels[1],
+            self.max_bars[row(MAX_BARS)],
+        );
+        if self.shorts {
+            plan.short_entry = self.short_rows[0] + rows[SHORT_ENTRY] as u32;
+            plan.short_exit = self.short_rows[1] + rows[SHORT_EXIT] as u32;
+            plan.short_stop = levels[2];
+            plan.short_take_profit = levels[3];
         }
+        plan.trail = levels[4];
+        plan
     }
 
     /// The plan of combo number `combo` of the grid of the axes, in docs/strategies.md's order (the
@@ -288,8 +396,9 @@ impl SignalBook {
         let stop = *self.stops.get(stop as usize)?;
         let series = self.stop_series[stop.series() as usize].values();
         Some(match stop {
-            Stop::Distance { mult, .. } => StopRule { series, mult: Some(mult) },
-            Stop::Level { .. } => StopRule { series, mult: None },
+            Stop::Distance { mult, .. } => StopRule { series, form: Form::Distance(mult) },
+            Stop::Level { .. } => StopRule { series, form: Form::Level },
+            Stop::Fraction { sign, .. } => StopRule { series, form: Form::Fraction(sign) },
         })
     }
 }

@@ -1,28 +1,60 @@
-//! A book of a user's own decisions: one entry row, one exit row and optionally one
-//! stop-level series per column of the user's arrays, a column being a combo.
+//! A book of a user's own decisions ([`UserSignals`]): entry and exit rows of each side
+//! and the level series of its stops per column of the user's arrays, a column being a
+//! combo.
 
 use super::stops::{Stop, StopSeries};
-use super::{Combos, SignalBook, close_and_returns};
+use super::{ComboPlan, Combos, SignalBook, close_and_returns};
+use crate::costs::{Fill, Fills};
 use crate::error::BacktestError;
 use ndarray::ArrayView2;
 use rayon::prelude::*;
 use threadx_indicators::Ohlcv;
 
+/// A user's own decisions over some bars: arrays of shape (bars, columns), a column being
+/// a combo. vectorbt's `Portfolio.from_signals` names: `sl_stop` and `tp_stop` are
+/// fractions of the entry close (a long's stop at close·(1 − sl_stop), a short's at
+/// close·(1 + sl_stop)), `sl_trail` makes `sl_stop` trail the best price since the entry.
+#[derive(Debug, Clone, Copy)]
+pub struct UserSignals<'a> {
+    pub entries: ArrayView2<'a, bool>,
+    pub exits: ArrayView2<'a, bool>,
+    pub short_entries: Option<ArrayView2<'a, bool>>,
+    pub short_exits: Option<ArrayView2<'a, bool>>,
+    /// A long's stop as a price level per bar (the entry bar's is frozen; NaN or ≤ 0: none).
+    pub stop: Option<ArrayView2<'a, f64>>,
+    pub sl_stop: Option<ArrayView2<'a, f64>>,
+    pub tp_stop: Option<ArrayView2<'a, f64>>,
+    pub sl_trail: bool,
+    /// Stops checked against each bar's low and high (the user gave them).
+    pub intrabar: bool,
+}
+
+impl<'a> UserSignals<'a> {
+    /// Long entries and exits alone.
+    pub fn long(entries: ArrayView2<'a, bool>, exits: ArrayView2<'a, bool>) -> Self {
+        Self {
+            entries,
+            exits,
+            short_entries: None,
+            short_exits: None,
+            stop: None,
+            sl_stop: None,
+            tp_stop: None,
+            sl_trail: false,
+            intrabar: false,
+        }
+    }
+}
+
 impl SignalBook {
-    /// A book of a user's own decisions over `data`'s closes: `entries` and `exits` of
-    /// shape (bars, columns), and optionally `stop` levels of the same shape, each column
-    /// a combo (combo `c` is column `c`). The rules are the built-in strategies': an entry
-    /// from the first bar, exits checked from the bar after the entry, the stop level of
-    /// the entry bar frozen for the trade (a NaN or non-positive level: no stop), no entry
-    /// view, column stride 0) is held once.
-    pub fn from_signals(
-        data: &Ohlcv,
-        entries: ArrayView2<'_, bool>,
-        exits: ArrayView2<'_, bool>,
-        stop: Option<ArrayView2<'_, f64>>,
-    ) -> Result<Self, BacktestError> {
+    /// A book of a user's own decisions over `data`'s prices (combo `c` is column `c`).
+    /// The rules are the rule files': an entry from the first bar, exits and stops
+    /// checked from the bar after the entry, levels of the entry bar frozen for the trade,
+    /// an opposite entry reverses. A column-broadcast array (a numpy view, column stride 0)
+    /// is held once.
+    pub fn from_signals(data: &Ohlcv, signals: UserSignals<'_>) -> Result<Self, BacktestError> {
         let bars = data.len();
-        let columns = entries.ncols();
+        let columns = signals.entries.ncols();
         let shape = |what: &str, view: (usize, usize)| {
             if view == (bars, columns) {
                 Ok(())
@@ -33,33 +65,134 @@ impl SignalBook {
                 )))
             }
         };
-        shape("entries", entries.dim())?;
-        shape("exits", exits.dim())?;
+        shape("entries", signals.entries.dim())?;
+        shape("exits", signals.exits.dim())?;
+        for (what, view) in [("short_entries", signals.short_entries), ("short_exits", signals.short_exits)] {
+            if let Some(view) = view {
+                shape(what, view.dim())?;
+            }
+        }
         if columns == 0 {
             return Err(BacktestError::Signals("the signals have no columns".into()));
         }
-        if columns > u32::MAX as usize {
+        if columns > (u32::MAX / 2) as usize {
             return Err(BacktestError::Signals(format!("{columns} columns: more than a book can number")));
         }
-        let (stop_series, stops) = match stop {
-            None => (Vec::new(), Vec::new()),
-            Some(levels) => {
-                shape("stop", levels.dim())?;
-                if let Some(((t, c), _)) = levels.indexed_iter().find(|(_, v)| **v == f64::INFINITY) {
-                    return Err(BacktestError::Signals(format!(
-                        "stop level +inf at bar {t}, column {c}: every close would be at or below it (NaN means no stop)"
-                    )));
-                }
-                let shared = columns == 1 || levels.strides()[1] == 0;
-                let kept = if shared { 1 } else { columns };
-                let series = (0..kept).map(|c| StopSeries::levels(levels.column(c).iter().copied())).collect();
-                let stops = (0..columns).map(|c| Stop::Level { series: if shared { 0 } else { c as u32 } }).collect();
-                (series, stops)
+        if signals.stop.is_some() && signals.sl_stop.is_some() {
+            return Err(BacktestError::Signals(
+                "give `stop` (price levels) or `sl_stop` (fractions of the entry price), not both".into(),
+            ));
+        }
+        if signals.sl_trail && signals.sl_stop.is_none() {
+            return Err(BacktestError::Signals("`sl_trail` makes `sl_stop` trail: it needs `sl_stop`".into()));
+        }
+        let mut stop_series = Vec::new();
+        let mut stops = Vec::new();
+        let mut levels: [Vec<u32>; 5] = Default::default();
+        // Each array's series once (or once per column), then one stop per column and role.
+        let mut add = |what: &str,
+                       view: Option<ArrayView2<'_, f64>>,
+                       roles: &[(usize, StopForm)],
+                       levels: &mut [Vec<u32>; 5]|
+         -> Result<(), BacktestError> {
+            let Some(view) = view else { return Ok(()) };
+            shape(what, view.dim())?;
+            // A fraction of +inf never fills (vectorbt's way to say none); a level of +inf
+            // would stop every long at once.
+            let is_level = roles.iter().any(|(_, form)| matches!(form, StopForm::Level));
+            if let Some(((t, c), _)) = view.indexed_iter().find(|(_, v)| is_level && **v == f64::INFINITY) {
+                return Err(BacktestError::Signals(format!(
+                    "stop level +inf at bar {t}, column {c}: every close would be at or below it (NaN means no stop)"
+                )));
             }
+            let shared = columns == 1 || view.strides()[1] == 0;
+            let first = stop_series.len() as u32;
+            for c in 0..if shared { 1 } else { columns } {
+                stop_series.push(StopSeries::levels(view.column(c).iter().copied()));
+            }
+            for &(role, form) in roles {
+                for c in 0..columns {
+                    let series = first + if shared { 0 } else { c as u32 };
+                    levels[role].push(stops.len() as u32);
+                    stops.push(form.stop(series));
+                }
+            }
+            Ok(())
         };
+        let shorts = signals.short_entries.is_some();
+        add("stop", signals.stop, &[(0, StopForm::Level)], &mut levels)?;
+        let sl_roles: &[(usize, StopForm)] = match (signals.sl_trail, shorts) {
+            (true, _) => &[(4, StopForm::Fraction(-1.0))],
+            (false, false) => &[(0, StopForm::Fraction(-1.0))],
+            (false, true) => &[(0, StopForm::Fraction(-1.0)), (2, StopForm::Fraction(1.0))],
+        };
+        add("sl_stop", signals.sl_stop, sl_roles, &mut levels)?;
+        let tp_roles: &[(usize, StopForm)] = if shorts {
+            &[(1, StopForm::Fraction(1.0)), (3, StopForm::Fraction(-1.0))]
+        } else {
+            &[(1, StopForm::Fraction(1.0))]
+        };
+        add("tp_stop", signals.tp_stop, tp_roles, &mut levels)?;
         let words = bars.div_ceil(64);
-        let rows = [pack_columns(entries, words), pack_columns(exits, words)];
-        Ok(Self::assemble(Combos::Signals { columns }, data, close_and_returns(data), rows, stop_series, stops))
+        let mut entry = pack_columns(signals.entries, words);
+        let mut exit = pack_columns(signals.exits, words);
+        if let Some(short_entries) = signals.short_entries {
+            entry.extend(pack_columns(short_entries, words));
+            exit.extend(match signals.short_exits {
+                Some(short_exits) => pack_columns(short_exits, words),
+                None => vec![0; columns * words],
+            });
+        } else if signals.short_exits.is_some() {
+            return Err(BacktestError::Signals(
+                "`short_exits` without `short_entries`: no short is ever opened".into(),
+            ));
+        }
+        let mut book = Self::assemble(
+            Combos::Signals { columns },
+            data,
+            close_and_returns(data),
+            [entry, exit],
+            stop_series,
+            stops,
+        );
+        book.trails = !levels[4].is_empty();
+        book.levels = levels;
+        book.shorts = shorts;
+        book.short_rows = [columns as u32; 2];
+        let fills = Fills { fill: Fill::Close, intrabar: signals.intrabar };
+        Ok(book.with_fills(fills, data))
+    }
+
+    /// The plan of column `column` of a user's signals.
+    pub(super) fn signals_plan(&self, column: usize) -> ComboPlan {
+        let level = |role: usize| self.levels[role].get(column).copied().unwrap_or(ComboPlan::NO_STOP);
+        let c = column as u32;
+        let mut plan = ComboPlan::long(c, c, level(0), 0, level(1), 0);
+        if self.shorts {
+            plan.short_entry = self.short_rows[0] + c;
+            plan.short_exit = self.short_rows[1] + c;
+            plan.short_stop = level(2);
+            plan.short_take_profit = level(3);
+        }
+        plan.trail = level(4);
+        plan
+    }
+}
+
+/// How a user's array forms a level (see [`Stop`]).
+#[derive(Debug, Clone, Copy)]
+enum StopForm {
+    Level,
+    /// The entry close times (1 + sign · the array's fraction).
+    Fraction(f64),
+}
+
+impl StopForm {
+    fn stop(self, series: u32) -> Stop {
+        match self {
+            StopForm::Level => Stop::Level { series },
+            StopForm::Fraction(sign) => Stop::Fraction { series, sign },
+        }
     }
 }
 

@@ -34,34 +34,59 @@ impl StopSeries {
 pub(crate) enum Stop {
     /// `close[e] − mult · series[e]` (an ATR series and a multiplier).
     Distance { series: u32, mult: f64 },
-    /// `series[e]`, a user's level.
+    /// `series[e]`, a user's or a rule's level (a trail: its distance).
     Level { series: u32 },
+    /// `close[e] · (1 + sign · series[e])`, a fraction of the entry close (vectorbt's
+    /// `sl_stop` and `tp_stop`; a trail: the fraction itself); sign is ±1.
+    Fraction { series: u32, sign: f64 },
 }
 
 impl Stop {
     pub(crate) fn series(self) -> u32 {
         match self {
-            Stop::Distance { series, .. } | Stop::Level { series } => series,
+            Stop::Distance { series, .. } | Stop::Level { series } | Stop::Fraction { series, .. } => series,
         }
     }
+}
+
+/// How a [`StopRule`] forms its level from its series.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Form {
+    Distance(f64),
+    Level,
+    Fraction(f64),
 }
 
 /// A combo's stop, ready to give its level at an entry bar.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StopRule<'a> {
     pub(super) series: &'a [f64],
-    /// `None` for a level stop.
-    pub(super) mult: Option<f64>,
+    pub(super) form: Form,
 }
 
 impl StopRule<'_> {
-    /// The level frozen for a trade entered at bar `e` with close `close`.
+    /// The level frozen for a trade entered at bar `e` with close `close` (0 or NaN: none).
     #[inline(always)]
     pub(crate) fn level(&self, e: usize, close: f64) -> f64 {
-        match self.mult {
-            Some(m) => close - m * self.series[e],
-            None => self.series[e],
+        match self.form {
+            Form::Distance(m) => close - m * self.series[e],
+            Form::Level => self.series[e],
+            Form::Fraction(sign) => {
+                let q = self.series[e];
+                if q > 0.0 && q.is_finite() { close * (1.0 + sign * q) } else { 0.0 }
+            }
         }
+    }
+
+    /// A trail's distance frozen at bar `e`: (fraction of the best price, price units);
+    /// `None` when it has none there.
+    #[inline(always)]
+    pub(crate) fn trail(&self, e: usize) -> Option<(f64, f64)> {
+        let v = self.series[e];
+        (v > 0.0 && v.is_finite()).then_some(match self.form {
+            Form::Fraction(_) => (v, 0.0),
+            Form::Distance(_) | Form::Level => (0.0, v),
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::functions::{FUNCTIONS, value_names};
 use super::program::{Rule, RuleKind, did_you_mean};
+use crate::costs::{Fill, Fills};
 use crate::error::BacktestError;
 use crate::param::{Axis, MAX_PARAMS, ParamKind, ParamSpec};
 use indexmap::IndexMap;
@@ -21,12 +22,19 @@ enum RuleText {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RulesDef {
-    entry: Spanned<RuleText>,
+    entry: Option<Spanned<RuleText>>,
     exit: Option<Spanned<RuleText>>,
     stop: Option<Spanned<RuleText>>,
     take_profit: Option<Spanned<RuleText>>,
     max_bars: Option<Spanned<RuleText>>,
+    short_entry: Option<Spanned<RuleText>>,
+    short_exit: Option<Spanned<RuleText>>,
+    short_stop: Option<Spanned<RuleText>>,
+    short_take_profit: Option<Spanned<RuleText>>,
+    trail: Option<Spanned<RuleText>>,
     require: Option<Spanned<RuleText>>,
+    fill: Option<Spanned<String>>,
+    intrabar: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,6 +70,7 @@ pub(crate) struct StrategyFile {
     pub description: String,
     pub params: Vec<ParamSpec>,
     pub rules: Vec<Rule>,
+    pub fills: Fills,
     pub source: String,
     pub origin: String,
     pub builtin: bool,
@@ -142,13 +151,53 @@ impl StrategyFile {
         }
 
         let rules = &file.rules;
+        let fills = fills(rules, &at)?;
+        let rules_at = |message: &str| {
+            // `[rules]` itself: the table's header line.
+            let header = source.find("[rules]").unwrap_or(0);
+            at(header..header + "[rules]".len(), message)
+        };
+        if rules.entry.is_none() && rules.short_entry.is_none() {
+            return Err(rules_at("a strategy needs `entry` (longs), `short_entry` (shorts) or both"));
+        }
+        for (side, entry, dependents) in [
+            (
+                "entry",
+                &rules.entry,
+                [("exit", &rules.exit), ("stop", &rules.stop), ("take_profit", &rules.take_profit)],
+            ),
+            (
+                "short_entry",
+                &rules.short_entry,
+                [
+                    ("short_exit", &rules.short_exit),
+                    ("short_stop", &rules.short_stop),
+                    ("short_take_profit", &rules.short_take_profit),
+                ],
+            ),
+        ] {
+            if entry.is_some() {
+                continue;
+            }
+            if let Some((name, rule)) = dependents.iter().find_map(|(name, r)| r.as_ref().map(|r| (name, r))) {
+                return Err(at(
+                    rule.span(),
+                    &format!("`{name}` applies to positions `{side}` opens, and there is no `{side}`"),
+                ));
+            }
+        }
         let mut compiled = Vec::new();
         for (kind, value) in [
-            (RuleKind::Entry, Some(&rules.entry)),
+            (RuleKind::Entry, rules.entry.as_ref()),
             (RuleKind::Exit, rules.exit.as_ref()),
             (RuleKind::Stop, rules.stop.as_ref()),
             (RuleKind::TakeProfit, rules.take_profit.as_ref()),
             (RuleKind::MaxBars, rules.max_bars.as_ref()),
+            (RuleKind::ShortEntry, rules.short_entry.as_ref()),
+            (RuleKind::ShortExit, rules.short_exit.as_ref()),
+            (RuleKind::ShortStop, rules.short_stop.as_ref()),
+            (RuleKind::ShortTakeProfit, rules.short_take_profit.as_ref()),
+            (RuleKind::Trail, rules.trail.as_ref()),
             (RuleKind::Require, rules.require.as_ref()),
         ] {
             let Some(value) = value else { continue };
@@ -167,11 +216,33 @@ impl StrategyFile {
             description: file.description.trim().to_owned(),
             params,
             rules: compiled,
+            fills,
             source: source.to_owned(),
             origin: origin.to_owned(),
             builtin,
         })
     }
+}
+
+/// `fill` and `intrabar` of `[rules]`.
+fn fills(rules: &RulesDef, at: &dyn Fn(Range<usize>, &str) -> BacktestError) -> Result<Fills, BacktestError> {
+    let fill = match &rules.fill {
+        None => Fill::Close,
+        Some(text) => match text.get_ref().trim() {
+            "close" => Fill::Close,
+            "next_open" => Fill::NextOpen,
+            other => {
+                let hint = did_you_mean(other, ["close", "next_open"]);
+                return Err(at(
+                    text.span(),
+                    &format!(
+                        "`fill` is \"close\" (at the bar's close) or \"next_open\" (at the next bar's open), not `{other}`{hint}"
+                    ),
+                ));
+            }
+        },
+    };
+    Ok(Fills { fill, intrabar: rules.intrabar.unwrap_or(false) })
 }
 
 /// One `[params]` entry checked: a name that shadows nothing, a known kind, a default in

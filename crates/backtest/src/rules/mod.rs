@@ -27,8 +27,12 @@ pub(crate) fn is_none(level: &Bound) -> bool {
 /// and the parameters-only rules (max_bars, require) read nothing.
 pub(crate) fn warmup_of(kind: RuleKind, bound: &Bound) -> usize {
     match kind {
-        RuleKind::Entry | RuleKind::Exit => bound.lookback(),
-        RuleKind::Stop | RuleKind::TakeProfit if !is_none(bound) => bound.lookback(),
+        RuleKind::Entry | RuleKind::Exit | RuleKind::ShortEntry | RuleKind::ShortExit => bound.lookback(),
+        RuleKind::Stop | RuleKind::TakeProfit | RuleKind::ShortStop | RuleKind::ShortTakeProfit | RuleKind::Trail
+            if !is_none(bound) =>
+        {
+            bound.lookback()
+        }
         _ => 0,
     }
 }

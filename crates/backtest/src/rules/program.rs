@@ -28,14 +28,38 @@ pub enum RuleKind {
     TakeProfit,
     /// Exit after this many bars in the trade (parameters only).
     MaxBars,
+    /// When to open a short position (a condition per bar).
+    ShortEntry,
+    /// When to close a short position (a condition per bar).
+    ShortExit,
+    /// A short's stop level, taken at the entry and frozen: exit at the first price at or
+    /// above it.
+    ShortStop,
+    /// A short's target level, taken at the entry and frozen: exit at the first price at
+    /// or below it.
+    ShortTakeProfit,
+    /// A trailing stop's distance in price units, taken at the entry and frozen: the stop
+    /// follows the best price since the entry at that distance and only tightens.
+    Trail,
     /// Which parameter combinations are valid (parameters only): others are refused, and
     /// a sweep skips them.
     Require,
 }
 
 impl RuleKind {
-    pub const ALL: [RuleKind; 6] =
-        [RuleKind::Entry, RuleKind::Exit, RuleKind::Stop, RuleKind::TakeProfit, RuleKind::MaxBars, RuleKind::Require];
+    pub const ALL: [RuleKind; 11] = [
+        RuleKind::Entry,
+        RuleKind::Exit,
+        RuleKind::Stop,
+        RuleKind::TakeProfit,
+        RuleKind::MaxBars,
+        RuleKind::ShortEntry,
+        RuleKind::ShortExit,
+        RuleKind::ShortStop,
+        RuleKind::ShortTakeProfit,
+        RuleKind::Trail,
+        RuleKind::Require,
+    ];
 
     /// The key in `[rules]`.
     pub fn name(self) -> &'static str {
@@ -45,6 +69,11 @@ impl RuleKind {
             RuleKind::Stop => "stop",
             RuleKind::TakeProfit => "take_profit",
             RuleKind::MaxBars => "max_bars",
+            RuleKind::ShortEntry => "short_entry",
+            RuleKind::ShortExit => "short_exit",
+            RuleKind::ShortStop => "short_stop",
+            RuleKind::ShortTakeProfit => "short_take_profit",
+            RuleKind::Trail => "trail",
             RuleKind::Require => "require",
         }
     }
@@ -52,8 +81,12 @@ impl RuleKind {
     /// What the rule must give: a condition or a number, per bar or from parameters only.
     fn wants(self) -> (Kind, bool) {
         match self {
-            RuleKind::Entry | RuleKind::Exit => (Kind::Cond, true),
-            RuleKind::Stop | RuleKind::TakeProfit => (Kind::Number, true),
+            RuleKind::Entry | RuleKind::Exit | RuleKind::ShortEntry | RuleKind::ShortExit => (Kind::Cond, true),
+            RuleKind::Stop
+            | RuleKind::TakeProfit
+            | RuleKind::ShortStop
+            | RuleKind::ShortTakeProfit
+            | RuleKind::Trail => (Kind::Number, true),
             RuleKind::MaxBars => (Kind::Number, false),
             RuleKind::Require => (Kind::Cond, false),
         }

@@ -9,6 +9,8 @@ use threadx_indicators::{IndicatorBank, Ohlcv};
 
 /// The fee of the tests that compare with a plain loop.
 pub const FEE: f64 = 0.001;
+/// [`FEE`] as the simulation takes it (no slippage).
+pub const COSTS: threadx_backtest::Costs = threadx_backtest::Costs { fee: FEE, slippage: 0.0 };
 
 /// A strategy's decisions for one parameter set, as a plain loop reads them.
 pub struct Rules<'a> {

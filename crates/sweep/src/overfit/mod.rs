@@ -360,7 +360,7 @@ pub(crate) fn top_combos(sweep: &Sweep, best: &[Row], by: &str) -> Result<Vec<To
         .take(TOP)
         .map(|row| {
             let book = sweep.book();
-            let report = simulate_detailed(book, &book.combo_plan(row.combo), sweep.spec().fee());
+            let report = simulate_detailed(book, &book.combo_plan(row.combo), sweep.spec().costs());
             let (skew, kurtosis) = moments(&report.returns());
             let neighbours = sweep.evaluate_on_cpu(&neighbours(sweep.spec().axes(), row.combo));
             let values: Vec<f64> =

@@ -1,0 +1,441 @@
+//! The simulation of books the whole-backtest kernel does not trade ([`SignalBook::is_plain`]
+//! false): short positions and reversals, trailing stops, fills at the next open, stops
+//! and take-profits inside the bar. The rules are docs/strategies.md's "Trading like a
+//! market"; they are vectorbt's `Portfolio.from_signals` at its defaults where it has them.
+//!
+//! It runs on the CPU only (the GPU declines these books), bar by bar, equity in f64; its
+//! results are [`Totals`] like the kernel's, so every metric, block statistic and file
+//! downstream is made the one way. A held long bar's return is the close ratio of the
+//! book's tables, as in the plain simulation; every other bar's is E[t]/E[t−1] − 1 in f64,
+//! then fixed point. One pass gives the totals and, through an [`Observer`], the trades
+//! and the equity curve, so the detailed report and the sweep's row cannot disagree.
+
+use crate::blocks::Snapshots;
+use crate::book::{ComboPlan, SignalBook};
+use crate::costs::Fill;
+use crate::fixed::{BarTables, LOG_SCALE, Totals, log_units, ret_units};
+use crate::metrics::{ExitReason, Side};
+use crate::simulate::{Leg, Observer, bit, next_bit};
+
+/// The frozen parts of an open position.
+#[derive(Debug, Clone, Copy)]
+struct Position {
+    side: Side,
+    /// The fill bar and the bar its entry was decided on (the same unless next-open).
+    entry: usize,
+    decided: usize,
+    entry_price: f64,
+    shares: f64,
+    /// Cash beside the position (a short's includes the sale's proceeds).
+    cash: f64,
+    /// Equity just before the entry: what the trade's return and win are measured from.
+    before: f64,
+    /// Stop and take-profit levels (`None`: none).
+    stop: Option<f64>,
+    take_profit: Option<f64>,
+    /// A trail's (fraction, distance) and the best price since the entry.
+    trail: Option<(f64, f64)>,
+    best: f64,
+}
+
+impl Position {
+    /// The position's value at price `p`.
+    #[inline(always)]
+    fn value(&self, p: f64) -> f64 {
+        match self.side {
+            Side::Long => self.shares * p,
+            Side::Short => self.cash - self.shares * p,
+        }
+    }
+
+    /// The trailing stop's level now.
+    #[inline(always)]
+    fn trail_level(&self) -> Option<f64> {
+        self.trail.map(|(fraction, distance)| match self.side {
+            Side::Long => self.best * (1.0 - fraction) - distance,
+            Side::Short => self.best * (1.0 + fraction) + distance,
+        })
+    }
+
+    /// The binding stop (the tighter of the stop and the trail) and which it is: a long's
+    /// higher, a short's lower; the stop on a tie.
+    #[inline(always)]
+    fn binding_stop(&self) -> Option<(f64, ExitReason)> {
+        let stop = self.stop.map(|l| (l, ExitReason::Stop));
+        let trail = self.trail_level().map(|l| (l, ExitReason::Trail));
+        match (stop, trail) {
+            (Some(s), Some(t)) => Some(match self.side {
+                Side::Long if t.0 > s.0 => t,
+                Side::Short if t.0 < s.0 => t,
+                _ => s,
+            }),
+            (s, t) => s.or(t),
+        }
+    }
+
+    /// Whether price `p` is at or beyond a stop level `l` (below a long's, above a short's).
+    #[inline(always)]
+    fn stopped(&self, p: f64, l: f64) -> bool {
+        match self.side {
+            Side::Long => p <= l,
+            Side::Short => p >= l,
+        }
+    }
+
+    /// Whether price `p` is at or beyond a take-profit level `l`.
+    #[inline(always)]
+    fn reached(&self, p: f64, l: f64) -> bool {
+        match self.side {
+            Side::Long => p >= l,
+            Side::Short => p <= l,
+        }
+    }
+
+    /// Moves the best price to bar price `p` if it is better.
+    #[inline(always)]
+    fn follow(&mut self, p: f64) {
+        match self.side {
+            Side::Long if p > self.best => self.best = p,
+            Side::Short if p < self.best => self.best = p,
+            _ => {}
+        }
+    }
+}
+
+/// What a bar's decision asks for: leave the position (why), then maybe enter a side.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Order {
+    exit: Option<ExitReason>,
+    enter: Option<Side>,
+}
+
+/// The running totals: equity in f64, drawdown, fixed-point return sums, counts.
+struct Run<'a, O: Observer> {
+    tables: &'a BarTables,
+    totals: Totals,
+    /// Equity at the last mark (E[t−1]), its running peak and the deepest fall from it.
+    equity: f64,
+    peak: f64,
+    worst: f64,
+    blocks: Option<Snapshots<'a>>,
+    obs: &'a mut O,
+}
+
+impl<O: Observer> Run<'_, O> {
+    /// Bar `t` ends with equity `e`; `r`: its return if not E[t]/E[t−1] − 1 (2^-64 units).
+    #[inline(always)]
+    fn mark(&mut self, t: usize, e: f64, r: Option<(u128, u128)>) {
+        if let Some(blocks) = self.blocks.as_mut() {
+            blocks.bar(t, (self.totals.sum, self.totals.sum_sq));
+        }
+        let (r1, r2) = r.unwrap_or_else(|| {
+            let x = e / self.equity - 1.0;
+            (ret_units(x) as u128, ret_units(x * x) as u128)
+        });
+        self.totals.sum = self.totals.sum.wrapping_add(r1);
+        self.totals.sum_sq = self.totals.sum_sq.wrapping_add(r2);
+        if e > self.peak {
+            self.peak = e;
+        } else {
+            self.worst = self.worst.min(e / self.peak);
+        }
+        self.equity = e;
+    }
+}
+
+/// Buys `cash` worth at price `p` (all in, costs paid): (shares, cash beside them).
+#[inline(always)]
+fn open(side: Side, cash: f64, p: f64, tables: &BarTables) -> (f64, f64) {
+    match side {
+        Side::Long => (cash / (p * (1.0 + tables.buy)), 0.0),
+        // vectorbt's all-in short: the size the cash covers at the slipped price plus fee;
+        // the sale's proceeds, less slippage and fee, join the cash.
+        Side::Short => {
+            let shares = cash / (p * (1.0 - tables.slippage) * (1.0 + tables.fee));
+            (shares, cash + shares * p * (1.0 - tables.sell))
+        }
+    }
+}
+
+/// The cash a position leaves when closed at price `p` (never below 0: a short that lost
+/// more than the equity leaves none).
+#[inline(always)]
+fn close_out(pos: &Position, p: f64, tables: &BarTables) -> f64 {
+    match pos.side {
+        Side::Long => pos.shares * p * (1.0 - tables.sell),
+        Side::Short => (pos.cash - pos.shares * p * (1.0 + tables.buy)).max(0.0),
+    }
+}
+
+/// One combo of a book that is not plain: its totals, its trades and equity through `obs`,
+/// and its block snapshots when `snapshots` is given.
+pub(crate) fn simulate_market<O: Observer>(
+    book: &SignalBook,
+    tables: &BarTables,
+    plan: &ComboPlan,
+    snapshots: Option<Snapshots<'_>>,
+    obs: &mut O,
+) -> Totals {
+    let n = book.bars();
+    let close = &book.close()[..n];
+    let fills = book.fills();
+    let next_open = fills.fill == Fill::NextOpen;
+    let (open_p, high, low) = (book.open(), book.high(), book.low());
+    let shorts = plan.short_entry != ComboPlan::NO_STOP;
+    let rows = [
+        book.entry_row(plan.entry),
+        book.exit_row(plan.exit),
+        if shorts { book.entry_row(plan.short_entry) } else { &[][..] },
+        if shorts { book.exit_row(plan.short_exit) } else { &[][..] },
+    ];
+    let level =
+        |stop: u32, d: usize| book.stop(stop).map(|s| s.level(d, close[d])).filter(|l| *l > 0.0 && l.is_finite());
+    let trail = book.stop(plan.trail);
+    // A decision at bar `d` to enter `side` with `cash`, filled at price `p` on bar `e`.
+    let enter = |side: Side, cash: f64, d: usize, e: usize, p: f64| {
+        let (shares, beside) = open(side, cash, p, tables);
+        let (stop, take_profit) = match side {
+            Side::Long => (level(plan.stop, d), level(plan.take_profit, d)),
+            Side::Short => (level(plan.short_stop, d), level(plan.short_take_profit, d)),
+        };
+        let trail = trail.and_then(|s| s.trail(d));
+        Position {
+            side,
+            entry: e,
+            decided: d,
+            entry_price: p,
+            shares,
+            cash: beside,
+            before: cash,
+            stop,
+            take_profit,
+            trail,
+            best: p,
+        }
+    };
+    let mut run = Run { tables, totals: Totals::default(), equity: 1.0, peak: 1.0, worst: 1.0, blocks: snapshots, obs };
+    let mut cash = 1.0;
+    let mut pos: Option<Position> = None;
+    let mut pending: Option<Order> = None;
+    let mut flat_from = 0;
+    let mut t = plan.warmup as usize;
+    while t < n {
+        if pos.is_none() && pending.is_none() {
+            // Flat: skip to the next entry bit of either side.
+            let next = next_bit(rows[0], t).into_iter().chain(next_bit(rows[2], t)).min();
+            match next.filter(|&e| e < n) {
+                Some(e) => t = e,
+                None => break,
+            }
+        }
+        // Whether the bar's price moves alone decide its return (a long held through it).
+        let mut traded = false;
+        let mut entered_at_close = false;
+        // 1. A decision of the bar before fills at this open.
+        if let Some(order) = pending.take() {
+            traded = true;
+            if let Some(reason) = order.exit {
+                let p = pos.take().expect("a pending exit has a position");
+                cash = close_position(&mut run, &p, t, open_p[t], reason);
+            }
+            if let Some(side) = order.enter {
+                run.obs.flat(flat_from, t, cash);
+                pos = Some(enter(side, cash, t - 1, t, open_p[t]));
+                run.totals.trades += 1;
+            }
+        }
+        // 2. Stops inside the bar, from the bar after the fill bar.
+        if let Some(p) = pos.filter(|p| fills.intrabar && t > p.entry) {
+            if let Some((price, reason)) = intrabar_exit(&p, open_p[t], high[t], low[t]) {
+                traded = true;
+                cash = close_position(&mut run, &p, t, price, reason);
+                pos = None;
+            }
+        }
+        // 3. The close decides: a position's exits from the bar after its entry's
+        // decision; a flat bar's entries unless a position closed on it.
+        let order = match &pos {
+            Some(p) if t > p.decided => decide(p, t, plan, close[t], fills.intrabar, rows),
+            Some(_) => None,
+            None if !traded => flat_entry(rows[0], rows[2], t).map(|side| Order { exit: None, enter: Some(side) }),
+            None => None,
+        };
+        if let Some(order) = order {
+            if next_open {
+                // Filled at the next open; a decision on the last bar never fills.
+                pending = (t + 1 < n).then_some(order);
+            } else {
+                traded = true;
+                if let Some(reason) = order.exit {
+                    let p = pos.take().expect("an exit has a position");
+                    cash = close_position(&mut run, &p, t, close[t], reason);
+                }
+                if let Some(side) = order.enter {
+                    run.obs.flat(flat_from, t, cash);
+                    pos = Some(enter(side, cash, t, t, close[t]));
+                    run.totals.trades += 1;
+                    entered_at_close = true;
+                }
+            }
+        }
+        // 4. The bar's close marks the equity; a trail follows the bar's best price
+        // after the bar's checks (an entry at this close has seen none of the bar).
+        match pos.as_mut() {
+            Some(p) => {
+                let e = p.value(close[t]);
+                let r = (!traded && p.side == Side::Long).then(|| {
+                    (
+                        tables.ret_sum[t].wrapping_sub(tables.ret_sum[t - 1]),
+                        tables.ret_sq_sum[t].wrapping_sub(tables.ret_sq_sum[t - 1]),
+                    )
+                });
+                run.obs.held(t, e);
+                run.mark(t, e, r);
+                if !entered_at_close {
+                    p.follow(if fills.intrabar { extreme(p.side, high[t], low[t]) } else { close[t] });
+                }
+            }
+            None => {
+                if traded {
+                    // The bar ends flat: the flat stretch starts here.
+                    flat_from = t;
+                }
+                run.mark(t, cash, None);
+            }
+        }
+        t += 1;
+    }
+    match pos {
+        Some(p) => {
+            run.totals.held += (n - p.entry) as u32;
+            let gain = run.equity / p.before - 1.0;
+            run.obs.trade(Leg {
+                entry: p.entry,
+                exit: n - 1,
+                side: p.side,
+                entry_price: p.entry_price,
+                exit_price: close[n - 1],
+                reason: ExitReason::OpenAtEnd,
+                gain,
+            });
+        }
+        None => run.obs.flat(flat_from, n, cash),
+    }
+    let sums = (run.totals.sum, run.totals.sum_sq);
+    if let Some(blocks) = run.blocks.as_mut() {
+        blocks.finish(sums);
+    }
+    let mut totals = run.totals;
+    totals.log_equity = log_of(run.equity);
+    totals.drawdown = log_of(run.worst);
+    totals
+}
+
+/// Closes position `p` at bar `x` at price `price`: the trade counted and observed; the
+/// cash it leaves.
+fn close_position<O: Observer>(run: &mut Run<'_, O>, p: &Position, x: usize, price: f64, reason: ExitReason) -> f64 {
+    let after = close_out(p, price, run.tables);
+    run.totals.held += (x - p.entry) as u32;
+    run.totals.closed += 1;
+    run.totals.wins += u32::from(after > p.before);
+    run.obs.trade(Leg {
+        entry: p.entry,
+        exit: x,
+        side: p.side,
+        entry_price: p.entry_price,
+        exit_price: price,
+        reason,
+        gain: after / p.before - 1.0,
+    });
+    after
+}
+
+/// ln(x) in the tables' 2^-52 units; an equity of 0 (or less) as the lowest there is.
+fn log_of(x: f64) -> i64 {
+    if x > 0.0 { log_units(libm::log(x)) } else { (-2048.0 * LOG_SCALE) as i64 }
+}
+
+/// The side a flat bar's entries open: one side's entry alone (both at once: neither).
+#[inline(always)]
+fn flat_entry(long: &[u64], short: &[u64], t: usize) -> Option<Side> {
+    let (l, s) = (bit(long, t), !short.is_empty() && bit(short, t));
+    match (l, s) {
+        (true, false) => Some(Side::Long),
+        (false, true) => Some(Side::Short),
+        _ => None,
+    }
+}
+
+/// A long's high or a short's low: the best price a bar reached.
+#[inline(always)]
+fn extreme(side: Side, high: f64, low: f64) -> f64 {
+    match side {
+        Side::Long => high,
+        Side::Short => low,
+    }
+}
+
+/// A stop or take-profit reached inside a bar with this open, high and low: the fill price
+/// (the level, or the open when the bar opens beyond it) and why. The stop comes first.
+#[inline(always)]
+fn intrabar_exit(p: &Position, open: f64, high: f64, low: f64) -> Option<(f64, ExitReason)> {
+    let (against, toward) = match p.side {
+        Side::Long => (low, high),
+        Side::Short => (high, low),
+    };
+    if let Some((level, reason)) = p.binding_stop() {
+        if p.stopped(open, level) {
+            return Some((open, reason));
+        }
+        if p.stopped(against, level) {
+            return Some((level, reason));
+        }
+    }
+    if let Some(level) = p.take_profit {
+        if p.reached(open, level) {
+            return Some((open, ExitReason::TakeProfit));
+        }
+        if p.reached(toward, level) {
+            return Some((level, ExitReason::TakeProfit));
+        }
+    }
+    None
+}
+
+/// What the close of bar `t` decides for a position: stops against the close (unless
+/// checked inside the bar), a reversal, the exit rule, max_bars; `None`: hold.
+#[inline(always)]
+fn decide(p: &Position, t: usize, plan: &ComboPlan, close: f64, intrabar: bool, rows: [&[u64]; 4]) -> Option<Order> {
+    let [long_entries, long_exits, short_entries, short_exits] = rows;
+    let exit = |reason| Some(Order { exit: Some(reason), enter: None });
+    if !intrabar {
+        if let Some((level, reason)) = p.binding_stop() {
+            if p.stopped(close, level) {
+                return exit(reason);
+            }
+        }
+        if p.take_profit.is_some_and(|l| p.reached(close, l)) {
+            return exit(ExitReason::TakeProfit);
+        }
+    }
+    let has_shorts = !short_entries.is_empty();
+    let (long_in, short_in) = (bit(long_entries, t), has_shorts && bit(short_entries, t));
+    let (opposite, own_exit) = match p.side {
+        Side::Long => (short_in && !long_in, bit(long_exits, t)),
+        Side::Short => (long_in && !short_in, has_shorts && bit(short_exits, t)),
+    };
+    if opposite {
+        let other = match p.side {
+            Side::Long => Side::Short,
+            Side::Short => Side::Long,
+        };
+        return Some(Order { exit: Some(ExitReason::Reverse), enter: Some(other) });
+    }
+    if own_exit {
+        return exit(ExitReason::Signal);
+    }
+    if plan.max_bars != 0 && t >= p.entry + plan.max_bars as usize {
+        return exit(ExitReason::MaxBars);
+    }
+    None
+}
