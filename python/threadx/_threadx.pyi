@@ -23,7 +23,13 @@ class Bars:
         volume: Optional[npt.NDArray[np.float64]] = None,
     ) -> Bars: ...
     @staticmethod
-    def from_close(close: npt.NDArray[np.float64], timestamps: Optional[npt.NDArray[np.int64]] = None) -> Bars: ...
+    def from_close(
+        close: npt.NDArray[np.float64],
+        timestamps: Optional[npt.NDArray[np.int64]] = None,
+        open: Optional[npt.NDArray[np.float64]] = None,
+        high: Optional[npt.NDArray[np.float64]] = None,
+        low: Optional[npt.NDArray[np.float64]] = None,
+    ) -> Bars: ...
     def __len__(self) -> int: ...
     @property
     def origin(self) -> str: ...
@@ -42,6 +48,7 @@ def backtest(
     strategy: str,
     params: Sequence[Tuple[str, str]],
     fee: float,
+    slippage: float = 0.0,
     periods_per_year: Optional[float] = None,
     device: Optional[str] = None,
 ) -> Dict[str, Any]: ...
@@ -72,8 +79,15 @@ def simulate(
     bars: Bars,
     entries: npt.NDArray[np.bool_],
     exits: npt.NDArray[np.bool_],
-    stop: Optional[npt.NDArray[np.float64]],
-    fee: float,
+    short_entries: Optional[npt.NDArray[np.bool_]] = None,
+    short_exits: Optional[npt.NDArray[np.bool_]] = None,
+    stop: Optional[npt.NDArray[np.float64]] = None,
+    sl_stop: Optional[npt.NDArray[np.float64]] = None,
+    tp_stop: Optional[npt.NDArray[np.float64]] = None,
+    sl_trail: bool = False,
+    intrabar: bool = False,
+    fee: float = 0.001,
+    slippage: float = 0.0,
     periods_per_year: Optional[float] = None,
     device: Optional[str] = None,
 ) -> Tuple[List[Tuple[str, npt.NDArray[Any]]], str]: ...
