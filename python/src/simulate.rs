@@ -5,13 +5,13 @@ use crate::{Bars, device_mode, dispatcher, flush, metric_columns, value};
 use numpy::PyReadonlyArray2;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use threadx_backtest::{Backtester, ComboPlan, Costs, SignalBook, UserSignals, check_bars_per_year};
+use threadx_backtest::{Backtester, ComboPlan, Costs, Fill, Fills, SignalBook, UserSignals, check_bars_per_year};
 
 /// The metrics of every column of the signals, and where they ran.
 #[pyfunction]
 #[pyo3(signature = (
     bars, entries, exits, short_entries=None, short_exits=None, stop=None, sl_stop=None, tp_stop=None,
-    sl_trail=false, intrabar=false, fee=0.001, slippage=0.0, periods_per_year=None, device=None
+    sl_trail=false, intrabar=false, next_open=false, fee=0.001, slippage=0.0, periods_per_year=None, device=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.simulate`.
 pub fn simulate<'py>(
@@ -26,6 +26,7 @@ pub fn simulate<'py>(
     tp_stop: Option<PyReadonlyArray2<'py, f64>>,
     sl_trail: bool,
     intrabar: bool,
+    next_open: bool,
     fee: f64,
     slippage: f64,
     periods_per_year: Option<f64>,
@@ -47,7 +48,7 @@ pub fn simulate<'py>(
         sl_stop: sl_stop.as_ref().map(|a| a.as_array()),
         tp_stop: tp_stop.as_ref().map(|a| a.as_array()),
         sl_trail,
-        intrabar,
+        fills: Fills { fill: if next_open { Fill::NextOpen } else { Fill::Close }, intrabar },
     };
     // Packed into bit rows while the GIL keeps the arrays still.
     let book = SignalBook::from_signals(&bars.data, signals).map_err(value)?.with_bars_per_year(per_year);

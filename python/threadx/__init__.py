@@ -405,6 +405,7 @@ def simulate(
     sl_trail: bool = False,
     fees: Optional[float] = None,
     slippage: float = 0.0,
+    fill: str = "close",
     periods_per_year: Optional[float] = None,
 ) -> pd.DataFrame:
     """Your own signals, run by ThreadX's engine (the rules of docs/strategies.md, which
@@ -420,9 +421,12 @@ def simulate(
     Decisions and fills are at the close, all cash in; with ``high`` and ``low`` given,
     stops and take-profits are checked inside each bar after the entry bar (filled at the
     level, or at the open when the bar opens beyond it; the stop first when a bar reaches
-    both), otherwise against closes. ``fee`` (default 0.001) and ``slippage`` (a fraction
-    of the price, against you) apply to every fill. The rows are the same bytes on the CPU
+    both), otherwise against closes. ``fill="next_open"`` fills each decision at the next
+    bar's open instead (ThreadX's own; vectorbt has no such argument). ``fee`` (default
+    0.001) and ``slippage`` (a fraction of the price, against you) apply to every fill. The rows are the same bytes on the CPU
     and any GPU (``result.attrs["device"]`` says where they ran)."""
+    if fill not in ("close", "next_open"):
+        raise ValueError(f"fill={fill!r}: \"close\" (at the bar's close) or \"next_open\" (at the next bar's open)")
     if fee is not None and fees is not None and float(fee) != float(fees):
         raise ValueError(f"fee={fee} and fees={fees}: give one (fees is vectorbt's name for fee)")
     cost = 0.001 if fee is None and fees is None else float(fee if fee is not None else fees)  # type: ignore[arg-type]
@@ -451,6 +455,8 @@ def simulate(
             ohlc[name] = array
     if ("high" in ohlc) != ("low" in ohlc):
         raise ValueError("give high and low together: stops inside the bar need both")
+    if fill == "next_open" and "open" not in ohlc:
+        raise ValueError('fill="next_open" needs the opens: pass open= (or a frame with an `open` column)')
     if ohlc and "open" not in ohlc:
         ohlc["open"] = prices
     bars = _threadx.Bars.from_close(prices, times, ohlc.get("open"), ohlc.get("high"), ohlc.get("low"))
@@ -509,6 +515,7 @@ def simulate(
         tp_stop=spread("tp_stop"),
         sl_trail=bool(sl_trail),
         intrabar="high" in ohlc,
+        next_open=fill == "next_open",
         fee=cost,
         slippage=float(slippage),
         periods_per_year=_opt_float(periods_per_year),

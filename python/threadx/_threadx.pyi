@@ -86,6 +86,7 @@ def simulate(
     tp_stop: Optional[npt.NDArray[np.float64]] = None,
     sl_trail: bool = False,
     intrabar: bool = False,
+    next_open: bool = False,
     fee: float = 0.001,
     slippage: float = 0.0,
     periods_per_year: Optional[float] = None,

@@ -231,12 +231,16 @@ pub(crate) fn simulate_market<O: Observer>(
         // Whether the bar's price moves alone decide its return (a long held through it).
         let mut traded = false;
         let mut entered_at_close = false;
+        // A position closed within this bar (at a stop inside it): with fills at the
+        // close, no entry on it.
+        let mut exited_in_bar = false;
         // 1. A decision of the bar before fills at this open.
         if let Some(order) = pending.take() {
             traded = true;
             if let Some(reason) = order.exit {
                 let p = pos.take().expect("a pending exit has a position");
                 cash = close_position(&mut run, &p, t, open_p[t], reason);
+                flat_from = t;
             }
             if let Some(side) = order.enter {
                 run.obs.flat(flat_from, t, cash);
@@ -248,16 +252,21 @@ pub(crate) fn simulate_market<O: Observer>(
         if let Some(p) = pos.filter(|p| fills.intrabar && t > p.entry) {
             if let Some((price, reason)) = intrabar_exit(&p, open_p[t], high[t], low[t]) {
                 traded = true;
+                exited_in_bar = true;
                 cash = close_position(&mut run, &p, t, price, reason);
+                flat_from = t;
                 pos = None;
             }
         }
         // 3. The close decides: a position's exits from the bar after its entry's
-        // decision; a flat bar's entries unless a position closed on it.
+        // decision; a flat bar's entries, unless a position closed within it and fills
+        // are at the close (a next-open decision comes after that exit).
         let order = match &pos {
             Some(p) if t > p.decided => decide(p, t, plan, close[t], fills.intrabar, rows),
             Some(_) => None,
-            None if !traded => flat_entry(rows[0], rows[2], t).map(|side| Order { exit: None, enter: Some(side) }),
+            None if next_open || !exited_in_bar => {
+                flat_entry(rows[0], rows[2], t).map(|side| Order { exit: None, enter: Some(side) })
+            }
             None => None,
         };
         if let Some(order) = order {
@@ -269,6 +278,7 @@ pub(crate) fn simulate_market<O: Observer>(
                 if let Some(reason) = order.exit {
                     let p = pos.take().expect("an exit has a position");
                     cash = close_position(&mut run, &p, t, close[t], reason);
+                    flat_from = t;
                 }
                 if let Some(side) = order.enter {
                     run.obs.flat(flat_from, t, cash);
@@ -295,13 +305,7 @@ pub(crate) fn simulate_market<O: Observer>(
                     p.follow(if fills.intrabar { extreme(p.side, high[t], low[t]) } else { close[t] });
                 }
             }
-            None => {
-                if traded {
-                    // The bar ends flat: the flat stretch starts here.
-                    flat_from = t;
-                }
-                run.mark(t, cash, None);
-            }
+            None => run.mark(t, cash, None),
         }
         t += 1;
     }

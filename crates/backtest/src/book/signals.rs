@@ -4,7 +4,7 @@
 
 use super::stops::{Stop, StopSeries};
 use super::{ComboPlan, Combos, SignalBook, close_and_returns};
-use crate::costs::{Fill, Fills};
+use crate::costs::Fills;
 use crate::error::BacktestError;
 use ndarray::ArrayView2;
 use rayon::prelude::*;
@@ -25,8 +25,9 @@ pub struct UserSignals<'a> {
     pub sl_stop: Option<ArrayView2<'a, f64>>,
     pub tp_stop: Option<ArrayView2<'a, f64>>,
     pub sl_trail: bool,
-    /// Stops checked against each bar's low and high (the user gave them).
-    pub intrabar: bool,
+    /// When decisions fill, and whether stops are checked against each bar's low and high
+    /// (the user gave them) or against closes.
+    pub fills: Fills,
 }
 
 impl<'a> UserSignals<'a> {
@@ -41,7 +42,7 @@ impl<'a> UserSignals<'a> {
             sl_stop: None,
             tp_stop: None,
             sl_trail: false,
-            intrabar: false,
+            fills: Fills::default(),
         }
     }
 }
@@ -49,8 +50,8 @@ impl<'a> UserSignals<'a> {
 impl SignalBook {
     /// A book of a user's own decisions over `data`'s prices (combo `c` is column `c`).
     /// The rules are the rule files': an entry from the first bar, exits and stops
-    /// checked from the bar after the entry, levels of the entry bar frozen for the trade,
-    /// an opposite entry reverses. A column-broadcast array (a numpy view, column stride 0)
+    /// checked from the bar after the entry, levels of the entry (decision) bar frozen
+    /// for the trade, an opposite entry reverses. A column-broadcast array (a numpy view, column stride 0)
     /// is held once.
     pub fn from_signals(data: &Ohlcv, signals: UserSignals<'_>) -> Result<Self, BacktestError> {
         let bars = data.len();
@@ -159,8 +160,7 @@ impl SignalBook {
         book.levels = levels;
         book.shorts = shorts;
         book.short_rows = [columns as u32; 2];
-        let fills = Fills { fill: Fill::Close, intrabar: signals.intrabar };
-        Ok(book.with_fills(fills, data))
+        Ok(book.with_fills(signals.fills, data))
     }
 
     /// The plan of column `column` of a user's signals.
