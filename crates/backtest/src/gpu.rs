@@ -159,6 +159,8 @@ impl GpuBacktester {
         // WGSL arrays cannot be empty: a book without stops gets one unused series and stop.
         let mut atr: Vec<f64> = book.stop_rows().flatten().copied().collect();
         let mut series_count = book.stop_rows().len() as u32;
+        // Fraction stops' levels, formed once per (series, sign).
+        let mut formed: std::collections::HashMap<(u32, u64), u32> = std::collections::HashMap::new();
         let mut stops: Vec<[u32; 4]> = Vec::with_capacity(book.stops().len());
         for (index, &stop) in book.stops().iter().enumerate() {
             stops.push(match stop {
@@ -167,12 +169,15 @@ impl GpuBacktester {
                     [series, m0, m1, 0]
                 }
                 Stop::Level { series } => [series, 0, 0, 1],
-                Stop::Fraction { .. } => {
+                Stop::Fraction { series, sign } => {
                     // The CPU's levels, formed on the host: a level series of their own.
-                    let rule = book.stop(index as u32).expect("a stop of the book");
-                    atr.extend(book.close().iter().enumerate().map(|(e, &c)| rule.level(e, c)));
-                    series_count += 1;
-                    [series_count - 1, 0, 0, 1]
+                    let level_series = *formed.entry((series, sign.to_bits())).or_insert_with(|| {
+                        let rule = book.stop(index as u32).expect("a stop of the book");
+                        atr.extend(book.close().iter().enumerate().map(|(e, &c)| rule.level(e, c)));
+                        series_count += 1;
+                        series_count - 1
+                    });
+                    [level_series, 0, 0, 1]
                 }
             });
         }

@@ -2,7 +2,8 @@
 //! `MAX_LOOP_STEPS` (lavapipe silently ends a kernel's loops after 65,535 iterations), and
 //! must give the CPU's totals bit for bit on every adapter at lengths around every bound
 //! (a bit-row word, a stretch, the driver's limit) and on two million bars for every
-//! built-in strategy and a rule file, with the block statistics recorded as well.
+//! built-in strategy and a rule file, with the block statistics recorded as well; with
+//! slippage and fraction stops too. Books it does not trade are declined and run on the CPU.
 
 #![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
 
@@ -12,7 +13,8 @@ use common::{COSTS, all_plans, cpu_book};
 use ndarray::Array2;
 use proptest::prelude::*;
 use threadx_backtest::{
-    BarTables, BatchTotals, BlockCuts, GpuBacktester, SignalBook, Strategy, UserSignals, simulate_cpu,
+    Backtester, BarTables, BatchTotals, BlockCuts, Costs, GpuBacktester, SignalBook, Strategy, UserSignals,
+    simulate_cpu,
 };
 use threadx_dispatch::MAX_LOOP_STEPS;
 use threadx_dispatch::testing::adapters;
@@ -119,5 +121,65 @@ fn gpu_totals_are_the_cpus_bits_on_two_million_bars_for_every_strategy() {
         // Trades all along the data: a kernel that stopped early would miss most of them.
         assert!(cpu.iter().all(|t| t.trades > 100), "{strategy}: {cpu:?}");
         assert_gpu_matches(&format!("{strategy}, {bars} bars"), &book, &tables, &batch);
+    }
+}
+
+/// Slippage (folded into the tables) and vectorbt-style fraction stops (levels the host
+/// forms) run on the kernel: its bits at two million bars.
+#[test]
+fn gpu_totals_with_slippage_and_fraction_stops_are_the_cpus_bits_on_two_million_bars() {
+    let bars = 2_000_000;
+    let data = Ohlcv::load(&format!("synthetic:bars={bars},seed=11")).unwrap();
+    let columns = 4;
+    let mut rng = SeededRng::new(3);
+    let entries = Array2::from_shape_fn((bars, columns), |_| rng.uniform() < 0.01);
+    let exits = Array2::from_shape_fn((bars, columns), |_| rng.uniform() < 0.01);
+    // As numpy broadcasts a scalar or a column: one series for every column.
+    let sl = Array2::from_shape_fn((bars, 1), |(t, _)| [0.002, 0.005, 0.01, f64::NAN][t % 4]);
+    let tp = Array2::from_shape_fn((bars, 1), |(t, _)| [0.01, f64::NAN, 0.004, 0.02][t % 4]);
+    let signals = UserSignals {
+        sl_stop: Some(sl.broadcast((bars, columns)).unwrap()),
+        tp_stop: Some(tp.broadcast((bars, columns)).unwrap()),
+        ..UserSignals::long(entries.view(), exits.view())
+    };
+    let book = SignalBook::from_signals(&data, signals).unwrap();
+    assert!(book.is_plain());
+    let costs = Costs { fee: 0.0005, slippage: 0.0003 };
+    let tables = BarTables::new(&book, costs).with_blocks(Some(BlockCuts::new(bars, 16).unwrap()));
+    let batch = simulate_cpu(&book, &tables, &all_plans(&book));
+    assert!(batch.totals.iter().all(|t| t.trades > 1_000), "{:?}", batch.totals);
+    assert_gpu_matches("fraction stops with slippage, 2,000,000 bars", &book, &tables, &batch);
+}
+
+/// A book the kernel does not trade (shorts, trails, next-open fills, stops inside the
+/// bar) is declined by every adapter with what it uses, and a run asked of the GPU gives
+/// the CPU's bytes, at two million bars.
+#[test]
+fn books_the_kernel_does_not_trade_are_declined_and_run_on_the_cpu_on_two_million_bars() {
+    let bars = 2_000_000;
+    let data = Ohlcv::load(&format!("synthetic:bars={bars},seed=13")).unwrap();
+    let example = |name: &str| format!("{}/../../examples/strategies/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    for (name, features) in [
+        ("bb_long_short", "shorts"),
+        ("trend_trail", "trailing stops, intrabar stops"),
+        ("breakout_next_open", "shorts, next-open fills"),
+    ] {
+        let strategy = Strategy::load(&example(name)).unwrap();
+        let axes: Vec<Vec<f64>> = strategy.schema().iter().map(|p| vec![p.default]).collect();
+        let book = cpu_book(&data, strategy, &axes);
+        assert_eq!(book.market_features().join(", "), features);
+        let costs = Costs { fee: 0.001, slippage: 0.0002 };
+        let tables = BarTables::new(&book, costs).with_blocks(Some(BlockCuts::new(bars, 16).unwrap()));
+        let plans = all_plans(&book);
+        let cpu = simulate_cpu(&book, &tables, &plans);
+        assert!(cpu.totals.iter().all(|t| t.trades > 1_000), "{name}: {:?}", cpu.totals);
+        for ctx in adapters() {
+            let declined = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap_err().to_string();
+            assert!(declined.contains(&format!("the kernel does not trade {features} yet")), "{declined}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let dispatcher = threadx_dispatch::testing::dispatcher_in(dir.path(), threadx_dispatch::DeviceMode::Gpu);
+        let run = Backtester::with_tables(&book, &tables).run_batch(&dispatcher, &plans);
+        assert_eq!(run.value, cpu, "{name}: the CPU's bytes");
     }
 }
