@@ -1,0 +1,123 @@
+"""`simulate` with shorts, stops inside the bar, trailing stops and slippage equals
+vectorbt 1.2's `Portfolio.from_signals` at its defaults (all cash in, no accumulation,
+reverse on an opposite entry, stop exits at the stop price or at the open beyond it):
+total return within 1e-9 relative, trade counts exact, on random signals over OHLC data
+with gaps and without same-bar conflicts. CI installs vectorbt in the test venv and sets
+THREADX_REQUIRE_VECTORBT=1, so there the comparison cannot be skipped."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Tuple
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import threadx
+
+if os.environ.get("THREADX_REQUIRE_VECTORBT") == "1":
+    import vectorbt as vbt
+else:
+    vbt = pytest.importorskip("vectorbt")
+
+FEE = 0.001
+
+
+def ohlc(bars: int, seed: int) -> pd.DataFrame:
+    """A random walk whose opens gap away from the previous close."""
+    rng = np.random.default_rng(seed)
+    close = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, bars)))
+    previous = np.concatenate([[close[0]], close[:-1]])
+    open_ = previous * np.exp(rng.normal(0, 0.004, bars))
+    high = np.maximum(open_, close) * (1 + rng.uniform(0, 0.006, bars))
+    low = np.minimum(open_, close) * (1 - rng.uniform(0, 0.006, bars))
+    index = pd.date_range("2024-01-01", periods=bars, freq="h", name="timestamp")
+    return pd.DataFrame({"open": open_, "high": high, "low": low, "close": close}, index=index)
+
+
+def signals(bars: int, columns: int, seed: int) -> Dict[str, np.ndarray]:
+    """Random entries and exits of both sides with no two on one bar of one column."""
+    rng = np.random.default_rng(seed)
+    rates = np.linspace(0.02, 0.08, columns)
+    entries, exits, short_entries, short_exits = (rng.random((bars, columns)) < rates for _ in range(4))
+    both = entries & short_entries
+    entries &= ~both
+    short_entries &= ~both
+    exits &= ~(entries | short_entries)
+    short_exits &= ~(entries | short_entries)
+    return {"entries": entries, "exits": exits, "short_entries": short_entries, "short_exits": short_exits}
+
+
+CASES: Dict[str, Tuple[Dict[str, Any], bool]] = {
+    "long only, closes": ({}, False),
+    "both sides, closes": ({"shorts": True}, False),
+    "stop and take-profit on closes": ({"shorts": True, "sl_stop": 0.01, "tp_stop": 0.02}, False),
+    "stop and take-profit inside the bar": ({"shorts": True, "sl_stop": 0.01, "tp_stop": 0.02}, True),
+    "trailing stop inside the bar": ({"shorts": True, "sl_stop": 0.015, "sl_trail": True}, True),
+    "per-column stops": ({"shorts": True, "sl_stop": np.linspace(0.005, 0.03, 6), "tp_stop": 0.03}, True),
+    "slippage": ({"shorts": True, "slippage": 0.001}, False),
+    "slippage with stops inside the bar": ({"shorts": True, "sl_stop": 0.01, "tp_stop": 0.02, "slippage": 0.001}, True),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_simulate_equals_vectorbt(case: str) -> None:
+    options, intrabar = CASES[case]
+    options = dict(options)
+    shorts = options.pop("shorts", False)
+    df = ohlc(3000, seed=1)
+    sig = signals(len(df), 6, seed=2)
+    if not shorts:
+        sig = {"entries": sig["entries"], "exits": sig["exits"]}
+    prices: Dict[str, Any] = {"open": df["open"], "high": df["high"], "low": df["low"]} if intrabar else {}
+    vbt_options = dict(options)
+    if options.get("slippage") and ("sl_stop" in options or "tp_stop" in options):
+        # vectorbt's default stop exit ("stoplimit") fills without slippage; ThreadX applies
+        # it to every fill, which is vectorbt's "stopmarket".
+        vbt_options["stop_exit_price"] = "stopmarket"
+    pf = vbt.Portfolio.from_signals(df["close"], **sig, **prices, **vbt_options, fees=FEE, init_cash=100.0, freq="1h")
+    got = threadx.simulate(df["close"], **sig, **prices, **options, fee=FEE, device="cpu")
+    want_return = pf.total_return().to_numpy()
+    want_trades = pf.trades.count().to_numpy()
+    assert got["trades"].sum() > 300, "the case trades"
+    np.testing.assert_array_equal(got["trades"].to_numpy(), want_trades)
+    np.testing.assert_allclose(got["total_return"].to_numpy(), want_return, rtol=1e-9, atol=1e-12)
+
+
+def test_a_frame_of_prices_is_the_same_as_its_columns() -> None:
+    df = ohlc(500, seed=3)
+    sig = signals(len(df), 3, seed=4)
+    by_frame = threadx.simulate(df, **sig, sl_stop=0.01, device="cpu")
+    by_columns = threadx.simulate(df["close"], **sig, open=df["open"], high=df["high"], low=df["low"], sl_stop=0.01)
+    pd.testing.assert_frame_equal(by_frame, by_columns, check_exact=True)
+
+
+def test_the_cpu_and_the_gpu_give_the_same_bytes() -> None:
+    """Books the kernel does not trade (here: shorts) run on the CPU whatever is asked;
+    fraction stops and slippage alone run on the kernel with the CPU's bytes."""
+    df = ohlc(2000, seed=5)
+    sig = signals(len(df), 4, seed=6)
+    for options in [{"sl_stop": 0.01, "tp_stop": 0.02, "slippage": 0.0005}, {"short_entries": sig["short_entries"]}]:
+        cpu = threadx.simulate(df["close"], sig["entries"], sig["exits"], **options, device="cpu")
+        gpu = threadx.simulate(df["close"], sig["entries"], sig["exits"], **options, device="gpu")
+        pd.testing.assert_frame_equal(cpu, gpu, check_exact=True)
+
+
+def test_bad_arguments_are_refused_with_what_is_wrong() -> None:
+    df = ohlc(100, seed=7)
+    sig = signals(len(df), 2, seed=8)
+    with pytest.raises(ValueError, match="fee=0.001 and fees=0.002"):
+        threadx.simulate(df, sig["entries"], fee=0.001, fees=0.002)
+    with pytest.raises(ValueError, match="high and low together"):
+        threadx.simulate(df["close"], sig["entries"], high=df["high"])
+    with pytest.raises(ValueError, match="sl_trail.*needs `sl_stop`"):
+        threadx.simulate(df["close"], sig["entries"], sl_trail=True)
+    with pytest.raises(ValueError, match="slippage -0.1 is outside"):
+        threadx.simulate(df["close"], sig["entries"], slippage=-0.1)
+    with pytest.raises(ValueError, match="short_exits` without `short_entries"):
+        threadx.simulate(df["close"], sig["entries"], short_exits=sig["exits"])
+    with pytest.raises(ValueError, match="sl_stop has shape"):
+        threadx.simulate(df["close"], sig["entries"], sl_stop=np.ones(7))
+    with pytest.raises(ValueError, match='fill="next_open" needs the opens'):
+        threadx.simulate(df["close"], sig["entries"], fill="next_open")
