@@ -28,7 +28,9 @@ from . import _threadx
 
 __version__: str = _threadx.__version__
 
+from ._inputs import Data, _bars, _f64, _opt_float, _utc_index
 from .overfitting import PboResult, deflated_sharpe, pbo
+from .signals import simulate
 
 __all__ = [
     "Backtest",
@@ -48,8 +50,6 @@ __all__ = [
     "synthetic",
 ]
 
-#: What the functions accept as market data.
-Data = Union[pd.DataFrame, Mapping[str, Any], str, "os.PathLike[str]"]
 #: A built-in strategy's name (``"bb_atr"``) or the path of a rule file (``"donchian.toml"``).
 StrategyName = Union[str, "os.PathLike[str]"]
 #: Why a trade ended, the categories of ``Backtest.trades["exit_reason"]``.
@@ -387,146 +387,6 @@ class Session:
         return repr(self._native)
 
 
-def simulate(
-    close: Any,
-    entries: Any,
-    exits: Any = None,
-    stop: Any = None,
-    fee: Optional[float] = None,
-    device: Optional[str] = None,
-    *,
-    open: Any = None,
-    high: Any = None,
-    low: Any = None,
-    short_entries: Any = None,
-    short_exits: Any = None,
-    sl_stop: Any = None,
-    tp_stop: Any = None,
-    sl_trail: bool = False,
-    fees: Optional[float] = None,
-    slippage: float = 0.0,
-    fill: str = "close",
-    periods_per_year: Optional[float] = None,
-) -> pd.DataFrame:
-    """Your own signals, run by ThreadX's engine (the rules of docs/strategies.md, which
-    are vectorbt's ``Portfolio.from_signals`` at its defaults): one metrics row per column.
-
-    ``close`` is the closes, or a frame with ``open``, ``high``, ``low`` and ``close``
-    columns. ``entries``, ``exits``, ``short_entries`` and ``short_exits`` are booleans of
-    shape (bars,) or (bars, columns); an opposite entry reverses the position. ``stop``
-    optionally gives a long's stop as a price level per bar. vectorbt's names work as
-    there: ``sl_stop`` and ``tp_stop`` are fractions of the entry close (scalars or
-    arrays that broadcast to (bars, columns), read at the entry bar), ``sl_trail=True``
-    makes ``sl_stop`` trail the best price since the entry, ``fees`` is ``fee``.
-    Decisions and fills are at the close, all cash in; with ``high`` and ``low`` given,
-    stops and take-profits are checked inside each bar after the entry bar (filled at the
-    level, or at the open when the bar opens beyond it; the stop first when a bar reaches
-    both), otherwise against closes. ``fill="next_open"`` fills each decision at the next
-    bar's open instead (ThreadX's own; vectorbt has no such argument). ``fee`` (default
-    0.001) and ``slippage`` (a fraction of the price, against you) apply to every fill. The rows are the same bytes on the CPU
-    and any GPU (``result.attrs["device"]`` says where they ran)."""
-    if fill not in ("close", "next_open"):
-        raise ValueError(f"fill={fill!r}: \"close\" (at the bar's close) or \"next_open\" (at the next bar's open)")
-    if fee is not None and fees is not None and float(fee) != float(fees):
-        raise ValueError(f"fee={fee} and fees={fees}: give one (fees is vectorbt's name for fee)")
-    cost = 0.001 if fee is None and fees is None else float(fee if fee is not None else fees)  # type: ignore[arg-type]
-    if isinstance(close, pd.DataFrame):
-        frame = close
-        missing = [c for c in ("close",) if c not in frame.columns]
-        if missing:
-            raise ValueError(f"close: a frame needs a `close` column (and optionally open, high, low); it has {list(frame.columns)}")
-        close = frame["close"]
-        open = frame["open"] if open is None and "open" in frame.columns else open
-        high = frame["high"] if high is None and "high" in frame.columns else high
-        low = frame["low"] if low is None and "low" in frame.columns else low
-    close_series = close if isinstance(close, pd.Series) else None
-    prices = _f64(close, "close", "close")
-    if prices.ndim != 1:
-        raise ValueError(f"close must be one price per bar, shape (bars,); got shape {prices.shape}")
-    times = None
-    if close_series is not None and isinstance(close_series.index, pd.DatetimeIndex):
-        times = _datetime_ms(close_series.index, "close")
-    ohlc = {}
-    for name, value in (("open", open), ("high", high), ("low", low)):
-        if value is not None:
-            array = _f64(value, name, name)
-            if array.shape != prices.shape:
-                raise ValueError(f"{name} has shape {array.shape}; expected {prices.shape}, one price per bar like close")
-            ohlc[name] = array
-    if ("high" in ohlc) != ("low" in ohlc):
-        raise ValueError("give high and low together: stops inside the bar need both")
-    if fill == "next_open" and "open" not in ohlc:
-        raise ValueError('fill="next_open" needs the opens: pass open= (or a frame with an `open` column)')
-    if ohlc and "open" not in ohlc:
-        ohlc["open"] = prices
-    bars = _threadx.Bars.from_close(prices, times, ohlc.get("open"), ohlc.get("high"), ohlc.get("low"))
-    labels: Optional[pd.Index] = None
-    signals: Dict[str, np.ndarray] = {}
-    for name, value in (("entries", entries), ("exits", exits), ("short_entries", short_entries), ("short_exits", short_exits)):
-        if value is None:
-            continue
-        signals[name] = _bools(value, name)
-        if isinstance(value, pd.DataFrame):
-            labels = value.columns
-    levels = None if stop is None else _f64(stop, "stop", "stop")
-    if isinstance(stop, pd.DataFrame):
-        labels = stop.columns
-    two_d = [*signals.values(), *([levels] if levels is not None else [])]
-    for a in two_d:
-        if a.ndim not in (1, 2):
-            raise ValueError(f"signals must have shape (bars,) or (bars, columns); got shape {a.shape}")
-    widths = {a.shape[1] for a in two_d if a.ndim == 2 and a.shape[1] != 1}
-    given = {"sl_stop": sl_stop, "tp_stop": tp_stop}
-    fractions = {name: _f64(v, name, name) for name, v in given.items() if v is not None}
-    for name, a in fractions.items():
-        if a.ndim == 2 and a.shape[1] != 1:
-            widths.add(a.shape[1])
-        if isinstance(given[name], pd.DataFrame):
-            labels = given[name].columns
-    if len(widths) > 1:
-        raise ValueError(f"the signals and stops have different numbers of columns: {sorted(widths)}")
-    width = widths.pop() if widths else 1
-    n = len(prices)
-
-    def wide(a: np.ndarray) -> np.ndarray:
-        a = a.reshape(-1, 1) if a.ndim == 1 else a
-        return np.broadcast_to(a, (a.shape[0], width))
-
-    def spread(name: str) -> Optional[np.ndarray]:
-        a = fractions.get(name)
-        if a is None:
-            return None
-        try:
-            # numpy's rules, as vectorbt's: a scalar, a row per column, or (bars, columns).
-            return np.broadcast_to(a if a.ndim != 1 or len(a) != n or width == n else a.reshape(-1, 1), (n, width))
-        except ValueError:
-            raise ValueError(f"{name} has shape {a.shape}: it must broadcast to (bars, columns) = ({n}, {width})") from None
-
-    if "exits" not in signals:
-        signals["exits"] = np.zeros(n, dtype=bool)
-    rows, device_used = _threadx.simulate(
-        bars,
-        wide(signals["entries"]),
-        wide(signals["exits"]),
-        short_entries=None if "short_entries" not in signals else wide(signals["short_entries"]),
-        short_exits=None if "short_exits" not in signals else wide(signals["short_exits"]),
-        stop=None if levels is None else wide(levels),
-        sl_stop=spread("sl_stop"),
-        tp_stop=spread("tp_stop"),
-        sl_trail=bool(sl_trail),
-        intrabar="high" in ohlc,
-        next_open=fill == "next_open",
-        fee=cost,
-        slippage=float(slippage),
-        periods_per_year=_opt_float(periods_per_year),
-        device=device,
-    )
-    index = labels if labels is not None and len(labels) == width else pd.RangeIndex(width, name="column")
-    frame = pd.DataFrame(dict(rows), index=index, copy=False)
-    frame.attrs["device"] = device_used
-    return frame
-
-
 def devices() -> List[Dict[str, Any]]:
     """The GPU adapters, best first (``threadx devices --json``'s ``adapters``), each
     with ``default``: whether ThreadX uses it. An empty list: everything runs on the CPU."""
@@ -540,91 +400,6 @@ def devices() -> List[Dict[str, Any]]:
 def strategies() -> Dict[str, List[Dict[str, Any]]]:
     """The built-in strategies and their parameters (name, kind, default, range, help)."""
     return dict(_threadx.strategies())
-
-
-# --- data in -----------------------------------------------------------------------------
-
-
-def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
-    """The bars of `data`, checked by the engine, and the index results take."""
-    if isinstance(data, (str, os.PathLike)):
-        bars = _threadx.Bars.load(os.fspath(data))
-        return bars, _utc_index(bars.timestamps())
-    if isinstance(data, pd.DataFrame):
-        names = [str(c) for c in data.columns]
-        return _frame_bars("DataFrame", names, lambda i: data.iloc[:, i], data.index), data.index
-    if isinstance(data, Mapping):
-        names = [str(k) for k in data.keys()]
-        values = list(data.values())
-        bars = _frame_bars("dict", names, lambda i: values[i], None)
-        return bars, _utc_index(bars.timestamps())
-    raise TypeError(
-        f"data must be a DataFrame, a dict of arrays, a CSV path or synthetic(...); got {type(data).__name__}"
-    )
-
-
-def _frame_bars(origin: str, names: List[str], column: Callable[[int], Any], index: Optional[pd.Index]) -> _threadx.Bars:
-    if isinstance(index, pd.DatetimeIndex):
-        # The index is the time column: passed as a named first column, it wins.
-        (_, *prices), volume = _threadx.columns_of(origin, ["timestamp", *names])
-        prices = [p - 1 for p in prices]
-        volume = None if volume is None else volume - 1
-        times = _datetime_ms(index, origin)
-    else:
-        (time_at, *prices), volume = _threadx.columns_of(origin, names)
-        times = _times(column(time_at), origin, names[time_at])
-    o, h, l, c = (_f64(column(i), origin, names[i]) for i in prices)
-    v = None if volume is None else _f64(column(volume), origin, names[volume])
-    return _threadx.Bars.from_arrays(origin, times, o, h, l, c, v)
-
-
-def _datetime_ms(values: Any, origin: str) -> np.ndarray:
-    index = pd.DatetimeIndex(values)
-    if index.hasnans:
-        row = int(np.flatnonzero(index.isna())[0])
-        raise ValueError(f"{origin}, row {row}, column `timestamp`: NaT is not a time")
-    if index.tz is not None:
-        index = index.tz_convert("UTC").tz_localize(None)
-    ns = index.as_unit("ns").asi8 if hasattr(index, "as_unit") else index.asi8
-    return np.floor_divide(ns, 1_000_000)
-
-
-def _times(values: Any, origin: str, name: str) -> np.ndarray:
-    """Epoch ms from a time column: datetimes, epoch numbers (s, ms, µs, ns by magnitude,
-    as in CSV files) or date-time strings."""
-    dtype = getattr(values, "dtype", None)
-    if dtype is not None and (pd.api.types.is_datetime64_any_dtype(dtype)):
-        return _datetime_ms(values, origin)
-    if dtype is not None and pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
-        return _threadx.epoch_ms(_f64(values, origin, name), origin, name)
-    try:
-        parsed = pd.to_datetime(pd.Series(values), utc=True)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{origin}, column `{name}`: {e}") from None
-    return _datetime_ms(pd.DatetimeIndex(parsed), origin)
-
-
-def _f64(values: Any, origin: str, name: str) -> np.ndarray:
-    """float64 numbers: a view where the input already is float64 (no copy)."""
-    try:
-        if isinstance(values, (pd.Series, pd.DataFrame)):
-            return values.to_numpy(dtype=np.float64, na_value=np.nan)
-        return np.asarray(values, dtype=np.float64)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{origin}, column `{name}`: not numbers ({e})") from None
-
-
-def _bools(values: Any, name: str) -> np.ndarray:
-    array = values.to_numpy() if isinstance(values, (pd.Series, pd.DataFrame)) else np.asarray(values)
-    if array.dtype == np.bool_:
-        return array
-    if np.issubdtype(array.dtype, np.integer):
-        return array != 0
-    raise ValueError(f"{name} must be booleans (or 0/1 integers); got dtype {array.dtype}")
-
-
-def _utc_index(ms: np.ndarray) -> pd.DatetimeIndex:
-    return pd.DatetimeIndex(pd.to_datetime(ms, unit="ms", utc=True), name="timestamp")
 
 
 # --- arguments ---------------------------------------------------------------------------
@@ -705,9 +480,6 @@ def _opt_int(name: str, value: Optional[int]) -> Optional[int]:
         raise ValueError(f"{name} must be a whole number ≥ 0 (got {value!r})")
     return int(value)
 
-
-def _opt_float(value: Optional[float]) -> Optional[float]:
-    return None if value is None else float(value)
 
 
 # --- progress ----------------------------------------------------------------------------

@@ -5,15 +5,19 @@
 //! Main types: [`Strategy`] with its parameter schema ([`ParamSpec`]) and rules
 //! ([`RuleKind`]; the language is in `rules/`), the [`SignalBook`] (every entry/exit
 //! decision and stop level the combos of a parameter space need, derived once in f64
-//! from the [`IndicatorBank`](threadx_indicators::IndicatorBank)), [`ComboPlan`] (a
-//! combo as six numbers), [`BarTables`] (the per-bar fixed-point tables of a book and
-//! fee), [`Totals`] (a combo's integer totals) and [`Metrics`], and [`Backtester`], which
-//! runs plans on the device the dispatcher picks. [`backtest`] runs one parameter set with
-//! its trades and equity.
+//! from the [`IndicatorBank`](threadx_indicators::IndicatorBank), or a user's own
+//! [`UserSignals`]), [`ComboPlan`] (a combo as a few numbers), [`Costs`] and [`Fills`]
+//! (fee, slippage, when orders fill), [`BarTables`] (the per-bar fixed-point tables of a
+//! book and its costs), [`Totals`] (a combo's integer totals) and [`Metrics`], and
+//! [`Backtester`], which runs plans on the device the dispatcher picks. [`backtest`] runs
+//! one parameter set with its trades and equity. Plain books (long, filled at the close,
+//! stops on closes) run in the kernel and its CPU twin; books with shorts, trails,
+//! next-open fills or stops inside the bar run in the CPU's market simulation, which the
+//! GPU declines.
 //!
 //! Invariant: a combo's metrics are the same bytes on every device: decisions come from
 //! the book's f64 bits, totals are integers, and [`Totals::metrics`] is the one
-//! conversion. They depend only on the book, the plan and the fee, never on which other
+//! conversion. They depend only on the book, the plan and the costs, never on which other
 //! combos run with it, how they are cut, how many threads or which device runs them.
 //!
 //! This crate stands on threadx-indicators and threadx-dispatch; it must not depend on

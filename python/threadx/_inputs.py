@@ -1,0 +1,101 @@
+"""Market data and arguments into what the native module takes: bars checked by the
+engine, float64 and boolean arrays, epoch milliseconds."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+import pandas as pd
+
+from . import _threadx
+
+#: What the functions accept as market data.
+Data = Union[pd.DataFrame, Mapping[str, Any], str, "os.PathLike[str]"]
+
+
+def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
+    """The bars of `data`, checked by the engine, and the index results take."""
+    if isinstance(data, (str, os.PathLike)):
+        bars = _threadx.Bars.load(os.fspath(data))
+        return bars, _utc_index(bars.timestamps())
+    if isinstance(data, pd.DataFrame):
+        names = [str(c) for c in data.columns]
+        return _frame_bars("DataFrame", names, lambda i: data.iloc[:, i], data.index), data.index
+    if isinstance(data, Mapping):
+        names = [str(k) for k in data.keys()]
+        values = list(data.values())
+        bars = _frame_bars("dict", names, lambda i: values[i], None)
+        return bars, _utc_index(bars.timestamps())
+    raise TypeError(
+        f"data must be a DataFrame, a dict of arrays, a CSV path or synthetic(...); got {type(data).__name__}"
+    )
+
+
+def _frame_bars(origin: str, names: List[str], column: Callable[[int], Any], index: Optional[pd.Index]) -> _threadx.Bars:
+    if isinstance(index, pd.DatetimeIndex):
+        # The index is the time column: passed as a named first column, it wins.
+        (_, *prices), volume = _threadx.columns_of(origin, ["timestamp", *names])
+        prices = [p - 1 for p in prices]
+        volume = None if volume is None else volume - 1
+        times = _datetime_ms(index, origin)
+    else:
+        (time_at, *prices), volume = _threadx.columns_of(origin, names)
+        times = _times(column(time_at), origin, names[time_at])
+    o, h, l, c = (_f64(column(i), origin, names[i]) for i in prices)
+    v = None if volume is None else _f64(column(volume), origin, names[volume])
+    return _threadx.Bars.from_arrays(origin, times, o, h, l, c, v)
+
+
+def _datetime_ms(values: Any, origin: str) -> np.ndarray:
+    index = pd.DatetimeIndex(values)
+    if index.hasnans:
+        row = int(np.flatnonzero(index.isna())[0])
+        raise ValueError(f"{origin}, row {row}, column `timestamp`: NaT is not a time")
+    if index.tz is not None:
+        index = index.tz_convert("UTC").tz_localize(None)
+    ns = index.as_unit("ns").asi8 if hasattr(index, "as_unit") else index.asi8
+    return np.floor_divide(ns, 1_000_000)
+
+
+def _times(values: Any, origin: str, name: str) -> np.ndarray:
+    """Epoch ms from a time column: datetimes, epoch numbers (s, ms, µs, ns by magnitude,
+    as in CSV files) or date-time strings."""
+    dtype = getattr(values, "dtype", None)
+    if dtype is not None and (pd.api.types.is_datetime64_any_dtype(dtype)):
+        return _datetime_ms(values, origin)
+    if dtype is not None and pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
+        return _threadx.epoch_ms(_f64(values, origin, name), origin, name)
+    try:
+        parsed = pd.to_datetime(pd.Series(values), utc=True)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{origin}, column `{name}`: {e}") from None
+    return _datetime_ms(pd.DatetimeIndex(parsed), origin)
+
+
+def _f64(values: Any, origin: str, name: str) -> np.ndarray:
+    """float64 numbers: a view where the input already is float64 (no copy)."""
+    try:
+        if isinstance(values, (pd.Series, pd.DataFrame)):
+            return values.to_numpy(dtype=np.float64, na_value=np.nan)
+        return np.asarray(values, dtype=np.float64)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{origin}, column `{name}`: not numbers ({e})") from None
+
+
+def _bools(values: Any, name: str) -> np.ndarray:
+    array = values.to_numpy() if isinstance(values, (pd.Series, pd.DataFrame)) else np.asarray(values)
+    if array.dtype == np.bool_:
+        return array
+    if np.issubdtype(array.dtype, np.integer):
+        return array != 0
+    raise ValueError(f"{name} must be booleans (or 0/1 integers); got dtype {array.dtype}")
+
+
+def _utc_index(ms: np.ndarray) -> pd.DatetimeIndex:
+    return pd.DatetimeIndex(pd.to_datetime(ms, unit="ms", utc=True), name="timestamp")
+
+
+def _opt_float(value: Optional[float]) -> Optional[float]:
+    return None if value is None else float(value)
