@@ -5,6 +5,11 @@
 //!   reports them (the issue's bar: ≥ 250 million bar·combos/s/core; a plain numba loop of
 //!   the same strategy does about 170 million).
 //! - `bb_atr_cpu/all_threads`: the rayon batch on every core.
+//! - `market_cpu/*`: the same grid and data on one core, traded as a market (issue #30's
+//!   bar: a sweep with stops inside the bar and a trailing stop keeps ≥ 70 % of the
+//!   close-only sweep's bar·combos/s): `close_only` is `bb_atr` itself; `intrabar_trail`
+//!   adds `trail = "atr_mult * atr(atr_period)"` and `intrabar = true`; `long_short` adds
+//!   the short side (upper band, its own ATR stop) and reversals, on closes.
 //! - `bb_atr_gpu/*`: the whole-backtest kernel on the best adapter, plans uploaded and
 //!   metrics read back in the timing.
 //! - `book/*`: building the book (indicators and decision rows) for the same grid, and for
@@ -58,6 +63,28 @@ fn cpu(c: &mut Criterion) {
         b.iter(|| plans.iter().map(|p| simulate_totals(&book, &tables, black_box(p)).log_equity).sum::<i64>())
     });
     g.bench_function("all_threads", |b| b.iter(|| simulate_cpu(&book, &tables, black_box(&plans))));
+    g.finish();
+
+    let bb_atr = Strategy::parse("bb_atr").expect("the built-in").source().to_owned();
+    let trail = format!("{bb_atr}trail = \"atr_mult * atr(atr_period)\"\nintrabar = true\n");
+    let long_short = format!(
+        "{bb_atr}short_entry = \"close > bbands_upper(bb_period, bb_std)\"\nshort_exit = \"close < bbands_middle(bb_period)\"\nshort_stop = \"close + atr_mult * atr(atr_period)\"\n"
+    );
+    let mut g = c.benchmark_group("market_cpu");
+    g.sample_size(20).measurement_time(Duration::from_secs(4));
+    g.throughput(Throughput::Elements((book.bars() * plans.len()) as u64));
+    for (name, source) in [("close_only", bb_atr.clone()), ("intrabar_trail", trail), ("long_short", long_short)] {
+        let strategy = Strategy::from_toml(&source.replace("name = \"bb_atr\"", &format!("name = \"{name}\"")), name)
+            .expect("a rule file");
+        let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).expect("a CPU dispatcher");
+        let market =
+            SignalBook::build(&IndicatorBank::new(&data, &dispatcher), &strategy, &grid()).expect("a valid grid");
+        let tables = BarTables::new(&market, FEE);
+        let plans = self::plans(&market);
+        g.bench_function(name, |b| {
+            b.iter(|| plans.iter().map(|p| simulate_totals(&market, &tables, black_box(p)).log_equity).sum::<i64>())
+        });
+    }
     g.finish();
 
     let mut g = c.benchmark_group("book");

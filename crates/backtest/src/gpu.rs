@@ -169,6 +169,8 @@ impl GpuBacktester {
                     [series, m0, m1, 0]
                 }
                 Stop::Level { series } => [series, 0, 0, 1],
+                // Trails only, whose books are declined above.
+                Stop::Scaled { .. } => return Err(GpuError::Unsupported("the kernel does not trail stops".into())),
                 Stop::Fraction { series, sign } => {
                     // The CPU's levels, formed on the host: a level series of their own.
                     let level_series = *formed.entry((series, sign.to_bits())).or_insert_with(|| {

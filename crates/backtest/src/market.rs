@@ -113,9 +113,12 @@ struct Order {
 struct Run<'a, O: Observer> {
     tables: &'a BarTables,
     totals: Totals,
-    /// Equity at the last mark (E[t−1]), its running peak and the deepest fall from it.
+    /// Equity at the last mark (E[t−1]), its running peak, the lowest equity since that
+    /// peak, and the lowest ratio of a trough to its peak before it (divided only when a
+    /// new peak starts: the same bits as min over t of E[t]/peak).
     equity: f64,
     peak: f64,
+    trough: f64,
     worst: f64,
     blocks: Option<Snapshots<'a>>,
     obs: &'a mut O,
@@ -135,9 +138,11 @@ impl<O: Observer> Run<'_, O> {
         self.totals.sum = self.totals.sum.wrapping_add(r1);
         self.totals.sum_sq = self.totals.sum_sq.wrapping_add(r2);
         if e > self.peak {
+            self.worst = self.worst.min(self.trough / self.peak);
             self.peak = e;
-        } else {
-            self.worst = self.worst.min(e / self.peak);
+            self.trough = e;
+        } else if e < self.trough {
+            self.trough = e;
         }
         self.equity = e;
     }
@@ -185,8 +190,8 @@ pub(crate) fn simulate_market<O: Observer>(
     let rows = [
         book.entry_row(plan.entry),
         book.exit_row(plan.exit),
-        if shorts { book.entry_row(plan.short_entry) } else { &[][..] },
-        if shorts { book.exit_row(plan.short_exit) } else { &[][..] },
+        if shorts { book.entry_row(plan.short_entry) } else { book.no_row() },
+        if shorts { book.exit_row(plan.short_exit) } else { book.no_row() },
     ];
     let level =
         |stop: u32, d: usize| book.stop(stop).map(|s| s.level(d, close[d])).filter(|l| *l > 0.0 && l.is_finite());
@@ -213,7 +218,16 @@ pub(crate) fn simulate_market<O: Observer>(
             best: p,
         }
     };
-    let mut run = Run { tables, totals: Totals::default(), equity: 1.0, peak: 1.0, worst: 1.0, blocks: snapshots, obs };
+    let mut run = Run {
+        tables,
+        totals: Totals::default(),
+        equity: 1.0,
+        peak: 1.0,
+        trough: 1.0,
+        worst: 1.0,
+        blocks: snapshots,
+        obs,
+    };
     let mut cash = 1.0;
     let mut pos: Option<Position> = None;
     let mut pending: Option<Order> = None;
@@ -222,10 +236,16 @@ pub(crate) fn simulate_market<O: Observer>(
     while t < n {
         if pos.is_none() && pending.is_none() {
             // Flat: skip to the next entry bit of either side.
-            let next = next_bit(rows[0], t).into_iter().chain(next_bit(rows[2], t)).min();
+            let next = if shorts { next_bit_of_either(rows[0], rows[2], t) } else { next_bit(rows[0], t) };
             match next.filter(|&e| e < n) {
                 Some(e) => t = e,
                 None => break,
+            }
+        }
+        if let Some(p) = pos.as_mut().filter(|p| pending.is_none() && t > p.entry && t > p.decided) {
+            t = hold(&mut run, p, t, n, plan.max_bars, fills.intrabar, (book, rows));
+            if t >= n {
+                break;
             }
         }
         // Whether the bar's price moves alone decide its return (a long held through it).
@@ -331,7 +351,7 @@ pub(crate) fn simulate_market<O: Observer>(
     }
     let mut totals = run.totals;
     totals.log_equity = log_of(run.equity);
-    totals.drawdown = log_of(run.worst);
+    totals.drawdown = log_of(run.worst.min(run.trough / run.peak));
     totals
 }
 
@@ -354,15 +374,85 @@ fn close_position<O: Observer>(run: &mut Run<'_, O>, p: &Position, x: usize, pri
     after
 }
 
+/// Holds position `p` from bar `t` through every bar on which nothing can happen (no stop
+/// or take-profit reached, no exit or opposite entry bit, within max_bars): each marked,
+/// its best price followed. Returns the first bar where something may happen (or `n`),
+/// for the bar-by-bar rules to decide; what it does to a bar is what they would do.
+#[inline(always)]
+fn hold<O: Observer>(
+    run: &mut Run<'_, O>,
+    p: &mut Position,
+    mut t: usize,
+    n: usize,
+    max_bars: u32,
+    intrabar: bool,
+    (book, rows): (&SignalBook, [&[u64]; 4]),
+) -> usize {
+    let (close, high, low) = (book.close(), book.high(), book.low());
+    let tables = run.tables;
+    let last = if max_bars == 0 { n } else { n.min(p.entry + max_bars as usize) };
+    // NaN: no level (no comparison with it holds).
+    let mut stop = p.binding_stop().map_or(f64::NAN, |(l, _)| l);
+    let take_profit = p.take_profit.unwrap_or(f64::NAN);
+    let (opposite, own_exit) = match p.side {
+        Side::Long => (rows[2], rows[1]),
+        Side::Short => (rows[0], rows[3]),
+    };
+    while t < last {
+        let c = close[t];
+        let (against, toward) = if intrabar {
+            match p.side {
+                Side::Long => (low[t], high[t]),
+                Side::Short => (high[t], low[t]),
+            }
+        } else {
+            (c, c)
+        };
+        if p.stopped(against, stop) || p.reached(toward, take_profit) || bit(opposite, t) || bit(own_exit, t) {
+            break;
+        }
+        let e = p.value(c);
+        let r = (p.side == Side::Long).then(|| {
+            (
+                tables.ret_sum[t].wrapping_sub(tables.ret_sum[t - 1]),
+                tables.ret_sq_sum[t].wrapping_sub(tables.ret_sq_sum[t - 1]),
+            )
+        });
+        run.obs.held(t, e);
+        run.mark(t, e, r);
+        let best = p.best;
+        p.follow(if intrabar { toward } else { c });
+        if p.best != best && p.trail.is_some() {
+            stop = p.binding_stop().map_or(f64::NAN, |(l, _)| l);
+        }
+        t += 1;
+    }
+    t
+}
+
 /// ln(x) in the tables' 2^-52 units; an equity of 0 (or less) as the lowest there is.
 fn log_of(x: f64) -> i64 {
     if x > 0.0 { log_units(libm::log(x)) } else { (-2048.0 * LOG_SCALE) as i64 }
 }
 
+/// The first bar at or after `from` with a bit set in either row (of one length).
+#[inline(always)]
+fn next_bit_of_either(a: &[u64], b: &[u64], from: usize) -> Option<usize> {
+    let mut w = from / 64;
+    let mut word = (*a.get(w)? | b[w]) & (u64::MAX << (from % 64));
+    loop {
+        if word != 0 {
+            return Some(w * 64 + word.trailing_zeros() as usize);
+        }
+        w += 1;
+        word = *a.get(w)? | b[w];
+    }
+}
+
 /// The side a flat bar's entries open: one side's entry alone (both at once: neither).
 #[inline(always)]
 fn flat_entry(long: &[u64], short: &[u64], t: usize) -> Option<Side> {
-    let (l, s) = (bit(long, t), !short.is_empty() && bit(short, t));
+    let (l, s) = (bit(long, t), bit(short, t));
     match (l, s) {
         (true, false) => Some(Side::Long),
         (false, true) => Some(Side::Short),
@@ -422,11 +512,10 @@ fn decide(p: &Position, t: usize, plan: &ComboPlan, close: f64, intrabar: bool, 
             return exit(ExitReason::TakeProfit);
         }
     }
-    let has_shorts = !short_entries.is_empty();
-    let (long_in, short_in) = (bit(long_entries, t), has_shorts && bit(short_entries, t));
+    let (long_in, short_in) = (bit(long_entries, t), bit(short_entries, t));
     let (opposite, own_exit) = match p.side {
         Side::Long => (short_in && !long_in, bit(long_exits, t)),
-        Side::Short => (long_in && !short_in, has_shorts && bit(short_exits, t)),
+        Side::Short => (long_in && !short_in, bit(short_exits, t)),
     };
     if opposite {
         let other = match p.side {

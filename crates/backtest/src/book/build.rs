@@ -2,7 +2,7 @@
 //! series computed once through the bank, its bit rows and stops filled.
 
 use super::layout::{BookLayout, FAMILIES, LEVELS, SHORT_ENTRY, SHORT_EXIT, TRAIL};
-use super::stops::{SeriesId, Stop, StopSeries, distance};
+use super::stops::{SeriesId, Stop, StopSeries, scaled_series};
 use super::{ComboPlan, Combos, ENTRY, EXIT, MAX_BARS, SignalBook, close_and_returns};
 use crate::error::BacktestError;
 use crate::grid::Grid;
@@ -79,8 +79,7 @@ impl SignalBook {
                     levels.push(ComboPlan::NO_STOP);
                     continue;
                 }
-                // A trail's rule is a distance itself, held as its series.
-                let distance = if f == TRAIL { None } else { distance(level) };
+                let distance = scaled_series(level, f == TRAIL);
                 let id = match distance {
                     Some((indicator, _)) => SeriesId::Indicator(indicator.id()),
                     None => SeriesId::Level(level.id()),
@@ -96,6 +95,7 @@ impl SignalBook {
                 });
                 levels.push(stops.len() as u32);
                 stops.push(match distance {
+                    Some((_, mult)) if f == TRAIL => Stop::Scaled { series, mult },
                     Some((_, mult)) => Stop::Distance { series, mult },
                     None => Stop::Level { series },
                 });

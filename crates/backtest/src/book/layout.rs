@@ -2,7 +2,7 @@
 //! sample of its combos) holds, and about how much memory that takes, known before
 //! anything is computed.
 
-use super::stops::distance;
+use super::stops::scaled_series;
 use crate::error::BacktestError;
 use crate::grid::Grid;
 use crate::param::{MAX_PARAMS, ParamValues};
@@ -172,7 +172,7 @@ impl BookLayout {
                     // it (NaN in a shape binding): their first values stand in.
                     let filled: Vec<f64> =
                         values.iter().zip(axes).map(|(&v, axis)| if v.is_nan() { axis[0] } else { v }).collect();
-                    match self.bind(kind, &filled).ok().filter(|l| !is_none(l)).map(|l| distance(&l)) {
+                    match self.bind(kind, &filled).ok().filter(|l| !is_none(l)).map(|l| scaled_series(&l, f == TRAIL)) {
                         Some(Some((indicator, _))) => {
                             distances.insert(indicator.id());
                         }

@@ -105,6 +105,8 @@ pub struct SignalBook {
     bars: usize,
     /// Bit rows of [`SignalBook::words`] u64 words each; bits past the last bar are 0.
     entry: Vec<u64>,
+    /// A row of no decisions (a side a combo does not trade).
+    zeros: Vec<u64>,
     exit: Vec<u64>,
     /// Series the stops read, each once.
     stop_series: Vec<StopSeries>,
@@ -153,6 +155,7 @@ impl SignalBook {
         Self {
             combos,
             bars: data.len(),
+            zeros: vec![0; data.len().div_ceil(64)],
             entry,
             exit,
             stop_series,
@@ -371,6 +374,11 @@ impl SignalBook {
         &self.exit
     }
 
+    /// A row with no bit set.
+    pub(crate) fn no_row(&self) -> &[u64] {
+        &self.zeros
+    }
+
     pub(crate) fn entry_row(&self, row: u32) -> &[u64] {
         let words = self.words();
         &self.entry[row as usize * words..][..words]
@@ -399,6 +407,7 @@ impl SignalBook {
             Stop::Distance { mult, .. } => StopRule { series, form: Form::Distance(mult) },
             Stop::Level { .. } => StopRule { series, form: Form::Level },
             Stop::Fraction { sign, .. } => StopRule { series, form: Form::Fraction(sign) },
+            Stop::Scaled { mult, .. } => StopRule { series, form: Form::Scaled(mult) },
         })
     }
 }

@@ -39,12 +39,17 @@ pub(crate) enum Stop {
     /// `close[e] · (1 + sign · series[e])`, a fraction of the entry close (vectorbt's
     /// `sl_stop` and `tp_stop`; a trail: the fraction itself); sign is ±1.
     Fraction { series: u32, sign: f64 },
+    /// `mult · series[e]`: a trail's distance in ATRs (the ATR series held once).
+    Scaled { series: u32, mult: f64 },
 }
 
 impl Stop {
     pub(crate) fn series(self) -> u32 {
         match self {
-            Stop::Distance { series, .. } | Stop::Level { series } | Stop::Fraction { series, .. } => series,
+            Stop::Distance { series, .. }
+            | Stop::Level { series }
+            | Stop::Fraction { series, .. }
+            | Stop::Scaled { series, .. } => series,
         }
     }
 }
@@ -55,6 +60,7 @@ pub(crate) enum Form {
     Distance(f64),
     Level,
     Fraction(f64),
+    Scaled(f64),
 }
 
 /// A combo's stop, ready to give its level at an entry bar.
@@ -71,6 +77,7 @@ impl StopRule<'_> {
         match self.form {
             Form::Distance(m) => close - m * self.series[e],
             Form::Level => self.series[e],
+            Form::Scaled(m) => m * self.series[e],
             Form::Fraction(sign) => {
                 let q = self.series[e];
                 if q > 0.0 && q.is_finite() { close * (1.0 + sign * q) } else { 0.0 }
@@ -82,10 +89,13 @@ impl StopRule<'_> {
     /// `None` when it has none there.
     #[inline(always)]
     pub(crate) fn trail(&self, e: usize) -> Option<(f64, f64)> {
-        let v = self.series[e];
+        let v = match self.form {
+            Form::Scaled(m) => m * self.series[e],
+            _ => self.series[e],
+        };
         (v > 0.0 && v.is_finite()).then_some(match self.form {
             Form::Fraction(_) => (v, 0.0),
-            Form::Distance(_) | Form::Level => (0.0, v),
+            Form::Distance(_) | Form::Level | Form::Scaled(_) => (0.0, v),
         })
     }
 }
@@ -97,9 +107,30 @@ pub(super) enum SeriesId {
     Level(String),
 }
 
+/// How a level rule of family `trail` (or not) is held as a bank indicator's first output
+/// and a multiplier m > 0: a stop or take-profit `close − m · series`, a trail's distance
+/// `m · series` (or `series · m`). `None`: held as its own series of values.
+pub(super) fn scaled_series(level: &Bound, trail: bool) -> Option<(Indicator, f64)> {
+    if !trail {
+        return distance(level);
+    }
+    let Bound::Binary(Op::Mul, a, b) = level else { return None };
+    let (m, series) = match (a.as_ref(), b.as_ref()) {
+        (Bound::Const(m), s) | (s, Bound::Const(m)) => (*m, s),
+        _ => return None,
+    };
+    match series {
+        Bound::Series(s, 0) if m.is_finite() && m > 0.0 => match s.as_ref() {
+            SeriesKey::Indicator(indicator, 0) => Some((*indicator, m)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// `close − m · series` with m > 0 and a bank indicator's first output: a stop held as
 /// the series and the multiplier.
-pub(super) fn distance(level: &Bound) -> Option<(Indicator, f64)> {
+fn distance(level: &Bound) -> Option<(Indicator, f64)> {
     let Bound::Binary(Op::Sub, close, product) = level else { return None };
     let Bound::Binary(Op::Mul, m, series) = product.as_ref() else { return None };
     match (close.as_ref(), m.as_ref(), series.as_ref()) {
