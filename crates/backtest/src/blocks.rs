@@ -117,7 +117,8 @@ impl<'a> Snapshots<'a> {
         self.next += 1;
     }
 
-    fn pending(&self) -> Option<usize> {
+    /// The next block start to record, if any.
+    pub(crate) fn pending(&self) -> Option<usize> {
         (self.next < self.cuts.count as usize).then(|| self.cuts.start(self.next))
     }
 

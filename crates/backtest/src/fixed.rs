@@ -39,9 +39,27 @@ pub(crate) fn log_units(x: f64) -> i64 {
     (x * LOG_SCALE).round() as i64
 }
 
-/// `x` in units of 2^-64, rounded to nearest.
+/// `x` in units of 2^-64, rounded to nearest (ties away from zero): `(x · 2^64).round() as
+/// i128`, bit for bit, without the software f64 → i128 conversion and `round` call on the
+/// simulation's hot path. v = x · 2^64 is split exactly into hi · 2^32 + lo with hi its
+/// truncation to a multiple of 2^32 (so lo has v's sign and |lo| < 2^32), and lo is
+/// rounded by hardware truncation plus the exact fraction; past 2^94 (and for NaN) the
+/// plain conversion runs, saturating as before.
+#[inline(always)]
 pub(crate) fn ret_units(x: f64) -> i128 {
-    (x * RET_SCALE).round() as i128
+    const TWO_32: f64 = 4_294_967_296.0;
+    const INVERSE_TWO_32: f64 = 1.0 / TWO_32;
+    let v = x * RET_SCALE;
+    if !(v.abs() < 19_807_040_628_566_084_398_385_987_584.0) {
+        // |v| ≥ 2^94, or NaN.
+        return v.round() as i128;
+    }
+    let hi = (v * INVERSE_TWO_32) as i64;
+    let lo = v - hi as f64 * TWO_32;
+    let whole = lo as i64;
+    let fraction = lo - whole as f64;
+    let rounded = whole + i64::from(fraction >= 0.5) - i64::from(fraction <= -0.5);
+    (i128::from(hi) << 32) + i128::from(rounded)
 }
 
 /// The per-bar tables of one signal book and its costs, in fixed point (module docs).
@@ -133,6 +151,51 @@ impl BarTables {
 
     pub fn costs(&self) -> Costs {
         self.costs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn plain(x: f64) -> i128 {
+        (x * RET_SCALE).round() as i128
+    }
+
+    #[test]
+    fn ret_units_is_the_plain_conversion_at_its_edges() {
+        let ulp = |x: f64, k: i64| f64::from_bits((x.to_bits() as i64 + k) as u64);
+        let mut cases = vec![0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MIN_POSITIVE, 1e-300];
+        for base in
+            [0.5, 1.5, 2.5, 3.5, 4_294_967_295.5, 4_294_967_296.5, 1.0, 2f64.powi(32), 2f64.powi(52), 2f64.powi(94)]
+        {
+            for k in -2..=2 {
+                for sign in [1.0, -1.0] {
+                    cases.push(sign * ulp(base, k) / RET_SCALE);
+                }
+            }
+        }
+        for x in [1e-3, -0.999, 0.25, 7.0, -7.0, 1e10, -1e10, 1e20, 3e38] {
+            cases.push(x);
+        }
+        for x in cases {
+            assert_eq!(ret_units(x), plain(x), "{x:e}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn ret_units_is_the_plain_conversion(bits in any::<u64>(), scale in -120i32..40) {
+            // Any f64, and values spread over the magnitudes returns take.
+            let any = f64::from_bits(bits);
+            let spread = (f64::from_bits(bits >> 12 | 0x3ff0_0000_0000_0000) - 1.5) * 2f64.powi(scale);
+            for x in [any, spread, spread * spread] {
+                prop_assert_eq!(ret_units(x), plain(x), "{:e}", x);
+            }
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //! and the equity curve, so the detailed report and the sweep's row cannot disagree.
 
 use crate::blocks::Snapshots;
-use crate::book::{ComboPlan, SignalBook};
+use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
 use crate::fixed::{BarTables, LOG_SCALE, Totals, log_units, ret_units};
 use crate::metrics::{ExitReason, Side};
@@ -137,6 +137,12 @@ impl<O: Observer> Run<'_, O> {
         });
         self.totals.sum = self.totals.sum.wrapping_add(r1);
         self.totals.sum_sq = self.totals.sum_sq.wrapping_add(r2);
+        self.step(e);
+    }
+
+    /// Equity `e` at a bar's close: peak, trough and drawdown.
+    #[inline(always)]
+    fn step(&mut self, e: f64) {
         if e > self.peak {
             self.worst = self.worst.min(self.trough / self.peak);
             self.peak = e;
@@ -193,15 +199,17 @@ pub(crate) fn simulate_market<O: Observer>(
         if shorts { book.entry_row(plan.short_entry) } else { book.no_row() },
         if shorts { book.exit_row(plan.short_exit) } else { book.no_row() },
     ];
+    // The plan's levels, resolved once.
+    let [long_stop, long_target, short_stop, short_target, trail] =
+        [plan.stop, plan.take_profit, plan.short_stop, plan.short_take_profit, plan.trail].map(|s| book.stop(s));
     let level =
-        |stop: u32, d: usize| book.stop(stop).map(|s| s.level(d, close[d])).filter(|l| *l > 0.0 && l.is_finite());
-    let trail = book.stop(plan.trail);
+        |rule: Option<StopRule<'_>>, d: usize| rule.map(|s| s.level(d, close[d])).filter(|l| *l > 0.0 && l.is_finite());
     // A decision at bar `d` to enter `side` with `cash`, filled at price `p` on bar `e`.
     let enter = |side: Side, cash: f64, d: usize, e: usize, p: f64| {
         let (shares, beside) = open(side, cash, p, tables);
         let (stop, take_profit) = match side {
-            Side::Long => (level(plan.stop, d), level(plan.take_profit, d)),
-            Side::Short => (level(plan.short_stop, d), level(plan.short_take_profit, d)),
+            Side::Long => (level(long_stop, d), level(long_target, d)),
+            Side::Short => (level(short_stop, d), level(short_target, d)),
         };
         let trail = trail.and_then(|s| s.trail(d));
         Position {
@@ -269,11 +277,11 @@ pub(crate) fn simulate_market<O: Observer>(
             }
         }
         // 2. Stops inside the bar, from the bar after the fill bar.
-        if let Some(p) = pos.filter(|p| fills.intrabar && t > p.entry) {
-            if let Some((price, reason)) = intrabar_exit(&p, open_p[t], high[t], low[t]) {
+        if let Some(p) = pos.as_ref().filter(|p| fills.intrabar && t > p.entry) {
+            if let Some((price, reason)) = intrabar_exit(p, open_p[t], high[t], low[t]) {
                 traded = true;
                 exited_in_bar = true;
-                cash = close_position(&mut run, &p, t, price, reason);
+                cash = close_position(&mut run, p, t, price, reason);
                 flat_from = t;
                 pos = None;
             }
@@ -289,22 +297,35 @@ pub(crate) fn simulate_market<O: Observer>(
             }
             None => None,
         };
+        // The bar's return where the plain rule's tables hold it: a long entered at this
+        // close from flat, or left at it after holding through the bar, or a flat bar.
+        let mut table_return = None;
         if let Some(order) = order {
             if next_open {
                 // Filled at the next open; a decision on the last bar never fills.
                 pending = (t + 1 < n).then_some(order);
             } else {
+                let alone = !traded;
                 traded = true;
                 if let Some(reason) = order.exit {
                     let p = pos.take().expect("an exit has a position");
                     cash = close_position(&mut run, &p, t, close[t], reason);
                     flat_from = t;
+                    if alone && p.side == Side::Long && order.enter.is_none() {
+                        table_return = Some((
+                            tables.exit_sum[t].wrapping_sub(tables.ret_sum[t - 1]),
+                            tables.exit_sq_sum[t].wrapping_sub(tables.ret_sq_sum[t - 1]),
+                        ));
+                    }
                 }
                 if let Some(side) = order.enter {
                     run.obs.flat(flat_from, t, cash);
                     pos = Some(enter(side, cash, t, t, close[t]));
                     run.totals.trades += 1;
                     entered_at_close = true;
+                    if alone && side == Side::Long && order.exit.is_none() {
+                        table_return = Some((tables.entry_ret, tables.entry_ret_sq));
+                    }
                 }
             }
         }
@@ -313,11 +334,13 @@ pub(crate) fn simulate_market<O: Observer>(
         match pos.as_mut() {
             Some(p) => {
                 let e = p.value(close[t]);
-                let r = (!traded && p.side == Side::Long).then(|| {
-                    (
-                        tables.ret_sum[t].wrapping_sub(tables.ret_sum[t - 1]),
-                        tables.ret_sq_sum[t].wrapping_sub(tables.ret_sq_sum[t - 1]),
-                    )
+                let r = table_return.or_else(|| {
+                    (!traded && p.side == Side::Long).then(|| {
+                        (
+                            tables.ret_sum[t].wrapping_sub(tables.ret_sum[t - 1]),
+                            tables.ret_sq_sum[t].wrapping_sub(tables.ret_sq_sum[t - 1]),
+                        )
+                    })
                 });
                 run.obs.held(t, e);
                 run.mark(t, e, r);
@@ -325,7 +348,7 @@ pub(crate) fn simulate_market<O: Observer>(
                     p.follow(if fills.intrabar { extreme(p.side, high[t], low[t]) } else { close[t] });
                 }
             }
-            None => run.mark(t, cash, None),
+            None => run.mark(t, cash, table_return.or((!traded).then_some((0, 0)))),
         }
         t += 1;
     }
@@ -382,6 +405,23 @@ fn close_position<O: Observer>(run: &mut Run<'_, O>, p: &Position, x: usize, pri
 fn hold<O: Observer>(
     run: &mut Run<'_, O>,
     p: &mut Position,
+    t: usize,
+    n: usize,
+    max_bars: u32,
+    intrabar: bool,
+    (book, rows): (&SignalBook, [&[u64]; 4]),
+) -> usize {
+    match p.side {
+        Side::Long => hold_side::<O, false>(run, p, t, n, max_bars, intrabar, (book, rows)),
+        Side::Short => hold_side::<O, true>(run, p, t, n, max_bars, intrabar, (book, rows)),
+    }
+}
+
+/// [`hold`] for one side (`SHORT`), its comparisons fixed at compile time.
+#[inline(always)]
+fn hold_side<O: Observer, const SHORT: bool>(
+    run: &mut Run<'_, O>,
+    p: &mut Position,
     mut t: usize,
     n: usize,
     max_bars: u32,
@@ -391,41 +431,71 @@ fn hold<O: Observer>(
     let (close, high, low) = (book.close(), book.high(), book.low());
     let tables = run.tables;
     let last = if max_bars == 0 { n } else { n.min(p.entry + max_bars as usize) };
-    // NaN: no level (no comparison with it holds).
-    let mut stop = p.binding_stop().map_or(f64::NAN, |(l, _)| l);
+    // NaN: no level (no comparison with it holds; max and min take the other).
+    let fixed = p.stop.unwrap_or(f64::NAN);
+    let (fraction, distance) = p.trail.unwrap_or((f64::NAN, f64::NAN));
+    let level = |best: f64| {
+        if SHORT {
+            fixed.min(best * (1.0 + fraction) + distance)
+        } else {
+            fixed.max(best * (1.0 - fraction) - distance)
+        }
+    };
+    let mut stop = level(p.best);
     let take_profit = p.take_profit.unwrap_or(f64::NAN);
-    let (opposite, own_exit) = match p.side {
-        Side::Long => (rows[2], rows[1]),
-        Side::Short => (rows[0], rows[3]),
+    let (opposite, own_exit) = if SHORT { (rows[0], rows[3]) } else { (rows[2], rows[1]) };
+    // A long-only plan's opposite row is the empty one: not read.
+    let reverses = !std::ptr::eq(opposite, book.no_row());
+    let trails = p.trail.is_some();
+    let (shares, cash) = (p.shares, p.cash);
+    let mut best = p.best;
+    // A long's held bars add the tables' returns: summed once per stretch (and at each
+    // block start inside it), not bar by bar.
+    let from = t;
+    let mut block = run.blocks.as_ref().and_then(Snapshots::pending).unwrap_or(usize::MAX);
+    let sums_before = |run: &Run<'_, O>, t: usize| {
+        (
+            run.totals.sum.wrapping_add(tables.ret_sum[t - 1].wrapping_sub(tables.ret_sum[from - 1])),
+            run.totals.sum_sq.wrapping_add(tables.ret_sq_sum[t - 1].wrapping_sub(tables.ret_sq_sum[from - 1])),
+        )
     };
     while t < last {
         let c = close[t];
-        let (against, toward) = if intrabar {
-            match p.side {
-                Side::Long => (low[t], high[t]),
-                Side::Short => (high[t], low[t]),
-            }
-        } else {
-            (c, c)
+        let (against, toward) = match (intrabar, SHORT) {
+            (true, false) => (low[t], high[t]),
+            (true, true) => (high[t], low[t]),
+            (false, _) => (c, c),
         };
-        if p.stopped(against, stop) || p.reached(toward, take_profit) || bit(opposite, t) || bit(own_exit, t) {
+        let stopped = if SHORT { against >= stop } else { against <= stop };
+        let reached = if SHORT { toward <= take_profit } else { toward >= take_profit };
+        if stopped || reached || bit(own_exit, t) || (reverses && bit(opposite, t)) {
             break;
         }
-        let e = p.value(c);
-        let r = (p.side == Side::Long).then(|| {
-            (
-                tables.ret_sum[t].wrapping_sub(tables.ret_sum[t - 1]),
-                tables.ret_sq_sum[t].wrapping_sub(tables.ret_sq_sum[t - 1]),
-            )
-        });
+        let e = if SHORT { cash - shares * c } else { shares * c };
         run.obs.held(t, e);
-        run.mark(t, e, r);
-        let best = p.best;
-        p.follow(if intrabar { toward } else { c });
-        if p.best != best && p.trail.is_some() {
-            stop = p.binding_stop().map_or(f64::NAN, |(l, _)| l);
+        if SHORT {
+            run.mark(t, e, None);
+        } else {
+            if t >= block {
+                let sums = sums_before(run, t);
+                if let Some(blocks) = run.blocks.as_mut() {
+                    blocks.bar(t, sums);
+                    block = blocks.pending().unwrap_or(usize::MAX);
+                }
+            }
+            run.step(e);
+        }
+        if if SHORT { toward < best } else { toward > best } {
+            best = toward;
+            if trails {
+                stop = level(best);
+            }
         }
         t += 1;
+    }
+    p.best = best;
+    if !SHORT && t > from {
+        (run.totals.sum, run.totals.sum_sq) = sums_before(run, t);
     }
     t
 }
