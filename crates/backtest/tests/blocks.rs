@@ -45,7 +45,8 @@ fn check(what: &str, book: &SignalBook, s: u32) {
     let plain = simulate_cpu(book, &BarTables::new(book, COSTS), &all_plans(book));
     assert_eq!(plain.totals, batch.totals);
     assert!(plain.blocks.is_empty());
-    for ctx in adapters() {
+    // Books the kernel does not trade run on the CPU only (tests/long_data.rs).
+    for ctx in adapters().iter().filter(|_| book.is_plain()) {
         let gpu = GpuBacktester::new(ctx.clone(), book, &tables).unwrap().run(&all_plans(book)).unwrap();
         assert_eq!(gpu.totals, batch.totals, "{what} on {}", ctx.report().label());
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -94,6 +95,21 @@ fn blocks_of_trades_held_across_blocks_open_at_the_end_and_after_a_long_warm_up(
     .unwrap();
     for s in [2, 4, 16, 64] {
         check(&format!("signals, {s} blocks"), &book, s);
+    }
+}
+
+#[test]
+fn blocks_of_books_traded_as_a_market_are_their_returns_cut_by_the_rule() {
+    let data = Ohlcv::load("synthetic:bars=3001,seed=12").unwrap();
+    let example = |name: &str| format!("{}/../../examples/strategies/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    for name in ["bb_long_short", "trend_trail", "breakout_next_open"] {
+        let strategy = Strategy::load(&example(name)).unwrap();
+        let axes: Vec<Vec<f64>> = strategy.default_axes().into_iter().map(|a| a[..a.len().min(2)].to_vec()).collect();
+        let book = cpu_book(&data, strategy, &axes);
+        assert!(!book.is_plain());
+        for s in [2, 16, 64] {
+            check(&format!("{name}, {s} blocks"), &book, s);
+        }
     }
 }
 
