@@ -128,7 +128,7 @@ fn toml_configs() {
         (
             "colour = 1",
             "config: line 1, column 1: unknown field `colour`, expected one of `strategy`, `grid`, `fee`, \
-             `periods_per_year`, `chunk_size`, `random`, `search`, `walk_forward`, `overfitting`, `threads`, `device`, `max_memory`",
+             `slippage`, `periods_per_year`, `chunk_size`, `random`, `search`, `walk_forward`, `overfitting`, `threads`, `device`, `max_memory`",
         ),
         ("[grid]\nbb_period = \"10:5:1\"", "bb_period=10:5:1: empty range: start 10 is after stop 5"),
         (

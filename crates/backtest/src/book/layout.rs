@@ -233,14 +233,28 @@ impl BookLayout {
         FAMILIES.iter().position(|&k| k == kind).map_or(0, |f| self.rows[f].len())
     }
 
+    /// Whether the book holds family `f`'s rows: the long side's always (a rule left out
+    /// is a row of never, or of no level); the short side's and the trail's only with
+    /// their rules.
+    fn holds(&self, f: usize) -> bool {
+        let strategy = self.grid.strategy();
+        match f {
+            SHORT_ENTRY | SHORT_EXIT | SHORT_STOP | SHORT_TAKE_PROFIT => {
+                strategy.compiled(RuleKind::ShortEntry).is_some()
+            }
+            TRAIL => strategy.compiled(RuleKind::Trail).is_some(),
+            _ => true,
+        }
+    }
+
     /// Entry and exit bit rows, of both sides.
     pub fn decision_rows(&self) -> u64 {
-        CONDITIONS.iter().map(|&f| self.rows[f].len()).sum()
+        CONDITIONS.iter().filter(|&&f| self.holds(f)).map(|&f| self.rows[f].len()).sum()
     }
 
     /// Stops, take-profits and trails (a series and a multiplier, or a level series).
     pub fn stops(&self) -> u64 {
-        LEVELS.iter().map(|&f| self.rows[f].len()).sum()
+        LEVELS.iter().filter(|&&f| self.holds(f)).map(|&f| self.rows[f].len()).sum()
     }
 
     /// About how many bytes a GPU run adds on the host: the copies of the bit rows, the
