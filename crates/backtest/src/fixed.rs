@@ -50,8 +50,8 @@ pub(crate) fn ret_units(x: f64) -> i128 {
     const TWO_32: f64 = 4_294_967_296.0;
     const INVERSE_TWO_32: f64 = 1.0 / TWO_32;
     let v = x * RET_SCALE;
-    if !(v.abs() < 19_807_040_628_566_084_398_385_987_584.0) {
-        // |v| ≥ 2^94, or NaN.
+    // |v| ≥ 2^94, or NaN.
+    if v.is_nan() || v.abs() >= 19_807_040_628_566_084_398_385_987_584.0 {
         return v.round() as i128;
     }
     let hi = (v * INVERSE_TWO_32) as i64;

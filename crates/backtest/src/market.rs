@@ -277,14 +277,16 @@ pub(crate) fn simulate_market<O: Observer>(
             }
         }
         // 2. Stops inside the bar, from the bar after the fill bar.
-        if let Some(p) = pos.as_ref().filter(|p| fills.intrabar && t > p.entry) {
-            if let Some((price, reason)) = intrabar_exit(p, open_p[t], high[t], low[t]) {
-                traded = true;
-                exited_in_bar = true;
-                cash = close_position(&mut run, p, t, price, reason);
-                flat_from = t;
-                pos = None;
-            }
+        let stopped_in_bar = pos
+            .as_ref()
+            .filter(|p| fills.intrabar && t > p.entry)
+            .and_then(|p| intrabar_exit(p, open_p[t], high[t], low[t]).map(|hit| (p, hit)));
+        if let Some((p, (price, reason))) = stopped_in_bar {
+            traded = true;
+            exited_in_bar = true;
+            cash = close_position(&mut run, p, t, price, reason);
+            flat_from = t;
+            pos = None;
         }
         // 3. The close decides: a position's exits from the bar after its entry's
         // decision; a flat bar's entries, unless a position closed within it and fills
@@ -573,10 +575,8 @@ fn decide(p: &Position, t: usize, plan: &ComboPlan, close: f64, intrabar: bool, 
     let [long_entries, long_exits, short_entries, short_exits] = rows;
     let exit = |reason| Some(Order { exit: Some(reason), enter: None });
     if !intrabar {
-        if let Some((level, reason)) = p.binding_stop() {
-            if p.stopped(close, level) {
-                return exit(reason);
-            }
+        if let Some((_, reason)) = p.binding_stop().filter(|&(level, _)| p.stopped(close, level)) {
+            return exit(reason);
         }
         if p.take_profit.is_some_and(|l| p.reached(close, l)) {
             return exit(ExitReason::TakeProfit);
