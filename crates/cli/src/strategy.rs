@@ -5,7 +5,7 @@ use crate::sweep::grid_pairs;
 use anyhow::Result;
 use clap::Subcommand;
 use std::fmt::Write as _;
-use threadx_backtest::{Axis, BookLayout, Grid, RuleKind, Strategy, rule_functions};
+use threadx_backtest::{Axis, BookLayout, Fill, Fills, Grid, RuleKind, Strategy, rule_functions};
 use threadx_dispatch::DeviceMode;
 use threadx_dispatch::thousands;
 use threadx_sweep::SweepRequest;
@@ -66,6 +66,26 @@ fn show(strategy: &Strategy) -> String {
     out
 }
 
+/// How a strategy trades, in words: sides, fills, where stops are checked, which device.
+fn trading(strategy: &Strategy) -> String {
+    let fills = strategy.fills();
+    let shorts = strategy.rule(RuleKind::ShortEntry).is_some();
+    let sides = match (strategy.rule(RuleKind::Entry).is_some(), shorts) {
+        (true, true) => "long and short (an opposite entry reverses)",
+        (false, true) => "short only",
+        _ => "long only",
+    };
+    let fill = match fills.fill {
+        Fill::Close => "filled at the close",
+        Fill::NextOpen => "filled at the next open",
+    };
+    let stops = if fills.intrabar { "stops checked inside the bar" } else { "stops checked at the close" };
+    let trail = if strategy.rule(RuleKind::Trail).is_some() { ", a trailing stop" } else { "" };
+    let plain = !shorts && fills == Fills::default() && trail.is_empty();
+    let devices = if plain { "every device runs it" } else { "the CPU runs it (the GPU kernel declines it)" };
+    format!("{sides}, {fill}, {stops}{trail}; {devices}")
+}
+
 fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
     let pairs = grid_pairs(grid)?;
     let request = SweepRequest {
@@ -108,6 +128,7 @@ fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
         };
         let _ = writeln!(out, "  {:<12} {text}\n  {:<12} reads {reads}{rows}", kind.name(), "");
     }
+    let _ = writeln!(out, "\ntrading: {}", trading(strategy));
     let combos = layout.grid().len();
     let sizes: Vec<String> = axes.iter().map(|a| a.len().to_string()).collect();
     let _ = write!(out, "\ngrid: {} = {} combos", sizes.join(" × "), thousands(combos));

@@ -74,6 +74,26 @@ fn a_market_sweep_is_the_same_bytes_on_every_device_and_the_gpu_says_why_it_decl
 }
 
 #[test]
+fn strategy_check_says_how_a_strategy_trades_and_where_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, want) in [
+        (
+            "trend_trail",
+            "trading: long only, filled at the close, stops checked inside the bar, a trailing stop; the CPU runs it (the GPU kernel declines it)",
+        ),
+        (
+            "breakout_next_open",
+            "trading: long and short (an opposite entry reverses), filled at the next open, stops checked at the close; the CPU runs it",
+        ),
+        ("donchian", "trading: long only, filled at the close, stops checked at the close; every device runs it"),
+    ] {
+        let out = threadx(dir.path(), &["strategy", "check", &example(name)]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains(want), "{name}: {}", text(&out.stdout));
+    }
+}
+
+#[test]
 fn mistakes_in_trading_rules_and_costs_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, rules: &str| {
