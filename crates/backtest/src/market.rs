@@ -249,6 +249,21 @@ pub(crate) fn simulate_market<O: Observer>(
                 Some(e) => t = e,
                 None => break,
             }
+            if !next_open {
+                // An entry at this close (step 3 below for a flat bar, without the rest).
+                if let Some(side) = flat_entry(rows[0], rows[2], t) {
+                    run.obs.flat(flat_from, t, cash);
+                    let new = enter(side, cash, t, t, close[t]);
+                    run.totals.trades += 1;
+                    let e = new.value(close[t]);
+                    let r = (side == Side::Long).then_some((tables.entry_ret, tables.entry_ret_sq));
+                    run.obs.held(t, e);
+                    run.mark(t, e, r);
+                    pos = Some(new);
+                }
+                t += 1;
+                continue;
+            }
         }
         if let Some(p) = pos.as_mut().filter(|p| pending.is_none() && t > p.entry && t > p.decided) {
             t = hold(&mut run, p, t, n, plan.max_bars, fills.intrabar, (book, rows));
@@ -461,6 +476,11 @@ fn hold_side<O: Observer, const SHORT: bool>(
             run.totals.sum_sq.wrapping_add(tables.ret_sq_sum[t - 1].wrapping_sub(tables.ret_sq_sum[from - 1])),
         )
     };
+    // A long's drawdown in registers, without branches: the running peak and the lowest
+    // equity-to-peak ratio (the same bits as the trough's ratio: division by one positive
+    // peak is monotonic); folded back after the stretch.
+    let (mut peak, mut worst) = (run.peak, run.worst.min(run.trough / run.peak));
+    let mut e = run.equity;
     while t < last {
         let c = close[t];
         let (against, toward) = match (intrabar, SHORT) {
@@ -473,7 +493,7 @@ fn hold_side<O: Observer, const SHORT: bool>(
         if stopped || reached || bit(own_exit, t) || (reverses && bit(opposite, t)) {
             break;
         }
-        let e = if SHORT { cash - shares * c } else { shares * c };
+        e = if SHORT { cash - shares * c } else { shares * c };
         run.obs.held(t, e);
         if SHORT {
             run.mark(t, e, None);
@@ -485,19 +505,22 @@ fn hold_side<O: Observer, const SHORT: bool>(
                     block = blocks.pending().unwrap_or(usize::MAX);
                 }
             }
-            run.step(e);
+            peak = peak.max(e);
+            worst = worst.min(e / peak);
         }
-        if if SHORT { toward < best } else { toward > best } {
-            best = toward;
-            if trails {
-                stop = level(best);
-            }
+        best = if SHORT { best.min(toward) } else { best.max(toward) };
+        if trails {
+            stop = level(best);
         }
         t += 1;
     }
     p.best = best;
     if !SHORT && t > from {
         (run.totals.sum, run.totals.sum_sq) = sums_before(run, t);
+        run.peak = peak;
+        run.trough = peak;
+        run.worst = worst;
+        run.equity = e;
     }
     t
 }
