@@ -48,8 +48,9 @@ def simulate(
     level, or at the open when the bar opens beyond it; the stop first when a bar reaches
     both), otherwise against closes. ``fill="next_open"`` fills each decision at the next
     bar's open instead (ThreadX's own; vectorbt has no such argument). ``fee`` (default
-    0.001) and ``slippage`` (a fraction of the price, against you) apply to every fill. The rows are the same bytes on the CPU
-    and any GPU (``result.attrs["device"]`` says where they ran)."""
+    0.001) and ``slippage`` (a fraction of the price, against you) apply to every fill.
+    The rows are the same bytes on the CPU and any GPU (``result.attrs["device"]`` says
+    where they ran)."""
     if fill not in ("close", "next_open"):
         raise ValueError(f"fill={fill!r}: \"close\" (at the bar's close) or \"next_open\" (at the next bar's open)")
     if fee is not None and fees is not None and float(fee) != float(fees):
@@ -57,8 +58,7 @@ def simulate(
     cost = 0.001 if fee is None and fees is None else float(fee if fee is not None else fees)  # type: ignore[arg-type]
     if isinstance(close, pd.DataFrame):
         frame = close
-        missing = [c for c in ("close",) if c not in frame.columns]
-        if missing:
+        if "close" not in frame.columns:
             raise ValueError(f"close: a frame needs a `close` column (and optionally open, high, low); it has {list(frame.columns)}")
         close = frame["close"]
         open = frame["open"] if open is None and "open" in frame.columns else open
@@ -122,7 +122,8 @@ def simulate(
         if a is None:
             return None
         try:
-            # numpy's rules, as vectorbt's: a scalar, a row per column, or (bars, columns).
+            # numpy's rules, as vectorbt's (a scalar, a value per column, (bars, columns)),
+            # and a (bars,) array per bar, as `stop` and the signals take one.
             return np.broadcast_to(a if a.ndim != 1 or len(a) != n or width == n else a.reshape(-1, 1), (n, width))
         except ValueError:
             raise ValueError(f"{name} has shape {a.shape}: it must broadcast to (bars, columns) = ({n}, {width})") from None

@@ -51,10 +51,7 @@ impl Position {
     /// The trailing stop's level now.
     #[inline(always)]
     fn trail_level(&self) -> Option<f64> {
-        self.trail.map(|(fraction, distance)| match self.side {
-            Side::Long => self.best * (1.0 - fraction) - distance,
-            Side::Short => self.best * (1.0 + fraction) + distance,
-        })
+        self.trail.map(|(fraction, distance)| trail_level(self.side == Side::Short, self.best, fraction, distance))
     }
 
     /// The binding stop (the tighter of the stop and the trail) and which it is: a long's
@@ -249,21 +246,6 @@ pub(crate) fn simulate_market<O: Observer>(
                 Some(e) => t = e,
                 None => break,
             }
-            if !next_open {
-                // An entry at this close (step 3 below for a flat bar, without the rest).
-                if let Some(side) = flat_entry(rows[0], rows[2], t) {
-                    run.obs.flat(flat_from, t, cash);
-                    let new = enter(side, cash, t, t, close[t]);
-                    run.totals.trades += 1;
-                    let e = new.value(close[t]);
-                    let r = (side == Side::Long).then_some((tables.entry_ret, tables.entry_ret_sq));
-                    run.obs.held(t, e);
-                    run.mark(t, e, r);
-                    pos = Some(new);
-                }
-                t += 1;
-                continue;
-            }
         }
         if let Some(p) = pos.as_mut().filter(|p| pending.is_none() && t > p.entry && t > p.decided) {
             t = hold(&mut run, p, t, n, plan.max_bars, fills.intrabar, (book, rows));
@@ -451,12 +433,10 @@ fn hold_side<O: Observer, const SHORT: bool>(
     // NaN: no level (no comparison with it holds; max and min take the other).
     let fixed = p.stop.unwrap_or(f64::NAN);
     let (fraction, distance) = p.trail.unwrap_or((f64::NAN, f64::NAN));
+    // The binding level: the tighter of the stop and the trail (NaN: none).
     let level = |best: f64| {
-        if SHORT {
-            fixed.min(best * (1.0 + fraction) + distance)
-        } else {
-            fixed.max(best * (1.0 - fraction) - distance)
-        }
+        let trail = trail_level(SHORT, best, fraction, distance);
+        if SHORT { fixed.min(trail) } else { fixed.max(trail) }
     };
     let mut stop = level(p.best);
     let take_profit = p.take_profit.unwrap_or(f64::NAN);
@@ -532,6 +512,13 @@ fn hold_side<O: Observer, const SHORT: bool>(
         run.equity = e;
     }
     t
+}
+
+/// A trail's level with the best price `best` since the entry: `fraction` of it and then
+/// `distance` below a long's best, above a short's. Only ever tightens as `best` moves.
+#[inline(always)]
+fn trail_level(short: bool, best: f64, fraction: f64, distance: f64) -> f64 {
+    if short { best * (1.0 + fraction) + distance } else { best * (1.0 - fraction) - distance }
 }
 
 /// ln(x) in the tables' 2^-52 units; an equity of 0 (or less) as the lowest there is.

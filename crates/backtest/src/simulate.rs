@@ -199,7 +199,8 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, costs: 
 }
 
 /// One combo's integer totals on the CPU: the decisions of [`simulate_detailed`], with
-/// log equity, drawdown and the return sums in fixed point (see [`BarTables`]).
+/// log equity, drawdown and the return sums in fixed point (see [`BarTables`]); a book
+/// that is not plain ([`SignalBook::is_plain`]) by the market simulation.
 ///
 /// Drawdown within a trade is tracked in log-price space: with `base` = log equity before
 /// the entry + log(1/(1 + fee)) − L[e], log E[t] = base + L[t] while held, so the running
@@ -207,11 +208,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, costs: 
 /// − base), and the drawdown at t is L[t] − hi. The return sums of a trade come from the
 /// prefix tables in O(1).
 pub fn simulate_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan) -> Totals {
-    if book.is_plain() {
-        run_totals(book, tables, plan, None)
-    } else {
-        simulate_market(book, tables, plan, None, &mut Nothing)
-    }
+    totals(book, tables, plan, None)
 }
 
 /// [`simulate_totals`] that also records the block snapshots of `cuts` into `snapshots`
@@ -223,11 +220,17 @@ pub fn simulate_with_blocks(
     cuts: &BlockCuts,
     snapshots: &mut [u128],
 ) -> Totals {
-    let mut blocks = Snapshots::new(cuts, snapshots);
+    totals(book, tables, plan, Some(Snapshots::new(cuts, snapshots)))
+}
+
+/// The one choice between the simulations: a plain book's integer run (the kernel's
+/// twin), any other book's market simulation.
+#[inline(always)]
+fn totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut blocks: Option<Snapshots<'_>>) -> Totals {
     if book.is_plain() {
-        run_totals(book, tables, plan, Some(&mut blocks))
+        run_totals(book, tables, plan, blocks.as_mut())
     } else {
-        simulate_market(book, tables, plan, Some(blocks), &mut Nothing)
+        simulate_market(book, tables, plan, blocks, &mut Nothing)
     }
 }
 

@@ -33,7 +33,7 @@ pub(super) const SHORT_STOP: usize = 6;
 pub(super) const SHORT_TAKE_PROFIT: usize = 7;
 pub(super) const TRAIL: usize = 8;
 pub(super) const MAX_BARS: usize = 9;
-/// The families that are levels, in [`super::Levels`] order.
+/// The families that are levels, in the order of the book's per-family stop lists.
 pub(super) const LEVELS: [usize; 5] = [STOP, TAKE_PROFIT, SHORT_STOP, SHORT_TAKE_PROFIT, TRAIL];
 /// The families that are bit rows.
 pub(super) const CONDITIONS: [usize; 4] = [ENTRY, EXIT, SHORT_ENTRY, SHORT_EXIT];

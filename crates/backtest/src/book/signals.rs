@@ -51,8 +51,8 @@ impl SignalBook {
     /// A book of a user's own decisions over `data`'s prices (combo `c` is column `c`).
     /// The rules are the rule files': an entry from the first bar, exits and stops
     /// checked from the bar after the entry, levels of the entry (decision) bar frozen
-    /// for the trade, an opposite entry reverses. A column-broadcast array (a numpy view, column stride 0)
-    /// is held once.
+    /// for the trade, an opposite entry reverses. A column-broadcast array (a numpy
+    /// view, column stride 0) is held once.
     pub fn from_signals(data: &Ohlcv, signals: UserSignals<'_>) -> Result<Self, BacktestError> {
         let bars = data.len();
         let columns = signals.entries.ncols();
