@@ -76,7 +76,7 @@ enum Command {
     },
     /// Compute indicators (TA-Lib's definitions) over a data set and write them as CSV.
     Indicators {
-        /// A CSV file or synthetic:bars=N,seed=S[,market=fx].
+        /// A CSV, Parquet or Arrow (Feather) file, or synthetic:bars=N,seed=S[,market=fx].
         #[arg(long, long_help = data_help())]
         data: String,
         /// An indicator with its parameters, repeatable, e.g. bbands:period=20,std=2 (see --help).
@@ -89,7 +89,7 @@ enum Command {
     /// Backtest one parameter set of a strategy and print its metrics.
     #[command(after_long_help = format!("Strategies and their parameters (defaults; ranges):\n{}", strategy_help()))]
     Backtest {
-        /// A CSV file or synthetic:bars=N,seed=S[,market=fx].
+        /// A CSV, Parquet or Arrow (Feather) file, or synthetic:bars=N,seed=S[,market=fx].
         #[arg(long, default_value = "synthetic", long_help = data_help())]
         data: String,
         /// bb_atr, ma_cross, rsi_reversion or a rule file FILE.toml (--help lists the parameters).
@@ -144,9 +144,11 @@ enum Command {
 /// What `--data` takes, for every command's long help.
 pub fn data_help() -> String {
     format!(
-        "A CSV file or synthetic:bars=N,seed=S[,market=fx] (default for backtest and sweep: one year of \
-         synthetic BTC-like 15-minute bars).\n\nCSV: {}. Header names in any case; times as date-time strings \
-         or epoch seconds, milliseconds or microseconds. A headerless Binance kline file is read too.",
+        "A CSV, Parquet or Arrow IPC (Feather) file, or synthetic:bars=N,seed=S[,market=fx] (default for backtest \
+         and sweep: one year of synthetic BTC-like 15-minute bars).\n\nColumns: {}. Header names in any case; \
+         times as date-time strings or epoch seconds, milliseconds or microseconds; in Parquet and Arrow files \
+         also timestamp or date columns (pandas' unnamed index is the time). A headerless Binance kline CSV is \
+         read too. A file's format is told by its first bytes, not its name.",
         threadx_indicators::columns_help()
     )
 }

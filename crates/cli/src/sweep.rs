@@ -26,7 +26,7 @@ const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";
      With either, parameters not named stay at their defaults.\n\n\
      Strategies and their parameters (defaults; ranges):\n{}", strategy_help()))]
 pub struct SweepArgs {
-    /// A CSV file or synthetic:bars=N,seed=S[,market=fx].
+    /// A CSV, Parquet or Arrow (Feather) file, or synthetic:bars=N,seed=S[,market=fx].
     #[arg(long, default_value = "synthetic", long_help = crate::data_help())]
     data: String,
     /// bb_atr, ma_cross, rsi_reversion or a rule file FILE.toml (default: the config's, else bb_atr).

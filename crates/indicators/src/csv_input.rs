@@ -29,13 +29,14 @@ fn refuse(problem: String) -> io::Error {
 
 /// What the first bytes of a file say it is, when it is not text.
 fn format_of(start: &[u8]) -> Option<&'static str> {
-    const MAGIC: [(&[u8], &str); 6] = [
+    const MAGIC: [(&[u8], &str); 7] = [
         (b"\x1f\x8b", "gzip-compressed: decompress it first (gunzip)"),
         (b"PK\x03\x04", "a zip archive: extract the CSV first"),
         (b"\x28\xb5\x2f\xfd", "zstd-compressed: decompress it first (unzstd)"),
         (b"BZh", "bzip2-compressed: decompress it first (bunzip2)"),
         (b"\xfd7zXZ", "xz-compressed: decompress it first (unxz)"),
-        (b"PAR1", "a Parquet file; ThreadX reads CSV files (export it with pandas' to_csv())"),
+        (b"PAR1", "a Parquet file, not CSV (`--data` and `Ohlcv::load` read it as Parquet)"),
+        (b"ARROW1", "an Arrow IPC (Feather) file, not CSV (`--data` and `Ohlcv::load` read it as Arrow)"),
     ];
     MAGIC.iter().find(|(magic, _)| start.starts_with(magic)).map(|&(_, what)| what)
 }

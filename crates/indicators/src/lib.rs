@@ -12,6 +12,7 @@
 //! depend on backtests, strategies or sweeps.
 
 mod bank;
+mod columnar;
 mod compute;
 mod cpu;
 mod csv_input;

@@ -1,6 +1,7 @@
 //! Market data: the struct-of-arrays [`Ohlcv`], its validation, and the one loader of
-//! `--data` sources (a CSV file or `synthetic:bars=N,seed=S`).
+//! `--data` sources (a CSV, Parquet or Arrow IPC file, or `synthetic:bars=N,seed=S`).
 
+use crate::columnar::Columnar;
 use crate::csv_input::{CheckedInput, cut, quoted};
 use crate::error::DataError;
 use crate::synthetic::SyntheticSpec;
@@ -138,12 +139,26 @@ impl Ohlcv {
         Ok(bars)
     }
 
-    /// Loads a `--data` source: `synthetic:bars=N,seed=S` or the path of a CSV file.
+    /// Loads a `--data` source: `synthetic:bars=N,seed=S` or the path of a file
+    /// ([`Ohlcv::read_file`]).
     pub fn load(source: &str) -> Result<Self, DataError> {
         match source.strip_prefix("synthetic:") {
             Some(spec) => Ok(SyntheticSpec::parse(spec)?.generate()),
             None if source == "synthetic" => Ok(SyntheticSpec::default().generate()),
-            None => Self::read_csv(Path::new(source)),
+            None => Self::read_file(Path::new(source)),
+        }
+    }
+
+    /// Reads a Parquet file, an Arrow IPC file (Feather v2) or stream, or a CSV file
+    /// ([`Ohlcv::read_csv`]), told apart by their first bytes, not their names. Columnar
+    /// files follow the CSV's column rules: the same names; a time column of timestamps
+    /// (any unit, any zone), dates, epoch numbers (s, ms, µs or ns by magnitude) or
+    /// date-time text; pandas' unnamed index as the time column; numeric prices. Problems
+    /// are reported at the 0-based row.
+    pub fn read_file(path: &Path) -> Result<Self, DataError> {
+        match Columnar::sniff(path)? {
+            Some(format) => format.read(path),
+            None => Self::read_csv(path),
         }
     }
 
@@ -438,7 +453,7 @@ pub fn format_time(ms: i64) -> String {
 }
 
 /// Epoch milliseconds from a date-time string or an epoch number in s, ms or µs.
-fn parse_time(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_time(text: &str) -> Result<i64, String> {
     if let Ok(number) = text.parse::<f64>() {
         return epoch_to_ms(number).map_err(|_| format!("{} is not a time", quoted(text)));
     }

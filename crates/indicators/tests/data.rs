@@ -242,7 +242,10 @@ fn files_that_are_not_csv_text_are_refused_at_once_naming_the_line() {
     let mut gzip = vec![0x1f, 0x8b, 8, 0];
     gzip.extend(b"rest");
     assert!(load(&write("d.csv.gz", &gzip)).contains("gzip-compressed: decompress it first"));
-    assert!(load(&write("d.parquet", b"PAR1\x15\x04")).contains("a Parquet file"));
+    let parquet = write("d.parquet", b"PAR1\x15\x04");
+    assert!(load(&parquet).contains("a Parquet file, not CSV"));
+    let loaded = Ohlcv::load(parquet.to_str().unwrap()).unwrap_err().to_string();
+    assert!(loaded.contains("d.parquet: not a readable Parquet file"), "{loaded}");
     let long = format!("timestamp,open,high,low,close\n{}\n", "1".repeat(100_000));
     assert!(load(&write("long.csv", long.as_bytes())).contains("line 2 is longer than 65536 bytes"));
     let latin1 = b"timestamp,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,2,0.5,\xe9\n";

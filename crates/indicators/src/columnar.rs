@@ -1,0 +1,310 @@
+//! Market data in Parquet and Arrow IPC (Feather) files: the CSV's column rules
+//! ([`find_columns`]) over Arrow columns, read with arrow-rs. A file is known by its
+//! first bytes, whatever its name: `PAR1` (Parquet), `ARROW1` (an IPC file, Feather v2)
+//! or an IPC stream's continuation marker.
+
+use crate::error::DataError;
+use crate::ohlcv::{Ohlcv, epoch_to_ms, find_columns, parse_time};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Date32Type, Date64Type, SchemaRef, TimeUnit, TimestampMicrosecondType};
+use arrow::datatypes::{TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+/// The columnar formats read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Columnar {
+    Parquet,
+    IpcFile,
+    IpcStream,
+}
+
+impl Columnar {
+    /// The format whose magic `path` starts with; `None`: not a columnar file (or too
+    /// short to tell, which the CSV reader then refuses or reads).
+    pub(crate) fn sniff(path: &Path) -> Result<Option<Self>, DataError> {
+        let io = |source| DataError::Io { path: path.to_owned(), source };
+        let mut head = [0u8; 8];
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let mut got = 0;
+        while got < head.len() {
+            match file.read(&mut head[got..]).map_err(io)? {
+                0 => break,
+                n => got += n,
+            }
+        }
+        let head = &head[..got];
+        Ok(if head.starts_with(b"PAR1") {
+            Some(Self::Parquet)
+        } else if head.starts_with(b"ARROW1") {
+            Some(Self::IpcFile)
+        } else if head.starts_with(&[0xff, 0xff, 0xff, 0xff]) {
+            Some(Self::IpcStream)
+        } else {
+            None
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Parquet => "Parquet",
+            Self::IpcFile => "Arrow IPC (Feather)",
+            Self::IpcStream => "Arrow IPC stream",
+        }
+    }
+
+    /// Reads the bars of the file at `path`. A damaged file is an error, never a panic:
+    /// should the decoders panic on bytes they do not expect, that too is the file's error.
+    pub(crate) fn read(self, path: &Path) -> Result<Ohlcv, DataError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_unguarded(path))).unwrap_or_else(|_| {
+            Err(DataError::Format {
+                origin: path.display().to_string(),
+                problem: format!("not a readable {} file: its decoder failed on damaged bytes", self.name()),
+            })
+        })
+    }
+
+    fn read_unguarded(self, path: &Path) -> Result<Ohlcv, DataError> {
+        let origin = path.display().to_string();
+        let io = |source| DataError::Io { path: path.to_owned(), source };
+        let unreadable = |e: &dyn std::fmt::Display| DataError::Format {
+            origin: origin.clone(),
+            problem: format!("not a readable {} file: {e}", self.name()),
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let mut bars = Columns::default();
+        match self {
+            Self::Parquet => {
+                let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| unreadable(&e))?;
+                let wanted = Wanted::find(&origin, builder.schema())?;
+                let mask = ProjectionMask::roots(builder.parquet_schema(), wanted.indices());
+                let reader = builder.with_projection(mask).build().map_err(|e| unreadable(&e))?;
+                // The projection keeps the file's column order: find them again in it.
+                let mut wanted = None;
+                for batch in reader {
+                    let batch = batch.map_err(|e| unreadable(&e))?;
+                    let found = match &wanted {
+                        Some(w) => w,
+                        None => wanted.insert(Wanted::find(&origin, &batch.schema())?),
+                    };
+                    bars.append(&origin, found, &batch)?;
+                }
+            }
+            Self::IpcFile => {
+                let reader =
+                    arrow::ipc::reader::FileReader::try_new(BufReader::new(file), None).map_err(|e| unreadable(&e))?;
+                let wanted = Wanted::find(&origin, &reader.schema())?;
+                for batch in reader {
+                    bars.append(&origin, &wanted, &batch.map_err(|e| unreadable(&e))?)?;
+                }
+            }
+            Self::IpcStream => {
+                let reader = arrow::ipc::reader::StreamReader::try_new(BufReader::new(file), None)
+                    .map_err(|e| unreadable(&e))?;
+                let wanted = Wanted::find(&origin, &reader.schema())?;
+                for batch in reader {
+                    bars.append(&origin, &wanted, &batch.map_err(|e| unreadable(&e))?)?;
+                }
+            }
+        }
+        bars.finish(origin)
+    }
+}
+
+/// The name pandas gives an unnamed index it writes into a Parquet or Feather file.
+const PANDAS_INDEX: &str = "__index_level_0__";
+
+/// Where the columns a bar needs sit in a schema: time, open, high, low, close, then
+/// volume and a `symbol` column when there are.
+#[derive(Debug, Clone, Copy)]
+struct Wanted {
+    bars: [usize; 5],
+    volume: Option<usize>,
+    symbol: Option<usize>,
+}
+
+impl Wanted {
+    fn find(origin: &str, schema: &SchemaRef) -> Result<Self, DataError> {
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let (bars, volume) = match find_columns(origin, &names) {
+            Ok(found) => found,
+            // pandas' unnamed index (a DatetimeIndex, most often) is the time column.
+            Err(e) => {
+                let Some(index) = names.iter().position(|n| *n == PANDAS_INDEX) else { return Err(e) };
+                let mut renamed = names.clone();
+                renamed[index] = "timestamp";
+                find_columns(origin, &renamed)?
+            }
+        };
+        let symbol = names.iter().position(|n| n.eq_ignore_ascii_case("symbol"));
+        Ok(Self { bars, volume, symbol })
+    }
+
+    fn indices(&self) -> Vec<usize> {
+        self.bars.iter().copied().chain(self.volume).chain(self.symbol).collect()
+    }
+}
+
+/// The arrays being filled, batch after batch, and the one symbol seen.
+#[derive(Debug, Default)]
+struct Columns {
+    timestamps: Vec<i64>,
+    prices: [Vec<f64>; 4],
+    volume: Vec<f64>,
+    symbol: Option<String>,
+}
+
+impl Columns {
+    fn append(&mut self, origin: &str, wanted: &Wanted, batch: &RecordBatch) -> Result<(), DataError> {
+        let first_row = self.timestamps.len();
+        let column = |i: usize| batch.column(i);
+        let name = |i: usize| batch.schema().field(i).name().clone();
+        let problem = |row: usize, column: String, problem: String| DataError::InvalidRow {
+            origin: origin.to_owned(),
+            row: first_row + row,
+            column,
+            problem,
+        };
+        let time = column(wanted.bars[0]);
+        no_nulls(time, |row| problem(row, name(wanted.bars[0]), "no value (null)".into()))?;
+        times(time, &mut self.timestamps, |row, p| problem(row, name(wanted.bars[0]), p))
+            .map_err(|e| e.unwrap_or_else(|| type_error(origin, &name(wanted.bars[0]), time.data_type(), true)))?;
+        for (k, &index) in wanted.bars[1..].iter().enumerate() {
+            numbers(origin, &name(index), column(index), &mut self.prices[k], first_row)?;
+        }
+        match wanted.volume {
+            Some(index) => numbers(origin, &name(index), column(index), &mut self.volume, first_row)?,
+            None => self.volume.resize(self.timestamps.len(), 0.0),
+        }
+        if let Some(index) = wanted.symbol {
+            self.check_symbol(origin, column(index))?;
+        }
+        Ok(())
+    }
+
+    /// One symbol per file: a second one is refused (by name) rather than read as more
+    /// bars of the first.
+    fn check_symbol(&mut self, origin: &str, column: &ArrayRef) -> Result<(), DataError> {
+        let Ok(text) = cast(column, &DataType::Utf8) else { return Ok(()) };
+        for value in text.as_string::<i32>().iter().flatten() {
+            match &self.symbol {
+                None => self.symbol = Some(value.to_owned()),
+                Some(s) if s != value => {
+                    return Err(DataError::Format {
+                        origin: origin.to_owned(),
+                        problem: format!(
+                            "its `symbol` column holds more than one symbol (`{s}`, `{value}`, …); \
+                             give one symbol's bars per file"
+                        ),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, origin: String) -> Result<Ohlcv, DataError> {
+        if self.timestamps.is_empty() {
+            return Err(DataError::Empty { origin });
+        }
+        let [open, high, low, close] = self.prices;
+        Ohlcv::new(origin, self.timestamps, open, high, low, close, self.volume)
+    }
+}
+
+/// The error of a column whose type cannot hold what it should.
+fn type_error(origin: &str, column: &str, found: &DataType, time: bool) -> DataError {
+    let expected = if time { "timestamps, dates, epoch numbers or date-time text" } else { "numbers" };
+    DataError::Format {
+        origin: origin.to_owned(),
+        problem: format!("column `{column}` holds {found}: expected {expected}"),
+    }
+}
+
+/// Refuses the first null of `array` (row within the batch).
+fn no_nulls(array: &ArrayRef, at: impl Fn(usize) -> DataError) -> Result<(), DataError> {
+    match array.logical_nulls().filter(|n| n.null_count() > 0) {
+        Some(nulls) => Err(at(nulls.iter().position(|valid| !valid).unwrap_or(0))),
+        None => Ok(()),
+    }
+}
+
+/// Appends a numeric column as f64.
+fn numbers(origin: &str, name: &str, array: &ArrayRef, out: &mut Vec<f64>, first_row: usize) -> Result<(), DataError> {
+    if !array.data_type().is_numeric() {
+        return Err(type_error(origin, name, array.data_type(), false));
+    }
+    no_nulls(array, |row| DataError::InvalidRow {
+        origin: origin.to_owned(),
+        row: first_row + row,
+        column: name.to_owned(),
+        problem: "no value (null)".into(),
+    })?;
+    let values = cast(array, &DataType::Float64).map_err(|_| type_error(origin, name, array.data_type(), false))?;
+    out.extend_from_slice(values.as_primitive::<arrow::datatypes::Float64Type>().values());
+    Ok(())
+}
+
+/// `v` units of `per_ms`-th of a millisecond (`per_ms` > 1) as milliseconds, rounded
+/// half up; or `v` units of `ms_per` milliseconds.
+fn scaled_ms(v: i64, per_ms: i64, ms_per: i64) -> Option<i64> {
+    if per_ms > 1 { v.checked_add(per_ms / 2).map(|v| v.div_euclid(per_ms)) } else { v.checked_mul(ms_per) }
+}
+
+/// Appends a time column as epoch milliseconds. `Err(None)`: a type that holds no times;
+/// `Err(Some(_))`: a value that is none.
+fn times(
+    array: &ArrayRef,
+    out: &mut Vec<i64>,
+    at: impl Fn(usize, String) -> DataError,
+) -> Result<(), Option<DataError>> {
+    let overflow = |row: usize| Some(at(row, "the time is out of range".into()));
+    let exact = |values: &mut dyn Iterator<Item = i64>, per_ms: i64, ms_per: i64, out: &mut Vec<i64>| {
+        for (row, v) in values.enumerate() {
+            out.push(scaled_ms(v, per_ms, ms_per).ok_or_else(|| overflow(row))?);
+        }
+        Ok(())
+    };
+    match array.data_type() {
+        DataType::Timestamp(unit, _) => {
+            let (mut values, per_ms, ms_per): (Box<dyn Iterator<Item = i64>>, i64, i64) = match unit {
+                TimeUnit::Second => {
+                    (Box::new(array.as_primitive::<TimestampSecondType>().values().iter().copied()), 1, 1000)
+                }
+                TimeUnit::Millisecond => {
+                    (Box::new(array.as_primitive::<TimestampMillisecondType>().values().iter().copied()), 1, 1)
+                }
+                TimeUnit::Microsecond => {
+                    (Box::new(array.as_primitive::<TimestampMicrosecondType>().values().iter().copied()), 1000, 1)
+                }
+                TimeUnit::Nanosecond => {
+                    (Box::new(array.as_primitive::<TimestampNanosecondType>().values().iter().copied()), 1_000_000, 1)
+                }
+            };
+            exact(&mut values, per_ms, ms_per, out)
+        }
+        DataType::Date32 => {
+            exact(&mut array.as_primitive::<Date32Type>().values().iter().map(|&d| i64::from(d)), 1, 86_400_000, out)
+        }
+        DataType::Date64 => exact(&mut array.as_primitive::<Date64Type>().values().iter().copied(), 1, 1, out),
+        t if t.is_numeric() => {
+            let values = cast(array, &DataType::Float64).map_err(|_| None)?;
+            for (row, &v) in values.as_primitive::<arrow::datatypes::Float64Type>().values().iter().enumerate() {
+                out.push(epoch_to_ms(v).map_err(|p| Some(at(row, p)))?);
+            }
+            Ok(())
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => {
+            let text = cast(array, &DataType::Utf8).map_err(|_| None)?;
+            for (row, v) in text.as_string::<i32>().iter().enumerate() {
+                out.push(parse_time(v.unwrap_or_default()).map_err(|p| Some(at(row, p)))?);
+            }
+            Ok(())
+        }
+        _ => Err(None),
+    }
+}
