@@ -39,6 +39,20 @@ impl Metrics {
         "fraction of bars that end in a position",
     ];
 
+    /// Metrics from their [`Metrics::values`] (the counts as whole numbers).
+    pub fn from_values(m: [f64; 8]) -> Self {
+        Self {
+            total_return: m[0],
+            trades: m[1] as u32,
+            closed_trades: m[2] as u32,
+            win_rate: m[3],
+            max_drawdown: m[4],
+            sharpe: m[5],
+            sharpe_annual: m[6],
+            exposure: m[7],
+        }
+    }
+
     pub fn values(&self) -> [f64; 8] {
         [
             self.total_return,

@@ -1,10 +1,11 @@
-//! `threadx data synth`: the built-in synthetic market as a CSV file.
+//! `threadx data synth`: the built-in synthetic market as a CSV, Parquet or Arrow file.
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
 use threadx_indicators::{Market, SyntheticSpec};
 use threadx_profile_store::write_file_atomic;
+use threadx_sweep::TableFormat;
 
 #[derive(Debug, Subcommand)]
 pub enum Action {
@@ -21,7 +22,8 @@ pub enum Action {
         /// Which market: btc or fx.
         #[arg(long, default_value = "btc")]
         market: Market,
-        /// Output CSV (timestamp, open, high, low, close, volume).
+        /// Output file (timestamp, open, high, low, close, volume): CSV, or Parquet
+        /// (.parquet) or Arrow IPC (.arrow, .feather) by its extension.
         #[arg(long)]
         out: PathBuf,
     },
@@ -34,7 +36,12 @@ pub fn run(action: Action) -> Result<()> {
             spec.check().map_err(|e| anyhow::anyhow!("--bars {bars}: {e}"))?;
             check_writable(&out)?;
             let data = spec.generate();
-            write_file_atomic(&out, data.to_csv().as_bytes()).with_context(|| format!("writing {}", out.display()))?;
+            let bytes = match TableFormat::of(&out) {
+                TableFormat::Csv => data.to_csv().into_bytes(),
+                TableFormat::Parquet => data.to_columnar(true)?,
+                TableFormat::Arrow => data.to_columnar(false)?,
+            };
+            write_file_atomic(&out, &bytes).with_context(|| format!("writing {}", out.display()))?;
             outln!("wrote {} bars ({}) to {}", data.len(), data.origin(), out.display());
             Ok(())
         }

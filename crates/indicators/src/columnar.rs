@@ -13,6 +13,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::io::{BufReader, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The columnar formats read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,5 +307,48 @@ fn times(
             Ok(())
         }
         _ => Err(None),
+    }
+}
+
+/// The bars as one record batch: `timestamp` (milliseconds, UTC), then open, high, low,
+/// close and volume as f64: what [`Columnar::read`] reads back to the same bars.
+fn bars_batch(bars: &Ohlcv) -> Result<RecordBatch, arrow::error::ArrowError> {
+    use arrow::array::{Float64Array, TimestampMillisecondArray};
+    let time = TimestampMillisecondArray::from(bars.timestamps().to_vec()).with_timezone("UTC");
+    let f = |s: &[f64]| Arc::new(Float64Array::from(s.to_vec())) as ArrayRef;
+    RecordBatch::try_from_iter([
+        ("timestamp", Arc::new(time) as ArrayRef),
+        ("open", f(bars.open())),
+        ("high", f(bars.high())),
+        ("low", f(bars.low())),
+        ("close", f(bars.close())),
+        ("volume", f(bars.volume())),
+    ])
+}
+
+impl Ohlcv {
+    /// The bars as a Parquet file (zstd) or, with `parquet` false, an Arrow IPC file, in
+    /// memory: the form [`Ohlcv::read_file`] reads back to the same bars.
+    pub fn to_columnar(&self, parquet: bool) -> Result<Vec<u8>, DataError> {
+        let failed =
+            |e: &dyn std::fmt::Display| DataError::Format { origin: self.origin().to_owned(), problem: e.to_string() };
+        let batch = bars_batch(self).map_err(|e| failed(&e))?;
+        let mut out = Vec::new();
+        if parquet {
+            use parquet::basic::{Compression, ZstdLevel};
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                .build();
+            let mut writer =
+                parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).map_err(|e| failed(&e))?;
+            writer.write(&batch).map_err(|e| failed(&e))?;
+            writer.close().map_err(|e| failed(&e))?;
+        } else {
+            let mut writer =
+                arrow::ipc::writer::FileWriter::try_new(&mut out, &batch.schema()).map_err(|e| failed(&e))?;
+            writer.write(&batch).map_err(|e| failed(&e))?;
+            writer.finish().map_err(|e| failed(&e))?;
+        }
+        Ok(out)
     }
 }

@@ -19,6 +19,7 @@
 //! This crate stands on threadx-backtest and threadx-multi-gpu (and through them
 //! indicators and dispatch); it must not depend on the CLI.
 
+mod chunk_file;
 mod combos;
 mod error;
 mod merge;
@@ -26,6 +27,7 @@ mod output;
 mod overfit;
 mod report;
 mod request;
+mod results_file;
 mod rows;
 mod runner;
 mod search;
@@ -33,6 +35,7 @@ mod search_plot;
 mod search_run;
 mod session;
 mod spec;
+mod table;
 mod walk;
 
 pub use combos::{ComboSet, Shard, chunk_size};
@@ -48,6 +51,7 @@ pub use overfit::{
 };
 pub use report::{Heatmap, Leaderboard, metric_index};
 pub use request::{SweepRequest, parse_size};
+pub use results_file::read_results;
 pub use rows::{Row, header, parse_row, row_json, write_row};
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
 pub use search::{
@@ -58,5 +62,6 @@ pub use search_plot::best_so_far_svg;
 pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, search_to_files, stop_text};
 pub use session::{Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
+pub use table::TableFormat;
 pub use threadx_indicators::available_memory;
 pub use walk::{OutOfSampleDsr, WalkForwardReport, WindowResult, walk_forward};

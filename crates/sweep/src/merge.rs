@@ -8,16 +8,16 @@ use crate::error::{SweepError, io_error};
 use crate::output::{HeatmapOptions, SweepReport, best_json, check_writable, in_file, summary_path};
 use crate::overfit::{MergingBlocks, write_plots};
 use crate::report::{Heatmap, Leaderboard};
-use crate::rows::{header, parse_row, row_combo};
+use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use threadx_profile_store::{AtomicFile, refuse_output_over_input, write_file_atomic};
+use threadx_profile_store::{refuse_output_over_input, write_file_atomic};
 
 /// Joins the results files of every shard of one sweep into `out`, byte-identical to the
-/// file a one-process run writes, with a summary beside it (and, for shards run with
+/// file a one-process run writes (shards and `out` each CSV, Parquet or Arrow, mixed as
+/// they come), with a summary beside it (and, for shards run with
 /// `--overfitting`, the statistics of them all and their `plots`). Each shard's summary
 /// (written beside it when the shard finished) proves it complete and names its sweep;
 /// missing, repeated or foreign shards are refused before anything is written.
@@ -92,10 +92,6 @@ pub fn merge(
     let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars)?;
     // A search's shards hold trials (numbered in evaluation order) instead of combos.
     let search = spec.search();
-    let head = match search {
-        Some(_) => crate::search_run::search_header(strategy),
-        None => header(strategy),
-    };
     let mut heatmap = match heatmap {
         Some(h) => {
             Some((Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by)?, h.path.clone()))
@@ -103,48 +99,38 @@ pub fn merge(
         None => None,
     };
 
+    let kind = if search.is_some() { ResultsKind::Trials } else { ResultsKind::Grid };
     let mut readers = Vec::new();
     for path in shards {
-        let mut reader = BufReader::new(fs::File::open(path).map_err(io_error(path))?);
-        let mut first = String::new();
-        reader.read_line(&mut first).map_err(io_error(path))?;
-        if first != head {
-            return Err(bad(format!("{}: not a {strategy} results file (header differs)", path.display())));
-        }
-        readers.push((path, reader.lines()));
+        readers.push(ResultsReader::open(path, strategy, kind)?);
     }
     let mut leaderboard = Leaderboard::new(by, top)?;
-    let mut file = AtomicFile::create(out).map_err(io_error(out))?;
-    file.write_all(head.as_bytes()).map_err(io_error(out))?;
+    let mut file = ResultsWriter::create(out, strategy, kind)?;
+    // Each shard's next row, and a heap of their keys (trial or combo): rows leave in order.
+    let mut next: Vec<Option<ReadRow>> = vec![None; readers.len()];
     let mut heads = BinaryHeap::new();
-    let mut next_line = |i: usize| -> Result<Option<(std::cmp::Reverse<u64>, usize, String)>, SweepError> {
-        let (path, lines) = &mut readers[i];
-        match lines.next() {
-            None => Ok(None),
-            Some(line) => {
-                let line = line.map_err(io_error(path))?;
-                let combo =
-                    row_combo(&line).ok_or_else(|| bad(format!("{}: malformed row `{line}`", path.display())))?;
-                Ok(Some((std::cmp::Reverse(combo), i, line)))
+    let mut advance =
+        |i: usize, next: &mut Vec<Option<ReadRow>>, heads: &mut BinaryHeap<_>| -> Result<(), SweepError> {
+            let read = readers[i].next_row().map_err(|e| in_file(&shards[i], e))?;
+            if let Some(r) = &read {
+                heads.push((std::cmp::Reverse(r.trial.unwrap_or(r.row.combo)), i));
             }
-        }
-    };
+            next[i] = read;
+            Ok(())
+        };
     for i in 0..shards.len() {
-        heads.extend(next_line(i)?);
+        advance(i, &mut next, &mut heads)?;
     }
     let (mut rows, mut last) = (0u64, None);
     let mut trials = Vec::new();
     let what = if search.is_some() { "trial" } else { "combo" };
-    while let Some((std::cmp::Reverse(key), i, line)) = heads.pop() {
+    while let Some((std::cmp::Reverse(key), i)) = heads.pop() {
         if last.is_some_and(|l| key <= l) || (search.is_some() && key != rows) {
             return Err(bad(format!("{what} {key} is missing, repeated or out of order (in {})", shards[i].display())));
         }
         last = Some(key);
-        let row = match search {
-            Some(_) => crate::search_run::parse_trial(strategy, &line).map(|(_, row)| row),
-            None => parse_row(strategy, &line),
-        }
-        .map_err(|e| in_file(&shards[i], e))?;
+        let Some(read) = next[i].take() else { continue };
+        let row = read.row;
         if search.is_some() {
             trials.push((row.combo, row.metrics));
         }
@@ -158,15 +144,18 @@ pub fn merge(
         if search.is_none() {
             leaderboard.offer(row);
         }
-        file.write_all(line.as_bytes()).map_err(io_error(out))?;
-        file.write_all(b"\n").map_err(io_error(out))?;
+        // A CSV shard's line goes into a CSV as it was read; otherwise the row is written.
+        match (&read.line, file.is_csv()) {
+            (Some(line), true) => file.csv_line(line)?,
+            _ => file.row(strategy, read.trial, &row)?,
+        }
         rows += 1;
-        heads.extend(next_line(i)?);
+        advance(i, &mut next, &mut heads)?;
     }
     if rows != expected_rows {
         return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
     }
-    file.commit().map_err(io_error(out))?;
+    file.finish()?;
     if let Some((h, path)) = &heatmap {
         write_file_atomic(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?;
     }

@@ -3,11 +3,13 @@
 //! the JSON summary, the heatmap; and `merge`, which joins shard files.
 //!
 //! Layout beside `results.csv`: `results.csv.parts/` holds `sweep.json` (what the run is:
-//! spec, data, shard) and `chunk-NNNNNNNN.csv` per finished chunk (rows only). When every
-//! chunk is there, `results.csv` is written (header + chunks in order, atomically), then
-//! `results.json`, then the folder is removed. A chunk's bytes depend only on its combos,
-//! so a resumed or sharded-and-merged run gives the same file as one uninterrupted run.
+//! spec, data, shard) and a file per finished chunk (`chunk_file.rs`: the CSV's rows, or
+//! binary rows when the results are Parquet or Arrow). When every chunk is there, the
+//! results file is written (header + chunks in order, atomically), then `results.json`,
+//! then the folder is removed. A chunk's rows depend only on its combos, so a resumed or
+//! sharded-and-merged run gives the same file as one uninterrupted run.
 
+use crate::chunk_file::ChunkForm;
 use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::overfit::{
@@ -15,7 +17,8 @@ use crate::overfit::{
     write_shard_part,
 };
 use crate::report::{Heatmap, Leaderboard};
-use crate::rows::{Row, header, parse_row, row_json, write_row};
+use crate::results_file::{ResultsKind, ResultsWriter};
+use crate::rows::{Row, row_json};
 use crate::runner::{ChunkResult, Sweep};
 use crate::spec::fnv1a;
 use serde_json::{Value, json};
@@ -27,13 +30,14 @@ use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_indicators::{Ohlcv, format_time};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
-use threadx_profile_store::{AtomicFile, is_special_file, write_file_atomic};
+use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
 
 /// How a sweep writes its results.
 #[derive(Debug, Clone)]
 pub struct OutputOptions {
-    /// The results CSV; the summary goes beside it with the extension `.json`.
+    /// The results file: CSV, or Parquet or Arrow IPC by its extension
+    /// ([`crate::TableFormat::of`]); the summary goes beside it with the extension `.json`.
     pub out: PathBuf,
     /// Continue from the checkpoint beside `out` instead of refusing to overwrite it.
     pub resume: bool,
@@ -127,37 +131,6 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
     let mut name = out.file_name().unwrap_or_default().to_os_string();
     name.push(".parts");
     out.with_file_name(name)
-}
-
-pub(crate) fn chunk_path(parts: &Path, chunk: u64) -> PathBuf {
-    parts.join(format!("chunk-{chunk:08}.csv"))
-}
-
-/// The first line of a checkpoint chunk: the FNV-1a of the rows after it, so that a chunk
-/// changed on disk (a damaged or edited file) is never taken into the results.
-const CHECKSUM: &str = "# fnv1a-64 ";
-
-/// A chunk's file: the checksum line, then `rows`.
-pub(crate) fn checksummed(rows: &str) -> String {
-    format!("{CHECKSUM}{:016x}\n{rows}", fnv1a(rows.as_bytes()))
-}
-
-/// The rows of a chunk's file, or why they cannot be trusted.
-fn verified_rows(text: &str) -> Result<&str, &'static str> {
-    let (first, rows) = text.split_once('\n').ok_or("no checksum line")?;
-    let sum = first.strip_prefix(CHECKSUM).ok_or("no checksum line")?;
-    if u64::from_str_radix(sum, 16) != Ok(fnv1a(rows.as_bytes())) {
-        return Err("its rows do not match their checksum");
-    }
-    Ok(rows)
-}
-
-/// Reads a chunk's file and checks its checksum.
-pub(crate) fn read_chunk(path: &Path) -> Result<String, SweepError> {
-    let text = fs::read_to_string(path).map_err(io_error(path))?;
-    verified_rows(&text)
-        .map(str::to_owned)
-        .map_err(|why| SweepError::Results(format!("{}: {why}: the checkpoint was changed on disk", path.display())))
 }
 
 /// A summary's opening fields, a grid run's and a search run's alike: the version, what
@@ -272,7 +245,7 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
     }
     if opts.out.extension().is_some_and(|e| e == "json") {
         return Err(SweepError::Results(format!(
-            "--out {}: the results are CSV (the summary is written beside them as .json)",
+            "--out {}: the results are CSV, Parquet (.parquet) or Arrow (.arrow, .feather); the summary is written beside them as .json",
             opts.out.display()
         )));
     }
@@ -335,14 +308,20 @@ pub fn run_to_files(
     let mut done_positions = 0u64;
     let mut rows = 0u64;
     let (mut resumed, mut to_run) = (Vec::new(), Vec::new());
+    let form = ChunkForm::of(&opts.out);
+    let book = sweep.book();
+    // A resumed chunk's rows, read once when it is checked.
+    let mut resumed_rows: BTreeMap<u64, Vec<Row>> = BTreeMap::new();
     for &c in &chunks {
-        let path = chunk_path(&parts, c);
+        let path = form.path(&parts, c);
         if !path.exists() {
             to_run.push(c);
-        } else if let Err(e) = read_chunk(&path).and_then(|_| match blocks {
-            Some(_) => verified_blocks(&blocks_path(&path)).map(drop),
-            None => Ok(()),
-        }) {
+        } else if let Err(e) =
+            form.rows(&path, strategy, book).map(|r| drop(resumed_rows.insert(c, r))).and_then(|()| match blocks {
+                Some(_) => verified_blocks(&blocks_path(&path)).map(drop),
+                None => Ok(()),
+            })
+        {
             // A damaged chunk is run again, never trusted.
             tracing::warn!("{e}; running chunk {c} again");
             fs::remove_file(&path).map_err(io_error(&path))?;
@@ -363,11 +342,8 @@ pub fn run_to_files(
     let mut kept = SweepBlocks::default();
     let mut resumed_blocks: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for &c in &resumed {
-        let path = chunk_path(&parts, c);
-        let text = read_chunk(&path)?;
         let mut chunk_combos = Vec::new();
-        for line in text.lines() {
-            let row = parse_row(strategy, line).map_err(|e| in_file(&path, e))?;
+        for row in resumed_rows.remove(&c).unwrap_or_default() {
             chunk_combos.push(row.combo);
             take(row, &mut leaderboard, &mut heatmap);
             rows += 1;
@@ -385,18 +361,14 @@ pub fn run_to_files(
     let run_started = Instant::now();
     let write_s = std::sync::Mutex::new(0.0f64);
     let mut rows_run = 0u64;
-    let book = sweep.book();
     let write_chunk = |chunk: u64, r: &ChunkResult| -> Result<(), SweepError> {
         let t = Instant::now();
-        let mut text = String::with_capacity(r.combos.len() * 128);
-        for (&combo, m) in r.combos.iter().zip(&r.metrics) {
-            write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
-        }
-        let path = chunk_path(&parts, chunk);
+        let bytes = form.encode(strategy, book, r);
+        let path = form.path(&parts, chunk);
         if let Some((_, cuts)) = blocks {
             write_chunk_blocks(&blocks_path(&path), r, cuts)?;
         }
-        write_file_atomic(&path, checksummed(&text).as_bytes()).map_err(io_error(&path))?;
+        write_file_atomic(&path, &bytes).map_err(io_error(&path))?;
         *write_s.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
         Ok(())
     };
@@ -404,7 +376,7 @@ pub fn run_to_files(
         let Some((_, cuts)) = blocks else { return Ok(()) };
         while let Some(entry) = resumed_blocks.first_entry().filter(|e| *e.key() < before) {
             let (c, combos) = entry.remove_entry();
-            kept.extend(read_chunk_blocks(&blocks_path(&chunk_path(&parts, c)), combos, cuts)?);
+            kept.extend(read_chunk_blocks(&blocks_path(&form.path(&parts, c)), combos, cuts)?);
         }
         Ok(())
     };
@@ -426,13 +398,19 @@ pub fn run_to_files(
     phases.add("backtests", run_s);
 
     let assemble_started = Instant::now();
-    let mut file = AtomicFile::create(&opts.out).map_err(io_error(&opts.out))?;
-    file.write_all(header(strategy).as_bytes()).map_err(io_error(&opts.out))?;
+    let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Grid)?;
     for &c in &chunks {
-        let rows = read_chunk(&chunk_path(&parts, c))?;
-        file.write_all(rows.as_bytes()).map_err(io_error(&opts.out))?;
+        let path = form.path(&parts, c);
+        match form {
+            ChunkForm::Text => file.csv_rows(&form.text(&path)?)?,
+            ChunkForm::Binary => {
+                for row in form.rows(&path, strategy, book)? {
+                    file.row(strategy, None, &row)?;
+                }
+            }
+        }
     }
-    file.commit().map_err(io_error(&opts.out))?;
+    file.finish()?;
     phases.add("merge", assemble_started.elapsed().as_secs_f64());
     if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
         phases.time("write", || write_file_atomic(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path)))?;

@@ -1,10 +1,13 @@
-//! The results CSV's rows: `combo`, every parameter, every metric. One formatter and one
-//! parser, so chunk files, resumed chunks, shards and merges read and write the same bytes.
+//! The results table's rows: `combo`, every parameter, every metric. One formatter and one
+//! parser of the CSV, so chunk files, resumed chunks, shards and merges read and write the
+//! same bytes; and the same rows as columnar cells (`table.rs`), typed: combo, integer
+//! parameters and trade counts as integers, choices as text, NaN as null.
 
 use crate::error::SweepError;
+use crate::table::{Cell, ColumnType, ColumnarWriter, Columns, RowRef};
 use serde_json::{Value, json};
 use std::fmt::Write;
-use threadx_backtest::{Metrics, ParamKind, ParamValues, Strategy};
+use threadx_backtest::{MAX_PARAMS, Metrics, ParamKind, ParamValues, Strategy};
 
 /// The header line (with its newline).
 pub fn header(strategy: &Strategy) -> String {
@@ -75,22 +78,91 @@ pub fn parse_row(strategy: &Strategy, line: &str) -> Result<Row, SweepError> {
     if fields.next().is_some() {
         return Err(bad());
     }
-    let metrics = Metrics {
-        total_return: m[0],
-        trades: m[1] as u32,
-        closed_trades: m[2] as u32,
-        win_rate: m[3],
-        max_drawdown: m[4],
-        sharpe: m[5],
-        sharpe_annual: m[6],
-        exposure: m[7],
-    };
-    Ok(Row { combo, values: ParamValues::new(&values[..schema.len()]), metrics })
+    Ok(Row { combo, values: ParamValues::new(&values[..schema.len()]), metrics: Metrics::from_values(m) })
 }
 
-/// The combo number at the start of a row, for merging without parsing the rest.
-pub fn row_combo(line: &str) -> Option<u64> {
-    line.split(',').next()?.parse().ok()
+/// Whether metric `name` counts (an integer column).
+fn is_count(name: &str) -> bool {
+    matches!(name, "trades" | "closed_trades")
+}
+
+/// The results table's columns, the CSV header's names with their types; `lead` names
+/// integer columns before them (a search's `trial`).
+pub(crate) fn columns(strategy: &Strategy, lead: &[&str]) -> Columns {
+    let mut columns: Columns = lead.iter().map(|&n| (n.to_owned(), ColumnType::Int)).collect();
+    columns.push(("combo".to_owned(), ColumnType::Int));
+    for p in strategy.schema() {
+        let t = match p.kind {
+            ParamKind::Int => ColumnType::Int,
+            ParamKind::Float => ColumnType::Float,
+            ParamKind::Choice(_) => ColumnType::Text,
+        };
+        columns.push((p.name.clone(), t));
+    }
+    for m in Metrics::NAMES {
+        columns.push((m.to_owned(), if is_count(m) { ColumnType::Int } else { ColumnType::Float }));
+    }
+    columns
+}
+
+/// Appends one row to a columnar results table of [`columns`]`(strategy, lead)`, its
+/// `lead` values first.
+pub(crate) fn push_row(
+    out: &mut ColumnarWriter,
+    strategy: &Strategy,
+    lead: &[i64],
+    combo: u64,
+    values: &[f64],
+    metrics: &Metrics,
+) -> Result<(), SweepError> {
+    const MOST: usize = 2 + MAX_PARAMS + Metrics::NAMES.len();
+    let mut cells = [Cell::Int(0); MOST];
+    let mut n = 0;
+    let mut put = |cell| {
+        cells[n] = cell;
+        n += 1;
+    };
+    for &v in lead {
+        put(Cell::Int(v));
+    }
+    put(Cell::Int(combo as i64));
+    for (p, &v) in strategy.schema().iter().zip(values) {
+        put(match &p.kind {
+            ParamKind::Int => Cell::Int(v as i64),
+            ParamKind::Float => Cell::Float(v),
+            ParamKind::Choice(names) => Cell::Text(names.get(v as usize).map_or("", String::as_str)),
+        });
+    }
+    for (name, v) in Metrics::NAMES.iter().zip(metrics.values()) {
+        put(if is_count(name) { Cell::Int(v as i64) } else { Cell::Float(v) });
+    }
+    out.push(&cells[..n])
+}
+
+/// A row of a columnar results table read back, its combo at column `first`.
+pub(crate) fn row_of(strategy: &Strategy, row: &RowRef<'_>, first: usize) -> Result<Row, SweepError> {
+    let bad = |what: &str| SweepError::Results(format!("a results row with {what}"));
+    let combo = row.int(first).filter(|&c| c >= 0).ok_or_else(|| bad("no combo"))? as u64;
+    let schema = strategy.schema();
+    let mut values = [0.0; MAX_PARAMS];
+    for (k, (slot, p)) in values.iter_mut().zip(schema).enumerate() {
+        let c = first + 1 + k;
+        *slot = match &p.kind {
+            ParamKind::Int => row.int(c).ok_or_else(|| bad(&format!("no {}", p.name)))? as f64,
+            ParamKind::Float => row.float(c),
+            ParamKind::Choice(names) => {
+                let text = row.text(c).unwrap_or_default();
+                names.iter().position(|n| n == text).ok_or_else(|| bad(&format!("{} `{text}`", p.name)))? as f64
+            }
+        };
+    }
+    let mut m = [f64::NAN; Metrics::NAMES.len()];
+    for (k, (slot, name)) in m.iter_mut().zip(Metrics::NAMES).enumerate() {
+        let c = first + 1 + schema.len() + k;
+        *slot =
+            if is_count(name) { row.int(c).ok_or_else(|| bad(&format!("no {name}")))? as f64 } else { row.float(c) };
+    }
+    Ok(Row { combo, values: ParamValues::new(&values[..schema.len()]), metrics: Metrics::from_values(m) })
 }
 
 /// One row as a JSON object.

@@ -8,27 +8,28 @@
 //! batch's rows depend only on its combos, and the sampler's proposals only on the
 //! request and the rows told, so a resumed run gives the bytes of an uninterrupted one.
 
+use crate::chunk_file::{checksummed, chunk_path, read_chunk};
 use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::output::{
-    CheckpointLock, OutputOptions, SweepReport, check_output, checksummed, chunk_path, extend, identity, in_file,
-    open_checkpoint, read_chunk, summary_head, summary_path,
+    CheckpointLock, OutputOptions, SweepReport, check_output, extend, identity, in_file, open_checkpoint, summary_head,
+    summary_path,
 };
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::report::Heatmap;
-use crate::rows::{Row, header, parse_row, row_json, write_row};
+use crate::results_file::{ResultsKind, ResultsWriter};
+use crate::rows::{Row, parse_row, row_json, write_row};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
 use crate::search_plot::best_so_far_svg;
 use crate::session::Session;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, Metrics, Strategy};
 use threadx_dispatch::thousands;
-use threadx_profile_store::{AtomicFile, write_file_atomic};
+use threadx_profile_store::write_file_atomic;
 use threadx_telemetry::PhaseTimer;
 
 /// How far a search has come: trials done of at most `total`, and the best value so far.
@@ -49,7 +50,7 @@ pub struct SearchRun {
 
 /// The results CSV's header of a search: `trial`, then the sweep's columns.
 pub fn search_header(strategy: &Strategy) -> String {
-    format!("trial,{}", header(strategy))
+    ResultsKind::Trials.header(strategy)
 }
 
 /// A search results row read back: its trial and the sweep's row.
@@ -248,22 +249,15 @@ pub fn search_to_files(
         Some(h) => Some(Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
         None => None,
     };
-    let mut file = AtomicFile::create(&opts.out).map_err(io_error(&opts.out))?;
-    let mut text = search_header(strategy);
+    let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Trials)?;
     for &(trial, combo, metrics) in &trials {
-        let values = book.combo_values(combo);
-        let _ = write!(text, "{trial},");
-        write_row(&mut text, strategy, combo, &values, &metrics);
+        let row = Row { combo, values: book.combo_values(combo), metrics };
+        file.row(strategy, Some(trial), &row)?;
         if let Some(h) = heatmap.as_mut() {
-            h.offer(&Row { combo, values, metrics });
-        }
-        if text.len() > 1 << 20 {
-            file.write_all(text.as_bytes()).map_err(io_error(&opts.out))?;
-            text.clear();
+            h.offer(&row);
         }
     }
-    file.write_all(text.as_bytes()).map_err(io_error(&opts.out))?;
-    file.commit().map_err(io_error(&opts.out))?;
+    file.finish()?;
     if let (Some(h), Some(o)) = (&heatmap, &opts.heatmap) {
         write_file_atomic(&o.path, h.to_svg()?.as_bytes()).map_err(io_error(&o.path))?;
     }

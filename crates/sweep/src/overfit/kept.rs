@@ -1,12 +1,14 @@
 //! What a run keeps for the overfitting statistics, on disk and in memory: each
 //! checkpoint chunk's blocks and Sharpe ratios beside its rows (`chunk-N.blocks`, f64 little
 //! endian with an FNV-1a checksum after them, written before the rows so that a chunk
-//! with rows has its blocks), read back on resume; and the blocks CSV (`--blocks-out`).
+//! with rows has its blocks), read back on resume; and the blocks table (`--blocks-out`:
+//! CSV, or Parquet or Arrow by its extension).
 
 use super::SweepBlocks;
 use crate::error::{SweepError, io_error};
 use crate::runner::ChunkResult;
 use crate::spec::fnv1a;
+use crate::table::{Cell, ColumnType, ColumnarWriter, TableFormat};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use threadx_backtest::BlockCuts;
@@ -81,12 +83,30 @@ pub(crate) fn read_blocks(path: &Path, count: usize, cuts: &BlockCuts) -> Result
 }
 
 /// Writes the blocks as CSV: `combo,block,bars,sum_r,sum_r2`, one row per combo and
-/// block, in combo order (numbers in Rust's shortest round-trip form).
+/// block, in combo order (numbers in Rust's shortest round-trip form); or the same
+/// columns in Parquet or Arrow when the path's extension names one.
 pub(crate) fn write_blocks_csv(path: &Path, kept: &SweepBlocks, cuts: &BlockCuts) -> Result<(), SweepError> {
+    let bars = cuts.bars();
+    let rows = kept.combos.iter().zip(kept.blocks.chunks_exact(cuts.stats_len()));
+    let format = TableFormat::of(path);
+    if format.is_columnar() {
+        let columns = ["combo", "block", "bars", "sum_r", "sum_r2"]
+            .iter()
+            .zip([ColumnType::Int, ColumnType::Int, ColumnType::Int, ColumnType::Float, ColumnType::Float])
+            .map(|(n, t)| ((*n).to_owned(), t))
+            .collect();
+        let mut file = ColumnarWriter::create(path, format, &columns)?;
+        for (&combo, blocks) in rows {
+            for (k, b) in blocks.chunks_exact(2).enumerate() {
+                let (combo, k, bars) = (Cell::Int(combo as i64), Cell::Int(k as i64), Cell::Int(bars as i64));
+                file.push(&[combo, k, bars, Cell::Float(b[0]), Cell::Float(b[1])])?;
+            }
+        }
+        return file.finish();
+    }
     let mut file = AtomicFile::create(path).map_err(io_error(path))?;
     let mut text = String::from("combo,block,bars,sum_r,sum_r2\n");
-    let bars = cuts.bars();
-    for (combo, blocks) in kept.combos.iter().zip(kept.blocks.chunks_exact(cuts.stats_len())) {
+    for (combo, blocks) in rows {
         for (k, b) in blocks.chunks_exact(2).enumerate() {
             use std::fmt::Write as _;
             let _ = writeln!(text, "{combo},{k},{bars},{},{}", b[0], b[1]);

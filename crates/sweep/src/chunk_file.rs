@@ -1,0 +1,140 @@
+//! A checkpoint chunk's rows on disk, checksummed so that a file changed on disk is
+//! never taken into results. A run writing CSV keeps each chunk as the CSV's own text
+//! (`chunk-N.csv`: the results file is then those texts joined); a run writing a columnar
+//! file keeps binary rows (`chunk-N.rows`: combo and the metrics' f64 bits), which are
+//! never formatted as text at all.
+
+use crate::error::{SweepError, io_error};
+use crate::output::in_file;
+use crate::rows::{Row, parse_row, write_row};
+use crate::runner::ChunkResult;
+use crate::spec::fnv1a;
+use crate::table::TableFormat;
+use std::fs;
+use std::path::{Path, PathBuf};
+use threadx_backtest::{Metrics, SignalBook, Strategy};
+
+/// The first line of a text chunk: the FNV-1a of the rows after it.
+const CHECKSUM: &str = "# fnv1a-64 ";
+
+/// A text chunk's file: the checksum line, then `rows`.
+pub(crate) fn checksummed(rows: &str) -> String {
+    format!("{CHECKSUM}{:016x}\n{rows}", fnv1a(rows.as_bytes()))
+}
+
+/// The rows of a text chunk's file, or why they cannot be trusted.
+fn verified_rows(text: &str) -> Result<&str, &'static str> {
+    let (first, rows) = text.split_once('\n').ok_or("no checksum line")?;
+    let sum = first.strip_prefix(CHECKSUM).ok_or("no checksum line")?;
+    if u64::from_str_radix(sum, 16) != Ok(fnv1a(rows.as_bytes())) {
+        return Err("its rows do not match their checksum");
+    }
+    Ok(rows)
+}
+
+fn changed(path: &Path, why: &str) -> SweepError {
+    SweepError::Results(format!("{}: {why}: the checkpoint was changed on disk", path.display()))
+}
+
+/// Reads a text chunk's file and checks its checksum.
+pub(crate) fn read_chunk(path: &Path) -> Result<String, SweepError> {
+    let text = fs::read_to_string(path).map_err(io_error(path))?;
+    verified_rows(&text).map(str::to_owned).map_err(|why| changed(path, why))
+}
+
+/// The text chunk file of chunk (or search batch) `chunk`.
+pub(crate) fn chunk_path(parts: &Path, chunk: u64) -> PathBuf {
+    parts.join(format!("chunk-{chunk:08}.csv"))
+}
+
+/// The first bytes of a binary chunk.
+const MAGIC: &[u8; 8] = b"TXROWS01";
+
+/// A binary row: the combo, then each metric's f64 bits, little endian.
+const ROW_BYTES: usize = 8 * (1 + Metrics::NAMES.len());
+
+/// How a grid run keeps its chunks: as text for a CSV results file, as binary rows for a
+/// columnar one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChunkForm {
+    Text,
+    Binary,
+}
+
+impl ChunkForm {
+    /// The form for a run writing `out`.
+    pub(crate) fn of(out: &Path) -> Self {
+        if TableFormat::of(out).is_columnar() { Self::Binary } else { Self::Text }
+    }
+
+    pub(crate) fn path(self, parts: &Path, chunk: u64) -> PathBuf {
+        match self {
+            Self::Text => chunk_path(parts, chunk),
+            Self::Binary => parts.join(format!("chunk-{chunk:08}.rows")),
+        }
+    }
+
+    /// The file of a finished chunk's rows.
+    pub(crate) fn encode(self, strategy: &Strategy, book: &SignalBook, r: &ChunkResult) -> Vec<u8> {
+        match self {
+            Self::Text => {
+                let mut text = String::with_capacity(r.combos.len() * 128);
+                for (&combo, m) in r.combos.iter().zip(&r.metrics) {
+                    write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
+                }
+                checksummed(&text).into_bytes()
+            }
+            Self::Binary => {
+                let mut bytes = Vec::with_capacity(MAGIC.len() + r.combos.len() * ROW_BYTES + 8);
+                bytes.extend_from_slice(MAGIC);
+                for (&combo, m) in r.combos.iter().zip(&r.metrics) {
+                    bytes.extend_from_slice(&combo.to_le_bytes());
+                    for v in m.values() {
+                        bytes.extend_from_slice(&v.to_bits().to_le_bytes());
+                    }
+                }
+                let sum = fnv1a(&bytes[MAGIC.len()..]);
+                bytes.extend_from_slice(&sum.to_le_bytes());
+                bytes
+            }
+        }
+    }
+
+    /// The text of a text chunk as it goes into the results file, checked.
+    pub(crate) fn text(self, path: &Path) -> Result<String, SweepError> {
+        debug_assert_eq!(self, Self::Text);
+        read_chunk(path)
+    }
+
+    /// The rows of a chunk's file, checked; values from `book`'s grid.
+    pub(crate) fn rows(self, path: &Path, strategy: &Strategy, book: &SignalBook) -> Result<Vec<Row>, SweepError> {
+        match self {
+            Self::Text => {
+                read_chunk(path)?.lines().map(|line| parse_row(strategy, line).map_err(|e| in_file(path, e))).collect()
+            }
+            Self::Binary => {
+                let bytes = fs::read(path).map_err(io_error(path))?;
+                let body = bytes
+                    .strip_prefix(MAGIC.as_slice())
+                    .filter(|b| b.len() >= 8 && (b.len() - 8) % ROW_BYTES == 0)
+                    .ok_or_else(|| changed(path, "not a binary chunk of whole rows"))?;
+                let (rows, sum) = body.split_at(body.len() - 8);
+                if fnv1a(rows).to_le_bytes() != sum {
+                    return Err(changed(path, "its rows do not match their checksum"));
+                }
+                let word = |b: &[u8], k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().unwrap_or_default());
+                Ok(rows
+                    .chunks_exact(ROW_BYTES)
+                    .map(|b| {
+                        let combo = word(b, 0);
+                        let mut m = [0.0; Metrics::NAMES.len()];
+                        for (k, slot) in m.iter_mut().enumerate() {
+                            *slot = f64::from_bits(word(b, k + 1));
+                        }
+                        Row { combo, values: book.combo_values(combo), metrics: Metrics::from_values(m) }
+                    })
+                    .collect())
+            }
+        }
+    }
+}
