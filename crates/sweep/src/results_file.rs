@@ -42,7 +42,7 @@ impl ResultsKind {
 #[derive(Debug)]
 pub(crate) enum ResultsWriter {
     Csv { path: PathBuf, file: AtomicFile, text: String },
-    Columnar(ColumnarWriter),
+    Columnar(Box<ColumnarWriter>),
 }
 
 /// CSV text is handed to the file in pieces of about this many bytes.
@@ -56,7 +56,9 @@ impl ResultsWriter {
                 let file = AtomicFile::create(path).map_err(io_error(path))?;
                 Ok(Self::Csv { path: path.to_owned(), file, text: kind.header(strategy) })
             }
-            format => Ok(Self::Columnar(ColumnarWriter::create(path, format, &columns(strategy, kind.lead()))?)),
+            format => {
+                Ok(Self::Columnar(Box::new(ColumnarWriter::create(path, format, &columns(strategy, kind.lead()))?)))
+            }
         }
     }
 
