@@ -70,8 +70,8 @@ def synthetic(bars: int = 35_040, seed: int = 42, market: str = "btc") -> pd.Dat
 
 
 def load(source: Union[str, "os.PathLike[str]"]) -> pd.DataFrame:
-    """A CSV file (or a ``synthetic:...`` spec) read and checked as ``threadx --data``
-    reads it, as a DataFrame indexed by UTC time."""
+    """A CSV, Parquet or Arrow (Feather) file (or a ``synthetic:...`` spec) read and
+    checked as ``threadx --data`` reads it, as a DataFrame indexed by UTC time."""
     bars = _threadx.Bars.load(os.fspath(source))
     arrays = bars.arrays()
     index = _utc_index(arrays.pop("timestamp"))

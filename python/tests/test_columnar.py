@@ -1,0 +1,75 @@
+"""Parquet and Arrow with pandas on the other side: frames saved by pandas
+(``to_parquet``, ``to_feather``, an unnamed or named time index) give the bars and the
+rows of the CSV; the CLI's Parquet results read by pandas equal its CSV, dtypes included.
+CI installs pyarrow in the test venv and sets THREADX_REQUIRE_PYARROW=1, so there these
+cannot be skipped."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pytest
+
+import threadx
+
+from conftest import Cli
+
+if os.environ.get("THREADX_REQUIRE_PYARROW") == "1":
+    import pyarrow  # noqa: F401
+else:
+    pytest.importorskip("pyarrow")
+
+SWEEP = ["--device", "cpu", "sweep", "--grid", "bb_period=10,20", "--grid", "bb_std=1.5,2", "--quiet"]
+
+
+def test_frames_saved_by_pandas_load_as_the_csv_bars(data: pd.DataFrame, tmp_path) -> None:
+    csv = tmp_path / "bars.csv"
+    data.to_csv(csv)
+    want = threadx.load(csv)
+    unnamed = data.rename_axis(None)
+    saved = {
+        "named index.parquet": lambda p: data.rename_axis("timestamp").to_parquet(p),
+        "unnamed index.parquet": lambda p: unnamed.to_parquet(p),
+        "snappy default, ns index in New York.parquet": lambda p: data.tz_convert("America/New_York").to_parquet(p),
+        "feather.feather": lambda p: data.rename_axis("date").reset_index().to_feather(p),
+        "float32 prices.parquet": lambda p: data.astype("float32").astype("float64").rename_axis("time").to_parquet(p),
+    }
+    for name, save in saved.items():
+        path = tmp_path / name
+        save(path)
+        got = threadx.load(path)
+        if name.startswith("float32"):
+            want_here = threadx.load(_csv_of(data.astype("float32").astype("float64"), tmp_path))
+        else:
+            want_here = want
+        pd.testing.assert_frame_equal(got, want_here, check_exact=True, obj=name)
+
+
+def _csv_of(frame: pd.DataFrame, tmp_path) -> str:
+    path = tmp_path / "other.csv"
+    frame.to_csv(path)
+    return str(path)
+
+
+def test_the_clis_parquet_results_are_its_csv_in_pandas(cli: Cli, data: pd.DataFrame) -> None:
+    data.to_parquet(cli.workdir / "bars.parquet")
+    data.to_csv(cli.workdir / "bars.csv")
+    cli.run(*SWEEP, "--data", "bars.csv", "--out", "r.csv")
+    cli.run(*SWEEP, "--data", "bars.parquet", "--out", "r.parquet")
+    cli.run(*SWEEP, "--data", "bars.parquet", "--out", "r.feather")
+    want = cli.csv("r.csv")
+    for name in ("r.parquet", "r.feather"):
+        path = cli.workdir / name
+        got = pd.read_parquet(path) if name.endswith("parquet") else pd.read_feather(path)
+        pd.testing.assert_frame_equal(got, want, check_exact=True, obj=name)
+    assert (pd.read_parquet(cli.workdir / "r.parquet").dtypes == want.dtypes).all()
+
+
+def test_a_truncated_parquet_file_is_refused_by_name(cli: Cli, data: pd.DataFrame) -> None:
+    path = cli.workdir / "bars.parquet"
+    data.to_parquet(path)
+    path.write_bytes(path.read_bytes()[:-40])
+    assert "bars.parquet: not a readable Parquet file" in cli.fails(*SWEEP, "--data", "bars.parquet")
+    with pytest.raises(ValueError, match="not a readable Parquet file"):
+        threadx.load(path)
