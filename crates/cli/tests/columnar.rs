@@ -5,10 +5,8 @@
 
 mod common;
 
-use common::{command, text, threadx};
+use common::{kill_once_checkpointed, text, threadx};
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 use threadx_backtest::Strategy;
 use threadx_sweep::{read_results, write_row};
 
@@ -147,21 +145,8 @@ fn a_sigkilled_parquet_sweep_resumes_to_the_same_rows() {
     };
     let whole = threadx(dir.path(), &args("whole.csv"));
     assert!(whole.status.success(), "{}", text(&whole.stderr));
-    let mut child =
-        command(dir.path(), &args("r.parquet")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let parts = dir.path().join("r.parquet.parts");
-    let started = Instant::now();
-    let chunks = || {
-        std::fs::read_dir(&parts)
-            .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "rows")).count())
-    };
-    while chunks() < 3 {
-        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before it could be killed");
-        assert!(started.elapsed() < Duration::from_secs(120));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    kill_once_checkpointed(dir.path(), &args("r.parquet"), &parts, "rows", 3);
     assert!(!dir.path().join("r.parquet").exists(), "a killed sweep leaves no results file");
     // One byte of a checkpointed chunk changed on disk: the chunk is run again.
     let first = parts.join("chunk-00000000.rows");

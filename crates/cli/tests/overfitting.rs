@@ -5,9 +5,7 @@
 
 mod common;
 
-use common::{command, text, threadx};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use common::{kill_once_checkpointed, text, threadx};
 
 const ARGS: [&str; 12] = [
     "--device",
@@ -104,20 +102,8 @@ fn a_killed_run_resumes_to_the_same_statistics() {
 
 /// Kills `args` once its checkpoint holds three blocks files, flips a byte of the first.
 fn kill_and_damage(dir: &std::path::Path, args: &[&str], parts: &str, first: &str) {
-    let mut child = command(dir, args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let parts = dir.join(parts);
-    let started = Instant::now();
-    let blocks = || {
-        std::fs::read_dir(&parts)
-            .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "blocks")).count())
-    };
-    while blocks() < 3 {
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be killed");
-        assert!(started.elapsed() < Duration::from_secs(120));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_once_checkpointed(dir, args, &parts, "blocks", 3);
     let path = parts.join(first);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[3] ^= 1;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{command, text, threadx};
+use common::{command, kill_once_checkpointed, text, threadx};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -112,22 +112,9 @@ fn a_sigkilled_sweep_resumes_to_the_same_bytes() {
     let whole = std::fs::read(dir.path().join("whole.csv")).unwrap();
     assert_eq!(text(&whole).lines().count(), 1 + 3 * 2 * 96 * 4);
 
-    let mut child = command(dir.path(), &args("r.csv")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let parts = dir.path().join("r.csv.parts");
-    let started = Instant::now();
-    let chunks = || {
-        std::fs::read_dir(&parts)
-            .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "csv")).count())
-    };
-    while chunks() < 3 {
-        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before it could be killed");
-        assert!(started.elapsed() < Duration::from_secs(120));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    let done = kill_once_checkpointed(dir.path(), &args("r.csv"), &parts, "csv", 3);
     assert!(!dir.path().join("r.csv").exists(), "a killed sweep leaves no results file");
-    let done = chunks();
     assert!((3..576).contains(&done), "{done} chunks were checkpointed");
 
     let again = threadx(dir.path(), &args("r.csv"));

@@ -22,3 +22,24 @@ pub fn threadx(dir: &Path, args: &[&str]) -> Output {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+/// Runs `threadx ARGS` in `dir` and SIGKILLs it once its checkpoint folder `parts` holds
+/// at least `files` files ending in `.ext`; how many there were when it died.
+pub fn kill_once_checkpointed(dir: &Path, args: &[&str], parts: &Path, ext: &str, files: usize) -> usize {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let mut child = command(dir, args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let count = || {
+        std::fs::read_dir(parts)
+            .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == ext)).count())
+    };
+    let started = Instant::now();
+    while count() < files {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be killed");
+        assert!(started.elapsed() < Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    count()
+}
