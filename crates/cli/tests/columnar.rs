@@ -135,7 +135,7 @@ fn a_search_writes_its_trials_as_parquet() {
 }
 
 #[test]
-fn a_sigkilled_parquet_sweep_resumes_to_the_same_rows() {
+fn sigkilled_parquet_and_arrow_sweeps_resume_to_the_same_rows() {
     let dir = tempfile::tempdir().unwrap();
     let args = |out: &'static str| {
         let mut a = SWEEP.to_vec();
@@ -145,20 +145,23 @@ fn a_sigkilled_parquet_sweep_resumes_to_the_same_rows() {
     };
     let whole = threadx(dir.path(), &args("whole.csv"));
     assert!(whole.status.success(), "{}", text(&whole.stderr));
-    let parts = dir.path().join("r.parquet.parts");
-    kill_once_checkpointed(dir.path(), &args("r.parquet"), &parts, "rows", 3);
-    assert!(!dir.path().join("r.parquet").exists(), "a killed sweep leaves no results file");
-    // One byte of a checkpointed chunk changed on disk: the chunk is run again.
-    let first = parts.join("chunk-00000000.rows");
-    let mut chunk = std::fs::read(&first).unwrap();
-    chunk[20] ^= 1;
-    std::fs::write(&first, chunk).unwrap();
-    let mut resume = args("r.parquet");
-    resume.push("--resume");
-    let resumed = threadx(dir.path(), &resume);
-    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
-    assert!(text(&resumed.stderr).contains("rows do not match their checksum"), "{}", text(&resumed.stderr));
-    assert_eq!(as_csv(&dir.path().join("r.parquet")), read(&dir.path().join("whole.csv")));
+    // Parquet keeps each chunk as a Parquet table, Arrow as binary rows.
+    for (out, chunk) in [("r.parquet", "parquet"), ("r.arrow", "rows")] {
+        let parts = dir.path().join(format!("{out}.parts"));
+        kill_once_checkpointed(dir.path(), &args(out), &parts, chunk, 3);
+        assert!(!dir.path().join(out).exists(), "a killed sweep leaves no results file");
+        // One byte of a checkpointed chunk changed on disk: the chunk is run again.
+        let first = parts.join(format!("chunk-00000000.{chunk}"));
+        let mut bytes = std::fs::read(&first).unwrap();
+        bytes[20] ^= 1;
+        std::fs::write(&first, bytes).unwrap();
+        let mut resume = args(out);
+        resume.push("--resume");
+        let resumed = threadx(dir.path(), &resume);
+        assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+        assert!(text(&resumed.stderr).contains("rows do not match their checksum"), "{}", text(&resumed.stderr));
+        assert_eq!(as_csv(&dir.path().join(out)), read(&dir.path().join("whole.csv")), "{out}");
+    }
 }
 
 #[test]

@@ -1,15 +1,18 @@
 //! A checkpoint chunk's rows on disk, checksummed so that a file changed on disk is
-//! never taken into results. A run writing CSV keeps each chunk as the CSV's own text
-//! (`chunk-N.csv`: the results file is then those texts joined); a run writing a columnar
-//! file keeps binary rows (`chunk-N.rows`: combo and the metrics' f64 bits), which are
-//! never formatted as text at all.
+//! never taken into results. Each is made on the worker that ran the chunk, in the form
+//! the results file joins cheapest: a run writing CSV keeps the CSV's own text
+//! (`chunk-N.csv`: the results file is those texts joined); one writing Parquet keeps a
+//! Parquet table, encoded and compressed there (`chunk-N.parquet`: the results file
+//! copies their column chunks); one writing Arrow keeps binary rows (`chunk-N.rows`:
+//! combo and the metrics' f64 bits).
 
 use crate::error::{SweepError, io_error};
 use crate::output::in_file;
-use crate::rows::{Row, parse_row, write_row};
+use crate::rows::{Row, columns, parse_row, push_row, row_of, write_row};
 use crate::runner::ChunkResult;
 use crate::spec::fnv1a;
-use crate::table::TableFormat;
+use crate::table::{ColumnarReader, ColumnarWriter, TableFormat};
+use bytes::Bytes;
 use std::fs;
 use std::path::{Path, PathBuf};
 use threadx_backtest::{Metrics, SignalBook, Strategy};
@@ -53,36 +56,53 @@ const MAGIC: &[u8; 8] = b"TXROWS01";
 /// A binary row: the combo, then each metric's f64 bits, little endian.
 const ROW_BYTES: usize = 8 * (1 + Metrics::NAMES.len());
 
-/// How a grid run keeps its chunks: as text for a CSV results file, as binary rows for a
-/// columnar one.
+/// How a grid run keeps its chunks: as text for a CSV results file, as a Parquet table
+/// for a Parquet one, as binary rows for an Arrow one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChunkForm {
     Text,
+    Parquet,
     Binary,
 }
 
 impl ChunkForm {
     /// The form for a run writing `out`.
     pub(crate) fn of(out: &Path) -> Self {
-        if TableFormat::of(out).is_columnar() { Self::Binary } else { Self::Text }
+        match TableFormat::of(out) {
+            TableFormat::Csv => Self::Text,
+            TableFormat::Parquet => Self::Parquet,
+            TableFormat::Arrow => Self::Binary,
+        }
     }
 
     pub(crate) fn path(self, parts: &Path, chunk: u64) -> PathBuf {
         match self {
             Self::Text => chunk_path(parts, chunk),
+            Self::Parquet => parts.join(format!("chunk-{chunk:08}.parquet")),
             Self::Binary => parts.join(format!("chunk-{chunk:08}.rows")),
         }
     }
 
     /// The file of a finished chunk's rows.
-    pub(crate) fn encode(self, strategy: &Strategy, book: &SignalBook, r: &ChunkResult) -> Vec<u8> {
-        match self {
+    pub(crate) fn encode(self, strategy: &Strategy, book: &SignalBook, r: &ChunkResult) -> Result<Vec<u8>, SweepError> {
+        Ok(match self {
             Self::Text => {
                 let mut text = String::with_capacity(r.combos.len() * 128);
                 for (&combo, m) in r.combos.iter().zip(&r.metrics) {
                     write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
                 }
                 checksummed(&text).into_bytes()
+            }
+            Self::Parquet => {
+                let mut table =
+                    ColumnarWriter::new(Vec::new(), "a chunk", TableFormat::Parquet, &columns(strategy, &[]))?;
+                for (&combo, m) in r.combos.iter().zip(&r.metrics) {
+                    push_row(&mut table, strategy, &[], combo, &book.combo_values(combo), m)?;
+                }
+                let mut bytes = table.finish()?;
+                let sum = fnv1a(&bytes);
+                bytes.extend_from_slice(&sum.to_le_bytes());
+                bytes
             }
             Self::Binary => {
                 let mut bytes = Vec::with_capacity(MAGIC.len() + r.combos.len() * ROW_BYTES + 8);
@@ -97,7 +117,19 @@ impl ChunkForm {
                 bytes.extend_from_slice(&sum.to_le_bytes());
                 bytes
             }
+        })
+    }
+
+    /// The Parquet table of a Parquet chunk, checked.
+    pub(crate) fn table(self, path: &Path) -> Result<Bytes, SweepError> {
+        debug_assert_eq!(self, Self::Parquet);
+        let mut bytes = fs::read(path).map_err(io_error(path))?;
+        let body = bytes.len().checked_sub(8).ok_or_else(|| changed(path, "no checksum"))?;
+        if fnv1a(&bytes[..body]).to_le_bytes() != bytes[body..] {
+            return Err(changed(path, "its rows do not match their checksum"));
         }
+        bytes.truncate(body);
+        Ok(Bytes::from(bytes))
     }
 
     /// The text of a text chunk as it goes into the results file, checked.
@@ -111,6 +143,15 @@ impl ChunkForm {
         match self {
             Self::Text => {
                 read_chunk(path)?.lines().map(|line| parse_row(strategy, line).map_err(|e| in_file(path, e))).collect()
+            }
+            Self::Parquet => {
+                let what = format!("a {strategy} checkpoint chunk");
+                let mut table = ColumnarReader::parquet(self.table(path)?, path, &columns(strategy, &[]), &what)?;
+                let mut rows = Vec::new();
+                while let Some(row) = table.next_row()? {
+                    rows.push(row_of(strategy, &row, 0).map_err(|e| in_file(path, e))?);
+                }
+                Ok(rows)
             }
             Self::Binary => {
                 let bytes = fs::read(path).map_err(io_error(path))?;

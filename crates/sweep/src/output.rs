@@ -21,6 +21,7 @@ use crate::results_file::{ResultsKind, ResultsWriter};
 use crate::rows::{Row, row_json};
 use crate::runner::{ChunkResult, Sweep};
 use crate::spec::fnv1a;
+use crate::table::ParquetJoin;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs;
@@ -363,7 +364,7 @@ pub fn run_to_files(
     let mut rows_run = 0u64;
     let write_chunk = |chunk: u64, r: &ChunkResult| -> Result<(), SweepError> {
         let t = Instant::now();
-        let bytes = form.encode(strategy, book, r);
+        let bytes = form.encode(strategy, book, r)?;
         let path = form.path(&parts, chunk);
         if let Some((_, cuts)) = blocks {
             write_chunk_blocks(&blocks_path(&path), r, cuts)?;
@@ -398,19 +399,31 @@ pub fn run_to_files(
     phases.add("backtests", run_s);
 
     let assemble_started = Instant::now();
-    let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Grid)?;
-    for &c in &chunks {
-        let path = form.path(&parts, c);
-        match form {
-            ChunkForm::Text => file.csv_rows(&form.text(&path)?)?,
-            ChunkForm::Binary => {
-                for row in form.rows(&path, strategy, book)? {
-                    file.row(strategy, None, &row)?;
+    if form == ChunkForm::Parquet {
+        // The chunks' column chunks copied as the workers encoded them.
+        let mut file = ParquetJoin::new(&opts.out);
+        for &c in &chunks {
+            file.append(form.table(&form.path(&parts, c))?)?;
+        }
+        if file.finish()?.is_none() {
+            // No chunk in this shard: an empty table.
+            ResultsWriter::create(&opts.out, strategy, ResultsKind::Grid)?.finish()?;
+        }
+    } else {
+        let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Grid)?;
+        for &c in &chunks {
+            let path = form.path(&parts, c);
+            match form {
+                ChunkForm::Text => file.csv_rows(&form.text(&path)?)?,
+                _ => {
+                    for row in form.rows(&path, strategy, book)? {
+                        file.row(strategy, None, &row)?;
+                    }
                 }
             }
         }
+        file.finish()?;
     }
-    file.finish()?;
     phases.add("merge", assemble_started.elapsed().as_secs_f64());
     if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
         phases.time("write", || write_file_atomic(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path)))?;

@@ -42,7 +42,7 @@ impl ResultsKind {
 #[derive(Debug)]
 pub(crate) enum ResultsWriter {
     Csv { path: PathBuf, file: AtomicFile, text: String },
-    Columnar(Box<ColumnarWriter>),
+    Columnar(Box<ColumnarWriter<AtomicFile>>),
 }
 
 /// CSV text is handed to the file in pieces of about this many bytes.
@@ -122,7 +122,7 @@ impl ResultsWriter {
                 file.write_all(text.as_bytes()).map_err(io_error(&path))?;
                 file.commit().map_err(io_error(&path))
             }
-            Self::Columnar(w) => w.finish(),
+            Self::Columnar(w) => w.commit(),
         }
     }
 }

@@ -107,8 +107,8 @@ pub(crate) fn columns(strategy: &Strategy, lead: &[&str]) -> Columns {
 
 /// Appends one row to a columnar results table of [`columns`]`(strategy, lead)`, its
 /// `lead` values first.
-pub(crate) fn push_row(
-    out: &mut ColumnarWriter,
+pub(crate) fn push_row<W: std::io::Write + Send>(
+    out: &mut ColumnarWriter<W>,
     strategy: &Strategy,
     lead: &[i64],
     combo: u64,

@@ -8,11 +8,16 @@ use arrow::array::{
     Array, ArrayRef, AsArray, Float64Builder, Int64Builder, RecordBatch, RecordBatchReader, StringBuilder,
 };
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::column::writer::ColumnCloseResult;
+use parquet::file::metadata::{KeyValue, ParquetMetaDataReader};
 use parquet::file::properties::WriterProperties;
-use std::io::Read;
+use parquet::file::reader::ChunkReader;
+use parquet::file::writer::SerializedFileWriter;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use threadx_profile_store::AtomicFile;
@@ -107,25 +112,24 @@ enum Builder {
     Text(StringBuilder),
 }
 
-enum Sink {
-    Parquet(ArrowWriter<AtomicFile>),
-    Arrow(arrow::ipc::writer::FileWriter<AtomicFile>),
+enum Sink<W: Write + Send> {
+    Parquet(ArrowWriter<W>),
+    Arrow(arrow::ipc::writer::FileWriter<W>),
 }
 
-/// Rows written into a columnar file, a row group (a record batch) every
-/// [`ROWS_PER_GROUP`] rows; the file appears whole at [`ColumnarWriter::finish`] or not
-/// at all.
-pub(crate) struct ColumnarWriter {
-    path: PathBuf,
+/// Rows written into a columnar table (a file or bytes in memory), a row group (a record
+/// batch) every [`ROWS_PER_GROUP`] rows.
+pub(crate) struct ColumnarWriter<W: Write + Send> {
+    name: String,
     schema: SchemaRef,
     builders: Vec<Builder>,
     rows: usize,
-    sink: Sink,
+    sink: Sink<W>,
 }
 
-impl std::fmt::Debug for ColumnarWriter {
+impl<W: Write + Send> std::fmt::Debug for ColumnarWriter<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ColumnarWriter").field("path", &self.path).field("rows", &self.rows).finish_non_exhaustive()
+        f.debug_struct("ColumnarWriter").field("name", &self.name).field("rows", &self.rows).finish_non_exhaustive()
     }
 }
 
@@ -133,24 +137,30 @@ impl std::fmt::Debug for ColumnarWriter {
 /// enough that a group's builders stay a few MB.
 pub(crate) const ROWS_PER_GROUP: usize = 1 << 16;
 
-impl ColumnarWriter {
-    pub(crate) fn create(path: &Path, format: TableFormat, columns: &Columns) -> Result<Self, SweepError> {
+/// The writer properties of our Parquet: zstd level 3, row groups of [`ROWS_PER_GROUP`].
+fn parquet_properties(kv: Option<Vec<KeyValue>>) -> Result<WriterProperties, SweepError> {
+    let level = ZstdLevel::try_new(3).map_err(|e| SweepError::Results(e.to_string()))?;
+    Ok(WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_max_row_group_row_count(Some(ROWS_PER_GROUP))
+        .set_key_value_metadata(kv)
+        .build())
+}
+
+impl<W: Write + Send> ColumnarWriter<W> {
+    /// A table of `columns` written into `sink` in `format`; `name` names it in errors.
+    pub(crate) fn new(sink: W, name: &str, format: TableFormat, columns: &Columns) -> Result<Self, SweepError> {
         let fields: Vec<Field> = columns.iter().map(|(name, t)| Field::new(name, t.arrow(), true)).collect();
         let schema = Arc::new(Schema::new(fields));
-        let file = AtomicFile::create(path).map_err(io_error(path))?;
-        let failed = |e: &dyn std::fmt::Display| SweepError::Results(format!("{}: {e}", path.display()));
+        let failed = |e: &dyn std::fmt::Display| SweepError::Results(format!("{name}: {e}"));
         let sink = match format {
-            TableFormat::Parquet => {
-                let props = WriterProperties::builder()
-                    .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(|e| failed(&e))?))
-                    .set_max_row_group_row_count(Some(ROWS_PER_GROUP))
-                    .build();
-                Sink::Parquet(ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| failed(&e))?)
-            }
+            TableFormat::Parquet => Sink::Parquet(
+                ArrowWriter::try_new(sink, schema.clone(), Some(parquet_properties(None)?)).map_err(|e| failed(&e))?,
+            ),
             TableFormat::Arrow => {
-                Sink::Arrow(arrow::ipc::writer::FileWriter::try_new(file, &schema).map_err(|e| failed(&e))?)
+                Sink::Arrow(arrow::ipc::writer::FileWriter::try_new(sink, &schema).map_err(|e| failed(&e))?)
             }
-            TableFormat::Csv => return Err(SweepError::Results(format!("{}: CSV is not columnar", path.display()))),
+            TableFormat::Csv => return Err(failed(&"CSV is not columnar")),
         };
         let builders = columns
             .iter()
@@ -160,7 +170,7 @@ impl ColumnarWriter {
                 ColumnType::Text => Builder::Text(StringBuilder::new()),
             })
             .collect();
-        Ok(Self { path: path.to_owned(), schema, builders, rows: 0, sink })
+        Ok(Self { name: name.to_owned(), schema, builders, rows: 0, sink })
     }
 
     /// Appends one row: a cell per column, of the column's type.
@@ -182,6 +192,10 @@ impl ColumnarWriter {
         Ok(())
     }
 
+    fn failed(&self, e: &dyn std::fmt::Display) -> SweepError {
+        SweepError::Results(format!("{}: {e}", self.name))
+    }
+
     fn flush(&mut self) -> Result<(), SweepError> {
         if self.rows == 0 {
             return Ok(());
@@ -195,25 +209,105 @@ impl ColumnarWriter {
                 Builder::Text(b) => Arc::new(b.finish()) as ArrayRef,
             })
             .collect();
-        let failed = |e: &dyn std::fmt::Display| SweepError::Results(format!("{}: {e}", self.path.display()));
-        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| failed(&e))?;
-        match &mut self.sink {
-            Sink::Parquet(w) => w.write(&batch).map_err(|e| failed(&e))?,
-            Sink::Arrow(w) => w.write(&batch).map_err(|e| failed(&e))?,
-        }
+        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| self.failed(&e))?;
+        let written = match &mut self.sink {
+            Sink::Parquet(w) => w.write(&batch).map_err(|e| e.to_string()),
+            Sink::Arrow(w) => w.write(&batch).map_err(|e| e.to_string()),
+        };
+        written.map_err(|e| self.failed(&e))?;
         self.rows = 0;
         Ok(())
     }
 
-    /// Writes the last rows and the footer, then puts the file in place.
-    pub(crate) fn finish(mut self) -> Result<(), SweepError> {
+    /// Writes the last rows and the footer; the sink.
+    pub(crate) fn finish(mut self) -> Result<W, SweepError> {
         self.flush()?;
-        let failed = |e: &dyn std::fmt::Display| SweepError::Results(format!("{}: {e}", self.path.display()));
-        let file = match self.sink {
-            Sink::Parquet(w) => w.into_inner().map_err(|e| failed(&e))?,
-            Sink::Arrow(w) => w.into_inner().map_err(|e| failed(&e))?,
+        let sink = match self.sink {
+            Sink::Parquet(w) => w.into_inner().map_err(|e| e.to_string()),
+            Sink::Arrow(w) => w.into_inner().map_err(|e| e.to_string()),
         };
-        file.commit().map_err(io_error(&self.path))
+        sink.map_err(|e| SweepError::Results(format!("{}: {e}", self.name)))
+    }
+}
+
+impl ColumnarWriter<AtomicFile> {
+    /// A table file at `path`, which appears whole at [`ColumnarWriter::commit`] or not at all.
+    pub(crate) fn create(path: &Path, format: TableFormat, columns: &Columns) -> Result<Self, SweepError> {
+        let file = AtomicFile::create(path).map_err(io_error(path))?;
+        Self::new(file, &path.display().to_string(), format, columns)
+    }
+
+    /// Finishes the file and puts it in place.
+    pub(crate) fn commit(self) -> Result<(), SweepError> {
+        let name = PathBuf::from(&self.name);
+        self.finish()?.commit().map_err(io_error(&name))
+    }
+}
+
+/// Parquet tables in memory (a run's checkpoint chunks, each encoded on the worker that
+/// ran it) joined into one Parquet file without decoding or compressing anything again:
+/// their row groups' column chunks are copied as they are.
+pub(crate) struct ParquetJoin {
+    path: PathBuf,
+    writer: Option<SerializedFileWriter<AtomicFile>>,
+}
+
+impl std::fmt::Debug for ParquetJoin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParquetJoin").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl ParquetJoin {
+    pub(crate) fn new(path: &Path) -> Self {
+        Self { path: path.to_owned(), writer: None }
+    }
+
+    fn failed(&self, e: &dyn std::fmt::Display) -> SweepError {
+        SweepError::Results(format!("{}: {e}", self.path.display()))
+    }
+
+    /// Appends the row groups of `table` (a whole Parquet file's bytes, of the same schema
+    /// as every other part).
+    pub(crate) fn append(&mut self, table: Bytes) -> Result<(), SweepError> {
+        let metadata = ParquetMetaDataReader::new().parse_and_finish(&table).map_err(|e| self.failed(&e))?;
+        let writer = match &mut self.writer {
+            Some(w) => w,
+            None => {
+                let file = AtomicFile::create(&self.path).map_err(io_error(&self.path))?;
+                let kv = metadata.file_metadata().key_value_metadata().cloned();
+                let schema = metadata.file_metadata().schema_descr().root_schema_ptr();
+                let props = Arc::new(parquet_properties(kv)?);
+                self.writer.insert(SerializedFileWriter::new(file, schema, props).map_err(|e| self.failed(&e))?)
+            }
+        };
+        let failed = |e: &dyn std::fmt::Display| SweepError::Results(format!("{}: {e}", self.path.display()));
+        for group in metadata.row_groups() {
+            let mut out = writer.next_row_group().map_err(|e| failed(&e))?;
+            for column in group.columns() {
+                let close = ColumnCloseResult {
+                    bytes_written: column.compressed_size() as u64,
+                    rows_written: group.num_rows() as u64,
+                    metadata: column.clone(),
+                    bloom_filter: None,
+                    column_index: None,
+                    offset_index: None,
+                };
+                out.append_column(&table, close).map_err(|e| failed(&e))?;
+            }
+            out.close().map_err(|e| failed(&e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the footer and puts the file in place; `None` when nothing was appended
+    /// (the caller writes an empty table instead).
+    pub(crate) fn finish(self) -> Result<Option<()>, SweepError> {
+        let path = self.path;
+        let Some(writer) = self.writer else { return Ok(None) };
+        let file = writer.into_inner().map_err(|e| SweepError::Results(format!("{}: {e}", path.display())))?;
+        file.commit().map_err(io_error(&path))?;
+        Ok(Some(()))
     }
 }
 
@@ -237,24 +331,39 @@ impl ColumnarReader {
     /// the table in the error when its columns differ.
     pub(crate) fn open(path: &Path, columns: &Columns, what: &str) -> Result<Self, SweepError> {
         let format = TableFormat::sniff(path)?;
-        let unreadable = |e: &dyn std::fmt::Display| {
-            SweepError::Results(format!("{}: not a readable {} file: {e}", path.display(), format.name()))
-        };
         let file = std::fs::File::open(path).map_err(io_error(path))?;
-        let (schema, batches): (SchemaRef, Box<dyn Iterator<Item = _> + Send>) = match format {
-            TableFormat::Parquet => {
-                let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                    .and_then(|b| b.with_batch_size(ROWS_PER_GROUP).build())
-                    .map_err(|e| unreadable(&e))?;
-                (reader.schema(), Box::new(reader))
-            }
+        match format {
+            TableFormat::Parquet => Self::parquet(file, path, columns, what),
             TableFormat::Arrow => {
                 let reader = arrow::ipc::reader::FileReader::try_new(std::io::BufReader::new(file), None)
-                    .map_err(|e| unreadable(&e))?;
-                (reader.schema(), Box::new(reader))
+                    .map_err(|e| unreadable(path, format, &e))?;
+                Self::checked(path, reader.schema(), Box::new(reader), columns, what)
             }
-            TableFormat::Csv => return Err(unreadable(&"it is not columnar")),
-        };
+            TableFormat::Csv => Err(unreadable(path, format, &"it is not columnar")),
+        }
+    }
+
+    /// A Parquet table in `source` (a file, or bytes in memory), named `path` in errors.
+    pub(crate) fn parquet<R: ChunkReader + 'static>(
+        source: R,
+        path: &Path,
+        columns: &Columns,
+        what: &str,
+    ) -> Result<Self, SweepError> {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(source)
+            .and_then(|b| b.with_batch_size(ROWS_PER_GROUP).build())
+            .map_err(|e| unreadable(path, TableFormat::Parquet, &e))?;
+        Self::checked(path, reader.schema(), Box::new(reader), columns, what)
+    }
+
+    /// The reader of `batches` once their `schema` is the table's `columns`.
+    fn checked(
+        path: &Path,
+        schema: SchemaRef,
+        batches: Box<dyn Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + Send>,
+        columns: &Columns,
+        what: &str,
+    ) -> Result<Self, SweepError> {
         let found: Vec<(String, DataType)> =
             schema.fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
         let expected: Vec<(String, DataType)> = columns.iter().map(|(n, t)| (n.clone(), t.arrow())).collect();
@@ -287,6 +396,10 @@ impl ColumnarReader {
         self.row += 1;
         Ok(self.batch.as_ref().map(|batch| RowRef { batch, row }))
     }
+}
+
+fn unreadable(path: &Path, format: TableFormat, e: &dyn std::fmt::Display) -> SweepError {
+    SweepError::Results(format!("{}: not a readable {} file: {e}", path.display(), format.name()))
 }
 
 /// One row of a batch being read.

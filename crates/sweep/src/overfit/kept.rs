@@ -102,7 +102,7 @@ pub(crate) fn write_blocks_csv(path: &Path, kept: &SweepBlocks, cuts: &BlockCuts
                 file.push(&[combo, k, bars, Cell::Float(b[0]), Cell::Float(b[1])])?;
             }
         }
-        return file.finish();
+        return file.commit();
     }
     let mut file = AtomicFile::create(path).map_err(io_error(path))?;
     let mut text = String::from("combo,block,bars,sum_r,sum_r2\n");
