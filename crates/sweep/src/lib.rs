@@ -21,6 +21,7 @@
 
 mod chunk_file;
 mod combos;
+mod decimal;
 mod error;
 mod merge;
 mod output;

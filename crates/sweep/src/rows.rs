@@ -3,10 +3,10 @@
 //! same bytes; and the same rows as columnar cells (`table.rs`), typed: combo, integer
 //! parameters and trade counts as integers, choices as text, NaN as null.
 
+use crate::decimal::{push_f64, push_u64};
 use crate::error::SweepError;
 use crate::table::{Cell, ColumnType, ColumnarWriter, Columns, RowRef};
 use serde_json::{Value, json};
-use std::fmt::Write;
 use threadx_backtest::{MAX_PARAMS, Metrics, ParamKind, ParamValues, Strategy};
 
 /// The header line (with its newline).
@@ -27,20 +27,18 @@ pub fn header(strategy: &Strategy) -> String {
 /// Appends one row (with its newline). Numbers are written in Rust's shortest form that
 /// reads back to the same f64; NaN (no closed trade, flat equity) is written empty.
 pub fn write_row(out: &mut String, strategy: &Strategy, combo: u64, values: &[f64], metrics: &Metrics) {
-    let _ = write!(out, "{combo}");
+    push_u64(out, combo);
     for (p, &v) in strategy.schema().iter().zip(values) {
         out.push(',');
         match &p.kind {
-            ParamKind::Choice(_) => out.push_str(&p.format(v)),
-            _ => {
-                let _ = write!(out, "{v}");
-            }
+            ParamKind::Choice(names) if v >= 0.0 && (v as usize) < names.len() => out.push_str(&names[v as usize]),
+            _ => push_f64(out, v),
         }
     }
     for v in metrics.values() {
         out.push(',');
         if !v.is_nan() {
-            let _ = write!(out, "{v}");
+            push_f64(out, v);
         }
     }
     out.push('\n');
