@@ -400,6 +400,14 @@ impl AtomicFile {
     }
 }
 
+impl AtomicFile {
+    /// Appends the rest of `from`, copied by the kernel where it can
+    /// (`copy_file_range`): the bytes never pass through this process.
+    pub fn append_file(&mut self, from: &mut File) -> std::io::Result<u64> {
+        std::io::copy(from, self.file.as_mut().expect("an uncommitted file"))
+    }
+}
+
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.file.as_mut().expect("an uncommitted file").write(buf)

@@ -19,7 +19,19 @@ pub(crate) fn push_f64(out: &mut String, v: f64) {
         return;
     }
     let mut buffer = zmij::Buffer::new();
-    let printed = buffer.format_finite(v).as_bytes();
+    let printed = buffer.format_finite(v);
+    // Most values print without an exponent: then zmij's text is Rust's, less a ".0".
+    if !printed.contains('e') {
+        let plain = printed.strip_suffix(".0").unwrap_or(printed);
+        let (len, last_unit) = shape(plain.as_bytes());
+        if tie_possible(v, len, last_unit) {
+            let _ = write!(out, "{v}");
+        } else {
+            out.push_str(plain);
+        }
+        return;
+    }
+    let printed = printed.as_bytes();
     let (negative, printed) = match printed.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, printed),
@@ -50,12 +62,9 @@ pub(crate) fn push_f64(out: &mut String, v: f64) {
     let digits = &digits[leading..n];
     let digits = &digits[..digits.len() - digits.iter().rev().take_while(|&&d| d == b'0').count()];
     let last_unit = point - digits.len() as i32;
-    if last_unit <= 0 {
-        let ulp = f64::from_bits(v.abs().to_bits() & 0x7ff0_0000_0000_0000) * f64::EPSILON;
-        if ulp >= 0.5 * 10f64.powi(last_unit) && (v * 2f64.powi(1 - last_unit)).fract() == 0.0 {
-            let _ = write!(out, "{v}");
-            return;
-        }
+    if tie_possible(v, digits.len(), last_unit) {
+        let _ = write!(out, "{v}");
+        return;
     }
     if negative {
         out.push('-');
@@ -78,6 +87,41 @@ pub(crate) fn push_f64(out: &mut String, v: f64) {
             out.push('0');
         }
     }
+}
+
+/// The significant digits of a plain decimal (an upper bound: an integer's trailing
+/// zeros count) and the unit exponent of its last digit.
+fn shape(plain: &[u8]) -> (usize, i32) {
+    let (mut len, mut after_point, mut point, mut significant) = (0usize, 0i32, false, false);
+    for &b in plain {
+        match b {
+            b'.' => point = true,
+            b'0'..=b'9' => {
+                significant |= b != b'0';
+                len += usize::from(significant);
+                after_point += i32::from(point);
+            }
+            _ => {}
+        }
+    }
+    (len, -after_point)
+}
+
+/// Whether `v`, whose shortest form has `len` digits, the last one of unit
+/// 10^`last_unit`, may lie exactly halfway between two shortest forms. A tie needs the
+/// last digit at or right of the point, an ulp of at least its unit (so at least 16
+/// digits: v ≥ 2^52 units) and v a multiple of half that unit (at most 1 − last_unit
+/// fraction bits). The cheap tests come first; the checks only widen what Rust formats.
+fn tie_possible(v: f64, len: usize, last_unit: i32) -> bool {
+    if last_unit > 0 || len < 16 {
+        return false;
+    }
+    // log2 of the ulp against log2 of half the unit, with a margin.
+    let ulp_log2 = ((v.to_bits() >> 52) & 0x7ff) as i32 - 1075;
+    if f64::from(ulp_log2) < f64::from(last_unit) * std::f64::consts::LOG2_10 - 2.0 {
+        return false;
+    }
+    (v * 2f64.powi(1 - last_unit)).fract() == 0.0
 }
 
 /// ASCII digits as text (always UTF-8).

@@ -414,7 +414,7 @@ pub fn run_to_files(
         for &c in &chunks {
             let path = form.path(&parts, c);
             match form {
-                ChunkForm::Text => file.csv_rows(&form.text(&path)?)?,
+                ChunkForm::Text => file.csv_file(&mut form.rows_file(&path)?)?,
                 _ => {
                     for row in form.rows(&path, strategy, book)? {
                         file.row(strategy, None, &row)?;

@@ -82,6 +82,18 @@ impl ResultsWriter {
         }
     }
 
+    /// CSV rows formatted by `rows.rs`: the rest of `from`, copied by the kernel.
+    pub(crate) fn csv_file(&mut self, from: &mut fs::File) -> Result<(), SweepError> {
+        match self {
+            Self::Csv { path, file, text } => {
+                file.write_all(text.as_bytes()).map_err(io_error(path))?;
+                text.clear();
+                file.append_file(from).map_err(io_error(path)).map(drop)
+            }
+            Self::Columnar(_) => Err(SweepError::Results("CSV rows given to a columnar results file".into())),
+        }
+    }
+
     /// One CSV row formatted by `rows.rs`, without its newline.
     pub(crate) fn csv_line(&mut self, line: &str) -> Result<(), SweepError> {
         self.csv_rows(line)?;

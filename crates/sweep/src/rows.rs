@@ -87,8 +87,8 @@ fn is_count(name: &str) -> bool {
 /// The results table's columns, the CSV header's names with their types; `lead` names
 /// integer columns before them (a search's `trial`).
 pub(crate) fn columns(strategy: &Strategy, lead: &[&str]) -> Columns {
-    let mut columns: Columns = lead.iter().map(|&n| (n.to_owned(), ColumnType::Int)).collect();
-    columns.push(("combo".to_owned(), ColumnType::Int));
+    let mut columns: Columns = lead.iter().map(|&n| (n.to_owned(), ColumnType::Key)).collect();
+    columns.push(("combo".to_owned(), ColumnType::Key));
     for p in strategy.schema() {
         let t = match p.kind {
             ParamKind::Int => ColumnType::Int,

@@ -1,13 +1,13 @@
 //! What a run keeps for the overfitting statistics, on disk and in memory: each
 //! checkpoint chunk's blocks and Sharpe ratios beside its rows (`chunk-N.blocks`, f64 little
-//! endian with an FNV-1a checksum after them, written before the rows so that a chunk
+//! endian with their XXH3-64 checksum after them, written before the rows so that a chunk
 //! with rows has its blocks), read back on resume; and the blocks table (`--blocks-out`:
 //! CSV, or Parquet or Arrow by its extension).
 
 use super::SweepBlocks;
+use crate::chunk_file::checksum;
 use crate::error::{SweepError, io_error};
 use crate::runner::ChunkResult;
-use crate::spec::fnv1a;
 use crate::table::{Cell, ColumnType, ColumnarWriter, TableFormat};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ pub(crate) fn write_blocks(
             bytes.extend(v.to_le_bytes());
         }
     }
-    let sum = fnv1a(&bytes);
+    let sum = checksum(&bytes);
     bytes.extend(sum.to_le_bytes());
     write_file_atomic(path, &bytes).map_err(io_error(path))
 }
@@ -53,7 +53,7 @@ fn damaged(path: &Path, why: &str) -> SweepError {
 pub(crate) fn verified_blocks(path: &Path) -> Result<Vec<u8>, SweepError> {
     let mut bytes = std::fs::read(path).map_err(io_error(path))?;
     let Some((data, sum)) = bytes.split_last_chunk::<8>() else { return Err(damaged(path, "no checksum")) };
-    if fnv1a(data) != u64::from_le_bytes(*sum) {
+    if checksum(data) != u64::from_le_bytes(*sum) {
         return Err(damaged(path, "its blocks do not match their checksum"));
     }
     bytes.truncate(bytes.len() - 8);
@@ -92,7 +92,7 @@ pub(crate) fn write_blocks_csv(path: &Path, kept: &SweepBlocks, cuts: &BlockCuts
     if format.is_columnar() {
         let columns = ["combo", "block", "bars", "sum_r", "sum_r2"]
             .iter()
-            .zip([ColumnType::Int, ColumnType::Int, ColumnType::Int, ColumnType::Float, ColumnType::Float])
+            .zip([ColumnType::Key, ColumnType::Int, ColumnType::Int, ColumnType::Float, ColumnType::Float])
             .map(|(n, t)| ((*n).to_owned(), t))
             .collect();
         let mut file = ColumnarWriter::create(path, format, &columns)?;
