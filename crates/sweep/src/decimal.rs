@@ -175,10 +175,11 @@ mod tests {
             f64::NEG_INFINITY,
             f64::NAN,
             123_456_789_012_345_680.0,
-            // Exact ties between two shortest forms (zmij would write …562.2).
-            1_658_206_780_088_562.25,
-            -1_052_730_259_603_333.25,
-            233_115_890_514_796.125,
+            // Exact ties between two shortest forms (zmij would write …562.2); the sums
+            // are exact (ulps of 1/4 and 1/32).
+            1_658_206_780_088_562.0 + 0.25,
+            -1_052_730_259_603_333.0 - 0.25,
+            233_115_890_514_796.0 + 0.125,
             0.000_123,
             20.0,
             2.5,
