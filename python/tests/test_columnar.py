@@ -77,3 +77,30 @@ def test_a_truncated_parquet_file_is_refused_by_name(cli: Cli, data: pd.DataFram
     assert "bars.parquet: not a readable Parquet file" in cli.fails(*SWEEP, "--data", "bars.parquet")
     with pytest.raises(ValueError, match="not a readable Parquet file"):
         threadx.load(path)
+
+
+def test_every_table_the_cli_writes_as_parquet_is_its_csv(cli: Cli) -> None:
+    """Trades, equity, indicators and walk-forward windows: times as UTC timestamps,
+    counts as integers, the CSV's values exactly."""
+    tables = {
+        "t": ["entry_time", "exit_time"],
+        "e": ["timestamp"],
+        "i": ["timestamp"],
+        "wf": ["train_start", "train_end", "test_start", "test_end"],
+    }
+    for ext in ("csv", "parquet", "feather"):
+        cli.run("--device", "cpu", "backtest", "--trades", f"t.{ext}", "--equity", f"e.{ext}")
+        cli.run("--device", "cpu", "indicators", "--data", "synthetic:bars=2000", "--ind", "bbands:period=20,std=2",
+                "--ind", "atr:period=14", "--out", f"i.{ext}")
+        cli.run("--device", "cpu", "sweep", "--data", "synthetic:bars=4000,seed=2", "--grid", "bb_period=10,20",
+                "--walk-forward", "train=2000,test=500", "--quiet", "--out", f"wf.{ext}")
+    for name, times in tables.items():
+        want = cli.csv(f"{name}.csv", parse_dates=times)
+        for column in times:
+            want[column] = want[column].dt.tz_convert("UTC")
+        for ext in ("parquet", "feather"):
+            path = cli.workdir / f"{name}.{ext}"
+            got = pd.read_parquet(path) if ext == "parquet" else pd.read_feather(path)
+            pd.testing.assert_frame_equal(got, want, check_exact=True, check_dtype=False, obj=f"{name}.{ext}")
+            assert all(str(got[c].dtype) == "datetime64[ms, UTC]" for c in times), got.dtypes
+            assert len(got) > 0

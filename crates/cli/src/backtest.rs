@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy, backtest, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
-use threadx_profile_store::{refuse_output_over_input, write_file_atomic};
+use threadx_profile_store::refuse_output_over_input;
+use threadx_sweep::{ColumnType, write_table};
 
 /// What `threadx backtest` was asked for.
 #[derive(Debug)]
@@ -54,11 +55,13 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     let bank = IndicatorBank::new(&data, &dispatcher);
     let report = backtest(&bank, &strategy, &values, costs, req.periods_per_year)?;
     if let Some(path) = &req.trades {
-        write_file_atomic(path, trades_csv(&report).as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
+        use ColumnType::{Float, Int, Key, Text, Time};
+        let types = [Key, Text, Int, Time, Float, Int, Time, Float, Float, Text];
+        write_table(path, &trades_csv(&report), &types).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &req.equity {
-        write_file_atomic(path, equity_csv(&data, &report).as_bytes())
+        use ColumnType::{Float, Key, Time};
+        write_table(path, &equity_csv(&data, &report), &[Key, Time, Float, Float])
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Err(e) = dispatcher.flush() {

@@ -6,7 +6,8 @@ use std::fmt::Write;
 use std::path::Path;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Indicator, IndicatorBank, Ohlcv, format_time};
-use threadx_profile_store::{refuse_output_over_input, write_file_atomic};
+use threadx_profile_store::refuse_output_over_input;
+use threadx_sweep::{ColumnType, write_table};
 
 pub fn run(data: &str, indicators: &[Indicator], out: &Path, mode: DeviceMode) -> Result<()> {
     if indicators.is_empty() {
@@ -36,7 +37,9 @@ pub fn run(data: &str, indicators: &[Indicator], out: &Path, mode: DeviceMode) -
         }
         csv.push('\n');
     }
-    write_file_atomic(out, csv.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
+    let types: Vec<ColumnType> =
+        std::iter::once(ColumnType::Time).chain(columns.iter().map(|_| ColumnType::Float)).collect();
+    write_table(out, &csv, &types).with_context(|| format!("writing {}", out.display()))?;
     if let Err(e) = dispatcher.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }

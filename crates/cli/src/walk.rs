@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use std::path::Path;
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::Ohlcv;
-use threadx_sweep::{SweepSpec, WindowResult, summary_path, walk_forward};
+use threadx_sweep::{SweepSpec, WindowResult, summary_path, walk_forward, write_table};
 
 /// Runs `spec`'s walk-forward (winners by `ranking`), writes the windows to `out` and
 /// prints each with its out-of-sample DSR.
@@ -23,7 +23,7 @@ pub fn run(
     let report = walk_forward(data, dispatcher, spec, ranking, &mut |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     let report = report?;
-    threadx_profile_store::write_file_atomic(out, report.to_csv(data, spec).as_bytes())
+    write_table(out, &report.to_csv(data, spec), &report.column_types(spec))
         .with_context(|| format!("writing {}", out.display()))?;
     let summary = summary_path(out);
     if let Some(json_path) = &summary {

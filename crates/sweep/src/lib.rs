@@ -63,6 +63,6 @@ pub use search_plot::best_so_far_svg;
 pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, search_to_files, stop_text};
 pub use session::{Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
-pub use table::TableFormat;
+pub use table::{ColumnType, TableFormat, write_table};
 pub use threadx_indicators::available_memory;
 pub use walk::{OutOfSampleDsr, WalkForwardReport, WindowResult, walk_forward};

@@ -6,8 +6,9 @@
 use crate::error::{SweepError, io_error};
 use arrow::array::{
     Array, ArrayRef, AsArray, Float64Builder, Int64Builder, RecordBatch, RecordBatchReader, StringBuilder,
+    TimestampMillisecondBuilder,
 };
-use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef, TimeUnit};
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -78,13 +79,15 @@ impl TableFormat {
 }
 
 /// A column's type: 64-bit integers (a key: every value its own, like a combo number;
-/// or values that repeat, like a period), 64-bit floats (NaN stored as null) or text.
+/// or values that repeat, like a period), 64-bit floats (NaN stored as null), text, or
+/// times (milliseconds, UTC; RFC 3339 in CSV).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ColumnType {
+pub enum ColumnType {
     Key,
     Int,
     Float,
     Text,
+    Time,
 }
 
 impl ColumnType {
@@ -93,6 +96,7 @@ impl ColumnType {
             Self::Key | Self::Int => DataType::Int64,
             Self::Float => DataType::Float64,
             Self::Text => DataType::Utf8,
+            Self::Time => DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
         }
     }
 }
@@ -106,6 +110,7 @@ pub(crate) enum Cell<'a> {
     Int(i64),
     Float(f64),
     Text(&'a str),
+    Time(i64),
 }
 
 #[derive(Debug)]
@@ -113,6 +118,7 @@ enum Builder {
     Int(Int64Builder),
     Float(Float64Builder),
     Text(StringBuilder),
+    Time(TimestampMillisecondBuilder),
 }
 
 enum Sink<W: Write + Send> {
@@ -180,6 +186,7 @@ impl<W: Write + Send> ColumnarWriter<W> {
                 ColumnType::Key | ColumnType::Int => Builder::Int(Int64Builder::with_capacity(ROWS_PER_GROUP)),
                 ColumnType::Float => Builder::Float(Float64Builder::with_capacity(ROWS_PER_GROUP)),
                 ColumnType::Text => Builder::Text(StringBuilder::new()),
+                ColumnType::Time => Builder::Time(TimestampMillisecondBuilder::new().with_timezone("UTC")),
             })
             .collect();
         Ok(Self { name: name.to_owned(), schema, builders, rows: 0, sink })
@@ -194,6 +201,7 @@ impl<W: Write + Send> ColumnarWriter<W> {
                 (Builder::Float(b), Cell::Float(v)) if v.is_nan() => b.append_null(),
                 (Builder::Float(b), Cell::Float(v)) => b.append_value(v),
                 (Builder::Text(b), Cell::Text(v)) => b.append_value(v),
+                (Builder::Time(b), Cell::Time(v)) => b.append_value(v),
                 (b, c) => unreachable!("a {c:?} cell in a {b:?} column"),
             }
         }
@@ -219,6 +227,7 @@ impl<W: Write + Send> ColumnarWriter<W> {
                 Builder::Int(b) => Arc::new(b.finish()) as ArrayRef,
                 Builder::Float(b) => Arc::new(b.finish()) as ArrayRef,
                 Builder::Text(b) => Arc::new(b.finish()) as ArrayRef,
+                Builder::Time(b) => Arc::new(b.finish()) as ArrayRef,
             })
             .collect();
         let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| self.failed(&e))?;
@@ -439,4 +448,43 @@ impl RowRef<'_> {
         let a = self.batch.column(c).as_string::<i32>();
         a.is_valid(self.row).then(|| a.value(self.row))
     }
+}
+
+/// Writes a table given as CSV text (a header line, then rows of plain fields) to `path`:
+/// the text itself for a CSV path; for a Parquet or Arrow path the same columns typed by
+/// `types` (one per column), each field read back from the text. The CSV is the one
+/// formatter of such tables, so every format holds its values. An empty float field is a
+/// null.
+pub fn write_table(path: &Path, csv: &str, types: &[ColumnType]) -> Result<(), SweepError> {
+    let format = TableFormat::of(path);
+    if !format.is_columnar() {
+        return threadx_profile_store::write_file_atomic(path, csv.as_bytes()).map_err(io_error(path));
+    }
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap_or_default();
+    let columns: Columns = header.split(',').map(str::to_owned).zip(types.iter().copied()).collect();
+    let mut table = ColumnarWriter::create(path, format, &columns)?;
+    let mut cells = Vec::with_capacity(columns.len());
+    for (row, line) in lines.enumerate() {
+        let bad = |field: &str, column: &str| {
+            SweepError::Results(format!("{}: row {row}, column `{column}`: `{field}` is no value", path.display()))
+        };
+        cells.clear();
+        for (field, (name, t)) in line.split(',').zip(&columns) {
+            cells.push(match t {
+                ColumnType::Key | ColumnType::Int => Cell::Int(field.parse().map_err(|_| bad(field, name))?),
+                ColumnType::Float if field.is_empty() => Cell::Float(f64::NAN),
+                ColumnType::Float => Cell::Float(field.parse().map_err(|_| bad(field, name))?),
+                ColumnType::Text => Cell::Text(field),
+                ColumnType::Time => Cell::Time(
+                    chrono::DateTime::parse_from_rfc3339(field).map_err(|_| bad(field, name))?.timestamp_millis(),
+                ),
+            });
+        }
+        if cells.len() != columns.len() {
+            return Err(bad(line, "*"));
+        }
+        table.push(&cells)?;
+    }
+    table.commit()
 }

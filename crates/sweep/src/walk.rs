@@ -10,9 +10,10 @@ use crate::report::Leaderboard;
 use crate::rows::Row;
 use crate::runner::Sweep;
 use crate::spec::SweepSpec;
+use crate::table::ColumnType;
 use serde_json::{Value, json};
 use std::fmt::Write;
-use threadx_backtest::{BacktestError, BacktestReport, Metrics, SignalBook, simulate_detailed};
+use threadx_backtest::{BacktestError, BacktestReport, Metrics, ParamKind, SignalBook, simulate_detailed};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 use threadx_stats::{deflated_sharpe, moments, psr, sample_std};
@@ -164,6 +165,18 @@ impl WalkForwardReport {
             csv.push('\n');
         }
         csv
+    }
+
+    /// The types of [`WalkForwardReport::to_csv`]'s columns, for its columnar forms.
+    pub fn column_types(&self, spec: &SweepSpec) -> Vec<ColumnType> {
+        use ColumnType::{Float, Int, Key, Text, Time};
+        let params = spec.strategy().schema().iter().map(|p| match p.kind {
+            ParamKind::Int => Int,
+            ParamKind::Float => Float,
+            ParamKind::Choice(_) => Text,
+        });
+        let metrics = Metrics::NAMES.iter().map(|m| if matches!(*m, "trades" | "closed_trades") { Int } else { Float });
+        [Key, Time, Time, Time, Time, Key].into_iter().chain(params).chain([Float]).chain(metrics).collect()
     }
 
     pub fn to_json(&self, data: &Ohlcv, spec: &SweepSpec) -> Value {
