@@ -197,6 +197,22 @@ fn parquet_and_csv_shards_merge_into_the_one_process_rows() {
 }
 
 #[test]
+fn a_csv_through_a_pipe_is_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    synth(dir.path(), "d.csv");
+    sweep(dir.path(), "d.csv", &["--out", "file.csv"]);
+    // A FIFO fed by another process: its first bytes are not consumed by a format check.
+    assert!(std::process::Command::new("mkfifo").arg(dir.path().join("pipe")).status().unwrap().success());
+    let feeder = {
+        let (from, to) = (dir.path().join("d.csv"), dir.path().join("pipe"));
+        std::thread::spawn(move || std::fs::write(to, std::fs::read(from).unwrap()).unwrap())
+    };
+    sweep(dir.path(), "pipe", &["--out", "pipe.csv"]);
+    feeder.join().unwrap();
+    assert_eq!(read(&dir.path().join("pipe.csv")), read(&dir.path().join("file.csv")));
+}
+
+#[test]
 fn damaged_data_files_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     synth(dir.path(), "d.parquet");

@@ -1,7 +1,7 @@
 //! Market data in Parquet and Arrow IPC (Feather) files: the CSV's column rules
-//! ([`find_columns`]) over Arrow columns, read with arrow-rs. A file is known by its
-//! first bytes, whatever its name: `PAR1` (Parquet), `ARROW1` (an IPC file, Feather v2)
-//! or an IPC stream's continuation marker.
+//! ([`find_columns`]) over Arrow columns, read with arrow-rs. A regular file is known by
+//! its first bytes, whatever its name: `PAR1` (Parquet), `ARROW1` (an IPC file, Feather
+//! v2) or an IPC stream's continuation marker; a pipe is read as CSV.
 
 use crate::error::DataError;
 use crate::ohlcv::{Ohlcv, epoch_to_ms, find_columns, parse_time};
@@ -28,6 +28,11 @@ impl Columnar {
     /// short to tell, which the CSV reader then refuses or reads).
     pub(crate) fn sniff(path: &Path) -> Result<Option<Self>, DataError> {
         let io = |source| DataError::Io { path: path.to_owned(), source };
+        // A pipe or device (`--data <(…)`, /dev/stdin) is read once, as CSV: its first
+        // bytes cannot be looked at and read again.
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Ok(None);
+        }
         let mut head = [0u8; 8];
         let mut file = std::fs::File::open(path).map_err(io)?;
         let mut got = 0;
