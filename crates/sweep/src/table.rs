@@ -47,8 +47,11 @@ impl TableFormat {
     }
 
     /// The format of an existing file, by its first bytes (CSV when it is neither
-    /// columnar magic).
+    /// columnar magic, or a pipe, whose first bytes could not be read again).
     pub fn sniff(path: &Path) -> Result<Self, SweepError> {
+        if !std::fs::metadata(path).map_err(io_error(path))?.is_file() {
+            return Ok(Self::Csv);
+        }
         let mut head = [0u8; 6];
         let mut file = std::fs::File::open(path).map_err(io_error(path))?;
         let mut got = 0;
