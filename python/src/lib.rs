@@ -45,6 +45,13 @@ impl Bars {
         Ok(Self { data: Arc::new(data), timed: true })
     }
 
+    /// An Arrow IPC stream (a pyarrow or polars table), read as `--data` reads an Arrow file.
+    #[staticmethod]
+    fn from_arrow(py: Python<'_>, origin: String, stream: Vec<u8>) -> PyResult<Self> {
+        let data = py.detach(move || Ohlcv::read_arrow_stream(&origin, &stream)).map_err(data_error)?;
+        Ok(Self { data: Arc::new(data), timed: true })
+    }
+
     /// Bars from arrays, checked as the CSV loader checks them (errors name the row).
     #[staticmethod]
     #[pyo3(signature = (origin, timestamps, open, high, low, close, volume=None))]

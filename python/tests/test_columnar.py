@@ -104,3 +104,23 @@ def test_every_table_the_cli_writes_as_parquet_is_its_csv(cli: Cli) -> None:
             pd.testing.assert_frame_equal(got, want, check_exact=True, check_dtype=False, obj=f"{name}.{ext}")
             assert all(str(got[c].dtype) == "datetime64[ms, UTC]" for c in times), got.dtypes
             assert len(got) > 0
+
+
+def test_arrow_tables_pass_as_arrow_with_the_files_rules(data: pd.DataFrame) -> None:
+    import pyarrow as pa
+
+    want = threadx.indicators(data, "bbands:period=20,std=2", "atr:period=14", device="cpu")
+    frame = data.rename_axis("timestamp").reset_index()
+    tables = {
+        "a table with a time column": pa.Table.from_pandas(frame, preserve_index=False),
+        "pandas' index as a column": pa.Table.from_pandas(data.rename_axis(None)),
+        "a record batch": pa.RecordBatch.from_pandas(frame, preserve_index=False),
+        "an Arrow C stream": pa.table(frame).to_reader(),
+    }
+    for name, table in tables.items():
+        got = threadx.indicators(table, "bbands:period=20,std=2", "atr:period=14", device="cpu")
+        pd.testing.assert_frame_equal(got, want, check_exact=True, check_freq=False, obj=name)
+    closes = pa.array([None if i == 17 else v for i, v in enumerate(data["close"])], pa.float64())
+    broken = pa.Table.from_pandas(frame, preserve_index=False).set_column(4, "close", closes)
+    with pytest.raises(ValueError, match=r"row 17, column `close`: no value \(null\)"):
+        threadx.backtest(broken)

@@ -3,8 +3,8 @@ pandas and numpy, run by the ThreadX engine on the CPU or a GPU, with the same b
 every device.
 
 Data is a pandas DataFrame (a DatetimeIndex or a time column, and open/high/low/close
-[/volume] columns in any case), a dict of numpy arrays, the path of a CSV file, or
-``synthetic(bars, seed)``. Every function releases the GIL while it computes; bad input
+[/volume] columns in any case), an Arrow table (pyarrow, polars), a dict of numpy
+arrays, the path of a CSV, Parquet or Arrow file, or ``synthetic(bars, seed)``. Every function releases the GIL while it computes; bad input
 raises ``ValueError`` with the CLI's message, a missing file ``FileNotFoundError``, a
 device failure that could not fall back ``RuntimeError``; Ctrl-C stops a sweep between
 chunks with ``KeyboardInterrupt``. Definitions: docs/strategies.md; this API:

@@ -4,15 +4,22 @@ engine, float64 and boolean arrays, epoch milliseconds."""
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Protocol, Tuple, Union
 
 import numpy as np
 import pandas as pd
 
 from . import _threadx
 
+class ArrowTable(Protocol):
+    """An Arrow table: a pyarrow Table or RecordBatch, a polars DataFrame, anything that
+    exports an Arrow C stream."""
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any: ...
+
+
 #: What the functions accept as market data.
-Data = Union[pd.DataFrame, Mapping[str, Any], str, "os.PathLike[str]"]
+Data = Union[pd.DataFrame, Mapping[str, Any], str, "os.PathLike[str]", ArrowTable]
 
 
 def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
@@ -28,9 +35,33 @@ def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
         values = list(data.values())
         bars = _frame_bars("dict", names, lambda i: values[i], None)
         return bars, _utc_index(bars.timestamps())
+    stream = _arrow_stream(data)
+    if stream is not None:
+        bars = _threadx.Bars.from_arrow(f"{type(data).__name__} (Arrow)", stream)
+        return bars, _utc_index(bars.timestamps())
     raise TypeError(
-        f"data must be a DataFrame, a dict of arrays, a CSV path or synthetic(...); got {type(data).__name__}"
+        "data must be a DataFrame, an Arrow table (pyarrow, polars), a dict of arrays, a file path or "
+        f"synthetic(...); got {type(data).__name__}"
     )
+
+
+def _arrow_stream(data: Any) -> Optional[bytes]:
+    """An Arrow table's columns as one Arrow IPC stream (the engine reads it as it reads
+    an Arrow file), or None when `data` is no Arrow table: a pyarrow Table or RecordBatch,
+    or anything with `__arrow_c_stream__` or `to_arrow()` (polars)."""
+    if not (hasattr(data, "__arrow_c_stream__") or callable(getattr(data, "to_arrow", None))):
+        return None
+    try:
+        import pyarrow as pa
+    except ImportError as e:
+        raise TypeError(f"an Arrow table ({type(data).__name__}) needs pyarrow installed: pip install pyarrow") from e
+    table = data.to_arrow() if callable(getattr(data, "to_arrow", None)) else pa.table(data)
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def _frame_bars(origin: str, names: List[str], column: Callable[[int], Any], index: Optional[pd.Index]) -> _threadx.Bars:

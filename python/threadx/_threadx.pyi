@@ -13,6 +13,8 @@ class Bars:
     @staticmethod
     def load(source: str) -> Bars: ...
     @staticmethod
+    def from_arrow(origin: str, stream: bytes) -> Bars: ...
+    @staticmethod
     def from_arrays(
         origin: str,
         timestamps: npt.NDArray[np.int64],

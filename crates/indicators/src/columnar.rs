@@ -107,16 +107,32 @@ impl Columnar {
                     bars.append(&origin, &wanted, &batch.map_err(|e| unreadable(&e))?)?;
                 }
             }
-            Self::IpcStream => {
-                let reader = arrow::ipc::reader::StreamReader::try_new(BufReader::new(file), None)
-                    .map_err(|e| unreadable(&e))?;
-                let wanted = Wanted::find(&origin, &reader.schema())?;
-                for batch in reader {
-                    bars.append(&origin, &wanted, &batch.map_err(|e| unreadable(&e))?)?;
-                }
-            }
+            Self::IpcStream => return read_stream(origin, BufReader::new(file), self),
         }
         bars.finish(origin)
+    }
+}
+
+/// The bars of an Arrow IPC stream read from `input` (`format` names it in errors).
+fn read_stream(origin: String, input: impl Read, format: Columnar) -> Result<Ohlcv, DataError> {
+    let unreadable = |e: &dyn std::fmt::Display| DataError::Format {
+        origin: origin.clone(),
+        problem: format!("not a readable {} file: {e}", format.name()),
+    };
+    let reader = arrow::ipc::reader::StreamReader::try_new(input, None).map_err(|e| unreadable(&e))?;
+    let wanted = Wanted::find(&origin, &reader.schema())?;
+    let mut bars = Columns::default();
+    for batch in reader {
+        bars.append(&origin, &wanted, &batch.map_err(|e| unreadable(&e))?)?;
+    }
+    bars.finish(origin)
+}
+
+impl Ohlcv {
+    /// Bars from an Arrow IPC stream in memory (a pyarrow or polars table passed from
+    /// Python), under the rules of [`Ohlcv::read_file`]; `origin` names it in errors.
+    pub fn read_arrow_stream(origin: &str, stream: &[u8]) -> Result<Self, DataError> {
+        read_stream(origin.to_owned(), stream, Columnar::IpcStream)
     }
 }
 
