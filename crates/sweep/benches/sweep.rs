@@ -8,7 +8,11 @@
 //!   40 atr_mult) on 960 bars in fixed chunks on the pool's CPU worker (every core); the
 //!   bar is under 10 s.
 //!
-//! Both run on the CPU (`DeviceMode::Cpu`) so the figures are comparable across machines
+//! - `csv_rows/*`: formatting results rows as the CSV writes them (issue #31): 65,536 rows
+//!   of the grid's own metrics through `write_row` (zmij and itoa, Rust's `{}` bytes) and,
+//!   for the comparison, through `write!("{v}")` as the rows were written before.
+//!
+//! All run on the CPU (`DeviceMode::Cpu`) so the figures are comparable across machines
 //! with and without a GPU.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -73,5 +77,50 @@ fn big_grid(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, reference, big_grid);
+fn csv_rows(c: &mut Criterion) {
+    use std::fmt::Write as _;
+    let data = Ohlcv::load("synthetic:bars=960,seed=1").expect("synthetic data");
+    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).expect("a CPU dispatcher");
+    let spec =
+        spec(&[("bb_period", "5:20:1"), ("bb_std", "1:3.8:0.1"), ("atr_period", "5:12:1"), ("atr_mult", "0.5:4:0.5")]);
+    let bank = IndicatorBank::new(&data, &dispatcher);
+    let sweep = Sweep::prepare(&bank, &spec).expect("a valid sweep");
+    let result = sweep.run_all(&dispatcher).expect("a run");
+    let rows: Vec<_> = result.combos.iter().zip(&result.metrics).take(1 << 16).collect();
+    let strategy = spec.strategy();
+    let mut group = c.benchmark_group("csv_rows");
+    group.throughput(Throughput::Elements(rows.len() as u64));
+    let mut text = String::with_capacity(rows.len() * 128);
+    group.bench_function("write_row", |b| {
+        b.iter(|| {
+            text.clear();
+            for &(&combo, m) in &rows {
+                threadx_sweep::write_row(&mut text, strategy, combo, &sweep.book().combo_values(combo), m);
+            }
+            black_box(text.len())
+        })
+    });
+    group.bench_function("std_fmt", |b| {
+        b.iter(|| {
+            text.clear();
+            for &(&combo, m) in &rows {
+                let _ = write!(text, "{combo}");
+                for v in sweep.book().combo_values(combo).iter() {
+                    let _ = write!(text, ",{v}");
+                }
+                for v in m.values() {
+                    text.push(',');
+                    if !v.is_nan() {
+                        let _ = write!(text, "{v}");
+                    }
+                }
+                text.push('\n');
+            }
+            black_box(text.len())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, reference, big_grid, csv_rows);
 criterion_main!(benches);
