@@ -161,6 +161,15 @@ impl ChunkForm {
         Ok(file)
     }
 
+    /// Checks a chunk's file (its checksum, not its rows' values).
+    pub(crate) fn verify(self, path: &Path) -> Result<(), SweepError> {
+        match self {
+            Self::Text => read_chunk(path).map(drop),
+            Self::Parquet => self.table(path).map(drop),
+            Self::Binary => binary_rows(path, &fs::read(path).map_err(io_error(path))?).map(drop),
+        }
+    }
+
     /// The rows of a chunk's file, checked; values from `book`'s grid.
     pub(crate) fn rows(self, path: &Path, strategy: &Strategy, book: &SignalBook) -> Result<Vec<Row>, SweepError> {
         match self {
@@ -178,14 +187,7 @@ impl ChunkForm {
             }
             Self::Binary => {
                 let bytes = fs::read(path).map_err(io_error(path))?;
-                let body = bytes
-                    .strip_prefix(MAGIC.as_slice())
-                    .filter(|b| b.len() >= 8 && (b.len() - 8) % ROW_BYTES == 0)
-                    .ok_or_else(|| changed(path, "not a binary chunk of whole rows"))?;
-                let (rows, sum) = body.split_at(body.len() - 8);
-                if checksum(rows).to_le_bytes() != sum {
-                    return Err(changed(path, "its rows do not match their checksum"));
-                }
+                let rows = binary_rows(path, &bytes)?;
                 let word = |b: &[u8], k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().unwrap_or_default());
                 Ok(rows
                     .chunks_exact(ROW_BYTES)
@@ -201,4 +203,17 @@ impl ChunkForm {
             }
         }
     }
+}
+
+/// The rows of a binary chunk's bytes, checked.
+fn binary_rows<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a [u8], SweepError> {
+    let body = bytes
+        .strip_prefix(MAGIC.as_slice())
+        .filter(|b| b.len() >= 8 && (b.len() - 8) % ROW_BYTES == 0)
+        .ok_or_else(|| changed(path, "not a binary chunk of whole rows"))?;
+    let (rows, sum) = body.split_at(body.len() - 8);
+    if checksum(rows).to_le_bytes() != sum {
+        return Err(changed(path, "its rows do not match their checksum"));
+    }
+    Ok(rows)
 }

@@ -311,18 +311,14 @@ pub fn run_to_files(
     let (mut resumed, mut to_run) = (Vec::new(), Vec::new());
     let form = ChunkForm::of(&opts.out);
     let book = sweep.book();
-    // A resumed chunk's rows, read once when it is checked.
-    let mut resumed_rows: BTreeMap<u64, Vec<Row>> = BTreeMap::new();
     for &c in &chunks {
         let path = form.path(&parts, c);
         if !path.exists() {
             to_run.push(c);
-        } else if let Err(e) =
-            form.rows(&path, strategy, book).map(|r| drop(resumed_rows.insert(c, r))).and_then(|()| match blocks {
-                Some(_) => verified_blocks(&blocks_path(&path)).map(drop),
-                None => Ok(()),
-            })
-        {
+        } else if let Err(e) = form.verify(&path).and_then(|()| match blocks {
+            Some(_) => verified_blocks(&blocks_path(&path)).map(drop),
+            None => Ok(()),
+        }) {
             // A damaged chunk is run again, never trusted.
             tracing::warn!("{e}; running chunk {c} again");
             fs::remove_file(&path).map_err(io_error(&path))?;
@@ -344,7 +340,8 @@ pub fn run_to_files(
     let mut resumed_blocks: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for &c in &resumed {
         let mut chunk_combos = Vec::new();
-        for row in resumed_rows.remove(&c).unwrap_or_default() {
+        // Read again chunk by chunk: the resumed rows are never all held at once.
+        for row in form.rows(&form.path(&parts, c), strategy, book)? {
             chunk_combos.push(row.combo);
             take(row, &mut leaderboard, &mut heatmap);
             rows += 1;
