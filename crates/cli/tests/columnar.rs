@@ -194,6 +194,23 @@ fn parquet_and_csv_shards_merge_into_the_one_process_rows() {
         "{}",
         text(&refused.stderr)
     );
+    // A shard cut short or damaged: an error naming it, and no merged file.
+    let whole_shard = std::fs::read(dir.path().join("s0.parquet")).unwrap();
+    for (what, bytes) in [
+        ("cut", whole_shard[..whole_shard.len() / 2].to_vec()),
+        ("flipped", {
+            let mut b = whole_shard.clone();
+            let middle = b.len() / 2;
+            b[middle..middle + 64].iter_mut().for_each(|x| *x ^= 0xa5);
+            b
+        }),
+    ] {
+        std::fs::write(dir.path().join("s0.parquet"), bytes).unwrap();
+        let refused = threadx(dir.path(), &["merge", "s0.parquet", "s1.csv", "s2.arrow", "--out", "y.parquet"]);
+        assert!(!refused.status.success(), "{what}");
+        assert!(text(&refused.stderr).contains("s0.parquet"), "{what}: {}", text(&refused.stderr));
+        assert!(!dir.path().join("y.parquet").exists(), "{what}");
+    }
 }
 
 #[test]

@@ -407,7 +407,10 @@ impl ColumnarReader {
     /// The next row, or `None` at the end.
     pub(crate) fn next_row(&mut self) -> Result<Option<RowRef<'_>>, SweepError> {
         while self.batch.as_ref().is_none_or(|b| self.row >= b.num_rows()) {
-            match self.batches.next() {
+            // Damaged bytes are the file's error, even where a decoder would panic on them.
+            let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.batches.next()))
+                .unwrap_or_else(|_| Some(Err(arrow::error::ArrowError::ParseError("a damaged page".into()))));
+            match next {
                 None => return Ok(None),
                 Some(batch) => {
                     let batch = batch.map_err(|e| SweepError::Results(format!("{}: {e}", self.path.display())))?;
