@@ -299,3 +299,23 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn one_backtest_of_a_market_book_reports_its_sweep_rows_metrics() {
+    // backtest() takes a market book's metrics from its one detailed run: they must be the
+    // totals' metrics that a sweep writes for the same combo.
+    let data = random_bars(3000, 11);
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/strategies/bb_long_short.toml");
+    let strategy = Strategy::from_toml(&std::fs::read_to_string(path).unwrap(), path).unwrap();
+    let values: Vec<f64> = strategy.schema().iter().map(|p| p.default).collect();
+    let dispatcher = threadx_dispatch::Dispatcher::from_env(Some(threadx_dispatch::DeviceMode::Cpu)).unwrap();
+    let bank = threadx_indicators::IndicatorBank::new(&data, &dispatcher);
+    let costs = Costs { fee: 0.001, slippage: 0.0005 };
+    let report = threadx_backtest::backtest(&bank, &strategy, &values, costs, None).unwrap();
+    let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
+    let book = cpu_book(&data, strategy, &axes);
+    assert!(!book.is_plain());
+    let row = simulate_totals(&book, &BarTables::new(&book, costs), &book.combo_plan(0));
+    assert!(report.metrics.trades > 3, "{:?}", report.metrics);
+    assert_eq!(format!("{:?}", report.metrics), format!("{:?}", row.metrics(book.bars(), book.bars_per_year())));
+}

@@ -1,7 +1,7 @@
 //! Building a book from a strategy's rules: each row's rule bound once, its indicator
 //! series computed once through the bank, its bit rows and stops filled.
 
-use super::layout::{BookLayout, FAMILIES, LEVELS, SHORT_ENTRY, SHORT_EXIT, TRAIL};
+use super::layout::{BookLayout, FAMILIES, LEVELS, SHORT_ENTRY, SHORT_EXIT, TRAIL, role};
 use super::stops::{SeriesId, Stop, StopSeries, scaled_series};
 use super::{ComboPlan, Combos, ENTRY, EXIT, MAX_BARS, SignalBook, close_and_returns};
 use crate::error::BacktestError;
@@ -109,7 +109,7 @@ impl SignalBook {
             stop_series,
             stops,
         );
-        book.trails = levels[4].iter().any(|&l| l != ComboPlan::NO_STOP);
+        book.trails = levels[role::TRAIL].iter().any(|&l| l != ComboPlan::NO_STOP);
         book.levels = levels;
         book.warmups = warmups;
         book.max_bars = max_bars;

@@ -35,6 +35,15 @@ pub(super) const TRAIL: usize = 8;
 pub(super) const MAX_BARS: usize = 9;
 /// The families that are levels, in the order of the book's per-family stop lists.
 pub(super) const LEVELS: [usize; 5] = [STOP, TAKE_PROFIT, SHORT_STOP, SHORT_TAKE_PROFIT, TRAIL];
+
+/// Positions in [`LEVELS`] and in a book's per-role stop lists: which stop a level is.
+pub(super) mod role {
+    pub(in crate::book) const STOP: usize = 0;
+    pub(in crate::book) const TAKE_PROFIT: usize = 1;
+    pub(in crate::book) const SHORT_STOP: usize = 2;
+    pub(in crate::book) const SHORT_TAKE_PROFIT: usize = 3;
+    pub(in crate::book) const TRAIL: usize = 4;
+}
 /// The families that are bit rows.
 pub(super) const CONDITIONS: [usize; 4] = [ENTRY, EXIT, SHORT_ENTRY, SHORT_EXIT];
 

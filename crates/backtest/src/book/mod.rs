@@ -36,7 +36,7 @@ use crate::costs::{Fill, Fills};
 use crate::grid::Grid;
 use crate::param::ParamValues;
 use crate::strategy::Strategy;
-use layout::{ENTRY, EXIT, LEVELS, MAX_BARS, SHORT_ENTRY, SHORT_EXIT, row_number};
+use layout::{ENTRY, EXIT, LEVELS, MAX_BARS, SHORT_ENTRY, SHORT_EXIT, role, row_number};
 use stops::StopSeries;
 use threadx_indicators::Ohlcv;
 
@@ -305,18 +305,18 @@ impl SignalBook {
         let mut plan = ComboPlan::long(
             rows[ENTRY] as u32,
             rows[EXIT] as u32,
-            levels[0],
+            levels[role::STOP],
             warmup,
-            levels[1],
+            levels[role::TAKE_PROFIT],
             self.max_bars[row(MAX_BARS)],
         );
         if self.shorts {
             plan.short_entry = self.short_rows[0] + rows[SHORT_ENTRY] as u32;
             plan.short_exit = self.short_rows[1] + rows[SHORT_EXIT] as u32;
-            plan.short_stop = levels[2];
-            plan.short_take_profit = levels[3];
+            plan.short_stop = levels[role::SHORT_STOP];
+            plan.short_take_profit = levels[role::SHORT_TAKE_PROFIT];
         }
-        plan.trail = levels[4];
+        plan.trail = levels[role::TRAIL];
         plan
     }
 

@@ -2,6 +2,7 @@
 //! and the level series of its stops per column of the user's arrays, a column being a
 //! combo.
 
+use super::layout::role;
 use super::stops::{Stop, StopSeries};
 use super::{ComboPlan, Combos, SignalBook, close_and_returns};
 use crate::costs::Fills;
@@ -121,17 +122,17 @@ impl SignalBook {
             Ok(())
         };
         let shorts = signals.short_entries.is_some();
-        add("stop", signals.stop, &[(0, StopForm::Level)], &mut levels)?;
+        add("stop", signals.stop, &[(role::STOP, StopForm::Level)], &mut levels)?;
         let sl_roles: &[(usize, StopForm)] = match (signals.sl_trail, shorts) {
-            (true, _) => &[(4, StopForm::Fraction(-1.0))],
-            (false, false) => &[(0, StopForm::Fraction(-1.0))],
-            (false, true) => &[(0, StopForm::Fraction(-1.0)), (2, StopForm::Fraction(1.0))],
+            (true, _) => &[(role::TRAIL, StopForm::Fraction(-1.0))],
+            (false, false) => &[(role::STOP, StopForm::Fraction(-1.0))],
+            (false, true) => &[(role::STOP, StopForm::Fraction(-1.0)), (role::SHORT_STOP, StopForm::Fraction(1.0))],
         };
         add("sl_stop", signals.sl_stop, sl_roles, &mut levels)?;
         let tp_roles: &[(usize, StopForm)] = if shorts {
-            &[(1, StopForm::Fraction(1.0)), (3, StopForm::Fraction(-1.0))]
+            &[(role::TAKE_PROFIT, StopForm::Fraction(1.0)), (role::SHORT_TAKE_PROFIT, StopForm::Fraction(-1.0))]
         } else {
-            &[(1, StopForm::Fraction(1.0))]
+            &[(role::TAKE_PROFIT, StopForm::Fraction(1.0))]
         };
         add("tp_stop", signals.tp_stop, tp_roles, &mut levels)?;
         let words = bars.div_ceil(64);
@@ -156,7 +157,7 @@ impl SignalBook {
             stop_series,
             stops,
         );
-        book.trails = !levels[4].is_empty();
+        book.trails = !levels[role::TRAIL].is_empty();
         book.levels = levels;
         book.shorts = shorts;
         book.short_rows = [columns as u32; 2];
@@ -167,14 +168,14 @@ impl SignalBook {
     pub(super) fn signals_plan(&self, column: usize) -> ComboPlan {
         let level = |role: usize| self.levels[role].get(column).copied().unwrap_or(ComboPlan::NO_STOP);
         let c = column as u32;
-        let mut plan = ComboPlan::long(c, c, level(0), 0, level(1), 0);
+        let mut plan = ComboPlan::long(c, c, level(role::STOP), 0, level(role::TAKE_PROFIT), 0);
         if self.shorts {
             plan.short_entry = self.short_rows[0] + c;
             plan.short_exit = self.short_rows[1] + c;
-            plan.short_stop = level(2);
-            plan.short_take_profit = level(3);
+            plan.short_stop = level(role::SHORT_STOP);
+            plan.short_take_profit = level(role::SHORT_TAKE_PROFIT);
         }
-        plan.trail = level(4);
+        plan.trail = level(role::TRAIL);
         plan
     }
 }
