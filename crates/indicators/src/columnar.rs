@@ -15,9 +15,10 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-/// The columnar formats read.
+/// The columnar formats read, told from a file's first bytes by [`Columnar::sniff`] (the
+/// one place that looks at them: the data loader's and the results readers' alike).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Columnar {
+pub enum Columnar {
     Parquet,
     IpcFile,
     IpcStream,
@@ -26,7 +27,7 @@ pub(crate) enum Columnar {
 impl Columnar {
     /// The format whose magic `path` starts with; `None`: not a columnar file (or too
     /// short to tell, which the CSV reader then refuses or reads).
-    pub(crate) fn sniff(path: &Path) -> Result<Option<Self>, DataError> {
+    pub fn sniff(path: &Path) -> Result<Option<Self>, DataError> {
         let io = |source| DataError::Io { path: path.to_owned(), source };
         // A pipe or device (`--data <(…)`, /dev/stdin) is read once, as CSV: its first
         // bytes cannot be looked at and read again.

@@ -23,6 +23,7 @@ mod ohlcv;
 mod synthetic;
 
 pub use bank::IndicatorBank;
+pub use columnar::Columnar;
 pub use compute::{FamilyRun, compute_cpu, compute_gpu};
 pub use error::{DataError, IndicatorError};
 pub use gpu::KERNELS;

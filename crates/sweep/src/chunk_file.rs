@@ -29,9 +29,17 @@ const CHECKSUM: &str = "# xxh3-64 ";
 /// That line's length: the tag, 16 hex digits, the newline.
 const CHECKSUM_LINE: usize = CHECKSUM.len() + 17;
 
-/// A text chunk's file: the checksum line, then `rows`.
-pub(crate) fn checksummed(rows: &str) -> String {
-    format!("{CHECKSUM}{:016x}\n{rows}", checksum(rows.as_bytes()))
+/// A text chunk's file: the checksum line, then the rows `write` appends (about `bytes`
+/// of them). The line's place is kept and filled in once the rows are there: the rows
+/// are never copied.
+pub(crate) fn text_chunk(bytes: usize, write: impl FnOnce(&mut String)) -> Vec<u8> {
+    let mut text = String::with_capacity(CHECKSUM_LINE + bytes);
+    text.extend(std::iter::repeat_n(' ', CHECKSUM_LINE));
+    write(&mut text);
+    let line = format!("{CHECKSUM}{:016x}\n", checksum(&text.as_bytes()[CHECKSUM_LINE..]));
+    let mut file = text.into_bytes();
+    file[..CHECKSUM_LINE].copy_from_slice(line.as_bytes());
+    file
 }
 
 /// The rows of a text chunk's file, or why they cannot be trusted.
@@ -95,20 +103,11 @@ impl ChunkForm {
     /// The file of a finished chunk's rows.
     pub(crate) fn encode(self, strategy: &Strategy, book: &SignalBook, r: &ChunkResult) -> Result<Vec<u8>, SweepError> {
         Ok(match self {
-            Self::Text => {
-                // The checksum line's place, filled in once the rows are written: the rows
-                // are never copied.
-                let head = CHECKSUM_LINE;
-                let mut text = String::with_capacity(head + r.combos.len() * 128);
-                text.extend(std::iter::repeat_n(' ', head));
+            Self::Text => text_chunk(r.combos.len() * 128, |text| {
                 for (&combo, m) in r.combos.iter().zip(&r.metrics) {
-                    write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
+                    write_row(text, strategy, combo, &book.combo_values(combo), m);
                 }
-                let line = format!("{CHECKSUM}{:016x}\n", checksum(&text.as_bytes()[head..]));
-                let mut bytes = text.into_bytes();
-                bytes[..head].copy_from_slice(line.as_bytes());
-                bytes
-            }
+            }),
             Self::Parquet => {
                 let mut table =
                     ColumnarWriter::new(Vec::new(), "a chunk", TableFormat::Parquet, &columns(strategy, &[]))?;

@@ -130,6 +130,8 @@ pub fn merge(
         }
         last = Some(key);
         let Some(read) = next[i].take() else { continue };
+        // A CSV shard's line goes into a CSV as it was read; otherwise the row is written.
+        file.copy(strategy, &read)?;
         let row = read.row;
         if search.is_some() {
             trials.push((row.combo, row.metrics));
@@ -143,11 +145,6 @@ pub fn merge(
         // A search's best list comes from its trials below (by the objective).
         if search.is_none() {
             leaderboard.offer(row);
-        }
-        // A CSV shard's line goes into a CSV as it was read; otherwise the row is written.
-        match (&read.line, file.is_csv()) {
-            (Some(line), true) => file.csv_line(line)?,
-            _ => file.row(strategy, read.trial, &row)?,
         }
         rows += 1;
         advance(i, &mut next, &mut heads)?;

@@ -62,26 +62,6 @@ impl ResultsWriter {
         }
     }
 
-    /// Whether rows go out as CSV text (then [`ResultsWriter::csv_rows`] and
-    /// [`ResultsWriter::csv_line`] take them as they are).
-    pub(crate) fn is_csv(&self) -> bool {
-        matches!(self, Self::Csv { .. })
-    }
-
-    /// CSV rows already formatted by `rows.rs` (a checkpoint chunk, a shard's lines).
-    pub(crate) fn csv_rows(&mut self, rows: &str) -> Result<(), SweepError> {
-        match self {
-            Self::Csv { path, file, text } => {
-                if text.is_empty() && rows.len() > TEXT_PIECE {
-                    return file.write_all(rows.as_bytes()).map_err(io_error(path));
-                }
-                text.push_str(rows);
-                Self::spill(path, file, text)
-            }
-            Self::Columnar(_) => Err(SweepError::Results("CSV rows given to a columnar results file".into())),
-        }
-    }
-
     /// CSV rows formatted by `rows.rs`: the rest of `from`, copied by the kernel.
     pub(crate) fn csv_file(&mut self, from: &mut fs::File) -> Result<(), SweepError> {
         match self {
@@ -94,10 +74,15 @@ impl ResultsWriter {
         }
     }
 
-    /// One CSV row formatted by `rows.rs`, without its newline.
-    pub(crate) fn csv_line(&mut self, line: &str) -> Result<(), SweepError> {
-        self.csv_rows(line)?;
-        self.csv_rows("\n")
+    /// A row read from another results file: the line as it was read when both are CSV
+    /// (a CSV merge copies the bytes it read), the row written anew otherwise.
+    pub(crate) fn copy(&mut self, strategy: &Strategy, read: &ReadRow) -> Result<(), SweepError> {
+        if let (Self::Csv { path, file, text }, Some(line)) = (&mut *self, &read.line) {
+            text.push_str(line);
+            text.push('\n');
+            return Self::spill(path, file, text);
+        }
+        self.row(strategy, read.trial, &read.row)
     }
 
     fn spill(path: &Path, file: &mut AtomicFile, text: &mut String) -> Result<(), SweepError> {

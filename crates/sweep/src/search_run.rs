@@ -8,7 +8,7 @@
 //! batch's rows depend only on its combos, and the sampler's proposals only on the
 //! request and the rows told, so a resumed run gives the bytes of an uninterrupted one.
 
-use crate::chunk_file::{checksummed, chunk_path, read_chunk};
+use crate::chunk_file::{chunk_path, read_chunk, text_chunk};
 use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::output::{
@@ -197,12 +197,13 @@ pub fn search_to_files(
             write_chunk_blocks(&blocks_path(&path), &result, cuts)?;
             kept.extend(SweepBlocks::taken_from(&mut result));
         }
-        let mut text = String::with_capacity(combos.len() * 128);
-        for (i, (&combo, m)) in combos.iter().zip(&result.metrics).enumerate() {
-            let _ = write!(text, "{},", first_trial + i as u64);
-            write_row(&mut text, strategy, combo, &book.combo_values(combo), m);
-        }
-        write_file_atomic(&path, checksummed(&text).as_bytes()).map_err(io_error(&path))?;
+        let file = text_chunk(combos.len() * 128, |text| {
+            for (i, (&combo, m)) in combos.iter().zip(&result.metrics).enumerate() {
+                let _ = write!(text, "{},", first_trial + i as u64);
+                write_row(text, strategy, combo, &book.combo_values(combo), m);
+            }
+        });
+        write_file_atomic(&path, &file).map_err(io_error(&path))?;
         Ok(result.metrics)
     };
 

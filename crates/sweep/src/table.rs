@@ -19,9 +19,10 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::reader::ChunkReader;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use threadx_indicators::{Columnar, DataError};
 use threadx_profile_store::AtomicFile;
 
 /// The format of a table file.
@@ -46,26 +47,17 @@ impl TableFormat {
         }
     }
 
-    /// The format of an existing file, by its first bytes (CSV when it is neither
-    /// columnar magic, or a pipe, whose first bytes could not be read again).
+    /// The format of an existing file, by its first bytes (`Columnar::sniff`): CSV when
+    /// they are no Parquet or Arrow IPC file's, or when it is a pipe.
     pub fn sniff(path: &Path) -> Result<Self, SweepError> {
-        if !std::fs::metadata(path).map_err(io_error(path))?.is_file() {
-            return Ok(Self::Csv);
+        match Columnar::sniff(path) {
+            Ok(Some(Columnar::Parquet)) => Ok(Self::Parquet),
+            Ok(Some(Columnar::IpcFile)) => Ok(Self::Arrow),
+            // Tables are written as IPC files: a stream is no table of ours (its header says so).
+            Ok(Some(Columnar::IpcStream) | None) => Ok(Self::Csv),
+            Err(DataError::Io { path, source }) => Err(SweepError::Io { path, error: source }),
+            Err(e) => Err(SweepError::Results(e.to_string())),
         }
-        let mut head = [0u8; 6];
-        let mut file = std::fs::File::open(path).map_err(io_error(path))?;
-        let mut got = 0;
-        while got < head.len() {
-            match file.read(&mut head[got..]).map_err(io_error(path))? {
-                0 => break,
-                n => got += n,
-            }
-        }
-        Ok(match &head[..got] {
-            h if h.starts_with(b"PAR1") => Self::Parquet,
-            h if h.starts_with(b"ARROW1") => Self::Arrow,
-            _ => Self::Csv,
-        })
     }
 
     pub fn is_columnar(self) -> bool {
@@ -172,7 +164,7 @@ impl<W: Write + Send> ColumnarWriter<W> {
     pub(crate) fn new(sink: W, name: &str, format: TableFormat, columns: &Columns) -> Result<Self, SweepError> {
         let fields: Vec<Field> = columns.iter().map(|(name, t)| Field::new(name, t.arrow(), true)).collect();
         let schema = Arc::new(Schema::new(fields));
-        let failed = |e: &dyn std::fmt::Display| SweepError::Results(format!("{name}: {e}"));
+        let failed = |e: &dyn std::fmt::Display| file_error(name, e);
         let sink = match format {
             TableFormat::Parquet => Sink::Parquet(
                 ArrowWriter::try_new(sink, schema.clone(), Some(parquet_properties(None, columns)?))
@@ -215,10 +207,6 @@ impl<W: Write + Send> ColumnarWriter<W> {
         Ok(())
     }
 
-    fn failed(&self, e: &dyn std::fmt::Display) -> SweepError {
-        SweepError::Results(format!("{}: {e}", self.name))
-    }
-
     fn flush(&mut self) -> Result<(), SweepError> {
         if self.rows == 0 {
             return Ok(());
@@ -233,12 +221,12 @@ impl<W: Write + Send> ColumnarWriter<W> {
                 Builder::Time(b) => Arc::new(b.finish()) as ArrayRef,
             })
             .collect();
-        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| self.failed(&e))?;
+        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| file_error(&self.name, &e))?;
         let written = match &mut self.sink {
             Sink::Parquet(w) => w.write(&batch).map_err(|e| e.to_string()),
             Sink::Arrow(w) => w.write(&batch).map_err(|e| e.to_string()),
         };
-        written.map_err(|e| self.failed(&e))?;
+        written.map_err(|e| file_error(&self.name, &e))?;
         self.rows = 0;
         Ok(())
     }
@@ -250,7 +238,7 @@ impl<W: Write + Send> ColumnarWriter<W> {
             Sink::Parquet(w) => w.into_inner().map_err(|e| e.to_string()),
             Sink::Arrow(w) => w.into_inner().map_err(|e| e.to_string()),
         };
-        sink.map_err(|e| SweepError::Results(format!("{}: {e}", self.name)))
+        sink.map_err(|e| file_error(&self.name, &e))
     }
 }
 
@@ -287,14 +275,11 @@ impl ParquetJoin {
         Self { path: path.to_owned(), writer: None }
     }
 
-    fn failed(&self, e: &dyn std::fmt::Display) -> SweepError {
-        SweepError::Results(format!("{}: {e}", self.path.display()))
-    }
-
     /// Appends the row groups of `table` (a whole Parquet file's bytes, of the same schema
     /// as every other part).
     pub(crate) fn append(&mut self, table: Bytes) -> Result<(), SweepError> {
-        let metadata = ParquetMetaDataReader::new().parse_and_finish(&table).map_err(|e| self.failed(&e))?;
+        let failed = |e: &dyn std::fmt::Display| file_error(self.path.display(), e);
+        let metadata = ParquetMetaDataReader::new().parse_and_finish(&table).map_err(|e| failed(&e))?;
         let writer = match &mut self.writer {
             Some(w) => w,
             None => {
@@ -302,10 +287,9 @@ impl ParquetJoin {
                 let kv = metadata.file_metadata().key_value_metadata().cloned();
                 let schema = metadata.file_metadata().schema_descr().root_schema_ptr();
                 let props = Arc::new(parquet_properties(kv, &Columns::new())?);
-                self.writer.insert(SerializedFileWriter::new(file, schema, props).map_err(|e| self.failed(&e))?)
+                self.writer.insert(SerializedFileWriter::new(file, schema, props).map_err(|e| failed(&e))?)
             }
         };
-        let failed = |e: &dyn std::fmt::Display| SweepError::Results(format!("{}: {e}", self.path.display()));
         for group in metadata.row_groups() {
             let mut out = writer.next_row_group().map_err(|e| failed(&e))?;
             for column in group.columns() {
@@ -329,7 +313,7 @@ impl ParquetJoin {
     pub(crate) fn finish(self) -> Result<Option<()>, SweepError> {
         let path = self.path;
         let Some(writer) = self.writer else { return Ok(None) };
-        let file = writer.into_inner().map_err(|e| SweepError::Results(format!("{}: {e}", path.display())))?;
+        let file = writer.into_inner().map_err(|e| file_error(path.display(), &e))?;
         file.commit().map_err(io_error(&path))?;
         Ok(Some(()))
     }
@@ -413,7 +397,7 @@ impl ColumnarReader {
             match next {
                 None => return Ok(None),
                 Some(batch) => {
-                    let batch = batch.map_err(|e| SweepError::Results(format!("{}: {e}", self.path.display())))?;
+                    let batch = batch.map_err(|e| file_error(self.path.display(), &e))?;
                     self.batch = Some(batch);
                     self.row = 0;
                 }
@@ -425,8 +409,13 @@ impl ColumnarReader {
     }
 }
 
+/// A problem with the table file `name`.
+fn file_error(name: impl std::fmt::Display, e: &dyn std::fmt::Display) -> SweepError {
+    SweepError::Results(format!("{name}: {e}"))
+}
+
 fn unreadable(path: &Path, format: TableFormat, e: &dyn std::fmt::Display) -> SweepError {
-    SweepError::Results(format!("{}: not a readable {} file: {e}", path.display(), format.name()))
+    file_error(path.display(), &format_args!("not a readable {} file: {e}", format.name()))
 }
 
 /// One row of a batch being read.
