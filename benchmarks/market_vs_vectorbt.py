@@ -10,7 +10,9 @@ times both (vectorbt's first call, which compiles, is left out).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
@@ -19,28 +21,9 @@ import vectorbt as vbt
 
 import threadx
 
-
-def ohlc(bars: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    close = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, bars)))
-    previous = np.concatenate([[close[0]], close[:-1]])
-    open_ = previous * np.exp(rng.normal(0, 0.004, bars))
-    high = np.maximum(open_, close) * (1 + rng.uniform(0, 0.006, bars))
-    low = np.minimum(open_, close) * (1 - rng.uniform(0, 0.006, bars))
-    index = pd.date_range("2024-01-01", periods=bars, freq="15min")
-    return pd.DataFrame({"open": open_, "high": high, "low": low, "close": close}, index=index)
-
-
-def signals(bars: int, columns: int, seed: int) -> Dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    rates = np.linspace(0.005, 0.05, columns)
-    entries, exits, short_entries, short_exits = (rng.random((bars, columns)) < rates for _ in range(4))
-    both = entries & short_entries
-    entries &= ~both
-    short_entries &= ~both
-    exits &= ~(entries | short_entries)
-    short_exits &= ~(entries | short_entries)
-    return {"entries": entries, "exits": exits, "short_entries": short_entries, "short_exits": short_exits}
+# The data of python/tests/test_market.py's comparisons, at other sizes and rates.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))
+from market_data import ohlc, signals  # noqa: E402
 
 
 def best_of(fn: Callable[[], Any], repeats: int) -> Tuple[Any, float]:
@@ -58,8 +41,8 @@ def main() -> None:
     parser.add_argument("--columns", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    df = ohlc(args.bars, 1)
-    sig = signals(args.bars, args.columns, 2)
+    df = ohlc(args.bars, 1, freq="15min")
+    sig = signals(args.bars, args.columns, 2, rates=(0.005, 0.05))
     prices = {"open": df["open"], "high": df["high"], "low": df["low"]}
     cases: Dict[str, Dict[str, Any]] = {
         "both sides on closes": {},

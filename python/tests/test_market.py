@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import threadx
+from market_data import ohlc, signals
 
 if os.environ.get("THREADX_REQUIRE_VECTORBT") == "1":
     import vectorbt as vbt
@@ -22,31 +23,6 @@ else:
     vbt = pytest.importorskip("vectorbt")
 
 FEE = 0.001
-
-
-def ohlc(bars: int, seed: int) -> pd.DataFrame:
-    """A random walk whose opens gap away from the previous close."""
-    rng = np.random.default_rng(seed)
-    close = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, bars)))
-    previous = np.concatenate([[close[0]], close[:-1]])
-    open_ = previous * np.exp(rng.normal(0, 0.004, bars))
-    high = np.maximum(open_, close) * (1 + rng.uniform(0, 0.006, bars))
-    low = np.minimum(open_, close) * (1 - rng.uniform(0, 0.006, bars))
-    index = pd.date_range("2024-01-01", periods=bars, freq="h", name="timestamp")
-    return pd.DataFrame({"open": open_, "high": high, "low": low, "close": close}, index=index)
-
-
-def signals(bars: int, columns: int, seed: int) -> Dict[str, np.ndarray]:
-    """Random entries and exits of both sides with no two on one bar of one column."""
-    rng = np.random.default_rng(seed)
-    rates = np.linspace(0.02, 0.08, columns)
-    entries, exits, short_entries, short_exits = (rng.random((bars, columns)) < rates for _ in range(4))
-    both = entries & short_entries
-    entries &= ~both
-    short_entries &= ~both
-    exits &= ~(entries | short_entries)
-    short_exits &= ~(entries | short_entries)
-    return {"entries": entries, "exits": exits, "short_entries": short_entries, "short_exits": short_exits}
 
 
 CASES: Dict[str, Tuple[Dict[str, Any], bool]] = {

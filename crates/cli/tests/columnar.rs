@@ -5,27 +5,13 @@
 
 mod common;
 
-use common::{kill_once_checkpointed, text, threadx};
+use common::{SMALL, kill_once_checkpointed, small_sweep, text, threadx};
 use std::path::Path;
 use threadx_backtest::Strategy;
 use threadx_sweep::{read_results, write_row};
 
-const SWEEP: [&str; 10] = [
-    "--device",
-    "cpu",
-    "sweep",
-    "--grid",
-    "bb_period=10:30:10",
-    "--grid",
-    "bb_std=1.5,2.5",
-    "--grid",
-    "atr_mult=1:4:1",
-    "--quiet",
-];
-
 fn sweep(dir: &Path, data: &str, more: &[&str]) {
-    let mut args = SWEEP.to_vec();
-    args.extend(["--data", data]);
+    let mut args = small_sweep(data);
     args.extend(more);
     let run = threadx(dir, &args);
     assert!(run.status.success(), "{:?}: {}", more, text(&run.stderr));
@@ -138,8 +124,8 @@ fn a_search_writes_its_trials_as_parquet() {
 fn sigkilled_parquet_and_arrow_sweeps_resume_to_the_same_rows() {
     let dir = tempfile::tempdir().unwrap();
     let args = |out: &'static str| {
-        let mut a = SWEEP.to_vec();
-        a.extend(["--data", "synthetic:bars=3000,seed=2", "--grid", "atr_period=5:100:1"]);
+        let mut a = SMALL.to_vec();
+        a.extend(["--grid", "atr_period=5:100:1"]);
         a.extend(["--chunk-size", "4", "--threads", "1", "--out", out]);
         a
     };
@@ -182,7 +168,7 @@ fn parquet_and_csv_shards_merge_into_the_one_process_rows() {
     assert_eq!(as_csv(&dir.path().join("m.parquet")), whole);
     assert_eq!(as_csv(&dir.path().join("whole.parquet")), whole);
     // Another strategy's Parquet is no shard of this one.
-    let mut other = SWEEP.to_vec();
+    let mut other = SMALL.to_vec();
     other.truncate(3);
     other.extend(["--strategy", "ma_cross", "--data", data, "--quiet", "--out", "ma.parquet"]);
     assert!(threadx(dir.path(), &other).status.success());
@@ -235,15 +221,15 @@ fn damaged_data_files_are_refused_by_name() {
     synth(dir.path(), "d.parquet");
     let bytes = std::fs::read(dir.path().join("d.parquet")).unwrap();
     std::fs::write(dir.path().join("cut.parquet"), &bytes[..bytes.len() * 2 / 3]).unwrap();
-    let mut args = SWEEP.to_vec();
-    args.extend(["--data", "cut.parquet", "--out", "r.parquet"]);
+    let mut args = small_sweep("cut.parquet");
+    args.extend(["--out", "r.parquet"]);
     let run = threadx(dir.path(), &args);
     assert!(!run.status.success());
     assert!(text(&run.stderr).contains("cut.parquet: not a readable Parquet file"), "{}", text(&run.stderr));
     assert!(!dir.path().join("r.parquet").exists());
     // Results over their own data file are refused.
-    let mut args = SWEEP.to_vec();
-    args.extend(["--data", "d.parquet", "--out", "d.parquet"]);
+    let mut args = small_sweep("d.parquet");
+    args.extend(["--out", "d.parquet"]);
     let run = threadx(dir.path(), &args);
     assert!(!run.status.success());
     assert_eq!(std::fs::read(dir.path().join("d.parquet")).unwrap(), bytes);

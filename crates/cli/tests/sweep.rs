@@ -3,25 +3,10 @@
 
 mod common;
 
-use common::{command, kill_once_checkpointed, text, threadx};
+use common::{SMALL, command, kill_once_checkpointed, small_sweep, text, threadx};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const SMALL: [&str; 12] = [
-    "--device",
-    "cpu",
-    "sweep",
-    "--data",
-    "synthetic:bars=3000,seed=2",
-    "--grid",
-    "bb_period=10:30:10",
-    "--grid",
-    "bb_std=1.5,2.5",
-    "--grid",
-    "atr_mult=1:4:1",
-    "--quiet",
-];
 
 #[test]
 fn sweep_writes_results_summary_heatmap_and_prints_the_top() {
@@ -178,8 +163,7 @@ fn walk_forward_prints_windows_and_writes_them() {
     let dir = tempfile::tempdir().unwrap();
     // The heatmap of a grid sweep written to the same results before.
     std::fs::write(dir.path().join("wf-heatmap.svg"), "<svg/>").unwrap();
-    let mut args = SMALL.to_vec();
-    args[4] = "synthetic:bars=4000,seed=2";
+    let mut args = small_sweep("synthetic:bars=4000,seed=2");
     args.extend(["--walk-forward", "train=2000,test=500", "--out", "wf.csv"]);
     let out = threadx(dir.path(), &args);
     assert!(!dir.path().join("wf-heatmap.svg").exists(), "the replaced sweep's heatmap is gone");
@@ -477,8 +461,7 @@ fn a_read_only_results_file_is_refused_and_a_private_one_stays_private() {
 #[test]
 fn profile_prints_where_the_time_went_and_monitor_adds_telemetry() {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = SMALL.to_vec();
-    args[4] = "synthetic:bars=20000,seed=3";
+    let mut args = small_sweep("synthetic:bars=20000,seed=3");
     args.extend(["--out", "r.csv", "--profile", "--monitor"]);
     let out = threadx(dir.path(), &args);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -6,6 +6,30 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// A small sweep: 24 bb_atr combos on 3,000 synthetic bars, quiet, on the CPU. The data
+/// is at index 4 ([`small_sweep`] puts another there).
+pub const SMALL: [&str; 12] = [
+    "--device",
+    "cpu",
+    "sweep",
+    "--data",
+    "synthetic:bars=3000,seed=2",
+    "--grid",
+    "bb_period=10:30:10",
+    "--grid",
+    "bb_std=1.5,2.5",
+    "--grid",
+    "atr_mult=1:4:1",
+    "--quiet",
+];
+
+/// [`SMALL`] on the data `data`.
+pub fn small_sweep(data: &str) -> Vec<&str> {
+    let mut args = SMALL.to_vec();
+    args[4] = data;
+    args
+}
+
 /// `threadx ARGS` in `dir`, not yet started.
 pub fn command(dir: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_threadx"));
