@@ -5,6 +5,7 @@
 
 use crate::error::DataError;
 use crate::ohlcv::{Ohlcv, epoch_to_ms, find_columns, parse_time};
+use crate::universe::{ReadBars, SYMBOL_COLUMN, SymbolColumn};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Date32Type, Date64Type, SchemaRef, TimeUnit, TimestampMicrosecondType};
@@ -65,7 +66,7 @@ impl Columnar {
 
     /// Reads the bars of the file at `path`. A damaged file is an error, never a panic:
     /// should the decoders panic on bytes they do not expect, that too is the file's error.
-    pub(crate) fn read(self, path: &Path) -> Result<Ohlcv, DataError> {
+    pub(crate) fn read(self, path: &Path) -> Result<ReadBars, DataError> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_unguarded(path))).unwrap_or_else(|_| {
             Err(DataError::Format {
                 origin: path.display().to_string(),
@@ -74,7 +75,7 @@ impl Columnar {
         })
     }
 
-    fn read_unguarded(self, path: &Path) -> Result<Ohlcv, DataError> {
+    fn read_unguarded(self, path: &Path) -> Result<ReadBars, DataError> {
         let origin = path.display().to_string();
         let io = |source| DataError::Io { path: path.to_owned(), source };
         let unreadable = |e: &dyn std::fmt::Display| DataError::Format {
@@ -115,7 +116,7 @@ impl Columnar {
 }
 
 /// The bars of an Arrow IPC stream read from `input` (`format` names it in errors).
-fn read_stream(origin: String, input: impl Read, format: Columnar) -> Result<Ohlcv, DataError> {
+fn read_stream(origin: String, input: impl Read, format: Columnar) -> Result<ReadBars, DataError> {
     let unreadable = |e: &dyn std::fmt::Display| DataError::Format {
         origin: origin.clone(),
         problem: format!("not a readable {} file: {e}", format.name()),
@@ -133,6 +134,13 @@ impl Ohlcv {
     /// Bars from an Arrow IPC stream in memory (a pyarrow or polars table passed from
     /// Python), under the rules of [`Ohlcv::read_file`]; `origin` names it in errors.
     pub fn read_arrow_stream(origin: &str, stream: &[u8]) -> Result<Self, DataError> {
+        read_stream(origin.to_owned(), stream, Columnar::IpcStream)?.single()
+    }
+}
+
+impl ReadBars {
+    /// [`Ohlcv::read_arrow_stream`] of bars that may be of several symbols (a `symbol` column).
+    pub(crate) fn read_arrow_stream(origin: &str, stream: &[u8]) -> Result<Self, DataError> {
         read_stream(origin.to_owned(), stream, Columnar::IpcStream)
     }
 }
@@ -162,7 +170,7 @@ impl Wanted {
                 find_columns(origin, &renamed)?
             }
         };
-        let symbol = names.iter().position(|n| n.eq_ignore_ascii_case("symbol"));
+        let symbol = names.iter().position(|n| n.eq_ignore_ascii_case(SYMBOL_COLUMN));
         Ok(Self { bars, volume, symbol })
     }
 
@@ -171,13 +179,14 @@ impl Wanted {
     }
 }
 
-/// The arrays being filled, batch after batch, and the one symbol seen.
+/// The arrays being filled, batch after batch, and each bar's symbol when there is a
+/// `symbol` column.
 #[derive(Debug, Default)]
 struct Columns {
     timestamps: Vec<i64>,
     prices: [Vec<f64>; 4],
     volume: Vec<f64>,
-    symbol: Option<String>,
+    symbols: Option<SymbolColumn>,
 }
 
 impl Columns {
@@ -203,39 +212,27 @@ impl Columns {
             None => self.volume.resize(self.timestamps.len(), 0.0),
         }
         if let Some(index) = wanted.symbol {
-            self.check_symbol(origin, column(index))?;
-        }
-        Ok(())
-    }
-
-    /// One symbol per file: a second one is refused (by name) rather than read as more
-    /// bars of the first.
-    fn check_symbol(&mut self, origin: &str, column: &ArrayRef) -> Result<(), DataError> {
-        let Ok(text) = cast(column, &DataType::Utf8) else { return Ok(()) };
-        for value in text.as_string::<i32>().iter().flatten() {
-            match &self.symbol {
-                None => self.symbol = Some(value.to_owned()),
-                Some(s) if s != value => {
-                    return Err(DataError::Format {
-                        origin: origin.to_owned(),
-                        problem: format!(
-                            "its `symbol` column holds more than one symbol (`{s}`, `{value}`, …); \
-                             give one symbol's bars per file"
-                        ),
-                    });
+            let array = column(index);
+            let text =
+                cast(array, &DataType::Utf8).map_err(|_| type_error(origin, &name(index), array.data_type(), false))?;
+            let symbols = self.symbols.get_or_insert_with(SymbolColumn::default);
+            for (row, value) in text.as_string::<i32>().iter().enumerate() {
+                match value.filter(|v| !v.is_empty()) {
+                    Some(v) => symbols.push(v),
+                    None => return Err(problem(row, name(index), "no symbol".into())),
                 }
-                Some(_) => {}
             }
         }
         Ok(())
     }
 
-    fn finish(self, origin: String) -> Result<Ohlcv, DataError> {
+    fn finish(self, origin: String) -> Result<ReadBars, DataError> {
         if self.timestamps.is_empty() {
             return Err(DataError::Empty { origin });
         }
         let [open, high, low, close] = self.prices;
-        Ohlcv::new(origin, self.timestamps, open, high, low, close, self.volume)
+        let bars = Ohlcv::unchecked(origin, self.timestamps, open, high, low, close, self.volume);
+        Ok(ReadBars { bars, lines: None, symbols: self.symbols })
     }
 }
 

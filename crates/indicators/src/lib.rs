@@ -1,5 +1,5 @@
 //! Market data and technical indicators: the struct-of-arrays [`Ohlcv`] with its loader
-//! and synthetic generator, the indicators of TA-Lib's definitions ([`Indicator`]) with a
+//! and synthetic generator, a [`Universe`] of many symbols' bars, the indicators of TA-Lib's definitions ([`Indicator`]) with a
 //! CPU reference in f64 and WGSL kernels in f32, batched over many parameter sets, and
 //! the [`IndicatorBank`] that computes each unique indicator of a data set once, on the
 //! device the dispatcher picks.
@@ -21,6 +21,7 @@ mod gpu;
 mod indicator;
 mod ohlcv;
 mod synthetic;
+mod universe;
 
 pub use bank::IndicatorBank;
 pub use columnar::Columnar;
@@ -32,3 +33,4 @@ pub use ohlcv::{Ohlcv, PRICE_RANGE, columns_help, epoch_to_ms, find_columns, for
 pub use synthetic::{MAX_BARS, Market, SeededRng, SyntheticSpec, available_memory};
 /// What [`IndicatorBank::new`] needs, so an embedding user need not name threadx-dispatch.
 pub use threadx_dispatch::{DeviceMode, Dispatcher};
+pub use universe::{MarketData, Universe};

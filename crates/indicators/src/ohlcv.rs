@@ -5,6 +5,7 @@ use crate::columnar::Columnar;
 use crate::csv_input::{CheckedInput, cut, quoted};
 use crate::error::DataError;
 use crate::synthetic::SyntheticSpec;
+use crate::universe::{ReadBars, SYMBOL_COLUMN, SymbolColumn};
 use chrono::{DateTime, NaiveDate, NaiveDateTime};
 use std::path::Path;
 
@@ -45,7 +46,7 @@ const FIELDS: [&str; 6] = ["timestamp", "open", "high", "low", "close", "volume"
 
 /// Where a bar sits in its source: a CSV line (1-based) or a row of arrays (0-based).
 #[derive(Debug, Clone, Copy)]
-enum Place {
+pub(crate) enum Place {
     Line(usize),
     Row(usize),
 }
@@ -139,6 +140,34 @@ impl Ohlcv {
         Ok(bars)
     }
 
+    /// Bars not yet checked: [`ReadBars`] checks them where they came from.
+    #[allow(clippy::too_many_arguments)] // The origin and the six columns.
+    pub(crate) fn unchecked(
+        origin: String,
+        timestamps: Vec<i64>,
+        open: Vec<f64>,
+        high: Vec<f64>,
+        low: Vec<f64>,
+        close: Vec<f64>,
+        volume: Vec<f64>,
+    ) -> Self {
+        Self { origin, timestamps, open, high, low, close, volume }
+    }
+
+    /// The bars at `rows` (in that order), named `origin`, not yet checked.
+    pub(crate) fn gather(&self, rows: &[usize], origin: String) -> Self {
+        let pick = |s: &[f64]| rows.iter().map(|&i| s[i]).collect();
+        Self {
+            origin,
+            timestamps: rows.iter().map(|&i| self.timestamps[i]).collect(),
+            open: pick(&self.open),
+            high: pick(&self.high),
+            low: pick(&self.low),
+            close: pick(&self.close),
+            volume: pick(&self.volume),
+        }
+    }
+
     /// Loads a `--data` source: `synthetic:bars=N,seed=S` or the path of a file
     /// ([`Ohlcv::read_file`]).
     pub fn load(source: &str) -> Result<Self, DataError> {
@@ -156,10 +185,7 @@ impl Ohlcv {
     /// date-time text; pandas' unnamed index as the time column; numeric prices. Problems
     /// are reported at the 0-based row.
     pub fn read_file(path: &Path) -> Result<Self, DataError> {
-        match Columnar::sniff(path)? {
-            Some(format) => format.read(path),
-            None => Self::read_csv(path),
-        }
+        ReadBars::read_file(path)?.single()
     }
 
     /// Reads a CSV file: a header naming the columns (any case; the time column may be
@@ -171,17 +197,31 @@ impl Ohlcv {
     /// The file is read as a stream: a compressed or binary file, a line longer than
     /// 64 KiB or text that is not UTF-8 is refused at the line where it shows.
     pub fn read_csv(path: &Path) -> Result<Self, DataError> {
-        let io = |source| DataError::Io { path: path.to_owned(), source };
-        let file = std::fs::File::open(path).map_err(io)?;
-        Self::parse_reader(&path.display().to_string(), std::io::BufReader::with_capacity(1 << 16, file))
+        ReadBars::read_csv(path)?.single()
     }
 
     /// [`Ohlcv::read_csv`] on text already in memory; `origin` names it in errors.
     pub fn parse_csv(origin: &str, text: &str) -> Result<Self, DataError> {
-        Self::parse_reader(origin, text.as_bytes())
+        ReadBars::parse_csv(origin, text.as_bytes())?.single()
+    }
+}
+
+impl ReadBars {
+    /// The bars of a file, told apart by its first bytes (see [`Ohlcv::read_file`]).
+    pub(crate) fn read_file(path: &Path) -> Result<Self, DataError> {
+        match Columnar::sniff(path)? {
+            Some(format) => format.read(path),
+            None => Self::read_csv(path),
+        }
     }
 
-    fn parse_reader(origin: &str, input: impl std::io::Read) -> Result<Self, DataError> {
+    fn read_csv(path: &Path) -> Result<Self, DataError> {
+        let io = |source| DataError::Io { path: path.to_owned(), source };
+        let file = std::fs::File::open(path).map_err(io)?;
+        Self::parse_csv(&path.display().to_string(), std::io::BufReader::with_capacity(1 << 16, file))
+    }
+
+    pub(crate) fn parse_csv(origin: &str, input: impl std::io::Read) -> Result<Self, DataError> {
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
@@ -209,14 +249,17 @@ impl Ohlcv {
             return Err(DataError::Empty { origin: origin.to_owned() });
         };
         let headerless = first.get(0).is_some_and(|f| f.parse::<f64>().is_ok());
+        let mut symbol_column = None;
         let columns: [Option<usize>; 6] = if headerless {
             [Some(0), Some(1), Some(2), Some(3), Some(4), Some(5)]
         } else {
             let header: Vec<&str> = first.iter().collect();
             let (found, volume) = find_columns(origin, &header)?;
+            symbol_column = header.iter().position(|h| h.eq_ignore_ascii_case(SYMBOL_COLUMN));
             [Some(found[0]), Some(found[1]), Some(found[2]), Some(found[3]), Some(found[4]), volume]
         };
-        let mut bars = Self {
+        let mut symbols = symbol_column.map(|_| SymbolColumn::default());
+        let mut bars = Ohlcv {
             origin: origin.to_owned(),
             timestamps: Vec::new(),
             open: Vec::new(),
@@ -247,17 +290,24 @@ impl Ohlcv {
             bars.low.push(number(3)?);
             bars.close.push(number(4)?);
             bars.volume.push(if columns[5].is_some() { number(5)? } else { 0.0 });
+            if let (Some(symbols), Some(c)) = (&mut symbols, symbol_column) {
+                match record.get(c).filter(|s| !s.is_empty()) {
+                    Some(name) => symbols.push(name),
+                    None => return Err(invalid(line, SYMBOL_COLUMN, "no symbol".into())),
+                }
+            }
             lines.push(line);
         }
         if bars.timestamps.is_empty() {
             return Err(DataError::Empty { origin: origin.to_owned() });
         }
-        bars.validate(|i| Place::Line(lines[i]))?;
-        Ok(bars)
+        Ok(ReadBars { bars, lines: Some(lines), symbols })
     }
+}
 
+impl Ohlcv {
     /// Checks the invariants; `place(i)` is where bar `i` sits in its source.
-    fn validate(&self, place: impl Fn(usize) -> Place) -> Result<(), DataError> {
+    pub(crate) fn validate(&self, place: impl Fn(usize) -> Place) -> Result<(), DataError> {
         let n = self.timestamps.len();
         if n == 0 {
             return Err(DataError::Empty { origin: self.origin.clone() });

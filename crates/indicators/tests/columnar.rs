@@ -284,7 +284,7 @@ fn nulls_types_and_symbols_are_named() {
     let path = dir.path().join("two.parquet");
     write_parquet(&path, &[RecordBatch::try_from_iter(base).unwrap()]);
     let problem = format_error(&path);
-    assert!(problem.contains("more than one symbol (`BTCUSDT`, `ETHUSDT`"), "{problem}");
+    assert!(problem.contains("holds 2 symbols (`BTCUSDT`, `ETHUSDT`)"), "{problem}");
     // No close column.
     let path = dir.path().join("noclose.parquet");
     let one = batch(&data, 0..n, "timestamp", millis(&data, 0..n));
