@@ -92,6 +92,7 @@ pub fn run(args: &[String]) -> Result<()> {
             heatmap: None,
             overfitting_plots: None,
             blocks_out: None,
+            symbol: None,
         };
         let report = run_to_files(&sweep, &data, &pool, &distribute, &opts, PhaseTimer::start(), &mut |_, _| {}, None)?;
         let digest = hex(&Sha256::digest(std::fs::read(&out)?));

@@ -29,6 +29,7 @@ mod profile;
 mod search;
 mod strategy;
 mod sweep;
+mod universe;
 mod walk;
 
 use anyhow::Result;
@@ -145,7 +146,9 @@ enum Command {
 pub fn data_help() -> String {
     format!(
         "A CSV, Parquet or Arrow IPC (Feather) file, or synthetic:bars=N,seed=S[,market=fx] (default for backtest \
-         and sweep: one year of synthetic BTC-like 15-minute bars).\n\nColumns: {}. Header names in any case; \
+         and sweep: one year of synthetic BTC-like 15-minute bars). A sweep also takes many symbols: a glob \
+         pattern ('data/*.parquet'), a folder of data files, or one long file whose `symbol` column holds \
+         several symbols; each file's symbol is its name without the extension.\n\nColumns: {}. Header names in any case; \
          times as date-time strings or epoch seconds, milliseconds or microseconds; in Parquet and Arrow files \
          also timestamp or date columns (pandas' unnamed index is the time). A headerless Binance kline CSV is \
          read too. A file's format is told by its first bytes, not its name.",

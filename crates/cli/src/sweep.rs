@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use threadx_backtest::{Axis, Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
-use threadx_indicators::Ohlcv;
+use threadx_indicators::MarketData;
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 use threadx_sweep::{
@@ -85,12 +85,14 @@ pub struct SweepArgs {
     /// train=BARS,test=BARS[,step=BARS].
     #[arg(long, value_name = "SPEC")]
     walk_forward: Option<String>,
-    /// Results CSV (one row per combo, in combo order); the summary goes beside it as .json.
+    /// Results CSV (one row per combo, in combo order; .parquet or .arrow for those formats);
+    /// the summary goes beside it as .json. Over many symbols, rows carry `symbol` first and
+    /// `<name>-by-combo.<ext>` gives each combo's --by metric across them.
     #[arg(long, default_value = DEFAULT_OUT)]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// How many of the best combos to print.
     #[arg(long, default_value_t = 10)]
-    top: usize,
+    pub(crate) top: usize,
     /// The metric that ranks combos and that a search optimises, largest first (default:
     /// the config's search `by`, else sharpe; --help lists them).
     #[arg(long, long_help = metrics_help("The metric that ranks combos and that a search optimises, largest first \
@@ -99,7 +101,7 @@ pub struct SweepArgs {
     /// Draw the --by metric over two parameters (best over the others) into this SVG
     /// (default: beside the results, as <name>-heatmap.svg).
     #[arg(long, value_name = "FILE.svg")]
-    heatmap: Option<PathBuf>,
+    pub(crate) heatmap: Option<PathBuf>,
     /// The heatmap's horizontal parameter (default: the first that varies).
     #[arg(long, value_name = "PARAM")]
     heatmap_x: Option<String>,
@@ -125,7 +127,7 @@ pub struct SweepArgs {
     max_memory: Option<u64>,
     /// No progress bar.
     #[arg(long)]
-    quiet: bool,
+    pub(crate) quiet: bool,
     /// Print where the time went: each phase of the run (and the unaccounted rest) and
     /// each worker's busy time (upload, kernel, readback, simulate, write, idle). The
     /// summary JSON holds it either way.
@@ -134,7 +136,7 @@ pub struct SweepArgs {
     /// Sample CPU, memory and every NVIDIA GPU during the run (every 0.2 s): their mean
     /// and max go into the summary JSON, and a plot beside the results.
     #[arg(long)]
-    monitor: bool,
+    pub(crate) monitor: bool,
     /// Where --monitor draws its plot (default: beside --out, `-monitor.svg`).
     #[arg(long, value_name = "FILE.svg", requires = "monitor")]
     monitor_plot: Option<PathBuf>,
@@ -287,9 +289,21 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     };
     let mut phases = phases;
     let (data, dispatcher) = phases.time("load", || -> Result<_> {
-        let data = Ohlcv::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
-        Ok((Arc::new(data), Arc::new(Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?)))
+        let data = MarketData::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
+        Ok((data, Arc::new(Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?)))
     })?;
+    let data = match data {
+        MarketData::Bars(bars) => Arc::new(bars),
+        MarketData::Universe(universe) => {
+            let by_combo = threadx_sweep::by_combo_path(&args.out);
+            let written: Vec<&Path> = [Some(args.out.as_path()), summary.as_deref(), Some(by_combo.as_path())]
+                .into_iter()
+                .flatten()
+                .collect();
+            refuse_output_over_input(&written, &universe.files()).map_err(anyhow::Error::msg)?;
+            return crate::universe::run(args, &spec, &universe, dispatcher, opts, phases);
+        }
+    };
     if spec.walk_forward().is_some() {
         let threads = threadx_sweep::thread_pool(&spec)?;
         return match threads {
@@ -428,6 +442,7 @@ fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard, by: &str) ->
         heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
         overfitting_plots: crate::overfit::plots(spec, &args.out),
         blocks_out: args.overfit.blocks_out(),
+        symbol: None,
     }
 }
 

@@ -247,6 +247,17 @@ impl Universe {
         self.symbols.iter().map(|(name, _)| name.as_str())
     }
 
+    /// The files the symbols are read from (none for bars held).
+    pub fn files(&self) -> Vec<&Path> {
+        self.symbols
+            .iter()
+            .filter_map(|(_, s)| match s {
+                Source::File(path) => Some(path.as_path()),
+                Source::Bars(_) => None,
+            })
+            .collect()
+    }
+
     /// Symbol `i`'s name.
     pub fn name(&self, i: usize) -> &str {
         &self.symbols[i].0

@@ -8,7 +8,8 @@
 
 use crate::error::{SweepError, io_error};
 use crate::output::in_file;
-use crate::rows::{Row, columns, parse_row, push_row, row_of, write_row};
+use crate::results_file::ResultsKind;
+use crate::rows::{Lead, Row, columns, parse_row, push_row, row_of, write_row};
 use crate::runner::ChunkResult;
 use crate::table::{ColumnarReader, ColumnarWriter, TableFormat};
 use bytes::Bytes;
@@ -100,19 +101,28 @@ impl ChunkForm {
         }
     }
 
-    /// The file of a finished chunk's rows.
-    pub(crate) fn encode(self, strategy: &Strategy, book: &SignalBook, r: &ChunkResult) -> Result<Vec<u8>, SweepError> {
+    /// The file of a finished chunk's rows, each after its `symbol` when given (a
+    /// universe's run of one symbol; binary rows leave it to the results file).
+    pub(crate) fn encode(
+        self,
+        strategy: &Strategy,
+        book: &SignalBook,
+        r: &ChunkResult,
+        symbol: Option<&str>,
+    ) -> Result<Vec<u8>, SweepError> {
+        let lead = symbol.map_or(Lead::None, Lead::Symbol);
         Ok(match self {
             Self::Text => text_chunk(r.combos.len() * 128, |text| {
                 for (&combo, m) in r.combos.iter().zip(&r.metrics) {
+                    lead.push(text);
                     write_row(text, strategy, combo, &book.combo_values(combo), m);
                 }
             }),
             Self::Parquet => {
-                let mut table =
-                    ColumnarWriter::new(Vec::new(), "a chunk", TableFormat::Parquet, &columns(strategy, &[]))?;
+                let columns = columns(strategy, kind(symbol).lead());
+                let mut table = ColumnarWriter::new(Vec::new(), "a chunk", TableFormat::Parquet, &columns)?;
                 for (&combo, m) in r.combos.iter().zip(&r.metrics) {
-                    push_row(&mut table, strategy, &[], combo, &book.combo_values(combo), m)?;
+                    push_row(&mut table, strategy, lead, combo, &book.combo_values(combo), m)?;
                 }
                 let mut bytes = table.finish()?;
                 let sum = checksum(&bytes);
@@ -169,18 +179,34 @@ impl ChunkForm {
         }
     }
 
-    /// The rows of a chunk's file, checked; values from `book`'s grid.
-    pub(crate) fn rows(self, path: &Path, strategy: &Strategy, book: &SignalBook) -> Result<Vec<Row>, SweepError> {
+    /// The rows of a chunk's file (written with `symbol`), checked; values from `book`'s grid.
+    pub(crate) fn rows(
+        self,
+        path: &Path,
+        strategy: &Strategy,
+        book: &SignalBook,
+        symbol: Option<&str>,
+    ) -> Result<Vec<Row>, SweepError> {
         match self {
-            Self::Text => {
-                read_chunk(path)?.lines().map(|line| parse_row(strategy, line).map_err(|e| in_file(path, e))).collect()
-            }
+            Self::Text => read_chunk(path)?
+                .lines()
+                .map(|line| {
+                    let row = match symbol {
+                        Some(s) => line.strip_prefix(s).and_then(|l| l.strip_prefix(',')),
+                        None => Some(line),
+                    };
+                    let row = row.ok_or_else(|| SweepError::Results(format!("a row of another symbol `{line}`")));
+                    row.and_then(|row| parse_row(strategy, row)).map_err(|e| in_file(path, e))
+                })
+                .collect(),
             Self::Parquet => {
                 let what = format!("a {strategy} checkpoint chunk");
-                let mut table = ColumnarReader::parquet(self.table(path)?, path, &columns(strategy, &[]), &what)?;
+                let kind = kind(symbol);
+                let columns = columns(strategy, kind.lead());
+                let mut table = ColumnarReader::parquet(self.table(path)?, path, &columns, &what)?;
                 let mut rows = Vec::new();
                 while let Some(row) = table.next_row()? {
-                    rows.push(row_of(strategy, &row, 0).map_err(|e| in_file(path, e))?);
+                    rows.push(row_of(strategy, &row, kind.lead().len()).map_err(|e| in_file(path, e))?);
                 }
                 Ok(rows)
             }
@@ -202,6 +228,11 @@ impl ChunkForm {
             }
         }
     }
+}
+
+/// The table a chunk's rows belong to: a universe's when they carry a symbol.
+fn kind(symbol: Option<&str>) -> ResultsKind {
+    if symbol.is_some() { ResultsKind::Universe } else { ResultsKind::Grid }
 }
 
 /// The rows of a binary chunk's bytes, checked.

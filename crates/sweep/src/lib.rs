@@ -5,6 +5,9 @@
 //! killed run resumes, and shardable so that many machines share one sweep and `merge`
 //! joins their files into the very bytes one process would have written.
 //!
+//! A universe of symbols ([`universe_to_files`]) runs the same grid over each symbol on
+//! one device pool, its rows carrying `symbol`, with a per-combo table across them.
+//!
 //! Searches beyond grids (random, Sobol and Latin-hypercube designs, TPE) propose
 //! batches that a [`Session`] evaluates, written in trial order by [`search_to_files`].
 //!
@@ -19,6 +22,7 @@
 //! This crate stands on threadx-backtest and threadx-multi-gpu (and through them
 //! indicators and dispatch); it must not depend on the CLI.
 
+mod across;
 mod chunk_file;
 mod combos;
 mod decimal;
@@ -37,8 +41,10 @@ mod search_run;
 mod session;
 mod spec;
 mod table;
+mod universe;
 mod walk;
 
+pub use across::{AcrossReport, ComboAcross, by_combo_path};
 pub use combos::{ComboSet, Shard, chunk_size};
 pub use error::SweepError;
 pub use merge::merge;
@@ -61,8 +67,9 @@ pub use search::{
 };
 pub use search_plot::best_so_far_svg;
 pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, search_to_files, stop_text};
-pub use session::{Preparation, Session};
+pub use session::{Devices, Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
 pub use table::{ColumnType, TableFormat, write_table};
 pub use threadx_indicators::available_memory;
+pub use universe::{UniverseProgress, UniverseReport, universe_to_files};
 pub use walk::{OutOfSampleDsr, WalkForwardReport, WindowResult, walk_forward};

@@ -10,7 +10,7 @@
 //! sharded-and-merged run gives the same file as one uninterrupted run.
 
 use crate::chunk_file::ChunkForm;
-use crate::combos::Shard;
+use crate::combos::{ComboSet, Shard};
 use crate::error::{SweepError, io_error};
 use crate::overfit::{
     Overfitting, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks, write_files,
@@ -18,8 +18,9 @@ use crate::overfit::{
 };
 use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::{ResultsKind, ResultsWriter};
-use crate::rows::{Row, row_json};
+use crate::rows::{Lead, Row, row_json};
 use crate::runner::{ChunkResult, Sweep};
+use crate::spec::SweepSpec;
 use crate::spec::fnv1a;
 use crate::table::ParquetJoin;
 use serde_json::{Value, json};
@@ -53,6 +54,8 @@ pub struct OutputOptions {
     pub overfitting_plots: Option<(PathBuf, PathBuf)>,
     /// With overfitting statistics: the blocks as CSV.
     pub blocks_out: Option<PathBuf>,
+    /// The rows' symbol, in a `symbol` column before `combo` (one symbol of a universe).
+    pub symbol: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -156,11 +159,11 @@ pub(crate) fn extend(summary: &mut Value, more: Value) {
 }
 
 /// What identifies a run for resume and merge: spec, data, chunking and shard count.
-pub(crate) fn identity(sweep: &Sweep, data: &Ohlcv, shard: Shard) -> Value {
+pub(crate) fn identity(spec: &SweepSpec, combos: &ComboSet, data: &Ohlcv, shard: Shard) -> Value {
     json!({
-        "spec": sweep.spec().to_json(),
+        "spec": spec.to_json(),
         "data": {"origin": data.origin(), "bars": data.len(), "fingerprint": data_fingerprint(data)},
-        "chunk_size": sweep.combos().chunk_size(),
+        "chunk_size": combos.chunk_size(),
         "shards": shard.count,
     })
 }
@@ -300,7 +303,7 @@ pub fn run_to_files(
         ));
     }
     let parts = checkpoint_dir(&opts.out);
-    let identity = identity(sweep, data, opts.shard);
+    let identity = identity(sweep.spec(), sweep.combos(), data, opts.shard);
     let _lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}))?;
 
     let combos = sweep.combos();
@@ -311,6 +314,11 @@ pub fn run_to_files(
     let (mut resumed, mut to_run) = (Vec::new(), Vec::new());
     let form = ChunkForm::of(&opts.out);
     let book = sweep.book();
+    let symbol = opts.symbol.as_deref();
+    let (kind, lead) = match symbol {
+        Some(s) => (ResultsKind::Universe, Lead::Symbol(s)),
+        None => (ResultsKind::Grid, Lead::None),
+    };
     for &c in &chunks {
         let path = form.path(&parts, c);
         if !path.exists() {
@@ -341,7 +349,7 @@ pub fn run_to_files(
     for &c in &resumed {
         let mut chunk_combos = Vec::new();
         // Read again chunk by chunk: the resumed rows are never all held at once.
-        for row in form.rows(&form.path(&parts, c), strategy, book)? {
+        for row in form.rows(&form.path(&parts, c), strategy, book, symbol)? {
             chunk_combos.push(row.combo);
             take(row, &mut leaderboard, &mut heatmap);
             rows += 1;
@@ -361,7 +369,7 @@ pub fn run_to_files(
     let mut rows_run = 0u64;
     let write_chunk = |chunk: u64, r: &ChunkResult| -> Result<(), SweepError> {
         let t = Instant::now();
-        let bytes = form.encode(strategy, book, r)?;
+        let bytes = form.encode(strategy, book, r, symbol)?;
         let path = form.path(&parts, chunk);
         if let Some((_, cuts)) = blocks {
             write_chunk_blocks(&blocks_path(&path), r, cuts)?;
@@ -404,17 +412,17 @@ pub fn run_to_files(
         }
         if file.finish()?.is_none() {
             // No chunk in this shard: an empty table.
-            ResultsWriter::create(&opts.out, strategy, ResultsKind::Grid)?.finish()?;
+            ResultsWriter::create(&opts.out, strategy, kind)?.finish()?;
         }
     } else {
-        let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Grid)?;
+        let mut file = ResultsWriter::create(&opts.out, strategy, kind)?;
         for &c in &chunks {
             let path = form.path(&parts, c);
             match form {
                 ChunkForm::Text => file.csv_file(&mut form.rows_file(&path)?)?,
                 _ => {
-                    for row in form.rows(&path, strategy, book)? {
-                        file.row(strategy, None, &row)?;
+                    for row in form.rows(&path, strategy, book, symbol)? {
+                        file.row(strategy, lead, &row)?;
                     }
                 }
             }

@@ -5,36 +5,37 @@
 
 use crate::error::{SweepError, io_error};
 use crate::output::in_file;
-use crate::rows::{Row, columns, header, parse_row, push_row, row_of, write_row};
-use crate::table::{ColumnarReader, ColumnarWriter, TableFormat};
-use std::fmt::Write as _;
+use crate::rows::{Lead, Row, columns, header, parse_row, push_row, row_of, write_row};
+use crate::table::{ColumnType, ColumnarReader, ColumnarWriter, TableFormat};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use threadx_backtest::Strategy;
 use threadx_profile_store::AtomicFile;
 
-/// Which results table: a grid's rows, or a search's trials (a `trial` column first).
+/// Which results table: a grid's rows, a search's trials (a `trial` column first), or a
+/// universe's rows (a `symbol` column first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ResultsKind {
     Grid,
     Trials,
+    Universe,
 }
 
 impl ResultsKind {
-    fn lead(self) -> &'static [&'static str] {
+    /// The columns before `combo`.
+    pub(crate) fn lead(self) -> &'static [(&'static str, ColumnType)] {
         match self {
             Self::Grid => &[],
-            Self::Trials => &["trial"],
+            Self::Trials => &[("trial", ColumnType::Key)],
+            Self::Universe => &[("symbol", ColumnType::Text)],
         }
     }
 
     /// The CSV header line (with its newline).
     pub(crate) fn header(self, strategy: &Strategy) -> String {
-        match self {
-            Self::Grid => header(strategy),
-            Self::Trials => format!("trial,{}", header(strategy)),
-        }
+        let lead: String = self.lead().iter().map(|(name, _)| format!("{name},")).collect();
+        format!("{lead}{}", header(strategy))
     }
 }
 
@@ -82,7 +83,7 @@ impl ResultsWriter {
             text.push('\n');
             return Self::spill(path, file, text);
         }
-        self.row(strategy, read.trial, &read.row)
+        self.row(strategy, read.lead(), &read.row)
     }
 
     fn spill(path: &Path, file: &mut AtomicFile, text: &mut String) -> Result<(), SweepError> {
@@ -93,23 +94,15 @@ impl ResultsWriter {
         Ok(())
     }
 
-    /// One row (after its `trial` when the table has one).
-    pub(crate) fn row(&mut self, strategy: &Strategy, trial: Option<u64>, row: &Row) -> Result<(), SweepError> {
+    /// One row (after its trial or symbol when the table has one).
+    pub(crate) fn row(&mut self, strategy: &Strategy, lead: Lead<'_>, row: &Row) -> Result<(), SweepError> {
         match self {
             Self::Csv { path, file, text } => {
-                if let Some(t) = trial {
-                    let _ = write!(text, "{t},");
-                }
+                lead.push(text);
                 write_row(text, strategy, row.combo, &row.values, &row.metrics);
                 Self::spill(path, file, text)
             }
-            Self::Columnar(w) => {
-                let lead: &[i64] = match trial {
-                    Some(t) => &[t as i64],
-                    None => &[],
-                };
-                push_row(w, strategy, lead, row.combo, &row.values, &row.metrics)
-            }
+            Self::Columnar(w) => push_row(w, strategy, lead, row.combo, &row.values, &row.metrics),
         }
     }
 
@@ -124,13 +117,24 @@ impl ResultsWriter {
     }
 }
 
-/// One row read back: its trial (a search's), the row, and its CSV line when the file is
-/// CSV (so that a CSV merge copies the bytes it read).
+/// One row read back: its trial (a search's) or symbol (a universe's), the row, and its
+/// CSV line when the file is CSV (so that a CSV merge copies the bytes it read).
 #[derive(Debug, Clone)]
 pub(crate) struct ReadRow {
     pub trial: Option<u64>,
+    pub symbol: Option<String>,
     pub row: Row,
     pub line: Option<String>,
+}
+
+impl ReadRow {
+    pub(crate) fn lead(&self) -> Lead<'_> {
+        match (self.trial, &self.symbol) {
+            (Some(t), _) => Lead::Trial(t),
+            (None, Some(s)) => Lead::Symbol(s),
+            (None, None) => Lead::None,
+        }
+    }
 }
 
 /// A results file read row by row, in the format its first bytes show.
@@ -170,37 +174,39 @@ impl ResultsReader {
 
     /// The next row, or `None` at the end of the file.
     pub(crate) fn next_row(&mut self) -> Result<Option<ReadRow>, SweepError> {
-        let trials = self.kind == ResultsKind::Trials;
+        let kind = self.kind;
         let read = match &mut self.source {
             Source::Csv(lines) => match lines.next() {
                 None => None,
                 Some(line) => {
                     let line = line.map_err(io_error(&self.path))?;
-                    let (trial, rest) = match trials {
-                        true => {
-                            let (t, rest) = line.split_once(',').unwrap_or(("", &line));
-                            let t = t.parse().map_err(|_| SweepError::Results(format!("malformed row `{line}`")));
-                            (Some(t?), rest)
+                    let malformed = || SweepError::Results(format!("malformed row `{line}`"));
+                    let (mut trial, mut symbol, mut rest) = (None, None, line.as_str());
+                    if kind != ResultsKind::Grid {
+                        let (lead, after) = line.split_once(',').ok_or_else(malformed)?;
+                        rest = after;
+                        match kind {
+                            ResultsKind::Trials => trial = Some(lead.parse().map_err(|_| malformed())?),
+                            _ => symbol = Some(lead.to_owned()),
                         }
-                        false => (None, line.as_str()),
-                    };
+                    }
                     let row = parse_row(&self.strategy, rest)?;
-                    Some(ReadRow { trial, row, line: Some(line) })
+                    Some(ReadRow { trial, symbol, row, line: Some(line) })
                 }
             },
             Source::Columnar(reader) => match reader.next_row()? {
                 None => None,
                 Some(r) => {
-                    let trial = match trials {
-                        true => Some(
-                            r.int(0)
-                                .filter(|&t| t >= 0)
-                                .ok_or_else(|| SweepError::Results("a results row with no trial".into()))?
-                                as u64,
-                        ),
-                        false => None,
+                    let missing = |what: &str| SweepError::Results(format!("a results row with no {what}"));
+                    let (trial, symbol) = match kind {
+                        ResultsKind::Grid => (None, None),
+                        ResultsKind::Trials => {
+                            (Some(r.int(0).filter(|&t| t >= 0).ok_or_else(|| missing("trial"))? as u64), None)
+                        }
+                        ResultsKind::Universe => (None, Some(r.text(0).ok_or_else(|| missing("symbol"))?.to_owned())),
                     };
-                    Some(ReadRow { trial, row: row_of(&self.strategy, &r, usize::from(trials))?, line: None })
+                    let row = row_of(&self.strategy, &r, kind.lead().len())?;
+                    Some(ReadRow { trial, symbol, row, line: None })
                 }
             },
         };

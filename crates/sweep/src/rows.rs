@@ -7,7 +7,7 @@ use crate::decimal::{push_f64, push_u64};
 use crate::error::SweepError;
 use crate::table::{Cell, ColumnType, ColumnarWriter, Columns, RowRef};
 use serde_json::{Value, json};
-use threadx_backtest::{MAX_PARAMS, Metrics, ParamKind, ParamValues, Strategy};
+use threadx_backtest::{MAX_PARAMS, Metrics, ParamKind, ParamSpec, ParamValues, Strategy};
 
 /// The header line (with its newline).
 pub fn header(strategy: &Strategy) -> String {
@@ -27,6 +27,18 @@ pub fn header(strategy: &Strategy) -> String {
 /// Appends one row (with its newline). Numbers are written in Rust's shortest form that
 /// reads back to the same f64; NaN (no closed trade, flat equity) is written empty.
 pub fn write_row(out: &mut String, strategy: &Strategy, combo: u64, values: &[f64], metrics: &Metrics) {
+    push_combo_params(out, strategy, combo, values);
+    for v in metrics.values() {
+        out.push(',');
+        if !v.is_nan() {
+            push_f64(out, v);
+        }
+    }
+    out.push('\n');
+}
+
+/// Appends a row's combo and parameters (no comma after them).
+pub(crate) fn push_combo_params(out: &mut String, strategy: &Strategy, combo: u64, values: &[f64]) {
     push_u64(out, combo);
     for (p, &v) in strategy.schema().iter().zip(values) {
         out.push(',');
@@ -35,13 +47,6 @@ pub fn write_row(out: &mut String, strategy: &Strategy, combo: u64, values: &[f6
             _ => push_f64(out, v),
         }
     }
-    for v in metrics.values() {
-        out.push(',');
-        if !v.is_nan() {
-            push_f64(out, v);
-        }
-    }
-    out.push('\n');
 }
 
 /// A row read back: its combo, parameters and metrics, as written.
@@ -85,9 +90,38 @@ fn is_count(name: &str) -> bool {
 }
 
 /// The results table's columns, the CSV header's names with their types; `lead` names
-/// integer columns before them (a search's `trial`).
-pub(crate) fn columns(strategy: &Strategy, lead: &[&str]) -> Columns {
-    let mut columns: Columns = lead.iter().map(|&n| (n.to_owned(), ColumnType::Key)).collect();
+/// columns before them (a search's `trial`, a universe's `symbol`).
+pub(crate) fn columns(strategy: &Strategy, lead: &[(&str, ColumnType)]) -> Columns {
+    let mut columns = combo_param_columns(strategy, lead);
+    for m in Metrics::NAMES {
+        columns.push((m.to_owned(), if is_count(m) { ColumnType::Int } else { ColumnType::Float }));
+    }
+    columns
+}
+
+/// The value of a row's lead column: none, a search's trial or a universe's symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lead<'a> {
+    None,
+    Trial(u64),
+    Symbol(&'a str),
+}
+
+impl Lead<'_> {
+    /// Appends the lead field and its comma to a CSV row.
+    pub(crate) fn push(self, out: &mut String) {
+        match self {
+            Self::None => return,
+            Self::Trial(t) => push_u64(out, t),
+            Self::Symbol(s) => out.push_str(s),
+        }
+        out.push(',');
+    }
+}
+
+/// The `lead` columns, `combo` and the parameters' columns, typed.
+pub(crate) fn combo_param_columns(strategy: &Strategy, lead: &[(&str, ColumnType)]) -> Columns {
+    let mut columns: Columns = lead.iter().map(|&(n, t)| (n.to_owned(), t)).collect();
     columns.push(("combo".to_owned(), ColumnType::Key));
     for p in strategy.schema() {
         let t = match p.kind {
@@ -97,18 +131,23 @@ pub(crate) fn columns(strategy: &Strategy, lead: &[&str]) -> Columns {
         };
         columns.push((p.name.clone(), t));
     }
-    for m in Metrics::NAMES {
-        columns.push((m.to_owned(), if is_count(m) { ColumnType::Int } else { ColumnType::Float }));
-    }
     columns
 }
 
-/// Appends one row to a columnar results table of [`columns`]`(strategy, lead)`, its
-/// `lead` values first.
+/// Parameter `p`'s value `v` as a cell of its column.
+pub(crate) fn param_cell(p: &ParamSpec, v: f64) -> Cell<'_> {
+    match &p.kind {
+        ParamKind::Int => Cell::Int(v as i64),
+        ParamKind::Float => Cell::Float(v),
+        ParamKind::Choice(names) => Cell::Text(names.get(v as usize).map_or("", String::as_str)),
+    }
+}
+
+/// Appends one row to a columnar results table of [`columns`], its `lead` value first.
 pub(crate) fn push_row<W: std::io::Write + Send>(
     out: &mut ColumnarWriter<W>,
     strategy: &Strategy,
-    lead: &[i64],
+    lead: Lead<'_>,
     combo: u64,
     values: &[f64],
     metrics: &Metrics,
@@ -120,16 +159,14 @@ pub(crate) fn push_row<W: std::io::Write + Send>(
         cells[n] = cell;
         n += 1;
     };
-    for &v in lead {
-        put(Cell::Int(v));
+    match lead {
+        Lead::None => {}
+        Lead::Trial(t) => put(Cell::Int(t as i64)),
+        Lead::Symbol(s) => put(Cell::Text(s)),
     }
     put(Cell::Int(combo as i64));
     for (p, &v) in strategy.schema().iter().zip(values) {
-        put(match &p.kind {
-            ParamKind::Int => Cell::Int(v as i64),
-            ParamKind::Float => Cell::Float(v),
-            ParamKind::Choice(names) => Cell::Text(names.get(v as usize).map_or("", String::as_str)),
-        });
+        put(param_cell(p, v));
     }
     for (name, v) in Metrics::NAMES.iter().zip(metrics.values()) {
         put(if is_count(name) { Cell::Int(v as i64) } else { Cell::Float(v) });

@@ -18,7 +18,7 @@ use crate::output::{
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::report::Heatmap;
 use crate::results_file::{ResultsKind, ResultsWriter};
-use crate::rows::{Row, parse_row, row_json, write_row};
+use crate::rows::{Lead, Row, parse_row, row_json, write_row};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
 use crate::search_plot::best_so_far_svg;
 use crate::session::Session;
@@ -154,7 +154,7 @@ pub fn search_to_files(
     phases.add("devices", p.devices_s);
     let strategy = spec.strategy();
     let parts = crate::output::checkpoint_dir(&opts.out);
-    let identity = identity(session.sweep(), session.data(), opts.shard);
+    let identity = identity(session.spec(), session.sweep().combos(), session.data(), opts.shard);
     let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}))?;
     let batches = options.batch_sizes().count() as u64;
     let mine = move |b: u64| b % opts.shard.count == opts.shard.index;
@@ -253,7 +253,7 @@ pub fn search_to_files(
     let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Trials)?;
     for &(trial, combo, metrics) in &trials {
         let row = Row { combo, values: book.combo_values(combo), metrics };
-        file.row(strategy, Some(trial), &row)?;
+        file.row(strategy, Lead::Trial(trial), &row)?;
         if let Some(h) = heatmap.as_mut() {
             h.offer(&row);
         }

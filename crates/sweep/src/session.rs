@@ -31,17 +31,25 @@ pub struct Preparation {
     pub devices_s: f64,
 }
 
-/// A sweep prepared on data, ready to evaluate combos or run to files.
-#[derive(Debug)]
-pub struct Session {
-    data: Arc<Ohlcv>,
+/// What sessions of one spec on other data (a universe's symbols, one after another)
+/// share: the dispatcher, the device pool and its worker threads, and how work is split.
+#[derive(Debug, Clone)]
+pub struct Devices {
     dispatcher: Arc<Dispatcher>,
-    sweep: Sweep,
-    pool: DevicePool,
+    pool: Arc<DevicePool>,
+    threads: Option<Arc<rayon::ThreadPool>>,
     /// How the whole plan is split (the saved balance, refreshed after the run).
     distribute: DistributeOptions,
     /// How a batch is split: the same ratios, read once, and nothing saved per batch.
     batches: DistributeOptions,
+}
+
+/// A sweep prepared on data, ready to evaluate combos or run to files.
+#[derive(Debug)]
+pub struct Session {
+    data: Arc<Ohlcv>,
+    sweep: Sweep,
+    devices: Devices,
     preparation: Preparation,
 }
 
@@ -73,32 +81,30 @@ impl Session {
             ));
         }
         let threads = thread_pool(plan.spec())?;
+        let (sweep, mut preparation) = prepare(plan, &data, &dispatcher, threads.as_ref())?;
         let started = Instant::now();
-        let (sweep, series, indicators_s) = {
-            let bank = IndicatorBank::new(&data, &dispatcher);
-            let sweep = match &threads {
-                Some(pool) => pool.install(|| plan.prepare(&bank))?,
-                None => plan.prepare(&bank)?,
-            };
-            let indicators_s = bank.runs().iter().map(|r| r.elapsed_ms).sum::<f64>() / 1e3;
-            (sweep, bank.computations(), indicators_s)
-        };
-        let prepare_s = started.elapsed().as_secs_f64();
-        let indicators_s = indicators_s.min(prepare_s);
-        let started = Instant::now();
-        let (pool, distribute) = sweep.device_pool(sweep.spec().device(), &dispatcher, threads, note)?;
+        let (pool, distribute) = sweep.device_pool(sweep.spec().device(), &dispatcher, threads.clone(), note)?;
         let saved = match &distribute.profiles {
             Some(profiles) => pool.saved_ratios(profiles, &distribute.tag)?.map(|saved| saved.ratios),
             None => None,
         };
         let batches = DistributeOptions { profiles: None, ratios: saved, ..distribute.clone() };
-        let preparation = Preparation {
-            series,
-            indicators_s,
-            book_s: prepare_s - indicators_s,
-            devices_s: started.elapsed().as_secs_f64(),
-        };
-        Ok(Self { data, dispatcher, sweep, pool, distribute, batches, preparation })
+        preparation.devices_s = started.elapsed().as_secs_f64();
+        let devices = Devices { dispatcher, pool: Arc::new(pool), threads, distribute, batches };
+        Ok(Self { data, sweep, devices, preparation })
+    }
+
+    /// Prepares a plan on `data` (of the plan's length) on the devices another session of
+    /// the same spec opened ([`Session::devices`]): nothing about the devices is set up or
+    /// measured again.
+    pub fn with_devices(plan: SweepPlan, data: Arc<Ohlcv>, devices: &Devices) -> Result<Self, SweepError> {
+        let (sweep, preparation) = prepare(plan, &data, &devices.dispatcher, devices.threads.as_ref())?;
+        Ok(Self { data, sweep, devices: devices.clone(), preparation })
+    }
+
+    /// The devices this session runs on, for the next session of its spec.
+    pub fn devices(&self) -> &Devices {
+        &self.devices
     }
 
     pub fn spec(&self) -> &SweepSpec {
@@ -114,7 +120,7 @@ impl Session {
     }
 
     pub fn dispatcher(&self) -> &Dispatcher {
-        &self.dispatcher
+        &self.devices.dispatcher
     }
 
     pub fn preparation(&self) -> Preparation {
@@ -123,7 +129,7 @@ impl Session {
 
     /// The workers' names, in pool order.
     pub fn workers(&self) -> Vec<String> {
-        self.pool.names()
+        self.devices.pool.names()
     }
 
     /// The rows of the combos `combos` (grid numbers), in the order given: the same rows
@@ -147,13 +153,19 @@ impl Session {
                 )));
             }
         }
-        let chunks = batch_chunks(combos.len() as u64, set.chunk_size(), &self.pool);
+        let chunks = batch_chunks(combos.len() as u64, set.chunk_size(), &self.devices.pool);
         let work = self.sweep.batch_workload(combos);
         let mut rows = ChunkResult::default();
-        self.pool.distribute(&work, &chunks, &self.batches, &|_, _| Ok(()), &mut |_, part: ChunkResult| {
-            rows.extend(part);
-            Ok::<(), SweepError>(())
-        })?;
+        self.devices.pool.distribute(
+            &work,
+            &chunks,
+            &self.devices.batches,
+            &|_, _| Ok(()),
+            &mut |_, part: ChunkResult| {
+                rows.extend(part);
+                Ok::<(), SweepError>(())
+            },
+        )?;
         Ok(rows)
     }
 
@@ -245,7 +257,7 @@ impl Session {
         &self,
         progress: &mut dyn FnMut(u64, u64) -> Result<(), SweepError>,
     ) -> Result<ChunkResult, SweepError> {
-        self.sweep.run_in_memory(&self.pool, &self.distribute, progress)
+        self.sweep.run_in_memory(&self.devices.pool, &self.devices.distribute, progress)
     }
 
     /// The overfitting statistics of `rows` (a run of the whole plan, in memory) with the
@@ -276,13 +288,44 @@ impl Session {
         phases.add("indicators", p.indicators_s);
         phases.add("book", p.book_s);
         phases.add("devices", p.devices_s);
-        run_to_files(&self.sweep, &self.data, &self.pool, &self.distribute, opts, phases, progress, telemetry)
+        run_to_files(
+            &self.sweep,
+            &self.data,
+            &self.devices.pool,
+            &self.devices.distribute,
+            opts,
+            phases,
+            progress,
+            telemetry,
+        )
     }
 
     /// Saves the timing samples the session's indicators took.
     pub fn flush(&self) -> Result<(), String> {
-        self.dispatcher.flush().map_err(|e| e.to_string())
+        self.devices.dispatcher.flush().map_err(|e| e.to_string())
     }
+}
+
+/// Computes the indicators (each once, through a bank on `data`) and the book of `plan`,
+/// on `threads` when given; what that took (the devices' time left at zero).
+fn prepare(
+    plan: SweepPlan,
+    data: &Ohlcv,
+    dispatcher: &Dispatcher,
+    threads: Option<&Arc<rayon::ThreadPool>>,
+) -> Result<(Sweep, Preparation), SweepError> {
+    let started = Instant::now();
+    let bank = IndicatorBank::new(data, dispatcher);
+    let sweep = match threads {
+        Some(pool) => pool.install(|| plan.prepare(&bank))?,
+        None => plan.prepare(&bank)?,
+    };
+    let indicators_s = bank.runs().iter().map(|r| r.elapsed_ms).sum::<f64>() / 1e3;
+    let prepare_s = started.elapsed().as_secs_f64();
+    let indicators_s = indicators_s.min(prepare_s);
+    let preparation =
+        Preparation { series: bank.computations(), indicators_s, book_s: prepare_s - indicators_s, devices_s: 0.0 };
+    Ok((sweep, preparation))
 }
 
 /// Chunks of a batch of `len` combos: at most `max` each, and enough of them to keep

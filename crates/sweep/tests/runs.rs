@@ -44,6 +44,7 @@ fn options(out: &Path) -> OutputOptions {
         heatmap: None,
         overfitting_plots: None,
         blocks_out: None,
+        symbol: None,
     }
 }
 

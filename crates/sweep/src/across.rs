@@ -1,0 +1,337 @@
+//! The per-combo table across a universe's symbols (`<out>-by-combo`): for each combo,
+//! how many symbols have a value of the objective, its mean (summed in symbol order),
+//! median (the middle value, or the mean of the two middle ones) and minimum over them,
+//! and the share of symbols whose total return is positive: the parameters that hold
+//! across a universe.
+//!
+//! It is made from three numbers per row (combo, objective, total return) kept as each
+//! symbol's rows go by, one small file per symbol, then read back in blocks of combos
+//! side by side: memory holds a block, never every symbol's rows.
+
+use crate::error::{SweepError, io_error};
+use crate::report::metric_index;
+use crate::rows::{Row, combo_param_columns, param_cell, push_combo_params};
+use crate::table::{Cell, ColumnType, ColumnarWriter, TableFormat};
+use serde_json::{Value, json};
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use threadx_backtest::{Grid, ParamValues, Strategy};
+use threadx_profile_store::AtomicFile;
+
+/// Bytes of a kept row: combo, objective, total return.
+const RECORD: usize = 24;
+
+/// Rows of every symbol read side by side at a time: about this many bytes.
+const BLOCK_BYTES: usize = 32 << 20;
+
+/// The numbers of a universe's rows, kept symbol by symbol (in order), each symbol's in
+/// combo order.
+#[derive(Debug)]
+pub(crate) struct Across {
+    dir: PathBuf,
+    by: String,
+    by_index: usize,
+    return_index: usize,
+    files: Vec<(PathBuf, u64)>,
+    current: Option<BufWriter<File>>,
+}
+
+/// One combo's line of the table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ComboAcross {
+    pub combo: u64,
+    pub values: ParamValues,
+    /// Symbols whose objective is a number.
+    pub symbols: u64,
+    pub mean: f64,
+    pub median: f64,
+    pub min: f64,
+    /// The share of the symbols (with a row for the combo) whose total return is positive.
+    pub positive_return_share: f64,
+}
+
+/// What the table holds: where it went, its objective, its row count, the best combos by
+/// median.
+#[derive(Debug, Clone)]
+pub struct AcrossReport {
+    pub path: PathBuf,
+    pub by: String,
+    pub symbols: usize,
+    pub rows: u64,
+    pub best: Vec<ComboAcross>,
+}
+
+impl AcrossReport {
+    pub fn to_json(&self, strategy: &Strategy) -> Value {
+        let best: Vec<Value> = self
+            .best
+            .iter()
+            .map(|c| {
+                let params: serde_json::Map<String, Value> = strategy
+                    .schema()
+                    .iter()
+                    .zip(c.values.iter())
+                    .map(|(p, &v)| (p.name.clone(), p.to_json(v)))
+                    .collect();
+                json!({"combo": c.combo, "params": params, "symbols": c.symbols, "mean": finite(c.mean),
+                       "median": finite(c.median), "min": finite(c.min),
+                       "positive_return_share": finite(c.positive_return_share)})
+            })
+            .collect();
+        json!({"file": self.path.display().to_string(), "by": self.by, "symbols": self.symbols,
+               "combos": self.rows, "best_by_median": best})
+    }
+}
+
+fn finite(v: f64) -> Value {
+    if v.is_finite() { json!(v) } else { Value::Null }
+}
+
+impl Across {
+    /// Keeps the rows' numbers in the folder `dir` (created when missing); `by` is the objective.
+    pub(crate) fn new(dir: &Path, by: &str) -> Result<Self, SweepError> {
+        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            by: by.to_owned(),
+            by_index: metric_index(by)?,
+            return_index: metric_index("total_return")?,
+            files: Vec::new(),
+            current: None,
+        })
+    }
+
+    /// Starts the next symbol's rows.
+    pub(crate) fn next_symbol(&mut self) -> Result<(), SweepError> {
+        self.close()?;
+        let path = self.dir.join(format!("across-{:06}.bin", self.files.len()));
+        let file = File::create(&path).map_err(io_error(&path))?;
+        self.files.push((path, 0));
+        self.current = Some(BufWriter::with_capacity(1 << 16, file));
+        Ok(())
+    }
+
+    /// The current symbol's next row (in combo order).
+    pub(crate) fn take(&mut self, row: &Row) -> Result<(), SweepError> {
+        let (Some(out), Some((path, rows))) = (self.current.as_mut(), self.files.last_mut()) else {
+            return Err(SweepError::Results("a row before its symbol".into()));
+        };
+        let values = row.metrics.values();
+        let mut record = [0u8; RECORD];
+        record[..8].copy_from_slice(&row.combo.to_le_bytes());
+        record[8..16].copy_from_slice(&values[self.by_index].to_le_bytes());
+        record[16..].copy_from_slice(&values[self.return_index].to_le_bytes());
+        out.write_all(&record).map_err(io_error(path))?;
+        *rows += 1;
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), SweepError> {
+        if let (Some(mut out), Some((path, _))) = (self.current.take(), self.files.last()) {
+            out.flush().map_err(io_error(path))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the table to `path` (CSV, Parquet or Arrow by its extension) and removes the
+    /// kept numbers; `top` best combos by median go into the report.
+    pub(crate) fn finish(
+        mut self,
+        path: &Path,
+        strategy: &Strategy,
+        grid: &Grid,
+        top: usize,
+    ) -> Result<AcrossReport, SweepError> {
+        self.close()?;
+        let rows = self.files.first().map_or(0, |f| f.1);
+        if let Some((other, n)) = self.files.iter().find(|f| f.1 != rows) {
+            return Err(SweepError::Results(format!(
+                "the symbols hold different combos ({} rows, and {n} in {}): a universe's symbols share one grid",
+                rows,
+                other.display()
+            )));
+        }
+        let symbols = self.files.len();
+        let mut table = AcrossTable::create(path, strategy, &self.by)?;
+        let mut best: Vec<ComboAcross> = Vec::with_capacity(top + 1);
+        let block = (BLOCK_BYTES / (RECORD * symbols.max(1))).max(1) as u64;
+        let mut buffers = vec![Vec::new(); symbols];
+        let mut values = Vec::with_capacity(symbols);
+        let mut start = 0;
+        while start < rows {
+            let len = block.min(rows - start);
+            for ((file, _), buffer) in self.files.iter().zip(&mut buffers) {
+                let mut f = File::open(file).map_err(io_error(file))?;
+                f.seek(SeekFrom::Start(start * RECORD as u64)).map_err(io_error(file))?;
+                buffer.resize(len as usize * RECORD, 0);
+                f.read_exact(buffer).map_err(io_error(file))?;
+            }
+            for r in 0..len as usize {
+                let word = |b: &[u8], k: usize| <[u8; 8]>::try_from(&b[r * RECORD + 8 * k..][..8]).unwrap_or_default();
+                let combo = u64::from_le_bytes(word(&buffers[0], 0));
+                values.clear();
+                let mut positive = 0u64;
+                for (s, buffer) in buffers.iter().enumerate() {
+                    if u64::from_le_bytes(word(buffer, 0)) != combo {
+                        return Err(SweepError::Results(format!(
+                            "row {} is combo {combo} for the first symbol but not for symbol {s}: a universe's \
+                             symbols share one grid",
+                            start + r as u64
+                        )));
+                    }
+                    let objective = f64::from_le_bytes(word(buffer, 1));
+                    if !objective.is_nan() {
+                        values.push(objective);
+                    }
+                    positive += u64::from(f64::from_le_bytes(word(buffer, 2)) > 0.0);
+                }
+                let line = summarise(combo, grid.values(combo), &mut values, positive, symbols);
+                table.push(strategy, &line)?;
+                keep_best(&mut best, line, top);
+            }
+            start += len;
+        }
+        table.finish()?;
+        std::fs::remove_dir_all(&self.dir).map_err(io_error(&self.dir))?;
+        Ok(AcrossReport { path: path.to_owned(), by: self.by, symbols, rows, best })
+    }
+}
+
+/// One combo's line from its objective values (any order; sorted here) and the count of
+/// positive returns among `symbols`.
+fn summarise(combo: u64, params: ParamValues, values: &mut [f64], positive: u64, symbols: usize) -> ComboAcross {
+    let n = values.len();
+    let mean = if n == 0 { f64::NAN } else { values.iter().sum::<f64>() / n as f64 };
+    values.sort_by(f64::total_cmp);
+    let median = match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    };
+    ComboAcross {
+        combo,
+        values: params,
+        symbols: n as u64,
+        mean,
+        median,
+        min: values.first().copied().unwrap_or(f64::NAN),
+        positive_return_share: if symbols == 0 { f64::NAN } else { positive as f64 / symbols as f64 },
+    }
+}
+
+/// Keeps the `top` best lines by median (larger first, NaN last, then the lower combo).
+fn keep_best(best: &mut Vec<ComboAcross>, line: ComboAcross, top: usize) {
+    let key = |c: &ComboAcross| (c.median.is_nan(), -c.median, c.combo);
+    let at = best.partition_point(|b| {
+        let (a, b) = (key(b), key(&line));
+        a.0 < b.0 || (a.0 == b.0 && (a.1.total_cmp(&b.1).is_lt() || (a.1 == b.1 && a.2 < b.2)))
+    });
+    if at < top {
+        best.insert(at, line);
+        best.truncate(top);
+    }
+}
+
+/// The table's file as it is written: CSV text, or a columnar table.
+enum AcrossTable {
+    Csv { path: PathBuf, file: AtomicFile, text: String },
+    Columnar(Box<ColumnarWriter<AtomicFile>>),
+}
+
+impl AcrossTable {
+    fn columns(strategy: &Strategy, by: &str) -> Vec<(String, ColumnType)> {
+        let mut columns = combo_param_columns(strategy, &[]);
+        columns.push(("symbols".into(), ColumnType::Int));
+        for stat in ["mean", "median", "min"] {
+            columns.push((format!("{stat}_{by}"), ColumnType::Float));
+        }
+        columns.push(("positive_return_share".into(), ColumnType::Float));
+        columns
+    }
+
+    fn create(path: &Path, strategy: &Strategy, by: &str) -> Result<Self, SweepError> {
+        let columns = Self::columns(strategy, by);
+        match TableFormat::of(path) {
+            TableFormat::Csv => {
+                let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+                let file = AtomicFile::create(path).map_err(io_error(path))?;
+                Ok(Self::Csv { path: path.to_owned(), file, text: format!("{}\n", names.join(",")) })
+            }
+            format => Ok(Self::Columnar(Box::new(ColumnarWriter::create(path, format, &columns)?))),
+        }
+    }
+
+    fn push(&mut self, strategy: &Strategy, c: &ComboAcross) -> Result<(), SweepError> {
+        let numbers = [c.mean, c.median, c.min, c.positive_return_share];
+        match self {
+            Self::Csv { path, file, text } => {
+                push_combo_params(text, strategy, c.combo, &c.values);
+                text.push(',');
+                crate::decimal::push_u64(text, c.symbols);
+                for v in numbers {
+                    text.push(',');
+                    if !v.is_nan() {
+                        crate::decimal::push_f64(text, v);
+                    }
+                }
+                text.push('\n');
+                if text.len() >= 1 << 20 {
+                    file.write_all(text.as_bytes()).map_err(io_error(path))?;
+                    text.clear();
+                }
+                Ok(())
+            }
+            Self::Columnar(w) => {
+                let mut cells: Vec<Cell<'_>> = Vec::with_capacity(2 + c.values.len() + numbers.len());
+                cells.push(Cell::Int(c.combo as i64));
+                cells.extend(strategy.schema().iter().zip(c.values.iter()).map(|(p, &v)| param_cell(p, v)));
+                cells.push(Cell::Int(c.symbols as i64));
+                cells.extend(numbers.map(Cell::Float));
+                w.push(&cells)
+            }
+        }
+    }
+
+    fn finish(self) -> Result<(), SweepError> {
+        match self {
+            Self::Csv { path, mut file, text } => {
+                file.write_all(text.as_bytes()).map_err(io_error(&path))?;
+                file.commit().map_err(io_error(&path))
+            }
+            Self::Columnar(w) => w.commit(),
+        }
+    }
+}
+
+/// `results.csv` → `results-by-combo.csv` (the same folder and format).
+pub fn by_combo_path(out: &Path) -> PathBuf {
+    let stem = out.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match out.extension() {
+        Some(ext) => format!("{stem}-by-combo.{}", ext.to_string_lossy()),
+        None => format!("{stem}-by-combo"),
+    };
+    out.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_mean_min_and_the_best_list() {
+        let params = ParamValues::new(&[1.0]);
+        let mut v = [3.0, -1.0, 2.0, 10.0];
+        let c = summarise(7, params, &mut v, 3, 5);
+        assert_eq!((c.symbols, c.mean, c.median, c.min, c.positive_return_share), (4, 3.5, 2.5, -1.0, 0.6));
+        let mut odd = [5.0, 1.0, 3.0];
+        assert_eq!(summarise(1, params, &mut odd, 0, 3).median, 3.0);
+        assert!(summarise(1, params, &mut [], 0, 3).median.is_nan());
+        let mut best = Vec::new();
+        for (combo, median) in [(0, 1.0), (1, f64::NAN), (2, 3.0), (3, 1.0), (4, 2.0)] {
+            let line = ComboAcross { combo, median, ..c };
+            keep_best(&mut best, line, 3);
+        }
+        assert_eq!(best.iter().map(|b| b.combo).collect::<Vec<_>>(), [2, 4, 0]);
+    }
+}

@@ -1,0 +1,281 @@
+//! A universe's sweep: the same grid over every symbol of a [`Universe`], one symbol at
+//! a time on one device pool. Each symbol gets its own indicator bank and signal book
+//! (dropped before the next symbol's are made: memory holds one symbol's), and its rows
+//! a `symbol` column; the results file is the symbols' rows in symbol order, each
+//! symbol's in combo order, so it equals the single-symbol runs row for row. Beside it,
+//! `<out>-by-combo` ([`crate::across`]) gives each combo's objective across the symbols.
+//!
+//! Layout: `<out>.parts/` holds `sweep.json` (the universe's identity), a finished
+//! symbol's results and summary (`000003.csv`, `000003.json`: a single-symbol run's
+//! files, made by [`run_to_files`] with its own checkpoint beside them while it runs).
+//! `--resume` takes the finished symbols whose summary names the same spec, data and
+//! chunking, and resumes the one in flight from its chunks; shards cut every symbol's
+//! chunks alike, and `merge` joins them.
+
+use crate::across::{Across, AcrossReport, by_combo_path};
+use crate::error::{SweepError, io_error};
+use crate::output::{
+    OutputOptions, check_output, check_writable, checkpoint_dir, extend, identity, open_checkpoint, summary_path,
+};
+use crate::results_file::{ResultsKind, ResultsReader, ResultsWriter};
+use crate::runner::SweepPlan;
+use crate::session::{Devices, Session};
+use crate::spec::SweepSpec;
+use crate::table::{ParquetJoin, TableFormat};
+use serde_json::{Value, json};
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+use threadx_backtest::Strategy;
+use threadx_dispatch::Dispatcher;
+use threadx_indicators::{Universe, format_time};
+use threadx_profile_store::{is_special_file, write_file_atomic};
+use threadx_telemetry::{PhaseReport, PhaseTimer};
+
+/// Where a universe's run stands: symbol `symbol` of `symbols` (named `name`), `done`
+/// of its `total` combo positions.
+#[derive(Debug, Clone, Copy)]
+pub struct UniverseProgress<'a> {
+    pub symbol: usize,
+    pub symbols: usize,
+    pub name: &'a str,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// What a universe's run did: the summary written beside the results, with its parts typed.
+#[derive(Debug, Clone)]
+pub struct UniverseReport {
+    pub summary: Value,
+    pub strategy: Strategy,
+    /// Rows written, every symbol's.
+    pub rows: u64,
+    /// The per-combo table across the symbols; `None` for a shard (`merge` makes it).
+    pub across: Option<AcrossReport>,
+    pub phases: PhaseReport,
+    /// Symbols run now (not taken from the checkpoint), and bar·combos they simulated
+    /// per second of the whole run's wall time.
+    pub symbols_run: usize,
+    pub bar_combos_per_s: Option<f64>,
+    pub summary_path: Option<PathBuf>,
+}
+
+/// The results file's extension for a symbol's own results in the checkpoint.
+fn extension(out: &Path) -> &'static str {
+    match TableFormat::of(out) {
+        TableFormat::Csv => "csv",
+        TableFormat::Parquet => "parquet",
+        TableFormat::Arrow => "arrow",
+    }
+}
+
+/// Runs the grid of `spec` over every symbol of `universe` into the files `opts` names
+/// (`opts.symbol` must be unset: each symbol's rows carry their own), on devices opened
+/// once through `dispatcher` (`note` hears of a balance measured first). `progress` hears
+/// of each chunk. A search, a walk-forward or the overfitting statistics run on one
+/// symbol's data and are refused here.
+pub fn universe_to_files(
+    universe: &Universe,
+    spec: &SweepSpec,
+    dispatcher: Arc<Dispatcher>,
+    opts: &OutputOptions,
+    mut phases: PhaseTimer,
+    progress: &mut dyn FnMut(UniverseProgress<'_>),
+    note: &mut dyn FnMut(&str),
+) -> Result<UniverseReport, SweepError> {
+    let started = Instant::now();
+    if spec.search().is_some() || spec.walk_forward().is_some() || spec.overfitting().is_some() {
+        return Err(SweepError::Spec(
+            "a sweep over many symbols runs the grid (or --random) on each: a search, --walk-forward and \
+             --overfitting run on one symbol's data; give one symbol's file"
+                .into(),
+        ));
+    }
+    if opts.symbol.is_some() {
+        return Err(SweepError::Spec("a universe's rows carry each symbol's own name: leave `symbol` unset".into()));
+    }
+    check_output(opts)?;
+    let across_path = (opts.shard.is_whole() && !is_special_file(&opts.out)).then(|| by_combo_path(&opts.out));
+    if let Some(path) = &across_path {
+        check_writable(path)?;
+    }
+    let strategy = spec.strategy();
+    let parts = checkpoint_dir(&opts.out);
+    let names: Vec<&str> = universe.names().collect();
+    let universe_identity = json!({
+        "spec": spec.to_json(),
+        "universe": {"origin": universe.origin(), "symbols": names},
+        "shards": opts.shard.count,
+    });
+    let _lock = open_checkpoint(&parts, json!({"identity": universe_identity, "shard": opts.shard.index}))?;
+    let mut across = match across_path {
+        Some(_) => Some(Across::new(&parts.join("across"), &opts.by)?),
+        None => None,
+    };
+
+    let mut devices: Option<Devices> = None;
+    let (mut rows, mut symbols_run, mut bar_combos) = (0u64, 0usize, 0f64);
+    let mut symbol_files = Vec::with_capacity(names.len());
+    let mut symbols_json = Vec::with_capacity(names.len());
+    let mut combos_json = Value::Null;
+    for (i, &name) in names.iter().enumerate() {
+        let data = phases.time("load", || universe.load(i)).map_err(|e| SweepError::Spec(e.to_string()))?;
+        let plan = SweepPlan::new(spec, data.len(), dispatcher.policy())?;
+        let out = parts.join(format!("{i:06}.{}", extension(&opts.out)));
+        let summary_file = out.with_extension("json");
+        let id = identity(spec, plan.combos(), &data, opts.shard);
+        let finished: Option<Value> = fs::read_to_string(&summary_file)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .filter(|s: &Value| s["identity"] == id && out.exists());
+        let summary = match finished {
+            Some(summary) => {
+                let total = summary["combos"]["positions"].as_u64().unwrap_or(0);
+                progress(UniverseProgress { symbol: i, symbols: names.len(), name, done: total, total });
+                summary
+            }
+            None => {
+                let session = match &devices {
+                    Some(d) => Session::with_devices(plan, data.clone(), d)?,
+                    None => Session::from_plan(plan, data.clone(), dispatcher.clone(), note)?,
+                };
+                devices.get_or_insert_with(|| session.devices().clone());
+                let symbol_opts = OutputOptions {
+                    out: out.clone(),
+                    resume: checkpoint_dir(&out).exists(),
+                    shard: opts.shard,
+                    top: 1,
+                    by: opts.by.clone(),
+                    heatmap: None,
+                    overfitting_plots: None,
+                    blocks_out: None,
+                    symbol: Some(name.to_owned()),
+                };
+                let report = session.run_to_files(
+                    &symbol_opts,
+                    PhaseTimer::start(),
+                    &mut |done, total| {
+                        progress(UniverseProgress { symbol: i, symbols: names.len(), name, done, total });
+                    },
+                    None,
+                )?;
+                let p = session.preparation();
+                phases.add("indicators", p.indicators_s);
+                phases.add("book", p.book_s + p.devices_s);
+                if let Some(t) = report.timings {
+                    phases.add("backtests", t.run);
+                    phases.add("merge", t.assembling);
+                }
+                symbols_run += 1;
+                bar_combos += data.len() as f64 * report.summary["combos"]["positions"].as_f64().unwrap_or(0.0);
+                report.summary
+            }
+        };
+        let symbol_rows = summary["combos"]["rows"].as_u64().unwrap_or(0);
+        rows += symbol_rows;
+        combos_json = json!({"grid": summary["combos"]["grid"], "per_symbol": summary["combos"]["positions"]});
+        symbols_json.push(json!({
+            "symbol": name, "origin": data.origin(), "bars": data.len(),
+            "first": data.timestamps().first().map(|&t| format_time(t)),
+            "last": data.timestamps().last().map(|&t| format_time(t)),
+            "rows": symbol_rows, "best": summary["best"]["rows"][0],
+        }));
+        if let Some(a) = across.as_mut() {
+            phases.time("by-combo", || -> Result<(), SweepError> {
+                a.next_symbol()?;
+                let mut reader = ResultsReader::open(&out, strategy, ResultsKind::Universe)?;
+                while let Some(read) = reader.next_row()? {
+                    a.take(&read.row)?;
+                }
+                Ok(())
+            })?;
+        }
+        symbol_files.push(out);
+    }
+    phases.time("merge", || join(&opts.out, strategy, &symbol_files))?;
+    let across = match (across, &across_path) {
+        (Some(a), Some(path)) => {
+            Some(phases.time("by-combo", || a.finish(path, strategy, spec.grid(), opts.top.max(1)))?)
+        }
+        _ => None,
+    };
+    let phase_report = phases.report();
+    let total_s = started.elapsed().as_secs_f64();
+    let bar_combos_per_s = (symbols_run > 0 && total_s > 0.0).then(|| bar_combos / total_s);
+    let mut summary = json!({
+        "threadx": env!("CARGO_PKG_VERSION"),
+        "identity": universe_identity,
+        "shard": {"index": opts.shard.index, "count": opts.shard.count},
+        "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
+    });
+    extend(
+        &mut summary,
+        json!({
+            "symbols": symbols_json,
+            "combos": {"grid": combos_json["grid"], "per_symbol": combos_json["per_symbol"], "rows": rows},
+            "by_combo": across.as_ref().map(|a| a.to_json(strategy)),
+            "timings_s": {"total": total_s, "symbols_run": symbols_run, "bar_combos_per_s": bar_combos_per_s},
+            "phases": phase_report.to_json(),
+        }),
+    );
+    let summary_path = summary_path(&opts.out);
+    if let Some(path) = &summary_path {
+        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
+    }
+    fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
+    Ok(UniverseReport {
+        summary,
+        strategy: strategy.clone(),
+        rows,
+        across,
+        phases: phase_report,
+        symbols_run,
+        bar_combos_per_s,
+        summary_path,
+    })
+}
+
+/// The symbols' own results files (each with its `symbol` column) joined in order into
+/// `out`: CSV rows copied by the kernel, Parquet column chunks copied, Arrow rows rewritten.
+fn join(out: &Path, strategy: &Strategy, files: &[PathBuf]) -> Result<(), SweepError> {
+    let kind = ResultsKind::Universe;
+    match TableFormat::of(out) {
+        TableFormat::Csv => {
+            let header = kind.header(strategy);
+            let mut file = ResultsWriter::create(out, strategy, kind)?;
+            for path in files {
+                let mut part = fs::File::open(path).map_err(io_error(path))?;
+                let mut first = vec![0u8; header.len()];
+                part.read_exact(&mut first).map_err(io_error(path))?;
+                if first != header.as_bytes() {
+                    return Err(SweepError::Results(format!("{}: not a {strategy} symbol's results", path.display())));
+                }
+                part.seek(SeekFrom::Start(header.len() as u64)).map_err(io_error(path))?;
+                file.csv_file(&mut part)?;
+            }
+            file.finish()
+        }
+        TableFormat::Parquet => {
+            let mut file = ParquetJoin::new(out);
+            for path in files {
+                file.append(bytes::Bytes::from(fs::read(path).map_err(io_error(path))?))?;
+            }
+            match file.finish()? {
+                Some(()) => Ok(()),
+                None => ResultsWriter::create(out, strategy, kind)?.finish(),
+            }
+        }
+        TableFormat::Arrow => {
+            let mut file = ResultsWriter::create(out, strategy, kind)?;
+            for path in files {
+                let mut reader = ResultsReader::open(path, strategy, kind)?;
+                while let Some(read) = reader.next_row()? {
+                    file.copy(strategy, &read)?;
+                }
+            }
+            file.finish()
+        }
+    }
+}
