@@ -653,9 +653,15 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
         }
         other => other?,
     };
-    out!("{}", top_table(&report.strategy, &report.best, &args.by));
+    match &report.across {
+        Some(across) => out!("{}", crate::universe::across_table(&report.strategy, across)),
+        None => out!("{}", top_table(&report.strategy, &report.best, &args.by)),
+    }
     outln!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());
-    if let Some(h) = heatmap {
+    if let Some(across) = &report.across {
+        outln!("wrote the combos across the symbols to {}", across.path.display());
+    }
+    if let Some(h) = heatmap.filter(|_| report.across.is_none()) {
         outln!("wrote the {} heatmap to {}", args.by, h.path.display());
     }
     print_summary_path(report.summary_path.as_deref(), &args.out)?;

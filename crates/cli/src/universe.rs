@@ -4,7 +4,9 @@
 
 use crate::sweep::{SweepArgs, count, num, pct, print_summary_path, progress_bar};
 use anyhow::{Result, bail};
+use std::io::Write as _;
 use std::sync::Arc;
+use threadx_backtest::Strategy;
 use threadx_dispatch::{Dispatcher, thousands};
 use threadx_indicators::Universe;
 use threadx_sweep::{AcrossReport, OutputOptions, SweepSpec, UniverseProgress, universe_to_files};
@@ -41,7 +43,10 @@ pub fn run(
     ));
     let bar = progress_bar(per_symbol * universe.len() as u64, args.quiet, "symbol·combos");
     let mut note = |note: &str| {
-        bar.suspend(|| println!("{note}"));
+        // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
+        bar.suspend(|| {
+            let _ = writeln!(std::io::stdout().lock(), "{note}");
+        });
     };
     let report = universe_to_files(
         universe,
@@ -62,7 +67,7 @@ pub fn run(
         tracing::warn!("could not save the timing profile: {e}");
     }
     if let Some(across) = &report.across {
-        out!("{}", across_table(spec, across));
+        out!("{}", across_table(spec.strategy(), across));
     }
     let rate = report.bar_combos_per_s.map_or_else(
         || "every symbol came from the checkpoint".to_owned(),
@@ -84,9 +89,8 @@ pub fn run(
 }
 
 /// The best combos by the median of the objective across the symbols.
-fn across_table(spec: &SweepSpec, a: &AcrossReport) -> String {
+pub fn across_table(strategy: &Strategy, a: &AcrossReport) -> String {
     use std::fmt::Write as _;
-    let strategy = spec.strategy();
     let mut out = format!("top {} combos across {} symbols, by median {}:\n", a.best.len(), a.symbols, a.by);
     let _ = writeln!(
         out,

@@ -222,11 +222,11 @@ fn summarise(combo: u64, params: ParamValues, values: &mut [f64], positive: u64,
 
 /// Keeps the `top` best lines by median (larger first, NaN last, then the lower combo).
 fn keep_best(best: &mut Vec<ComboAcross>, line: ComboAcross, top: usize) {
-    let key = |c: &ComboAcross| (c.median.is_nan(), -c.median, c.combo);
-    let at = best.partition_point(|b| {
-        let (a, b) = (key(b), key(&line));
-        a.0 < b.0 || (a.0 == b.0 && (a.1.total_cmp(&b.1).is_lt() || (a.1 == b.1 && a.2 < b.2)))
-    });
+    let order = |a: &ComboAcross, b: &ComboAcross| {
+        let nan = a.median.is_nan().cmp(&b.median.is_nan());
+        nan.then(b.median.total_cmp(&a.median)).then(a.combo.cmp(&b.combo))
+    };
+    let at = best.partition_point(|b| order(b, &line).is_lt());
     if at < top {
         best.insert(at, line);
         best.truncate(top);

@@ -4,6 +4,7 @@
 //! sweep's.
 
 use crate::SweepSpec;
+use crate::across::{Across, by_combo_path};
 use crate::error::{SweepError, io_error};
 use crate::output::{HeatmapOptions, SweepReport, best_json, check_writable, in_file, summary_path};
 use crate::overfit::{MergingBlocks, write_plots};
@@ -13,7 +14,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use threadx_profile_store::{refuse_output_over_input, write_file_atomic};
+use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
 
 /// Joins the results files of every shard of one sweep into `out`, byte-identical to the
 /// file a one-process run writes (shards and `out` each CSV, Parquet or Arrow, mixed as
@@ -75,6 +76,17 @@ pub fn merge(
             }
             Some(_) => {}
         }
+        // A universe's shards name each symbol's data, which must be the same too.
+        let data = |s: &Value| -> Vec<Value> {
+            s["symbols"].as_array().into_iter().flatten().map(|d| json!([d["symbol"], d["fingerprint"]])).collect()
+        };
+        if summaries.first().is_some_and(|first| data(first) != data(&summary)) {
+            return Err(bad(format!(
+                "{} was run on other data than {} (a symbol's bars differ)",
+                path.display(),
+                shards[0].display()
+            )));
+        }
         if let Some(other) = seen.insert(index, path) {
             return Err(bad(format!("{} and {} are both shard {index}/{count}", other.display(), path.display())));
         }
@@ -92,14 +104,43 @@ pub fn merge(
     let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars)?;
     // A search's shards hold trials (numbered in evaluation order) instead of combos.
     let search = spec.search();
-    let mut heatmap = match heatmap {
+    // A universe's rows go by symbol (in the order of its list), then combo.
+    let symbols: Option<Vec<String>> = identity["universe"]["symbols"]
+        .as_array()
+        .map(|names| names.iter().map(|n| n.as_str().unwrap_or_default().to_owned()).collect());
+    let mut across = match &symbols {
+        Some(_) if !is_special_file(out) => {
+            let mut parts = out.as_os_str().to_owned();
+            parts.push(".by-combo.parts");
+            Some((Across::new(Path::new(&parts), by)?, by_combo_path(out)))
+        }
+        _ => None,
+    };
+    if let Some((_, path)) = &across {
+        check_writable(path)?;
+    }
+    let mut heatmap = match heatmap.filter(|_| symbols.is_none()) {
         Some(h) => {
             Some((Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by)?, h.path.clone()))
         }
         None => None,
     };
 
-    let kind = if search.is_some() { ResultsKind::Trials } else { ResultsKind::Grid };
+    let kind = match (search, &symbols) {
+        (Some(_), _) => ResultsKind::Trials,
+        (None, Some(_)) => ResultsKind::Universe,
+        (None, None) => ResultsKind::Grid,
+    };
+    let symbol_index = |read: &ReadRow| -> Result<u64, SweepError> {
+        match (&symbols, &read.symbol) {
+            (Some(names), Some(s)) => names
+                .iter()
+                .position(|n| n == s)
+                .map(|i| i as u64)
+                .ok_or_else(|| bad(format!("a row of symbol `{s}`, which the sweep's universe does not hold"))),
+            _ => Ok(0),
+        }
+    };
     let mut readers = Vec::new();
     for path in shards {
         readers.push(ResultsReader::open(path, strategy, kind)?);
@@ -113,7 +154,8 @@ pub fn merge(
         |i: usize, next: &mut Vec<Option<ReadRow>>, heads: &mut BinaryHeap<_>| -> Result<(), SweepError> {
             let read = readers[i].next_row().map_err(|e| in_file(&shards[i], e))?;
             if let Some(r) = &read {
-                heads.push((std::cmp::Reverse(r.trial.unwrap_or(r.row.combo)), i));
+                let key = (symbol_index(r).map_err(|e| in_file(&shards[i], e))?, r.trial.unwrap_or(r.row.combo));
+                heads.push((std::cmp::Reverse(key), i));
             }
             next[i] = read;
             Ok(())
@@ -125,11 +167,22 @@ pub fn merge(
     let mut trials = Vec::new();
     let what = if search.is_some() { "trial" } else { "combo" };
     while let Some((std::cmp::Reverse(key), i)) = heads.pop() {
-        if last.is_some_and(|l| key <= l) || (search.is_some() && key != rows) {
-            return Err(bad(format!("{what} {key} is missing, repeated or out of order (in {})", shards[i].display())));
+        if last.is_some_and(|l| key <= l) || (search.is_some() && key.1 != rows) {
+            let symbol = symbols.as_ref().map_or(String::new(), |names| format!(" of {}", names[key.0 as usize]));
+            return Err(bad(format!(
+                "{what} {}{symbol} is missing, repeated or out of order (in {})",
+                key.1,
+                shards[i].display()
+            )));
+        }
+        if let Some((a, _)) = across.as_mut().filter(|_| last.is_none_or(|l: (u64, u64)| l.0 != key.0)) {
+            a.next_symbol()?;
         }
         last = Some(key);
         let Some(read) = next[i].take() else { continue };
+        if let Some((a, _)) = across.as_mut() {
+            a.take(&read.row)?;
+        }
         // A CSV shard's line goes into a CSV as it was read; otherwise the row is written.
         file.copy(strategy, &read)?;
         let row = read.row;
@@ -153,6 +206,10 @@ pub fn merge(
         return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
     }
     file.finish()?;
+    let across = match across {
+        Some((a, path)) => Some(a.finish(&path, strategy, spec.grid(), top.max(1))?),
+        None => None,
+    };
     if let Some((h, path)) = &heatmap {
         write_file_atomic(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?;
     }
@@ -165,6 +222,10 @@ pub fn merge(
         "combos": {"rows": rows},
         "best": best_json(strategy, &leaderboard),
     });
+    if symbols.is_some() {
+        summary["symbols"] = summaries[0]["symbols"].clone();
+        summary["by_combo"] = across.as_ref().map(|a| a.to_json(strategy)).unwrap_or_default();
+    }
     let overfitting = blocks.map(MergingBlocks::finish).transpose()?;
     if let Some(o) = &overfitting {
         if let Some(plots) = plots {
@@ -194,5 +255,6 @@ pub fn merge(
         best,
         rows,
         summary_path: out_summary,
+        across,
     })
 }

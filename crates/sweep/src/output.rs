@@ -89,6 +89,8 @@ pub struct SweepReport {
     /// Where the summary was written; `None` when the results went to a device or FIFO,
     /// beside which nothing is written.
     pub summary_path: Option<PathBuf>,
+    /// A universe's merge: the combos across its symbols (`<out>-by-combo`).
+    pub across: Option<crate::across::AcrossReport>,
 }
 
 /// Where a run's wall time went, in seconds (the summary's `timings_s`).
@@ -500,6 +502,7 @@ pub fn run_to_files(
         best: leaderboard.rows().to_vec(),
         rows,
         summary_path,
+        across: None,
     })
 }
 

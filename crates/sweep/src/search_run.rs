@@ -329,6 +329,7 @@ pub fn search_to_files(
             best,
             rows: trials.len() as u64,
             summary_path,
+            across: None,
         },
         search: report,
     })

@@ -180,7 +180,7 @@ pub fn universe_to_files(
             "symbol": name, "origin": data.origin(), "bars": data.len(),
             "first": data.timestamps().first().map(|&t| format_time(t)),
             "last": data.timestamps().last().map(|&t| format_time(t)),
-            "rows": symbol_rows, "best": summary["best"]["rows"][0],
+            "fingerprint": id["data"]["fingerprint"], "rows": symbol_rows, "best": summary["best"]["rows"][0],
         }));
         if let Some(a) = across.as_mut() {
             phases.time("by-combo", || -> Result<(), SweepError> {
