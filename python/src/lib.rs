@@ -15,6 +15,7 @@
 mod overfit;
 mod search;
 mod simulate;
+mod universe;
 
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::{PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
@@ -601,6 +602,10 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Bars>()?;
     m.add_class::<Session>()?;
+    m.add_class::<universe::Universe>()?;
+    m.add_function(wrap_pyfunction!(universe::load_market, m)?)?;
+    m.add_function(wrap_pyfunction!(universe::market_from_arrow, m)?)?;
+    m.add_function(wrap_pyfunction!(universe::sweep_universe, m)?)?;
     m.add_function(wrap_pyfunction!(columns_of, m)?)?;
     m.add_function(wrap_pyfunction!(epoch_ms, m)?)?;
     m.add_function(wrap_pyfunction!(indicators, m)?)?;

@@ -28,7 +28,7 @@ from . import _threadx
 
 __version__: str = _threadx.__version__
 
-from ._inputs import Data, _bars, _f64, _opt_float, _utc_index
+from ._inputs import Data, _bars, _f64, _market, _opt_float, _utc_index
 from .overfitting import PboResult, deflated_sharpe, pbo
 from .signals import simulate
 
@@ -187,9 +187,29 @@ def sweep(
     (every GPU and the CPU). ``overfitting=True`` (or a dict of ``blocks``,
     ``pbo_splits``, ``seed``, ``effective_trials``) puts ``threadx sweep
     --overfitting``'s object (PBO, DSR, stability) in the frame's
-    ``.attrs["overfitting"]``."""
-    bars, _index = _bars(data)
+    ``.attrs["overfitting"]``.
+
+    Many symbols run the same grid on each, one after another on the same devices: a
+    dict of frames (or Arrow tables, or paths) by symbol, a long frame or Arrow table
+    whose ``symbol`` column holds several symbols, a folder or a glob pattern
+    (``"data/*.parquet"``). The frame is then indexed by ``(symbol, combo)``, each
+    symbol's rows those of its own sweep, and ``.attrs["by_combo"]`` holds, by combo,
+    the ``by`` metric's mean, median and minimum over the symbols and the share of them
+    with a positive return (``threadx sweep``'s ``-by-combo`` table)."""
+    market = _market(data)
     request = _request(strategy, grid, fee, device, random, seed, walk_forward, periods_per_year, chunk_size, threads)
+    if isinstance(market, _threadx.Universe):
+        if overfitting is not False:
+            raise ValueError("overfitting statistics run on one symbol's data: sweep one symbol's frame")
+        callback, finish = _progress(progress, "symbol·combos")
+        try:
+            out = _threadx.sweep_universe(market, request, by, callback)
+        finally:
+            finish()
+        rows = _frame(out["columns"]).set_index(["symbol", "combo"])
+        rows.attrs["by_combo"] = _frame(out["by_combo"]).set_index("combo")
+        return rows
+    bars, _index = market
     if overfitting is not False:
         fields = {} if overfitting is True else dict(overfitting)
         request = json.dumps({**json.loads(request), "overfitting": fields})

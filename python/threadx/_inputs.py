@@ -45,11 +45,55 @@ def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
     )
 
 
+def _market(data: Data) -> Union[Tuple[_threadx.Bars, pd.Index], _threadx.Universe]:
+    """One data set's bars and index (as `_bars`), or a universe of symbols: a dict of
+    frames (Arrow tables, paths) by symbol, a long frame or Arrow table whose `symbol`
+    column holds several symbols, a folder or a glob pattern."""
+    if isinstance(data, (str, os.PathLike)):
+        return _one_or_many(_threadx.load_market(os.fspath(data)))
+    if isinstance(data, pd.DataFrame):
+        column = next((c for c in data.columns if str(c).lower() == "symbol"), None)
+        if column is not None and data[column].nunique(dropna=False) > 1:
+            if data[column].isna().any():
+                row = int(np.flatnonzero(data[column].isna().to_numpy())[0])
+                raise ValueError(f"DataFrame, row {row}, column `{column}`: no symbol")
+            groups = data.groupby(column, sort=True)
+            symbols = [(str(name), _bars(frame.drop(columns=column))[0]) for name, frame in groups]
+            return _threadx.Universe.from_bars("DataFrame", symbols)
+        if column is not None:
+            data = data.drop(columns=column)
+    if isinstance(data, Mapping) and data and all(_is_table(v) for v in data.values()):
+        return _threadx.Universe.from_bars("dict", [(str(k), _bars(v)[0]) for k, v in data.items()])
+    stream = _arrow_stream(data)
+    if stream is not None:
+        return _one_or_many(_threadx.market_from_arrow(f"{type(data).__name__} (Arrow)", stream))
+    return _bars(data)
+
+
+def _one_or_many(
+    market: Union[_threadx.Bars, _threadx.Universe],
+) -> Union[Tuple[_threadx.Bars, pd.Index], _threadx.Universe]:
+    if isinstance(market, _threadx.Universe):
+        return market
+    return market, _utc_index(market.timestamps())
+
+
+def _is_table(value: Any) -> bool:
+    """Whether a dict's value is a symbol's whole data (not one column of a dict of arrays)."""
+    if isinstance(value, (pd.Series, np.ndarray, list, tuple)):
+        return False
+    return isinstance(value, (pd.DataFrame, str, os.PathLike)) or _arrow_stream_capable(value)
+
+
+def _arrow_stream_capable(data: Any) -> bool:
+    return hasattr(data, "__arrow_c_stream__") or callable(getattr(data, "to_arrow", None))
+
+
 def _arrow_stream(data: Any) -> Optional[bytes]:
     """An Arrow table's columns as one Arrow IPC stream (the engine reads it as it reads
     an Arrow file), or None when `data` is no Arrow table: a pyarrow Table or RecordBatch,
     or anything with `__arrow_c_stream__` or `to_arrow()` (polars)."""
-    if not (hasattr(data, "__arrow_c_stream__") or callable(getattr(data, "to_arrow", None))):
+    if not _arrow_stream_capable(data):
         return None
     try:
         import pyarrow as pa

@@ -1,6 +1,6 @@
 """Type stubs of the native module (python/src/lib.rs)."""
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +63,24 @@ def sweep(
 def search(
     bars: Bars,
     request_json: str,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Dict[str, Any]: ...
+
+class Universe:
+    """Many symbols' bars, sorted by name."""
+
+    @staticmethod
+    def from_bars(origin: str, symbols: List[Tuple[str, Bars]]) -> Universe: ...
+    @property
+    def names(self) -> List[str]: ...
+    def __len__(self) -> int: ...
+
+def load_market(source: str) -> Union[Bars, Universe]: ...
+def market_from_arrow(origin: str, stream: bytes) -> Union[Bars, Universe]: ...
+def sweep_universe(
+    universe: Universe,
+    request_json: str,
+    by: str = "sharpe",
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> Dict[str, Any]: ...
 

@@ -120,9 +120,19 @@ impl MarketData {
         if source == "synthetic" || source.starts_with("synthetic:") {
             return Ohlcv::load(source).map(Self::Bars);
         }
-        let read = ReadBars::read_file(path)?;
+        Self::of(source, ReadBars::read_file(path)?)
+    }
+
+    /// An Arrow IPC stream in memory (a pyarrow or polars table from Python), under the
+    /// rules of [`MarketData::load`]'s files; `origin` names it in errors.
+    pub fn from_arrow_stream(origin: &str, stream: &[u8]) -> Result<Self, DataError> {
+        Self::of(origin, ReadBars::read_arrow_stream(origin, stream)?)
+    }
+
+    /// A universe when the bars' `symbol` column holds several symbols, else one data set.
+    fn of(origin: &str, read: ReadBars) -> Result<Self, DataError> {
         match read.symbols.as_ref().is_some_and(|s| s.names.len() > 1) {
-            true => Universe::new(source, read.split()?).map(Self::Universe),
+            true => Universe::new(origin, read.split()?).map(Self::Universe),
             false => read.single().map(Self::Bars),
         }
     }
@@ -269,13 +279,5 @@ impl Universe {
             Source::File(path) => Ohlcv::read_file(path).map(Arc::new),
             Source::Bars(bars) => Ok(bars.clone()),
         }
-    }
-}
-
-impl Universe {
-    /// The symbols of an Arrow IPC stream in memory with a `symbol` column (a long pyarrow
-    /// or polars table from Python); `origin` names it in errors.
-    pub fn from_arrow_stream(origin: &str, stream: &[u8]) -> Result<Self, DataError> {
-        Self::new(origin, ReadBars::read_arrow_stream(origin, stream)?.split()?)
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::error::{SweepError, io_error};
 use crate::report::metric_index;
+use crate::runner::ChunkResult;
 use crate::rows::{Row, combo_param_columns, param_cell, push_combo_params};
 use crate::table::{Cell, ColumnType, ColumnarWriter, TableFormat};
 use serde_json::{Value, json};
@@ -196,6 +197,36 @@ impl Across {
         std::fs::remove_dir_all(&self.dir).map_err(io_error(&self.dir))?;
         Ok(AcrossReport { path: path.to_owned(), by: self.by, symbols, rows, best })
     }
+}
+
+/// The table's lines from every symbol's rows held in memory (symbol order; each
+/// symbol's rows in combo order, the same combos), with the objective `by`: the lines
+/// [`Across`] writes, from the same arithmetic.
+pub fn across_in_memory(rows: &[ChunkResult], grid: &Grid, by: &str) -> Result<Vec<ComboAcross>, SweepError> {
+    let (by, total_return) = (metric_index(by)?, metric_index("total_return")?);
+    let Some(first) = rows.first() else { return Ok(Vec::new()) };
+    if rows.iter().any(|r| r.combos != first.combos) {
+        return Err(SweepError::Results("the symbols hold different combos: a universe's symbols share one grid".into()));
+    }
+    let mut values = Vec::with_capacity(rows.len());
+    let lines = first
+        .combos
+        .iter()
+        .enumerate()
+        .map(|(r, &combo)| {
+            values.clear();
+            let mut positive = 0u64;
+            for symbol in rows {
+                let m = symbol.metrics[r].values();
+                if !m[by].is_nan() {
+                    values.push(m[by]);
+                }
+                positive += u64::from(m[total_return] > 0.0);
+            }
+            summarise(combo, grid.values(combo), &mut values, positive, rows.len())
+        })
+        .collect();
+    Ok(lines)
 }
 
 /// One combo's line from its objective values (any order; sorted here) and the count of

@@ -44,7 +44,7 @@ mod table;
 mod universe;
 mod walk;
 
-pub use across::{AcrossReport, ComboAcross, by_combo_path};
+pub use across::{AcrossReport, ComboAcross, across_in_memory, by_combo_path};
 pub use combos::{ComboSet, Shard, chunk_size};
 pub use error::SweepError;
 pub use merge::merge;
@@ -71,5 +71,5 @@ pub use session::{Devices, Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
 pub use table::{ColumnType, TableFormat, write_table};
 pub use threadx_indicators::available_memory;
-pub use universe::{UniverseProgress, UniverseReport, universe_to_files};
+pub use universe::{UniverseProgress, UniverseReport, universe_in_memory, universe_to_files};
 pub use walk::{OutOfSampleDsr, WalkForwardReport, WindowResult, walk_forward};

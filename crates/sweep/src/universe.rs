@@ -12,13 +12,13 @@
 //! chunking, and resumes the one in flight from its chunks; shards cut every symbol's
 //! chunks alike, and `merge` joins them.
 
-use crate::across::{Across, AcrossReport, by_combo_path};
+use crate::across::{Across, AcrossReport, ComboAcross, across_in_memory, by_combo_path};
 use crate::error::{SweepError, io_error};
 use crate::output::{
     OutputOptions, check_output, check_writable, checkpoint_dir, extend, identity, open_checkpoint, summary_path,
 };
 use crate::results_file::{ResultsKind, ResultsReader, ResultsWriter};
-use crate::runner::SweepPlan;
+use crate::runner::{ChunkResult, SweepPlan};
 use crate::session::{Devices, Session};
 use crate::spec::SweepSpec;
 use crate::table::{ParquetJoin, TableFormat};
@@ -86,13 +86,7 @@ pub fn universe_to_files(
     note: &mut dyn FnMut(&str),
 ) -> Result<UniverseReport, SweepError> {
     let started = Instant::now();
-    if spec.search().is_some() || spec.walk_forward().is_some() || spec.overfitting().is_some() {
-        return Err(SweepError::Spec(
-            "a sweep over many symbols runs the grid (or --random) on each: a search, --walk-forward and \
-             --overfitting run on one symbol's data; give one symbol's file"
-                .into(),
-        ));
-    }
+    refuse_single_symbol_work(spec)?;
     if opts.symbol.is_some() {
         return Err(SweepError::Spec("a universe's rows carry each symbol's own name: leave `symbol` unset".into()));
     }
@@ -235,6 +229,50 @@ pub fn universe_to_files(
         bar_combos_per_s,
         summary_path,
     })
+}
+
+/// Every symbol's rows of `spec`'s grid, in memory (symbol order), on devices opened once
+/// through `dispatcher`, with the by-combo lines over them by `by`: what Python's sweep
+/// of many symbols returns. `progress` may stop the run between chunks.
+pub fn universe_in_memory(
+    universe: &Universe,
+    spec: &SweepSpec,
+    dispatcher: Arc<Dispatcher>,
+    by: &str,
+    progress: &mut dyn FnMut(UniverseProgress<'_>) -> Result<(), SweepError>,
+    note: &mut dyn FnMut(&str),
+) -> Result<(Vec<ChunkResult>, Vec<ComboAcross>), SweepError> {
+    refuse_single_symbol_work(spec)?;
+    crate::report::metric_index(by)?;
+    let mut devices: Option<Devices> = None;
+    let mut rows = Vec::with_capacity(universe.len());
+    for i in 0..universe.len() {
+        let data = universe.load(i).map_err(|e| SweepError::Spec(e.to_string()))?;
+        let plan = SweepPlan::new(spec, data.len(), dispatcher.policy())?;
+        let session = match &devices {
+            Some(d) => Session::with_devices(plan, data, d)?,
+            None => Session::from_plan(plan, data, dispatcher.clone(), note)?,
+        };
+        devices.get_or_insert_with(|| session.devices().clone());
+        let (name, symbols) = (universe.name(i), universe.len());
+        rows.push(session.run_in_memory(&mut |done, total| {
+            progress(UniverseProgress { symbol: i, symbols, name, done, total })
+        })?);
+    }
+    let across = across_in_memory(&rows, spec.grid(), by)?;
+    Ok((rows, across))
+}
+
+/// Refuses what runs on one symbol's data only.
+fn refuse_single_symbol_work(spec: &SweepSpec) -> Result<(), SweepError> {
+    if spec.search().is_some() || spec.walk_forward().is_some() || spec.overfitting().is_some() {
+        return Err(SweepError::Spec(
+            "a sweep over many symbols runs the grid (or --random) on each: a search, --walk-forward and \
+             --overfitting run on one symbol's data; give one symbol's file"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The symbols' own results files (each with its `symbol` column) joined in order into
