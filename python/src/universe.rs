@@ -79,7 +79,8 @@ pub(crate) fn sweep_universe<'py>(
     })?;
     let out = PyDict::new(py);
     let columns = PyList::empty(py);
-    let codes: Vec<i64> = rows.iter().enumerate().flat_map(|(s, r)| std::iter::repeat_n(s as i64, r.combos.len())).collect();
+    let codes: Vec<i64> =
+        rows.iter().enumerate().flat_map(|(s, r)| std::iter::repeat_n(s as i64, r.combos.len())).collect();
     columns.append(("symbol", codes.into_pyarray(py), universe.names()))?;
     let combos: Vec<u64> = rows.iter().flat_map(|r| r.combos.iter().copied()).collect();
     combo_param_columns(py, &spec, &columns, &combos)?;

@@ -10,8 +10,8 @@
 
 use crate::error::{SweepError, io_error};
 use crate::report::metric_index;
-use crate::runner::ChunkResult;
 use crate::rows::{Row, combo_param_columns, param_cell, push_combo_params};
+use crate::runner::ChunkResult;
 use crate::table::{Cell, ColumnType, ColumnarWriter, TableFormat};
 use serde_json::{Value, json};
 use std::fs::File;
@@ -206,7 +206,9 @@ pub fn across_in_memory(rows: &[ChunkResult], grid: &Grid, by: &str) -> Result<V
     let (by, total_return) = (metric_index(by)?, metric_index("total_return")?);
     let Some(first) = rows.first() else { return Ok(Vec::new()) };
     if rows.iter().any(|r| r.combos != first.combos) {
-        return Err(SweepError::Results("the symbols hold different combos: a universe's symbols share one grid".into()));
+        return Err(SweepError::Results(
+            "the symbols hold different combos: a universe's symbols share one grid".into(),
+        ));
     }
     let mut values = Vec::with_capacity(rows.len());
     let lines = first

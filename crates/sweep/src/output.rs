@@ -284,9 +284,30 @@ pub fn run_to_files(
     pool: &DevicePool,
     distribute: &DistributeOptions,
     opts: &OutputOptions,
+    phases: PhaseTimer,
+    progress: ProgressFn<'_>,
+    telemetry: Option<&mut dyn FnMut() -> Value>,
+) -> Result<SweepReport, SweepError> {
+    let mut no_rows = |_: &Row| Ok(());
+    run_keeping(sweep, data, pool, distribute, opts, phases, progress, telemetry, &mut no_rows)
+}
+
+/// A row handed to a caller as the run takes it: resumed chunks' first, then the run's
+/// in chunk order (so combo order when nothing was resumed).
+pub(crate) type KeepFn<'a> = &'a mut dyn FnMut(&Row) -> Result<(), SweepError>;
+
+/// [`run_to_files`], handing `keep` every row.
+#[allow(clippy::too_many_arguments)] // run_to_files's arguments, and the row hook.
+pub(crate) fn run_keeping(
+    sweep: &Sweep,
+    data: &Ohlcv,
+    pool: &DevicePool,
+    distribute: &DistributeOptions,
+    opts: &OutputOptions,
     mut phases: PhaseTimer,
     progress: ProgressFn<'_>,
     telemetry: Option<&mut dyn FnMut() -> Value>,
+    keep: KeepFn<'_>,
 ) -> Result<SweepReport, SweepError> {
     let started = Instant::now();
     check_output(opts)?;
@@ -337,11 +358,13 @@ pub fn run_to_files(
             resumed.push(c);
         }
     }
-    let take = |row: Row, leaderboard: &mut Leaderboard, heatmap: &mut Option<Heatmap>| {
+    let mut take = |row: Row, leaderboard: &mut Leaderboard, heatmap: &mut Option<Heatmap>| {
         if let Some(h) = heatmap.as_mut() {
             h.offer(&row);
         }
+        keep(&row)?;
         leaderboard.offer(row);
+        Ok::<(), SweepError>(())
     };
     let resume_started = Instant::now();
     // The blocks kept, joined in chunk order as the run goes: a resumed chunk's are read
@@ -353,7 +376,7 @@ pub fn run_to_files(
         // Read again chunk by chunk: the resumed rows are never all held at once.
         for row in form.rows(&form.path(&parts, c), strategy, book, symbol)? {
             chunk_combos.push(row.combo);
-            take(row, &mut leaderboard, &mut heatmap);
+            take(row, &mut leaderboard, &mut heatmap)?;
             rows += 1;
         }
         if blocks.is_some() {
@@ -394,7 +417,7 @@ pub fn run_to_files(
             kept.extend(SweepBlocks::taken_from(&mut r));
         }
         for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
-            take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap);
+            take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap)?;
         }
         rows += r.combos.len() as u64;
         rows_run += r.combos.len() as u64;

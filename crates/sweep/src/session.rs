@@ -6,7 +6,7 @@
 //! same combos, on whatever device: both run the same book through the same pool.
 
 use crate::error::SweepError;
-use crate::output::{OutputOptions, ProgressFn, SweepReport, run_to_files};
+use crate::output::{KeepFn, OutputOptions, ProgressFn, SweepReport, run_keeping, run_to_files};
 use crate::overfit::{Overfitting, SweepBlocks};
 use crate::report::Leaderboard;
 use crate::rows::Row;
@@ -298,6 +298,18 @@ impl Session {
             progress,
             telemetry,
         )
+    }
+
+    /// [`Session::run_to_files`] with no telemetry, handing `keep` every row as it is taken.
+    pub(crate) fn run_keeping(
+        &self,
+        opts: &OutputOptions,
+        phases: PhaseTimer,
+        progress: ProgressFn<'_>,
+        keep: KeepFn<'_>,
+    ) -> Result<SweepReport, SweepError> {
+        let d = &self.devices;
+        run_keeping(&self.sweep, &self.data, &d.pool, &d.distribute, opts, phases, progress, None, keep)
     }
 
     /// Saves the timing samples the session's indicators took.

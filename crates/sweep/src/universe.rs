@@ -124,6 +124,7 @@ pub fn universe_to_files(
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
             .filter(|s: &Value| s["identity"] == id && out.exists());
+        let mut kept = false;
         let summary = match finished {
             Some(summary) => {
                 let total = summary["combos"]["positions"].as_u64().unwrap_or(0);
@@ -147,14 +148,25 @@ pub fn universe_to_files(
                     blocks_out: None,
                     symbol: Some(name.to_owned()),
                 };
-                let report = session.run_to_files(
+                // A symbol run from its start hands its rows over in combo order: their
+                // numbers are kept as they go; a resumed one's are read back below.
+                let keep_now = !symbol_opts.resume;
+                if let Some(a) = across.as_mut().filter(|_| keep_now) {
+                    a.next_symbol()?;
+                }
+                let mut keep = |row: &crate::rows::Row| match across.as_mut() {
+                    Some(a) if keep_now => a.take(row),
+                    _ => Ok(()),
+                };
+                let report = session.run_keeping(
                     &symbol_opts,
                     PhaseTimer::start(),
                     &mut |done, total| {
-                        progress(UniverseProgress { symbol: i, symbols: names.len(), name, done, total });
+                        progress(UniverseProgress { symbol: i, symbols: names.len(), name, done, total })
                     },
-                    None,
+                    &mut keep,
                 )?;
+                kept = keep_now;
                 let p = session.preparation();
                 phases.add("indicators", p.indicators_s);
                 phases.add("book", p.book_s + p.devices_s);
@@ -176,7 +188,7 @@ pub fn universe_to_files(
             "last": data.timestamps().last().map(|&t| format_time(t)),
             "fingerprint": id["data"]["fingerprint"], "rows": symbol_rows, "best": summary["best"]["rows"][0],
         }));
-        if let Some(a) = across.as_mut() {
+        if let Some(a) = across.as_mut().filter(|_| !kept) {
             phases.time("by-combo", || -> Result<(), SweepError> {
                 a.next_symbol()?;
                 let mut reader = ResultsReader::open(&out, strategy, ResultsKind::Universe)?;
@@ -255,9 +267,11 @@ pub fn universe_in_memory(
         };
         devices.get_or_insert_with(|| session.devices().clone());
         let (name, symbols) = (universe.name(i), universe.len());
-        rows.push(session.run_in_memory(&mut |done, total| {
-            progress(UniverseProgress { symbol: i, symbols, name, done, total })
-        })?);
+        rows.push(
+            session.run_in_memory(&mut |done, total| {
+                progress(UniverseProgress { symbol: i, symbols, name, done, total })
+            })?,
+        );
     }
     let across = across_in_memory(&rows, spec.grid(), by)?;
     Ok((rows, across))
