@@ -116,14 +116,10 @@ fn across_columns<'py>(
     combo_param_columns(py, spec, &columns, &combos)?;
     let symbols: Vec<i64> = across.iter().map(|c| c.symbols as i64).collect();
     columns.append(("symbols", symbols.into_pyarray(py), py.None()))?;
-    let stats: [(String, fn(&ComboAcross) -> f64); 4] = [
-        (format!("mean_{by}"), |c| c.mean),
-        (format!("median_{by}"), |c| c.median),
-        (format!("min_{by}"), |c| c.min),
-        ("positive_return_share".to_owned(), |c| c.positive_return_share),
-    ];
-    for (name, stat) in stats {
-        columns.append((name, across.iter().map(stat).collect::<Vec<_>>().into_pyarray(py), py.None()))?;
+    let names = [format!("mean_{by}"), format!("median_{by}"), format!("min_{by}"), "positive_return_share".into()];
+    for (k, name) in names.into_iter().enumerate() {
+        let column: Vec<f64> = across.iter().map(|c| [c.mean, c.median, c.min, c.positive_return_share][k]).collect();
+        columns.append((name, column.into_pyarray(py), py.None()))?;
     }
     Ok(columns)
 }
