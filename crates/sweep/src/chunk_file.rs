@@ -9,7 +9,7 @@
 use crate::error::{SweepError, io_error};
 use crate::output::in_file;
 use crate::results_file::ResultsKind;
-use crate::rows::{Lead, Row, columns, parse_row, push_row, row_of, write_row};
+use crate::rows::{Lead, ParamTexts, Row, columns, parse_row, push_row, row_of, write_row};
 use crate::runner::ChunkResult;
 use crate::table::{ColumnarReader, ColumnarWriter, TableFormat};
 use bytes::Bytes;
@@ -112,10 +112,18 @@ impl ChunkForm {
     ) -> Result<Vec<u8>, SweepError> {
         let lead = symbol.map_or(Lead::None, Lead::Symbol);
         Ok(match self {
-            Self::Text => text_chunk(r.combos.len() * 128, |text| {
-                for (&combo, m) in r.combos.iter().zip(&r.metrics) {
-                    lead.push(text);
-                    write_row(text, strategy, combo, &book.combo_values(combo), m);
+            Self::Text => text_chunk(r.combos.len() * 128, |text| match book.grid().map(ParamTexts::new) {
+                Some(params) => {
+                    for (&combo, m) in r.combos.iter().zip(&r.metrics) {
+                        lead.push(text);
+                        params.write_row(text, combo, m);
+                    }
+                }
+                None => {
+                    for (&combo, m) in r.combos.iter().zip(&r.metrics) {
+                        lead.push(text);
+                        write_row(text, strategy, combo, &book.combo_values(combo), m);
+                    }
                 }
             }),
             Self::Parquet => {

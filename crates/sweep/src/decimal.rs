@@ -21,9 +21,29 @@ pub(crate) fn push_f64(out: &mut String, v: f64) {
     }
     let mut buffer = zmij::Buffer::new();
     let printed = buffer.format_finite(v);
-    let Some((mantissa, exponent)) = printed.split_once('e') else {
-        // Most values print without an exponent: then zmij's text is Rust's, less a ".0".
-        let plain = printed.strip_suffix(".0").unwrap_or(printed);
+    // zmij writes plain decimals for decimal exponents -5..=15: well inside those bounds the
+    // text is known to have no `e` without reading it back (reading the bytes just written
+    // stalled the store buffer: a quarter of this function's time). Outside, an `e` is
+    // among the last five bytes (`e-324`).
+    let magnitude = v.abs();
+    let plain_for_sure = (1e-4..1e15).contains(&magnitude) || magnitude == 0.0;
+    let split = match plain_for_sure {
+        true => None,
+        false => {
+            let tail = printed.len().saturating_sub(5);
+            printed.as_bytes()[tail..].iter().position(|&b| b == b'e').map(|e| printed.split_at(tail + e))
+        }
+    };
+    let Some((mantissa, exponent)) = split.map(|(m, e)| (m, &e[1..])) else {
+        // Most values print without an exponent: then zmij's text is Rust's, less the ".0"
+        // that only an integer's text ends with.
+        let plain = if v.fract() == 0.0 { printed.strip_suffix(".0").unwrap_or(printed) } else { printed };
+        // A tie needs v·2^(1 − last_unit) to be an integer, and −last_unit, the digits
+        // after the point, is below the text's length: most values fail that at once.
+        if tie_excluded(v, plain.len()) {
+            out.push_str(plain);
+            return;
+        }
         let (len, last_unit) = shape(plain.as_bytes());
         if tie_possible(v, len, last_unit) {
             let _ = write!(out, "{v}");
@@ -89,26 +109,20 @@ pub(crate) fn push_f64(out: &mut String, v: f64) {
 /// The significant digits of a plain decimal (an upper bound: an integer's trailing
 /// zeros count) and the unit exponent of its last digit.
 fn shape(plain: &[u8]) -> (usize, i32) {
-    let (mut len, mut after_point, mut point, mut significant) = (0usize, 0i32, false, false);
-    for &b in plain {
-        match b {
-            b'.' => point = true,
-            b'0'..=b'9' => {
-                significant |= b != b'0';
-                len += usize::from(significant);
-                after_point += i32::from(point);
-            }
-            _ => {}
-        }
-    }
-    (len, -after_point)
+    let digits = plain.strip_prefix(b"-").unwrap_or(plain);
+    let point = digits.iter().position(|&b| b == b'.');
+    let after_point = point.map_or(0, |p| digits.len() - p - 1);
+    let leading = digits.iter().take_while(|&&b| b == b'0' || b == b'.').count();
+    let len = digits.len() - leading - usize::from(point.is_some_and(|p| p >= leading));
+    (len, -(after_point as i32))
 }
 
 /// Whether `v`, whose shortest form has `len` digits, the last one of unit
 /// 10^`last_unit`, may lie exactly halfway between two shortest forms. A tie needs the
 /// last digit at or right of the point, an ulp of at least its unit (so at least 16
-/// digits: v ≥ 2^52 units) and v a multiple of half that unit (at most 1 − last_unit
-/// fraction bits). The cheap tests come first; the checks only widen what Rust formats.
+/// digits: v ≥ 2^52 units) and v a multiple of half that unit: with v = m·2^e, m·2^(e+1−last_unit)
+/// an integer (the power of 5 in the unit divides no dyadic fraction away). The cheap
+/// tests come first; the checks only widen what Rust formats.
 fn tie_possible(v: f64, len: usize, last_unit: i32) -> bool {
     if last_unit > 0 || len < 16 {
         return false;
@@ -118,7 +132,23 @@ fn tie_possible(v: f64, len: usize, last_unit: i32) -> bool {
     if f64::from(ulp_log2) < f64::from(last_unit) * std::f64::consts::LOG2_10 - 2.0 {
         return false;
     }
-    (v * 2f64.powi(1 - last_unit)).fract() == 0.0
+    let (m, e) = significand(v);
+    m == 0 || m.trailing_zeros() as i32 + e + 1 - last_unit >= 0
+}
+
+/// Whether no tie is possible for `v` whose plain text is `chars` long: `tie_possible`'s
+/// last test fails for every `last_unit` ≥ −`chars`.
+fn tie_excluded(v: f64, chars: usize) -> bool {
+    let (m, e) = significand(v);
+    m != 0 && (m.trailing_zeros() as i32) + e + 1 + (chars as i32) < 0
+}
+
+/// `v` as m·2^e, m an integer (the significand with its implicit bit).
+fn significand(v: f64) -> (u64, i32) {
+    let bits = v.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    if biased == 0 { (fraction, -1074) } else { (fraction | 1 << 52, biased - 1075) }
 }
 
 /// ASCII digits as text (always UTF-8).
