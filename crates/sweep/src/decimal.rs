@@ -1,8 +1,8 @@
 //! Numbers as the results CSV writes them, fast: an f64 in the very bytes of Rust's
 //! `format!("{v}")` (the shortest digits that read back to the same f64, in plain decimal
-//! notation, never an exponent), from zmij's shortest digits (Schubfach), 1.3× faster per
-//! row than `{}` (`cargo bench -p threadx-sweep --bench sweep -- csv_rows`); integers
-//! through itoa.
+//! notation, never an exponent), from zmij's shortest digits (Schubfach), faster per row
+//! than `{}` (`cargo bench -p threadx-sweep --bench sweep -- csv_rows`); integers through
+//! itoa.
 //!
 //! zmij and Rust's formatter find the same shortest digits except on an exact tie between
 //! two shortest forms, where zmij rounds half to even and Rust rounds half up. A tie needs
