@@ -357,19 +357,23 @@ fn row_columns<'py>(
     session: &threadx_sweep::Session,
     rows: &ChunkResult,
 ) -> PyResult<Bound<'py, PyList>> {
-    let book = session.sweep().book();
-    let values: Vec<ParamValues> = rows.combos.iter().map(|&c| book.combo_values(c)).collect();
     let columns = PyList::empty(py);
-    let combos: Vec<i64> = rows.combos.iter().map(|&c| c as i64).collect();
-    columns.append(("combo", combos.into_pyarray(py), py.None()))?;
-    for (i, spec) in session.spec().strategy().schema().iter().enumerate() {
-        let column: Vec<f64> = values.iter().map(|v| v[i]).collect();
-        columns.append(param_column(py, spec, column)?)?;
-    }
+    combo_param_columns(py, session.spec(), &columns, &rows.combos)?;
     for (name, column) in metric_columns(py, &rows.metrics)? {
         columns.append((name, column, py.None()))?;
     }
     Ok(columns)
+}
+
+/// `combo` and the parameters' columns of `combos` (grid numbers), appended to `columns`.
+fn combo_param_columns(py: Python<'_>, spec: &SweepSpec, columns: &Bound<'_, PyList>, combos: &[u64]) -> PyResult<()> {
+    let grid = spec.grid();
+    let values: Vec<ParamValues> = combos.iter().map(|&c| grid.values(c)).collect();
+    columns.append(("combo", combos.iter().map(|&c| c as i64).collect::<Vec<_>>().into_pyarray(py), py.None()))?;
+    for (i, p) in spec.strategy().schema().iter().enumerate() {
+        columns.append(param_column(py, p, values.iter().map(|v| v[i]).collect())?)?;
+    }
+    Ok(())
 }
 
 /// A sweep prepared once (indicators, signal book, device pool) that evaluates batches

@@ -1,7 +1,7 @@
 //! Many symbols from Python: a [`Universe`] of bars (a dict of frames, a long table with a
 //! `symbol` column, a folder or a glob pattern) swept symbol by symbol on one device pool.
 
-use crate::{Bars, data_error, detached, dispatcher, metric_columns, note, param_column, request};
+use crate::{Bars, combo_param_columns, data_error, detached, dispatcher, metric_columns, note, request};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -91,17 +91,6 @@ pub(crate) fn sweep_universe<'py>(
     out.set_item("columns", columns)?;
     out.set_item("by_combo", across_columns(py, &spec, &across, by)?)?;
     Ok(out)
-}
-
-/// `combo` and the parameters' columns of `combos`, appended to `columns`.
-fn combo_param_columns(py: Python<'_>, spec: &SweepSpec, columns: &Bound<'_, PyList>, combos: &[u64]) -> PyResult<()> {
-    let grid = spec.grid();
-    let values: Vec<_> = combos.iter().map(|&c| grid.values(c)).collect();
-    columns.append(("combo", combos.iter().map(|&c| c as i64).collect::<Vec<_>>().into_pyarray(py), py.None()))?;
-    for (i, p) in spec.strategy().schema().iter().enumerate() {
-        columns.append(param_column(py, p, values.iter().map(|v| v[i]).collect())?)?;
-    }
-    Ok(())
 }
 
 /// The by-combo lines as columns.

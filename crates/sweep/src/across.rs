@@ -171,23 +171,15 @@ impl Across {
             for r in 0..len as usize {
                 let word = |b: &[u8], k: usize| <[u8; 8]>::try_from(&b[r * RECORD + 8 * k..][..8]).unwrap_or_default();
                 let combo = u64::from_le_bytes(word(&buffers[0], 0));
-                values.clear();
-                let mut positive = 0u64;
-                for (s, buffer) in buffers.iter().enumerate() {
-                    if u64::from_le_bytes(word(buffer, 0)) != combo {
-                        return Err(SweepError::Results(format!(
-                            "row {} is combo {combo} for the first symbol but not for symbol {s}: a universe's \
-                             symbols share one grid",
-                            start + r as u64
-                        )));
-                    }
-                    let objective = f64::from_le_bytes(word(buffer, 1));
-                    if !objective.is_nan() {
-                        values.push(objective);
-                    }
-                    positive += u64::from(f64::from_le_bytes(word(buffer, 2)) > 0.0);
+                if let Some(s) = buffers.iter().position(|b| u64::from_le_bytes(word(b, 0)) != combo) {
+                    return Err(SweepError::Results(format!(
+                        "row {} is combo {combo} for the first symbol but not for symbol {s}: a universe's \
+                         symbols share one grid",
+                        start + r as u64
+                    )));
                 }
-                let line = summarise(combo, grid.values(combo), &mut values, positive, symbols);
+                let pairs = buffers.iter().map(|b| (f64::from_le_bytes(word(b, 1)), f64::from_le_bytes(word(b, 2))));
+                let line = summarise(combo, grid.values(combo), pairs, &mut values);
                 table.push(strategy, &line)?;
                 keep_best(&mut best, line, top);
             }
@@ -216,24 +208,33 @@ pub fn across_in_memory(rows: &[ChunkResult], grid: &Grid, by: &str) -> Result<V
         .iter()
         .enumerate()
         .map(|(r, &combo)| {
-            values.clear();
-            let mut positive = 0u64;
-            for symbol in rows {
+            let pairs = rows.iter().map(|symbol| {
                 let m = symbol.metrics[r].values();
-                if !m[by].is_nan() {
-                    values.push(m[by]);
-                }
-                positive += u64::from(m[total_return] > 0.0);
-            }
-            summarise(combo, grid.values(combo), &mut values, positive, rows.len())
+                (m[by], m[total_return])
+            });
+            summarise(combo, grid.values(combo), pairs, &mut values)
         })
         .collect();
     Ok(lines)
 }
 
-/// One combo's line from its objective values (any order; sorted here) and the count of
-/// positive returns among `symbols`.
-fn summarise(combo: u64, params: ParamValues, values: &mut [f64], positive: u64, symbols: usize) -> ComboAcross {
+/// One combo's line from each symbol's (objective, total return): a NaN objective is left
+/// out of the statistics, a return above 0 counts as positive. `values` is scratch space.
+fn summarise(
+    combo: u64,
+    params: ParamValues,
+    pairs: impl Iterator<Item = (f64, f64)>,
+    values: &mut Vec<f64>,
+) -> ComboAcross {
+    values.clear();
+    let (mut symbols, mut positive) = (0usize, 0u64);
+    for (objective, total_return) in pairs {
+        symbols += 1;
+        positive += u64::from(total_return > 0.0);
+        if !objective.is_nan() {
+            values.push(objective);
+        }
+    }
     let n = values.len();
     let mean = if n == 0 { f64::NAN } else { values.iter().sum::<f64>() / n as f64 };
     values.sort_by(f64::total_cmp);
@@ -309,7 +310,7 @@ impl AcrossTable {
                     }
                 }
                 text.push('\n');
-                if text.len() >= 1 << 20 {
+                if text.len() >= crate::results_file::TEXT_PIECE {
                     file.write_all(text.as_bytes()).map_err(io_error(path))?;
                     text.clear();
                 }
@@ -354,12 +355,14 @@ mod tests {
     #[test]
     fn median_mean_min_and_the_best_list() {
         let params = ParamValues::new(&[1.0]);
-        let mut v = [3.0, -1.0, 2.0, 10.0];
-        let c = summarise(7, params, &mut v, 3, 5);
+        let mut scratch = Vec::new();
+        let pairs = [(3.0, 0.1), (-1.0, 0.2), (2.0, 0.3), (10.0, -0.1), (f64::NAN, 0.0)];
+        let c = summarise(7, params, pairs.into_iter(), &mut scratch);
         assert_eq!((c.symbols, c.mean, c.median, c.min, c.positive_return_share), (4, 3.5, 2.5, -1.0, 0.6));
-        let mut odd = [5.0, 1.0, 3.0];
-        assert_eq!(summarise(1, params, &mut odd, 0, 3).median, 3.0);
-        assert!(summarise(1, params, &mut [], 0, 3).median.is_nan());
+        let odd = [(5.0, 0.0), (1.0, 0.0), (3.0, 0.0)];
+        assert_eq!(summarise(1, params, odd.into_iter(), &mut scratch).median, 3.0);
+        let none = [(f64::NAN, 0.0); 3];
+        assert!(summarise(1, params, none.into_iter(), &mut scratch).median.is_nan());
         let mut best = Vec::new();
         for (combo, median) in [(0, 1.0), (1, f64::NAN), (2, 3.0), (3, 1.0), (4, 2.0)] {
             let line = ComboAcross { combo, median, ..c };

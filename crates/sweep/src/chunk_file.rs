@@ -8,8 +8,7 @@
 
 use crate::error::{SweepError, io_error};
 use crate::output::in_file;
-use crate::results_file::ResultsKind;
-use crate::rows::{Lead, ParamTexts, Row, columns, parse_row, push_row, row_of, write_row};
+use crate::rows::{Lead, ParamTexts, Row, columns, parse_row, push_row, row_of};
 use crate::runner::ChunkResult;
 use crate::table::{ColumnarReader, ColumnarWriter, TableFormat};
 use bytes::Bytes;
@@ -101,33 +100,29 @@ impl ChunkForm {
         }
     }
 
-    /// The file of a finished chunk's rows, each after its `symbol` when given (a
-    /// universe's run of one symbol; binary rows leave it to the results file).
+    /// The file of a finished chunk's rows, each after its `lead` (a universe's symbol;
+    /// binary rows leave it to the results file).
     pub(crate) fn encode(
         self,
         strategy: &Strategy,
         book: &SignalBook,
         r: &ChunkResult,
-        symbol: Option<&str>,
+        lead: Lead<'_>,
     ) -> Result<Vec<u8>, SweepError> {
-        let lead = symbol.map_or(Lead::None, Lead::Symbol);
         Ok(match self {
-            Self::Text => text_chunk(r.combos.len() * 128, |text| match book.grid().map(ParamTexts::new) {
-                Some(params) => {
+            Self::Text => {
+                let grid =
+                    book.grid().ok_or_else(|| SweepError::Spec("checkpoint chunks hold a grid's combos".into()))?;
+                let params = ParamTexts::new(grid);
+                text_chunk(r.combos.len() * 128, |text| {
                     for (&combo, m) in r.combos.iter().zip(&r.metrics) {
                         lead.push(text);
                         params.write_row(text, combo, m);
                     }
-                }
-                None => {
-                    for (&combo, m) in r.combos.iter().zip(&r.metrics) {
-                        lead.push(text);
-                        write_row(text, strategy, combo, &book.combo_values(combo), m);
-                    }
-                }
-            }),
+                })
+            }
             Self::Parquet => {
-                let columns = columns(strategy, kind(symbol).lead());
+                let columns = columns(strategy, lead.kind().lead());
                 let mut table = ColumnarWriter::new(Vec::new(), "a chunk", TableFormat::Parquet, &columns)?;
                 for (&combo, m) in r.combos.iter().zip(&r.metrics) {
                     push_row(&mut table, strategy, lead, combo, &book.combo_values(combo), m)?;
@@ -187,21 +182,21 @@ impl ChunkForm {
         }
     }
 
-    /// The rows of a chunk's file (written with `symbol`), checked; values from `book`'s grid.
+    /// The rows of a chunk's file (written with `lead`), checked; values from `book`'s grid.
     pub(crate) fn rows(
         self,
         path: &Path,
         strategy: &Strategy,
         book: &SignalBook,
-        symbol: Option<&str>,
+        lead: Lead<'_>,
     ) -> Result<Vec<Row>, SweepError> {
         match self {
             Self::Text => read_chunk(path)?
                 .lines()
                 .map(|line| {
-                    let row = match symbol {
-                        Some(s) => line.strip_prefix(s).and_then(|l| l.strip_prefix(',')),
-                        None => Some(line),
+                    let row = match lead {
+                        Lead::Symbol(s) => line.strip_prefix(s).and_then(|l| l.strip_prefix(',')),
+                        _ => Some(line),
                     };
                     let row = row.ok_or_else(|| SweepError::Results(format!("a row of another symbol `{line}`")));
                     row.and_then(|row| parse_row(strategy, row)).map_err(|e| in_file(path, e))
@@ -209,7 +204,7 @@ impl ChunkForm {
                 .collect(),
             Self::Parquet => {
                 let what = format!("a {strategy} checkpoint chunk");
-                let kind = kind(symbol);
+                let kind = lead.kind();
                 let columns = columns(strategy, kind.lead());
                 let mut table = ColumnarReader::parquet(self.table(path)?, path, &columns, &what)?;
                 let mut rows = Vec::new();
@@ -236,11 +231,6 @@ impl ChunkForm {
             }
         }
     }
-}
-
-/// The table a chunk's rows belong to: a universe's when they carry a symbol.
-fn kind(symbol: Option<&str>) -> ResultsKind {
-    if symbol.is_some() { ResultsKind::Universe } else { ResultsKind::Grid }
 }
 
 /// The rows of a binary chunk's bytes, checked.

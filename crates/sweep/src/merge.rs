@@ -11,7 +11,7 @@ use crate::overfit::{MergingBlocks, write_plots};
 use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
@@ -131,14 +131,16 @@ pub fn merge(
         (None, Some(_)) => ResultsKind::Universe,
         (None, None) => ResultsKind::Grid,
     };
+    // Each row's symbol found by a map, not a search of the list: rows × symbols adds up.
+    let positions: HashMap<&str, u64> =
+        symbols.iter().flatten().enumerate().map(|(i, name)| (name.as_str(), i as u64)).collect();
     let symbol_index = |read: &ReadRow| -> Result<u64, SweepError> {
-        match (&symbols, &read.symbol) {
-            (Some(names), Some(s)) => names
-                .iter()
-                .position(|n| n == s)
-                .map(|i| i as u64)
+        match &read.symbol {
+            Some(s) => positions
+                .get(s.as_str())
+                .copied()
                 .ok_or_else(|| bad(format!("a row of symbol `{s}`, which the sweep's universe does not hold"))),
-            _ => Ok(0),
+            None => Ok(0),
         }
     };
     let mut readers = Vec::new();

@@ -17,7 +17,7 @@ use crate::overfit::{
     write_shard_part,
 };
 use crate::report::{Heatmap, Leaderboard};
-use crate::results_file::{ResultsKind, ResultsWriter};
+use crate::results_file::ResultsWriter;
 use crate::rows::{Lead, Row, row_json};
 use crate::runner::{ChunkResult, Sweep};
 use crate::spec::SweepSpec;
@@ -337,11 +337,8 @@ pub(crate) fn run_keeping(
     let (mut resumed, mut to_run) = (Vec::new(), Vec::new());
     let form = ChunkForm::of(&opts.out);
     let book = sweep.book();
-    let symbol = opts.symbol.as_deref();
-    let (kind, lead) = match symbol {
-        Some(s) => (ResultsKind::Universe, Lead::Symbol(s)),
-        None => (ResultsKind::Grid, Lead::None),
-    };
+    let lead = opts.symbol.as_deref().map_or(Lead::None, Lead::Symbol);
+    let kind = lead.kind();
     for &c in &chunks {
         let path = form.path(&parts, c);
         if !path.exists() {
@@ -374,7 +371,7 @@ pub(crate) fn run_keeping(
     for &c in &resumed {
         let mut chunk_combos = Vec::new();
         // Read again chunk by chunk: the resumed rows are never all held at once.
-        for row in form.rows(&form.path(&parts, c), strategy, book, symbol)? {
+        for row in form.rows(&form.path(&parts, c), strategy, book, lead)? {
             chunk_combos.push(row.combo);
             take(row, &mut leaderboard, &mut heatmap)?;
             rows += 1;
@@ -394,7 +391,7 @@ pub(crate) fn run_keeping(
     let mut rows_run = 0u64;
     let write_chunk = |chunk: u64, r: &ChunkResult| -> Result<(), SweepError> {
         let t = Instant::now();
-        let bytes = form.encode(strategy, book, r, symbol)?;
+        let bytes = form.encode(strategy, book, r, lead)?;
         let path = form.path(&parts, chunk);
         if let Some((_, cuts)) = blocks {
             write_chunk_blocks(&blocks_path(&path), r, cuts)?;
@@ -446,7 +443,7 @@ pub(crate) fn run_keeping(
             match form {
                 ChunkForm::Text => file.csv_file(&mut form.rows_file(&path)?)?,
                 _ => {
-                    for row in form.rows(&path, strategy, book, symbol)? {
+                    for row in form.rows(&path, strategy, book, lead)? {
                         file.row(strategy, lead, &row)?;
                     }
                 }

@@ -39,6 +39,17 @@ impl ResultsKind {
     }
 }
 
+impl Lead<'_> {
+    /// The table whose rows lead with this: a search's for a trial, a universe's for a symbol.
+    pub(crate) fn kind(self) -> ResultsKind {
+        match self {
+            Self::None => ResultsKind::Grid,
+            Self::Trial(_) => ResultsKind::Trials,
+            Self::Symbol(_) => ResultsKind::Universe,
+        }
+    }
+}
+
 /// A results file being written; it appears whole at [`ResultsWriter::finish`].
 #[derive(Debug)]
 pub(crate) enum ResultsWriter {
@@ -47,7 +58,7 @@ pub(crate) enum ResultsWriter {
 }
 
 /// CSV text is handed to the file in pieces of about this many bytes.
-const TEXT_PIECE: usize = 1 << 20;
+pub(crate) const TEXT_PIECE: usize = 1 << 20;
 
 impl ResultsWriter {
     /// Creates `path` for a `kind` table of `strategy`, in the format its extension names.

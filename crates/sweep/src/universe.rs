@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_dispatch::Dispatcher;
-use threadx_indicators::{Universe, format_time};
+use threadx_indicators::Universe;
 use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
 
@@ -119,11 +119,12 @@ pub fn universe_to_files(
         let plan = SweepPlan::new(spec, data.len(), dispatcher.policy())?;
         let out = parts.join(format!("{i:06}.{}", extension(&opts.out)));
         let summary_file = out.with_extension("json");
-        let id = identity(spec, plan.combos(), &data, opts.shard);
+        // A finished symbol's summary names its data; the fingerprint is taken only then
+        // (a symbol run now has its own summary hash it once).
         let finished: Option<Value> = fs::read_to_string(&summary_file)
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
-            .filter(|s: &Value| s["identity"] == id && out.exists());
+            .filter(|s: &Value| out.exists() && s["identity"] == identity(spec, plan.combos(), &data, opts.shard));
         let mut kept = false;
         let summary = match finished {
             Some(summary) => {
@@ -182,12 +183,15 @@ pub fn universe_to_files(
         let symbol_rows = summary["combos"]["rows"].as_u64().unwrap_or(0);
         rows += symbol_rows;
         combos_json = json!({"grid": summary["combos"]["grid"], "per_symbol": summary["combos"]["positions"]});
-        symbols_json.push(json!({
-            "symbol": name, "origin": data.origin(), "bars": data.len(),
-            "first": data.timestamps().first().map(|&t| format_time(t)),
-            "last": data.timestamps().last().map(|&t| format_time(t)),
-            "fingerprint": id["data"]["fingerprint"], "rows": symbol_rows, "best": summary["best"]["rows"][0],
-        }));
+        // The symbol's own summary says its data (origin, bars, first and last times).
+        let mut entry = json!({"symbol": name});
+        extend(&mut entry, summary["data"].clone());
+        extend(
+            &mut entry,
+            json!({"fingerprint": summary["identity"]["data"]["fingerprint"], "rows": symbol_rows,
+                   "best": summary["best"]["rows"][0]}),
+        );
+        symbols_json.push(entry);
         if let Some(a) = across.as_mut().filter(|_| !kept) {
             phases.time("by-combo", || -> Result<(), SweepError> {
                 a.next_symbol()?;
