@@ -1,8 +1,9 @@
 //! The native module of the `threadx` Python package, `threadx._threadx`: thin PyO3
 //! wrappers over the library crates. The pandas side (DataFrames in and out, progress
 //! bars, argument conversion) is the pure-Python package in `python/threadx`; here, numpy
-//! arrays come in (read in place, whatever their strides) and go out (numpy takes over
-//! the Rust buffers, no copy), the GIL is released while anything is computed, Ctrl-C is
+//! arrays and Arrow streams come in (arrays read in place, whatever their strides), a
+//! sweep's tables go out as Arrow ([`table::Table`], the columns of the CLI's Parquet files)
+//! and series as numpy arrays (numpy takes over the Rust buffers), the GIL is released while anything is computed, Ctrl-C is
 //! checked between a sweep's chunks, and every error becomes a Python exception:
 //! `ValueError` for bad input (with the CLI's message), `FileNotFoundError` and `OSError`
 //! for files, `RuntimeError` for a device failure that could not fall back,
@@ -15,6 +16,7 @@
 mod overfit;
 mod search;
 mod simulate;
+mod table;
 mod universe;
 
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
@@ -23,7 +25,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
-use threadx_backtest::{Costs, Metrics, ParamKind, ParamSpec, ParamValues, Strategy, check_bars_per_year};
+use table::Table;
+use threadx_backtest::{Costs, Metrics, ParamKind, ParamSpec, Strategy, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
 use threadx_indicators::{DataError, Indicator, IndicatorBank, Ohlcv, epoch_to_ms, find_columns};
 use threadx_sweep::{ChunkResult, SweepError, SweepRequest, SweepSpec};
@@ -275,7 +278,8 @@ fn request(json: &str) -> PyResult<SweepSpec> {
     request.check().map_err(sweep_error)
 }
 
-/// A sweep's rows: `{"columns": [(name, values, categories or None)], "walk_forward_csv": …}`.
+/// A sweep's rows: `{"rows": Table, "overfitting": JSON}`, or `{"windows": Table}` for a
+/// walk-forward.
 #[pyfunction]
 #[pyo3(signature = (bars, request_json, by="sharpe", progress=None))]
 fn sweep<'py>(
@@ -292,13 +296,13 @@ fn sweep<'py>(
     let out = PyDict::new(py);
     let dispatcher = dispatcher(spec.device())?;
     if spec.walk_forward().is_some() {
-        let csv = py.detach(move || -> PyResult<String> {
+        let (windows, spec) = py.detach(move || -> PyResult<_> {
             let report =
                 threadx_sweep::walk_forward(&data, &dispatcher, &spec, &by, &mut |_, _| {}).map_err(sweep_error)?;
             flush(&dispatcher);
-            Ok(report.to_csv(&data, &spec))
+            Ok((threadx_sweep::walk_forward_table(&report, &data, &spec), spec))
         })?;
-        out.set_item("walk_forward_csv", csv)?;
+        out.set_item("windows", Table::new(windows, &spec, None)?)?;
         return Ok(out);
     }
     let (session, rows) = detached(py, &dispatcher, progress, |report| {
@@ -306,7 +310,7 @@ fn sweep<'py>(
         let rows = session.run_in_memory(report)?;
         Ok((session, rows))
     })?;
-    out.set_item("columns", row_columns(py, &session, &rows)?)?;
+    out.set_item("rows", rows_table(&session, &rows, false)?)?;
     if let Some(o) = session.overfitting(&rows, &by).map_err(sweep_error)? {
         out.set_item("overfitting", o.to_json().to_string())?;
     }
@@ -351,29 +355,9 @@ fn note(note: &str) {
     let _ = writeln!(std::io::stderr(), "{note}");
 }
 
-/// A session's rows as columns: combo, the parameters, the metrics.
-fn row_columns<'py>(
-    py: Python<'py>,
-    session: &threadx_sweep::Session,
-    rows: &ChunkResult,
-) -> PyResult<Bound<'py, PyList>> {
-    let columns = PyList::empty(py);
-    combo_param_columns(py, session.spec(), &columns, &rows.combos)?;
-    for (name, column) in metric_columns(py, &rows.metrics)? {
-        columns.append((name, column, py.None()))?;
-    }
-    Ok(columns)
-}
-
-/// `combo` and the parameters' columns of `combos` (grid numbers), appended to `columns`.
-fn combo_param_columns(py: Python<'_>, spec: &SweepSpec, columns: &Bound<'_, PyList>, combos: &[u64]) -> PyResult<()> {
-    let grid = spec.grid();
-    let values: Vec<ParamValues> = combos.iter().map(|&c| grid.values(c)).collect();
-    columns.append(("combo", combos.iter().map(|&c| c as i64).collect::<Vec<_>>().into_pyarray(py), py.None()))?;
-    for (i, p) in spec.strategy().schema().iter().enumerate() {
-        columns.append(param_column(py, p, values.iter().map(|v| v[i]).collect())?)?;
-    }
-    Ok(())
+/// A session's rows as a table: combo (a search's trial first), the parameters, the metrics.
+fn rows_table(session: &threadx_sweep::Session, rows: &ChunkResult, trials: bool) -> PyResult<Table> {
+    Table::new(threadx_sweep::rows_table(session.spec(), rows, trials), session.spec(), None)
 }
 
 /// A sweep prepared once (indicators, signal book, device pool) that evaluates batches
@@ -423,12 +407,12 @@ impl Session {
     }
 
     /// The rows of parameter sets, one per row of `params` (bars × parameters, schema
-    /// order; a choice by its index), as columns; the GIL is released while they run.
-    fn evaluate<'py>(&self, py: Python<'py>, params: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyList>> {
+    /// order; a choice by its index), as a table; the GIL is released while they run.
+    fn evaluate(&self, py: Python<'_>, params: PyReadonlyArray2<'_, f64>) -> PyResult<Table> {
         let sets: Vec<Vec<f64>> = params.as_array().rows().into_iter().map(|r| r.to_vec()).collect();
         let session = self.session.clone();
         let rows = py.detach(move || session.evaluate_params(&sets)).map_err(sweep_error)?;
-        row_columns(py, &self.session, &rows)
+        rows_table(&self.session, &rows, false)
     }
 
     fn __repr__(&self) -> String {
@@ -514,47 +498,9 @@ fn param_object<'py>(py: Python<'py>, spec: &ParamSpec, v: f64) -> PyResult<Boun
     })
 }
 
-/// A parameter's column: int64, float64, or int64 codes with the choice's names.
-fn param_column<'a, 'py>(
-    py: Python<'py>,
-    spec: &'a ParamSpec,
-    column: Vec<f64>,
-) -> PyResult<(&'a str, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    Ok(match &spec.kind {
-        ParamKind::Int => (
-            &spec.name,
-            column.iter().map(|&v| v as i64).collect::<Vec<_>>().into_pyarray(py).into_any(),
-            py.None().into_bound(py),
-        ),
-        ParamKind::Float => (&spec.name, column.into_pyarray(py).into_any(), py.None().into_bound(py)),
-        ParamKind::Choice(names) => (
-            &spec.name,
-            column.iter().map(|&v| v as i64).collect::<Vec<_>>().into_pyarray(py).into_any(),
-            names.to_vec().into_pyobject(py)?.into_any(),
-        ),
-    })
-}
-
 /// Whether a metric is a count (`trades`, `closed_trades`): an integer in Python.
 fn is_count(name: &str) -> bool {
     matches!(name, "trades" | "closed_trades")
-}
-
-/// Every metric as a column, in [`Metrics::NAMES`] order: counts as int64, the rest float64.
-fn metric_columns<'py>(py: Python<'py>, metrics: &[Metrics]) -> PyResult<Vec<(&'static str, Bound<'py, PyAny>)>> {
-    let rows: Vec<_> = metrics.iter().map(Metrics::values).collect();
-    Ok(Metrics::NAMES
-        .iter()
-        .enumerate()
-        .map(|(i, &name)| {
-            let column = rows.iter().map(|row| row[i]);
-            let column = match is_count(name) {
-                true => column.map(|v| v as i64).collect::<Vec<_>>().into_pyarray(py).into_any(),
-                false => column.collect::<Vec<_>>().into_pyarray(py).into_any(),
-            };
-            (name, column)
-        })
-        .collect())
 }
 
 fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict>> {
@@ -606,6 +552,7 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Bars>()?;
     m.add_class::<Session>()?;
+    m.add_class::<table::Table>()?;
     m.add_class::<universe::Universe>()?;
     m.add_function(wrap_pyfunction!(universe::load_market, m)?)?;
     m.add_function(wrap_pyfunction!(universe::market_from_arrow, m)?)?;

@@ -1,12 +1,12 @@
 //! `threadx.search`: a session's search, its trials as columns in evaluation order.
 
-use crate::{Bars, detached, dispatcher, note, request, row_columns, sweep_error};
+use crate::{Bars, detached, dispatcher, note, request, rows_table, sweep_error};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use threadx_sweep::SweepError;
 
-/// The trials of the request's search: `{"columns", "best", "stop", "seconds",
-/// "search_seconds"}`, the columns in trial order, `best` the best trial's number or None.
+/// The trials of the request's search: `{"trials", "best", "stop", "seconds",
+/// "search_seconds"}`, the trials a table in trial order, `best` the best trial's number or None.
 #[pyfunction]
 #[pyo3(signature = (bars, request_json, progress=None))]
 pub fn search<'py>(
@@ -31,7 +31,7 @@ pub fn search<'py>(
     if let Some(o) = overfitting {
         out.set_item("overfitting", o.to_json().to_string())?;
     }
-    out.set_item("columns", row_columns(py, &session, &rows)?)?;
+    out.set_item("trials", rows_table(&session, &rows, true)?)?;
     out.set_item("best", report.best)?;
     out.set_item("stop", report.stop.name())?;
     out.set_item("seconds", report.seconds)?;

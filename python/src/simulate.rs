@@ -1,13 +1,13 @@
 //! `threadx._threadx.simulate`: a user's own signals (and vectorbt's stop arguments) run
 //! through the book's simulation, one metrics row per column.
 
-use crate::{Bars, device_mode, dispatcher, flush, metric_columns, value};
+use crate::table::Table;
+use crate::{Bars, device_mode, dispatcher, flush, sweep_error, value};
 use numpy::PyReadonlyArray2;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
 use threadx_backtest::{Backtester, ComboPlan, Costs, Fill, Fills, SignalBook, UserSignals, check_bars_per_year};
 
-/// The metrics of every column of the signals, and where they ran.
+/// The metrics of every column of the signals, as a table, and where they ran.
 #[pyfunction]
 #[pyo3(signature = (
     bars, entries, exits, short_entries=None, short_exits=None, stop=None, sl_stop=None, tp_stop=None,
@@ -31,7 +31,7 @@ pub fn simulate<'py>(
     slippage: f64,
     periods_per_year: Option<f64>,
     device: Option<&str>,
-) -> PyResult<(Bound<'py, PyList>, String)> {
+) -> PyResult<(Table, String)> {
     let costs = Costs::new(fee, slippage).map_err(value)?;
     let per_year = match (periods_per_year, bars.timed) {
         (Some(p), _) => check_bars_per_year(p).map_err(value)?,
@@ -59,9 +59,6 @@ pub fn simulate<'py>(
         flush(&dispatcher);
         Ok((outcome.value, outcome.device.to_string()))
     })?;
-    let columns = PyList::empty(py);
-    for (name, column) in metric_columns(py, &metrics)? {
-        columns.append((name, column))?;
-    }
-    Ok((columns, device))
+    let table = threadx_sweep::metrics_table(&metrics).map_err(sweep_error)?;
+    Ok((Table::plain(table), device))
 }

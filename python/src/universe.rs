@@ -1,13 +1,13 @@
 //! Many symbols from Python: a [`Universe`] of bars (a dict of frames, a long table with a
 //! `symbol` column, a folder or a glob pattern) swept symbol by symbol on one device pool.
 
-use crate::{Bars, combo_param_columns, data_error, detached, dispatcher, metric_columns, note, request};
-use numpy::IntoPyArray;
+use crate::table::Table;
+use crate::{Bars, data_error, detached, dispatcher, note, request};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 use std::sync::Arc;
 use threadx_indicators::MarketData;
-use threadx_sweep::{ComboAcross, SweepError, SweepSpec};
+use threadx_sweep::SweepError;
 
 /// Many symbols' bars, sorted by name.
 #[pyclass(frozen, module = "threadx._threadx")]
@@ -57,8 +57,8 @@ pub(crate) fn market_from_arrow<'py>(py: Python<'py>, origin: String, stream: Ve
     market(py, data)
 }
 
-/// Every symbol's rows, `{"columns": [symbol, combo, parameters, metrics], "by_combo":
-/// [combo, parameters, symbols, mean_<by>, median_<by>, min_<by>, positive_return_share]}`.
+/// Every symbol's rows and the by-combo lines, `{"rows": Table, "by_combo": Table}`: the
+/// universe's results file and its `-by-combo` table.
 #[pyfunction]
 #[pyo3(signature = (universe, request_json, by="sharpe", progress=None))]
 pub(crate) fn sweep_universe<'py>(
@@ -78,37 +78,10 @@ pub(crate) fn sweep_universe<'py>(
         threadx_sweep::universe_in_memory(&universe.universe, &spec, dispatcher.clone(), by, &mut hook, &mut note)
     })?;
     let out = PyDict::new(py);
-    let columns = PyList::empty(py);
-    let codes: Vec<i64> =
-        rows.iter().enumerate().flat_map(|(s, r)| std::iter::repeat_n(s as i64, r.combos.len())).collect();
-    columns.append(("symbol", codes.into_pyarray(py), universe.names()))?;
-    let combos: Vec<u64> = rows.iter().flat_map(|r| r.combos.iter().copied()).collect();
-    combo_param_columns(py, &spec, &columns, &combos)?;
-    let metrics: Vec<_> = rows.iter().flat_map(|r| r.metrics.iter().copied()).collect();
-    for (name, column) in metric_columns(py, &metrics)? {
-        columns.append((name, column, py.None()))?;
-    }
-    out.set_item("columns", columns)?;
-    out.set_item("by_combo", across_columns(py, &spec, &across, by)?)?;
+    let names = universe.names();
+    let rows = threadx_sweep::universe_table(&spec, &names, &rows);
+    out.set_item("rows", Table::new(rows, &spec, Some(names))?)?;
+    let across = threadx_sweep::across_table(spec.strategy(), by, &across);
+    out.set_item("by_combo", Table::new(across, &spec, None)?)?;
     Ok(out)
-}
-
-/// The by-combo lines as columns.
-fn across_columns<'py>(
-    py: Python<'py>,
-    spec: &SweepSpec,
-    across: &[ComboAcross],
-    by: &str,
-) -> PyResult<Bound<'py, PyList>> {
-    let columns = PyList::empty(py);
-    let combos: Vec<u64> = across.iter().map(|c| c.combo).collect();
-    combo_param_columns(py, spec, &columns, &combos)?;
-    let symbols: Vec<i64> = across.iter().map(|c| c.symbols as i64).collect();
-    columns.append(("symbols", symbols.into_pyarray(py), py.None()))?;
-    let names = [format!("mean_{by}"), format!("median_{by}"), format!("min_{by}"), "positive_return_share".into()];
-    for (k, name) in names.into_iter().enumerate() {
-        let column: Vec<f64> = across.iter().map(|c| [c.mean, c.median, c.min, c.positive_return_share][k]).collect();
-        columns.append((name, column.into_pyarray(py), py.None()))?;
-    }
-    Ok(columns)
 }

@@ -1,12 +1,10 @@
 """Parquet and Arrow with pandas on the other side: frames saved by pandas
 (``to_parquet``, ``to_feather``, an unnamed or named time index) give the bars and the
-rows of the CSV; the CLI's Parquet results read by pandas equal its CSV, dtypes included.
-CI installs pyarrow in the test venv and sets THREADX_REQUIRE_PYARROW=1, so there these
-cannot be skipped."""
+rows of the CSV; the CLI's Parquet results read by pandas equal its CSV, dtypes included;
+and the frames Python returns are those Parquet files' columns."""
 
 from __future__ import annotations
 
-import os
 
 import pandas as pd
 import pytest
@@ -14,11 +12,6 @@ import pytest
 import threadx
 
 from conftest import Cli
-
-if os.environ.get("THREADX_REQUIRE_PYARROW") == "1":
-    import pyarrow  # noqa: F401
-else:
-    pytest.importorskip("pyarrow")
 
 SWEEP = ["--device", "cpu", "sweep", "--grid", "bb_period=10,20", "--grid", "bb_std=1.5,2", "--quiet"]
 
@@ -124,3 +117,45 @@ def test_arrow_tables_pass_as_arrow_with_the_files_rules(data: pd.DataFrame) -> 
     broken = pa.Table.from_pandas(frame, preserve_index=False).set_column(4, "close", closes)
     with pytest.raises(ValueError, match=r"row 17, column `close`: no value \(null\)"):
         threadx.backtest(broken)
+
+
+def _as_parquet_reads(got: pd.DataFrame, want: pd.DataFrame) -> pd.DataFrame:
+    """`got` with its categoricals (choices, symbols) as the text Parquet holds."""
+    out = got.copy()
+    for column, dtype in out.dtypes.items():
+        if isinstance(dtype, pd.CategoricalDtype):
+            out[column] = out[column].astype(want[column].dtype)
+    return out
+
+
+def test_pythons_frames_are_the_clis_parquet_files(cli: Cli, data: pd.DataFrame) -> None:
+    """Each table Python returns is built from the Arrow columns the CLI writes as Parquet:
+    the same names, types (ints int64, NaN where Parquet holds a null) and values."""
+    ma = ["--device", "cpu", "sweep", "--strategy", "ma_cross", "--grid", "fast=5,10", "--grid", "slow=30,60",
+          "--grid", "ma_type=sma,ema", "--quiet", "--data", "bars.parquet"]
+    data.to_parquet(cli.workdir / "bars.parquet")
+    grid = {"fast": [5, 10], "slow": [30, 60], "ma_type": ["sma", "ema"]}
+
+    rows = threadx.sweep(data, "ma_cross", grid=grid, device="cpu", progress=False)
+    cli.run(*ma, "--out", "rows.parquet")
+    want = pd.read_parquet(cli.workdir / "rows.parquet")
+    assert isinstance(rows["ma_type"].dtype, pd.CategoricalDtype)
+    assert list(rows["ma_type"].cat.categories) == ["sma", "ema"]
+    pd.testing.assert_frame_equal(_as_parquet_reads(rows.reset_index(), want), want, check_exact=True)
+
+    trials = threadx.search(data, "ma_cross", "random", 5, grid=grid, seed=4, device="cpu", progress=False).trials
+    cli.run(*ma, "--search", "random", "--trials", "5", "--seed", "4", "--out", "trials.parquet")
+    want = pd.read_parquet(cli.workdir / "trials.parquet")
+    pd.testing.assert_frame_equal(_as_parquet_reads(trials.reset_index(), want), want, check_exact=True)
+
+    symbols = {"AAA": data, "BBB": data.iloc[:2000]}
+    for name, frame in symbols.items():
+        frame.to_parquet(cli.workdir / f"{name}.parquet")
+    universe = threadx.sweep(symbols, "ma_cross", grid=grid, device="cpu", progress=False, by="total_return")
+    cli.run(*ma[:-1], "[AB]*.parquet", "--by", "total_return", "--out", "u.parquet")
+    want = pd.read_parquet(cli.workdir / "u.parquet")
+    assert list(universe.index.get_level_values("symbol").categories) == ["AAA", "BBB"]
+    pd.testing.assert_frame_equal(_as_parquet_reads(universe.reset_index(), want), want, check_exact=True)
+    want = pd.read_parquet(cli.workdir / "u-by-combo.parquet")
+    by_combo = universe.attrs["by_combo"]
+    pd.testing.assert_frame_equal(_as_parquet_reads(by_combo.reset_index(), want), want, check_exact=True)

@@ -5,10 +5,10 @@ computed here again from those rows."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import threadx
@@ -62,10 +62,6 @@ def test_a_long_frame_and_a_long_arrow_table_give_the_same_rows(tmp_path) -> Non
     want = _sweep(symbols)
     long = pd.concat([f.assign(symbol=name) for name, f in symbols.items()]).sort_index(kind="stable")
     pd.testing.assert_frame_equal(_sweep(long), want, check_exact=True)
-    if os.environ.get("THREADX_REQUIRE_PYARROW") == "1":
-        import pyarrow as pa
-    else:
-        pa = pytest.importorskip("pyarrow")
     table = pa.Table.from_pandas(long.rename_axis("timestamp").reset_index())
     pd.testing.assert_frame_equal(_sweep(table), want, check_exact=True)
     # A folder of Parquet files, a symbol each, and a glob pattern over it.

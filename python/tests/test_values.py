@@ -94,10 +94,15 @@ def test_a_random_sample_and_walk_forward_are_the_clis(cli, data: pd.DataFrame) 
     assert len(got) == 17
     walk = threadx.sweep(data, grid={"bb_period": [20, 30]}, walk_forward="train=1200,test=600", by="total_return",
                          progress=False)
-    cli.run("sweep", "--data", DATA, "--grid", "bb_period=20,30", "--walk-forward", "train=1200,test=600",
-            "--by", "total_return", "--out", "w.csv", "--quiet")
-    want = cli.csv("w.csv", index_col="window", parse_dates=["train_start", "train_end", "test_start", "test_end"])
-    pd.testing.assert_frame_equal(walk, want, check_exact=True)
+    for name in ("w.csv", "w.parquet"):
+        cli.run("sweep", "--data", DATA, "--grid", "bb_period=20,30", "--walk-forward", "train=1200,test=600",
+                "--by", "total_return", "--out", name, "--quiet")
+    times = ["train_start", "train_end", "test_start", "test_end"]
+    want = cli.csv("w.csv", index_col="window", parse_dates=times)
+    # The CSV's values; the types of its Parquet file (times in ms, as the engine keeps them).
+    pd.testing.assert_frame_equal(walk, want, check_exact=True, check_dtype=False)
+    pd.testing.assert_frame_equal(walk, pd.read_parquet(cli.workdir / "w.parquet").set_index("window"), check_exact=True)
+    assert all(str(walk[t].dtype) == "datetime64[ms, UTC]" for t in times)
     assert len(walk) == 3
 
 

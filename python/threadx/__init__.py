@@ -13,7 +13,6 @@ docs/python.md.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -24,7 +23,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from . import _threadx
+from . import _tables, _threadx
 
 __version__: str = _threadx.__version__
 
@@ -206,8 +205,8 @@ def sweep(
             out = _threadx.sweep_universe(market, request, by, callback)
         finally:
             finish()
-        rows = _frame(out["columns"]).set_index(["symbol", "combo"])
-        rows.attrs["by_combo"] = _frame(out["by_combo"]).set_index("combo")
+        rows = _tables.frame(out["rows"]).set_index(["symbol", "combo"])
+        rows.attrs["by_combo"] = _tables.frame(out["by_combo"]).set_index("combo")
         return rows
     bars, _index = market
     if overfitting is not False:
@@ -218,10 +217,9 @@ def sweep(
         out = _threadx.sweep(bars, request, by, callback)
     finally:
         finish()
-    if "walk_forward_csv" in out:
-        times = ["train_start", "train_end", "test_start", "test_end"]
-        return pd.read_csv(io.StringIO(out["walk_forward_csv"]), index_col="window", parse_dates=times)
-    rows = _rows(out["columns"])
+    if "windows" in out:
+        return _tables.frame(out["windows"]).set_index("window")
+    rows = _tables.frame(out["rows"]).set_index("combo")
     if "overfitting" in out:
         rows.attrs["overfitting"] = json.loads(out["overfitting"])
     return rows
@@ -303,25 +301,11 @@ def search(
         out = _threadx.search(bars, json.dumps(request, allow_nan=True), callback)
     finally:
         finish()
-    frame = _frame(out["columns"])
-    frame.index = pd.RangeIndex(len(frame), name="trial")
+    frame = _tables.frame(out["trials"]).set_index("trial")
     if "overfitting" in out:
         frame.attrs["overfitting"] = json.loads(out["overfitting"])
     best = None if out["best"] is None else frame.iloc[int(out["best"])]
     return SearchResult(frame, best, out["stop"], float(out["seconds"]), float(out["search_seconds"]))
-
-
-def _frame(columns: List[Tuple[str, Any, Optional[List[str]]]]) -> pd.DataFrame:
-    """Columns from the native module as a DataFrame; choices as categoricals."""
-    frame: Dict[str, Any] = {}
-    for name, values, categories in columns:
-        frame[name] = values if categories is None else pd.Categorical.from_codes(values, categories)
-    return pd.DataFrame(frame, copy=False)
-
-
-def _rows(columns: List[Tuple[str, Any, Optional[List[str]]]]) -> pd.DataFrame:
-    """A sweep's rows as a DataFrame indexed by combo; choices as categoricals."""
-    return _frame(columns).set_index("combo")
 
 
 class Session:
@@ -401,7 +385,7 @@ class Session:
                 matrix[:, j] = axis[0]
             else:
                 raise ValueError(f"params: no column `{name}`, and the grid gives it {len(axis)} values")
-        return _rows(self._native.evaluate(matrix))
+        return _tables.frame(self._native.evaluate(matrix)).set_index("combo")
 
     def __repr__(self) -> str:
         return repr(self._native)

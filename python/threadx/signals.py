@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 import pandas as pd
 
-from . import _threadx
+from . import _tables, _threadx
 from ._inputs import _bools, _datetime_ms, _f64, _opt_float
 
 
@@ -148,6 +148,7 @@ def simulate(
         device=device,
     )
     index = labels if labels is not None and len(labels) == width else pd.RangeIndex(width, name="column")
-    frame = pd.DataFrame(dict(rows), index=index, copy=False)
+    frame = _tables.frame(rows)
+    frame.index = index
     frame.attrs["device"] = device_used
     return frame

@@ -12,7 +12,7 @@ use crate::error::{SweepError, io_error};
 use crate::report::metric_index;
 use crate::rows::{Row, combo_param_columns, param_cell, push_combo_params};
 use crate::runner::ChunkResult;
-use crate::table::{Cell, ColumnType, ColumnarWriter, TableFormat};
+use crate::table::{ArrowTable, Cell, ColumnType, ColumnarWriter, TableFormat};
 use serde_json::{Value, json};
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
@@ -273,19 +273,44 @@ enum AcrossTable {
     Columnar(Box<ColumnarWriter<AtomicFile>>),
 }
 
-impl AcrossTable {
-    fn columns(strategy: &Strategy, by: &str) -> Vec<(String, ColumnType)> {
-        let mut columns = combo_param_columns(strategy, &[]);
-        columns.push(("symbols".into(), ColumnType::Int));
-        for stat in ["mean", "median", "min"] {
-            columns.push((format!("{stat}_{by}"), ColumnType::Float));
-        }
-        columns.push(("positive_return_share".into(), ColumnType::Float));
-        columns
+/// The by-combo table's columns: combo, the parameters, `symbols`, the objective's mean,
+/// median and minimum, `positive_return_share`.
+fn across_columns(strategy: &Strategy, by: &str) -> Vec<(String, ColumnType)> {
+    let mut columns = combo_param_columns(strategy, &[]);
+    columns.push(("symbols".into(), ColumnType::Int));
+    for stat in ["mean", "median", "min"] {
+        columns.push((format!("{stat}_{by}"), ColumnType::Float));
     }
+    columns.push(("positive_return_share".into(), ColumnType::Float));
+    columns
+}
 
+/// Appends line `c` to a columnar by-combo table of [`across_columns`].
+fn push_across<W: Write + Send>(
+    w: &mut ColumnarWriter<W>,
+    strategy: &Strategy,
+    c: &ComboAcross,
+) -> Result<(), SweepError> {
+    let mut cells: Vec<Cell<'_>> = Vec::with_capacity(6 + c.values.len());
+    cells.push(Cell::Int(c.combo as i64));
+    cells.extend(strategy.schema().iter().zip(c.values.iter()).map(|(p, &v)| param_cell(p, v)));
+    cells.push(Cell::Int(c.symbols as i64));
+    cells.extend([c.mean, c.median, c.min, c.positive_return_share].map(Cell::Float));
+    w.push(&cells)
+}
+
+/// The by-combo lines as a table in memory, the columns of `<out>-by-combo.parquet`.
+pub fn across_table(strategy: &Strategy, by: &str, lines: &[ComboAcross]) -> Result<ArrowTable, SweepError> {
+    let mut table = ColumnarWriter::in_memory("the by-combo table", &across_columns(strategy, by));
+    for line in lines {
+        push_across(&mut table, strategy, line)?;
+    }
+    table.into_table()
+}
+
+impl AcrossTable {
     fn create(path: &Path, strategy: &Strategy, by: &str) -> Result<Self, SweepError> {
-        let columns = Self::columns(strategy, by);
+        let columns = across_columns(strategy, by);
         match TableFormat::of(path) {
             TableFormat::Csv => {
                 let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
@@ -316,14 +341,7 @@ impl AcrossTable {
                 }
                 Ok(())
             }
-            Self::Columnar(w) => {
-                let mut cells: Vec<Cell<'_>> = Vec::with_capacity(2 + c.values.len() + numbers.len());
-                cells.push(Cell::Int(c.combo as i64));
-                cells.extend(strategy.schema().iter().zip(c.values.iter()).map(|(p, &v)| param_cell(p, v)));
-                cells.push(Cell::Int(c.symbols as i64));
-                cells.extend(numbers.map(Cell::Float));
-                w.push(&cells)
-            }
+            Self::Columnar(w) => push_across(w, strategy, c),
         }
     }
 

@@ -27,6 +27,7 @@ mod chunk_file;
 mod combos;
 mod decimal;
 mod error;
+mod memory_tables;
 mod merge;
 mod output;
 mod overfit;
@@ -44,9 +45,10 @@ mod table;
 mod universe;
 mod walk;
 
-pub use across::{AcrossReport, ComboAcross, across_in_memory, by_combo_path};
+pub use across::{AcrossReport, ComboAcross, across_in_memory, across_table, by_combo_path};
 pub use combos::{ComboSet, Shard, chunk_size};
 pub use error::SweepError;
+pub use memory_tables::{metrics_table, rows_table, universe_table, walk_forward_table};
 pub use merge::merge;
 pub use output::{
     HeatmapOptions, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir,
@@ -69,7 +71,7 @@ pub use search_plot::best_so_far_svg;
 pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, search_to_files, stop_text};
 pub use session::{Devices, Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
-pub use table::{ColumnType, TableFormat, write_table};
+pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
 pub use threadx_indicators::available_memory;
 pub use universe::{UniverseProgress, UniverseReport, universe_in_memory, universe_to_files};
 pub use walk::{OutOfSampleDsr, WalkForwardReport, WindowResult, walk_forward};

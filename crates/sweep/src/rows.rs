@@ -142,10 +142,21 @@ fn is_count(name: &str) -> bool {
 /// columns before them (a search's `trial`, a universe's `symbol`).
 pub(crate) fn columns(strategy: &Strategy, lead: &[(&str, ColumnType)]) -> Columns {
     let mut columns = combo_param_columns(strategy, lead);
-    for m in Metrics::NAMES {
-        columns.push((m.to_owned(), if is_count(m) { ColumnType::Int } else { ColumnType::Float }));
-    }
+    columns.extend(metric_columns());
     columns
+}
+
+/// The metrics' columns, in [`Metrics::NAMES`] order: counts are integers.
+pub(crate) fn metric_columns() -> impl Iterator<Item = (String, ColumnType)> {
+    Metrics::NAMES.iter().map(|&m| (m.to_owned(), if is_count(m) { ColumnType::Int } else { ColumnType::Float }))
+}
+
+/// The metrics' cells, in [`metric_columns`] order.
+pub(crate) fn metric_cells(metrics: &Metrics) -> impl Iterator<Item = Cell<'static>> {
+    Metrics::NAMES
+        .iter()
+        .zip(metrics.values())
+        .map(|(name, v)| if is_count(name) { Cell::Int(v as i64) } else { Cell::Float(v) })
 }
 
 /// The value of a row's lead column: none, a search's trial or a universe's symbol.
@@ -217,8 +228,8 @@ pub(crate) fn push_row<W: std::io::Write + Send>(
     for (p, &v) in strategy.schema().iter().zip(values) {
         put(param_cell(p, v));
     }
-    for (name, v) in Metrics::NAMES.iter().zip(metrics.values()) {
-        put(if is_count(name) { Cell::Int(v as i64) } else { Cell::Float(v) });
+    for cell in metric_cells(metrics) {
+        put(cell);
     }
     out.push(&cells[..n])
 }

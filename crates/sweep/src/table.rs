@@ -119,6 +119,30 @@ enum Builder {
 enum Sink<W: Write + Send> {
     Parquet(ArrowWriter<W>),
     Arrow(arrow::ipc::writer::FileWriter<W>),
+    /// The record batches themselves, kept in memory.
+    Memory(Vec<RecordBatch>),
+}
+
+/// A table in memory: its schema and record batches, the columns a file of it would hold
+/// (what Python's DataFrames are built from).
+#[derive(Debug, Clone)]
+pub struct ArrowTable {
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+}
+
+impl ArrowTable {
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    pub fn batches(&self) -> &[RecordBatch] {
+        &self.batches
+    }
+
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
 }
 
 /// Rows written into a columnar table (a file or bytes in memory), a row group (a record
@@ -162,8 +186,7 @@ fn parquet_properties(kv: Option<Vec<KeyValue>>, columns: &Columns) -> Result<Wr
 impl<W: Write + Send> ColumnarWriter<W> {
     /// A table of `columns` written into `sink` in `format`; `name` names it in errors.
     pub(crate) fn new(sink: W, name: &str, format: TableFormat, columns: &Columns) -> Result<Self, SweepError> {
-        let fields: Vec<Field> = columns.iter().map(|(name, t)| Field::new(name, t.arrow(), true)).collect();
-        let schema = Arc::new(Schema::new(fields));
+        let schema = Self::schema_of(columns);
         let failed = |e: &dyn std::fmt::Display| file_error(name, e);
         let sink = match format {
             TableFormat::Parquet => Sink::Parquet(
@@ -175,6 +198,10 @@ impl<W: Write + Send> ColumnarWriter<W> {
             }
             TableFormat::Csv => return Err(failed(&"CSV is not columnar")),
         };
+        Ok(Self::with_sink(name, schema, columns, sink))
+    }
+
+    fn with_sink(name: &str, schema: SchemaRef, columns: &Columns, sink: Sink<W>) -> Self {
         let builders = columns
             .iter()
             .map(|(_, t)| match t {
@@ -184,7 +211,11 @@ impl<W: Write + Send> ColumnarWriter<W> {
                 ColumnType::Time => Builder::Time(TimestampMillisecondBuilder::new().with_timezone("UTC")),
             })
             .collect();
-        Ok(Self { name: name.to_owned(), schema, builders, rows: 0, sink })
+        Self { name: name.to_owned(), schema, builders, rows: 0, sink }
+    }
+
+    fn schema_of(columns: &Columns) -> SchemaRef {
+        Arc::new(Schema::new(columns.iter().map(|(name, t)| Field::new(name, t.arrow(), true)).collect::<Vec<_>>()))
     }
 
     /// Appends one row: a cell per column, of the column's type.
@@ -225,6 +256,10 @@ impl<W: Write + Send> ColumnarWriter<W> {
         let written = match &mut self.sink {
             Sink::Parquet(w) => w.write(&batch).map_err(|e| e.to_string()),
             Sink::Arrow(w) => w.write(&batch).map_err(|e| e.to_string()),
+            Sink::Memory(batches) => {
+                batches.push(batch);
+                Ok(())
+            }
         };
         written.map_err(|e| file_error(&self.name, &e))?;
         self.rows = 0;
@@ -237,8 +272,25 @@ impl<W: Write + Send> ColumnarWriter<W> {
         let sink = match self.sink {
             Sink::Parquet(w) => w.into_inner().map_err(|e| e.to_string()),
             Sink::Arrow(w) => w.into_inner().map_err(|e| e.to_string()),
+            Sink::Memory(_) => Err("a table in memory has no sink".to_owned()),
         };
         sink.map_err(|e| file_error(&self.name, &e))
+    }
+}
+
+impl ColumnarWriter<std::io::Sink> {
+    /// A table kept in memory as record batches; `name` names it in errors.
+    pub(crate) fn in_memory(name: &str, columns: &Columns) -> Self {
+        Self::with_sink(name, Self::schema_of(columns), columns, Sink::Memory(Vec::new()))
+    }
+
+    /// The rows pushed, as a table.
+    pub(crate) fn into_table(mut self) -> Result<ArrowTable, SweepError> {
+        self.flush()?;
+        match self.sink {
+            Sink::Memory(batches) => Ok(ArrowTable { schema: self.schema, batches }),
+            _ => Err(file_error(&self.name, &"a file is no table in memory")),
+        }
     }
 }
 
@@ -455,17 +507,41 @@ pub fn write_table(path: &Path, csv: &str, types: &[ColumnType]) -> Result<(), S
     if !format.is_columnar() {
         return threadx_profile_store::write_file_atomic(path, csv.as_bytes()).map_err(io_error(path));
     }
-    let mut lines = csv.lines();
-    let header = lines.next().unwrap_or_default();
-    let columns: Columns = header.split(',').map(str::to_owned).zip(types.iter().copied()).collect();
+    let columns = csv_columns(csv, types);
     let mut table = ColumnarWriter::create(path, format, &columns)?;
+    push_csv(&mut table, &path.display().to_string(), csv, &columns)?;
+    table.commit()
+}
+
+/// A table given as CSV text, typed by `types` as [`write_table`] types it, in memory.
+pub(crate) fn table_of_csv(name: &str, csv: &str, types: &[ColumnType]) -> Result<ArrowTable, SweepError> {
+    let columns = csv_columns(csv, types);
+    let mut table = ColumnarWriter::in_memory(name, &columns);
+    push_csv(&mut table, name, csv, &columns)?;
+    table.into_table()
+}
+
+/// The columns of a CSV table: its header's names, typed by `types`.
+fn csv_columns(csv: &str, types: &[ColumnType]) -> Columns {
+    let header = csv.lines().next().unwrap_or_default();
+    header.split(',').map(str::to_owned).zip(types.iter().copied()).collect()
+}
+
+/// Pushes the rows of CSV text (after its header) into `table` of `columns`; `name` names
+/// it in errors.
+fn push_csv<W: Write + Send>(
+    table: &mut ColumnarWriter<W>,
+    name: &str,
+    csv: &str,
+    columns: &Columns,
+) -> Result<(), SweepError> {
     let mut cells = Vec::with_capacity(columns.len());
-    for (row, line) in lines.enumerate() {
+    for (row, line) in csv.lines().skip(1).enumerate() {
         let bad = |field: &str, column: &str| {
-            SweepError::Results(format!("{}: row {row}, column `{column}`: `{field}` is no value", path.display()))
+            SweepError::Results(format!("{name}: row {row}, column `{column}`: `{field}` is no value"))
         };
         cells.clear();
-        for (field, (name, t)) in line.split(',').zip(&columns) {
+        for (field, (name, t)) in line.split(',').zip(columns) {
             cells.push(match t {
                 ColumnType::Key | ColumnType::Int => Cell::Int(field.parse().map_err(|_| bad(field, name))?),
                 ColumnType::Float if field.is_empty() => Cell::Float(f64::NAN),
@@ -481,5 +557,5 @@ pub fn write_table(path: &Path, csv: &str, types: &[ColumnType]) -> Result<(), S
         }
         table.push(&cells)?;
     }
-    table.commit()
+    Ok(())
 }

@@ -1,0 +1,60 @@
+//! A sweep's tables in memory as Arrow record batches: the columns, types and values its
+//! Parquet and Arrow files hold (the same writer makes both), for Python's DataFrames.
+
+use crate::error::SweepError;
+use crate::results_file::ResultsKind;
+use crate::rows::{Lead, columns, metric_cells, metric_columns, push_row};
+use crate::runner::ChunkResult;
+use crate::spec::SweepSpec;
+use crate::table::{ArrowTable, ColumnarWriter, table_of_csv};
+use crate::walk::WalkForwardReport;
+use threadx_backtest::Metrics;
+use threadx_indicators::Ohlcv;
+
+/// A grid's rows (`combo`, the parameters, the metrics) as `--out x.parquet` holds them;
+/// with `trials`, a search's: each row's place first, as `trial`.
+pub fn rows_table(spec: &SweepSpec, rows: &ChunkResult, trials: bool) -> Result<ArrowTable, SweepError> {
+    let kind = if trials { ResultsKind::Trials } else { ResultsKind::Grid };
+    let mut table = ColumnarWriter::in_memory("the rows", &columns(spec.strategy(), kind.lead()));
+    for (k, (&combo, metrics)) in rows.combos.iter().zip(&rows.metrics).enumerate() {
+        let lead = if trials { Lead::Trial(k as u64) } else { Lead::None };
+        push_row(&mut table, spec.strategy(), lead, combo, &spec.grid().values(combo), metrics)?;
+    }
+    table.into_table()
+}
+
+/// A universe's rows, `symbol` first: each symbol's (`rows[i]` those of `symbols[i]`)
+/// after the previous symbol's, as the universe's results file holds them.
+pub fn universe_table(spec: &SweepSpec, symbols: &[String], rows: &[ChunkResult]) -> Result<ArrowTable, SweepError> {
+    let lead = ResultsKind::Universe.lead();
+    let mut table = ColumnarWriter::in_memory("the universe's rows", &columns(spec.strategy(), lead));
+    for (symbol, rows) in symbols.iter().zip(rows) {
+        for (&combo, metrics) in rows.combos.iter().zip(&rows.metrics) {
+            let values = spec.grid().values(combo);
+            push_row(&mut table, spec.strategy(), Lead::Symbol(symbol), combo, &values, metrics)?;
+        }
+    }
+    table.into_table()
+}
+
+/// A walk-forward's windows, the columns of its `--out x.parquet`.
+pub fn walk_forward_table(
+    report: &WalkForwardReport,
+    data: &Ohlcv,
+    spec: &SweepSpec,
+) -> Result<ArrowTable, SweepError> {
+    table_of_csv("the walk-forward windows", &report.to_csv(data, spec), &report.column_types(spec))
+}
+
+/// Metrics rows alone (one per signal column of `threadx.simulate`), the metrics' columns
+/// of a sweep's rows.
+pub fn metrics_table(metrics: &[Metrics]) -> Result<ArrowTable, SweepError> {
+    let mut table = ColumnarWriter::in_memory("the metrics", &metric_columns().collect());
+    let mut cells = Vec::with_capacity(Metrics::NAMES.len());
+    for m in metrics {
+        cells.clear();
+        cells.extend(metric_cells(m));
+        table.push(&cells)?;
+    }
+    table.into_table()
+}
