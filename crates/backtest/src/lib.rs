@@ -43,7 +43,7 @@ pub use costs::{Costs, Fill, Fills};
 pub use error::BacktestError;
 pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
 pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
-pub use grid::Grid;
+pub use grid::{Grid, GridCursor};
 pub use metrics::{ExitReason, Metrics, Side, Trade};
 pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamKind, ParamSpec, ParamValues};
 pub use rules::{RuleKind, rule_functions};

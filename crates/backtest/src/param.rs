@@ -329,6 +329,20 @@ impl ParamValues {
         inline[..values.len()].copy_from_slice(values);
         Self { values: inline, len: values.len() }
     }
+
+    /// The `len` values `value(i)`, written in place: no slice is copied in (a copy of a
+    /// length known only at run time is a `memmove` call, a tenth of a big grid's writing).
+    ///
+    /// # Panics
+    /// If `len` > [`MAX_PARAMS`].
+    #[inline]
+    pub fn from_fn(len: usize, mut value: impl FnMut(usize) -> f64) -> Self {
+        let mut values = [0.0; MAX_PARAMS];
+        for (i, v) in values[..len].iter_mut().enumerate() {
+            *v = value(i);
+        }
+        Self { values, len }
+    }
 }
 
 impl std::ops::Deref for ParamValues {

@@ -109,11 +109,10 @@ impl ChunkForm {
         r: &ChunkResult,
         lead: Lead<'_>,
     ) -> Result<Vec<u8>, SweepError> {
+        let grid = || book.grid().ok_or_else(|| SweepError::Spec("checkpoint chunks hold a grid's combos".into()));
         Ok(match self {
             Self::Text => {
-                let grid =
-                    book.grid().ok_or_else(|| SweepError::Spec("checkpoint chunks hold a grid's combos".into()))?;
-                let params = ParamTexts::new(grid);
+                let mut params = ParamTexts::new(grid()?);
                 text_chunk(r.combos.len() * 128, |text| {
                     for (&combo, m) in r.combos.iter().zip(&r.metrics) {
                         lead.push(text);
@@ -124,8 +123,9 @@ impl ChunkForm {
             Self::Parquet => {
                 let columns = columns(strategy, lead.kind().lead());
                 let mut table = ColumnarWriter::new(Vec::new(), "a chunk", TableFormat::Parquet, &columns)?;
+                let (grid, mut cursor) = (grid()?, grid()?.cursor());
                 for (&combo, m) in r.combos.iter().zip(&r.metrics) {
-                    push_row(&mut table, strategy, lead, combo, &book.combo_values(combo), m)?;
+                    push_row(&mut table, strategy, lead, combo, &grid.values_at(cursor.index(combo)), m)?;
                 }
                 let mut bytes = table.finish()?;
                 let sum = checksum(&bytes);

@@ -16,9 +16,11 @@ use threadx_indicators::Ohlcv;
 pub fn rows_table(spec: &SweepSpec, rows: &ChunkResult, trials: bool) -> Result<ArrowTable, SweepError> {
     let kind = if trials { ResultsKind::Trials } else { ResultsKind::Grid };
     let mut table = ColumnarWriter::in_memory("the rows", &columns(spec.strategy(), kind.lead()));
+    let mut cursor = spec.grid().cursor();
     for (k, (&combo, metrics)) in rows.combos.iter().zip(&rows.metrics).enumerate() {
         let lead = if trials { Lead::Trial(k as u64) } else { Lead::None };
-        push_row(&mut table, spec.strategy(), lead, combo, &spec.grid().values(combo), metrics)?;
+        let values = spec.grid().values_at(cursor.index(combo));
+        push_row(&mut table, spec.strategy(), lead, combo, &values, metrics)?;
     }
     table.into_table()
 }
@@ -28,9 +30,10 @@ pub fn rows_table(spec: &SweepSpec, rows: &ChunkResult, trials: bool) -> Result<
 pub fn universe_table(spec: &SweepSpec, symbols: &[String], rows: &[ChunkResult]) -> Result<ArrowTable, SweepError> {
     let lead = ResultsKind::Universe.lead();
     let mut table = ColumnarWriter::in_memory("the universe's rows", &columns(spec.strategy(), lead));
+    let mut cursor = spec.grid().cursor();
     for (symbol, rows) in symbols.iter().zip(rows) {
         for (&combo, metrics) in rows.combos.iter().zip(&rows.metrics) {
-            let values = spec.grid().values(combo);
+            let values = spec.grid().values_at(cursor.index(combo));
             push_row(&mut table, spec.strategy(), Lead::Symbol(symbol), combo, &values, metrics)?;
         }
     }

@@ -387,6 +387,8 @@ pub(crate) fn run_keeping(
     progress(done_positions, total);
 
     let run_started = Instant::now();
+    let grid = sweep.spec().grid();
+    let mut cursor = grid.cursor();
     let write_s = std::sync::Mutex::new(0.0f64);
     let mut rows_run = 0u64;
     let write_chunk = |chunk: u64, r: &ChunkResult| -> Result<(), SweepError> {
@@ -414,7 +416,8 @@ pub(crate) fn run_keeping(
             kept.extend(SweepBlocks::taken_from(&mut r));
         }
         for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
-            take(Row { combo, values: book.combo_values(combo), metrics }, &mut leaderboard, &mut heatmap)?;
+            let values = grid.values_at(cursor.index(combo));
+            take(Row { combo, values, metrics }, &mut leaderboard, &mut heatmap)?;
         }
         rows += r.combos.len() as u64;
         rows_run += r.combos.len() as u64;

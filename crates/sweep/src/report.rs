@@ -7,8 +7,7 @@ use crate::error::SweepError;
 use crate::rows::Row;
 use plotters::prelude::*;
 use std::cmp::Ordering;
-use std::collections::HashMap;
-use threadx_backtest::{Metrics, ParamSpec, Strategy};
+use threadx_backtest::{GridCursor, Metrics, ParamSpec, Strategy};
 
 /// The position of metric `name` in [`Metrics::NAMES`], or a clear error.
 pub fn metric_index(name: &str) -> Result<usize, SweepError> {
@@ -76,8 +75,8 @@ pub struct Heatmap {
     y_values: Vec<f64>,
     /// The other parameters that take several values: each cell is the best over them.
     best_over: Vec<String>,
-    x_index: HashMap<u64, usize>,
-    y_index: HashMap<u64, usize>,
+    /// Axis positions of the combos offered (a grid's over `axes`).
+    cursor: GridCursor,
     cells: Vec<(f64, u64)>,
 }
 
@@ -122,7 +121,6 @@ impl Heatmap {
                 Self::MAX_CELLS
             )));
         }
-        let index = |values: &[f64]| values.iter().enumerate().map(|(i, v)| (v.to_bits(), i)).collect();
         let best_over = (0..axes.len())
             .filter(|&i| i != x && i != y && axes[i].len() > 1)
             .map(|i| strategy.schema()[i].name.clone())
@@ -133,20 +131,17 @@ impl Heatmap {
             x,
             y,
             by: metric_index(by)?,
-            x_index: index(&axes[x]),
-            y_index: index(&axes[y]),
+            cursor: GridCursor::new(axes.iter().map(Vec::len)),
             cells: vec![(f64::NAN, u64::MAX); axes[x].len() * axes[y].len()],
             x_values: axes[x].clone(),
             y_values: axes[y].clone(),
         })
     }
 
+    /// Takes a row of combo number `row.combo` of the grid over the heatmap's axes.
     pub fn offer(&mut self, row: &Row) {
-        let (Some(&i), Some(&j)) =
-            (self.x_index.get(&row.values[self.x].to_bits()), self.y_index.get(&row.values[self.y].to_bits()))
-        else {
-            return;
-        };
+        let index = self.cursor.index(row.combo);
+        let (i, j) = (index[self.x], index[self.y]);
         let cell = &mut self.cells[j * self.x_values.len() + i];
         let key = (row.metrics.values()[self.by], row.combo);
         if rank(key, *cell).is_lt() {

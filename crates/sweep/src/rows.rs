@@ -7,7 +7,7 @@ use crate::decimal::{push_f64, push_u64};
 use crate::error::SweepError;
 use crate::table::{Cell, ColumnType, ColumnarWriter, Columns, RowRef};
 use serde_json::{Value, json};
-use threadx_backtest::{Grid, MAX_PARAMS, Metrics, ParamKind, ParamSpec, ParamValues, Strategy};
+use threadx_backtest::{Grid, GridCursor, MAX_PARAMS, Metrics, ParamKind, ParamSpec, ParamValues, Strategy};
 
 /// The header line (with its newline).
 pub fn header(strategy: &Strategy) -> String {
@@ -53,14 +53,14 @@ fn push_param(out: &mut String, p: &ParamSpec, v: f64) {
 /// A grid's parameter values as the CSV writes them, each axis value formatted once: a
 /// chunk's rows then copy their parameters' text instead of formatting a third of their
 /// numbers again. Gives [`write_row`]'s bytes.
-pub(crate) struct ParamTexts<'a> {
-    grid: &'a Grid,
+pub(crate) struct ParamTexts {
+    cursor: GridCursor,
     /// Per parameter, `,` and each axis value's text.
     texts: Vec<Vec<String>>,
 }
 
-impl<'a> ParamTexts<'a> {
-    pub(crate) fn new(grid: &'a Grid) -> Self {
+impl ParamTexts {
+    pub(crate) fn new(grid: &Grid) -> Self {
         let schema = grid.strategy().schema();
         let texts = schema
             .iter()
@@ -75,14 +75,13 @@ impl<'a> ParamTexts<'a> {
                     .collect()
             })
             .collect();
-        Self { grid, texts }
+        Self { cursor: grid.cursor(), texts }
     }
 
     /// Appends one row of combo `combo` (with its newline), as [`write_row`] does.
-    pub(crate) fn write_row(&self, out: &mut String, combo: u64, metrics: &Metrics) {
+    pub(crate) fn write_row(&mut self, out: &mut String, combo: u64, metrics: &Metrics) {
         push_u64(out, combo);
-        let index = self.grid.index(combo);
-        for (texts, &k) in self.texts.iter().zip(&index) {
+        for (texts, &k) in self.texts.iter().zip(self.cursor.index(combo)) {
             out.push_str(&texts[k]);
         }
         push_metrics(out, metrics);
@@ -281,7 +280,7 @@ mod tests {
         ] {
             let spec = SweepRequest::new(strategy, &grid).check().expect("a grid");
             let grid = spec.grid();
-            let texts = ParamTexts::new(grid);
+            let mut texts = ParamTexts::new(grid);
             let metrics = Metrics::from_values([0.1, 3.0, 2.0, f64::NAN, -0.25, 1e-7, 12.5, 0.3]);
             for combo in 0..grid.len() {
                 let (mut fast, mut slow) = (String::new(), String::new());

@@ -260,17 +260,19 @@ impl Sweep {
     /// The combos at `positions` (of the sweep, or of `batch`) that the strategy's rules
     /// allow, with their plans.
     fn plans(&self, positions: Range<u64>, batch: Option<&[u64]>) -> (Vec<u64>, Vec<ComboPlan>) {
-        let strategy = self.spec.strategy();
+        let (strategy, grid) = (self.spec.strategy(), self.spec.grid());
         let mut combos = Vec::with_capacity((positions.end - positions.start) as usize);
         let mut plans = Vec::with_capacity(combos.capacity());
+        let mut cursor = grid.cursor();
         for position in positions {
             let combo = match batch {
                 Some(batch) => batch[position as usize],
                 None => self.combos.combo_at(position),
             };
-            if strategy.allows(&self.book.combo_values(combo)) {
+            let index = cursor.index(combo);
+            if strategy.allows(&grid.values_at(index)) {
                 combos.push(combo);
-                plans.push(self.book.combo_plan(combo));
+                plans.push(self.book.plan(index));
             }
         }
         (combos, plans)
