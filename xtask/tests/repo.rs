@@ -10,7 +10,7 @@ fn root() -> PathBuf {
 
 /// The layers, bottom first: a crate may depend only on crates before it. The two front
 /// ends, the CLI and the Python package, are the top; neither depends on the other.
-const LAYERS: [(&str, &str); 10] = [
+const LAYERS: [(&str, &str); 11] = [
     ("threadx-stats", "crates/stats"),
     ("threadx-telemetry", "crates/telemetry"),
     ("threadx-profile-store", "crates/profile-store"),
@@ -19,6 +19,7 @@ const LAYERS: [(&str, &str); 10] = [
     ("threadx-indicators", "crates/indicators"),
     ("threadx-backtest", "crates/backtest"),
     ("threadx-sweep", "crates/sweep"),
+    ("threadx-report", "crates/report"),
     ("threadx", "crates/cli"),
     ("threadx-python", "python"),
 ];

@@ -24,6 +24,7 @@ pub struct Request {
     pub trades: Option<PathBuf>,
     pub equity: Option<PathBuf>,
     pub json: bool,
+    pub report: Option<PathBuf>,
 }
 
 /// `name=value` into its two halves.
@@ -44,16 +45,18 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     let values = strategy.params(&pairs)?;
     let costs = Costs::new(req.fee, req.slippage)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
-    for path in req.trades.iter().chain(&req.equity) {
+    for path in req.trades.iter().chain(&req.equity).chain(&req.report) {
         check_writable(path)?;
     }
-    let outputs: Vec<&Path> = req.trades.iter().chain(&req.equity).map(PathBuf::as_path).collect();
+    let outputs: Vec<&Path> = req.trades.iter().chain(&req.equity).chain(&req.report).map(PathBuf::as_path).collect();
     refuse_output_over_input(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])
         .map_err(anyhow::Error::msg)?;
     let data = Ohlcv::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
+    let started = std::time::Instant::now();
     let bank = IndicatorBank::new(&data, &dispatcher);
     let report = backtest(&bank, &strategy, &values, costs, req.periods_per_year)?;
+    let seconds = started.elapsed().as_secs_f64();
     if let Some(path) = &req.trades {
         use ColumnType::{Float, Int, Key, Text, Time};
         let types = [Key, Text, Int, Time, Float, Int, Time, Float, Float, Text];
@@ -63,6 +66,11 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
         use ColumnType::{Float, Key, Time};
         write_table(path, &equity_csv(&data, &report), &[Key, Time, Float, Float])
             .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &req.report {
+        let device = crate::report::backtest_device(mode);
+        let run = threadx_report::BacktestRun::new(&data, &strategy, &values, costs, &report).ran_on(&device, seconds);
+        crate::report::write_backtest(&run, path)?;
     }
     if let Err(e) = dispatcher.flush() {
         tracing::warn!("could not save the timing profile: {e}");
@@ -92,7 +100,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
             if req.slippage > 0.0 { format!(", slippage {}", req.slippage) } else { String::new() }
         );
         out!("{}", metrics_table(m, report.bars_per_year));
-        for (what, path) in [("trades", &req.trades), ("equity", &req.equity)] {
+        for (what, path) in [("trades", &req.trades), ("equity", &req.equity), ("the report", &req.report)] {
             if let Some(path) = path {
                 outln!("wrote {what} to {}", path.display());
             }

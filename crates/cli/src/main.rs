@@ -26,6 +26,7 @@ mod indicators;
 mod monitor;
 mod overfit;
 mod profile;
+mod report;
 mod search;
 mod strategy;
 mod sweep;
@@ -123,6 +124,9 @@ enum Command {
         /// Print one JSON object (the metric names of docs/strategies.md) instead of a table.
         #[arg(long)]
         json: bool,
+        /// Write an HTML report (metrics, equity and drawdown, trades, monthly returns) here.
+        #[arg(long, value_name = "FILE.html")]
+        report: Option<PathBuf>,
     },
     /// Sweep a strategy's parameters (grid, --random sample or --walk-forward) and write
     /// every combo's metrics, the best ones and a heatmap.
@@ -131,6 +135,15 @@ enum Command {
     Strategy {
         #[command(subcommand)]
         action: strategy::StrategyAction,
+    },
+    /// Write one HTML page of a run from its JSON: a sweep's summary (beside its --out) or
+    /// `threadx backtest --json`'s object. The data is loaded again and checked unchanged.
+    Report {
+        /// The run's JSON.
+        input: PathBuf,
+        /// The page (default: INPUT with .html).
+        #[arg(long, value_name = "FILE.html")]
+        out: Option<PathBuf>,
     },
     /// Join the results of every shard of a sweep (--shard I/N) into one file.
     Merge(sweep::MergeArgs),
@@ -193,14 +206,24 @@ fn main() -> std::process::ExitCode {
         Command::Indicators { data, indicators, out } => {
             mode(cli.device).and_then(|m| indicators::run(&data, &indicators, &out, m))
         }
-        Command::Backtest { data, strategy, set, fee, slippage, periods_per_year, trades, equity, json } => {
+        Command::Backtest { data, strategy, set, fee, slippage, periods_per_year, trades, equity, json, report } => {
             mode(cli.device).and_then(|m| {
-                backtest::run(
-                    &backtest::Request { data, strategy, set, fee, slippage, periods_per_year, trades, equity, json },
-                    m,
-                )
+                let request = backtest::Request {
+                    data,
+                    strategy,
+                    set,
+                    fee,
+                    slippage,
+                    periods_per_year,
+                    trades,
+                    equity,
+                    json,
+                    report,
+                };
+                backtest::run(&request, m)
             })
         }
+        Command::Report { input, out } => mode(cli.device).and_then(|m| report::run(&input, out.as_deref(), m)),
         Command::Sweep(args) => mode(cli.device).and_then(|m| sweep::run(&args, m)),
         Command::Merge(args) => sweep::run_merge(&args),
         Command::Strategy { action } => strategy::run(&action),

@@ -75,7 +75,7 @@ pub fn run(
     plot: Option<&Path>,
     phases: PhaseTimer,
     quiet: bool,
-) -> Result<()> {
+) -> Result<serde_json::Value> {
     let spec = session.spec();
     let options = spec.search().expect("called for a search");
     let metric = options.objective.metric();
@@ -136,5 +136,5 @@ pub fn run(
     if let Some(o) = &run.files.overfitting {
         crate::overfit::print(o, opts.overfitting_plots.as_ref(), opts.blocks_out.as_deref())?;
     }
-    Ok(())
+    Ok(run.files.summary)
 }

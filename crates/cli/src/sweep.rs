@@ -108,6 +108,10 @@ pub struct SweepArgs {
     /// The heatmap's vertical parameter (default: the next that varies).
     #[arg(long, value_name = "PARAM")]
     heatmap_y: Option<String>,
+    /// Write an HTML report here: the sweep (best combos, heatmaps, the objective's
+    /// distribution, overfitting, search, walk-forward) and the backtest of its best combo.
+    #[arg(long, value_name = "FILE.html")]
+    pub(crate) report: Option<PathBuf>,
     /// Continue an interrupted run from its checkpoint (same command, same data).
     #[arg(long)]
     resume: bool,
@@ -194,7 +198,7 @@ fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
 }
 
 /// The metric that ranks combos: `--by`, else the search's objective, else sharpe.
-fn ranking(args: &SweepArgs, spec: &SweepSpec) -> String {
+pub(crate) fn ranking(args: &SweepArgs, spec: &SweepSpec) -> String {
     match (&args.by, spec.search()) {
         (Some(by), _) => by.clone(),
         (None, Some(search)) => search.objective.metric().to_owned(),
@@ -271,6 +275,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         opts.blocks_out.as_deref(),
         opts.overfitting_plots.as_ref().map(|p| p.0.as_path()),
         opts.overfitting_plots.as_ref().map(|p| p.1.as_path()),
+        args.report.as_deref(),
     ]
     .into_iter()
     .flatten()
@@ -282,6 +287,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
             .collect();
     refuse_output_over_input(&outputs, &inputs).map_err(anyhow::Error::msg)?;
     check_outputs(args, &spec, &mut opts)?;
+    if let Some(path) = &args.report {
+        crate::report::check_sweep_report(path, &args.out, shard)?;
+    }
 
     let mut monitor = match args.monitor {
         true => Some(SystemMonitor::start(&MonitorOptions { interval: MIN_INTERVAL, ..MonitorOptions::default() })?),
@@ -301,15 +309,18 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
                 .flatten()
                 .collect();
             refuse_output_over_input(&written, &universe.files()).map_err(anyhow::Error::msg)?;
+            if args.report.is_some() {
+                bail!("--report draws one data set's sweep: sweep one symbol for its report");
+            }
             return crate::universe::run(args, &spec, &universe, dispatcher, opts, phases);
         }
     };
     if spec.walk_forward().is_some() {
         let threads = threadx_sweep::thread_pool(&spec)?;
+        let walk = || crate::walk::run(&data, &dispatcher, &spec, args, mode);
         return match threads {
-            Some(pool) => pool
-                .install(|| crate::walk::run(&data, &dispatcher, &spec, &args.out, args.quiet, &ranking(args, &spec))),
-            None => crate::walk::run(&data, &dispatcher, &spec, &args.out, args.quiet, &ranking(args, &spec)),
+            Some(pool) => pool.install(walk),
+            None => walk(),
         };
     }
     let plan = SweepPlan::new(&spec, data.len(), dispatcher.policy())?;
@@ -351,7 +362,8 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         checkpoint_dir(&opts.out).display()
     ));
     if spec.search().is_some() {
-        return crate::search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet);
+        let summary = crate::search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet)?;
+        return crate::report::after_sweep(args.report.as_deref(), &session, &summary, &opts, mode);
     }
     let bar = progress_bar(session.sweep().combos().len(), args.quiet, "combos");
     // After the last chunk, the statistics still take a while (seconds at 10^6 combos).
@@ -420,7 +432,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if let Some(kept) = report.summary["overfitting_shard"]["blocks"].as_str() {
         outln!("kept this shard's blocks in {kept}: `threadx merge` computes the statistics of all the shards");
     }
-    Ok(())
+    crate::report::after_sweep(args.report.as_deref(), &session, &report.summary, &opts, mode)
 }
 
 /// Where the results, summary and heatmap go.

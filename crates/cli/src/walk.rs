@@ -1,34 +1,40 @@
 //! `threadx sweep --walk-forward`: runs the windows, writes them, and prints each
 //! window's winner with its out-of-sample metrics and deflated Sharpe ratio.
 
-use crate::sweep::{num, pct, print_summary_path, progress_bar, sibling};
+use crate::sweep::{SweepArgs, num, pct, print_summary_path, progress_bar, sibling};
 use anyhow::{Context, Result};
-use std::path::Path;
-use threadx_dispatch::Dispatcher;
+use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
 use threadx_sweep::{SweepSpec, WindowResult, summary_path, walk_forward, write_table};
 
-/// Runs `spec`'s walk-forward (winners by `ranking`), writes the windows to `out` and
-/// prints each with its out-of-sample DSR.
-pub fn run(
-    data: &Ohlcv,
-    dispatcher: &Dispatcher,
-    spec: &SweepSpec,
-    out: &Path,
-    quiet: bool,
-    ranking: &str,
-) -> Result<()> {
+/// Runs `spec`'s walk-forward (winners by `args`' ranking), writes the windows to
+/// `args.out` (and the report where asked) and prints each with its out-of-sample DSR.
+pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArgs, mode: DeviceMode) -> Result<()> {
+    let (out, quiet, ranking) = (args.out.as_path(), args.quiet, &crate::sweep::ranking(args, spec));
     let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
     let bar = progress_bar(windows, quiet, "windows");
     let report = walk_forward(data, dispatcher, spec, ranking, &mut |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     let report = report?;
-    write_table(out, &report.to_csv(data, spec), &report.column_types(spec))
-        .with_context(|| format!("writing {}", out.display()))?;
+    let csv = report.to_csv(data, spec);
+    write_table(out, &csv, &report.column_types(spec)).with_context(|| format!("writing {}", out.display()))?;
     let summary = summary_path(out);
+    let json = report.to_json(data, spec);
     if let Some(json_path) = &summary {
-        threadx_profile_store::write_file_atomic(json_path, format!("{:#}\n", report.to_json(data, spec)).as_bytes())
+        threadx_profile_store::write_file_atomic(json_path, format!("{json:#}\n").as_bytes())
             .with_context(|| format!("writing {}", json_path.display()))?;
+    }
+    if let Some(path) = &args.report {
+        let page = crate::report::SweepPage {
+            spec,
+            data,
+            summary: &json,
+            results: None,
+            overfitting_plots: None,
+            walk_forward_csv: Some(csv),
+        };
+        crate::report::write_sweep(&page, dispatcher, mode, path)?;
+        outln!("wrote the report to {}", path.display());
     }
     // A heatmap beside these results drew the grid sweep they replace: it goes with them.
     let stale = sibling(out, "-heatmap.svg");

@@ -58,9 +58,9 @@ pub use overfit::{
     DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, TopCombo, logit_histogram_svg,
     oos_vs_is_svg, shard_blocks_path,
 };
-pub use report::{Heatmap, Leaderboard, metric_index};
+pub use report::{Heatmap, Leaderboard, better_higher, heat_colour, metric_index};
 pub use request::{SweepRequest, parse_size};
-pub use results_file::read_results;
+pub use results_file::{for_each_result, read_results};
 pub use rows::{Row, header, parse_row, row_json, write_row};
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
 pub use search::{

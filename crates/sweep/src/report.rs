@@ -7,6 +7,7 @@ use crate::error::SweepError;
 use crate::rows::Row;
 use plotters::prelude::*;
 use std::cmp::Ordering;
+use std::fmt::Write as _;
 use threadx_backtest::{GridCursor, Metrics, ParamSpec, Strategy};
 
 /// The position of metric `name` in [`Metrics::NAMES`], or a clear error.
@@ -170,7 +171,7 @@ impl Heatmap {
         } else {
             format!("{} {metric}: the best over {} in each cell", self.strategy, self.best_over.join(", "))
         };
-        let mut svg = String::new();
+        let (mut svg, mut cells) = (String::new(), String::new());
         {
             let root = SVGBackend::with_string(&mut svg, (960, 720)).into_drawing_area();
             let draw = |e: DrawingAreaErrorKind<_>| SweepError::Results(format!("drawing the heatmap: {e}"));
@@ -201,23 +202,41 @@ impl Heatmap {
                 .y_label_formatter(&|v| label(&self.y_values, py, v))
                 .draw()
                 .map_err(draw)?;
-            chart
-                .draw_series((0..nx).flat_map(|i| (0..ny).map(move |j| (i, j))).map(|(i, j)| {
+            // The cells are written after plotters' drawing, each with a <title> that a
+            // browser shows on hover: its two parameters, the value and the combo.
+            for j in 0..ny {
+                for i in 0..nx {
                     let (i0, j0) = (i as i32, j as i32);
-                    let corners = [
-                        (SegmentValue::Exact(i0), SegmentValue::Exact(j0)),
-                        (SegmentValue::Exact(i0 + 1), SegmentValue::Exact(j0 + 1)),
-                    ];
+                    let (x0, y0) = chart.backend_coord(&(SegmentValue::Exact(i0), SegmentValue::Exact(j0 + 1)));
+                    let (x1, y1) = chart.backend_coord(&(SegmentValue::Exact(i0 + 1), SegmentValue::Exact(j0)));
                     let (value, combo) = self.cells[j * nx + i];
-                    let colour = if combo == u64::MAX { NOT_RUN } else { scale.colour(value) };
-                    Rectangle::new(corners, colour.filled())
-                }))
-                .map_err(draw)?;
+                    let RGBColor(r, g, b) = if combo == u64::MAX { NOT_RUN } else { scale.colour(value) };
+                    let what = match combo {
+                        u64::MAX => "not run".to_owned(),
+                        _ if value.is_nan() => format!("no value (combo {combo})"),
+                        _ => format!("{value:.4} (combo {combo})"),
+                    };
+                    let _ = writeln!(
+                        cells,
+                        "<rect x=\"{x0}\" y=\"{y0}\" width=\"{}\" height=\"{}\" fill=\"#{r:02X}{g:02X}{b:02X}\">\
+                         <title>{} {}, {} {}: {metric} {what}</title></rect>",
+                        x1 - x0,
+                        y1 - y0,
+                        px.name,
+                        px.format(self.x_values[i]),
+                        py.name,
+                        py.format(self.y_values[j]),
+                    );
+                }
+            }
             // Legend: a vertical colour bar from lo (bottom) to hi (top), its ends (and 0
             // on a diverging scale) labelled, then the colour of cells without a value.
             let style = ("sans-serif", 12).into_font().color(&BLACK);
-            legend.draw(&Text::new(metric_label(metric), (10, 20), style.clone())).map_err(draw)?;
-            let (top, bottom) = (40, 600);
+            legend.draw(&Text::new(metric_label(metric), (10, 14), style.clone())).map_err(draw)?;
+            if better_higher(metric) {
+                legend.draw(&Text::new("better: blue", (10, 28), style.clone())).map_err(draw)?;
+            }
+            let (top, bottom) = (56, 600);
             let steps = 50;
             let at = |v: f64| bottom - ((v - lo) / (hi - lo) * f64::from(bottom - top)).round() as i32;
             for s in 0..steps {
@@ -248,6 +267,8 @@ impl Heatmap {
             }
             root.present().map_err(draw)?;
         }
+        let end = svg.rfind("</svg>").ok_or_else(|| SweepError::Results("drawing the heatmap: no SVG".into()))?;
+        svg.insert_str(end, &cells);
         Ok(svg)
     }
 }
@@ -264,9 +285,15 @@ fn metric_label(metric: &str) -> String {
     }
 }
 
-/// A metric's colour scale over [lo, hi]: diverging (blue below zero, white at zero, red
-/// above) when the metric changes sign, else from white at the end nearest zero to red
-/// (positive values) or blue (negative ones); grey where there is no value.
+/// Whether a larger value of `metric` is better (a counting metric has no better side).
+pub fn better_higher(metric: &str) -> bool {
+    !matches!(metric, "trades" | "closed_trades" | "exposure")
+}
+
+/// A metric's colour scale over [lo, hi]: diverging (red below zero, white at zero, blue
+/// above: losses red, gains blue, readable without telling red from green) when the
+/// metric changes sign, else from white at the end nearest zero to blue (positive values)
+/// or red (negative ones); grey where there is no value.
 #[derive(Debug, Clone, Copy)]
 struct Scale {
     lo: f64,
@@ -296,14 +323,21 @@ impl Scale {
     }
 }
 
-/// Blue (t = 0) through white (0.5) to red (1).
+/// The heat scale's colour at `t` in [0, 1] as (red, green, blue): red (t = 0, the worst)
+/// through white (0.5) to blue (1, the best), as the heatmaps draw it.
+pub fn heat_colour(t: f64) -> (u8, u8, u8) {
+    let RGBColor(r, g, b) = colour(t);
+    (r, g, b)
+}
+
+/// Red (t = 0, the worst) through white (0.5) to blue (1, the best).
 fn colour(t: f64) -> RGBColor {
     let mix = |a: f64, b: f64, f: f64| (a + (b - a) * f).round() as u8;
     if t < 0.5 {
         let f = t / 0.5;
-        RGBColor(mix(49.0, 247.0, f), mix(84.0, 247.0, f), mix(155.0, 247.0, f))
+        RGBColor(mix(178.0, 247.0, f), mix(24.0, 247.0, f), mix(43.0, 247.0, f))
     } else {
         let f = (t - 0.5) / 0.5;
-        RGBColor(mix(247.0, 178.0, f), mix(247.0, 24.0, f), mix(247.0, 43.0, f))
+        RGBColor(mix(247.0, 49.0, f), mix(247.0, 84.0, f), mix(247.0, 155.0, f))
     }
 }

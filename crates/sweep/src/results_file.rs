@@ -227,10 +227,26 @@ impl ResultsReader {
 
 /// Every row of a grid's results file (CSV, Parquet or Arrow) of `strategy`, in file order.
 pub fn read_results(path: &Path, strategy: &Strategy) -> Result<Vec<Row>, SweepError> {
-    let mut reader = ResultsReader::open(path, strategy, ResultsKind::Grid)?;
     let mut rows = Vec::new();
-    while let Some(r) = reader.next_row().map_err(|e| in_file(path, e))? {
-        rows.push(r.row);
-    }
+    for_each_result(path, strategy, false, &mut |row| {
+        rows.push(*row);
+        Ok(())
+    })?;
     Ok(rows)
+}
+
+/// Hands `each` every row of a grid's results file (or, with `trials`, a search's) of
+/// `strategy`, in file order, one at a time: a big file is never held whole.
+pub fn for_each_result(
+    path: &Path,
+    strategy: &Strategy,
+    trials: bool,
+    each: &mut dyn FnMut(&Row) -> Result<(), SweepError>,
+) -> Result<(), SweepError> {
+    let kind = if trials { ResultsKind::Trials } else { ResultsKind::Grid };
+    let mut reader = ResultsReader::open(path, strategy, kind)?;
+    while let Some(r) = reader.next_row().map_err(|e| in_file(path, e))? {
+        each(&r.row)?;
+    }
+    Ok(())
 }

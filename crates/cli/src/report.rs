@@ -1,0 +1,217 @@
+//! `threadx report` and the `--report FILE.html` of `backtest` and `sweep`: one HTML page
+//! (threadx-report) of a run just finished, or of the JSON a run wrote (a sweep's summary,
+//! `threadx backtest --json`), its data loaded again and checked to be the same.
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use threadx_backtest::{Costs, Strategy, backtest};
+use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_profile_store::refuse_output_over_input;
+use threadx_report::{BacktestRun, SweepRun};
+use threadx_sweep::{OutputOptions, Session, Shard, SweepSpec, data_fingerprint};
+
+/// Where a backtest's report says it ran: the device policy picks the indicators' device;
+/// the trade-by-trade simulation runs on the CPU.
+pub fn backtest_device(mode: DeviceMode) -> String {
+    format!("indicators on `--device {mode}`; trades simulated on the CPU")
+}
+
+/// Writes the page of `run` to `path`.
+pub fn write_backtest(run: &BacktestRun<'_>, path: &Path) -> Result<()> {
+    run.report().write(path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// What a sweep's page is made of, beside its summary.
+pub struct SweepPage<'a> {
+    pub spec: &'a SweepSpec,
+    pub data: &'a Ohlcv,
+    pub summary: &'a Value,
+    /// The results file, read again for the heatmaps and the distribution.
+    pub results: Option<&'a Path>,
+    /// The overfitting plots the run wrote (logit histogram, out-of-sample scatter).
+    pub overfitting_plots: Option<(PathBuf, PathBuf)>,
+    pub walk_forward_csv: Option<String>,
+}
+
+/// Writes the page of a sweep to `path`: its sections, then the backtest of its best
+/// combo (the summary's first row), run here on `dispatcher`.
+pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMode, path: &Path) -> Result<()> {
+    let spec = page.spec;
+    let strategy = spec.strategy();
+    let by = page.summary["best"]["by"].as_str().unwrap_or("sharpe").to_owned();
+    let best = &page.summary["best"]["rows"][0]["params"];
+    let best_run = match best.as_object() {
+        Some(params) => {
+            let pairs: Vec<(String, String)> = params
+                .iter()
+                .map(|(name, v)| (name.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                .collect();
+            let values = strategy.params(&pairs)?;
+            let started = Instant::now();
+            let bank = IndicatorBank::new(page.data, dispatcher);
+            let report = backtest(&bank, strategy, &values, spec.costs(), spec.periods_per_year())?;
+            Some((values, report, started.elapsed().as_secs_f64()))
+        }
+        None => None,
+    };
+    let device = backtest_device(mode);
+    let best = best_run.as_ref().map(|(values, report, seconds)| {
+        BacktestRun::new(page.data, strategy, values, spec.costs(), report).ran_on(&device, *seconds)
+    });
+    let mut figures = Vec::new();
+    if let Some((histogram, scatter)) = &page.overfitting_plots {
+        for (caption, file) in [
+            ("CSCV logits: above 0, the in-sample best beat the median out of sample", histogram),
+            ("Each split's best: out of sample against in sample", scatter),
+        ] {
+            if let Ok(svg) = std::fs::read_to_string(file) {
+                figures.push((caption.to_owned(), svg));
+            }
+        }
+    }
+    let run = SweepRun {
+        spec,
+        summary: page.summary,
+        results: page.results,
+        trials: page.summary.get("search").is_some_and(Value::is_object),
+        by: &by,
+        overfitting_figures: figures,
+        walk_forward_csv: page.walk_forward_csv.clone(),
+        best,
+    };
+    run.report()?.write(path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Refuses a sweep's `--report` that cannot be drawn: its results must be read back (a
+/// regular file), and a shard is part of a sweep (its merge's summary gets the report).
+pub fn check_sweep_report(path: &Path, out: &Path, shard: Shard) -> Result<()> {
+    crate::data::check_writable(path)?;
+    if !shard.is_whole() {
+        bail!("--report draws a whole sweep: after `threadx merge`, run `threadx report MERGED.json`");
+    }
+    if threadx_profile_store::is_special_file(out) {
+        bail!("--report reads the results back: --out must be a regular file, not {}", out.display());
+    }
+    Ok(())
+}
+
+/// The report of a grid sweep or search just finished (when `path` asks for one).
+pub fn after_sweep(
+    path: Option<&Path>,
+    session: &Session,
+    summary: &Value,
+    opts: &OutputOptions,
+    mode: DeviceMode,
+) -> Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    let page = SweepPage {
+        spec: session.spec(),
+        data: session.data(),
+        summary,
+        results: Some(&opts.out),
+        overfitting_plots: opts.overfitting_plots.clone(),
+        walk_forward_csv: None,
+    };
+    write_sweep(&page, session.dispatcher(), mode, path)?;
+    outln!("wrote the report to {}", path.display());
+    Ok(())
+}
+
+/// `threadx report INPUT.json [--out FILE.html]`.
+pub fn run(input: &Path, out: Option<&Path>, mode: DeviceMode) -> Result<()> {
+    let out = out.map_or_else(|| input.with_extension("html"), Path::to_path_buf);
+    crate::data::check_writable(&out)?;
+    refuse_output_over_input(&[out.as_path()], &[input]).map_err(anyhow::Error::msg)?;
+    let text = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
+    let json: Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}, line {}, column {}: not JSON: {e}", input.display(), e.line(), e.column()))?;
+    let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
+    if json["identity"].is_object() {
+        sweep_from_summary(input, &json, &dispatcher, mode, &out)?;
+    } else if json["windows"].is_array() {
+        bail!(
+            "{}: a walk-forward's summary: its report comes with the run, `threadx sweep --walk-forward ... --report FILE.html`",
+            input.display()
+        );
+    } else if json["strategy"].is_string() && json["params"].is_object() {
+        backtest_from_json(input, &json, &dispatcher, mode, &out)?;
+    } else {
+        bail!(
+            "{}: neither a sweep's summary (written beside `threadx sweep --out`) nor a backtest's JSON (`threadx backtest --json`)",
+            input.display()
+        );
+    }
+    if let Err(e) = dispatcher.flush() {
+        tracing::warn!("could not save the timing profile: {e}");
+    }
+    outln!("wrote the report to {}", out.display());
+    Ok(())
+}
+
+/// The data a run's JSON names, loaded again.
+fn load_data(input: &Path, origin: &Value) -> Result<Ohlcv> {
+    let origin = origin.as_str().with_context(|| format!("{}: no `data.origin`", input.display()))?;
+    Ohlcv::load(origin).with_context(|| {
+        format!(
+            "{}: loading its data `{origin}` again (a DataFrame's run gets its report from Python)",
+            input.display()
+        )
+    })
+}
+
+fn sweep_from_summary(
+    input: &Path,
+    summary: &Value,
+    dispatcher: &Dispatcher,
+    mode: DeviceMode,
+    out: &Path,
+) -> Result<()> {
+    let identity = &summary["identity"];
+    let spec = SweepSpec::from_identity(&identity["spec"]).with_context(|| format!("reading {}", input.display()))?;
+    let data = load_data(input, &summary["data"]["origin"])?;
+    let want = identity["data"]["fingerprint"].as_str().unwrap_or_default();
+    if data_fingerprint(&data) != want {
+        bail!("{}: its data `{}` changed since the run (fingerprint {want})", input.display(), data.origin());
+    }
+    let results =
+        summary["results"].as_str().and_then(|r| Path::new(r).file_name()).map(|name| input.with_file_name(name));
+    let results = results.filter(|r| r.is_file());
+    if results.is_none() {
+        tracing::warn!("{}: its results file is not beside it: no heatmaps or distribution", input.display());
+    }
+    let overfitting_plots =
+        results.as_deref().map(|r| (crate::sweep::sibling(r, "-pbo.svg"), crate::sweep::sibling(r, "-oos.svg")));
+    let page = SweepPage {
+        spec: &spec,
+        data: &data,
+        summary,
+        results: results.as_deref(),
+        overfitting_plots,
+        walk_forward_csv: None,
+    };
+    write_sweep(&page, dispatcher, mode, out)
+}
+
+fn backtest_from_json(input: &Path, json: &Value, dispatcher: &Dispatcher, mode: DeviceMode, out: &Path) -> Result<()> {
+    let name = json["strategy"].as_str().unwrap_or_default();
+    let strategy = Strategy::load(name).with_context(|| format!("{}: strategy `{name}`", input.display()))?;
+    let pairs: Vec<(String, String)> = json["params"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+        .collect();
+    let values = strategy.params(&pairs)?;
+    let number = |key: &str| json[key].as_f64();
+    let costs = Costs::new(number("fee").unwrap_or(0.001), number("slippage").unwrap_or(0.0))?;
+    let data = load_data(input, &json["data"])?;
+    let started = Instant::now();
+    let bank = IndicatorBank::new(&data, dispatcher);
+    let report = backtest(&bank, &strategy, &values, costs, number("periods_per_year"))?;
+    let device = backtest_device(mode);
+    let seconds = started.elapsed().as_secs_f64();
+    write_backtest(&BacktestRun::new(&data, &strategy, &values, costs, &report).ran_on(&device, seconds), out)
+}

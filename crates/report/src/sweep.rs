@@ -1,0 +1,352 @@
+//! A sweep's sections: what ran, the best combos, the parameter heatmaps and the
+//! distribution of the objective (both from one pass over the results file), the
+//! overfitting statistics, a search's best-so-far curve, the walk-forward windows; then
+//! the backtest of the best combo.
+
+use crate::backtest::BacktestRun;
+use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines};
+use crate::page::{Cell, Report, facts, figure, note, num, pct, table};
+use serde_json::Value;
+use std::path::Path;
+use threadx_backtest::Metrics;
+use threadx_sweep::{Heatmap, SweepError, SweepSpec, for_each_result, metric_index};
+
+/// Heatmap cells a page holds at most, over all its heatmaps (each cell is an SVG
+/// rectangle with its hover text: about 100 bytes).
+const MAX_HEATMAP_CELLS: usize = 16_000;
+
+/// A sweep as the report shows it.
+#[derive(Debug, Clone)]
+pub struct SweepRun<'a> {
+    pub spec: &'a SweepSpec,
+    /// The run's summary object (what `threadx sweep` writes beside its results).
+    pub summary: &'a Value,
+    /// The results file (a grid's rows, or with `trials` a search's), read once.
+    pub results: Option<&'a Path>,
+    pub trials: bool,
+    /// The objective the run ranked by.
+    pub by: &'a str,
+    /// Pictures of the overfitting statistics the run drew: (caption, SVG).
+    pub overfitting_figures: Vec<(String, String)>,
+    /// A walk-forward's windows as CSV text (its `--out`).
+    pub walk_forward_csv: Option<String>,
+    /// The backtest of the best combo.
+    pub best: Option<BacktestRun<'a>>,
+}
+
+impl SweepRun<'_> {
+    /// The page of this sweep.
+    pub fn report(&self) -> Result<Report, SweepError> {
+        let strategy = self.spec.strategy();
+        let origin = self.summary["data"]["origin"].as_str().unwrap_or("the data");
+        let kind = if self.summary.get("search").is_some_and(Value::is_object) { "search" } else { "sweep" };
+        let mut report = Report::new(&format!("{strategy} {kind}"), &format!("{} on {origin}", self.grid_text()));
+        self.add_header(&mut report);
+        self.add_best(&mut report);
+        if let Some(path) = self.results {
+            self.add_from_rows(&mut report, path)?;
+        }
+        self.add_overfitting(&mut report);
+        self.add_search(&mut report);
+        self.add_walk_forward(&mut report);
+        if let Some(best) = &self.best {
+            best.add_sections(&mut report, "Best combo: ");
+        }
+        Ok(report)
+    }
+
+    /// Each parameter's values, briefly.
+    fn grid_text(&self) -> String {
+        let schema = self.spec.strategy().schema();
+        let axes: Vec<String> = schema
+            .iter()
+            .zip(self.spec.axes())
+            .map(|(p, axis)| match axis.as_slice() {
+                [one] => format!("{}={}", p.name, p.format(*one)),
+                [first, .., last] => format!("{} {}..{} ({})", p.name, p.format(*first), p.format(*last), axis.len()),
+                [] => p.name.clone(),
+            })
+            .collect();
+        axes.join(", ")
+    }
+
+    fn add_header(&self, report: &mut Report) {
+        let s = self.summary;
+        let data = &s["data"];
+        let mut lines = vec![
+            (
+                "Data",
+                format!(
+                    "{}, {} bars, {} to {}",
+                    data["origin"].as_str().unwrap_or("-"),
+                    data["bars"],
+                    data["first"].as_str().unwrap_or("-"),
+                    data["last"].as_str().unwrap_or("-")
+                ),
+            ),
+            ("Strategy", self.spec.strategy().to_string()),
+            ("Grid", format!("{} ({} combos)", self.grid_text(), self.spec.grid_len())),
+            ("Costs", format!("fee {} per side", self.spec.costs().fee)),
+            ("Ranked by", self.by.to_owned()),
+        ];
+        if let Some(rows) = s["combos"]["rows"].as_u64() {
+            lines.push(("Rows", rows.to_string()));
+        }
+        if let Some(workers) = s["workers"].as_object() {
+            let text: Vec<String> = workers
+                .iter()
+                .map(|(name, w)| {
+                    let share = w["share"].as_f64().map_or(String::new(), |v| format!(" {}", pct(v)));
+                    let rate = w["combos_per_s"].as_f64().map_or(String::new(), |v| format!(", {v:.0} combos/s"));
+                    format!("{name}{share}{rate}")
+                })
+                .collect();
+            lines.push(("Devices", text.join("; ")));
+        }
+        let t = &s["timings_s"];
+        if let Some(total) = t["total"].as_f64() {
+            let rate = t["combos_per_s"].as_f64().map_or(String::new(), |v| format!(", {v:.0} combos/s"));
+            lines.push(("Time", format!("{total:.3} s{rate}")));
+        }
+        report.section("run", "What ran", &facts(&lines));
+    }
+
+    fn add_best(&self, report: &mut Report) {
+        let Some(rows) = self.summary["best"]["rows"].as_array() else { return };
+        let schema = self.spec.strategy().schema();
+        let mut headers = vec!["rank".to_owned(), "combo".to_owned()];
+        headers.extend(schema.iter().map(|p| p.name.clone()));
+        headers.extend(Metrics::NAMES.iter().map(|&m| m.to_owned()));
+        let cells: Vec<Vec<Cell>> = rows
+            .iter()
+            .enumerate()
+            .map(|(rank, row)| {
+                let mut cells = vec![Cell::number((rank + 1).to_string(), (rank + 1) as f64)];
+                let combo = row["combo"].as_u64().unwrap_or_default();
+                cells.push(Cell::number(combo.to_string(), combo as f64));
+                for p in schema {
+                    let v = &row["params"][&p.name];
+                    cells.push(match v.as_f64() {
+                        Some(x) => Cell::number(v.to_string(), x),
+                        None => Cell::text(v.as_str().unwrap_or("-")),
+                    });
+                }
+                for &m in &Metrics::NAMES {
+                    let v = row["metrics"][m].as_f64().unwrap_or(f64::NAN);
+                    cells.push(Cell::number(metric_text(m, v), v));
+                }
+                cells
+            })
+            .collect();
+        let html = table(&headers, &cells, true);
+        report.section("best", &format!("The best {} combos by {}", rows.len(), self.by), &html);
+    }
+
+    /// The heatmaps and the distribution of the objective, from one pass over the rows.
+    fn add_from_rows(&self, report: &mut Report, path: &Path) -> Result<(), SweepError> {
+        let strategy = self.spec.strategy();
+        let axes = self.spec.axes();
+        let varying: Vec<usize> = (0..axes.len()).filter(|&i| axes[i].len() > 1).collect();
+        let mut maps = Vec::new();
+        let (mut cells, mut left_out) = (0, Vec::new());
+        for (k, &x) in varying.iter().enumerate() {
+            for &y in &varying[k + 1..] {
+                let (px, py) = (&strategy.schema()[x].name, &strategy.schema()[y].name);
+                let n = axes[x].len() * axes[y].len();
+                if cells + n > MAX_HEATMAP_CELLS {
+                    left_out.push(format!("{px} × {py}"));
+                    continue;
+                }
+                cells += n;
+                maps.push(Heatmap::new(strategy.clone(), axes, Some(px), Some(py), self.by)?);
+            }
+        }
+        let by = metric_index(self.by)?;
+        let mut values = Vec::new();
+        for_each_result(path, strategy, self.trials, &mut |row| {
+            for map in &mut maps {
+                map.offer(row);
+            }
+            values.push(row.metrics.values()[by]);
+            Ok(())
+        })?;
+        let mut html = String::new();
+        for map in &maps {
+            html.push_str(&figure(&map.to_svg()?, "Hover over a cell for its parameters, value and combo."));
+        }
+        if maps.is_empty() {
+            html.push_str(&note("Fewer than two parameters take several values: no heatmap."));
+        }
+        if !left_out.is_empty() {
+            html.push_str(&note(&format!(
+                "Left out to keep the page small (more than {MAX_HEATMAP_CELLS} cells in all): {}; \
+                 `threadx sweep --heatmap FILE.svg --heatmap-x X --heatmap-y Y` draws any of them.",
+                left_out.join(", ")
+            )));
+        }
+        report.section("heatmaps", &format!("Heatmaps of {} across the parameters", self.by), &html);
+        let (centres, counts) = histogram(values.iter().copied(), bins_for(values.len()));
+        let unit = if is_fraction(self.by) { "%" } else { "value" };
+        let scale = if is_fraction(self.by) { 100.0 } else { 1.0 };
+        let centres: Vec<f64> = centres.iter().map(|c| c * scale).collect();
+        let html = if counts.is_empty() {
+            note(&format!("No combo has a {}.", self.by))
+        } else {
+            let chart = bars(
+                &format!("{} of {} combos", self.by, values.len()),
+                &Axis::new(&format!("{} ({unit})", self.by), Unit::Number),
+                &Axis::new("combos", Unit::Count),
+                &centres,
+                &counts,
+                "#31549B",
+            );
+            let missing = values.iter().filter(|v| !v.is_finite()).count();
+            let mut html = report.chart(&chart);
+            if missing > 0 {
+                html.push_str(&note(&format!("{missing} combos have no {} (no trades) and are not counted.", self.by)));
+            }
+            html
+        };
+        report.section("distribution", &format!("Distribution of {} across combos", self.by), &html);
+        Ok(())
+    }
+
+    fn add_overfitting(&self, report: &mut Report) {
+        let o = &self.summary["overfitting"];
+        if !o.is_object() {
+            return;
+        }
+        let f = |key: &str| o[key].as_f64().unwrap_or(f64::NAN);
+        let q = &o["logit_quantiles"];
+        let lines = [
+            (
+                "PBO",
+                format!(
+                    "{} (the share of splits where the in-sample best ranks below the out-of-sample median)",
+                    num(f("pbo"), 3)
+                ),
+            ),
+            (
+                "Out-of-sample loss",
+                format!("{} of splits: the in-sample best lost out of sample", pct(f("prob_oos_loss"))),
+            ),
+            (
+                "Degradation",
+                format!(
+                    "out of sample = {} × in sample + {}",
+                    num(f("degradation_slope"), 3),
+                    num(f("degradation_intercept"), 4)
+                ),
+            ),
+            (
+                "Logits",
+                format!(
+                    "p05 {}, median {}, p95 {}",
+                    num(q["p05"].as_f64().unwrap_or(f64::NAN), 2),
+                    num(q["p50"].as_f64().unwrap_or(f64::NAN), 2),
+                    num(q["p95"].as_f64().unwrap_or(f64::NAN), 2)
+                ),
+            ),
+            (
+                "Deflated Sharpe (DSR)",
+                format!(
+                    "{} (the probability that the best's Sharpe beats the best of {} trials with no edge)",
+                    num(f("dsr"), 3),
+                    o["trials"]["n"]
+                ),
+            ),
+            ("Probabilistic Sharpe (PSR)", num(f("psr"), 3)),
+            ("Expected best Sharpe with no edge (SR0)", format!("{} per bar", num(f("sr0"), 4))),
+        ];
+        let mut html = facts(&lines);
+        for (caption, svg) in &self.overfitting_figures {
+            html.push_str(&figure(svg, caption));
+        }
+        report.section("overfitting", "Is the winner real? Overfitting", &html);
+    }
+
+    fn add_search(&self, report: &mut Report) {
+        let s = &self.summary["search"];
+        let Some(points) = s["best_so_far"].as_array() else { return };
+        let (mut xs, mut ys) = (Vec::new(), Vec::new());
+        for p in points {
+            if let (Some(t), Some(v)) = (p[0].as_f64(), p[1].as_f64()) {
+                xs.push(t);
+                ys.push(v);
+            }
+        }
+        let trials = s["trials"].as_f64().unwrap_or(0.0);
+        if let (Some(&last), Some(&v)) = (xs.last(), ys.last())
+            && trials - 1.0 > last
+        {
+            xs.push(trials - 1.0);
+            ys.push(v);
+        }
+        let by = s["objective"]["by"].as_str().unwrap_or(self.by);
+        let lines_html = facts(&[
+            ("Method", s["method"].as_str().unwrap_or("-").to_owned()),
+            ("Trials", format!("{} ({} feasible)", s["trials"], s["feasible"])),
+            ("Stopped", s["stop"].as_str().unwrap_or("-").to_owned()),
+        ]);
+        let chart = lines(
+            &format!("Best {by} so far"),
+            &Axis::new("trial", Unit::Count),
+            &Axis::new(by, Unit::Number),
+            &xs,
+            &[("best so far", "#31549B", ys)],
+            None,
+            260,
+        );
+        let html = format!("{lines_html}{}", report.chart(&chart));
+        report.section("search", "Search: the best so far", &html);
+    }
+
+    fn add_walk_forward(&self, report: &mut Report) {
+        let Some(csv) = &self.walk_forward_csv else { return };
+        let mut lines = csv.lines();
+        let headers: Vec<String> = lines.next().unwrap_or_default().split(',').map(str::to_owned).collect();
+        let rows: Vec<Vec<Cell>> = lines
+            .map(|line| {
+                line.split(',')
+                    .map(|field| match field.parse::<f64>() {
+                        Ok(v) => Cell::number(field, v),
+                        Err(_) => Cell::text(field),
+                    })
+                    .collect()
+            })
+            .collect();
+        let windows = self.summary["windows"].as_array().map_or(&[][..], Vec::as_slice);
+        let returns: Vec<f64> = windows
+            .iter()
+            .map(|w| w["out_of_sample"]["total_return"].as_f64().map_or(f64::NAN, |r| r * 100.0))
+            .collect();
+        let mut html = String::new();
+        if !returns.is_empty() {
+            let xs: Vec<f64> = (0..returns.len()).map(|w| w as f64).collect();
+            html.push_str(&report.chart(&bars(
+                "Out-of-sample return of each window's in-sample best",
+                &Axis::new("window", Unit::Count),
+                &Axis::new("out-of-sample return (%)", Unit::Number),
+                &xs,
+                &returns,
+                "#31549B",
+            )));
+        }
+        html.push_str(&table(&headers, &rows, true));
+        report.section("walk-forward", "Walk-forward windows", &html);
+    }
+}
+
+/// Whether a metric is a fraction shown as a percentage.
+fn is_fraction(metric: &str) -> bool {
+    matches!(metric, "total_return" | "win_rate" | "max_drawdown" | "exposure")
+}
+
+/// A metric's value as the tables show it.
+fn metric_text(metric: &str, v: f64) -> String {
+    match metric {
+        "trades" | "closed_trades" if v.is_finite() => format!("{v:.0}"),
+        m if is_fraction(m) => pct(v),
+        _ => num(v, 4),
+    }
+}

@@ -1,0 +1,172 @@
+"""`threadx report` pages opened in a real headless Chromium: a backtest, the README's main
+job with its overfitting statistics, a rule-file search and a walk-forward. Each must load
+without a console error, an exception, a failed load or a request beyond the page; show
+every section; draw marks in every chart (pixels of the series' own colour); sort its
+tables; keep its labels apart on a 100 × 21 heatmap; fit 1280 px and 3 MB. Screenshots go
+to artifacts/report/ (CI keeps them). CI installs Chromium and sets
+THREADX_REQUIRE_BROWSER=1, so there the tests cannot be skipped."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+from browser import Browser, artifacts, chromium
+from conftest import REPO, Cli
+
+EXECUTABLE = chromium()
+if EXECUTABLE is None:
+    if os.environ.get("THREADX_REQUIRE_BROWSER") == "1":
+        raise RuntimeError("THREADX_REQUIRE_BROWSER=1 but no chromium on PATH (apt-get install chromium)")
+    pytest.skip("no Chromium on PATH", allow_module_level=True)
+
+BACKTEST_SECTIONS = ["metrics", "equity", "trades", "monthly", "trade-returns"]
+
+# Pixels of each chart's series colour (report.js draws them): lines, bars, fills.
+CHART_MARKS = """
+Array.from(document.querySelectorAll('div.chart')).map(box => {
+  const spec = JSON.parse(document.querySelector(`script[data-chart="${box.id}"]`).textContent);
+  const canvas = box.querySelector('canvas');
+  if (!canvas) return {id: box.id, title: spec.title, marks: -1};
+  const want = spec.series.map(s => [1, 3, 5].map(i => parseInt(s.color.slice(i, i + 2), 16)));
+  const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  let marks = 0;
+  for (let i = 0; i < px.length; i += 4) {
+    if (want.some(c => Math.abs(px[i] - c[0]) < 24 && Math.abs(px[i + 1] - c[1]) < 24 && Math.abs(px[i + 2] - c[2]) < 24)) marks++;
+  }
+  return {id: box.id, title: spec.title, marks};
+})
+"""
+
+# Each section's id and height, and whether it holds what it should.
+SECTIONS = "Array.from(document.querySelectorAll('section')).map(s => [s.id, s.getBoundingClientRect().height])"
+
+# Pairs of text labels of one SVG figure whose boxes overlap (zero-size ones aside).
+OVERLAPS = """
+Array.from(document.querySelectorAll('figure.svg svg')).flatMap((svg, k) => {
+  const boxes = Array.from(svg.querySelectorAll('text')).map(t => [t.textContent, t.getBoundingClientRect()])
+    .filter(([_, r]) => r.width > 0 && r.height > 0);
+  const out = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, r] = boxes[i], [b, s] = boxes[j];
+    if (r.left < s.right - 0.5 && s.left < r.right - 0.5 && r.top < s.bottom - 0.5 && s.top < r.bottom - 0.5) out.push(`${k}: ${a} / ${b}`);
+  }
+  return out;
+})
+"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert EXECUTABLE is not None
+    b = Browser(EXECUTABLE)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def check_page(browser: Browser, page: Path, sections: List[str], name: str) -> None:
+    """Opens `page` and holds it to the rules above; screenshots it as `name`."""
+    assert page.stat().st_size <= 3 * 1024 * 1024, f"{page.name}: {page.stat().st_size} bytes"
+    html = page.read_text()
+    assert "<script src" not in html and "<link" not in html, "everything is inline"
+    browser.open(page)
+    shots = artifacts() / "report"
+    browser.screenshot(shots / f"{name}.png")
+    browser.screenshot(shots / f"{name}-full.png", full_page=True)
+    assert browser.problems() == []
+    shown = dict(browser.evaluate(SECTIONS))
+    for section in sections:
+        assert shown.get(section, 0) > 60, f"{name}: section {section} missing or empty ({shown})"
+    charts = browser.evaluate(CHART_MARKS)
+    assert charts, f"{name}: no chart"
+    for chart in charts:
+        assert chart["marks"] > 40, f"{name}: chart {chart['title']} drew nothing ({chart['marks']} pixels of its colour)"
+    assert browser.evaluate("document.documentElement.scrollWidth") <= 1280, "wider than 1280 px"
+    assert browser.evaluate("document.querySelectorAll('h2').length") == len(shown)
+    assert browser.evaluate(OVERLAPS) == []
+    assert browser.problems() == []
+
+
+def sorts(browser: Browser, section: str, column: int) -> List[float]:
+    """Clicks header `column` of the table in `section` twice; the column's numbers after."""
+    script = f"""(() => {{
+      const table = document.querySelector('#{section} table.sortable');
+      const head = table.tHead.rows[0].cells[{column}];
+      head.click(); head.click();
+      return Array.from(table.tBodies[0].rows).map(r => parseFloat(r.cells[{column}].dataset.v));
+    }})()"""
+    return browser.evaluate(script)
+
+
+def test_a_backtest_report_renders_every_section_offline(cli: Cli, browser: Browser) -> None:
+    cli.run("--device", "cpu", "backtest", "--set", "bb_period=30", "--report", "bt.html", "--json")
+    check_page(browser, cli.workdir / "bt.html", ["run", *BACKTEST_SECTIONS], "backtest")
+    returns = sorts(browser, "trades", 6)
+    assert len(returns) > 10 and returns == sorted(returns, reverse=True), "descending after two clicks"
+    cards = browser.evaluate("Array.from(document.querySelectorAll('.card .name')).map(e => e.textContent)")
+    for name in ["Total return", "Annual return", "Annual volatility", "Sharpe (annual)", "Max drawdown"]:
+        assert name in cards
+    # The same page from the backtest's JSON: the same numbers.
+    (cli.workdir / "bt.json").write_text(cli.run("--device", "cpu", "backtest", "--set", "bb_period=30", "--json"))
+    cli.run("--device", "cpu", "report", "bt.json", "--out", "again.html")
+    values = "Array.from(document.querySelectorAll('.card .value')).map(e => e.textContent)"
+    first = browser.evaluate(values)
+    browser.open(cli.workdir / "again.html")
+    assert browser.evaluate(values) == first
+
+
+def test_the_main_jobs_sweep_report_with_overfitting(cli: Cli, browser: Browser) -> None:
+    cli.run("--device", "cpu", "sweep", "--out", "s.csv", "--report", "s.html", "--overfitting", "--quiet")
+    sections = ["run", "best", "heatmaps", "distribution", "overfitting", *BACKTEST_SECTIONS]
+    check_page(browser, cli.workdir / "s.html", sections, "sweep")
+    cells = browser.evaluate("document.querySelectorAll('#heatmaps svg rect > title').length")
+    assert cells >= 6 * 25, cells
+    # The colours say which way is good: each heatmap's best cell is blue, its worst red
+    # (or white, where every value is positive).
+    extremes = browser.evaluate("""Array.from(document.querySelectorAll('#heatmaps svg')).map(svg => {
+      const cells = Array.from(svg.querySelectorAll('rect')).filter(r => r.querySelector('title'))
+        .map(r => [parseFloat(r.querySelector('title').textContent.split(': ')[1].split(' ')[1]), r.getAttribute('fill')])
+        .filter(([v]) => !isNaN(v)).sort((a, b) => a[0] - b[0]);
+      return [cells[0][1], cells[cells.length - 1][1]];
+    })""")
+    for worst, best in extremes:
+        rgb = lambda c: [int(c[i:i + 2], 16) for i in (1, 3, 5)]  # noqa: E731
+        assert rgb(best)[2] > rgb(best)[0] and rgb(worst)[0] >= rgb(worst)[2], (worst, best)
+    ranks = sorts(browser, "best", 0)
+    assert ranks == sorted(ranks, reverse=True)
+    # `threadx report` on the summary draws the same sweep.
+    cli.run("--device", "cpu", "report", "s.json", "--out", "again.html")
+    browser.open(cli.workdir / "again.html")
+    assert browser.evaluate("document.querySelectorAll('#heatmaps svg rect > title').length") == cells
+
+
+def test_a_rule_file_search_and_a_walk_forward(cli: Cli, browser: Browser) -> None:
+    donchian = str(REPO / "examples" / "strategies" / "donchian.toml")
+    cli.run("--device", "cpu", "sweep", "--strategy", donchian, "--grid", "n=5:100:5", "--grid", "m=1:4:0.5",
+            "--search", "tpe", "--trials", "48", "--seed", "3",
+            "--out", "tpe.csv", "--report", "tpe.html", "--quiet")
+    check_page(browser, cli.workdir / "tpe.html", ["run", "best", "heatmaps", "search", *BACKTEST_SECTIONS], "rule-file-search")
+    cli.run("--device", "cpu", "sweep", "--data", "synthetic:bars=8000,seed=5", "--grid", "bb_period=10,20,30",
+            "--walk-forward", "train=3000,test=1000", "--out", "wf.csv", "--report", "wf.html", "--quiet")
+    check_page(browser, cli.workdir / "wf.html", ["run", "walk-forward"], "walk-forward")
+
+
+def test_a_100_by_21_heatmap_keeps_its_labels_apart(cli: Cli, browser: Browser) -> None:
+    cli.run("--device", "cpu", "sweep", "--data", "synthetic:bars=3000,seed=1", "--grid", "bb_period=5:104:1",
+            "--grid", "bb_std=1:3:0.1", "--out", "big.csv", "--report", "big.html", "--quiet")
+    check_page(browser, cli.workdir / "big.html", ["run", "best", "heatmaps", "distribution"], "heatmap-100x21")
+    assert browser.evaluate("document.querySelectorAll('#heatmaps svg rect > title').length") == 2100
+
+
+def test_bad_input_is_refused_by_name(cli: Cli) -> None:
+    (cli.workdir / "x.json").write_text("{\"a\": 1,\n oops}")
+    assert "x.json, line 2, column 2: not JSON" in cli.fails("report", "x.json")
+    (cli.workdir / "y.json").write_text("{\"a\": 1}")
+    assert "neither a sweep's summary" in cli.fails("report", "y.json")
+    assert "--out must be a regular file" in cli.fails("sweep", "--out", "/dev/null", "--report", "r.html")
+    assert "--report draws a whole sweep" in cli.fails("sweep", "--shard", "0/2", "--out", "p.csv", "--report", "r.html")
