@@ -14,6 +14,7 @@
 //! this crate, like the CLI, stands on top of all of them.
 
 mod overfit;
+mod report;
 mod search;
 mod simulate;
 mod table;
@@ -241,13 +242,14 @@ fn backtest<'py>(
     let data = bars.data.clone();
     let run_values = values.clone();
     let run_strategy = strategy.clone();
-    let report = py.detach(move || -> PyResult<_> {
+    let (report, seconds) = py.detach(move || -> PyResult<_> {
+        let started = std::time::Instant::now();
         let dispatcher = dispatcher(mode)?;
         let bank = IndicatorBank::new(&data, &dispatcher);
         let report =
             threadx_backtest::backtest(&bank, &run_strategy, &run_values, costs, periods_per_year).map_err(value)?;
         flush(&dispatcher);
-        Ok(report)
+        Ok((report, started.elapsed().as_secs_f64()))
     })?;
     let out = PyDict::new(py);
     let chosen = PyDict::new(py);
@@ -268,6 +270,16 @@ fn backtest<'py>(
     trades.set_item("return", t.iter().map(|t| t.return_).collect::<Vec<_>>().into_pyarray(py))?;
     trades.set_item("exit_reason", t.iter().map(|t| t.reason.to_string()).collect::<Vec<_>>())?;
     out.set_item("trades", trades)?;
+    let page = report::BacktestPage {
+        data: bars.data.clone(),
+        strategy,
+        values,
+        costs,
+        report: report.clone(),
+        device: report::device_line(&mode.to_string()),
+        seconds,
+    };
+    out.set_item("page", page)?;
     out.set_item("equity", report.equity.into_pyarray(py))?;
     Ok(out)
 }
@@ -553,6 +565,8 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Bars>()?;
     m.add_class::<Session>()?;
     m.add_class::<table::Table>()?;
+    m.add_class::<report::BacktestPage>()?;
+    m.add_function(wrap_pyfunction!(report::sweep_report, m)?)?;
     m.add_class::<universe::Universe>()?;
     m.add_function(wrap_pyfunction!(universe::load_market, m)?)?;
     m.add_function(wrap_pyfunction!(universe::market_from_arrow, m)?)?;

@@ -117,6 +117,18 @@ class Browser:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
 
+    def screenshot_of(self, selector: str, path: Path) -> None:
+        """A picture of the element `selector` alone (the first that matches)."""
+        box = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+            " return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height]; })()"
+        )
+        x, y, width, height = box
+        clip = {"x": x, "y": y, "width": width, "height": height, "scale": 1}
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True, clip=clip)["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+
     def close(self) -> None:
         sock = getattr(self, "socket", None)
         if sock is not None:

@@ -124,6 +124,8 @@ def test_the_main_jobs_sweep_report_with_overfitting(cli: Cli, browser: Browser)
     cli.run("--device", "cpu", "sweep", "--out", "s.csv", "--report", "s.html", "--overfitting", "--quiet")
     sections = ["run", "best", "heatmaps", "distribution", "overfitting", *BACKTEST_SECTIONS]
     check_page(browser, cli.workdir / "s.html", sections, "sweep")
+    for section in ("heatmaps", "overfitting", "equity"):
+        browser.screenshot_of(f"#{section}", artifacts() / "report" / f"sweep-{section}.png")
     cells = browser.evaluate("document.querySelectorAll('#heatmaps svg rect > title').length")
     assert cells >= 6 * 25, cells
     # The colours say which way is good: each heatmap's best cell is blue, its worst red
@@ -170,3 +172,39 @@ def test_bad_input_is_refused_by_name(cli: Cli) -> None:
     assert "neither a sweep's summary" in cli.fails("report", "y.json")
     assert "--out must be a regular file" in cli.fails("sweep", "--out", "/dev/null", "--report", "r.html")
     assert "--report draws a whole sweep" in cli.fails("sweep", "--shard", "0/2", "--out", "p.csv", "--report", "r.html")
+
+
+def test_pythons_reports_are_the_clis(cli: Cli, browser: Browser) -> None:
+    import threadx
+
+    data = "synthetic:bars=6000,seed=3"
+    bt = threadx.backtest(data, bb_period=30, device="cpu")
+    bt.report(cli.workdir / "py-bt.html")
+    cli.run("--device", "cpu", "backtest", "--data", data, "--set", "bb_period=30", "--report", "bt.html")
+    check_page(browser, cli.workdir / "py-bt.html", ["run", *BACKTEST_SECTIONS], "python-backtest")
+    cards = "Array.from(document.querySelectorAll('.card .value')).map(e => e.textContent)"
+    mine = browser.evaluate(cards)
+    browser.open(cli.workdir / "bt.html")
+    assert browser.evaluate(cards) == mine
+    assert bt._repr_html_().startswith("<iframe") and "srcdoc=" in bt._repr_html_()
+
+    grid = {"bb_period": list(range(10, 60, 5)), "bb_std": [1.5, 2, 2.5], "atr_mult": [1, 2]}
+    rows = threadx.sweep(data, grid=grid, device="cpu", progress=False, overfitting=True)
+    rows.report(cli.workdir / "py-sweep.html")
+    cli.run("--device", "cpu", "sweep", "--data", data, "--grid", "bb_period=10:55:5", "--grid", "bb_std=1.5,2,2.5",
+            "--grid", "atr_mult=1,2", "--overfitting", "--out", "s.csv", "--report", "s.html", "--quiet")
+    sections = ["run", "best", "heatmaps", "distribution", "overfitting", *BACKTEST_SECTIONS]
+    check_page(browser, cli.workdir / "py-sweep.html", sections, "python-sweep")
+    same = """[Array.from(document.querySelectorAll('#heatmaps svg rect > title')).map(t => t.textContent),
+              Array.from(document.querySelectorAll('#best td')).map(t => t.textContent),
+              Array.from(document.querySelectorAll('#overfitting dd')).map(t => t.textContent)]"""
+    mine = browser.evaluate(same)
+    browser.open(cli.workdir / "s.html")
+    assert browser.evaluate(same) == mine
+    assert len(mine[0]) == 10 * 3 + 10 * 2 + 3 * 2
+    # A filtered frame reports the rows it keeps.
+    few = rows[rows["bb_std"] == 2.0]
+    few.report(cli.workdir / "few.html")
+    browser.open(cli.workdir / "few.html")
+    assert browser.problems() == []
+    assert "of 20 combos" in browser.evaluate("document.querySelector('#distribution').textContent")

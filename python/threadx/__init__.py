@@ -17,17 +17,18 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
 
-from . import _tables, _threadx
+from . import _report, _tables, _threadx
 
 __version__: str = _threadx.__version__
 
 from ._inputs import Data, _bars, _f64, _market, _opt_float, _utc_index
+from ._report import SweepFrame
 from .overfitting import PboResult, deflated_sharpe, pbo
 from .signals import simulate
 
@@ -36,6 +37,7 @@ __all__ = [
     "PboResult",
     "SearchResult",
     "Session",
+    "SweepFrame",
     "backtest",
     "deflated_sharpe",
     "devices",
@@ -98,6 +100,16 @@ class Backtest:
     trades: pd.DataFrame
     equity: pd.Series
     bars_per_year: float
+    _page: Any = field(default=None, repr=False, compare=False)
+
+    def report(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes this backtest's HTML report to ``path`` (``threadx backtest --report``'s
+        page: key metrics with the annualised figures, equity over drawdown, trades,
+        monthly returns, the distribution of trade returns); one file, no network."""
+        _report.write(path, self._page.html())
+
+    def _repr_html_(self) -> str:
+        return _report.inline(self._page.html())
 
     def __repr__(self) -> str:
         m = self.metrics
@@ -152,6 +164,7 @@ def backtest(
         trades=trades,
         equity=equity,
         bars_per_year=out["bars_per_year"],
+        _page=out["page"],
     )
 
 
@@ -171,7 +184,7 @@ def sweep(
     threads: Optional[int] = None,
     by: str = "sharpe",
     overfitting: Union[bool, Mapping[str, Any]] = False,
-) -> pd.DataFrame:
+) -> SweepFrame:
     """Every combo of a parameter grid, one row per combo: index ``combo`` (the CLI's
     combo number), the parameters, then the metrics, the values of ``threadx sweep``'s
     CSV. ``strategy``: a built-in name or a rule file (``"donchian.toml"``).
@@ -205,7 +218,8 @@ def sweep(
             out = _threadx.sweep_universe(market, request, by, callback)
         finally:
             finish()
-        rows = _tables.frame(out["rows"]).set_index(["symbol", "combo"])
+        # The frame type of every sweep's rows; a universe's draw no report of their own.
+        rows = _report.sweep_frame(_tables.frame(out["rows"]).set_index(["symbol", "combo"]), None)
         rows.attrs["by_combo"] = _tables.frame(out["by_combo"]).set_index("combo")
         return rows
     bars, _index = market
@@ -219,7 +233,7 @@ def sweep(
         finish()
     if "windows" in out:
         return _tables.frame(out["windows"]).set_index("window")
-    rows = _tables.frame(out["rows"]).set_index("combo")
+    rows = _report.sweep_frame(_tables.frame(out["rows"]).set_index("combo"), (bars, request, by))
     if "overfitting" in out:
         rows.attrs["overfitting"] = json.loads(out["overfitting"])
     return rows
@@ -338,6 +352,7 @@ class Session:
         )
         self._native = _threadx.Session(bars, request)
         self._parameters = self._native.parameters()
+        self._sweep = (bars, request, "sharpe")
 
     @property
     def parameters(self) -> Dict[str, List[Any]]:
@@ -385,7 +400,7 @@ class Session:
                 matrix[:, j] = axis[0]
             else:
                 raise ValueError(f"params: no column `{name}`, and the grid gives it {len(axis)} values")
-        return _tables.frame(self._native.evaluate(matrix)).set_index("combo")
+        return _report.sweep_frame(_tables.frame(self._native.evaluate(matrix)).set_index("combo"), self._sweep)
 
     def __repr__(self) -> str:
         return repr(self._native)

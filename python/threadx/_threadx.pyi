@@ -74,6 +74,20 @@ class Table:
     def categories(self) -> List[Tuple[str, List[str]]]: ...
     def __len__(self) -> int: ...
 
+class BacktestPage:
+    """What one backtest ran and gave, kept for its report."""
+
+    def html(self) -> str: ...
+
+def sweep_report(
+    bars: Bars,
+    request_json: str,
+    by: str,
+    combos: npt.NDArray[np.int64],
+    metrics: npt.NDArray[np.float64],
+    overfitting_json: Optional[str] = None,
+) -> str: ...
+
 class Universe:
     """Many symbols' bars, sorted by name."""
 

@@ -10,7 +10,7 @@ use threadx_backtest::{Costs, Strategy, backtest};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_profile_store::refuse_output_over_input;
-use threadx_report::{BacktestRun, SweepRun};
+use threadx_report::{BacktestRun, SweepRows, SweepRun};
 use threadx_sweep::{OutputOptions, Session, Shard, SweepSpec, data_fingerprint};
 
 /// Where a backtest's report says it ran: the device policy picks the indicators' device;
@@ -75,8 +75,9 @@ pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMo
     let run = SweepRun {
         spec,
         summary: page.summary,
-        results: page.results,
-        trials: page.summary.get("search").is_some_and(Value::is_object),
+        rows: page
+            .results
+            .map(|path| SweepRows::File { path, trials: page.summary.get("search").is_some_and(Value::is_object) }),
         by: &by,
         overfitting_figures: figures,
         walk_forward_csv: page.walk_forward_csv.clone(),

@@ -14,4 +14,4 @@ mod sweep;
 
 pub use backtest::BacktestRun;
 pub use page::Report;
-pub use sweep::SweepRun;
+pub use sweep::{SweepRows, SweepRun};

@@ -8,12 +8,15 @@ use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines};
 use crate::page::{Cell, Report, facts, figure, note, num, pct, table};
 use serde_json::Value;
 use std::path::Path;
-use threadx_backtest::Metrics;
-use threadx_sweep::{Heatmap, SweepError, SweepSpec, for_each_result, metric_index};
+use threadx_backtest::{Metrics, Strategy};
+use threadx_sweep::{Heatmap, Row, SweepError, SweepSpec, for_each_result, metric_index};
 
 /// Heatmap cells a page holds at most, over all its heatmaps (each cell is an SVG
 /// rectangle with its hover text: about 100 bytes).
 const MAX_HEATMAP_CELLS: usize = 16_000;
+
+/// The largest SVG picture a page takes (a scatter of very many splits is left out).
+const MAX_FIGURE_BYTES: usize = 1_500_000;
 
 /// A sweep as the report shows it.
 #[derive(Debug, Clone)]
@@ -21,9 +24,8 @@ pub struct SweepRun<'a> {
     pub spec: &'a SweepSpec,
     /// The run's summary object (what `threadx sweep` writes beside its results).
     pub summary: &'a Value,
-    /// The results file (a grid's rows, or with `trials` a search's), read once.
-    pub results: Option<&'a Path>,
-    pub trials: bool,
+    /// Every row, for the heatmaps and the distribution.
+    pub rows: Option<SweepRows<'a>>,
     /// The objective the run ranked by.
     pub by: &'a str,
     /// Pictures of the overfitting statistics the run drew: (caption, SVG).
@@ -32,6 +34,25 @@ pub struct SweepRun<'a> {
     pub walk_forward_csv: Option<String>,
     /// The backtest of the best combo.
     pub best: Option<BacktestRun<'a>>,
+}
+
+/// Where a sweep's rows are.
+#[derive(Debug, Clone, Copy)]
+pub enum SweepRows<'a> {
+    /// A results file (a grid's rows, or with `trials` a search's), read once.
+    File { path: &'a Path, trials: bool },
+    /// Rows in memory (Python's).
+    Memory(&'a [Row]),
+}
+
+impl SweepRows<'_> {
+    /// Hands `each` every row in turn.
+    fn each(self, strategy: &Strategy, each: &mut dyn FnMut(&Row) -> Result<(), SweepError>) -> Result<(), SweepError> {
+        match self {
+            Self::File { path, trials } => for_each_result(path, strategy, trials, each),
+            Self::Memory(rows) => rows.iter().try_for_each(each),
+        }
+    }
 }
 
 impl SweepRun<'_> {
@@ -43,8 +64,8 @@ impl SweepRun<'_> {
         let mut report = Report::new(&format!("{strategy} {kind}"), &format!("{} on {origin}", self.grid_text()));
         self.add_header(&mut report);
         self.add_best(&mut report);
-        if let Some(path) = self.results {
-            self.add_from_rows(&mut report, path)?;
+        if let Some(rows) = self.rows {
+            self.add_from_rows(&mut report, rows)?;
         }
         self.add_overfitting(&mut report);
         self.add_search(&mut report);
@@ -143,7 +164,7 @@ impl SweepRun<'_> {
     }
 
     /// The heatmaps and the distribution of the objective, from one pass over the rows.
-    fn add_from_rows(&self, report: &mut Report, path: &Path) -> Result<(), SweepError> {
+    fn add_from_rows(&self, report: &mut Report, rows: SweepRows<'_>) -> Result<(), SweepError> {
         let strategy = self.spec.strategy();
         let axes = self.spec.axes();
         let varying: Vec<usize> = (0..axes.len()).filter(|&i| axes[i].len() > 1).collect();
@@ -163,7 +184,7 @@ impl SweepRun<'_> {
         }
         let by = metric_index(self.by)?;
         let mut values = Vec::new();
-        for_each_result(path, strategy, self.trials, &mut |row| {
+        rows.each(strategy, &mut |row| {
             for map in &mut maps {
                 map.offer(row);
             }
@@ -186,7 +207,12 @@ impl SweepRun<'_> {
         }
         report.section("heatmaps", &format!("Heatmaps of {} across the parameters", self.by), &html);
         let (centres, counts) = histogram(values.iter().copied(), bins_for(values.len()));
-        let unit = if is_fraction(self.by) { "%" } else { "value" };
+        let unit = match self.by {
+            m if is_fraction(m) => "%",
+            "sharpe" => "per bar",
+            "sharpe_annual" => "annualised",
+            _ => "count",
+        };
         let scale = if is_fraction(self.by) { 100.0 } else { 1.0 };
         let centres: Vec<f64> = centres.iter().map(|c| c * scale).collect();
         let html = if counts.is_empty() {
@@ -252,7 +278,7 @@ impl SweepRun<'_> {
                 format!(
                     "{} (the probability that the best's Sharpe beats the best of {} trials with no edge)",
                     num(f("dsr"), 3),
-                    o["trials"]["n"]
+                    num(o["trials"]["n"].as_f64().unwrap_or(f64::NAN), 0)
                 ),
             ),
             ("Probabilistic Sharpe (PSR)", num(f("psr"), 3)),
@@ -260,7 +286,14 @@ impl SweepRun<'_> {
         ];
         let mut html = facts(&lines);
         for (caption, svg) in &self.overfitting_figures {
-            html.push_str(&figure(svg, caption));
+            if svg.len() > MAX_FIGURE_BYTES {
+                let mb = svg.len() as f64 / 1e6;
+                html.push_str(&note(&format!(
+                    "{caption}: left out, {mb:.1} MB of SVG (its file is beside the results)."
+                )));
+            } else {
+                html.push_str(&figure(svg, caption));
+            }
         }
         report.section("overfitting", "Is the winner real? Overfitting", &html);
     }

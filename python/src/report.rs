@@ -1,0 +1,122 @@
+//! Reports from Python: a backtest's page from what `threadx.backtest` ran ([`BacktestPage`]),
+//! and a sweep's from the rows of its DataFrame (`sweep_report`), built by threadx-report
+//! as the CLI builds them.
+
+use crate::{Bars, dispatcher, flush, request, sweep_error, value};
+use numpy::{PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::prelude::*;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy};
+use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
+use threadx_report::{BacktestRun, SweepRows, SweepRun};
+use threadx_sweep::{Leaderboard, Row, row_json};
+
+/// What one backtest ran and gave, kept for its report.
+#[pyclass(frozen, module = "threadx._threadx")]
+pub(crate) struct BacktestPage {
+    pub(crate) data: Arc<Ohlcv>,
+    pub(crate) strategy: Strategy,
+    pub(crate) values: Vec<f64>,
+    pub(crate) costs: Costs,
+    pub(crate) report: BacktestReport,
+    pub(crate) device: String,
+    pub(crate) seconds: f64,
+}
+
+#[pymethods]
+impl BacktestPage {
+    /// The report as one HTML document.
+    fn html(&self) -> String {
+        let run = BacktestRun::new(&self.data, &self.strategy, &self.values, self.costs, &self.report);
+        run.ran_on(&self.device, self.seconds).report().to_html()
+    }
+}
+
+/// The report of a sweep's rows (`combos` and their metrics, [`Metrics::NAMES`] order) as
+/// one HTML document, with the backtest of the best of them by `by`.
+#[pyfunction]
+#[pyo3(signature = (bars, request_json, by, combos, metrics, overfitting_json=None))]
+pub(crate) fn sweep_report(
+    py: Python<'_>,
+    bars: &Bars,
+    request_json: &str,
+    by: &str,
+    combos: PyReadonlyArray1<'_, i64>,
+    metrics: PyReadonlyArray2<'_, f64>,
+    overfitting_json: Option<&str>,
+) -> PyResult<String> {
+    let spec = request(request_json)?;
+    let grid = spec.grid();
+    let metrics = metrics.as_array();
+    if metrics.ncols() != Metrics::NAMES.len() || metrics.nrows() != combos.len()? {
+        return Err(value(format!("the rows need the {} metrics of each combo", Metrics::NAMES.len())));
+    }
+    let mut rows = Vec::with_capacity(metrics.nrows());
+    for (&combo, m) in combos.as_array().iter().zip(metrics.rows()) {
+        let combo = u64::try_from(combo).ok().filter(|&c| c < grid.len()).ok_or_else(|| {
+            value(format!(
+                "combo {combo} is not one of the grid's {} combos: the frame must be indexed by combo",
+                grid.len()
+            ))
+        })?;
+        let values: [f64; Metrics::NAMES.len()] = std::array::from_fn(|i| m[i]);
+        rows.push(Row { combo, values: grid.values(combo), metrics: Metrics::from_values(values) });
+    }
+    let mut best = Leaderboard::new(by, 10).map_err(sweep_error)?;
+    rows.iter().for_each(|r| best.offer(*r));
+    let data = bars.data.clone();
+    let times = data.timestamps();
+    let mut summary = json!({
+        "data": {
+            "origin": data.origin(), "bars": data.len(),
+            "first": times.first().map(|&t| format_time(t)), "last": times.last().map(|&t| format_time(t)),
+        },
+        "best": {"by": by, "rows": best.rows().iter().map(|r| row_json(spec.strategy(), r)).collect::<Vec<_>>()},
+        "combos": {"rows": rows.len()},
+    });
+    if let Some(o) = overfitting_json {
+        summary["overfitting"] = serde_json::from_str::<Value>(o).map_err(value)?;
+    }
+    let top = best.rows().first().copied();
+    py.detach(move || -> PyResult<String> {
+        let dispatcher = dispatcher(spec.device())?;
+        let best_run = match top {
+            Some(row) => {
+                let started = std::time::Instant::now();
+                let bank = IndicatorBank::new(&data, &dispatcher);
+                let report = threadx_backtest::backtest(
+                    &bank,
+                    spec.strategy(),
+                    &row.values,
+                    spec.costs(),
+                    spec.periods_per_year(),
+                )
+                .map_err(value)?;
+                Some((row.values, report, started.elapsed().as_secs_f64()))
+            }
+            None => None,
+        };
+        flush(&dispatcher);
+        let device = crate::report::device_line(&spec.device().to_string());
+        let best = best_run.as_ref().map(|(values, report, seconds)| {
+            BacktestRun::new(&data, spec.strategy(), values, spec.costs(), report).ran_on(&device, *seconds)
+        });
+        let run = SweepRun {
+            spec: &spec,
+            summary: &summary,
+            rows: Some(SweepRows::Memory(&rows)),
+            by,
+            overfitting_figures: Vec::new(),
+            walk_forward_csv: None,
+            best,
+        };
+        Ok(run.report().map_err(sweep_error)?.to_html())
+    })
+}
+
+/// Where a report says a backtest ran: the device policy picks the indicators' device; the
+/// trade-by-trade simulation runs on the CPU.
+pub(crate) fn device_line(mode: &str) -> String {
+    format!("indicators on device=\"{mode}\"; trades simulated on the CPU")
+}
