@@ -124,6 +124,8 @@ def test_the_main_jobs_sweep_report_with_overfitting(cli: Cli, browser: Browser)
     cli.run("--device", "cpu", "sweep", "--out", "s.csv", "--report", "s.html", "--overfitting", "--quiet")
     sections = ["run", "best", "heatmaps", "distribution", "overfitting", *BACKTEST_SECTIONS]
     check_page(browser, cli.workdir / "s.html", sections, "sweep")
+    shapes = browser.evaluate("Array.from(document.querySelectorAll('#overfitting tbody tr')).map(r => r.cells[8].textContent)")
+    assert shapes and set(shapes) <= {"a plateau", "a spike", "no comparison"}, shapes
     for section in ("heatmaps", "overfitting", "equity"):
         browser.screenshot_of(f"#{section}", artifacts() / "report" / f"sweep-{section}.png")
     cells = browser.evaluate("document.querySelectorAll('#heatmaps svg rect > title').length")

@@ -9,7 +9,7 @@ use crate::page::{Cell, Report, facts, figure, note, num, pct, table};
 use serde_json::Value;
 use std::path::Path;
 use threadx_backtest::{Metrics, Strategy};
-use threadx_sweep::{Heatmap, Row, SweepError, SweepSpec, for_each_result, metric_index};
+use threadx_sweep::{Heatmap, Row, SweepError, SweepSpec, TopCombo, for_each_result, metric_index};
 
 /// Heatmap cells a page holds at most, over all its heatmaps (each cell is an SVG
 /// rectangle with its hover text: about 100 bytes).
@@ -285,6 +285,40 @@ impl SweepRun<'_> {
             ("Expected best Sharpe with no edge (SR0)", format!("{} per bar", num(f("sr0"), 4))),
         ];
         let mut html = facts(&lines);
+        let top: Vec<TopCombo> = serde_json::from_value(o["top"].clone()).unwrap_or_default();
+        if !top.is_empty() {
+            let objective = o["objective"].as_str().unwrap_or(self.by);
+            let headers: Vec<String> =
+                ["combo", "parameters", objective, "DSR", "PSR", "neighbours", "their mean", "their least", "shape"]
+                    .map(String::from)
+                    .to_vec();
+            let schema = self.spec.strategy().schema();
+            let rows: Vec<Vec<Cell>> = top
+                .iter()
+                .map(|t| {
+                    let params: Vec<String> = schema
+                        .iter()
+                        .filter_map(|p| t.params.get(&p.name).map(|v| format!("{}={v}", p.name)))
+                        .collect();
+                    vec![
+                        Cell::number(t.combo.to_string(), t.combo as f64),
+                        Cell::text(params.join(", ").replace('"', "")),
+                        Cell::number(num(t.objective, 4), t.objective),
+                        Cell::number(num(t.dsr, 3), t.dsr),
+                        Cell::number(num(t.psr, 3), t.psr),
+                        Cell::number(t.neighbours.to_string(), t.neighbours as f64),
+                        Cell::number(num(t.neighbour_mean, 4), t.neighbour_mean),
+                        Cell::number(num(t.neighbour_min, 4), t.neighbour_min),
+                        Cell::text(t.shape()),
+                    ]
+                })
+                .collect();
+            html.push_str(&note(
+                "Parameter stability: each top combo's objective against its grid neighbours (one step on each \
+                 axis). A plateau keeps its value nearby; a spike is the luck of one cell.",
+            ));
+            html.push_str(&table(&headers, &rows, true));
+        }
         for (caption, svg) in &self.overfitting_figures {
             if svg.len() > MAX_FIGURE_BYTES {
                 let mb = svg.len() as f64 / 1e6;

@@ -163,6 +163,20 @@ pub struct TopCombo {
     pub neighbour_min: f64,
 }
 
+impl TopCombo {
+    /// The objective's shape around the combo: "a plateau" when its grid neighbours keep
+    /// at least half of a positive objective, else "a spike"; "no comparison" without them.
+    pub fn shape(&self) -> &'static str {
+        if self.neighbours == 0 || self.neighbour_min.is_nan() || self.objective.is_nan() {
+            "no comparison"
+        } else if self.neighbour_mean >= 0.5 * self.objective && self.objective > 0.0 {
+            "a plateau"
+        } else {
+            "a spike"
+        }
+    }
+}
+
 fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Option::<f64>::deserialize(d).map(|v| v.unwrap_or(f64::NAN))
 }
@@ -331,13 +345,7 @@ impl Overfitting {
                 out.push(format!("DSR {:.2} ({rel} 0.95): {verdict} (PSR against 0: {:.2})", best.dsr, best.psr));
             }
             if best.neighbours > 0 {
-                let shape = if best.neighbour_min.is_nan() || best.objective.is_nan() {
-                    "no comparison"
-                } else if best.neighbour_mean >= 0.5 * best.objective && best.objective > 0.0 {
-                    "a plateau"
-                } else {
-                    "a spike"
-                };
+                let shape = best.shape();
                 out.push(format!(
                     "Stability: the best's {} is {:.4}; its {} grid neighbours average {:.4} (least {:.4}): {shape}",
                     self.by, best.objective, best.neighbours, best.neighbour_mean, best.neighbour_min
