@@ -10,7 +10,7 @@ use std::sync::Arc;
 use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy};
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 use threadx_report::{BacktestRun, SweepRows, SweepRun};
-use threadx_sweep::{Leaderboard, Row, row_json};
+use threadx_sweep::{Leaderboard, Row, rows_json};
 
 /// What one backtest ran and gave, kept for its report.
 #[pyclass(frozen, module = "threadx._threadx")]
@@ -36,7 +36,8 @@ impl BacktestPage {
 /// The report of a sweep's rows (`combos` and their metrics, [`Metrics::NAMES`] order) as
 /// one HTML document, with the backtest of the best of them by `by`.
 #[pyfunction]
-#[pyo3(signature = (bars, request_json, by, combos, metrics, overfitting_json=None))]
+#[pyo3(signature = (bars, request_json, by, combos, metrics, overfitting_json=None, search_json=None))]
+#[allow(clippy::too_many_arguments)] // The rows, and what the sweep said of them.
 pub(crate) fn sweep_report(
     py: Python<'_>,
     bars: &Bars,
@@ -45,6 +46,7 @@ pub(crate) fn sweep_report(
     combos: PyReadonlyArray1<'_, i64>,
     metrics: PyReadonlyArray2<'_, f64>,
     overfitting_json: Option<&str>,
+    search_json: Option<&str>,
 ) -> PyResult<String> {
     let spec = request(request_json)?;
     let grid = spec.grid();
@@ -72,11 +74,14 @@ pub(crate) fn sweep_report(
             "origin": data.origin(), "bars": data.len(),
             "first": times.first().map(|&t| format_time(t)), "last": times.last().map(|&t| format_time(t)),
         },
-        "best": {"by": by, "rows": best.rows().iter().map(|r| row_json(spec.strategy(), r)).collect::<Vec<_>>()},
+        "best": rows_json(spec.strategy(), by, best.rows()),
         "combos": {"rows": rows.len()},
     });
     if let Some(o) = overfitting_json {
         summary["overfitting"] = serde_json::from_str::<Value>(o).map_err(value)?;
+    }
+    if let Some(s) = search_json {
+        summary["search"] = serde_json::from_str::<Value>(s).map_err(value)?;
     }
     let top = best.rows().first().copied();
     py.detach(move || -> PyResult<String> {

@@ -32,6 +32,9 @@ pub fn search<'py>(
         out.set_item("overfitting", o.to_json().to_string())?;
     }
     out.set_item("trials", rows_table(&session, &rows, true)?)?;
+    let grid = session.spec().grid();
+    let search = threadx_sweep::search_json(&options, &report, session.spec().strategy(), |c| grid.values(c));
+    out.set_item("search_json", search.to_string())?;
     out.set_item("best", report.best)?;
     out.set_item("stop", report.stop.name())?;
     out.set_item("seconds", report.seconds)?;

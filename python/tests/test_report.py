@@ -210,3 +210,25 @@ def test_pythons_reports_are_the_clis(cli: Cli, browser: Browser) -> None:
     browser.open(cli.workdir / "few.html")
     assert browser.problems() == []
     assert "of 20 combos" in browser.evaluate("document.querySelector('#distribution').textContent")
+
+
+def test_pythons_search_report_is_the_clis(cli: Cli, browser: Browser) -> None:
+    import threadx
+
+    data = "synthetic:bars=6000,seed=3"
+    donchian = str(REPO / "examples" / "strategies" / "donchian.toml")
+    grid = {"n": list(range(5, 105, 5)), "m": [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]}
+    found = threadx.search(data, donchian, "tpe", 40, grid=grid, seed=3, device="cpu", progress=False)
+    found.report(cli.workdir / "py-search.html")
+    cli.run("--device", "cpu", "sweep", "--data", data, "--strategy", donchian, "--grid", "n=5:100:5",
+            "--grid", "m=1:4:0.5", "--search", "tpe", "--trials", "40", "--seed", "3",
+            "--out", "tpe.csv", "--report", "tpe.html", "--quiet")
+    check_page(browser, cli.workdir / "py-search.html", ["run", "best", "heatmaps", "search", *BACKTEST_SECTIONS],
+               "python-search")
+    same = """[Array.from(document.querySelectorAll('#heatmaps svg rect > title')).map(t => t.textContent),
+              Array.from(document.querySelectorAll('#best td')).map(t => t.textContent),
+              document.querySelector('#search dl').textContent,
+              document.querySelector('#search script').textContent]"""
+    mine = browser.evaluate(same)
+    browser.open(cli.workdir / "tpe.html")
+    assert browser.evaluate(same) == mine

@@ -254,6 +254,13 @@ class SearchResult:
     stop: str
     seconds: float
     search_seconds: float
+    _page: Any = field(default=None, repr=False, compare=False)
+
+    def report(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes the search's HTML report to ``path`` (``threadx sweep --search
+        --report``'s page: the best trials, heatmaps, the distribution, the best-so-far
+        curve, overfitting when computed, and the backtest of the best trial)."""
+        _report.write(path, self._page())
 
     def __iter__(self) -> Any:
         return iter((self.trials, self.best))
@@ -319,7 +326,9 @@ def search(
     if "overfitting" in out:
         frame.attrs["overfitting"] = json.loads(out["overfitting"])
     best = None if out["best"] is None else frame.iloc[int(out["best"])]
-    return SearchResult(frame, best, out["stop"], float(out["seconds"]), float(out["search_seconds"]))
+    rows = _report.sweep_frame(frame.set_index("combo"), (bars, json.dumps(request, allow_nan=True), str(by)))
+    page = lambda: rows._html(search_json=out["search_json"])  # noqa: E731
+    return SearchResult(frame, best, out["stop"], float(out["seconds"]), float(out["search_seconds"]), page)
 
 
 class Session:

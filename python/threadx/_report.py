@@ -36,7 +36,7 @@ class SweepFrame(pd.DataFrame):
         --report``'s page); one file, no network."""
         write(path, self._html())
 
-    def _html(self) -> str:
+    def _html(self, search_json: Optional[str] = None) -> str:
         if self._threadx_sweep is None:
             raise ValueError(
                 "these rows draw no report: a universe's rows (report one symbol's sweep), or a frame made by hand"
@@ -49,7 +49,7 @@ class SweepFrame(pd.DataFrame):
         metrics = np.ascontiguousarray(self[METRICS].to_numpy(dtype=np.float64, na_value=np.nan))
         overfitting = self.attrs.get("overfitting")
         text = None if overfitting is None else json.dumps(overfitting, allow_nan=True)
-        return _threadx.sweep_report(bars, request, by, combos, metrics, text)
+        return _threadx.sweep_report(bars, request, by, combos, metrics, text, search_json)
 
 
 def sweep_frame(frame: pd.DataFrame, sweep: Optional[Tuple[Any, str, str]]) -> SweepFrame:

@@ -86,6 +86,7 @@ def sweep_report(
     combos: npt.NDArray[np.int64],
     metrics: npt.NDArray[np.float64],
     overfitting_json: Optional[str] = None,
+    search_json: Optional[str] = None,
 ) -> str: ...
 
 class Universe:

@@ -29,7 +29,7 @@
         stroke: s.color,
         width: bars ? 0 : 1.5,
         fill: bars ? s.color : undefined,
-        paths: bars ? uPlot.paths.bars({ size: [0.92, 100] }) : undefined,
+        paths: bars ? uPlot.paths.bars({ size: [0.92, 100] }) : spec.step ? uPlot.paths.stepped({ align: 1 }) : undefined,
         points: { show: false },
         value: yValue
       });

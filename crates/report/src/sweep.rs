@@ -355,7 +355,7 @@ impl SweepRun<'_> {
             ("Trials", format!("{} ({} feasible)", s["trials"], s["feasible"])),
             ("Stopped", s["stop"].as_str().unwrap_or("-").to_owned()),
         ]);
-        let chart = lines(
+        let mut chart = lines(
             &format!("Best {by} so far"),
             &Axis::new("trial", Unit::Count),
             &Axis::new(by, Unit::Number),
@@ -364,6 +364,8 @@ impl SweepRun<'_> {
             None,
             260,
         );
+        // The best so far holds until the next improvement: steps, not slopes.
+        chart["step"] = Value::Bool(true);
         let html = format!("{lines_html}{}", report.chart(&chart));
         report.section("search", "Search: the best so far", &html);
     }

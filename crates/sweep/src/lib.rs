@@ -68,7 +68,9 @@ pub use search::{
     SearchSpace, Stop, Trial, search,
 };
 pub use search_plot::best_so_far_svg;
-pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, search_to_files, stop_text};
+pub use search_run::{
+    SearchProgress, SearchRun, check_shard, rows_json, search_header, search_json, search_to_files, stop_text,
+};
 pub use session::{Devices, Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};

@@ -358,7 +358,7 @@ pub(crate) fn best_rows(
 }
 
 /// Best rows as the summary's `best`: the metric that ranks them and each row.
-pub(crate) fn rows_json(strategy: &Strategy, by: &str, rows: &[Row]) -> Value {
+pub fn rows_json(strategy: &Strategy, by: &str, rows: &[Row]) -> Value {
     json!({"by": by, "rows": rows.iter().map(|r| row_json(strategy, r)).collect::<Vec<_>>()})
 }
 
@@ -369,7 +369,7 @@ fn best_value(report: &SearchReport) -> Option<f64> {
 
 /// The summary's `search` section: the request, the trials, why it stopped, the best
 /// trial and the best-so-far curve (the trials where it improved, with the new value).
-pub(crate) fn search_json(
+pub fn search_json(
     options: &SearchOptions,
     report: &SearchReport,
     strategy: &Strategy,
