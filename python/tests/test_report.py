@@ -174,6 +174,11 @@ def test_bad_input_is_refused_by_name(cli: Cli) -> None:
     assert "neither a sweep's summary" in cli.fails("report", "y.json")
     assert "--out must be a regular file" in cli.fails("sweep", "--out", "/dev/null", "--report", "r.html")
     assert "--report draws a whole sweep" in cli.fails("sweep", "--shard", "0/2", "--out", "p.csv", "--report", "r.html")
+    # A report is never written over an input.
+    (cli.workdir / "bars.csv").write_text("timestamp,open,high,low,close\n")
+    assert "bars.csv" in cli.fails("backtest", "--data", "bars.csv", "--report", "bars.csv")
+    assert "x.json" in cli.fails("report", "x.json", "--out", "x.json")
+    assert (cli.workdir / "x.json").read_text().startswith("{")
 
 
 def test_pythons_reports_are_the_clis(cli: Cli, browser: Browser) -> None:

@@ -210,3 +210,29 @@ pub(crate) fn heat_style(v: f64, span: f64) -> String {
     let (r, g, b) = threadx_sweep::heat_colour(0.5 + 0.5 * (v / span).clamp(-1.0, 1.0));
     format!("background:#{r:02X}{g:02X}{b:02X}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Cell, Report, escape, table};
+    use serde_json::json;
+
+    #[test]
+    fn a_page_links_only_to_itself_and_escapes_what_it_is_given() {
+        let mut page = Report::new("a <b> & \"c\"", "sub");
+        let chart = page.chart(&json!({"title": "</script><script>alert(1)</script>", "data": [[1.0], [2.0]]}));
+        let rows = [vec![Cell::text("<td>"), Cell::number("1.5", 1.5).styled("color:red".into())]];
+        page.section("one", "One & two", &format!("{chart}{}", table(&["x".into(), "y".into()], &rows, true)));
+        let html = page.to_html();
+        assert!(html.contains("<title>a &lt;b&gt; &amp; &quot;c&quot;</title>"));
+        assert!(html.contains("<h2>One &amp; two</h2>"));
+        assert!(html.contains("<td>&lt;td&gt;</td>"));
+        assert!(html.contains("<td data-v=\"1.5\" style=\"color:red\">1.5</td>"));
+        // The chart's JSON cannot close its script early.
+        assert!(html.contains("<\\/script><script>alert(1)<\\/script>"));
+        assert_eq!(html.matches("</script>").count(), 3, "the chart's, uPlot's and ours");
+        // Nothing is fetched: no src attribute, no stylesheet link, every href an anchor.
+        assert!(!html.contains(" src=") && !html.contains("<link"));
+        assert!(html.match_indices("href=\"").all(|(i, _)| html[i + 6..].starts_with('#')));
+        assert_eq!(escape("'a'"), "&#39;a&#39;");
+    }
+}
