@@ -209,6 +209,11 @@ def test_pythons_reports_are_the_clis(cli: Cli, browser: Browser) -> None:
     browser.open(cli.workdir / "s.html")
     assert browser.evaluate(same) == mine
     assert len(mine[0]) == 10 * 3 + 10 * 2 + 3 * 2
+    # A walk-forward's windows and a universe's rows say where their report comes from.
+    windows = threadx.sweep(data, grid={"bb_period": [20, 30]}, walk_forward="train=3000,test=1000", progress=False)
+    with pytest.raises(ValueError, match="walk-forward"):
+        windows.report(cli.workdir / "w.html")
+    assert not (cli.workdir / "w.html").exists()
     # A filtered frame reports the rows it keeps.
     few = rows[rows["bb_std"] == 2.0]
     few.report(cli.workdir / "few.html")

@@ -232,7 +232,7 @@ def sweep(
     finally:
         finish()
     if "windows" in out:
-        return _tables.frame(out["windows"]).set_index("window")
+        return _report.sweep_frame(_tables.frame(out["windows"]).set_index("window"), None)
     rows = _report.sweep_frame(_tables.frame(out["rows"]).set_index("combo"), (bars, request, by))
     if "overfitting" in out:
         rows.attrs["overfitting"] = json.loads(out["overfitting"])

@@ -39,7 +39,8 @@ class SweepFrame(pd.DataFrame):
     def _html(self, search_json: Optional[str] = None) -> str:
         if self._threadx_sweep is None:
             raise ValueError(
-                "these rows draw no report: a universe's rows (report one symbol's sweep), or a frame made by hand"
+                "these rows draw no report: a universe's rows (report one symbol's sweep), a walk-forward's windows "
+                "(`threadx sweep --walk-forward ... --report FILE.html` draws them), or a frame made by hand"
             )
         bars, request, by = self._threadx_sweep
         missing = [m for m in METRICS if m not in self.columns]
@@ -54,7 +55,7 @@ class SweepFrame(pd.DataFrame):
 
 def sweep_frame(frame: pd.DataFrame, sweep: Optional[Tuple[Any, str, str]]) -> SweepFrame:
     """`frame` as a SweepFrame of `sweep` (bars, request JSON, ranking metric; None: rows
-    that draw no report, a universe's)."""
+    that draw no report, a universe's or a walk-forward's windows)."""
     out = SweepFrame(frame)
     out._threadx_sweep = sweep
     return out
