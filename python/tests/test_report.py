@@ -106,6 +106,13 @@ def sorts(browser: Browser, section: str, column: int) -> List[float]:
 def test_a_backtest_report_renders_every_section_offline(cli: Cli, browser: Browser) -> None:
     cli.run("--device", "cpu", "backtest", "--set", "bb_period=30", "--report", "bt.html", "--json")
     check_page(browser, cli.workdir / "bt.html", ["run", *BACKTEST_SECTIONS], "backtest")
+    # The charts follow the window's width.
+    browser.call("Emulation.setDeviceMetricsOverride", width=900, height=800, deviceScaleFactor=1, mobile=False)
+    browser.evaluate("new Promise(r => setTimeout(r, 400))")
+    widths = browser.evaluate("Array.from(document.querySelectorAll('div.chart canvas')).map(c => c.getBoundingClientRect().width)")
+    assert widths and all(w <= 900 for w in widths), widths
+    assert browser.evaluate("document.documentElement.scrollWidth") <= 900
+    browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=800, deviceScaleFactor=1, mobile=False)
     returns = sorts(browser, "trades", 6)
     assert len(returns) > 10 and returns == sorted(returns, reverse=True), "descending after two clicks"
     cards = browser.evaluate("Array.from(document.querySelectorAll('.card .name')).map(e => e.textContent)")

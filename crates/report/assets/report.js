@@ -13,6 +13,7 @@
     count: function (v) { return v == null ? "-" : String(Math.round(v)); }
   };
   var synced = {};
+  var plots = [];
 
   function time(v) {
     return v == null ? "-" : new Date(v * 1000).toISOString().replace("T", " ").slice(0, 16) + " UTC";
@@ -71,11 +72,21 @@
       }];
     }
     var plot = new uPlot(opts, spec.data, box);
+    plots.push([plot, box, spec.height]);
     if (spec.sync) (synced[spec.sync] = synced[spec.sync] || []).push(plot);
   }
 
   document.querySelectorAll("script[data-chart]").forEach(function (el) {
     draw(JSON.parse(el.textContent), document.getElementById(el.getAttribute("data-chart")));
+  });
+
+  // The charts follow the page's width when the window changes.
+  var resizing = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(function () {
+      plots.forEach(function (p) { p[0].setSize({ width: Math.max(320, p[1].clientWidth), height: p[2] }); });
+    }, 100);
   });
 
   document.querySelectorAll("table.sortable").forEach(function (table) {
