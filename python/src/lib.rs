@@ -243,13 +243,12 @@ fn backtest<'py>(
     let run_values = values.clone();
     let run_strategy = strategy.clone();
     let (report, seconds) = py.detach(move || -> PyResult<_> {
-        let started = std::time::Instant::now();
         let dispatcher = dispatcher(mode)?;
-        let bank = IndicatorBank::new(&data, &dispatcher);
-        let report =
-            threadx_backtest::backtest(&bank, &run_strategy, &run_values, costs, periods_per_year).map_err(value)?;
+        let done =
+            threadx_report::timed_backtest(&data, &dispatcher, &run_strategy, &run_values, costs, periods_per_year)
+                .map_err(value)?;
         flush(&dispatcher);
-        Ok((report, started.elapsed().as_secs_f64()))
+        Ok(done)
     })?;
     let out = PyDict::new(py);
     let chosen = PyDict::new(py);
@@ -567,6 +566,7 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<table::Table>()?;
     m.add_class::<report::BacktestPage>()?;
     m.add_function(wrap_pyfunction!(report::sweep_report, m)?)?;
+    m.add_function(wrap_pyfunction!(report::write_page, m)?)?;
     m.add_class::<universe::Universe>()?;
     m.add_function(wrap_pyfunction!(universe::load_market, m)?)?;
     m.add_function(wrap_pyfunction!(universe::market_from_arrow, m)?)?;

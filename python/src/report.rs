@@ -8,8 +8,8 @@ use pyo3::prelude::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy};
-use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
-use threadx_report::{BacktestRun, SweepRows, SweepRun};
+use threadx_indicators::{Ohlcv, format_time};
+use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
 use threadx_sweep::{Leaderboard, Row, rows_json};
 
 /// What one backtest ran and gave, kept for its report.
@@ -88,17 +88,16 @@ pub(crate) fn sweep_report(
         let dispatcher = dispatcher(spec.device())?;
         let best_run = match top {
             Some(row) => {
-                let started = std::time::Instant::now();
-                let bank = IndicatorBank::new(&data, &dispatcher);
-                let report = threadx_backtest::backtest(
-                    &bank,
+                let (report, seconds) = timed_backtest(
+                    &data,
+                    &dispatcher,
                     spec.strategy(),
                     &row.values,
                     spec.costs(),
                     spec.periods_per_year(),
                 )
                 .map_err(value)?;
-                Some((row.values, report, started.elapsed().as_secs_f64()))
+                Some((row.values, report, seconds))
             }
             None => None,
         };
@@ -118,6 +117,14 @@ pub(crate) fn sweep_report(
         };
         Ok(run.report().map_err(sweep_error)?.to_html())
     })
+}
+
+/// Writes `page` to `path` as the CLI writes its reports: whole or not at all (a special
+/// file, such as /dev/stdout, in place).
+#[pyfunction]
+pub(crate) fn write_page(path: std::path::PathBuf, page: &str) -> PyResult<()> {
+    threadx_profile_store::write_file_atomic(&path, page.as_bytes())
+        .map_err(|e| std::io::Error::new(e.kind(), format!("writing {}: {e}", path.display())).into())
 }
 
 /// Where a report says a backtest ran: the device policy picks the indicators' device; the

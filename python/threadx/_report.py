@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import json
 import os
-import tempfile
 from typing import Any, Optional, Tuple, Union
 
 import numpy as np
@@ -62,23 +61,9 @@ def sweep_frame(frame: pd.DataFrame, sweep: Optional[Tuple[Any, str, str]]) -> S
 
 
 def write(path: Union[str, "os.PathLike[str]"], page: str) -> None:
-    """Writes `page` to `path`: whole or not at all (through a file beside it), or in
+    """Writes `page` to `path` as the CLI writes its reports: whole or not at all, or in
     place for a special file such as /dev/stdout."""
-    path = os.fspath(path)
-    if os.path.exists(path) and not os.path.isfile(path):
-        with open(path, "w", encoding="utf-8") as out:
-            out.write(page)
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(page)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+    _threadx.write_page(os.fspath(path), page)
 
 
 def inline(page: str) -> str:

@@ -89,6 +89,8 @@ def sweep_report(
     search_json: Optional[str] = None,
 ) -> str: ...
 
+def write_page(path: str, page: str) -> None: ...
+
 class Universe:
     """Many symbols' bars, sorted by name."""
 

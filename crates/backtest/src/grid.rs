@@ -13,7 +13,8 @@ use crate::strategy::Strategy;
 pub struct Grid {
     strategy: Strategy,
     axes: Vec<Vec<f64>>,
-    len: u64,
+    /// A fresh cursor over the axes: the combo count, and the decoding of a combo number.
+    positions: GridCursor,
 }
 
 impl Grid {
@@ -64,7 +65,9 @@ impl Grid {
                 strategy: strategy.name().to_owned(),
                 problem: "the grid has more than 2^64 combos; narrow it or use --random N".into(),
             })?;
-        Ok(Self { strategy, axes, len })
+        let positions = GridCursor::new(axes.iter().map(Vec::len));
+        debug_assert_eq!(positions.combos, len);
+        Ok(Self { strategy, axes, positions })
     }
 
     /// The combo number of a parameter set, each value found on its axis; `None` when a
@@ -90,12 +93,12 @@ impl Grid {
 
     /// Combos in the grid.
     pub fn len(&self) -> u64 {
-        self.len
+        self.positions.combos
     }
 
     /// Always false: every axis holds a value.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Axis positions of combo number `combo` (the unused tail is 0). Allocation-free.
@@ -103,12 +106,12 @@ impl Grid {
     /// # Panics
     /// If `combo` ≥ [`Grid::len`] (a caller's bug).
     pub fn index(&self, combo: u64) -> [usize; MAX_PARAMS] {
-        self.cursor().decode(combo)
+        self.positions.decode(combo)
     }
 
     /// A [`GridCursor`] over this grid's combos.
     pub fn cursor(&self) -> GridCursor {
-        GridCursor::new(self.axes.iter().map(Vec::len))
+        self.positions.clone()
     }
 
     /// The parameter values of combo number `combo` (schema order). Allocation-free.
@@ -127,7 +130,7 @@ impl Grid {
 /// steps the positions like an odometer, any other is decoded by division. A chunk's rows
 /// mostly run on, so they cost no 64-bit division per parameter (which was a tenth of
 /// writing a big grid's results).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GridCursor {
     lens: [u64; MAX_PARAMS],
     axes: usize,

@@ -6,9 +6,9 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy, backtest, check_bars_per_year};
+use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher};
-use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
+use threadx_indicators::{Ohlcv, format_time};
 use threadx_profile_store::refuse_output_over_input;
 use threadx_sweep::{ColumnType, write_table};
 
@@ -53,10 +53,8 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
         .map_err(anyhow::Error::msg)?;
     let data = Ohlcv::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
-    let started = std::time::Instant::now();
-    let bank = IndicatorBank::new(&data, &dispatcher);
-    let report = backtest(&bank, &strategy, &values, costs, req.periods_per_year)?;
-    let seconds = started.elapsed().as_secs_f64();
+    let (report, seconds) =
+        threadx_report::timed_backtest(&data, &dispatcher, &strategy, &values, costs, req.periods_per_year)?;
     if let Some(path) = &req.trades {
         use ColumnType::{Float, Int, Key, Text, Time};
         let types = [Key, Text, Int, Time, Float, Int, Time, Float, Float, Text];

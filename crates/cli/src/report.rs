@@ -5,12 +5,11 @@
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
-use threadx_backtest::{Costs, Strategy, backtest};
+use threadx_backtest::{Costs, Strategy};
 use threadx_dispatch::{DeviceMode, Dispatcher};
-use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_indicators::Ohlcv;
 use threadx_profile_store::refuse_output_over_input;
-use threadx_report::{BacktestRun, SweepRows, SweepRun};
+use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
 use threadx_sweep::{OutputOptions, Session, Shard, SweepSpec, data_fingerprint};
 
 /// Where a backtest's report says it ran: the device policy picks the indicators' device;
@@ -43,19 +42,14 @@ pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMo
     let strategy = spec.strategy();
     let by = page.summary["best"]["by"].as_str().unwrap_or("sharpe").to_owned();
     let best = &page.summary["best"]["rows"][0]["params"];
-    let best_run = match best.as_object() {
-        Some(params) => {
-            let pairs: Vec<(String, String)> = params
-                .iter()
-                .map(|(name, v)| (name.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
-                .collect();
-            let values = strategy.params(&pairs)?;
-            let started = Instant::now();
-            let bank = IndicatorBank::new(page.data, dispatcher);
-            let report = backtest(&bank, strategy, &values, spec.costs(), spec.periods_per_year())?;
-            Some((values, report, started.elapsed().as_secs_f64()))
+    let best_run = match best.is_object() {
+        true => {
+            let values = params_of(strategy, best)?;
+            let (report, seconds) =
+                timed_backtest(page.data, dispatcher, strategy, &values, spec.costs(), spec.periods_per_year())?;
+            Some((values, report, seconds))
         }
-        None => None,
+        false => None,
     };
     let device = backtest_device(mode);
     let best = best_run.as_ref().map(|(values, report, seconds)| {
@@ -152,6 +146,18 @@ pub fn run(input: &Path, out: Option<&Path>, mode: DeviceMode) -> Result<()> {
     Ok(())
 }
 
+/// A JSON object of parameters (`{"bb_period": 20, "ma_type": "ema"}`, a summary's row or
+/// `backtest --json`'s) as `strategy`'s values, checked as `--set` checks them.
+fn params_of(strategy: &Strategy, params: &Value) -> Result<Vec<f64>> {
+    let pairs: Vec<(String, String)> = params
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+        .collect();
+    Ok(strategy.params(&pairs)?)
+}
+
 /// The data a run's JSON names, loaded again.
 fn load_data(input: &Path, origin: &Value) -> Result<Ohlcv> {
     let origin = origin.as_str().with_context(|| format!("{}: no `data.origin`", input.display()))?;
@@ -199,20 +205,11 @@ fn sweep_from_summary(
 fn backtest_from_json(input: &Path, json: &Value, dispatcher: &Dispatcher, mode: DeviceMode, out: &Path) -> Result<()> {
     let name = json["strategy"].as_str().unwrap_or_default();
     let strategy = Strategy::load(name).with_context(|| format!("{}: strategy `{name}`", input.display()))?;
-    let pairs: Vec<(String, String)> = json["params"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
-        .collect();
-    let values = strategy.params(&pairs)?;
+    let values = params_of(&strategy, &json["params"])?;
     let number = |key: &str| json[key].as_f64();
     let costs = Costs::new(number("fee").unwrap_or(0.001), number("slippage").unwrap_or(0.0))?;
     let data = load_data(input, &json["data"])?;
-    let started = Instant::now();
-    let bank = IndicatorBank::new(&data, dispatcher);
-    let report = backtest(&bank, &strategy, &values, costs, number("periods_per_year"))?;
+    let (report, seconds) = timed_backtest(&data, dispatcher, &strategy, &values, costs, number("periods_per_year"))?;
     let device = backtest_device(mode);
-    let seconds = started.elapsed().as_secs_f64();
     write_backtest(&BacktestRun::new(&data, &strategy, &values, costs, &report).ran_on(&device, seconds), out)
 }

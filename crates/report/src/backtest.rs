@@ -5,8 +5,10 @@
 use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines, thin};
 use crate::page::{Cell, Report, cards, facts, heat_style, note, num, pct, table};
 use chrono::{DateTime, Datelike};
-use threadx_backtest::{BacktestReport, Costs, Strategy};
-use threadx_indicators::{Ohlcv, format_time};
+use std::time::Instant;
+use threadx_backtest::{BacktestError, BacktestReport, Costs, Strategy, backtest};
+use threadx_dispatch::Dispatcher;
+use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 
 /// Trades the table lists at most (all of them are in `--trades`).
 const MAX_TRADES_SHOWN: usize = 2000;
@@ -42,6 +44,22 @@ impl<'a> BacktestRun<'a> {
     pub fn ran_on(self, device: &'a str, seconds: f64) -> Self {
         Self { device, seconds: Some(seconds), ..self }
     }
+}
+
+/// The backtest of `values` on `data`, its indicators through a bank on `dispatcher`, and
+/// the seconds it took: what a page shows as the run and its time.
+pub fn timed_backtest(
+    data: &Ohlcv,
+    dispatcher: &Dispatcher,
+    strategy: &Strategy,
+    values: &[f64],
+    costs: Costs,
+    bars_per_year: Option<f64>,
+) -> Result<(BacktestReport, f64), BacktestError> {
+    let started = Instant::now();
+    let bank = IndicatorBank::new(data, dispatcher);
+    let report = backtest(&bank, strategy, values, costs, bars_per_year)?;
+    Ok((report, started.elapsed().as_secs_f64()))
 }
 
 /// Figures derived from the equity curve and the trades, beside the engine's metrics.

@@ -12,6 +12,6 @@ mod charts;
 mod page;
 mod sweep;
 
-pub use backtest::BacktestRun;
+pub use backtest::{BacktestRun, timed_backtest};
 pub use page::Report;
 pub use sweep::{SweepRows, SweepRun};

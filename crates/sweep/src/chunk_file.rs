@@ -123,7 +123,8 @@ impl ChunkForm {
             Self::Parquet => {
                 let columns = columns(strategy, lead.kind().lead());
                 let mut table = ColumnarWriter::new(Vec::new(), "a chunk", TableFormat::Parquet, &columns)?;
-                let (grid, mut cursor) = (grid()?, grid()?.cursor());
+                let grid = grid()?;
+                let mut cursor = grid.cursor();
                 for (&combo, m) in r.combos.iter().zip(&r.metrics) {
                     push_row(&mut table, strategy, lead, combo, &grid.values_at(cursor.index(combo)), m)?;
                 }

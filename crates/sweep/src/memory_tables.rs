@@ -8,7 +8,7 @@ use crate::runner::ChunkResult;
 use crate::spec::SweepSpec;
 use crate::table::{ArrowTable, ColumnarWriter, table_of_csv};
 use crate::walk::WalkForwardReport;
-use threadx_backtest::Metrics;
+use threadx_backtest::{GridCursor, Metrics};
 use threadx_indicators::Ohlcv;
 
 /// A grid's rows (`combo`, the parameters, the metrics) as `--out x.parquet` holds them;
@@ -16,12 +16,8 @@ use threadx_indicators::Ohlcv;
 pub fn rows_table(spec: &SweepSpec, rows: &ChunkResult, trials: bool) -> Result<ArrowTable, SweepError> {
     let kind = if trials { ResultsKind::Trials } else { ResultsKind::Grid };
     let mut table = ColumnarWriter::in_memory("the rows", &columns(spec.strategy(), kind.lead()));
-    let mut cursor = spec.grid().cursor();
-    for (k, (&combo, metrics)) in rows.combos.iter().zip(&rows.metrics).enumerate() {
-        let lead = if trials { Lead::Trial(k as u64) } else { Lead::None };
-        let values = spec.grid().values_at(cursor.index(combo));
-        push_row(&mut table, spec.strategy(), lead, combo, &values, metrics)?;
-    }
+    let lead = |k: usize| if trials { Lead::Trial(k as u64) } else { Lead::None };
+    push_rows(&mut table, spec, &mut spec.grid().cursor(), rows, lead)?;
     table.into_table()
 }
 
@@ -32,12 +28,24 @@ pub fn universe_table(spec: &SweepSpec, symbols: &[String], rows: &[ChunkResult]
     let mut table = ColumnarWriter::in_memory("the universe's rows", &columns(spec.strategy(), lead));
     let mut cursor = spec.grid().cursor();
     for (symbol, rows) in symbols.iter().zip(rows) {
-        for (&combo, metrics) in rows.combos.iter().zip(&rows.metrics) {
-            let values = spec.grid().values_at(cursor.index(combo));
-            push_row(&mut table, spec.strategy(), Lead::Symbol(symbol), combo, &values, metrics)?;
-        }
+        push_rows(&mut table, spec, &mut cursor, rows, |_| Lead::Symbol(symbol))?;
     }
     table.into_table()
+}
+
+/// Appends `rows` to `table`, row `k` after its `lead(k)`.
+fn push_rows<'a>(
+    table: &mut ColumnarWriter<std::io::Sink>,
+    spec: &SweepSpec,
+    cursor: &mut GridCursor,
+    rows: &ChunkResult,
+    lead: impl Fn(usize) -> Lead<'a>,
+) -> Result<(), SweepError> {
+    for (k, (&combo, metrics)) in rows.combos.iter().zip(&rows.metrics).enumerate() {
+        let values = spec.grid().values_at(cursor.index(combo));
+        push_row(table, spec.strategy(), lead(k), combo, &values, metrics)?;
+    }
+    Ok(())
 }
 
 /// A walk-forward's windows, the columns of its `--out x.parquet`.
