@@ -50,6 +50,11 @@ pub(crate) fn ret_units(x: f64) -> i128 {
     const TWO_32: f64 = 4_294_967_296.0;
     const INVERSE_TWO_32: f64 = 1.0 / TWO_32;
     let v = x * RET_SCALE;
+    if v.abs() < 9_223_372_036_854_775_808.0 {
+        let whole = v as i64;
+        let fraction = v - whole as f64;
+        return i128::from(whole + i64::from(fraction >= 0.5) - i64::from(fraction <= -0.5));
+    }
     // |v| ≥ 2^94, or NaN.
     if v.is_nan() || v.abs() >= 19_807_040_628_566_084_398_385_987_584.0 {
         return v.round() as i128;

@@ -31,6 +31,7 @@ mod fixed;
 mod gpu;
 mod grid;
 mod market;
+mod market_long;
 mod metrics;
 mod param;
 mod rules;

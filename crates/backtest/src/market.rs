@@ -517,12 +517,12 @@ fn hold_side<O: Observer, const SHORT: bool>(
 /// A trail's level with the best price `best` since the entry: `fraction` of it and then
 /// `distance` below a long's best, above a short's. Only ever tightens as `best` moves.
 #[inline(always)]
-fn trail_level(short: bool, best: f64, fraction: f64, distance: f64) -> f64 {
+pub(crate) fn trail_level(short: bool, best: f64, fraction: f64, distance: f64) -> f64 {
     if short { best * (1.0 + fraction) + distance } else { best * (1.0 - fraction) - distance }
 }
 
 /// ln(x) in the tables' 2^-52 units; an equity of 0 (or less) as the lowest there is.
-fn log_of(x: f64) -> i64 {
+pub(crate) fn log_of(x: f64) -> i64 {
     if x > 0.0 { log_units(libm::log(x)) } else { (-2048.0 * LOG_SCALE) as i64 }
 }
 

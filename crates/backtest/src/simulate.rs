@@ -15,6 +15,7 @@ use crate::book::{ComboPlan, SignalBook};
 use crate::costs::Costs;
 use crate::fixed::{BarTables, Totals, annualised, sharpe};
 use crate::market::simulate_market;
+use crate::market_long::{runs_long, simulate_long};
 use crate::metrics::{ExitReason, Metrics, Side, Trade};
 use rayon::prelude::*;
 
@@ -93,7 +94,7 @@ pub(crate) fn bit(row: &[u64], t: usize) -> bool {
 
 /// The bar at which a trade entered at `e` has lasted `max_bars` bars (never for 0).
 #[inline(always)]
-fn last_bar(e: usize, max_bars: u32) -> usize {
+pub(crate) fn last_bar(e: usize, max_bars: u32) -> usize {
     if max_bars == 0 { usize::MAX } else { e + max_bars as usize }
 }
 
@@ -224,11 +225,14 @@ pub fn simulate_with_blocks(
 }
 
 /// The one choice between the simulations: a plain book's integer run (the kernel's
-/// twin), any other book's market simulation.
+/// twin), a long-only combo filled at the close by the market rules' fast twin, any other
+/// combo by the market simulation.
 #[inline(always)]
 fn totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut blocks: Option<Snapshots<'_>>) -> Totals {
     if book.is_plain() {
         run_totals(book, tables, plan, blocks.as_mut())
+    } else if runs_long(book, plan) {
+        simulate_long(book, tables, plan, blocks.as_mut())
     } else {
         simulate_market(book, tables, plan, blocks, &mut Nothing)
     }
