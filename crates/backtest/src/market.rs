@@ -9,6 +9,8 @@
 //! book's tables, as in the plain simulation; every other bar's is E[t]/E[t−1] − 1 in f64,
 //! then fixed point. One pass gives the totals and, through an [`Observer`], the trades
 //! and the equity curve, so the detailed report and the sweep's row cannot disagree.
+//! Sweeps run long-only combos filled at the close in its fast twin
+//! ([`crate::market_long`]), whose totals are this simulation's bits.
 
 use crate::blocks::Snapshots;
 use crate::book::{ComboPlan, SignalBook, StopRule};

@@ -101,32 +101,32 @@ fn run<const TRAILS: bool>(
             next_exit = next_bit(exits, e + 1).unwrap_or(n);
         }
         let due = last_bar(e, plan.max_bars).min(next_exit);
-        let mut exit: Option<Exit> = None;
-        for t in e + 1..n {
-            if low[t] <= stop || high[t] >= take_profit || t >= due {
-                // Something may happen: the market simulation's bar rules. Inside the bar
-                // the stop comes first, at the open when the bar opens beyond a level.
-                let inside = if !intrabar {
-                    None
-                } else if open[t] <= stop {
-                    Some(open[t])
-                } else if low[t] <= stop {
-                    Some(stop)
-                } else if open[t] >= take_profit {
-                    Some(open[t])
-                } else if high[t] >= take_profit {
-                    Some(take_profit)
-                } else {
-                    None
-                };
-                if inside.is_some() || (!intrabar && (close[t] <= stop || close[t] >= take_profit)) {
-                    exit = Some((t, inside));
-                    break;
-                }
-                if t >= due {
-                    exit = Some((t, None));
-                    break;
-                }
+        // A stop or take-profit reached at bar t: inside the bar, the fill price (the stop
+        // first; the open when the bar opens beyond a level); against closes, the close's
+        // own (`None`).
+        let reached = |t: usize, stop: f64| {
+            if !intrabar {
+                None
+            } else if open[t] <= stop {
+                Some(open[t])
+            } else if low[t] <= stop {
+                Some(stop)
+            } else if open[t] >= take_profit {
+                Some(open[t])
+            } else {
+                Some(take_profit)
+            }
+        };
+        let end = due.min(n);
+        let mut t = e + 1;
+        let exit: Option<Exit> = loop {
+            if t >= end {
+                // The exit rule or max_bars, unless a level was reached inside the bar.
+                break (t < n)
+                    .then(|| (t, if low[t] <= stop || high[t] >= take_profit { reached(t, stop) } else { None }));
+            }
+            if low[t] <= stop || high[t] >= take_profit {
+                break Some((t, reached(t, stop)));
             }
             equity = shares * close[t];
             mark(equity);
@@ -134,7 +134,8 @@ fn run<const TRAILS: bool>(
             if TRAILS {
                 stop = stop_at(best);
             }
-        }
+            t += 1;
+        };
         // Σ of the trade's returns over bars e..=t while held (t < its exit).
         let entry_sums =
             (tables.entry_ret.wrapping_sub(tables.ret_sum[e]), tables.entry_ret_sq.wrapping_sub(tables.ret_sq_sum[e]));
