@@ -289,6 +289,21 @@ mod tests {
     }
 
     #[test]
+    fn the_twin_is_the_market_simulation_on_a_million_bars() {
+        let bb_atr = Strategy::parse("bb_atr").unwrap().source().to_owned();
+        let extra =
+            "trail = \"atr_mult * atr(atr_period)\"\nintrabar = true\ntake_profit = \"close + 3 * atr(atr_period)\"\n";
+        let strategy = Strategy::from_toml(&format!("{bb_atr}{extra}"), "bb_atr_trail.toml").unwrap();
+        let data = Ohlcv::load("synthetic:bars=1000000,seed=5").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
+        let bank = IndicatorBank::new(&data, &dispatcher);
+        let book =
+            SignalBook::build(&bank, &strategy, &[vec![20.0, 50.0], vec![2.0], vec![14.0], vec![1.0, 2.5]]).unwrap();
+        assert_eq!(assert_twins(&book, Costs { fee: 0.001, slippage: 0.0002 }, 16), 4);
+    }
+
+    #[test]
     fn the_twin_is_the_market_simulation_on_rule_files() {
         let bb_atr = Strategy::parse("bb_atr").unwrap().source().to_owned();
         let extras = [
