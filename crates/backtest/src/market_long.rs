@@ -57,8 +57,8 @@ fn run<const TRAILS: bool>(
     let entries = book.entry_row(plan.entry);
     let exits = book.exit_row(plan.exit);
     let [stop_rule, target_rule, trail_rule] = [plan.stop, plan.take_profit, plan.trail].map(|s| book.stop(s));
-    // A level frozen at the entry bar; NaN: none (no comparison with it holds, and max
-    // takes the other operand).
+    // A level frozen at the entry bar; NaN: none (no comparison with it holds, and the
+    // binding stop is then the trail).
     #[inline(always)]
     fn level(rule: Option<StopRule<'_>>, e: usize, close: f64) -> f64 {
         match rule.map(|s| s.level(e, close)) {
