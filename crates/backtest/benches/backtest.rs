@@ -8,8 +8,9 @@
 //! - `market_cpu/*`: the same grid and data on one core, traded as a market (issue #30's
 //!   bar: a sweep with stops inside the bar and a trailing stop keeps ≥ 70 % of the
 //!   close-only sweep's bar·combos/s): `close_only` is `bb_atr` itself; `intrabar_trail`
-//!   adds `trail = "atr_mult * atr(atr_period)"` and `intrabar = true`; `long_short` adds
-//!   the short side (upper band, its own ATR stop) and reversals, on closes.
+//!   adds `trail = "atr_mult * atr(atr_period)"` and `intrabar = true` (the market rules'
+//!   long-only twin, `market_long.rs`); `long_short` adds the short side (upper band, its
+//!   own ATR stop) and reversals, on closes (the general market simulation).
 //! - `bb_atr_gpu/*`: the whole-backtest kernel on the best adapter, plans uploaded and
 //!   metrics read back in the timing.
 //! - `book/*`: building the book (indicators and decision rows) for the same grid, and for
