@@ -201,8 +201,7 @@ pub(crate) fn simulate_market<O: Observer>(
     // The plan's levels, resolved once.
     let [long_stop, long_target, short_stop, short_target, trail] =
         [plan.stop, plan.take_profit, plan.short_stop, plan.short_take_profit, plan.trail].map(|s| book.stop(s));
-    let level =
-        |rule: Option<StopRule<'_>>, d: usize| rule.map(|s| s.level(d, close[d])).filter(|l| *l > 0.0 && l.is_finite());
+    let level = |rule: Option<StopRule<'_>>, d: usize| rule.and_then(|s| s.frozen_level(d, close[d]));
     // A decision at bar `d` to enter `side` with `cash`, filled at price `p` on bar `e`.
     let enter = |side: Side, cash: f64, d: usize, e: usize, p: f64| {
         let (shares, beside) = open(side, cash, p, tables);

@@ -59,13 +59,8 @@ fn run<const TRAILS: bool>(
     let [stop_rule, target_rule, trail_rule] = [plan.stop, plan.take_profit, plan.trail].map(|s| book.stop(s));
     // A level frozen at the entry bar; NaN: none (no comparison with it holds, and the
     // binding stop is then the trail).
-    #[inline(always)]
-    fn level(rule: Option<StopRule<'_>>, e: usize, close: f64) -> f64 {
-        match rule.map(|s| s.level(e, close)) {
-            Some(l) if l > 0.0 && l.is_finite() => l,
-            _ => f64::NAN,
-        }
-    }
+    let level =
+        |rule: Option<StopRule<'_>>, e: usize| rule.and_then(|s| s.frozen_level(e, close[e])).unwrap_or(f64::NAN);
     let mut totals = Totals::default();
     // Equity at the last marked close, its running peak, and the lowest ratio of an
     // equity to the peak before it: the market simulation's drawdown (division by one
@@ -84,8 +79,8 @@ fn run<const TRAILS: bool>(
         let shares = before / (close[e] * (1.0 + tables.buy));
         equity = shares * close[e];
         mark(equity);
-        let fixed = level(stop_rule, e, close[e]);
-        let take_profit = level(target_rule, e, close[e]);
+        let fixed = level(stop_rule, e);
+        let take_profit = level(target_rule, e);
         // No trail at this entry: a level of −∞, never reached.
         let (fraction, distance) = trail_rule.and_then(|s| s.trail(e)).unwrap_or((0.0, f64::INFINITY));
         let mut best = close[e];

@@ -85,6 +85,12 @@ impl StopRule<'_> {
         }
     }
 
+    /// [`Self::level`] when it is a level (positive and finite), as the market rules take it.
+    #[inline(always)]
+    pub(crate) fn frozen_level(&self, e: usize, close: f64) -> Option<f64> {
+        Some(self.level(e, close)).filter(|l| *l > 0.0 && l.is_finite())
+    }
+
     /// A trail's distance frozen at bar `e`: (fraction of the best price, price units);
     /// `None` when it has none there.
     #[inline(always)]
