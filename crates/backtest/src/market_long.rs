@@ -112,16 +112,15 @@ fn run<const TRAILS: bool>(
                 Some(take_profit)
             }
         };
-        let end = due.min(n);
         let mut t = e + 1;
         let exit: Option<Exit> = loop {
-            if t >= end {
-                // The exit rule or max_bars, unless a level was reached inside the bar.
-                break (t < n)
-                    .then(|| (t, if low[t] <= stop || high[t] >= take_profit { reached(t, stop) } else { None }));
+            if t == n {
+                break None;
             }
-            if low[t] <= stop || high[t] >= take_profit {
-                break Some((t, reached(t, stop)));
+            let hit = low[t] <= stop || high[t] >= take_profit;
+            if hit || t >= due {
+                // A level reached inside the bar comes before the exit rule and max_bars.
+                break Some((t, if hit { reached(t, stop) } else { None }));
             }
             equity = shares * close[t];
             mark(equity);
