@@ -41,30 +41,18 @@ pub(crate) fn log_units(x: f64) -> i64 {
 
 /// `x` in units of 2^-64, rounded to nearest (ties away from zero): `(x · 2^64).round() as
 /// i128`, bit for bit, without the software f64 → i128 conversion and `round` call on the
-/// simulation's hot path. v = x · 2^64 is split exactly into hi · 2^32 + lo with hi its
-/// truncation to a multiple of 2^32 (so lo has v's sign and |lo| < 2^32), and lo is
-/// rounded by hardware truncation plus the exact fraction; past 2^94 (and for NaN) the
-/// plain conversion runs, saturating as before.
+/// simulation's hot path where v = x · 2^64 is below 2^63 in magnitude (every return but
+/// one of ±50 % or more): there v is rounded by hardware truncation plus its exact
+/// fraction. Beyond (and for NaN) the plain conversion runs, saturating as before.
 #[inline(always)]
 pub(crate) fn ret_units(x: f64) -> i128 {
-    const TWO_32: f64 = 4_294_967_296.0;
-    const INVERSE_TWO_32: f64 = 1.0 / TWO_32;
     let v = x * RET_SCALE;
     if v.abs() < 9_223_372_036_854_775_808.0 {
         let whole = v as i64;
         let fraction = v - whole as f64;
         return i128::from(whole + i64::from(fraction >= 0.5) - i64::from(fraction <= -0.5));
     }
-    // |v| ≥ 2^94, or NaN.
-    if v.is_nan() || v.abs() >= 19_807_040_628_566_084_398_385_987_584.0 {
-        return v.round() as i128;
-    }
-    let hi = (v * INVERSE_TWO_32) as i64;
-    let lo = v - hi as f64 * TWO_32;
-    let whole = lo as i64;
-    let fraction = lo - whole as f64;
-    let rounded = whole + i64::from(fraction >= 0.5) - i64::from(fraction <= -0.5);
-    (i128::from(hi) << 32) + i128::from(rounded)
+    v.round() as i128
 }
 
 /// The per-bar tables of one signal book and its costs, in fixed point (module docs).
