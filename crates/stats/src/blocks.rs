@@ -80,6 +80,27 @@ impl BlockMatrix {
         &self.values[i * 2 * self.blocks..(i + 1) * 2 * self.blocks]
     }
 
+    /// Combo `i`'s Σr and Σr² over the blocks set in `mask`: the blocks' sums added in block
+    /// order within each group of eight consecutive blocks (from 0), then the groups' sums
+    /// in group order. This order is CSCV's definition of a set's sums: its bits are the
+    /// answer's.
+    #[inline]
+    pub(crate) fn set_sums(&self, i: usize, mask: u64) -> (f64, f64) {
+        let blocks = self.combo(i);
+        let mut total = (0.0, 0.0);
+        for (g, group) in blocks.chunks(2 * 8).enumerate() {
+            let mut sums = (0.0, 0.0);
+            for (k, b) in group.chunks_exact(2).enumerate() {
+                if (mask >> (8 * g + k)) & 1 == 1 {
+                    sums.0 += b[0];
+                    sums.1 += b[1];
+                }
+            }
+            total = if g == 0 { sums } else { (total.0 + sums.0, total.1 + sums.1) };
+        }
+        total
+    }
+
     /// Every combo's blocks, combo-major.
     pub fn values(&self) -> &[f64] {
         &self.values

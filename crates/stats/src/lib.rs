@@ -18,7 +18,9 @@ mod error;
 mod lanes;
 mod pbo;
 mod ratio;
+mod screen;
 mod splits;
+mod vector;
 
 pub use blocks::BlockMatrix;
 pub use dsr::{EULER_GAMMA, deflated_sharpe, expected_max, moments, normal_cdf, psr};

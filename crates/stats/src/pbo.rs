@@ -12,22 +12,25 @@
 //! sums are tabled once and a split costs one look-up a group); its Sharpe ratio is
 //! [`sharpe`](crate::sharpe) of those over the set's bars (ddof 1).
 //!
-//! The work is combos × splits. Two passes share it out by tiles of eight combos computed
-//! side by side (`lanes.rs`, `ratio.rs`; AVX2 where the CPU has it, through `pulp`: the
-//! same IEEE operations, so the same bits). Nothing below changes an answer, only the
-//! work: bounds skip combos that cannot matter (one whose Sharpe ratio over any half of
-//! its blocks cannot reach the best some combo is sure to reach is never an IS best; one
-//! sure to stay below, or above, every split's ranked value is counted without being
-//! computed); most lanes are placed against a split's best or value from their sums alone
-//! ([`Bar`]); each pass-1 task starts from the bests of a few likely combos.
+//! The work is combos × splits. Two passes share it out by tiles of eight combos placed
+//! side by side in f32 (`lanes.rs`, `screen.rs`; AVX2 where the CPU has it, through
+//! `pulp`): a lane that the f32 screen places surely below a split's best (or its ranked
+//! value), or surely above the value, needs nothing more; the others are computed exactly
+//! from their f64 sums (`ratio.rs`). Nothing below changes an answer, only the work: bounds
+//! skip combos that cannot matter (one whose Sharpe ratio over any half of its blocks
+//! cannot reach the best some combo is sure to reach is never an IS best; one sure to stay
+//! below, or above, every split's ranked value is counted without being computed; one with
+//! no variance in any block is NaN in every set); each pass-1 task starts from the bests of
+//! a few likely combos.
 
 use crate::blocks::BlockMatrix;
 use crate::error::StatsError;
 use crate::lanes::{GROUP, LANES, LaneTables};
-use crate::ratio::{ALL_LANES, Bar, Bars, Ratio, compare, lane_order, may_beat, ratio};
+use crate::ratio::{Bars, Ratio, compare, ratio};
+use crate::screen::{ALL_LANES, Mask, Screen};
 use crate::sharpe_of;
 use crate::splits::{MAX_BLOCKS, SplitSet};
-use pulp::{Simd, WithSimd};
+use crate::vector::{Pass, Vector, dispatch};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
@@ -114,12 +117,15 @@ fn bounds(blocks: &[f64], n: f64, n_minus_1: f64) -> Bounds {
 /// out-of-sample ones, `groups` of each), in the order the passes visit them: sorted, so
 /// that consecutive splits read nearby table entries and often share all their subsets
 /// but the last group's (`new_head[i]`: the i-th does not). `split[i]` is the i-th
-/// visited split.
+/// visited split, `masks[i]` its in-sample blocks.
 struct Visits {
     groups: usize,
     parts: Vec<u8>,
     split: Vec<usize>,
+    masks: Vec<u64>,
     new_head: Vec<bool>,
+    /// Every block.
+    all: u64,
 }
 
 impl Visits {
@@ -136,7 +142,8 @@ impl Visits {
         // The out-of-sample subsets are the complements: their heads change together.
         let head = |i: usize| &parts[2 * groups * i..2 * groups * i + groups - 1];
         let new_head = (0..split.len()).map(|i| i == 0 || head(i) != head(i - 1)).collect();
-        Self { groups, parts, split, new_head }
+        let masks = split.iter().map(|&j| splits.masks()[j]).collect();
+        Self { groups, parts, split, masks, new_head, all }
     }
 
     /// The in-sample and out-of-sample group subsets of the i-th visited split.
@@ -144,14 +151,20 @@ impl Visits {
     fn sides(&self, i: usize) -> (&[u8], &[u8]) {
         self.parts[2 * self.groups * i..2 * self.groups * (i + 1)].split_at(self.groups)
     }
+
+    /// The blocks of the i-th visited split's side.
+    #[inline(always)]
+    fn mask(&self, i: usize, out_of_sample: bool) -> u64 {
+        if out_of_sample { self.all & !self.masks[i] } else { self.masks[i] }
+    }
 }
 
-/// The lanes' sums over one side of the visited splits (in sample or out of sample), in
-/// visiting order: each head is tabled once for the splits that share it.
+/// The lanes' f32 sums over one side of the visited splits (in sample or out of sample),
+/// in visiting order: each head is tabled once for the splits that share it.
 struct Side<'a> {
     visits: &'a Visits,
     out_of_sample: bool,
-    head: [[f64; LANES]; 2],
+    head: [[f32; LANES]; 2],
 }
 
 impl<'a> Side<'a> {
@@ -161,7 +174,7 @@ impl<'a> Side<'a> {
 
     /// The sums of the i-th visited split's side; `i` runs from 0 up for each tile.
     #[inline(always)]
-    fn sums(&mut self, tables: &LaneTables, i: usize) -> [[f64; LANES]; 2] {
+    fn sums(&mut self, tables: &LaneTables, i: usize) -> [[f32; LANES]; 2] {
         let (is, oos) = self.visits.sides(i);
         let side = if self.out_of_sample { oos } else { is };
         let last = self.visits.groups - 1;
@@ -172,20 +185,36 @@ impl<'a> Side<'a> {
     }
 }
 
+/// The f64 sums, then the exact ratio, of `combo` over the blocks in `mask`.
+#[inline(always)]
+fn exact(matrix: &BlockMatrix, combo: usize, mask: u64, bars: &Bars) -> Option<Ratio> {
+    let (a, q) = matrix.set_sums(combo, mask);
+    ratio(a, q, bars)
+}
+
+/// The lanes of a tile of `len` combos, as a mask.
+fn valid_lanes(len: usize) -> Mask {
+    ALL_LANES >> (LANES - len)
+}
+
 /// An IS best so far: the combo and its ratio (`None`: NaN, below every number).
 #[derive(Debug, Clone, Copy)]
 struct Best {
     ratio: Option<Ratio>,
     combo: usize,
-    /// The ratio as a bar the lanes' sums can be held under, where it is positive.
-    bar: Option<Bar>,
+    /// The ratio as a screen for the lanes (none while there is no best).
+    screen: Screen,
 }
 
 impl Best {
-    const NONE: Best = Best { ratio: None, combo: usize::MAX, bar: None };
+    fn none(n: &Bars, blocks: usize) -> Self {
+        Best { ratio: None, combo: usize::MAX, screen: Screen::new(Some(0.0), n.n, blocks) }
+    }
 
-    fn new(ratio: Option<Ratio>, combo: usize, n: &Bars) -> Self {
-        Self { ratio, combo, bar: ratio.and_then(|r| Bar::new(&r, n)) }
+    fn new(ratio: Option<Ratio>, combo: usize, n: &Bars, blocks: usize) -> Self {
+        // A NaN best is beaten by any number: nothing is placed below it.
+        let t = ratio.map_or(0.0, |r| n.sharpe(r.a, r.q));
+        Self { ratio, combo, screen: Screen::new(Some(t), n.n, blocks) }
     }
 
     /// Whether `ratio` of `combo` beats this one: a higher ratio, or an equal one (NaN
@@ -203,17 +232,6 @@ impl Best {
                 Ordering::Equal => earlier,
                 Ordering::Less => false,
             },
-        }
-    }
-
-    /// Whether some lane of `sums` may beat this one, the lanes holding combos from
-    /// `first` on.
-    #[inline(always)]
-    fn may_be_beaten(&self, sums: &[[f64; LANES]; 2], first: usize, n: &Bars) -> bool {
-        match (&self.ratio, &self.bar) {
-            (_, Some(bar)) if bar.above_all(sums) => false,
-            (Some(b), _) if self.combo != usize::MAX => may_beat(sums, b, first > self.combo, n),
-            _ => true,
         }
     }
 
@@ -261,9 +279,20 @@ impl Counts {
     }
 }
 
+/// The lanes of `mask`, lowest first.
+#[inline(always)]
+fn lanes_of(mut mask: Mask) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let l = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            l
+        })
+    })
+}
+
 /// Pass 1 over one task's combos: each split's IS best among them and those `best` has
-/// seen (the highest ratio, then the first combo). Run by [`pulp`] with the widest vectors
-/// the CPU has: the same IEEE operations lane by lane, so the same bits everywhere.
+/// seen (the highest ratio, then the first combo). Run by [`dispatch`].
 struct BestAmong<'a> {
     chunk: &'a [usize],
     best: &'a mut [Best],
@@ -273,25 +302,28 @@ struct BestAmong<'a> {
     bars: Bars,
 }
 
-impl WithSimd for BestAmong<'_> {
+impl Pass for BestAmong<'_> {
     type Output = ();
 
     #[inline(always)]
-    fn with_simd<S: Simd>(self, _: S) {
+    fn run<V: Vector>(self, v: V) {
         let Self { chunk, best, tables, visits, matrix, bars } = self;
+        let blocks = matrix.blocks();
         for tile in chunk.chunks(LANES) {
             tables.fill(matrix, tile);
+            let valid = valid_lanes(tile.len());
             let mut side = Side::new(visits, false);
             for (i, b) in best.iter_mut().enumerate() {
                 let sums = side.sums(tables, i);
-                // Lanes past the tile's combos repeat its last: they add no "may".
-                if !b.may_be_beaten(&sums, tile[0], &bars) {
+                let (below, _) = b.screen.place(v, &sums, &tables.slack);
+                let open = valid & !below;
+                if open == 0 {
                     continue;
                 }
-                for (l, &combo) in tile.iter().enumerate() {
-                    let r = ratio(sums[0][l], sums[1][l], &bars);
-                    if b.beaten_by(&r, combo, &bars) {
-                        *b = Best::new(r, combo, &bars);
+                for l in lanes_of(open) {
+                    let r = exact(matrix, tile[l], visits.mask(i, false), &bars);
+                    if b.beaten_by(&r, tile[l], &bars) {
+                        *b = Best::new(r, tile[l], &bars, blocks);
                     }
                 }
             }
@@ -300,7 +332,7 @@ impl WithSimd for BestAmong<'_> {
 }
 
 /// Pass 2 over one task's combos: per split, how many OOS ratios are below the split's
-/// value (with each value's [`Bar`]), equal to it, NaN. Run as [`BestAmong`] is.
+/// value (placed against its [`Screen`]), equal to it, NaN. Run by [`dispatch`].
 struct CountAmong<'a> {
     chunk: &'a [usize],
     counts: &'a mut Counts,
@@ -309,38 +341,29 @@ struct CountAmong<'a> {
     matrix: &'a BlockMatrix,
     bars: Bars,
     values: &'a [Option<Ratio>],
-    value_bars: &'a [Option<Bar>],
+    screens: &'a [Screen],
 }
 
-impl WithSimd for CountAmong<'_> {
+impl Pass for CountAmong<'_> {
     type Output = ();
 
     #[inline(always)]
-    fn with_simd<S: Simd>(self, _: S) {
-        let Self { chunk, counts, tables, visits, matrix, bars, values, value_bars } = self;
+    fn run<V: Vector>(self, v: V) {
+        let Self { chunk, counts, tables, visits, matrix, bars, values, screens } = self;
         for tile in chunk.chunks(LANES) {
             tables.fill(matrix, tile);
-            let valid_mask = ALL_LANES >> (LANES - tile.len());
+            let valid = valid_lanes(tile.len());
             let mut side = Side::new(visits, true);
-            for (i, (value, bar)) in values.iter().zip(value_bars).enumerate() {
+            for (i, (value, screen)) in values.iter().zip(screens).enumerate() {
                 let sums = side.sums(tables, i);
-                // Where the sums place every lane, or the keys decide every lane, the
-                // lanes are counted at once.
-                if let Some(below) = bar.and_then(|bar| bar.count_below(&sums, valid_mask)) {
-                    counts.below[i] += below;
+                let (below, above) = screen.place(v, &sums, &tables.slack);
+                counts.below[i] += u64::from((below & valid).count_ones());
+                let open = valid & !(below | above);
+                if open == 0 {
                     continue;
                 }
-                if let Some(v) = value {
-                    let order = lane_order(&sums, v, valid_mask, &bars);
-                    if !order.undecided {
-                        counts.below[i] += order.below;
-                        counts.nans[i] += order.nan;
-                        counts.equal[i] += order.equal;
-                        continue;
-                    }
-                }
-                for (&a, &q) in sums[0].iter().zip(&sums[1]).take(tile.len()) {
-                    counts.count(i, ratio(a, q, &bars), value, &bars);
+                for l in lanes_of(open) {
+                    counts.count(i, exact(matrix, tile[l], visits.mask(i, true), &bars), value, &bars);
                 }
             }
         }
@@ -359,79 +382,86 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
     let n = (matrix.bars() * s / 2) as f64;
     let bars = Bars::new(n);
     let visits = Visits::new(splits);
-    let arch = pulp::Arch::new();
     let k = splits.len();
     let bounds: Vec<Bounds> = (0..combos).into_par_iter().map(|i| bounds(matrix.combo(i), n, bars.n1)).collect();
+    // Combos with Σr² = 0 in every block have no variance in any set: NaN in every split.
+    let flat: Vec<bool> = (0..combos).map(|i| matrix.combo(i).chunks_exact(2).all(|b| b[1] == 0.0)).collect();
+    let first_flat = flat.iter().position(|&f| f);
+    let flat_count = flat.iter().filter(|&&f| f).count() as u64;
 
     // Pass 1: each split's IS best, among the combos that can be one: some combo (never
     // NaN) is sure to reach the greatest lower bound in every split. A lane takes a split's
     // best where [`compare`] says it is above it, or equal to it and of an earlier combo.
     let floor = bounds.iter().filter(|b| b.never_nan).map(|b| b.low).fold(f64::NEG_INFINITY, f64::max);
-    let candidates: Vec<usize> = (0..combos).filter(|&i| bounds[i].high >= floor).collect();
+    let candidates: Vec<usize> = (0..combos).filter(|&i| !flat[i] && bounds[i].high >= floor).collect();
     // Every task starts from the bests of a few combos likely to be near the top (the
     // highest Sharpe ratios over all the blocks), so that few of its lanes need a look.
-    let mut seed = vec![Best::NONE; k];
     let full = |i: usize| {
         let (a, q) = matrix.combo(i).chunks_exact(2).fold((0.0, 0.0), |(a, q), b| (a + b[0], q + b[1]));
-        sharpe_of(a, q, 2.0 * n, 2.0 * n - 1.0)
+        let ratio = sharpe_of(a, q, 2.0 * n, 2.0 * n - 1.0);
+        if ratio.is_nan() { f64::NEG_INFINITY } else { ratio }
     };
     let mut likely: Vec<(f64, usize)> = candidates.iter().map(|&i| (full(i), i)).collect();
     let top = SEED.min(likely.len());
-    likely.select_nth_unstable_by(top - 1, |x, y| y.0.total_cmp(&x.0));
+    if top > 0 {
+        likely.select_nth_unstable_by(top - 1, |x, y| y.0.total_cmp(&x.0));
+    }
+    likely[..top].sort_by(|x, y| y.0.total_cmp(&x.0));
     let likely: Vec<usize> = likely[..top].iter().map(|&(_, i)| i).collect();
-    arch.dispatch(BestAmong {
-        chunk: &likely,
+    // The likeliest is every split's first best; the others are screened against it.
+    let none = Best::none(&bars, s);
+    let mut seed: Vec<Best> = match likely.first() {
+        Some(&c) => (0..k).map(|i| Best::new(exact(matrix, c, visits.mask(i, false), &bars), c, &bars, s)).collect(),
+        None => vec![none; k],
+    };
+    dispatch(BestAmong {
+        chunk: likely.get(1..).unwrap_or_default(),
         best: &mut seed,
         tables: &mut LaneTables::new(s),
         visits: &visits,
         matrix,
         bars,
     });
-    let best: Vec<Best> = candidates
+    let mut best: Vec<Best> = candidates
         .par_chunks(TASK)
         .fold(
             || (seed.clone(), LaneTables::new(s)),
             |(mut best, mut tables), chunk| {
-                arch.dispatch(BestAmong { chunk, best: &mut best, tables: &mut tables, visits: &visits, matrix, bars });
+                dispatch(BestAmong { chunk, best: &mut best, tables: &mut tables, visits: &visits, matrix, bars });
                 (best, tables)
             },
         )
         .map(|(best, _)| best)
-        .reduce(|| vec![Best::NONE; k], |a, b| a.into_iter().zip(b).map(|(x, y)| x.max(y, &bars)).collect());
-
-    // Each split's best: its IS and OOS Sharpe ratios, and the value to rank (None: NaN),
-    // tabled a lane per distinct best.
-    let (mut is_sharpe, mut oos_sharpe) = (vec![f64::NAN; k], vec![f64::NAN; k]);
-    let mut value: Vec<Option<Ratio>> = vec![None; k];
-    let mut by_best: Vec<usize> = (0..k).collect();
-    by_best.sort_by_key(|&i| best[i].combo);
-    let mut distinct: Vec<usize> = by_best.iter().map(|&i| best[i].combo).collect();
-    distinct.dedup();
-    let mut tables = LaneTables::new(s);
-    let mut next = by_best.iter().peekable();
-    for tile in distinct.chunks(LANES) {
-        tables.fill(matrix, tile);
-        while let Some(&&i) = next.peek() {
-            let Some(l) = tile.iter().position(|&c| c == best[i].combo) else { break };
-            let (is, oos) = visits.sides(i);
-            let (in_sample, out) = (tables.sums(is), tables.sums(oos));
-            is_sharpe[i] = bars.sharpe(in_sample[0][l], in_sample[1][l]);
-            oos_sharpe[i] = bars.sharpe(out[0][l], out[1][l]);
-            value[i] = ratio(out[0][l], out[1][l], &bars);
-            next.next();
-        }
+        .reduce(|| seed.clone(), |a, b| a.into_iter().zip(b).map(|(x, y)| x.max(y, &bars)).collect());
+    // Where no candidate has a number, the first NaN combo is the best: a flat one may be.
+    for b in best.iter_mut().filter(|b| b.ratio.is_none()) {
+        b.combo = b.combo.min(first_flat.unwrap_or(usize::MAX));
     }
 
-    // Pass 2: rank each split's value among every combo's OOS ratio. Combos sure to stay
-    // below every value (or NaN) are counted without being computed, those sure to stay
-    // above are left out; a NaN value needs every combo's NaN count.
+    // Each split's best: its IS and OOS Sharpe ratios, and the value to rank (None: NaN).
+    let (mut is_sharpe, mut oos_sharpe) = (vec![f64::NAN; k], vec![f64::NAN; k]);
+    let mut value: Vec<Option<Ratio>> = vec![None; k];
+    for (i, b) in best.iter().enumerate() {
+        let (is, oos) =
+            (matrix.set_sums(b.combo, visits.mask(i, false)), matrix.set_sums(b.combo, visits.mask(i, true)));
+        is_sharpe[i] = bars.sharpe(is.0, is.1);
+        oos_sharpe[i] = bars.sharpe(oos.0, oos.1);
+        value[i] = ratio(oos.0, oos.1, &bars);
+    }
+
+    // Pass 2: rank each split's value among every combo's OOS ratio. Flat combos are NaN
+    // (counted), combos sure to stay below every value (or NaN) are counted without being
+    // computed, those sure to stay above are left out; a NaN value needs every combo's NaN
+    // count.
     let any_nan = oos_sharpe.iter().any(|v| v.is_nan());
     let finite = oos_sharpe.iter().filter(|v| !v.is_nan());
     let lowest = finite.clone().copied().fold(f64::INFINITY, f64::min);
     let highest = finite.copied().fold(f64::NEG_INFINITY, f64::max);
     let (mut always_below, mut ranked) = (0u64, Vec::new());
     for (i, b) in bounds.iter().enumerate() {
-        if any_nan {
+        if flat[i] {
+            continue;
+        } else if any_nan {
             ranked.push(i);
         } else if b.high < lowest {
             always_below += 1;
@@ -439,13 +469,13 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
             ranked.push(i);
         }
     }
-    let bars_of_values: Vec<Option<Bar>> = value.iter().map(|v| v.and_then(|v| Bar::new(&v, &bars))).collect();
+    let screens: Vec<Screen> = value.iter().zip(&oos_sharpe).map(|(v, &t)| Screen::new(v.map(|_| t), n, s)).collect();
     let counts = ranked
         .par_chunks(TASK)
         .fold(
             || (Counts::new(k), LaneTables::new(s)),
             |(mut counts, mut tables), chunk| {
-                arch.dispatch(CountAmong {
+                dispatch(CountAmong {
                     chunk,
                     counts: &mut counts,
                     tables: &mut tables,
@@ -453,7 +483,7 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
                     matrix,
                     bars,
                     values: &value,
-                    value_bars: &bars_of_values,
+                    screens: &screens,
                 });
                 (counts, tables)
             },
@@ -467,9 +497,9 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
     let (mut report_is, mut report_oos) = (vec![0.0; k], vec![0.0; k]);
     for (i, &j) in visits.split.iter().enumerate() {
         let rank = if oos_sharpe[i].is_nan() {
-            (counts.nans[i] as f64 + 1.0) / 2.0
+            ((counts.nans[i] + flat_count) as f64 + 1.0) / 2.0
         } else {
-            (counts.below[i] + always_below) as f64 + (counts.equal[i] as f64 + 1.0) / 2.0
+            (counts.below[i] + always_below + flat_count) as f64 + (counts.equal[i] as f64 + 1.0) / 2.0
         };
         let w = rank / (combos as f64 + 1.0);
         logits[j] = (w / (1.0 - w)).ln();

@@ -159,6 +159,118 @@ proptest! {
     }
 }
 
+/// A set's sums as CSCV defines them: blocks added in order within each group of eight,
+/// then the groups' sums in order.
+fn set_sums(blocks: &[f64], mask: u64) -> (f64, f64) {
+    let mut total = (0.0, 0.0);
+    for (g, group) in blocks.chunks(16).enumerate() {
+        let mut sums = (0.0, 0.0);
+        for (k, b) in group.chunks_exact(2).enumerate() {
+            if (mask >> (8 * g + k)) & 1 == 1 {
+                sums = (sums.0 + b[0], sums.1 + b[1]);
+            }
+        }
+        total = if g == 0 { sums } else { (total.0 + sums.0, total.1 + sums.1) };
+    }
+    total
+}
+
+/// Blocks of `combos` combos at scales from 2^-300 to 2^300, with few trades, variances
+/// near zero, flat combos, exact copies and (as a user's own blocks may have) a negative
+/// Σr² here and there: what the screen's bounds must hold on.
+fn odd_blocks(seed: u64, combos: usize, blocks: usize, bars: usize) -> BlockMatrix {
+    let mut rng = Rng(seed);
+    let mut unit = || (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let n = bars as f64;
+    let mut values: Vec<f64> = Vec::new();
+    for c in 0..combos {
+        let kind = (unit() * 7.0) as u32;
+        let scale = 2f64.powi((unit() * 600.0) as i32 - 300);
+        let drift = (unit() - 0.45) * 2e-3;
+        for b in 0..blocks {
+            let mut sum = scale * (drift * n + (unit() - 0.5) * n.sqrt() * 0.01);
+            let mut sum_sq = scale * scale * 1e-4 * (n - 1.0) * (0.5 + unit()) + sum * sum / n;
+            match kind {
+                1 if unit() < 0.7 => (sum, sum_sq) = (0.0, 0.0),
+                2 if unit() < 0.5 => sum_sq = sum * sum / n,
+                3 => (sum, sum_sq) = (0.0, 0.0),
+                4 if c > 0 => {
+                    (sum, sum_sq) = (values[2 * blocks * (c - 1) + 2 * b], values[2 * blocks * (c - 1) + 2 * b + 1])
+                }
+                5 if unit() < 0.05 => sum_sq = -sum_sq,
+                _ => {}
+            }
+            values.extend([sum, sum_sq]);
+        }
+    }
+    BlockMatrix::new(blocks, bars, values).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// Every split's IS best, its IS and OOS Sharpe ratios and the logit are the bits of a
+    /// plain computation of the definition: each set's f64 Sharpe ratio, ranked.
+    #[test]
+    fn cscv_is_the_definitions_bits_on_odd_blocks(
+        seed in any::<u64>(),
+        combos in 1usize..40,
+        half in 1usize..9,
+        bars in 1usize..500,
+    ) {
+        let s = 2 * half;
+        prop_assume!(bars * half >= 2);
+        let matrix = odd_blocks(seed, combos, s, bars);
+        check_definition(&matrix, &SplitSet::all(s).unwrap());
+    }
+}
+
+/// Every split's IS best, its IS and OOS Sharpe ratios and the logit against a plain
+/// computation of the definition: each set's f64 Sharpe ratio, ranked.
+fn check_definition(matrix: &BlockMatrix, splits: &SplitSet) {
+    let report = pbo(matrix, splits).unwrap();
+    let (s, combos) = (matrix.blocks(), matrix.combos());
+    let n = matrix.bars() * s / 2;
+    let all = if s == 64 { u64::MAX } else { (1u64 << s) - 1 };
+    for (j, &mask) in splits.masks().iter().enumerate() {
+        let ratios = |mask: u64| -> Vec<f64> {
+            (0..combos)
+                .map(|c| {
+                    let (a, q) = set_sums(matrix.combo(c), mask);
+                    sharpe(a, q, n)
+                })
+                .collect()
+        };
+        let (is, oos) = (ratios(mask), ratios(all & !mask));
+        let ranks: Vec<f64> = (0..combos).map(|c| rank_of(&is, c)).collect();
+        let best = (0..combos).fold(0, |b, c| if ranks[c] > ranks[b] { c } else { b });
+        let w = rank_of(&oos, best) / (combos as f64 + 1.0);
+        assert_eq!(report.best[j], best, "split {j}");
+        assert_eq!(report.is_sharpe[j].to_bits(), is[best].to_bits(), "split {j}");
+        assert_eq!(report.oos_sharpe[j].to_bits(), oos[best].to_bits(), "split {j}");
+        assert_eq!(report.logits[j].to_bits(), (w / (1.0 - w)).ln().to_bits(), "split {j}");
+    }
+}
+
+#[test]
+fn where_every_ratio_is_nan_the_first_combo_is_the_best_even_a_flat_one() {
+    // Combo 0 never trades; combo 1 varies only in block 0, so every split whose in-sample
+    // half lacks block 0 has no number at all; combo 2 varies everywhere but in block 0.
+    let values = vec![
+        0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, //
+        1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, //
+        0.0, 0.0, 0.5, 0.3, -0.2, 0.1, 0.1, 0.2,
+    ];
+    let matrix = BlockMatrix::new(4, 3, values).unwrap();
+    check_definition(&matrix, &SplitSet::all(4).unwrap());
+    let two = BlockMatrix::new(4, 3, matrix.values()[..16].to_vec()).unwrap();
+    let splits = SplitSet::all(4).unwrap();
+    let report = pbo(&two, &splits).unwrap();
+    // {2, 3} in sample: both NaN, the first wins.
+    let j = splits.masks().iter().position(|&m| m == 0b1100).unwrap();
+    assert_eq!(report.best[j], 0);
+    check_definition(&two, &splits);
+}
+
 #[test]
 fn splits_are_every_half_in_combination_order_or_a_seeded_draw() {
     let all = SplitSet::all(6).unwrap();
