@@ -5,6 +5,8 @@
 //!   reports them (the issue's bar: ≥ 250 million bar·combos/s/core; a plain numba loop of
 //!   the same strategy does about 170 million).
 //! - `bb_atr_cpu/all_threads`: the rayon batch on every core.
+//! - `bb_atr_cpu/one_thread_with_blocks`: `one_thread` recording the 16 blocks of
+//!   `--overfitting` (issue #29's bar: the statistics add at most 10 % to the default job).
 //! - `market_cpu/*`: the same grid and data on one core, traded as a market (issue #30's
 //!   bar: a sweep with stops inside the bar and a trailing stop keeps ≥ 70 % of the
 //!   close-only sweep's bar·combos/s): `close_only` is `bb_atr` itself; `intrabar_trail`
@@ -21,7 +23,8 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
 use threadx_backtest::{
-    BarTables, ComboPlan, Costs, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_totals,
+    BarTables, BlockCuts, ComboPlan, Costs, DEFAULT_BLOCKS, GpuBacktester, SignalBook, Strategy, simulate_cpu,
+    simulate_totals, simulate_with_blocks,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
 use threadx_indicators::{IndicatorBank, Ohlcv};
@@ -64,6 +67,17 @@ fn cpu(c: &mut Criterion) {
         b.iter(|| plans.iter().map(|p| simulate_totals(&book, &tables, black_box(p)).log_equity).sum::<i64>())
     });
     g.bench_function("all_threads", |b| b.iter(|| simulate_cpu(&book, &tables, black_box(&plans))));
+    // One thread, recording the 16 blocks that `--overfitting` needs (what they cost).
+    let cuts = BlockCuts::new(book.bars(), DEFAULT_BLOCKS).expect("16 blocks");
+    let mut snapshots = vec![0u128; cuts.snapshot_len()];
+    g.bench_function("one_thread_with_blocks", |b| {
+        b.iter(|| {
+            plans
+                .iter()
+                .map(|p| simulate_with_blocks(&book, &tables, black_box(p), &cuts, &mut snapshots).log_equity)
+                .sum::<i64>()
+        })
+    });
     g.finish();
 
     let bb_atr = Strategy::parse("bb_atr").expect("the built-in").source().to_owned();

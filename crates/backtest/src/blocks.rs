@@ -104,22 +104,26 @@ pub(crate) struct Snapshots<'a> {
     out: &'a mut [u128],
     /// The next block start to record.
     next: usize,
+    /// Its first bar (`usize::MAX` once every start is recorded): one comparison a trade.
+    next_start: usize,
 }
 
 impl<'a> Snapshots<'a> {
     pub(crate) fn new(cuts: &'a BlockCuts, out: &'a mut [u128]) -> Self {
-        Self { cuts, out, next: 0 }
+        Self { cuts, out, next: 0, next_start: cuts.start(0) }
     }
 
+    #[inline(always)]
     fn record(&mut self, sums: (u128, u128)) {
         self.out[2 * self.next] = sums.0;
         self.out[2 * self.next + 1] = sums.1;
         self.next += 1;
+        self.next_start = if self.next < self.cuts.count as usize { self.cuts.start(self.next) } else { usize::MAX };
     }
 
     /// The next block start to record, if any.
     pub(crate) fn pending(&self) -> Option<usize> {
-        (self.next < self.cuts.count as usize).then(|| self.cuts.start(self.next))
+        (self.next_start != usize::MAX).then_some(self.next_start)
     }
 
     /// A trade entered at `entry` and left at `exit` (`None`: open at the end), with the
@@ -137,8 +141,9 @@ impl<'a> Snapshots<'a> {
         // the last trade.
         self.bar(entry, before);
         // Block starts inside the trade: bars entry..start−1 held.
-        while let Some(start) = self.pending().filter(|&s| exit.is_none_or(|x| s <= x)) {
-            let (a, b) = held(start - 1);
+        let last = exit.unwrap_or(usize::MAX - 1);
+        while self.next_start <= last {
+            let (a, b) = held(self.next_start - 1);
             self.record((before.0.wrapping_add(a), before.1.wrapping_add(b)));
         }
     }
@@ -147,14 +152,14 @@ impl<'a> Snapshots<'a> {
     /// is recorded with them (bars skipped since the last call added nothing).
     #[inline(always)]
     pub(crate) fn bar(&mut self, t: usize, before: (u128, u128)) {
-        while self.pending().is_some_and(|start| start <= t) {
+        while self.next_start <= t {
             self.record(before);
         }
     }
 
     /// The end of the run with its final sums: every block start left was passed flat.
     pub(crate) fn finish(&mut self, sums: (u128, u128)) {
-        while self.pending().is_some() {
+        while self.next_start != usize::MAX {
             self.record(sums);
         }
     }

@@ -135,8 +135,9 @@ impl Visits {
         let all = if blocks == 64 { u64::MAX } else { (1u64 << blocks) - 1 };
         let cut = |m: u64| (0..groups).map(move |g| ((m >> (g * GROUP)) & 0xff) as u8);
         let mut split: Vec<usize> = (0..splits.len()).collect();
-        let key = |j: usize| cut(splits.masks()[j]).collect::<Vec<u8>>();
-        split.sort_by_cached_key(|&j| key(j));
+        // The group subsets as one number, the first group's most significant (≤ 8 groups).
+        let key = |j: usize| cut(splits.masks()[j]).fold(0u64, |key, part| (key << GROUP) | u64::from(part));
+        split.sort_by_key(|&j| key(j));
         let parts: Vec<u8> =
             split.iter().flat_map(|&j| cut(splits.masks()[j]).chain(cut(all & !splits.masks()[j]))).collect();
         // The out-of-sample subsets are the complements: their heads change together.
@@ -165,21 +166,24 @@ struct Side<'a> {
     visits: &'a Visits,
     out_of_sample: bool,
     head: [[f32; LANES]; 2],
+    /// No head tabled yet.
+    fresh: bool,
 }
 
 impl<'a> Side<'a> {
     fn new(visits: &'a Visits, out_of_sample: bool) -> Self {
-        Self { visits, out_of_sample, head: [[0.0; LANES]; 2] }
+        Self { visits, out_of_sample, head: [[0.0; LANES]; 2], fresh: true }
     }
 
-    /// The sums of the i-th visited split's side; `i` runs from 0 up for each tile.
+    /// The sums of the i-th visited split's side; `i` runs up from any split for each tile.
     #[inline(always)]
     fn sums(&mut self, tables: &LaneTables, i: usize) -> [[f32; LANES]; 2] {
         let (is, oos) = self.visits.sides(i);
         let side = if self.out_of_sample { oos } else { is };
         let last = self.visits.groups - 1;
-        if self.visits.new_head[i] {
+        if self.fresh || self.visits.new_head[i] {
             self.head = tables.head(&side[..last]);
+            self.fresh = false;
         }
         tables.finish(&self.head, last, side[last])
     }
@@ -237,7 +241,11 @@ impl Best {
 
     /// The better of two: the higher ratio, then the first combo.
     fn max(self, other: Best, n: &Bars) -> Best {
-        if other.combo != usize::MAX && self.beaten_by(&other.ratio, other.combo, n) { other } else { self }
+        // Tasks that started from the same seeds mostly end on the same best.
+        if other.combo == self.combo || other.combo == usize::MAX {
+            return self;
+        }
+        if self.beaten_by(&other.ratio, other.combo, n) { other } else { self }
     }
 }
 
@@ -295,7 +303,9 @@ fn lanes_of(mut mask: Mask) -> impl Iterator<Item = usize> {
 /// seen (the highest ratio, then the first combo). Run by [`dispatch`].
 struct BestAmong<'a> {
     chunk: &'a [usize],
+    /// The bests of the visited splits from `first` on.
     best: &'a mut [Best],
+    first: usize,
     tables: &'a mut LaneTables,
     visits: &'a Visits,
     matrix: &'a BlockMatrix,
@@ -307,13 +317,13 @@ impl Pass for BestAmong<'_> {
 
     #[inline(always)]
     fn run<V: Vector>(self, v: V) {
-        let Self { chunk, best, tables, visits, matrix, bars } = self;
+        let Self { chunk, best, first, tables, visits, matrix, bars } = self;
         let blocks = matrix.blocks();
         for tile in chunk.chunks(LANES) {
             tables.fill(matrix, tile);
             let valid = valid_lanes(tile.len());
             let mut side = Side::new(visits, false);
-            for (i, b) in best.iter_mut().enumerate() {
+            for (i, b) in (first..).zip(best.iter_mut()) {
                 let sums = side.sums(tables, i);
                 let (below, _) = b.screen.place(v, &sums, &tables.slack);
                 let open = valid & !below;
@@ -414,20 +424,32 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
         Some(&c) => (0..k).map(|i| Best::new(exact(matrix, c, visits.mask(i, false), &bars), c, &bars, s)).collect(),
         None => vec![none; k],
     };
-    dispatch(BestAmong {
-        chunk: likely.get(1..).unwrap_or_default(),
-        best: &mut seed,
-        tables: &mut LaneTables::new(s),
-        visits: &visits,
-        matrix,
-        bars,
+    let part = k.div_ceil(2 * rayon::current_num_threads());
+    seed.par_chunks_mut(part).enumerate().for_each(|(p, best)| {
+        dispatch(BestAmong {
+            chunk: likely.get(1..).unwrap_or_default(),
+            best,
+            first: p * part,
+            tables: &mut LaneTables::new(s),
+            visits: &visits,
+            matrix,
+            bars,
+        })
     });
     let mut best: Vec<Best> = candidates
         .par_chunks(TASK)
         .fold(
             || (seed.clone(), LaneTables::new(s)),
             |(mut best, mut tables), chunk| {
-                dispatch(BestAmong { chunk, best: &mut best, tables: &mut tables, visits: &visits, matrix, bars });
+                dispatch(BestAmong {
+                    chunk,
+                    best: &mut best,
+                    first: 0,
+                    tables: &mut tables,
+                    visits: &visits,
+                    matrix,
+                    bars,
+                });
                 (best, tables)
             },
         )

@@ -29,6 +29,11 @@ pub(crate) const ALL_LANES: Mask = (1 << LANES) - 1;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Screen {
     kind: Kind,
+    /// 1 for t > 0; −1 for t < 0, which mirrors the lanes (Σr → −Σr) so that one test,
+    /// against |t|, serves both signs without a branch.
+    sign: f32,
+    /// Every lane where t < 0, else none: picks the mirrored lanes' answers.
+    mirrored: Mask,
     /// c1 widened up, c2 narrowed down: `A²·c1_up < Q·c2_dn` in f32 says A²c1 < c2Q.
     c1_up: f32,
     c2_dn: f32,
@@ -41,8 +46,8 @@ pub(crate) struct Screen {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    Positive,
-    Negative,
+    /// t is a number other than 0.
+    Ratio,
     /// t is NaN: "above" says a lane is surely not NaN.
     NotNan,
     /// t is 0 or infinite: nothing is placed.
@@ -59,7 +64,8 @@ impl Screen {
         let (wide, narrow) = (1.0 + 8.0 * U, 1.0 - 8.0 * U);
         let (q_up, q_dn) = (1.0 + 2.0 * rho, 1.0 - 2.0 * rho);
         let varies = (n * (1.0 - 2f64.powi(-10)) * q_dn * narrow) as f32;
-        let plain = |kind| Self { kind, c1_up: 0.0, c2_dn: 0.0, c1_dn: 0.0, c2_up: 0.0, varies };
+        let plain =
+            |kind| Self { kind, sign: 1.0, mirrored: 0, c1_up: 0.0, c2_dn: 0.0, c1_dn: 0.0, c2_up: 0.0, varies };
         let t = match t {
             None => return plain(Kind::NotNan),
             Some(t) if t == 0.0 || !t.is_finite() => return plain(Kind::Nothing),
@@ -67,7 +73,9 @@ impl Screen {
         };
         let (c1, c2) = (n - 1.0 + t * t * n, t * t * n * n);
         Self {
-            kind: if t > 0.0 { Kind::Positive } else { Kind::Negative },
+            kind: Kind::Ratio,
+            sign: if t > 0.0 { 1.0 } else { -1.0 },
+            mirrored: if t > 0.0 { 0 } else { ALL_LANES },
             c1_up: (c1 * wide) as f32,
             c2_dn: (c2 * q_dn * narrow) as f32,
             c1_dn: (c1 * narrow) as f32,
@@ -80,24 +88,23 @@ impl Screen {
     /// surely above t and not NaN). With no ratio, "above" means surely not NaN.
     #[inline(always)]
     pub fn place<V: Vector>(&self, v: V, sums: &[[f32; LANES]; 2], slack: &[f32; LANES]) -> (Mask, Mask) {
-        let (a, q, d) = (v.load(&sums[0]), v.load(&sums[1]), v.load(slack));
+        // The lanes mirrored where t < 0: A is their Σr, against |t| > 0.
+        let (a, q, d) = (v.mul(v.load(&sums[0]), v.splat(self.sign)), v.load(&sums[1]), v.load(slack));
         let (hi, lo, mag) = (v.add(a, d), v.sub(a, d), v.add(v.abs(a), d));
         let varies = v.and(v.lt(v.mul(mag, mag), v.mul(q, v.splat(self.varies))), v.ge(q, v.splat(Q_MIN)));
+        if self.kind != Kind::Ratio {
+            return (0, if self.kind == Kind::NotNan { v.bits(varies) } else { 0 });
+        }
         let zero = v.splat(0.0);
         // A²·c1 against Q·c2, each side rounded the way that keeps the test certain.
         let less = |x| v.lt(v.mul(v.mul(x, x), v.splat(self.c1_up)), v.mul(q, v.splat(self.c2_dn)));
         let more = |x| v.lt(v.mul(q, v.splat(self.c2_up)), v.mul(v.mul(x, x), v.splat(self.c1_dn)));
-        let (below, above) = match self.kind {
-            Kind::Positive => {
-                (v.or(v.le(hi, zero), v.and(varies, less(hi))), v.and(varies, v.and(v.lt(zero, lo), more(lo))))
-            }
-            Kind::Negative => {
-                (v.and(varies, v.and(v.lt(hi, zero), more(hi))), v.and(varies, v.or(v.ge(lo, zero), less(lo))))
-            }
-            Kind::NotNan => return (0, v.bits(varies)),
-            Kind::Nothing => return (0, 0),
-        };
-        (v.bits(below), v.bits(above))
+        // A surely below |t| (A ≤ 0 included) or NaN; A surely above |t| and not NaN.
+        let under = v.bits(v.or(v.le(hi, zero), v.and(varies, less(hi))));
+        let over = v.bits(v.and(varies, v.and(v.lt(zero, lo), more(lo))));
+        // Mirrored, "above |t|" is below t, and "below |t|" (not NaN) above it.
+        let m = self.mirrored;
+        ((under & !m) | (over & m), (over & !m) | (under & v.bits(varies) & m))
     }
 }
 
