@@ -91,10 +91,11 @@ impl BlockMatrix {
         for (g, group) in blocks.chunks(2 * 8).enumerate() {
             let mut sums = (0.0, 0.0);
             for (k, b) in group.chunks_exact(2).enumerate() {
-                if (mask >> (8 * g + k)) & 1 == 1 {
-                    sums.0 += b[0];
-                    sums.1 += b[1];
-                }
+                // Without a branch: a block left out adds ±0, which changes no running sum
+                // (one that starts at +0 is never −0) and so no bit.
+                let take = ((mask >> (8 * g + k)) & 1) as f64;
+                sums.0 += b[0] * take;
+                sums.1 += b[1] * take;
             }
             total = if g == 0 { sums } else { (total.0 + sums.0, total.1 + sums.1) };
         }
