@@ -8,9 +8,9 @@
 //! of splits whose logit is ≤ 0: the IS best at or below the OOS median.
 //!
 //! A set's Σr and Σr² are its blocks' sums added in block order within each group of
-//! eight consecutive blocks, then the groups' sums in order (so that each combo's group
-//! sums are tabled once and a split costs one look-up a group); its Sharpe ratio is
-//! [`sharpe`](crate::sharpe) of those over the set's bars (ddof 1).
+//! eight consecutive blocks, then the groups' sums in order (`BlockMatrix::set_sums`; the
+//! order of the f64 tables this crate once kept, so the answers' bits never changed); its
+//! Sharpe ratio is [`sharpe`](crate::sharpe) of those over the set's bars (ddof 1).
 //!
 //! The work is combos × splits. Two passes share it out by tiles of eight combos placed
 //! side by side in f32 (`lanes.rs`, `screen.rs`; AVX2 where the CPU has it, through
