@@ -9,8 +9,9 @@
 //!
 //! Invariant: a set's Sharpe ratio is one fixed function of the blocks' f64 sums, so the
 //! answer depends only on the blocks and the splits, never on threads, on how the work is
-//! cut or on the CPU's vectors (the f32 screen only decides what it is certain of). This crate knows nothing of ThreadX's data, devices or sweeps (it stands at the
-//! bottom: it depends on no other ThreadX crate).
+//! cut or on the CPU's vectors (the f32 screen only decides what it is certain of). This
+//! crate knows nothing of ThreadX's data, devices or sweeps (it stands at the bottom: it
+//! depends on no other ThreadX crate).
 
 mod blocks;
 mod dsr;

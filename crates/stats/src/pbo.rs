@@ -211,10 +211,6 @@ struct Best {
 }
 
 impl Best {
-    fn none(n: &Bars, blocks: usize) -> Self {
-        Best { ratio: None, combo: usize::MAX, screen: Screen::new(Some(0.0), n.n, blocks) }
-    }
-
     fn new(ratio: Option<Ratio>, combo: usize, n: &Bars, blocks: usize) -> Self {
         // A NaN best is beaten by any number: nothing is placed below it.
         let t = ratio.map_or(0.0, |r| n.sharpe(r.a, r.q));
@@ -418,11 +414,11 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
     }
     likely[..top].sort_by(|x, y| y.0.total_cmp(&x.0));
     let likely: Vec<usize> = likely[..top].iter().map(|&(_, i)| i).collect();
-    // The likeliest is every split's first best; the others are screened against it.
-    let none = Best::none(&bars, s);
+    // The likeliest is every split's first best; the others are screened against it. With
+    // no candidate, no split has a best yet (a combo index no combo has).
     let mut seed: Vec<Best> = match likely.first() {
         Some(&c) => (0..k).map(|i| Best::new(exact(matrix, c, visits.mask(i, false), &bars), c, &bars, s)).collect(),
-        None => vec![none; k],
+        None => vec![Best::new(None, usize::MAX, &bars, s); k],
     };
     let part = k.div_ceil(2 * rayon::current_num_threads());
     seed.par_chunks_mut(part).enumerate().for_each(|(p, best)| {
