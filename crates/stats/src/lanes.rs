@@ -98,11 +98,11 @@ impl LaneTables {
 
 /// Hands a combo's blocks to `put` as f32, scaled by one power of two (a set's Sharpe ratio
 /// does not change when every return is scaled) so that the largest |Σr| and √Σr² lie in
-/// [1/2, 1); returns the combo's slack: ρ·Σ|Σr| + 2^-140 over all its blocks (the f64→f32
+/// [1/2, 1); returns the combo's slack: ρ·Σ|Σr| + 2^-100 over all its blocks (the f64→f32
 /// roundings, the f32 additions, the f64 sum's own rounding, the subnormal range's absolute
-/// errors and the rounding of a sum with the slack stay under it), or +∞ where the bounds
+/// errors, flushed to zero or not, and the rounding of a sum with the slack stay under it), or +∞ where the bounds
 /// cannot hold.
-fn scaled(blocks: &[f64], rho: f64, mut put: impl FnMut(usize, f32, f32)) -> f32 {
+pub(crate) fn scaled(blocks: &[f64], rho: f64, mut put: impl FnMut(usize, f32, f32)) -> f32 {
     let largest = blocks.chunks_exact(2).fold(0.0f64, |m, b| m.max(b[0].abs()).max(b[1].abs().sqrt()));
     let exponent = if largest > 0.0 { largest.log2().floor() as i32 + 1 } else { 0 };
     let scale = 2f64.powi(-exponent.clamp(-1000, 1000));
@@ -115,7 +115,7 @@ fn scaled(blocks: &[f64], rho: f64, mut put: impl FnMut(usize, f32, f32)) -> f32
         spread += sum.abs();
         put(k, sum32, sum_sq32);
     }
-    let slack = (rho * spread * (1.0 + 1e-6) + 2f64.powi(-140)) as f32;
+    let slack = (rho * spread * (1.0 + 1e-6) + 2f64.powi(-100)) as f32;
     if sound && spread < 1e30 { slack } else { f32::INFINITY }
 }
 

@@ -14,9 +14,11 @@
 //! depends on no other ThreadX crate).
 
 mod blocks;
+mod device;
 mod dsr;
 mod error;
 mod lanes;
+mod passes;
 mod pbo;
 mod ratio;
 mod screen;
@@ -24,9 +26,10 @@ mod splits;
 mod vector;
 
 pub use blocks::BlockMatrix;
+pub use device::{DeviceScreen, NOT_NAN, NOTHING, RATIO, ScaledBlocks, ScreenDevice, ScreenPass, Screened};
 pub use dsr::{EULER_GAMMA, deflated_sharpe, expected_max, moments, normal_cdf, psr};
 pub use error::StatsError;
-pub use pbo::{PboReport, pbo, quantile};
+pub use pbo::{PboError, PboReport, pbo, pbo_on, quantile};
 pub use splits::{EXHAUSTIVE_LIMIT, MAX_BLOCKS, MAX_EXHAUSTIVE_SPLITS, SplitSet, binomial};
 
 /// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` values; NaN when the

@@ -24,18 +24,15 @@
 //! a few likely combos.
 
 use crate::blocks::BlockMatrix;
+use crate::device::{Failure, OnDevice, ScreenDevice};
 use crate::error::StatsError;
-use crate::lanes::{GROUP, LANES, LaneTables};
-use crate::ratio::{Bars, Ratio, compare, ratio};
-use crate::screen::{ALL_LANES, Mask, Screen};
+use crate::lanes::LANES;
+use crate::passes::{Best, OnCpu, Passes, Visits, Work, exact, improve};
+use crate::ratio::{Bars, Ratio, ratio};
+use crate::screen::Screen;
 use crate::sharpe_of;
 use crate::splits::{MAX_BLOCKS, SplitSet};
-use crate::vector::{Pass, Vector, dispatch};
 use rayon::prelude::*;
-use std::cmp::Ordering;
-
-/// Combos per task of a pass.
-const TASK: usize = 64;
 
 /// Combos that make the first bests every task of pass 1 starts from.
 const SEED: usize = 16 * LANES;
@@ -113,281 +110,57 @@ fn bounds(blocks: &[f64], n: f64, n_minus_1: f64) -> Bounds {
     Bounds { low: widen(low, false), high: widen(high, true), never_nan }
 }
 
-/// The splits' group subsets (`parts`: a split's in-sample subsets, then its
-/// out-of-sample ones, `groups` of each), in the order the passes visit them: sorted, so
-/// that consecutive splits read nearby table entries and often share all their subsets
-/// but the last group's (`new_head[i]`: the i-th does not). `split[i]` is the i-th
-/// visited split, `masks[i]` its in-sample blocks.
-struct Visits {
-    groups: usize,
-    parts: Vec<u8>,
-    split: Vec<usize>,
-    masks: Vec<u64>,
-    new_head: Vec<bool>,
-    /// Every block.
-    all: u64,
+/// CSCV over `splits` (module docs), on the CPU. The splits' blocks must be the matrix's.
+pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsError> {
+    check(matrix, splits)?;
+    cscv(matrix, splits, &mut OnCpu).map_err(|never| match never {})
 }
 
-impl Visits {
-    fn new(splits: &SplitSet) -> Self {
-        let blocks = splits.blocks();
-        let groups = blocks.div_ceil(GROUP);
-        let all = if blocks == 64 { u64::MAX } else { (1u64 << blocks) - 1 };
-        let cut = |m: u64| (0..groups).map(move |g| ((m >> (g * GROUP)) & 0xff) as u8);
-        let mut split: Vec<usize> = (0..splits.len()).collect();
-        // The group subsets as one number, the first group's most significant (≤ 8 groups).
-        let key = |j: usize| cut(splits.masks()[j]).fold(0u64, |key, part| (key << GROUP) | u64::from(part));
-        split.sort_by_key(|&j| key(j));
-        let parts: Vec<u8> =
-            split.iter().flat_map(|&j| cut(splits.masks()[j]).chain(cut(all & !splits.masks()[j]))).collect();
-        // The out-of-sample subsets are the complements: their heads change together.
-        let head = |i: usize| &parts[2 * groups * i..2 * groups * i + groups - 1];
-        let new_head = (0..split.len()).map(|i| i == 0 || head(i) != head(i - 1)).collect();
-        let masks = split.iter().map(|&j| splits.masks()[j]).collect();
-        Self { groups, parts, split, masks, new_head, all }
+/// CSCV with every combo × split pair screened by `device` (a GPU kernel above this
+/// crate; `device.rs` says what it must do): the same report as [`pbo`], bit for bit.
+pub fn pbo_on<D: ScreenDevice>(
+    matrix: &BlockMatrix,
+    splits: &SplitSet,
+    device: &mut D,
+) -> Result<PboReport, PboError<D::Error>> {
+    check(matrix, splits).map_err(PboError::Input)?;
+    if u32::try_from(matrix.combos()).is_err() || u32::try_from(splits.len()).is_err() {
+        return Err(PboError::Input(crate::error::bad("blocks", "a device screens at most 2^32 combos and splits")));
     }
-
-    /// The in-sample and out-of-sample group subsets of the i-th visited split.
-    #[inline(always)]
-    fn sides(&self, i: usize) -> (&[u8], &[u8]) {
-        self.parts[2 * self.groups * i..2 * self.groups * (i + 1)].split_at(self.groups)
-    }
-
-    /// The blocks of the i-th visited split's side.
-    #[inline(always)]
-    fn mask(&self, i: usize, out_of_sample: bool) -> u64 {
-        if out_of_sample { self.all & !self.masks[i] } else { self.masks[i] }
-    }
-}
-
-/// The lanes' f32 sums over one side of the visited splits (in sample or out of sample),
-/// in visiting order: each head is tabled once for the splits that share it.
-struct Side<'a> {
-    visits: &'a Visits,
-    out_of_sample: bool,
-    head: [[f32; LANES]; 2],
-    /// No head tabled yet.
-    fresh: bool,
-}
-
-impl<'a> Side<'a> {
-    fn new(visits: &'a Visits, out_of_sample: bool) -> Self {
-        Self { visits, out_of_sample, head: [[0.0; LANES]; 2], fresh: true }
-    }
-
-    /// The sums of the i-th visited split's side; `i` runs up from any split for each tile.
-    #[inline(always)]
-    fn sums(&mut self, tables: &LaneTables, i: usize) -> [[f32; LANES]; 2] {
-        let (is, oos) = self.visits.sides(i);
-        let side = if self.out_of_sample { oos } else { is };
-        let last = self.visits.groups - 1;
-        if self.fresh || self.visits.new_head[i] {
-            self.head = tables.head(&side[..last]);
-            self.fresh = false;
-        }
-        tables.finish(&self.head, last, side[last])
-    }
-}
-
-/// The f64 sums, then the exact ratio, of `combo` over the blocks in `mask`.
-#[inline(always)]
-fn exact(matrix: &BlockMatrix, combo: usize, mask: u64, bars: &Bars) -> Option<Ratio> {
-    let (a, q) = matrix.set_sums(combo, mask);
-    ratio(a, q, bars)
-}
-
-/// The lanes of a tile of `len` combos, as a mask.
-fn valid_lanes(len: usize) -> Mask {
-    ALL_LANES >> (LANES - len)
-}
-
-/// An IS best so far: the combo and its ratio (`None`: NaN, below every number).
-#[derive(Debug, Clone, Copy)]
-struct Best {
-    ratio: Option<Ratio>,
-    combo: usize,
-    /// The ratio as a screen for the lanes (none while there is no best).
-    screen: Screen,
-}
-
-impl Best {
-    fn new(ratio: Option<Ratio>, combo: usize, n: &Bars, blocks: usize) -> Self {
-        // A NaN best is beaten by any number: nothing is placed below it.
-        let t = ratio.map_or(0.0, |r| n.sharpe(r.a, r.q));
-        Self { ratio, combo, screen: Screen::new(Some(t), n.n, blocks) }
-    }
-
-    /// Whether `ratio` of `combo` beats this one: a higher ratio, or an equal one (NaN
-    /// equal to NaN) of an earlier combo.
-    #[inline(always)]
-    fn beaten_by(&self, ratio: &Option<Ratio>, combo: usize, n: &Bars) -> bool {
-        let earlier = combo < self.combo;
-        match (&self.ratio, ratio) {
-            _ if self.combo == usize::MAX => true,
-            (Some(_), None) => false,
-            (None, Some(_)) => true,
-            (None, None) => earlier,
-            (Some(b), Some(r)) => match compare(r, b, n) {
-                Ordering::Greater => true,
-                Ordering::Equal => earlier,
-                Ordering::Less => false,
-            },
-        }
-    }
-
-    /// The better of two: the higher ratio, then the first combo.
-    fn max(self, other: Best, n: &Bars) -> Best {
-        // Tasks that started from the same seeds mostly end on the same best.
-        if other.combo == self.combo || other.combo == usize::MAX {
-            return self;
-        }
-        if self.beaten_by(&other.ratio, other.combo, n) { other } else { self }
-    }
-}
-
-/// Per visited split: how many ranked combos are below its value, equal to it, NaN.
-#[derive(Debug, Clone)]
-struct Counts {
-    below: Vec<u64>,
-    equal: Vec<u64>,
-    nans: Vec<u64>,
-}
-
-impl Counts {
-    fn new(k: usize) -> Self {
-        Self { below: vec![0; k], equal: vec![0; k], nans: vec![0; k] }
-    }
-
-    fn add(mut self, other: Counts) -> Counts {
-        for (x, y) in [(&mut self.below, other.below), (&mut self.equal, other.equal), (&mut self.nans, other.nans)] {
-            x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
-        }
-        self
-    }
-
-    /// Counts one combo's OOS ratio `r` against the split's `value` (one at a time).
-    #[inline(always)]
-    fn count(&mut self, i: usize, r: Option<Ratio>, value: &Option<Ratio>, n: &Bars) {
-        match (r, value) {
-            (None, _) => {
-                self.nans[i] += 1;
-                self.below[i] += 1;
-            }
-            (Some(_), None) => {}
-            (Some(r), Some(v)) => match compare(&r, v, n) {
-                Ordering::Less => self.below[i] += 1,
-                Ordering::Equal => self.equal[i] += 1,
-                Ordering::Greater => {}
-            },
-        }
-    }
-}
-
-/// The lanes of `mask`, lowest first.
-#[inline(always)]
-fn lanes_of(mut mask: Mask) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        (mask != 0).then(|| {
-            let l = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            l
-        })
+    cscv(matrix, splits, &mut OnDevice::new(device, matrix)).map_err(|failure| match failure {
+        Failure::Device(e) => PboError::Device(e),
+        Failure::Answer(problem) => PboError::Answer(problem),
     })
 }
 
-/// Pass 1 over one task's combos: each split's IS best among them and those `best` has
-/// seen (the highest ratio, then the first combo). Run by [`dispatch`].
-struct BestAmong<'a> {
-    chunk: &'a [usize],
-    /// The bests of the visited splits from `first` on.
-    best: &'a mut [Best],
-    first: usize,
-    tables: &'a mut LaneTables,
-    visits: &'a Visits,
-    matrix: &'a BlockMatrix,
-    bars: Bars,
+/// Why [`pbo_on`] gave no report: the input, or the device (whose error says why).
+#[derive(Debug, thiserror::Error)]
+pub enum PboError<E> {
+    #[error(transparent)]
+    Input(StatsError),
+    #[error("the device failed: {0}")]
+    Device(E),
+    #[error("the device's answer does not fit the pass: {0}")]
+    Answer(String),
 }
 
-impl Pass for BestAmong<'_> {
-    type Output = ();
-
-    #[inline(always)]
-    fn run<V: Vector>(self, v: V) {
-        let Self { chunk, best, first, tables, visits, matrix, bars } = self;
-        let blocks = matrix.blocks();
-        for tile in chunk.chunks(LANES) {
-            tables.fill(matrix, tile);
-            let valid = valid_lanes(tile.len());
-            let mut side = Side::new(visits, false);
-            for (i, b) in (first..).zip(best.iter_mut()) {
-                let sums = side.sums(tables, i);
-                let (below, _) = b.screen.place(v, &sums, &tables.slack);
-                let open = valid & !below;
-                if open == 0 {
-                    continue;
-                }
-                for l in lanes_of(open) {
-                    let r = exact(matrix, tile[l], visits.mask(i, false), &bars);
-                    if b.beaten_by(&r, tile[l], &bars) {
-                        *b = Best::new(r, tile[l], &bars, blocks);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Pass 2 over one task's combos: per split, how many OOS ratios are below the split's
-/// value (placed against its [`Screen`]), equal to it, NaN. Run by [`dispatch`].
-struct CountAmong<'a> {
-    chunk: &'a [usize],
-    counts: &'a mut Counts,
-    tables: &'a mut LaneTables,
-    visits: &'a Visits,
-    matrix: &'a BlockMatrix,
-    bars: Bars,
-    values: &'a [Option<Ratio>],
-    screens: &'a [Screen],
-}
-
-impl Pass for CountAmong<'_> {
-    type Output = ();
-
-    #[inline(always)]
-    fn run<V: Vector>(self, v: V) {
-        let Self { chunk, counts, tables, visits, matrix, bars, values, screens } = self;
-        for tile in chunk.chunks(LANES) {
-            tables.fill(matrix, tile);
-            let valid = valid_lanes(tile.len());
-            let mut side = Side::new(visits, true);
-            for (i, (value, screen)) in values.iter().zip(screens).enumerate() {
-                let sums = side.sums(tables, i);
-                let (below, above) = screen.place(v, &sums, &tables.slack);
-                counts.below[i] += u64::from((below & valid).count_ones());
-                let open = valid & !(below | above);
-                if open == 0 {
-                    continue;
-                }
-                for l in lanes_of(open) {
-                    counts.count(i, exact(matrix, tile[l], visits.mask(i, true), &bars), value, &bars);
-                }
-            }
-        }
-    }
-}
-
-/// CSCV over `splits` (module docs). The splits' blocks must be the matrix's.
-pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsError> {
-    let (s, combos) = (matrix.blocks(), matrix.combos());
+fn check(matrix: &BlockMatrix, splits: &SplitSet) -> Result<(), StatsError> {
+    let s = matrix.blocks();
     if splits.blocks() != s {
         return Err(crate::error::bad("splits", format!("cut {} blocks but the matrix has {s}", splits.blocks())));
     }
-    if combos == 0 {
+    if matrix.combos() == 0 {
         return Err(crate::error::bad("blocks", "there are no combos"));
     }
+    Ok(())
+}
+
+fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> Result<PboReport, P::Error> {
+    let (s, combos) = (matrix.blocks(), matrix.combos());
     let n = (matrix.bars() * s / 2) as f64;
     let bars = Bars::new(n);
     let visits = Visits::new(splits);
+    let work = Work { matrix, visits: &visits, bars };
     let k = splits.len();
     let bounds: Vec<Bounds> = (0..combos).into_par_iter().map(|i| bounds(matrix.combo(i), n, bars.n1)).collect();
     // Combos with Σr² = 0 in every block have no variance in any set: NaN in every split.
@@ -397,10 +170,11 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
 
     // Pass 1: each split's IS best, among the combos that can be one: some combo (never
     // NaN) is sure to reach the greatest lower bound in every split. A lane takes a split's
-    // best where [`compare`] says it is above it, or equal to it and of an earlier combo.
+    // best where the exact comparison says it is above it, or equal to it and of an
+    // earlier combo.
     let floor = bounds.iter().filter(|b| b.never_nan).map(|b| b.low).fold(f64::NEG_INFINITY, f64::max);
     let candidates: Vec<usize> = (0..combos).filter(|&i| !flat[i] && bounds[i].high >= floor).collect();
-    // Every task starts from the bests of a few combos likely to be near the top (the
+    // Every pass starts from the bests of a few combos likely to be near the top (the
     // highest Sharpe ratios over all the blocks), so that few of its lanes need a look.
     let full = |i: usize| {
         let (a, q) = matrix.combo(i).chunks_exact(2).fold((0.0, 0.0), |(a, q), b| (a + b[0], q + b[1]));
@@ -420,37 +194,8 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
         Some(&c) => (0..k).map(|i| Best::new(exact(matrix, c, visits.mask(i, false), &bars), c, &bars, s)).collect(),
         None => vec![Best::new(None, usize::MAX, &bars, s); k],
     };
-    let part = k.div_ceil(2 * rayon::current_num_threads());
-    seed.par_chunks_mut(part).enumerate().for_each(|(p, best)| {
-        dispatch(BestAmong {
-            chunk: likely.get(1..).unwrap_or_default(),
-            best,
-            first: p * part,
-            tables: &mut LaneTables::new(s),
-            visits: &visits,
-            matrix,
-            bars,
-        })
-    });
-    let mut best: Vec<Best> = candidates
-        .par_chunks(TASK)
-        .fold(
-            || (seed.clone(), LaneTables::new(s)),
-            |(mut best, mut tables), chunk| {
-                dispatch(BestAmong {
-                    chunk,
-                    best: &mut best,
-                    first: 0,
-                    tables: &mut tables,
-                    visits: &visits,
-                    matrix,
-                    bars,
-                });
-                (best, tables)
-            },
-        )
-        .map(|(best, _)| best)
-        .reduce(|| seed.clone(), |a, b| a.into_iter().zip(b).map(|(x, y)| x.max(y, &bars)).collect());
+    improve(work, &mut seed, likely.get(1..).unwrap_or_default());
+    let mut best = passes.bests(work, &seed, &candidates)?;
     // Where no candidate has a number, the first NaN combo is the best: a flat one may be.
     for b in best.iter_mut().filter(|b| b.ratio.is_none()) {
         b.combo = b.combo.min(first_flat.unwrap_or(usize::MAX));
@@ -488,26 +233,7 @@ pub fn pbo(matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsEr
         }
     }
     let screens: Vec<Screen> = value.iter().zip(&oos_sharpe).map(|(v, &t)| Screen::new(v.map(|_| t), n, s)).collect();
-    let counts = ranked
-        .par_chunks(TASK)
-        .fold(
-            || (Counts::new(k), LaneTables::new(s)),
-            |(mut counts, mut tables), chunk| {
-                dispatch(CountAmong {
-                    chunk,
-                    counts: &mut counts,
-                    tables: &mut tables,
-                    visits: &visits,
-                    matrix,
-                    bars,
-                    values: &value,
-                    screens: &screens,
-                });
-                (counts, tables)
-            },
-        )
-        .map(|(counts, _)| counts)
-        .reduce(|| Counts::new(k), Counts::add);
+    let counts = passes.counts(work, &ranked, &value, &screens)?;
 
     // Back from the visiting order to the splits' order.
     let mut logits = vec![0.0; k];

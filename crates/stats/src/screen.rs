@@ -16,6 +16,7 @@
 //! [`sharpe`](crate::sharpe) computes it from the f64 sums, is below (above) t, or NaN
 //! (never NaN).
 
+use crate::device::{DeviceScreen, GREATEST_CONSTANT, LEAST_CONSTANT, NOT_NAN, NOTHING, RATIO};
 use crate::lanes::{LANES, Q_MIN, U, relative_error};
 use crate::vector::Vector;
 
@@ -81,6 +82,28 @@ impl Screen {
             c1_dn: (c1 * narrow) as f32,
             c2_up: (c2 * q_up * wide) as f32,
             varies,
+        }
+    }
+
+    /// The same value for a device (`device.rs`): a ratio whose constants leave the range
+    /// a device's f32 keeps certain places nothing, and nothing infinite is handed over.
+    pub fn for_device(&self) -> DeviceScreen {
+        let in_range = |c: f32| (LEAST_CONSTANT..=GREATEST_CONSTANT).contains(&c);
+        let kind = match self.kind {
+            Kind::Ratio if [self.c1_up, self.c2_dn, self.c1_dn, self.c2_up].into_iter().all(in_range) => RATIO,
+            Kind::NotNan => NOT_NAN,
+            _ => NOTHING,
+        };
+        let constant = |c: f32| if kind == RATIO { c } else { 0.0 };
+        DeviceScreen {
+            kind,
+            mirrored: u32::from(self.mirrored != 0),
+            sign: self.sign,
+            c1_up: constant(self.c1_up),
+            c2_dn: constant(self.c2_dn),
+            c1_dn: constant(self.c1_dn),
+            c2_up: constant(self.c2_up),
+            varies: if self.varies.is_finite() && self.varies <= GREATEST_CONSTANT { self.varies } else { 0.0 },
         }
     }
 

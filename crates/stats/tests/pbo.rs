@@ -3,7 +3,10 @@
 //! ties averaged); PBO near 0.5 on noise and near 0 with a planted edge.
 
 use proptest::prelude::*;
-use threadx_stats::{BlockMatrix, SplitSet, pbo, sharpe};
+use std::convert::Infallible;
+use threadx_stats::{
+    BlockMatrix, PboError, ScaledBlocks, ScreenDevice, ScreenPass, Screened, SplitSet, pbo, pbo_on, sharpe,
+};
 
 /// A seeded stream (splitmix64) for test data.
 struct Rng(u64);
@@ -228,6 +231,8 @@ proptest! {
 /// computation of the definition: each set's f64 Sharpe ratio, ranked.
 fn check_definition(matrix: &BlockMatrix, splits: &SplitSet) {
     let report = pbo(matrix, splits).unwrap();
+    // The same report, bit for bit, with the pairs screened by the kernel's twin.
+    assert_eq!(format!("{:?}", pbo_on(matrix, splits, &mut Twin).unwrap()), format!("{report:?}"));
     let (s, combos) = (matrix.blocks(), matrix.combos());
     let n = matrix.bars() * s / 2;
     let all = if s == 64 { u64::MAX } else { (1u64 << s) - 1 };
@@ -287,4 +292,67 @@ fn splits_are_every_half_in_combination_order_or_a_seeded_draw() {
     assert!(SplitSet::for_sweep(15_540, 16, 1_000, &mut || 0).unwrap().exhaustive());
     assert!(!SplitSet::for_sweep(15_541, 16, 1_000, &mut || 0).unwrap().exhaustive());
     assert!(SplitSet::all(7).is_err() && SplitSet::all(0).is_err() && SplitSet::all(66).is_err());
+}
+
+/// The GPU kernel's CPU twin as a device: each pair placed by `DeviceScreen::place`. The
+/// sums of odd splits are added in reverse block order with subnormals flushed to zero,
+/// as a GPU may: the answer must not change.
+struct Twin;
+
+impl ScreenDevice for Twin {
+    type Error = Infallible;
+
+    fn screen(&mut self, blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Result<Screened, Infallible> {
+        let s = blocks.blocks();
+        let mut screened = Screened { below: vec![0; pass.screens.len()], open: Vec::new() };
+        for (i, (mask, screen)) in pass.masks.iter().zip(pass.screens).enumerate() {
+            let mask = u64::from(mask[0]) | u64::from(mask[1]) << 32;
+            let flush = |x: f32| if i % 2 == 1 && x.abs() < f32::MIN_POSITIVE { 0.0 } else { x };
+            for (j, &c) in pass.combos.iter().enumerate() {
+                let record = blocks.record(c as usize);
+                let (mut a, mut q) = (0.0f32, 0.0f32);
+                for k in 0..s {
+                    let b = if i % 2 == 1 { s - 1 - k } else { k };
+                    if (mask >> b) & 1 == 1 {
+                        (a, q) = (flush(a + flush(record[b][0])), flush(q + flush(record[b][1])));
+                    }
+                }
+                let (below, above) = screen.place(a, q, record[s][0]);
+                if below {
+                    screened.below[i] += 1;
+                } else if pass.keep_above || !above {
+                    screened.open.push([i as u32, j as u32]);
+                }
+            }
+        }
+        Ok(screened)
+    }
+}
+
+/// A device that fails, or answers for pairs that are not in the pass.
+struct Broken(&'static str);
+
+impl ScreenDevice for Broken {
+    type Error = String;
+
+    fn screen(&mut self, _: &ScaledBlocks, pass: &ScreenPass<'_>) -> Result<Screened, String> {
+        match self.0 {
+            "fails" => Err("lost".into()),
+            "too many" => Ok(Screened { below: vec![u32::MAX; pass.screens.len()], open: Vec::new() }),
+            _ => Ok(Screened { below: vec![0; pass.screens.len()], open: vec![[0, pass.combos.len() as u32]] }),
+        }
+    }
+}
+
+#[test]
+fn a_device_that_fails_or_answers_outside_the_pass_is_named_not_believed() {
+    let matrix = odd_blocks(3, 20, 8, 50);
+    let splits = SplitSet::all(8).unwrap();
+    assert!(matches!(pbo_on(&matrix, &splits, &mut Broken("fails")), Err(PboError::Device(e)) if e == "lost"));
+    for answer in ["too many", "outside"] {
+        let error = pbo_on(&matrix, &splits, &mut Broken(answer)).unwrap_err();
+        assert!(matches!(error, PboError::Answer(_)), "{answer}: {error}");
+    }
+    let other = SplitSet::all(6).unwrap();
+    assert!(matches!(pbo_on(&matrix, &other, &mut Twin), Err(PboError::Input(_))));
 }

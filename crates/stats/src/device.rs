@@ -1,0 +1,276 @@
+//! CSCV's screen on a device that places every (split, combo) pair of a pass at once: a
+//! GPU kernel, whose host code lives above this crate. This module says what the device
+//! is given ([`ScaledBlocks`], a [`ScreenPass`] of [`DeviceScreen`]s) and must answer
+//! ([`Screened`]), holds the arithmetic it must do ([`DeviceScreen::place`], the kernel's
+//! CPU twin), and runs CSCV's passes on it ([`OnDevice`]): every pair it leaves open is
+//! compared exactly on the CPU, so [`pbo_on`](crate::pbo_on) gives [`pbo`](crate::pbo)'s
+//! report bit for bit.
+//!
+//! The device computes a set's f32 Σr and Σr² from the scaled blocks, in any order, and
+//! places it as `screen.rs` does, with WGSL's f32 in mind. Each addition and
+//! multiplication is correctly rounded, but subnormal inputs and results may be flushed
+//! to zero, and a compiler may assume that no infinity or NaN occurs. So:
+//! - nothing infinite reaches the device. A combo whose bounds cannot hold has a negative
+//!   slack and zero blocks, and places nothing. A ratio whose constants leave
+//!   [2^-20, 2^40] places nothing either ([`NOTHING`]). Every sum is then below 2^6 and
+//!   every product below 2^52.
+//! - a flush is an absolute error of at most 2^-126 per operation. The slack's absolute term
+//!   (2^-100, `lanes.rs`) covers those of Σr. For Σr² they are 2^-60 of the least Σr² that
+//!   is placed by its ratio (2^-60), far inside ρ's room.
+//! - a flushed product can only make a test claim less. The products on the right of
+//!   each test (Σr² times a constant ≥ 2^-20, with Σr² ≥ 2^-60) are normal. A flushed
+//!   left-hand product is below 2^-126, and its true value is below 2^-86, under the
+//!   right-hand side, so the test is still true.
+//! - the sign tests compare Σr with ±slack rather than computing Σr ± slack: a sum that
+//!   flushes to 0 cannot pass as "≤ 0".
+//! - a fused multiply-add cannot change a test: each compares two products, and nothing
+//!   is added to a product.
+//!
+//! Invariant: a pair the device does not list is placed as [`DeviceScreen::place`] would
+//! place it under these roundings. Such a placement is certain. The report depends only
+//! on the blocks and the splits.
+
+use crate::blocks::BlockMatrix;
+use crate::lanes::{Q_MIN, relative_error, scaled};
+use crate::passes::{Best, Counts, Passes, Work, exact};
+use crate::ratio::Ratio;
+use crate::screen::Screen;
+use rayon::prelude::*;
+
+/// [`DeviceScreen::kind`]: place against the ratio.
+pub const RATIO: u32 = 0;
+/// [`DeviceScreen::kind`]: the value is NaN. "Above" says only that a set is surely not NaN.
+pub const NOT_NAN: u32 = 1;
+/// [`DeviceScreen::kind`]: place nothing.
+pub const NOTHING: u32 = 2;
+
+/// Every combo's blocks in f32, each combo scaled by its own power of two (`lanes.rs`).
+/// A combo's record is its blocks' (Σr, Σr²) in block order, then (slack, 0). A negative
+/// slack means the bounds cannot hold; such a combo's blocks are 0 and it places nothing.
+#[derive(Debug, Clone)]
+pub struct ScaledBlocks {
+    blocks: usize,
+    records: Vec<[f32; 2]>,
+}
+
+impl ScaledBlocks {
+    pub fn new(matrix: &BlockMatrix) -> Self {
+        let s = matrix.blocks();
+        let mut records = vec![[0.0f32; 2]; matrix.combos() * (s + 1)];
+        records.par_chunks_mut(s + 1).enumerate().for_each(|(c, record)| {
+            let slack = scaled(matrix.combo(c), relative_error(s), |k, sum, sum_sq| record[k] = [sum, sum_sq]);
+            if slack.is_finite() {
+                record[s] = [slack, 0.0];
+            } else {
+                record.fill([0.0; 2]);
+                record[s] = [-1.0, 0.0];
+            }
+        });
+        Self { blocks: s, records }
+    }
+
+    /// Blocks per combo (S).
+    pub fn blocks(&self) -> usize {
+        self.blocks
+    }
+
+    /// Entries per combo: S blocks, then the slack.
+    pub fn stride(&self) -> usize {
+        self.blocks + 1
+    }
+
+    /// Combo `c`'s record.
+    pub fn record(&self, c: usize) -> &[[f32; 2]] {
+        &self.records[c * self.stride()..(c + 1) * self.stride()]
+    }
+}
+
+/// A split's value as the device places sets against it (`screen.rs`'s constants, see
+/// there): for t < 0 `sign` is −1 and the answers are swapped (`mirrored` = 1).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct DeviceScreen {
+    /// [`RATIO`], [`NOT_NAN`] or [`NOTHING`].
+    pub kind: u32,
+    pub mirrored: u32,
+    pub sign: f32,
+    pub c1_up: f32,
+    pub c2_dn: f32,
+    pub c1_dn: f32,
+    pub c2_up: f32,
+    pub varies: f32,
+}
+
+/// The least and the greatest constant a device places by (module docs).
+pub(crate) const LEAST_CONSTANT: f32 = 1.0 / (1u32 << 20) as f32;
+pub(crate) const GREATEST_CONSTANT: f32 = (1u64 << 40) as f32;
+
+impl DeviceScreen {
+    /// Where a set with f32 sums `a` (Σr) and `q` (Σr²) of a combo with `slack` lies:
+    /// (surely below the value or NaN, surely above it and not NaN). The kernel's
+    /// arithmetic, operation for operation.
+    pub fn place(&self, a: f32, q: f32, slack: f32) -> (bool, bool) {
+        if slack < 0.0 {
+            return (false, false);
+        }
+        let a = a * self.sign;
+        let mag = a.abs() + slack;
+        let varies = mag * mag < q * self.varies && q >= Q_MIN;
+        match self.kind {
+            RATIO => {}
+            NOT_NAN => return (false, varies),
+            _ => return (false, false),
+        }
+        let (hi, lo) = (a + slack, a - slack);
+        let less = hi * hi * self.c1_up < q * self.c2_dn;
+        let more = q * self.c2_up < lo * lo * self.c1_dn;
+        let under = a <= -slack || (varies && less);
+        let over = varies && slack < a && more;
+        if self.mirrored == 0 { (under, over) } else { (over, under && varies) }
+    }
+}
+
+/// One pass for the device: every split × every listed combo.
+#[derive(Debug, Clone, Copy)]
+pub struct ScreenPass<'a> {
+    /// Per split, the blocks of its side: bit b of the pair (low word first) for block b.
+    pub masks: &'a [[u32; 2]],
+    /// Per split, its value.
+    pub screens: &'a [DeviceScreen],
+    /// The combos, as indices of [`ScaledBlocks`].
+    pub combos: &'a [u32],
+    /// Whether to list every pair not surely below (pass 1) rather than only those
+    /// neither surely below nor surely above (pass 2).
+    pub keep_above: bool,
+}
+
+/// A device's answer to a [`ScreenPass`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Screened {
+    /// Per split, the pairs placed surely below (NaN included) and not listed.
+    pub below: Vec<u32>,
+    /// The pairs left open, as (split, position in the pass's `combos`), in any order.
+    pub open: Vec<[u32; 2]>,
+}
+
+/// A device that screens a whole pass (module docs).
+pub trait ScreenDevice {
+    type Error;
+
+    /// Places every pair of `pass` over `blocks`.
+    fn screen(&mut self, blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Result<Screened, Self::Error>;
+}
+
+/// Why the passes stopped on a device: its error, or an answer that does not fit the pass.
+#[derive(Debug)]
+pub(crate) enum Failure<E> {
+    Device(E),
+    Answer(String),
+}
+
+/// CSCV's passes on a [`ScreenDevice`], the open pairs compared exactly on the CPU.
+pub(crate) struct OnDevice<'d, D> {
+    device: &'d mut D,
+    blocks: ScaledBlocks,
+}
+
+impl<'d, D: ScreenDevice> OnDevice<'d, D> {
+    pub fn new(device: &'d mut D, matrix: &BlockMatrix) -> Self {
+        Self { device, blocks: ScaledBlocks::new(matrix) }
+    }
+
+    /// The device's answer for one side of the visited splits (out of sample: pass 2),
+    /// checked against the pass: the pairs placed below per split, and the open pairs.
+    fn screen(
+        &mut self,
+        work: Work<'_>,
+        out_of_sample: bool,
+        screens: &[DeviceScreen],
+        combos: &[usize],
+    ) -> Result<Screened, Failure<D::Error>> {
+        let k = screens.len();
+        let masks: Vec<[u32; 2]> = (0..k)
+            .map(|i| {
+                let m = work.visits.mask(i, out_of_sample);
+                [m as u32, (m >> 32) as u32]
+            })
+            .collect();
+        // The indices fit: `pbo_on` refuses more than 2^32 combos.
+        let ids: Vec<u32> = combos.iter().map(|&c| c as u32).collect();
+        let pass = ScreenPass { masks: &masks, screens, combos: &ids, keep_above: !out_of_sample };
+        let screened = self.device.screen(&self.blocks, &pass).map_err(Failure::Device)?;
+        let Screened { below, open } = &screened;
+        let mut open_per_split = vec![0u64; k];
+        for &[i, j] in open {
+            if i as usize >= k || j as usize >= combos.len() {
+                return Err(Failure::Answer(format!(
+                    "pair ({i}, {j}) is outside {k} splits × {} combos",
+                    combos.len()
+                )));
+            }
+            open_per_split[i as usize] += 1;
+        }
+        if below.len() != k {
+            return Err(Failure::Answer(format!("{} counts for {k} splits", below.len())));
+        }
+        if let Some(i) = (0..k).find(|&i| u64::from(below[i]) + open_per_split[i] > combos.len() as u64) {
+            return Err(Failure::Answer(format!("split {i} places more pairs than there are combos")));
+        }
+        Ok(screened)
+    }
+}
+
+impl<D: ScreenDevice> Passes for OnDevice<'_, D> {
+    type Error = Failure<D::Error>;
+
+    fn bests(&mut self, work: Work<'_>, seed: &[Best], candidates: &[usize]) -> Result<Vec<Best>, Self::Error> {
+        let screens: Vec<DeviceScreen> = seed.iter().map(|b| b.screen.for_device()).collect();
+        let open = self.screen(work, false, &screens, candidates)?.open;
+        let Work { matrix, visits, bars } = work;
+        let s = matrix.blocks();
+        // The best is the highest ratio, then the first combo: the same in any order.
+        Ok(open
+            .par_iter()
+            .with_min_len(1024)
+            .fold(
+                || seed.to_vec(),
+                |mut best, &[i, j]| {
+                    let (i, combo) = (i as usize, candidates[j as usize]);
+                    let r = exact(matrix, combo, visits.mask(i, false), &bars);
+                    if best[i].beaten_by(&r, combo, &bars) {
+                        best[i] = Best::new(r, combo, &bars, s);
+                    }
+                    best
+                },
+            )
+            .reduce(|| seed.to_vec(), |a, b| a.into_iter().zip(b).map(|(x, y)| x.max(y, &bars)).collect()))
+    }
+
+    fn counts(
+        &mut self,
+        work: Work<'_>,
+        ranked: &[usize],
+        values: &[Option<Ratio>],
+        screens: &[Screen],
+    ) -> Result<Counts, Self::Error> {
+        let screens: Vec<DeviceScreen> = screens.iter().map(Screen::for_device).collect();
+        let Screened { below, open } = self.screen(work, true, &screens, ranked)?;
+        let Work { matrix, visits, bars } = work;
+        let k = values.len();
+        let mut placed = Counts::new(k);
+        placed.below = below.into_iter().map(u64::from).collect();
+        Ok(open
+            .par_iter()
+            .with_min_len(1024)
+            .fold(
+                || Counts::new(k),
+                |mut counts, &[i, j]| {
+                    let i = i as usize;
+                    counts.count(i, exact(matrix, ranked[j as usize], visits.mask(i, true), &bars), &values[i], &bars);
+                    counts
+                },
+            )
+            .reduce(|| Counts::new(k), Counts::add)
+            .add(placed))
+    }
+}
