@@ -94,7 +94,17 @@ pub fn run(args: &[String]) -> Result<()> {
             blocks_out: None,
             symbol: None,
         };
-        let report = run_to_files(&sweep, &data, &pool, &distribute, &opts, PhaseTimer::start(), &mut |_, _| {}, None)?;
+        let report = run_to_files(
+            &sweep,
+            &data,
+            &pool,
+            &dispatcher,
+            &distribute,
+            &opts,
+            PhaseTimer::start(),
+            &mut |_, _| {},
+            None,
+        )?;
         let digest = hex(&Sha256::digest(std::fs::read(&out)?));
         let shares = report.summary["balance"]["ratios"].as_object().cloned().unwrap_or_default();
         let split: Vec<String> =

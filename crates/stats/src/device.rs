@@ -106,6 +106,12 @@ pub(crate) const LEAST_CONSTANT: f32 = 1.0 / (1u32 << 20) as f32;
 pub(crate) const GREATEST_CONSTANT: f32 = (1u64 << 40) as f32;
 
 impl DeviceScreen {
+    /// Against the f64 Sharpe ratio `t` (`None`: NaN) of sets of `n` bars out of `blocks`
+    /// blocks, as [`pbo_on`](crate::pbo_on) hands it to a device.
+    pub fn new(t: Option<f64>, n: f64, blocks: usize) -> Self {
+        Screen::new(t, n, blocks).for_device()
+    }
+
     /// Where a set with f32 sums `a` (Σr) and `q` (Σr²) of a combo with `slack` lies:
     /// (surely below the value or NaN, surely above it and not NaN). The kernel's
     /// arithmetic, operation for operation.
@@ -151,6 +157,36 @@ pub struct Screened {
     pub below: Vec<u32>,
     /// The pairs left open, as (split, position in the pass's `combos`), in any order.
     pub open: Vec<[u32; 2]>,
+}
+
+/// `pass` screened on the CPU as the kernel does it, each set's sums added in block
+/// order: the kernel's twin, which a device's answer equals wherever no subnormal is
+/// flushed (the open pairs by split, then combo).
+pub fn screen_on_cpu(blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Screened {
+    let s = blocks.blocks();
+    let per_split: Vec<(u32, Vec<[u32; 2]>)> = (pass.masks, pass.screens)
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, (mask, screen))| {
+            let mask = u64::from(mask[0]) | u64::from(mask[1]) << 32;
+            let (mut below, mut open) = (0, Vec::new());
+            for (j, &c) in pass.combos.iter().enumerate() {
+                let record = blocks.record(c as usize);
+                let (mut a, mut q) = (0.0f32, 0.0f32);
+                for (_, block) in record[..s].iter().enumerate().filter(|(b, _)| (mask >> b) & 1 == 1) {
+                    (a, q) = (a + block[0], q + block[1]);
+                }
+                match screen.place(a, q, record[s][0]) {
+                    (true, _) => below += 1,
+                    (false, above) if pass.keep_above || !above => open.push([i as u32, j as u32]),
+                    _ => {}
+                }
+            }
+            (below, open)
+        })
+        .collect();
+    let (below, open): (Vec<u32>, Vec<Vec<[u32; 2]>>) = per_split.into_iter().unzip();
+    Screened { below, open: open.concat() }
 }
 
 /// A device that screens a whole pass (module docs).

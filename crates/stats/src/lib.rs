@@ -26,7 +26,9 @@ mod splits;
 mod vector;
 
 pub use blocks::BlockMatrix;
-pub use device::{DeviceScreen, NOT_NAN, NOTHING, RATIO, ScaledBlocks, ScreenDevice, ScreenPass, Screened};
+pub use device::{
+    DeviceScreen, NOT_NAN, NOTHING, RATIO, ScaledBlocks, ScreenDevice, ScreenPass, Screened, screen_on_cpu,
+};
 pub use dsr::{EULER_GAMMA, deflated_sharpe, expected_max, moments, normal_cdf, psr};
 pub use error::StatsError;
 pub use pbo::{PboError, PboReport, pbo, pbo_on, quantile};

@@ -5,7 +5,8 @@
 use proptest::prelude::*;
 use std::convert::Infallible;
 use threadx_stats::{
-    BlockMatrix, PboError, ScaledBlocks, ScreenDevice, ScreenPass, Screened, SplitSet, pbo, pbo_on, sharpe,
+    BlockMatrix, DeviceScreen, PboError, ScaledBlocks, ScreenDevice, ScreenPass, Screened, SplitSet, pbo, pbo_on,
+    screen_on_cpu, sharpe,
 };
 
 /// A seeded stream (splitmix64) for test data.
@@ -187,9 +188,10 @@ fn odd_blocks(seed: u64, combos: usize, blocks: usize, bars: usize) -> BlockMatr
     let n = bars as f64;
     let mut values: Vec<f64> = Vec::new();
     for c in 0..combos {
-        let kind = (unit() * 7.0) as u32;
+        let kind = (unit() * 8.0) as u32;
         let scale = 2f64.powi((unit() * 600.0) as i32 - 300);
         let drift = (unit() - 0.45) * 2e-3;
+        let level = scale * n.sqrt() * 0.01;
         for b in 0..blocks {
             let mut sum = scale * (drift * n + (unit() - 0.5) * n.sqrt() * 0.01);
             let mut sum_sq = scale * scale * 1e-4 * (n - 1.0) * (0.5 + unit()) + sum * sum / n;
@@ -201,6 +203,8 @@ fn odd_blocks(seed: u64, combos: usize, blocks: usize, bars: usize) -> BlockMatr
                     (sum, sum_sq) = (values[2 * blocks * (c - 1) + 2 * b], values[2 * blocks * (c - 1) + 2 * b + 1])
                 }
                 5 if unit() < 0.05 => sum_sq = -sum_sq,
+                // Blocks of one size and random signs: a set's Σr may nearly cancel.
+                6 => sum = if unit() < 0.5 { level } else { -level * (1.0 + 1e-9 * (unit() - 0.5)) },
                 _ => {}
             }
             values.extend([sum, sum_sq]);
@@ -224,6 +228,54 @@ proptest! {
         prop_assume!(bars * half >= 2);
         let matrix = odd_blocks(seed, combos, s, bars);
         check_definition(&matrix, &SplitSet::all(s).unwrap());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
+    /// Every set a device places (the kernel's twin) is where its f64 ratio is, against a
+    /// ratio near a set's own.
+    #[test]
+    fn a_device_places_only_what_is_certain(
+        seed in any::<u64>(),
+        half in 1usize..33,
+        bars in 1usize..500,
+        mask_seed in any::<u64>(),
+        at in 0usize..20,
+        nudge in prop_oneof![Just(0.0), Just(1e-12), Just(-1e-12), -1e-6f64..1e-6, -0.5f64..0.5],
+        nan_value in any::<bool>(),
+    ) {
+        let s = 2 * half;
+        prop_assume!(bars * half >= 2);
+        let matrix = odd_blocks(seed, 20, s, bars);
+        let all = if s == 64 { u64::MAX } else { (1u64 << s) - 1 };
+        let mask = (mask_seed & all).max(1);
+        let n = bars * mask.count_ones() as usize;
+        let exact: Vec<f64> = (0..20).map(|c| {
+            let (a, q) = set_sums(matrix.combo(c), mask);
+            sharpe(a, q, n)
+        }).collect();
+        let t = exact[at] * (1.0 + nudge);
+        let value = if nan_value || t.is_nan() { None } else { Some(t) };
+        let blocks = ScaledBlocks::new(&matrix);
+        let combos: Vec<u32> = (0..20).collect();
+        let screens = [DeviceScreen::new(value, n as f64, s)];
+        let masks = [[mask as u32, (mask >> 32) as u32]];
+        let open = |keep_above| {
+            let pass = ScreenPass { masks: &masks, screens: &screens, combos: &combos, keep_above };
+            screen_on_cpu(&blocks, &pass).open.iter().map(|p| p[1] as usize).collect::<Vec<_>>()
+        };
+        let (not_below, neither) = (open(true), open(false));
+        for (c, &r) in exact.iter().enumerate() {
+            let (below, above) = (!not_below.contains(&c), !neither.contains(&c) && not_below.contains(&c));
+            match value {
+                Some(t) => {
+                    prop_assert!(!below || r.is_nan() || r < t, "combo {c}: {r} placed below {t}");
+                    prop_assert!(!above || r > t, "combo {c}: {r} placed above {t}");
+                }
+                None => prop_assert!(!below && (!above || !r.is_nan()), "combo {c}: {r} placed against NaN"),
+            }
+        }
     }
 }
 

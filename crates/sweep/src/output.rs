@@ -30,6 +30,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::Strategy;
+use threadx_dispatch::Dispatcher;
 use threadx_indicators::{Ohlcv, format_time};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
 use threadx_profile_store::{is_special_file, write_file_atomic};
@@ -273,15 +274,17 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
 }
 
 /// Runs `sweep` (prepared on `data`) to files as `opts` says, on the workers of `pool` as
-/// `distribute` splits the work, calling `progress` as chunks finish. Chunks already in the checkpoint are read back, not run, when
+/// `distribute` splits the work (the overfitting statistics on the device `dispatcher`
+/// picks), calling `progress` as chunks finish. Chunks already in the checkpoint are read back, not run, when
 /// `opts.resume` is set and the checkpoint was made by the same spec, data and sharding.
 /// `phases` goes on timing (the caller's phases before, e.g. load and indicators, then
 /// `backtests`, `merge` and `write`); the summary's `phases` holds its breakdown.
-#[allow(clippy::too_many_arguments)] // The sweep, its data and pool, the options, and three hooks.
+#[allow(clippy::too_many_arguments)] // The sweep, its data, pool and dispatcher, the options, and three hooks.
 pub fn run_to_files(
     sweep: &Sweep,
     data: &Ohlcv,
     pool: &DevicePool,
+    dispatcher: &Dispatcher,
     distribute: &DistributeOptions,
     opts: &OutputOptions,
     phases: PhaseTimer,
@@ -289,7 +292,7 @@ pub fn run_to_files(
     telemetry: Option<&mut dyn FnMut() -> Value>,
 ) -> Result<SweepReport, SweepError> {
     let mut no_rows = |_: &Row| Ok(());
-    run_keeping(sweep, data, pool, distribute, opts, phases, progress, telemetry, &mut no_rows)
+    run_keeping(sweep, data, pool, dispatcher, distribute, opts, phases, progress, telemetry, &mut no_rows)
 }
 
 /// A row handed to a caller as the run takes it: resumed chunks' first, then the run's
@@ -302,6 +305,7 @@ pub(crate) fn run_keeping(
     sweep: &Sweep,
     data: &Ohlcv,
     pool: &DevicePool,
+    dispatcher: &Dispatcher,
     distribute: &DistributeOptions,
     opts: &OutputOptions,
     mut phases: PhaseTimer,
@@ -468,7 +472,7 @@ pub(crate) fn run_keeping(
         let kept = std::mem::take(&mut kept);
         phases.time("overfitting", || -> Result<(), SweepError> {
             match opts.shard.count {
-                1 => overfitting = Some(write_files(sweep, opts, options, cuts, kept, leaderboard.rows())?),
+                1 => overfitting = Some(write_files(sweep, dispatcher, opts, options, cuts, kept, leaderboard.rows())?),
                 _ => shard_part = Some(write_shard_part(sweep, opts, cuts, kept, leaderboard.rows())?),
             }
             Ok(())

@@ -292,7 +292,15 @@ pub fn search_to_files(
     kept.truncate(trials.len());
     let overfitting = match blocks {
         Some((o, cuts)) => Some(phases.time("overfitting", || {
-            crate::overfit::write_files(session.sweep(), opts, o, cuts, std::mem::take(&mut kept), &best)
+            crate::overfit::write_files(
+                session.sweep(),
+                session.dispatcher(),
+                opts,
+                o,
+                cuts,
+                std::mem::take(&mut kept),
+                &best,
+            )
         })?),
         None => None,
     };

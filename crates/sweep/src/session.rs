@@ -209,7 +209,16 @@ impl Session {
         let (Some(o), Some(cuts)) = (self.spec().overfitting(), self.sweep.blocks()) else { return Ok(None) };
         let book = self.sweep.book();
         let best = crate::search_run::best_rows(report, options, crate::overfit::TOP, |c| book.combo_values(c));
-        Overfitting::compute(&self.sweep, cuts, o, SweepBlocks::of(rows), &best, options.objective.metric()).map(Some)
+        Overfitting::compute(
+            &self.sweep,
+            self.dispatcher(),
+            cuts,
+            o,
+            SweepBlocks::of(rows),
+            &best,
+            options.objective.metric(),
+        )
+        .map(Some)
     }
 
     /// The rows of parameter sets (schema order), each value on the grid's axis for its
@@ -271,7 +280,7 @@ impl Session {
             leaderboard.offer(Row { combo, values: book.combo_values(combo), metrics });
         }
         let kept = SweepBlocks::of(rows);
-        Overfitting::compute(&self.sweep, cuts, options, kept, leaderboard.rows(), by).map(Some)
+        Overfitting::compute(&self.sweep, self.dispatcher(), cuts, options, kept, leaderboard.rows(), by).map(Some)
     }
 
     /// The whole plan to files as `opts` says: checkpoints, shards and resume. `phases`
@@ -292,6 +301,7 @@ impl Session {
             &self.sweep,
             &self.data,
             &self.devices.pool,
+            &self.devices.dispatcher,
             &self.devices.distribute,
             opts,
             phases,
@@ -309,7 +319,7 @@ impl Session {
         keep: KeepFn<'_>,
     ) -> Result<SweepReport, SweepError> {
         let d = &self.devices;
-        run_keeping(&self.sweep, &self.data, &d.pool, &d.distribute, opts, phases, progress, None, keep)
+        run_keeping(&self.sweep, &self.data, &d.pool, &d.dispatcher, &d.distribute, opts, phases, progress, None, keep)
     }
 
     /// Saves the timing samples the session's indicators took.

@@ -64,7 +64,10 @@ fn to_files(
 ) -> Result<serde_json::Value, SweepError> {
     let mut distribute = DistributeOptions::new(sweep.workload_tag());
     distribute.ratios = Some(pool.names().into_iter().zip(ratios.iter().copied()).collect());
-    run_to_files(sweep, data, pool, &distribute, opts, PhaseTimer::start(), &mut |_, _| {}, None).map(|r| r.summary)
+    let profile = tempfile::tempdir().unwrap();
+    let dispatcher = cpu(&profile);
+    run_to_files(sweep, data, pool, &dispatcher, &distribute, opts, PhaseTimer::start(), &mut |_, _| {}, None)
+        .map(|r| r.summary)
 }
 
 /// Runs `spec` on `data` into `out` with `threads` CPU threads; returns the CSV bytes.

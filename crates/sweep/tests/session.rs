@@ -82,6 +82,33 @@ fn a_batch_gives_the_full_sweeps_blocks_on_every_device() {
     }
 }
 
+/// The overfitting object without its timing.
+fn statistics(s: &Session, rows: &ChunkResult) -> String {
+    let mut json = s.overfitting(rows, "sharpe").unwrap().unwrap().to_json();
+    json.as_object_mut().unwrap().remove("seconds");
+    json.to_string()
+}
+
+#[test]
+fn the_overfitting_statistics_are_the_same_with_cscv_on_every_device() {
+    let data = Arc::new(Ohlcv::load("synthetic:bars=3000,seed=6").unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let with_blocks = |mode| SweepRequest { overfitting: Some(OverfittingRequest::default()), ..request(mode) };
+    let cpu = session(&with_blocks(DeviceMode::Cpu).check().unwrap(), &data, &dir);
+    let rows = cpu.run_in_memory(&mut |_, _| Ok(())).unwrap();
+    let expected = statistics(&cpu, &rows);
+    assert!(expected.contains("\"exhaustive\":true"), "{expected}");
+    if adapters().is_empty() {
+        return;
+    }
+    let gpu = session(&with_blocks(DeviceMode::Gpu).check().unwrap(), &data, &dir);
+    assert_eq!(statistics(&gpu, &gpu.run_in_memory(&mut |_, _| Ok(())).unwrap()), expected);
+    // CSCV ran on the GPU (a GPU error would have fallen back to the CPU).
+    let cscv: Vec<_> =
+        gpu.dispatcher().profile_decisions().into_iter().filter(|(k, ..)| k.starts_with("cscv")).collect();
+    assert!(matches!(&cscv[..], [(_, view, _)] if view.gpu.n == 1 && view.cpu.n == 0), "{cscv:?}");
+}
+
 #[test]
 fn combos_off_the_grid_or_the_sample_are_refused() {
     let data = Arc::new(Ohlcv::load("synthetic:bars=1000,seed=5").unwrap());

@@ -5,6 +5,7 @@
 //! parameter stability (the objective over each top combo's grid neighbours).
 //! docs/overfitting.md says what each number means.
 
+mod gpu;
 mod kept;
 mod plot;
 mod shards;
@@ -26,6 +27,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, DEFAULT_BLOCKS, simulate_detailed};
+use threadx_dispatch::Dispatcher;
 use threadx_indicators::SeededRng;
 use threadx_profile_store::write_file_atomic;
 use threadx_stats::{BlockMatrix, PboReport, SplitSet, deflated_sharpe, moments, pbo, psr, quantile, sample_std};
@@ -201,9 +203,10 @@ pub struct Overfitting {
 
 impl Overfitting {
     /// The statistics of `sweep`'s run from what it kept (`kept`) and its best rows by
-    /// `by` (the first is the winner).
+    /// `by` (the first is the winner), CSCV on the device `dispatcher` picks.
     pub fn compute(
         sweep: &Sweep,
+        dispatcher: &Dispatcher,
         cuts: &BlockCuts,
         options: &OverfittingOptions,
         kept: SweepBlocks,
@@ -213,12 +216,15 @@ impl Overfitting {
         let started = Instant::now();
         let bars = sweep.book().bars();
         let top = top_combos(sweep, best, by)?;
-        Self::from_parts(cuts, options, kept, top, bars, by, started)
+        Self::from_parts(Some(dispatcher), cuts, options, kept, top, bars, by, started)
     }
 
     /// The statistics from the blocks of every combo (`kept`, in combo order) and the top
-    /// combos' details (`top`, best first; their DSR and PSR are computed here).
+    /// combos' details (`top`, best first; their DSR and PSR are computed here). CSCV runs
+    /// where `dispatcher` says, or on the CPU without one.
+    #[allow(clippy::too_many_arguments)] // The device, the blocks and their options, the top combos, the timer.
     pub(crate) fn from_parts(
+        dispatcher: Option<&Dispatcher>,
         cuts: &BlockCuts,
         options: &OverfittingOptions,
         kept: SweepBlocks,
@@ -234,7 +240,11 @@ impl Overfitting {
         let mut rng = SeededRng::new(options.seed);
         let splits =
             SplitSet::for_sweep(matrix.combos(), s, options.pbo_splits, &mut || rng.next_u64()).map_err(stats)?;
-        let report = pbo(&matrix, &splits).map_err(stats)?;
+        let report = match dispatcher {
+            Some(dispatcher) => gpu::cscv(dispatcher, &matrix, &splits),
+            None => pbo(&matrix, &splits),
+        }
+        .map_err(stats)?;
         let sharpe_std = sample_std(&sharpe);
         let trials = options.effective_trials.unwrap_or(combos.len() as f64);
         let (_, sr0) = deflated_sharpe(0.0, bars as f64, 0.0, 3.0, sharpe_std, trials);
@@ -419,6 +429,7 @@ fn neighbours(axes: &[Vec<f64>], combo: u64) -> Vec<u64> {
 /// the blocks CSV where `opts` asks for them.
 pub(crate) fn write_files(
     sweep: &Sweep,
+    dispatcher: &Dispatcher,
     opts: &OutputOptions,
     options: &OverfittingOptions,
     cuts: &BlockCuts,
@@ -428,7 +439,7 @@ pub(crate) fn write_files(
     if let Some(path) = &opts.blocks_out {
         write_blocks_csv(path, &kept, cuts)?;
     }
-    let o = Overfitting::compute(sweep, cuts, options, kept, best, &opts.by)?;
+    let o = Overfitting::compute(sweep, dispatcher, cuts, options, kept, best, &opts.by)?;
     if let Some(plots) = &opts.overfitting_plots {
         write_plots(&o, plots, sweep.spec().strategy().name())?;
     }

@@ -1,0 +1,292 @@
+//! CSCV's screen on a GPU: the host side of `kernels-wgsl/cscv.wgsl`. [`GpuScreen`] is a
+//! [`ScreenDevice`] (threadx-stats' `device.rs` says what it must do), and [`cscv`] runs CSCV
+//! on the device the dispatcher picks. The dispatcher times both devices, so it learns
+//! where CSCV is faster. Each pass uploads the records of its combos once, then cuts the
+//! splits and combos into dispatches that fit the adapter's binding, grid and
+//! per-dispatch work limits. A dispatch that leaves more pairs open than its list holds
+//! is run again with room for all of them.
+
+use serde_json::json;
+use threadx_dispatch::{Dispatch, Dispatcher, GpuContext, GpuError, Kernel, Operation, workgroup_size};
+use threadx_stats::{
+    BlockMatrix, DeviceScreen, PboError, PboReport, ScaledBlocks, ScreenDevice, ScreenPass, Screened, SplitSet,
+    StatsError, pbo, pbo_on,
+};
+
+pub(crate) const CSCV: Kernel =
+    Kernel { name: "cscv", source: include_str!("../../../../kernels-wgsl/cscv.wgsl"), entry: "cscv" };
+
+/// Combos per invocation (cscv.wgsl's `CHUNK`).
+const CHUNK: usize = 128;
+
+/// Pairs per dispatch at most, so that no single dispatch runs for long (drivers reset a
+/// GPU that does not answer for a couple of seconds).
+const MAX_PAIRS_PER_DISPATCH: usize = 1 << 31;
+
+/// Open pairs a dispatch has room for at first, per pair screened (most are placed), and
+/// at least.
+const OPEN_SHARE: usize = 256;
+const LEAST_ROOM: usize = 4096;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    splits: u32,
+    split_first: u32,
+    combos: u32,
+    combo_first: u32,
+    blocks: u32,
+    keep_above: u32,
+    capacity: u32,
+    pad: u32,
+}
+
+/// CSCV of `matrix` over `splits` on the device `dispatcher` picks (the GPU screens, the
+/// CPU compares what it leaves open): the same report on either.
+pub(crate) fn cscv(dispatcher: &Dispatcher, matrix: &BlockMatrix, splits: &SplitSet) -> Result<PboReport, StatsError> {
+    let op = Operation::new("cscv", json!({"blocks": matrix.blocks()}), matrix.combos().saturating_mul(splits.len()));
+    dispatcher
+        .run(
+            &op,
+            || pbo(matrix, splits),
+            |ctx| match pbo_on(matrix, splits, &mut GpuScreen::new(ctx)) {
+                Ok(report) => Ok(Ok(report)),
+                Err(PboError::Input(e)) => Ok(Err(e)),
+                Err(PboError::Device(e)) => Err(e),
+                Err(PboError::Answer(problem)) => Err(GpuError::Validation(format!("cscv: {problem}"))),
+            },
+        )
+        .value
+}
+
+/// The screen on one GPU.
+pub(crate) struct GpuScreen<'a> {
+    ctx: &'a GpuContext,
+    /// Combos and pairs per dispatch at most, beyond the adapter's own limits.
+    max_combos: usize,
+    max_pairs: usize,
+    /// Open pairs a dispatch has room for at least.
+    least_room: usize,
+}
+
+impl<'a> GpuScreen<'a> {
+    pub fn new(ctx: &'a GpuContext) -> Self {
+        Self { ctx, max_combos: usize::MAX, max_pairs: MAX_PAIRS_PER_DISPATCH, least_room: LEAST_ROOM }
+    }
+}
+
+impl ScreenDevice for GpuScreen<'_> {
+    type Error = GpuError;
+
+    fn screen(&mut self, blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Result<Screened, GpuError> {
+        let ctx = self.ctx;
+        let k = pass.screens.len();
+        let record_bytes = blocks.stride() * std::mem::size_of::<[f32; 2]>();
+        let binding = usize::try_from(ctx.max_binding_bytes()).unwrap_or(usize::MAX);
+        let grid = ctx.limits().max_compute_workgroups_per_dimension as usize;
+        let workgroup = workgroup_size(&CSCV)? as usize;
+        let combos_per_dispatch = (CHUNK * grid).min(binding / record_bytes).min(self.max_combos).max(1);
+        let splits_per_dispatch = (workgroup * grid)
+            .min(binding / std::mem::size_of::<DeviceScreen>())
+            .min(self.max_pairs / combos_per_dispatch.min(pass.combos.len()).max(1))
+            .max(1);
+        let mut screened = Screened { below: vec![0; k], open: Vec::new() };
+        for (c, combos) in pass.combos.chunks(combos_per_dispatch).enumerate() {
+            let records: Vec<[f32; 2]> = combos.iter().flat_map(|&i| blocks.record(i as usize)).copied().collect();
+            let records = ctx.storage_buffer("cscv records", &records)?;
+            for first in (0..k).step_by(splits_per_dispatch) {
+                let len = splits_per_dispatch.min(k - first);
+                let params = Params {
+                    splits: len as u32,
+                    split_first: first as u32,
+                    combos: combos.len() as u32,
+                    combo_first: (c * combos_per_dispatch) as u32,
+                    blocks: blocks.blocks() as u32,
+                    keep_above: u32::from(pass.keep_above),
+                    capacity: 0,
+                    pad: 0,
+                };
+                let masks = ctx.storage_buffer("cscv masks", &pass.masks[first..first + len])?;
+                let screens = ctx.storage_buffer("cscv screens", &pass.screens[first..first + len])?;
+                let workgroups = [len.div_ceil(workgroup) as u32, combos.len().div_ceil(CHUNK) as u32, 1];
+                let mut room = (len * combos.len() / OPEN_SHARE).max(self.least_room).min(binding / 8).max(1);
+                loop {
+                    let params = ctx.uniform_buffer("cscv params", &Params { capacity: room as u32, ..params })?;
+                    let counts = ctx.storage_buffer("cscv counts", &vec![0u32; 1 + len])?;
+                    let open = ctx.output_buffer::<[u32; 2]>("cscv open", room)?;
+                    let buffers = [&params, &records, &masks, &screens, &counts, &open];
+                    let dispatch = Dispatch { kernel: &CSCV, buffers: &buffers, workgroups };
+                    let pending = ctx.dispatch_and_read_back::<u32>(&[dispatch], &counts, 1 + len, None)?;
+                    let counted = ctx.finish_read_back(pending, &|| true)?.map(|read| read.items).unwrap_or_default();
+                    let Some((&listed, below)) = counted.split_first().filter(|(_, below)| below.len() == len) else {
+                        return Err(GpuError::Readback(format!("cscv: {} counts for {len} splits", counted.len())));
+                    };
+                    let listed = listed as usize;
+                    if listed > room {
+                        // Room for every open pair this time.
+                        if listed * 8 > binding {
+                            return Err(GpuError::TooLarge {
+                                what: "cscv's open pairs".into(),
+                                needed: (listed * 8) as u64,
+                                limit: binding as u64,
+                            });
+                        }
+                        room = listed;
+                        continue;
+                    }
+                    for (total, &b) in screened.below[first..first + len].iter_mut().zip(below) {
+                        *total += b;
+                    }
+                    if listed > 0 {
+                        screened.open.extend(ctx.read_back::<[u32; 2]>(&open, listed)?);
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(screened)
+    }
+}
+
+#[cfg(test)]
+mod layout {
+    //! The host's struct and constants are the kernel's, byte for byte.
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use threadx_dispatch::ShaderInfo;
+
+    #[test]
+    fn params_screen_and_constants_match_cscv_wgsl() {
+        let shader = ShaderInfo::parse(CSCV.source).expect("cscv.wgsl parses");
+        let members = |list: &[(&str, usize)]| list.iter().map(|&(n, o)| (n.to_owned(), o as u32)).collect::<Vec<_>>();
+        let params = members(&[
+            ("splits", offset_of!(Params, splits)),
+            ("split_first", offset_of!(Params, split_first)),
+            ("combos", offset_of!(Params, combos)),
+            ("combo_first", offset_of!(Params, combo_first)),
+            ("blocks", offset_of!(Params, blocks)),
+            ("keep_above", offset_of!(Params, keep_above)),
+            ("capacity", offset_of!(Params, capacity)),
+            ("pad", offset_of!(Params, pad)),
+        ]);
+        assert_eq!(shader.struct_layout("Params"), Some((size_of::<Params>() as u32, params)));
+        let screen = members(&[
+            ("kind", offset_of!(DeviceScreen, kind)),
+            ("mirrored", offset_of!(DeviceScreen, mirrored)),
+            ("sign", offset_of!(DeviceScreen, sign)),
+            ("c1_up", offset_of!(DeviceScreen, c1_up)),
+            ("c2_dn", offset_of!(DeviceScreen, c2_dn)),
+            ("c1_dn", offset_of!(DeviceScreen, c1_dn)),
+            ("c2_up", offset_of!(DeviceScreen, c2_up)),
+            ("varies", offset_of!(DeviceScreen, varies)),
+        ]);
+        assert_eq!(shader.struct_layout("Screen"), Some((size_of::<DeviceScreen>() as u32, screen)));
+        assert_eq!(shader.constant_u32("CHUNK"), Some(CHUNK as u32));
+        assert_eq!(shader.constant_u32("RATIO"), Some(threadx_stats::RATIO));
+        assert_eq!(shader.constant_u32("NOT_NAN"), Some(threadx_stats::NOT_NAN));
+    }
+}
+
+#[cfg(test)]
+mod on_adapters {
+    //! On every adapter the kernel gives `pbo`'s report bit for bit: on blocks like a
+    //! sweep's and on blocks that press on the screen's bounds, in one dispatch or cut into
+    //! many with little room for open pairs.
+    use super::*;
+    use threadx_dispatch::testing::adapters;
+    use threadx_indicators::SeededRng;
+
+    /// Per combo, a drift and noise per block, and now and then a combo that presses on
+    /// the bounds: one that never trades, a copy of the one before, one at a scale of
+    /// 2^±280, one with no variance in some blocks, one with a negative Σr² (a user's own
+    /// blocks may have it).
+    fn blocks(combos: usize, s: usize, bars: usize, seed: u64) -> BlockMatrix {
+        let mut rng = SeededRng::new(seed);
+        let n = bars as f64;
+        let mut values: Vec<f64> = Vec::with_capacity(combos * s * 2);
+        for c in 0..combos {
+            let (kind, drift) = (rng.next_u64() % 12, (rng.uniform() - 0.45) * 1e-3);
+            let scale = if kind == 3 { 2f64.powi(if rng.uniform() < 0.5 { -280 } else { 280 }) } else { 1.0 };
+            for b in 0..s {
+                let sum = scale * (drift * n + (rng.uniform() - 0.5) * n.sqrt() * 0.01);
+                let sum_sq = scale * scale * 1e-4 * n * (0.5 + rng.uniform()) + sum * sum / n;
+                let (sum, sum_sq) = match kind {
+                    1 => (0.0, 0.0),
+                    2 if c > 0 => (values[(c - 1) * 2 * s + 2 * b], values[(c - 1) * 2 * s + 2 * b + 1]),
+                    4 if b % 3 == 0 => (sum, sum * sum / n),
+                    5 if b == 1 => (sum, -sum_sq),
+                    _ => (sum, sum_sq),
+                };
+                values.extend([sum, sum_sq]);
+            }
+        }
+        BlockMatrix::new(s, bars, values).unwrap()
+    }
+
+    /// Where no subnormal is flushed, the kernel places every pair as its CPU twin does.
+    #[test]
+    fn the_kernel_places_pairs_as_its_twin() {
+        let (combos, s, bars) = (200, 16, 120);
+        let matrix = blocks(combos, s, bars, 9);
+        let scaled = ScaledBlocks::new(&matrix);
+        let splits = SplitSet::all(s).unwrap();
+        let n = (bars * s / 2) as f64;
+        // Per split, a value near some combo's ratio over it (none: NaN, every 50th).
+        let screens: Vec<DeviceScreen> = splits
+            .masks()
+            .iter()
+            .enumerate()
+            .map(|(i, &mask)| {
+                let combo = matrix.combo(i % combos);
+                let in_mask = (0..s).filter(|b| (mask >> b) & 1 == 1);
+                let (a, q) = in_mask.fold((0.0, 0.0), |(a, q), b| (a + combo[2 * b], q + combo[2 * b + 1]));
+                let t = threadx_stats::sharpe(a, q, n as usize) * (1.0 + 1e-7 * (i % 3) as f64);
+                DeviceScreen::new((i % 50 != 0 && !t.is_nan()).then_some(t), n, s)
+            })
+            .collect();
+        let masks: Vec<[u32; 2]> = splits.masks().iter().map(|&m| [m as u32, (m >> 32) as u32]).collect();
+        let ids: Vec<u32> = (0..combos as u32).collect();
+        for ctx in adapters() {
+            for keep_above in [true, false] {
+                let pass = ScreenPass { masks: &masks, screens: &screens, combos: &ids, keep_above };
+                let mut got = GpuScreen::new(ctx).screen(&scaled, &pass).unwrap();
+                got.open.sort_unstable();
+                let twin = threadx_stats::screen_on_cpu(&scaled, &pass);
+                // Nearly every pair of a combo that trades and has sound blocks is placed
+                // (keeping those above lists most of them).
+                let regular = |c: usize| scaled.record(c)[s][0] >= 0.0 && matrix.combo(c).iter().any(|&v| v != 0.0);
+                let open = twin.open.iter().filter(|p| regular(p[1] as usize)).count();
+                assert!(
+                    keep_above || open < (0..combos).filter(|&c| regular(c)).count() * splits.len() / 100,
+                    "{open}"
+                );
+                assert_eq!(got, twin, "keep_above {keep_above} on {}", ctx.report().label());
+            }
+        }
+    }
+
+    #[test]
+    fn the_kernel_gives_the_cpus_report_bit_for_bit() {
+        let cases = [(1, 2, 50), (40, 4, 30), (300, 8, 100), (700, 16, 219), (200, 20, 40), (60, 64, 10)];
+        for ctx in adapters() {
+            for (i, &(combos, s, bars)) in cases.iter().enumerate() {
+                let matrix = blocks(combos, s, bars, i as u64);
+                let mut rng = SeededRng::new(7);
+                let splits = match s {
+                    ..=16 => SplitSet::all(s).unwrap(),
+                    _ => SplitSet::random(s, 300, &mut || rng.next_u64()).unwrap(),
+                };
+                let expected = format!("{:?}", pbo(&matrix, &splits).unwrap());
+                let whole = pbo_on(&matrix, &splits, &mut GpuScreen::new(ctx)).unwrap();
+                assert_eq!(format!("{whole:?}"), expected, "{combos} combos, {s} blocks on {}", ctx.report().label());
+                // Many dispatches (a few dozen here), each run twice for want of room.
+                if combos * splits.len() <= 100_000 {
+                    let mut cut = GpuScreen { ctx, max_combos: 7, max_pairs: 2_000, least_room: 1 };
+                    let cut = pbo_on(&matrix, &splits, &mut cut).unwrap();
+                    let label = ctx.report().label();
+                    assert_eq!(format!("{cut:?}"), expected, "{combos} combos, {s} blocks, cut, on {label}");
+                }
+            }
+        }
+    }
+}
