@@ -12,16 +12,22 @@
 //!   of the grid's own metrics through `write_row` (zmij and itoa, Rust's `{}` bytes) and,
 //!   for the comparison, through `write!("{v}")` as the rows were written before.
 //!
-//! All run on the CPU (`DeviceMode::Cpu`) so the figures are comparable across machines
-//! with and without a GPU.
+//! - `cscv/cpu` and `cscv/gpu`: the overfitting statistics of the default job (10,000
+//!   combos, all 12,870 CSCV splits of 16 blocks) from its rows, CSCV's screen on the CPU
+//!   or forced onto the best adapter (skipped without one; on lavapipe it runs on the CPU's
+//!   cores, so only a real GPU's figure means anything).
+//!
+//! All but `cscv/gpu` run on the CPU (`DeviceMode::Cpu`) so the figures are comparable
+//! across machines with and without a GPU.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Worker};
-use threadx_sweep::{Sweep, SweepRequest, SweepSpec};
+use threadx_sweep::{OverfittingRequest, Session, Sweep, SweepRequest, SweepSpec};
 
 fn spec(grid: &[(&str, &str)]) -> SweepSpec {
     SweepRequest::new("bb_atr", grid).check().expect("a valid grid")
@@ -122,5 +128,29 @@ fn csv_rows(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, reference, big_grid, csv_rows);
+fn cscv(c: &mut Criterion) {
+    let data = Arc::new(Ohlcv::load("synthetic").expect("the default data"));
+    let mut group = c.benchmark_group("cscv");
+    group.sample_size(10);
+    let mut rows = None;
+    for (name, mode) in [("cpu", DeviceMode::Cpu), ("gpu", DeviceMode::Gpu)] {
+        let request = SweepRequest {
+            device: Some(mode),
+            overfitting: Some(OverfittingRequest::default()),
+            ..SweepRequest::default()
+        };
+        let spec = request.check().expect("the default job");
+        let Ok(dispatcher) = Dispatcher::from_env(Some(mode)) else { continue };
+        if mode == DeviceMode::Gpu && dispatcher.gpu().is_none() {
+            continue;
+        }
+        let session = Session::new(&spec, data.clone(), Arc::new(dispatcher), &mut |_| {}).expect("a session");
+        // The rows are the same on every device: run them once, on the CPU.
+        let rows = rows.get_or_insert_with(|| session.run_in_memory(&mut |_, _| Ok(())).expect("the default job"));
+        group.bench_function(name, |b| b.iter(|| black_box(session.overfitting(rows, "sharpe").expect("statistics"))));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, reference, big_grid, csv_rows, cscv);
 criterion_main!(benches);
