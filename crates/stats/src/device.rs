@@ -32,7 +32,7 @@
 
 use crate::blocks::BlockMatrix;
 use crate::lanes::{Q_MIN, relative_error, scaled};
-use crate::passes::{Best, Counts, Passes, Work, exact};
+use crate::passes::{Best, Counts, Passes, Work, better_of, exact};
 use crate::ratio::Ratio;
 use crate::screen::Screen;
 use rayon::prelude::*;
@@ -279,7 +279,7 @@ impl<D: ScreenDevice> Passes for OnDevice<'_, D> {
                     best
                 },
             )
-            .reduce(|| seed.to_vec(), |a, b| a.into_iter().zip(b).map(|(x, y)| x.max(y, &bars)).collect()))
+            .reduce(|| seed.to_vec(), |a, b| better_of(a, b, &bars)))
     }
 
     fn counts(

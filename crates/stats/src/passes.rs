@@ -329,7 +329,7 @@ impl Passes for OnCpu {
                 },
             )
             .map(|(best, _)| best)
-            .reduce(|| seed.to_vec(), |a, b| a.into_iter().zip(b).map(|(x, y)| x.max(y, &bars)).collect()))
+            .reduce(|| seed.to_vec(), |a, b| better_of(a, b, &bars)))
     }
 
     fn counts(
@@ -362,6 +362,11 @@ impl Passes for OnCpu {
             .map(|(counts, _)| counts)
             .reduce(|| Counts::new(k), Counts::add))
     }
+}
+
+/// Per split, the better of two bests.
+pub(crate) fn better_of(a: Vec<Best>, b: Vec<Best>, bars: &Bars) -> Vec<Best> {
+    a.into_iter().zip(b).map(|(x, y)| x.max(y, bars)).collect()
 }
 
 /// `seed`'s bests improved by the combos `likely`, the visited splits cut across threads.
