@@ -4,14 +4,16 @@
 //! probabilistic and deflated Sharpe ratios (Bailey & López de Prado, 2014).
 //!
 //! Main types: [`BlockMatrix`] (per combo and block: Σr and Σr² over a fixed number of
-//! bars), [`SplitSet`] (CSCV's in-sample halves), [`pbo`] and its [`PboReport`], and the
-//! functions [`sharpe`], [`psr`], [`deflated_sharpe`], [`expected_max`], [`moments`].
+//! bars), [`SplitSet`] (CSCV's in-sample halves), [`pbo`] and its [`PboReport`],
+//! [`pbo_on`] with a [`ScreenDevice`] (what a GPU kernel above this crate must do to
+//! screen CSCV's pairs), and the functions [`sharpe`], [`psr`], [`deflated_sharpe`],
+//! [`expected_max`], [`moments`].
 //!
 //! Invariant: a set's Sharpe ratio is one fixed function of the blocks' f64 sums, so the
 //! answer depends only on the blocks and the splits, never on threads, on how the work is
-//! cut or on the CPU's vectors (the f32 screen only decides what it is certain of). This
-//! crate knows nothing of ThreadX's data, devices or sweeps (it stands at the bottom: it
-//! depends on no other ThreadX crate).
+//! cut, on the CPU's vectors or on a device (an f32 screen only decides what it is certain
+//! of). This crate knows nothing of ThreadX's data, devices or sweeps (it stands at the
+//! bottom: it depends on no other ThreadX crate; a device is handed in as a `ScreenDevice`).
 
 mod blocks;
 mod device;

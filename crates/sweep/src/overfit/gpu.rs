@@ -25,7 +25,7 @@ const MAX_PAIRS_PER_DISPATCH: usize = 1 << 31;
 
 /// Open pairs a dispatch has room for at first, per pair screened (most are placed), and
 /// at least.
-const OPEN_SHARE: usize = 256;
+const OPEN_SHARE: usize = 64;
 const LEAST_ROOM: usize = 4096;
 
 #[repr(C)]
