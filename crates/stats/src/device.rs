@@ -32,9 +32,10 @@
 
 use crate::blocks::BlockMatrix;
 use crate::lanes::{Q_MIN, relative_error, scaled};
-use crate::passes::{Best, Counts, Passes, Work, better_of, exact};
+use crate::passes::{Best, Counts, Passes, Work, exact};
 use crate::ratio::Ratio;
 use crate::screen::Screen;
+use bytemuck::Zeroable;
 use rayon::prelude::*;
 
 /// [`DeviceScreen::kind`]: place against the ratio.
@@ -145,9 +146,40 @@ pub struct ScreenPass<'a> {
     pub screens: &'a [DeviceScreen],
     /// The combos, as indices of [`ScaledBlocks`].
     pub combos: &'a [u32],
-    /// Whether to list every pair not surely below (pass 1) rather than only those
-    /// neither surely below nor surely above (pass 2).
-    pub keep_above: bool,
+    pub listing: Listing,
+}
+
+/// Which pairs a device lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// Per split, the pair not surely below whose f32 sums give the highest
+    /// [`OpenPair::likeness`], if any (pass 1's first round: the split's best is likely it).
+    Likeliest,
+    /// Every pair not surely below (pass 1).
+    NotBelow,
+    /// Every pair neither surely below nor surely above (pass 2).
+    Undecided,
+}
+
+/// A pair a device left open, with the f32 sums it placed it by: pass 1 screens these
+/// again, against each split's best as it improves.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct OpenPair {
+    pub split: u32,
+    /// The position in the pass's `combos`.
+    pub combo: u32,
+    pub sum: f32,
+    pub sum_sq: f32,
+}
+
+impl OpenPair {
+    /// How high the pair's ratio looks from its f32 sums: Σr/√Σr², which orders ratios
+    /// over sets of equal bars as the Sharpe ratio does (`f32::MIN` without variance).
+    /// Only an order of what to compare first: the exact comparison decides.
+    pub fn likeness(&self) -> f32 {
+        if self.sum_sq > 0.0 { self.sum / self.sum_sq.sqrt() } else { f32::MIN }
+    }
 }
 
 /// A device's answer to a [`ScreenPass`].
@@ -155,16 +187,16 @@ pub struct ScreenPass<'a> {
 pub struct Screened {
     /// Per split, the pairs placed surely below (NaN included) and not listed.
     pub below: Vec<u32>,
-    /// The pairs left open, as (split, position in the pass's `combos`), in any order.
-    pub open: Vec<[u32; 2]>,
+    /// The pairs left open, in any order.
+    pub open: Vec<OpenPair>,
 }
 
 /// `pass` screened on the CPU as the kernel does it, each set's sums added in block
 /// order: the kernel's twin, which a device's answer equals wherever no subnormal is
-/// flushed (the open pairs by split, then combo).
+/// flushed (the open pairs by split, then combo; of equally likely pairs, the first).
 pub fn screen_on_cpu(blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Screened {
     let s = blocks.blocks();
-    let per_split: Vec<(u32, Vec<[u32; 2]>)> = (pass.masks, pass.screens)
+    let per_split: Vec<(u32, Vec<OpenPair>)> = (pass.masks, pass.screens)
         .into_par_iter()
         .enumerate()
         .map(|(i, (mask, screen))| {
@@ -176,16 +208,20 @@ pub fn screen_on_cpu(blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Screened {
                 for (_, block) in record[..s].iter().enumerate().filter(|(b, _)| (mask >> b) & 1 == 1) {
                     (a, q) = (a + block[0], q + block[1]);
                 }
-                match screen.place(a, q, record[s][0]) {
-                    (true, _) => below += 1,
-                    (false, above) if pass.keep_above || !above => open.push([i as u32, j as u32]),
-                    _ => {}
+                let pair = OpenPair { split: i as u32, combo: j as u32, sum: a, sum_sq: q };
+                match (screen.place(a, q, record[s][0]), pass.listing) {
+                    ((true, _), _) => below += 1,
+                    ((false, true), Listing::Undecided) => {}
+                    (_, Listing::Likeliest)
+                        if open.last().is_some_and(|p: &OpenPair| p.likeness() >= pair.likeness()) => {}
+                    (_, Listing::Likeliest) => open = vec![pair],
+                    _ => open.push(pair),
                 }
             }
             (below, open)
         })
         .collect();
-    let (below, open): (Vec<u32>, Vec<Vec<[u32; 2]>>) = per_split.into_iter().unzip();
+    let (below, open): (Vec<u32>, Vec<Vec<OpenPair>>) = per_split.into_iter().unzip();
     Screened { below, open: open.concat() }
 }
 
@@ -220,10 +256,11 @@ impl<'d, D: ScreenDevice> OnDevice<'d, D> {
     fn screen(
         &mut self,
         work: Work<'_>,
-        out_of_sample: bool,
+        listing: Listing,
         screens: &[DeviceScreen],
         combos: &[usize],
     ) -> Result<Screened, Failure<D::Error>> {
+        let out_of_sample = listing == Listing::Undecided;
         let k = screens.len();
         let masks: Vec<[u32; 2]> = (0..k)
             .map(|i| {
@@ -233,12 +270,12 @@ impl<'d, D: ScreenDevice> OnDevice<'d, D> {
             .collect();
         // The indices fit: `pbo_on` refuses more than 2^32 combos.
         let ids: Vec<u32> = combos.iter().map(|&c| c as u32).collect();
-        let pass = ScreenPass { masks: &masks, screens, combos: &ids, keep_above: !out_of_sample };
+        let pass = ScreenPass { masks: &masks, screens, combos: &ids, listing };
         let screened = self.device.screen(&self.blocks, &pass).map_err(Failure::Device)?;
         let Screened { below, open } = &screened;
         let mut open_per_split = vec![0u64; k];
-        for &[i, j] in open {
-            if i as usize >= k || j as usize >= combos.len() {
+        for &OpenPair { split: i, combo: j, sum, sum_sq } in open {
+            if i as usize >= k || j as usize >= combos.len() || !sum.is_finite() || !sum_sq.is_finite() {
                 return Err(Failure::Answer(format!(
                     "pair ({i}, {j}) is outside {k} splits × {} combos",
                     combos.len()
@@ -252,6 +289,9 @@ impl<'d, D: ScreenDevice> OnDevice<'d, D> {
         if let Some(i) = (0..k).find(|&i| u64::from(below[i]) + open_per_split[i] > combos.len() as u64) {
             return Err(Failure::Answer(format!("split {i} places more pairs than there are combos")));
         }
+        if let Some(i) = (0..k).find(|&i| listing == Listing::Likeliest && open_per_split[i] > 1) {
+            return Err(Failure::Answer(format!("split {i} has {} likeliest pairs", open_per_split[i])));
+        }
         Ok(screened)
     }
 }
@@ -260,26 +300,67 @@ impl<D: ScreenDevice> Passes for OnDevice<'_, D> {
     type Error = Failure<D::Error>;
 
     fn bests(&mut self, work: Work<'_>, seed: &[Best], candidates: &[usize]) -> Result<Vec<Best>, Self::Error> {
-        let screens: Vec<DeviceScreen> = seed.iter().map(|b| b.screen.for_device()).collect();
-        let open = self.screen(work, false, &screens, candidates)?.open;
         let Work { matrix, visits, bars } = work;
-        let s = matrix.blocks();
-        // The best is the highest ratio, then the first combo: the same in any order.
-        Ok(open
+        let (s, k) = (matrix.blocks(), seed.len());
+        // First, each split's likeliest pair, compared exactly: the split's best is likely it,
+        // so that few pairs stay open against the bests it makes.
+        let screens: Vec<DeviceScreen> = seed.iter().map(|b| b.screen.for_device()).collect();
+        let likeliest = self.screen(work, Listing::Likeliest, &screens, candidates)?.open;
+        let mut best = seed.to_vec();
+        let improved: Vec<(usize, Best)> = likeliest
             .par_iter()
-            .with_min_len(1024)
-            .fold(
-                || seed.to_vec(),
-                |mut best, &[i, j]| {
-                    let (i, combo) = (i as usize, candidates[j as usize]);
-                    let r = exact(matrix, combo, visits.mask(i, false), &bars);
-                    if best[i].beaten_by(&r, combo, &bars) {
-                        best[i] = Best::new(r, combo, &bars, s);
-                    }
-                    best
-                },
-            )
-            .reduce(|| seed.to_vec(), |a, b| better_of(a, b, &bars)))
+            .filter_map(|p| {
+                let (i, combo) = (p.split as usize, candidates[p.combo as usize]);
+                let r = exact(matrix, combo, visits.mask(i, false), &bars);
+                seed[i].beaten_by(&r, combo, &bars).then(|| (i, Best::new(r, combo, &bars, s)))
+            })
+            .collect();
+        for (i, b) in improved {
+            best[i] = b;
+        }
+        // Then every pair not surely below those bests.
+        let screens: Vec<DeviceScreen> = best.iter().map(|b| b.screen.for_device()).collect();
+        let open = self.screen(work, Listing::NotBelow, &screens, candidates)?.open;
+        // The open pairs by split (a counting sort: `screen` checked every split index).
+        let mut starts = vec![0usize; k + 1];
+        for p in &open {
+            starts[p.split as usize + 1] += 1;
+        }
+        for i in 0..k {
+            starts[i + 1] += starts[i];
+        }
+        let mut by_split = vec![OpenPair::zeroed(); open.len()];
+        let mut next = starts.clone();
+        for p in open {
+            by_split[next[p.split as usize]] = p;
+            next[p.split as usize] += 1;
+        }
+        let blocks = &self.blocks;
+        best.par_iter_mut().enumerate().with_min_len(16).for_each(|(i, b)| {
+            let pairs = &by_split[starts[i]..starts[i + 1]];
+            let mut screen = b.screen.for_device();
+            let mut take = |p: &OpenPair, screen: &mut DeviceScreen| {
+                let combo = candidates[p.combo as usize];
+                let r = exact(matrix, combo, visits.mask(i, false), &bars);
+                if b.beaten_by(&r, combo, &bars) {
+                    *b = Best::new(r, combo, &bars, s);
+                    *screen = b.screen.for_device();
+                }
+            };
+            // The pair likeliest to be the best first (by its f32 sums), then the others
+            // screened again against the best so far: the best is the highest ratio, then
+            // the first combo, whatever the order.
+            let likeliest = pairs.iter().enumerate().max_by(|x, y| x.1.likeness().total_cmp(&y.1.likeness()));
+            let Some((first, p)) = likeliest else { return };
+            take(p, &mut screen);
+            for (_, p) in pairs.iter().enumerate().filter(|&(j, _)| j != first) {
+                let slack = blocks.record(candidates[p.combo as usize])[s][0];
+                if !screen.place(p.sum, p.sum_sq, slack).0 {
+                    take(p, &mut screen);
+                }
+            }
+        });
+        Ok(best)
     }
 
     fn counts(
@@ -290,7 +371,7 @@ impl<D: ScreenDevice> Passes for OnDevice<'_, D> {
         screens: &[Screen],
     ) -> Result<Counts, Self::Error> {
         let screens: Vec<DeviceScreen> = screens.iter().map(Screen::for_device).collect();
-        let Screened { below, open } = self.screen(work, true, &screens, ranked)?;
+        let Screened { below, open } = self.screen(work, Listing::Undecided, &screens, ranked)?;
         let Work { matrix, visits, bars } = work;
         let k = values.len();
         let mut placed = Counts::new(k);
@@ -300,9 +381,10 @@ impl<D: ScreenDevice> Passes for OnDevice<'_, D> {
             .with_min_len(1024)
             .fold(
                 || Counts::new(k),
-                |mut counts, &[i, j]| {
-                    let i = i as usize;
-                    counts.count(i, exact(matrix, ranked[j as usize], visits.mask(i, true), &bars), &values[i], &bars);
+                |mut counts, p| {
+                    let i = p.split as usize;
+                    let r = exact(matrix, ranked[p.combo as usize], visits.mask(i, true), &bars);
+                    counts.count(i, r, &values[i], &bars);
                     counts
                 },
             )

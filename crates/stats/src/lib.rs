@@ -29,7 +29,8 @@ mod vector;
 
 pub use blocks::BlockMatrix;
 pub use device::{
-    DeviceScreen, NOT_NAN, NOTHING, RATIO, ScaledBlocks, ScreenDevice, ScreenPass, Screened, screen_on_cpu,
+    DeviceScreen, Listing, NOT_NAN, NOTHING, OpenPair, RATIO, ScaledBlocks, ScreenDevice, ScreenPass, Screened,
+    screen_on_cpu,
 };
 pub use dsr::{EULER_GAMMA, deflated_sharpe, expected_max, moments, normal_cdf, psr};
 pub use error::StatsError;

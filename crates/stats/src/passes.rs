@@ -365,7 +365,7 @@ impl Passes for OnCpu {
 }
 
 /// Per split, the better of two bests.
-pub(crate) fn better_of(a: Vec<Best>, b: Vec<Best>, bars: &Bars) -> Vec<Best> {
+fn better_of(a: Vec<Best>, b: Vec<Best>, bars: &Bars) -> Vec<Best> {
     a.into_iter().zip(b).map(|(x, y)| x.max(y, bars)).collect()
 }
 

@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 use std::convert::Infallible;
 use threadx_stats::{
-    BlockMatrix, DeviceScreen, PboError, ScaledBlocks, ScreenDevice, ScreenPass, Screened, SplitSet, pbo, pbo_on,
-    screen_on_cpu, sharpe,
+    BlockMatrix, DeviceScreen, Listing, OpenPair, PboError, ScaledBlocks, ScreenDevice, ScreenPass, Screened, SplitSet,
+    pbo, pbo_on, screen_on_cpu, sharpe,
 };
 
 /// A seeded stream (splitmix64) for test data.
@@ -261,11 +261,14 @@ proptest! {
         let combos: Vec<u32> = (0..20).collect();
         let screens = [DeviceScreen::new(value, n as f64, s)];
         let masks = [[mask as u32, (mask >> 32) as u32]];
-        let open = |keep_above| {
-            let pass = ScreenPass { masks: &masks, screens: &screens, combos: &combos, keep_above };
-            screen_on_cpu(&blocks, &pass).open.iter().map(|p| p[1] as usize).collect::<Vec<_>>()
+        let open = |listing| {
+            let pass = ScreenPass { masks: &masks, screens: &screens, combos: &combos, listing };
+            screen_on_cpu(&blocks, &pass).open.iter().map(|p| p.combo as usize).collect::<Vec<_>>()
         };
-        let (not_below, neither) = (open(true), open(false));
+        let (not_below, neither) = (open(Listing::NotBelow), open(Listing::Undecided));
+        // The likeliest is the first of the pairs not below with the highest likeness.
+        let likeliest = open(Listing::Likeliest);
+        prop_assert!(likeliest.len() <= 1 && likeliest.iter().all(|c| not_below.contains(c)));
         for (c, &r) in exact.iter().enumerate() {
             let (below, above) = (!not_below.contains(&c), !neither.contains(&c) && not_below.contains(&c));
             match value {
@@ -372,10 +375,25 @@ impl ScreenDevice for Twin {
                 let (below, above) = screen.place(a, q, record[s][0]);
                 if below {
                     screened.below[i] += 1;
-                } else if pass.keep_above || !above {
-                    screened.open.push([i as u32, j as u32]);
+                } else if pass.listing != Listing::Undecided || !above {
+                    screened.open.push(OpenPair { split: i as u32, combo: j as u32, sum: a, sum_sq: q });
                 }
             }
+        }
+        if pass.listing == Listing::Likeliest {
+            // Of equally likely pairs the last, where the kernel's twin keeps the first.
+            let mut kept: Vec<OpenPair> = Vec::new();
+            for p in screened.open {
+                match kept.last_mut() {
+                    Some(last) if last.split == p.split => {
+                        if p.likeness() >= last.likeness() {
+                            *last = p;
+                        }
+                    }
+                    _ => kept.push(p),
+                }
+            }
+            screened.open = kept;
         }
         Ok(screened)
     }
@@ -391,7 +409,10 @@ impl ScreenDevice for Broken {
         match self.0 {
             "fails" => Err("lost".into()),
             "too many" => Ok(Screened { below: vec![u32::MAX; pass.screens.len()], open: Vec::new() }),
-            _ => Ok(Screened { below: vec![0; pass.screens.len()], open: vec![[0, pass.combos.len() as u32]] }),
+            _ => {
+                let outside = OpenPair { split: 0, combo: pass.combos.len() as u32, sum: 0.0, sum_sq: 0.0 };
+                Ok(Screened { below: vec![0; pass.screens.len()], open: vec![outside] })
+            }
         }
     }
 }

@@ -7,14 +7,20 @@
 //! is run again with room for all of them.
 
 use serde_json::json;
-use threadx_dispatch::{Dispatch, Dispatcher, GpuContext, GpuError, Kernel, Operation, workgroup_size};
+use std::mem::size_of;
+use threadx_dispatch::{Dispatch, Dispatcher, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, Operation, workgroup_size};
 use threadx_stats::{
-    BlockMatrix, DeviceScreen, PboError, PboReport, ScaledBlocks, ScreenDevice, ScreenPass, Screened, SplitSet,
-    StatsError, pbo, pbo_on,
+    BlockMatrix, DeviceScreen, Listing, OpenPair, PboError, PboReport, ScaledBlocks, ScreenDevice, ScreenPass,
+    Screened, SplitSet, StatsError, pbo, pbo_on,
 };
 
-pub(crate) const CSCV: Kernel =
-    Kernel { name: "cscv", source: include_str!("../../../../kernels-wgsl/cscv.wgsl"), entry: "cscv" };
+const SOURCE: &str = include_str!("../../../../kernels-wgsl/cscv.wgsl");
+
+/// Places a pass's pairs: one invocation per split and [`CHUNK`] combos.
+pub(crate) const SCREEN: Kernel = Kernel { name: "cscv_screen", source: SOURCE, entry: "screen" };
+
+/// Finds each split's likeliest pair: one workgroup per split.
+pub(crate) const LIKELIEST: Kernel = Kernel { name: "cscv_likeliest", source: SOURCE, entry: "likeliest" };
 
 /// Combos per invocation (cscv.wgsl's `CHUNK`).
 const CHUNK: usize = 128;
@@ -36,7 +42,7 @@ struct Params {
     combos: u32,
     combo_first: u32,
     blocks: u32,
-    keep_above: u32,
+    listing: u32,
     capacity: u32,
     pad: u32,
 }
@@ -81,13 +87,17 @@ impl ScreenDevice for GpuScreen<'_> {
     fn screen(&mut self, blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Result<Screened, GpuError> {
         let ctx = self.ctx;
         let k = pass.screens.len();
-        let record_bytes = blocks.stride() * std::mem::size_of::<[f32; 2]>();
+        let likeliest = pass.listing == Listing::Likeliest;
+        let kernel = if likeliest { &LIKELIEST } else { &SCREEN };
+        let record_bytes = blocks.stride() * size_of::<[f32; 2]>();
         let binding = usize::try_from(ctx.max_binding_bytes()).unwrap_or(usize::MAX);
         let grid = ctx.limits().max_compute_workgroups_per_dimension as usize;
-        let workgroup = workgroup_size(&CSCV)? as usize;
-        let combos_per_dispatch = (CHUNK * grid).min(binding / record_bytes).min(self.max_combos).max(1);
-        let splits_per_dispatch = (workgroup * grid)
-            .min(binding / std::mem::size_of::<DeviceScreen>())
+        let workgroup = workgroup_size(kernel)? as usize;
+        // A `likeliest` invocation loops over every WORKGROUP-th combo of its dispatch.
+        let loop_bound = if likeliest { workgroup * MAX_LOOP_STEPS as usize } else { CHUNK * grid };
+        let combos_per_dispatch = loop_bound.min(binding / record_bytes).min(self.max_combos).max(1);
+        let splits_per_dispatch = (if likeliest { grid } else { workgroup * grid })
+            .min(binding / size_of::<DeviceScreen>())
             .min(self.max_pairs / combos_per_dispatch.min(pass.combos.len()).max(1))
             .max(1);
         let mut screened = Screened { below: vec![0; k], open: Vec::new() };
@@ -102,62 +112,89 @@ impl ScreenDevice for GpuScreen<'_> {
                     combos: combos.len() as u32,
                     combo_first: (c * combos_per_dispatch) as u32,
                     blocks: blocks.blocks() as u32,
-                    keep_above: u32::from(pass.keep_above),
+                    listing: u32::from(pass.listing == Listing::NotBelow)
+                        + 2 * u32::from(pass.listing == Listing::Undecided),
                     capacity: 0,
                     pad: 0,
                 };
                 let masks = ctx.storage_buffer("cscv masks", &pass.masks[first..first + len])?;
                 let screens = ctx.storage_buffer("cscv screens", &pass.screens[first..first + len])?;
-                let workgroups = [len.div_ceil(workgroup) as u32, combos.len().div_ceil(CHUNK) as u32, 1];
-                let mut room = (len * combos.len() / OPEN_SHARE).max(self.least_room).min(binding / 8).max(1);
-                loop {
+                let workgroups = if likeliest {
+                    [len as u32, 1, 1]
+                } else {
+                    [len.div_ceil(workgroup) as u32, combos.len().div_ceil(CHUNK) as u32, 1]
+                };
+                let pairs_room = len * combos.len() / OPEN_SHARE;
+                let mut room = if likeliest { len } else { pairs_room.max(self.least_room) };
+                room = room.min(binding / size_of::<OpenPair>()).max(1);
+                let (below, open) = loop {
                     let params = ctx.uniform_buffer("cscv params", &Params { capacity: room as u32, ..params })?;
                     let counts = ctx.storage_buffer("cscv counts", &vec![0u32; 1 + len])?;
-                    let open = ctx.output_buffer::<[u32; 2]>("cscv open", room)?;
+                    let open = ctx.output_buffer::<OpenPair>("cscv open", room)?;
                     let buffers = [&params, &records, &masks, &screens, &counts, &open];
-                    let dispatch = Dispatch { kernel: &CSCV, buffers: &buffers, workgroups };
+                    let dispatch = Dispatch { kernel, buffers: &buffers, workgroups };
                     let pending = ctx.dispatch_and_read_back::<u32>(&[dispatch], &counts, 1 + len, None)?;
                     let counted = ctx.finish_read_back(pending, &|| true)?.map(|read| read.items).unwrap_or_default();
                     let Some((&listed, below)) = counted.split_first().filter(|(_, below)| below.len() == len) else {
                         return Err(GpuError::Readback(format!("cscv: {} counts for {len} splits", counted.len())));
                     };
                     let listed = listed as usize;
-                    if listed > room {
-                        // Room for every open pair this time.
-                        if listed * 8 > binding {
-                            return Err(GpuError::TooLarge {
-                                what: "cscv's open pairs".into(),
-                                needed: (listed * 8) as u64,
-                                limit: binding as u64,
-                            });
-                        }
-                        room = listed;
-                        continue;
+                    if listed <= room {
+                        break (
+                            below.to_vec(),
+                            if listed > 0 { ctx.read_back::<OpenPair>(&open, listed)? } else { Vec::new() },
+                        );
                     }
-                    for (total, &b) in screened.below[first..first + len].iter_mut().zip(below) {
-                        *total += b;
+                    // Room for every open pair this time.
+                    if listed * size_of::<OpenPair>() > binding {
+                        return Err(GpuError::TooLarge {
+                            what: "cscv's open pairs".into(),
+                            needed: (listed * size_of::<OpenPair>()) as u64,
+                            limit: binding as u64,
+                        });
                     }
-                    if listed > 0 {
-                        screened.open.extend(ctx.read_back::<[u32; 2]>(&open, listed)?);
-                    }
-                    break;
+                    room = listed;
+                };
+                for (total, b) in screened.below[first..first + len].iter_mut().zip(below) {
+                    *total += b;
                 }
+                screened.open.extend(open);
             }
+        }
+        if likeliest {
+            screened.open = likeliest_of_dispatches(screened.open);
         }
         Ok(screened)
     }
+}
+
+/// Per split, the likeliest of the dispatches' picks (of equally likely ones, the first).
+fn likeliest_of_dispatches(mut picks: Vec<OpenPair>) -> Vec<OpenPair> {
+    picks.sort_unstable_by_key(|p| (p.split, p.combo));
+    let mut kept: Vec<OpenPair> = Vec::with_capacity(picks.len());
+    for p in picks {
+        match kept.last_mut() {
+            Some(last) if last.split == p.split => {
+                if p.likeness() > last.likeness() {
+                    *last = p;
+                }
+            }
+            _ => kept.push(p),
+        }
+    }
+    kept
 }
 
 #[cfg(test)]
 mod layout {
     //! The host's struct and constants are the kernel's, byte for byte.
     use super::*;
-    use std::mem::{offset_of, size_of};
+    use std::mem::offset_of;
     use threadx_dispatch::ShaderInfo;
 
     #[test]
     fn params_screen_and_constants_match_cscv_wgsl() {
-        let shader = ShaderInfo::parse(CSCV.source).expect("cscv.wgsl parses");
+        let shader = ShaderInfo::parse(SOURCE).expect("cscv.wgsl parses");
         let members = |list: &[(&str, usize)]| list.iter().map(|&(n, o)| (n.to_owned(), o as u32)).collect::<Vec<_>>();
         let params = members(&[
             ("splits", offset_of!(Params, splits)),
@@ -165,7 +202,7 @@ mod layout {
             ("combos", offset_of!(Params, combos)),
             ("combo_first", offset_of!(Params, combo_first)),
             ("blocks", offset_of!(Params, blocks)),
-            ("keep_above", offset_of!(Params, keep_above)),
+            ("listing", offset_of!(Params, listing)),
             ("capacity", offset_of!(Params, capacity)),
             ("pad", offset_of!(Params, pad)),
         ]);
@@ -181,9 +218,17 @@ mod layout {
             ("varies", offset_of!(DeviceScreen, varies)),
         ]);
         assert_eq!(shader.struct_layout("Screen"), Some((size_of::<DeviceScreen>() as u32, screen)));
+        let open = members(&[
+            ("split", offset_of!(OpenPair, split)),
+            ("combo", offset_of!(OpenPair, combo)),
+            ("sum", offset_of!(OpenPair, sum)),
+            ("sum_sq", offset_of!(OpenPair, sum_sq)),
+        ]);
+        assert_eq!(shader.struct_layout("Open"), Some((size_of::<OpenPair>() as u32, open)));
         assert_eq!(shader.constant_u32("CHUNK"), Some(CHUNK as u32));
         assert_eq!(shader.constant_u32("RATIO"), Some(threadx_stats::RATIO));
         assert_eq!(shader.constant_u32("NOT_NAN"), Some(threadx_stats::NOT_NAN));
+        assert_eq!(shader.constant_u32("NOT_BELOW"), Some(1));
     }
 }
 
@@ -247,20 +292,36 @@ mod on_adapters {
         let masks: Vec<[u32; 2]> = splits.masks().iter().map(|&m| [m as u32, (m >> 32) as u32]).collect();
         let ids: Vec<u32> = (0..combos as u32).collect();
         for ctx in adapters() {
-            for keep_above in [true, false] {
-                let pass = ScreenPass { masks: &masks, screens: &screens, combos: &ids, keep_above };
+            let screened = |listing| {
+                let pass = ScreenPass { masks: &masks, screens: &screens, combos: &ids, listing };
                 let mut got = GpuScreen::new(ctx).screen(&scaled, &pass).unwrap();
-                got.open.sort_unstable();
-                let twin = threadx_stats::screen_on_cpu(&scaled, &pass);
+                got.open.sort_unstable_by_key(|p| (p.split, p.combo));
+                (got, threadx_stats::screen_on_cpu(&scaled, &pass))
+            };
+            let label = ctx.report().label();
+            let mut not_below = Vec::new();
+            for listing in [Listing::NotBelow, Listing::Undecided] {
+                let (got, twin) = screened(listing);
                 // Nearly every pair of a combo that trades and has sound blocks is placed
-                // (keeping those above lists most of them).
+                // (listing those not below lists most of them).
                 let regular = |c: usize| scaled.record(c)[s][0] >= 0.0 && matrix.combo(c).iter().any(|&v| v != 0.0);
-                let open = twin.open.iter().filter(|p| regular(p[1] as usize)).count();
-                assert!(
-                    keep_above || open < (0..combos).filter(|&c| regular(c)).count() * splits.len() / 100,
-                    "{open}"
-                );
-                assert_eq!(got, twin, "keep_above {keep_above} on {}", ctx.report().label());
+                let open = twin.open.iter().filter(|p| regular(p.combo as usize)).count();
+                let most = (0..combos).filter(|&c| regular(c)).count() * splits.len() / 100;
+                assert!(listing == Listing::NotBelow || open < most, "{open}");
+                assert_eq!(got, twin, "{listing:?} on {label}");
+                if listing == Listing::NotBelow {
+                    not_below = got.open;
+                }
+            }
+            // Each split's likeliest pair is one not below, as likely as the twin's (their
+            // square roots may round apart; equally likely pairs may be told apart).
+            let (got, twin) = screened(Listing::Likeliest);
+            assert_eq!(got.open.len(), twin.open.len(), "on {label}");
+            for (g, w) in got.open.iter().zip(&twin.open) {
+                assert_eq!(g.split, w.split);
+                let listed = not_below.binary_search_by_key(&(g.split, g.combo), |p| (p.split, p.combo));
+                assert!(listed.is_ok_and(|at| not_below[at] == *g), "{g:?} on {label}");
+                assert!((g.likeness() - w.likeness()).abs() <= 1e-6 * w.likeness().abs(), "{g:?} {w:?} on {label}");
             }
         }
     }
