@@ -1,10 +1,12 @@
 //! CSCV's screen on a device that places every (split, combo) pair of a pass at once: a
 //! GPU kernel, whose host code lives above this crate. This module says what the device
 //! is given ([`ScaledBlocks`], a [`ScreenPass`] of [`DeviceScreen`]s) and must answer
-//! ([`Screened`]), holds the arithmetic it must do ([`DeviceScreen::place`], the kernel's
-//! CPU twin), and runs CSCV's passes on it ([`OnDevice`]): every pair it leaves open is
-//! compared exactly on the CPU, so [`pbo_on`](crate::pbo_on) gives [`pbo`](crate::pbo)'s
-//! report bit for bit.
+//! ([`Screened`]: the pairs it leaves open, as the [`Listing`] asks), holds the arithmetic
+//! it must do ([`DeviceScreen::place`], [`OpenPair::likeness`]; [`screen_on_cpu`] is the
+//! kernel's CPU twin), and runs CSCV's passes on it ([`OnDevice`]; pass 1 in two rounds:
+//! each split's likeliest pair, then what the bests it makes leave open). Every pair left
+//! open is compared exactly on the CPU, so [`pbo_on`](crate::pbo_on) gives
+//! [`pbo`](crate::pbo)'s report bit for bit.
 //!
 //! The device computes a set's f32 Σr and Σr² from the scaled blocks, in any order, and
 //! places it as `screen.rs` does, with WGSL's f32 in mind. Each addition and

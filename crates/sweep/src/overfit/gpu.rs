@@ -1,7 +1,9 @@
 //! CSCV's screen on a GPU: the host side of `kernels-wgsl/cscv.wgsl`. [`GpuScreen`] is a
 //! [`ScreenDevice`] (threadx-stats' `device.rs` says what it must do), and [`cscv`] runs CSCV
 //! on the device the dispatcher picks. The dispatcher times both devices, so it learns
-//! where CSCV is faster. Each pass uploads the records of its combos once, then cuts the
+//! where CSCV is faster. Two entry points serve the three listings: `likeliest` (a
+//! workgroup per split) and `screen` (an invocation per split and [`CHUNK`] combos). Each
+//! pass uploads the records of its combos once, then cuts the
 //! splits and combos into dispatches that fit the adapter's binding, grid and
 //! per-dispatch work limits. A dispatch that leaves more pairs open than its list holds
 //! is run again with room for all of them.
