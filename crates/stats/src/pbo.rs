@@ -12,11 +12,12 @@
 //! order of the f64 tables this crate once kept, so the answers' bits never changed); its
 //! Sharpe ratio is [`sharpe`](crate::sharpe) of those over the set's bars (ddof 1).
 //!
-//! The work is combos × splits. Two passes share it out by tiles of eight combos placed
-//! side by side in f32 (`lanes.rs`, `screen.rs`; AVX2 where the CPU has it, through
-//! `pulp`): a lane that the f32 screen places surely below a split's best (or its ranked
-//! value), or surely above the value, needs nothing more; the others are computed exactly
-//! from their f64 sums (`ratio.rs`). Nothing below changes an answer, only the work: bounds
+//! The work is combos × splits, in two passes (`passes.rs`). On the CPU ([`pbo`]) they go
+//! by tiles of eight combos placed side by side in f32 (`lanes.rs`, `screen.rs`; AVX2
+//! where the CPU has it, through `pulp`); with a device ([`pbo_on`], `device.rs`) a
+//! kernel places every pair at once. A set that an f32 screen places surely below a
+//! split's best (or its ranked value), or surely above the value, needs nothing more; the
+//! others are computed exactly from their f64 sums (`ratio.rs`). Nothing below changes an answer, only the work: bounds
 //! skip combos that cannot matter (one whose Sharpe ratio over any half of its blocks
 //! cannot reach the best some combo is sure to reach is never an IS best; one sure to stay
 //! below, or above, every split's ranked value is counted without being computed; one with
