@@ -301,7 +301,14 @@ impl<'d, D: ScreenDevice> OnDevice<'d, D> {
 impl<D: ScreenDevice> Passes for OnDevice<'_, D> {
     type Error = Failure<D::Error>;
 
-    fn bests(&mut self, work: Work<'_>, seed: &[Best], candidates: &[usize]) -> Result<Vec<Best>, Self::Error> {
+    fn bests(
+        &mut self,
+        work: Work<'_>,
+        seed: &[Best],
+        _likely: &[usize],
+        candidates: &[usize],
+    ) -> Result<Vec<Best>, Self::Error> {
+        // The likeliest round below finds better starting bests than `likely` would.
         let Work { matrix, visits, bars } = work;
         let (s, k) = (matrix.blocks(), seed.len());
         // First, each split's likeliest pair, compared exactly: the split's best is likely it,

@@ -296,8 +296,15 @@ pub(crate) struct Work<'a> {
 pub(crate) trait Passes {
     type Error;
 
-    /// Pass 1: each visited split's IS best among `candidates` and the bests `seed` holds.
-    fn bests(&mut self, work: Work<'_>, seed: &[Best], candidates: &[usize]) -> Result<Vec<Best>, Self::Error>;
+    /// Pass 1: each visited split's IS best among `candidates` and the bests `seed` holds
+    /// (those of the likeliest combo; `likely`: the next likeliest, to start from).
+    fn bests(
+        &mut self,
+        work: Work<'_>,
+        seed: &[Best],
+        likely: &[usize],
+        candidates: &[usize],
+    ) -> Result<Vec<Best>, Self::Error>;
 
     /// Pass 2: per visited split, the `ranked` combos whose OOS ratio is below its value
     /// (placed against its screen), equal to it, NaN.
@@ -316,7 +323,17 @@ pub(crate) struct OnCpu;
 impl Passes for OnCpu {
     type Error = Infallible;
 
-    fn bests(&mut self, work: Work<'_>, seed: &[Best], candidates: &[usize]) -> Result<Vec<Best>, Infallible> {
+    fn bests(
+        &mut self,
+        work: Work<'_>,
+        seed: &[Best],
+        likely: &[usize],
+        candidates: &[usize],
+    ) -> Result<Vec<Best>, Infallible> {
+        // Every task starts from the bests of the likely combos.
+        let mut seed = seed.to_vec();
+        improve(work, &mut seed, likely);
+        let seed = &seed[..];
         let Work { matrix, visits, bars } = work;
         let s = matrix.blocks();
         Ok(candidates
@@ -370,7 +387,7 @@ fn better_of(a: Vec<Best>, b: Vec<Best>, bars: &Bars) -> Vec<Best> {
 }
 
 /// `seed`'s bests improved by the combos `likely`, the visited splits cut across threads.
-pub(crate) fn improve(work: Work<'_>, seed: &mut [Best], likely: &[usize]) {
+fn improve(work: Work<'_>, seed: &mut [Best], likely: &[usize]) {
     let Work { matrix, visits, bars } = work;
     let part = seed.len().div_ceil(2 * rayon::current_num_threads()).max(1);
     seed.par_chunks_mut(part).enumerate().for_each(|(p, best)| {

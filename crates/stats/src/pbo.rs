@@ -28,7 +28,7 @@ use crate::blocks::BlockMatrix;
 use crate::device::{Failure, OnDevice, ScreenDevice};
 use crate::error::StatsError;
 use crate::lanes::LANES;
-use crate::passes::{Best, OnCpu, Passes, Visits, Work, exact, improve};
+use crate::passes::{Best, OnCpu, Passes, Visits, Work, exact};
 use crate::ratio::{Bars, Ratio, ratio};
 use crate::screen::Screen;
 use crate::sharpe_of;
@@ -175,8 +175,8 @@ fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> R
     // earlier combo.
     let floor = bounds.iter().filter(|b| b.never_nan).map(|b| b.low).fold(f64::NEG_INFINITY, f64::max);
     let candidates: Vec<usize> = (0..combos).filter(|&i| !flat[i] && bounds[i].high >= floor).collect();
-    // Every pass starts from the bests of a few combos likely to be near the top (the
-    // highest Sharpe ratios over all the blocks), so that few of its lanes need a look.
+    // Pass 1 starts from the bests of a few combos likely to be near the top (the highest
+    // Sharpe ratios over all the blocks), so that few of its lanes need a look.
     let full = |i: usize| {
         let (a, q) = matrix.combo(i).chunks_exact(2).fold((0.0, 0.0), |(a, q), b| (a + b[0], q + b[1]));
         let ratio = sharpe_of(a, q, 2.0 * n, 2.0 * n - 1.0);
@@ -189,14 +189,13 @@ fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> R
     }
     likely[..top].sort_by(|x, y| y.0.total_cmp(&x.0));
     let likely: Vec<usize> = likely[..top].iter().map(|&(_, i)| i).collect();
-    // The likeliest is every split's first best; the others are screened against it. With
-    // no candidate, no split has a best yet (a combo index no combo has).
-    let mut seed: Vec<Best> = match likely.first() {
+    // The likeliest is every split's first best; the passes screen the others against it.
+    // With no candidate, no split has a best yet (a combo index no combo has).
+    let seed: Vec<Best> = match likely.first() {
         Some(&c) => (0..k).map(|i| Best::new(exact(matrix, c, visits.mask(i, false), &bars), c, &bars, s)).collect(),
         None => vec![Best::new(None, usize::MAX, &bars, s); k],
     };
-    improve(work, &mut seed, likely.get(1..).unwrap_or_default());
-    let mut best = passes.bests(work, &seed, &candidates)?;
+    let mut best = passes.bests(work, &seed, likely.get(1..).unwrap_or_default(), &candidates)?;
     // Where no candidate has a number, the first NaN combo is the best: a flat one may be.
     for b in best.iter_mut().filter(|b| b.ratio.is_none()) {
         b.combo = b.combo.min(first_flat.unwrap_or(usize::MAX));
