@@ -14,8 +14,8 @@ struct Params {
     combos: u32,
     combo_first: u32,
     blocks: u32,
-    // `screen`: 1 lists every pair not surely below (pass 1), 2 only the pairs neither
-    // below nor above (pass 2).
+    // threadx_stats::Listing as u32. `screen`: NOT_BELOW lists every pair not surely
+    // below (pass 1), else only the pairs neither below nor above (pass 2).
     listing: u32,
     // Entries of `open`; pairs past it are counted, not written.
     capacity: u32,

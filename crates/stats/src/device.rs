@@ -35,6 +35,7 @@
 use crate::blocks::BlockMatrix;
 use crate::lanes::{Q_MIN, relative_error, scaled};
 use crate::passes::{Best, Counts, Passes, Work, exact};
+use crate::pbo::PboError;
 use crate::ratio::Ratio;
 use crate::screen::Screen;
 use bytemuck::Zeroable;
@@ -151,16 +152,17 @@ pub struct ScreenPass<'a> {
     pub listing: Listing,
 }
 
-/// Which pairs a device lists.
+/// Which pairs a device lists; `as u32`, the code a kernel reads.
+#[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Listing {
     /// Per split, the pair not surely below whose f32 sums give the highest
     /// [`OpenPair::likeness`], if any (pass 1's first round: the split's best is likely it).
-    Likeliest,
+    Likeliest = 0,
     /// Every pair not surely below (pass 1).
-    NotBelow,
+    NotBelow = 1,
     /// Every pair neither surely below nor surely above (pass 2).
-    Undecided,
+    Undecided = 2,
 }
 
 /// A pair a device left open, with the f32 sums it placed it by: pass 1 screens these
@@ -207,8 +209,10 @@ pub fn screen_on_cpu(blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Screened {
             for (j, &c) in pass.combos.iter().enumerate() {
                 let record = blocks.record(c as usize);
                 let (mut a, mut q) = (0.0f32, 0.0f32);
-                for (_, block) in record[..s].iter().enumerate().filter(|(b, _)| (mask >> b) & 1 == 1) {
-                    (a, q) = (a + block[0], q + block[1]);
+                for (b, block) in record[..s].iter().enumerate() {
+                    if (mask >> b) & 1 == 1 {
+                        (a, q) = (a + block[0], q + block[1]);
+                    }
                 }
                 let pair = OpenPair { split: i as u32, combo: j as u32, sum: a, sum_sq: q };
                 match (screen.place(a, q, record[s][0]), pass.listing) {
@@ -235,13 +239,6 @@ pub trait ScreenDevice {
     fn screen(&mut self, blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Result<Screened, Self::Error>;
 }
 
-/// Why the passes stopped on a device: its error, or an answer that does not fit the pass.
-#[derive(Debug)]
-pub(crate) enum Failure<E> {
-    Device(E),
-    Answer(String),
-}
-
 /// CSCV's passes on a [`ScreenDevice`], the open pairs compared exactly on the CPU.
 pub(crate) struct OnDevice<'d, D> {
     device: &'d mut D,
@@ -261,7 +258,7 @@ impl<'d, D: ScreenDevice> OnDevice<'d, D> {
         listing: Listing,
         screens: &[DeviceScreen],
         combos: &[usize],
-    ) -> Result<Screened, Failure<D::Error>> {
+    ) -> Result<Screened, PboError<D::Error>> {
         let out_of_sample = listing == Listing::Undecided;
         let k = screens.len();
         let masks: Vec<[u32; 2]> = (0..k)
@@ -273,33 +270,34 @@ impl<'d, D: ScreenDevice> OnDevice<'d, D> {
         // The indices fit: `pbo_on` refuses more than 2^32 combos.
         let ids: Vec<u32> = combos.iter().map(|&c| c as u32).collect();
         let pass = ScreenPass { masks: &masks, screens, combos: &ids, listing };
-        let screened = self.device.screen(&self.blocks, &pass).map_err(Failure::Device)?;
+        let screened = self.device.screen(&self.blocks, &pass).map_err(PboError::Device)?;
         let Screened { below, open } = &screened;
         let mut open_per_split = vec![0u64; k];
         for &OpenPair { split: i, combo: j, sum, sum_sq } in open {
-            if i as usize >= k || j as usize >= combos.len() || !sum.is_finite() || !sum_sq.is_finite() {
-                return Err(Failure::Answer(format!(
-                    "pair ({i}, {j}) is outside {k} splits × {} combos",
-                    combos.len()
-                )));
+            if i as usize >= k || j as usize >= combos.len() {
+                let n = combos.len();
+                return Err(PboError::Answer(format!("pair ({i}, {j}) is outside {k} splits × {n} combos")));
+            }
+            if !sum.is_finite() || !sum_sq.is_finite() {
+                return Err(PboError::Answer(format!("pair ({i}, {j}) has sums {sum} and {sum_sq}")));
             }
             open_per_split[i as usize] += 1;
         }
         if below.len() != k {
-            return Err(Failure::Answer(format!("{} counts for {k} splits", below.len())));
+            return Err(PboError::Answer(format!("{} counts for {k} splits", below.len())));
         }
         if let Some(i) = (0..k).find(|&i| u64::from(below[i]) + open_per_split[i] > combos.len() as u64) {
-            return Err(Failure::Answer(format!("split {i} places more pairs than there are combos")));
+            return Err(PboError::Answer(format!("split {i} places more pairs than there are combos")));
         }
         if let Some(i) = (0..k).find(|&i| listing == Listing::Likeliest && open_per_split[i] > 1) {
-            return Err(Failure::Answer(format!("split {i} has {} likeliest pairs", open_per_split[i])));
+            return Err(PboError::Answer(format!("split {i} has {} likeliest pairs", open_per_split[i])));
         }
         Ok(screened)
     }
 }
 
 impl<D: ScreenDevice> Passes for OnDevice<'_, D> {
-    type Error = Failure<D::Error>;
+    type Error = PboError<D::Error>;
 
     fn bests(
         &mut self,

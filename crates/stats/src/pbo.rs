@@ -25,7 +25,7 @@
 //! a few likely combos.
 
 use crate::blocks::BlockMatrix;
-use crate::device::{Failure, OnDevice, ScreenDevice};
+use crate::device::{OnDevice, ScreenDevice};
 use crate::error::StatsError;
 use crate::lanes::LANES;
 use crate::passes::{Best, OnCpu, Passes, Visits, Work, exact};
@@ -128,10 +128,7 @@ pub fn pbo_on<D: ScreenDevice>(
     if u32::try_from(matrix.combos()).is_err() || u32::try_from(splits.len()).is_err() {
         return Err(PboError::Input(crate::error::bad("blocks", "a device screens at most 2^32 combos and splits")));
     }
-    cscv(matrix, splits, &mut OnDevice::new(device, matrix)).map_err(|failure| match failure {
-        Failure::Device(e) => PboError::Device(e),
-        Failure::Answer(problem) => PboError::Answer(problem),
-    })
+    cscv(matrix, splits, &mut OnDevice::new(device, matrix))
 }
 
 /// Why [`pbo_on`] gave no report: the input, or the device (whose error says why).

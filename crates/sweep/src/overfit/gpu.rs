@@ -114,8 +114,7 @@ impl ScreenDevice for GpuScreen<'_> {
                     combos: combos.len() as u32,
                     combo_first: (c * combos_per_dispatch) as u32,
                     blocks: blocks.blocks() as u32,
-                    listing: u32::from(pass.listing == Listing::NotBelow)
-                        + 2 * u32::from(pass.listing == Listing::Undecided),
+                    listing: pass.listing as u32,
                     capacity: 0,
                     pad: 0,
                 };
@@ -230,7 +229,7 @@ mod layout {
         assert_eq!(shader.constant_u32("CHUNK"), Some(CHUNK as u32));
         assert_eq!(shader.constant_u32("RATIO"), Some(threadx_stats::RATIO));
         assert_eq!(shader.constant_u32("NOT_NAN"), Some(threadx_stats::NOT_NAN));
-        assert_eq!(shader.constant_u32("NOT_BELOW"), Some(1));
+        assert_eq!(shader.constant_u32("NOT_BELOW"), Some(Listing::NotBelow as u32));
     }
 }
 
