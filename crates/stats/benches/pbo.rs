@@ -5,12 +5,19 @@
 //! - `random/100k`: 100,000 combos over 1,000 seeded splits (a 10^6-combo sweep does ten
 //!   times this work).
 //!
+//! - `host/10k`: `all/10k` with a device whose screen costs nothing (it replays the
+//!   answers of the kernel's CPU twin, recorded once): the CPU's share of CSCV when a GPU
+//!   screens, which is what the GPU path adds to the default job besides the kernels.
+//!
 //! Throughput is in combo-splits (each one Sharpe ratio in sample and one out of sample).
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use std::convert::Infallible;
 use std::hint::black_box;
 use std::time::Duration;
-use threadx_stats::{BlockMatrix, SplitSet, pbo};
+use threadx_stats::{
+    BlockMatrix, ScaledBlocks, ScreenDevice, ScreenPass, Screened, SplitSet, pbo, pbo_on, screen_on_cpu,
+};
 
 const BLOCKS: usize = 16;
 const BARS: usize = 2190;
@@ -56,12 +63,46 @@ fn cscv(c: &mut Criterion) {
     let all = SplitSet::all(BLOCKS).expect("16 blocks");
     group.throughput(Throughput::Elements((small.combos() * all.len()) as u64));
     group.bench_function("all/10k", |b| b.iter(|| black_box(pbo(&small, &all).expect("a report").pbo)));
+    let mut twin = Recorded::default();
+    let expected = pbo_on(&small, &all, &mut twin).expect("a report");
+    group.bench_function("host/10k", |b| {
+        b.iter_batched(
+            || Recorded { answers: twin.answers.clone(), replaying: true },
+            |mut replay| {
+                let report = pbo_on(&small, &all, &mut replay).expect("a report");
+                assert_eq!(report, expected, "the replayed answers give the same report");
+                black_box(report.pbo)
+            },
+            BatchSize::LargeInput,
+        )
+    });
     let large = matrix(100_000, 2);
     let mut state = 7;
     let random = SplitSet::random(BLOCKS, 1000, &mut || next(&mut state)).expect("16 blocks");
     group.throughput(Throughput::Elements((large.combos() * random.len()) as u64));
     group.bench_function("random/100k", |b| b.iter(|| black_box(pbo(&large, &random).expect("a report").pbo)));
     group.finish();
+}
+
+/// The kernel's CPU twin, its answers recorded; or, `replaying`, those answers handed
+/// back in turn at no cost.
+#[derive(Default)]
+struct Recorded {
+    answers: Vec<Screened>,
+    replaying: bool,
+}
+
+impl ScreenDevice for Recorded {
+    type Error = Infallible;
+
+    fn screen(&mut self, blocks: &ScaledBlocks, pass: &ScreenPass<'_>) -> Result<Screened, Infallible> {
+        if self.replaying {
+            return Ok(self.answers.remove(0));
+        }
+        let answer = screen_on_cpu(blocks, pass);
+        self.answers.push(answer.clone());
+        Ok(answer)
+    }
 }
 
 criterion_group!(benches, cscv);

@@ -328,23 +328,10 @@ impl<D: ScreenDevice> Passes for OnDevice<'_, D> {
         // Then every pair not surely below those bests.
         let screens: Vec<DeviceScreen> = best.iter().map(|b| b.screen.for_device()).collect();
         let open = self.screen(work, Listing::NotBelow, &screens, candidates)?.open;
-        // The open pairs by split (a counting sort: `screen` checked every split index).
-        let mut starts = vec![0usize; k + 1];
-        for p in &open {
-            starts[p.split as usize + 1] += 1;
-        }
-        for i in 0..k {
-            starts[i + 1] += starts[i];
-        }
-        let mut by_split = vec![OpenPair::zeroed(); open.len()];
-        let mut next = starts.clone();
-        for p in open {
-            by_split[next[p.split as usize]] = p;
-            next[p.split as usize] += 1;
-        }
+        let (starts, open) = by_split(open, k);
         let blocks = &self.blocks;
         best.par_iter_mut().enumerate().with_min_len(16).for_each(|(i, b)| {
-            let pairs = &by_split[starts[i]..starts[i + 1]];
+            let pairs = &open[starts[i]..starts[i + 1]];
             let mut screen = b.screen.for_device();
             let mut take = |p: &OpenPair, screen: &mut DeviceScreen| {
                 let combo = candidates[p.combo as usize];
@@ -381,21 +368,36 @@ impl<D: ScreenDevice> Passes for OnDevice<'_, D> {
         let Screened { below, open } = self.screen(work, Listing::Undecided, &screens, ranked)?;
         let Work { matrix, visits, bars } = work;
         let k = values.len();
-        let mut placed = Counts::new(k);
-        placed.below = below.into_iter().map(u64::from).collect();
-        Ok(open
-            .par_iter()
-            .with_min_len(1024)
-            .fold(
-                || Counts::new(k),
-                |mut counts, p| {
-                    let i = p.split as usize;
-                    let r = exact(matrix, ranked[p.combo as usize], visits.mask(i, true), &bars);
-                    counts.count(i, r, &values[i], &bars);
-                    counts
-                },
-            )
-            .reduce(|| Counts::new(k), Counts::add)
-            .add(placed))
+        let (starts, open) = by_split(open, k);
+        let mut counts = Counts::new(k);
+        counts.below = below.into_iter().map(u64::from).collect();
+        let Counts { below, equal, nans } = &mut counts;
+        (below, equal, nans).into_par_iter().enumerate().with_min_len(64).for_each(|(i, (below, equal, nans))| {
+            for p in &open[starts[i]..starts[i + 1]] {
+                let r = exact(matrix, ranked[p.combo as usize], visits.mask(i, true), &bars);
+                let (b, e, n) = Counts::of(r, &values[i], &bars);
+                (*below, *equal, *nans) = (*below + b, *equal + e, *nans + n);
+            }
+        });
+        Ok(counts)
     }
+}
+
+/// The open pairs grouped by split, by a counting sort (`screen` checked every split
+/// index): split i's are `pairs[starts[i]..starts[i + 1]]`, in the device's order.
+fn by_split(open: Vec<OpenPair>, k: usize) -> (Vec<usize>, Vec<OpenPair>) {
+    let mut starts = vec![0usize; k + 1];
+    for p in &open {
+        starts[p.split as usize + 1] += 1;
+    }
+    for i in 0..k {
+        starts[i + 1] += starts[i];
+    }
+    let mut pairs = vec![OpenPair::zeroed(); open.len()];
+    let mut next = starts.clone();
+    for p in open {
+        pairs[next[p.split as usize]] = p;
+        next[p.split as usize] += 1;
+    }
+    (starts, pairs)
 }

@@ -42,10 +42,12 @@ impl Visits {
         let groups = blocks.div_ceil(GROUP);
         let all = if blocks == 64 { u64::MAX } else { (1u64 << blocks) - 1 };
         let cut = |m: u64| (0..groups).map(move |g| ((m >> (g * GROUP)) & 0xff) as u8);
-        let mut split: Vec<usize> = (0..splits.len()).collect();
-        // The group subsets as one number, the first group's most significant (≤ 8 groups).
-        let key = |j: usize| cut(splits.masks()[j]).fold(0u64, |key, part| (key << GROUP) | u64::from(part));
-        split.sort_by_key(|&j| key(j));
+        // The group subsets as one number, the first group's most significant (≤ 8 groups);
+        // equal keys keep the splits' order.
+        let key = |m: u64| cut(m).fold(0u64, |key, part| (key << GROUP) | u64::from(part));
+        let mut keyed: Vec<(u64, usize)> = splits.masks().iter().enumerate().map(|(j, &m)| (key(m), j)).collect();
+        keyed.sort_unstable();
+        let split: Vec<usize> = keyed.into_iter().map(|(_, j)| j).collect();
         let parts: Vec<u8> =
             split.iter().flat_map(|&j| cut(splits.masks()[j]).chain(cut(all & !splits.masks()[j]))).collect();
         // The out-of-sample subsets are the complements: their heads change together.
@@ -176,16 +178,23 @@ impl Counts {
     /// Counts one combo's OOS ratio `r` against the split's `value` (one at a time).
     #[inline(always)]
     pub fn count(&mut self, i: usize, r: Option<Ratio>, value: &Option<Ratio>, n: &Bars) {
+        let (below, equal, nan) = Self::of(r, value, n);
+        self.below[i] += below;
+        self.equal[i] += equal;
+        self.nans[i] += nan;
+    }
+
+    /// Where one combo's OOS ratio `r` counts against a split's `value`: (below, equal,
+    /// NaN), each 0 or 1 (NaN is below every number, and counted as below as well).
+    #[inline(always)]
+    pub fn of(r: Option<Ratio>, value: &Option<Ratio>, n: &Bars) -> (u64, u64, u64) {
         match (r, value) {
-            (None, _) => {
-                self.nans[i] += 1;
-                self.below[i] += 1;
-            }
-            (Some(_), None) => {}
+            (None, _) => (1, 0, 1),
+            (Some(_), None) => (0, 0, 0),
             (Some(r), Some(v)) => match compare(&r, v, n) {
-                Ordering::Less => self.below[i] += 1,
-                Ordering::Equal => self.equal[i] += 1,
-                Ordering::Greater => {}
+                Ordering::Less => (1, 0, 0),
+                Ordering::Equal => (0, 1, 0),
+                Ordering::Greater => (0, 0, 0),
             },
         }
     }
