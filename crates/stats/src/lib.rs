@@ -16,6 +16,7 @@
 //! bottom: it depends on no other ThreadX crate; a device is handed in as a `ScreenDevice`).
 
 mod blocks;
+mod bounds;
 mod device;
 mod dsr;
 mod error;

@@ -25,6 +25,7 @@
 //! a few likely combos.
 
 use crate::blocks::BlockMatrix;
+use crate::bounds::all_bounds;
 use crate::device::{OnDevice, ScreenDevice};
 use crate::error::StatsError;
 use crate::lanes::LANES;
@@ -32,8 +33,7 @@ use crate::passes::{Best, OnCpu, Passes, Visits, Work, exact};
 use crate::ratio::{Bars, Ratio, ratio};
 use crate::screen::Screen;
 use crate::sharpe_of;
-use crate::splits::{MAX_BLOCKS, SplitSet};
-use rayon::prelude::*;
+use crate::splits::SplitSet;
 
 /// Combos that make the first bests every task of pass 1 starts from.
 const SEED: usize = 16 * LANES;
@@ -58,58 +58,6 @@ pub struct PboReport {
     /// Whether every split was used (else a random draw of them).
     pub exhaustive: bool,
     pub combos: usize,
-}
-
-/// Bounds on a combo's Sharpe ratio over every half of its blocks, from the least and
-/// greatest Σr and Σr² any half can have (the ratio rises with Σr, and with Σr² only
-/// while Σr < 0). `never_nan`: no half can have a zero variance.
-#[derive(Debug, Clone, Copy)]
-struct Bounds {
-    low: f64,
-    high: f64,
-    never_nan: bool,
-}
-
-/// Room for the rounding of the sums (the bounds' are added in another order).
-fn widen(x: f64, up: bool) -> f64 {
-    let slack = x.abs() * 1e-9 + 1e-15;
-    if up { x + slack } else { x - slack }
-}
-
-fn bounds(blocks: &[f64], n: f64, n_minus_1: f64) -> Bounds {
-    let s = blocks.len() / 2;
-    let half = s / 2;
-    let (mut a, mut q) = ([0.0; MAX_BLOCKS], [0.0; MAX_BLOCKS]);
-    for (b, sums) in blocks.chunks_exact(2).enumerate() {
-        (a[b], q[b]) = (sums[0], sums[1]);
-    }
-    // The least half and the greatest half of each, in any order within them.
-    let (a, q) = (&mut a[..s], &mut q[..s]);
-    // A sort: on a few blocks it is quicker than a selection.
-    a.sort_unstable_by(f64::total_cmp);
-    q.sort_unstable_by(f64::total_cmp);
-    let (a_min, a_max): (f64, f64) = (a[..half].iter().sum(), a[half..].iter().sum());
-    let (q_min, q_max): (f64, f64) = (q[..half].iter().sum(), q[half..].iter().sum());
-    let var = |a: f64, q: f64| (q - a * (a / n)) / n_minus_1;
-    let ratio = |a: f64, q: f64| sharpe_of(a, q, n, n_minus_1);
-    let high = if a_max > 0.0 {
-        if var(a_max, q_min) > 0.0 { ratio(a_max, q_min) } else { f64::INFINITY }
-    } else if var(a_max, q_max) > 0.0 {
-        ratio(a_max, q_max)
-    } else {
-        0.0
-    };
-    let low = if a_min < 0.0 {
-        if var(a_min, q_min) > 0.0 { ratio(a_min, q_min) } else { f64::NEG_INFINITY }
-    } else if var(a_min, q_max) > 0.0 {
-        ratio(a_min, q_max)
-    } else {
-        0.0
-    };
-    let widest = a_min.abs().max(a_max.abs());
-    let v = var(widest, q_min);
-    let never_nan = v > 0.0 && v > 1e-9 * (q_min / n_minus_1).abs();
-    Bounds { low: widen(low, false), high: widen(high, true), never_nan }
 }
 
 /// CSCV over `splits` (module docs), on the CPU. The splits' blocks must be the matrix's.
@@ -161,7 +109,7 @@ fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> R
     let visits = Visits::new(splits);
     let work = Work { matrix, visits: &visits, bars };
     let k = splits.len();
-    let bounds: Vec<Bounds> = (0..combos).into_par_iter().map(|i| bounds(matrix.combo(i), n, bars.n1)).collect();
+    let bounds = all_bounds(matrix, n, bars.n1);
     // Combos with Σr² = 0 in every block have no variance in any set: NaN in every split.
     let flat: Vec<bool> = (0..combos).map(|i| matrix.combo(i).chunks_exact(2).all(|b| b[1] == 0.0)).collect();
     let first_flat = flat.iter().position(|&f| f);
