@@ -13,8 +13,8 @@
 use crate::blocks::BlockMatrix;
 use crate::splits::MAX_BLOCKS;
 
-/// Combos computed side by side: one AVX2 vector of f32.
-pub(crate) const LANES: usize = 8;
+/// Combos computed side by side: one AVX-512 vector of f32, or two AVX2 ones.
+pub(crate) const LANES: usize = 16;
 
 /// Blocks per group: a group's sums over its subsets are one table of 2^8 entries.
 pub(crate) const GROUP: usize = 8;

@@ -1,8 +1,8 @@
 //! CSCV's two passes over combos × splits and what they share: the splits in visiting
 //! order ([`Visits`]), a split's IS best so far ([`Best`]), the OOS counts ([`Counts`]) and
 //! the exact ratio of a set ([`exact`]). [`Passes`] says where the passes run: [`OnCpu`]
-//! over tiles of eight combos in f32 (the screen in `screen.rs`, AVX2 where there is
-//! one), or a device that screens every pair at once (`device.rs`).
+//! over tiles of sixteen combos in f32 (the screen in `screen.rs`, AVX-512 or AVX2 where
+//! there is one), or a device that screens every pair at once (`device.rs`).
 //!
 //! Invariant: a pass's answer is the definition's whatever runs it: a lane the screen
 //! leaves open is compared exactly, and a best is the highest ratio then the first combo,
@@ -326,7 +326,7 @@ pub(crate) trait Passes {
     ) -> Result<Counts, Self::Error>;
 }
 
-/// The passes on the CPU's threads, a tile of eight combos at a time.
+/// The passes on the CPU's threads, a tile of [`LANES`] combos at a time.
 pub(crate) struct OnCpu;
 
 impl Passes for OnCpu {

@@ -13,9 +13,9 @@
 //! Sharpe ratio is [`sharpe`](crate::sharpe) of those over the set's bars (ddof 1).
 //!
 //! The work is combos × splits, in two passes (`passes.rs`). On the CPU ([`pbo`]) they go
-//! by tiles of eight combos placed side by side in f32 (`lanes.rs`, `screen.rs`; AVX2
-//! where the CPU has it, through `pulp`); with a device ([`pbo_on`], `device.rs`) a
-//! kernel places every pair at once. A set that an f32 screen places surely below a
+//! by tiles of sixteen combos placed side by side in f32 (`lanes.rs`, `screen.rs`;
+//! AVX-512 or AVX2 where the CPU has it, through `pulp`); with a device ([`pbo_on`],
+//! `device.rs`) a kernel places every pair at once. A set that an f32 screen places surely below a
 //! split's best (or its ranked value), or surely above the value, needs nothing more; the
 //! others are computed exactly from their f64 sums (`ratio.rs`). Nothing below changes an answer, only the work: bounds
 //! skip combos that cannot matter (one whose Sharpe ratio over any half of its blocks

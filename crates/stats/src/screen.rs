@@ -140,7 +140,7 @@ mod tests {
     use crate::vector::Portable;
     use proptest::prelude::*;
 
-    /// A tile of eight combos' blocks: each lane at its own scale (2^-300 to 2^300), with
+    /// A tile of combos' blocks: each lane at its own scale (2^-300 to 2^300), with
     /// kinds that press on the bounds: few trades (most blocks 0), a variance near zero
     /// (Σr² = (Σr)²/bars), flat combos, copies of lane 0, a negative Σr² now and then.
     fn tile(seed: u64, blocks: usize, bars: usize) -> BlockMatrix {
@@ -223,8 +223,13 @@ mod tests {
             let sums = screened_sums(&tables, mask, blocks);
             let (below, above) = screen.place(Portable, &sums, &tables.slack);
             #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-            if let Some(v3) = pulp::x86::V3::try_new() {
-                prop_assert_eq!(screen.place(v3, &sums, &tables.slack), (below, above));
+            {
+                if let Some(v3) = pulp::x86::V3::try_new() {
+                    prop_assert_eq!(screen.place(v3, &sums, &tables.slack), (below, above));
+                }
+                if let Some(v4) = pulp::x86::V4::try_new() {
+                    prop_assert_eq!(screen.place(v4, &sums, &tables.slack), (below, above));
+                }
             }
             for (l, &r) in exact.iter().enumerate() {
                 let (b, a) = ((below >> l) & 1 == 1, (above >> l) & 1 == 1);

@@ -1,8 +1,8 @@
-//! [`Vector`]: the f32 operations the screen needs on [`LANES`] lanes at once, as one AVX2
-//! instruction each where the CPU has it (pulp's `V3` token) or lane by lane
-//! ([`Portable`]); and [`dispatch`], which runs a [`Pass`] with the best of them once per
-//! call. Both give the same IEEE results lane by lane (no fused operations), so the
-//! screen decides the same everywhere.
+//! [`Vector`]: the f32 operations the screen needs on [`LANES`] lanes at once: one
+//! AVX-512 instruction each where the CPU has it (pulp's `V4` token), two AVX2 ones where
+//! it has that (`V3`), else lane by lane ([`Portable`]); and [`dispatch`], which runs a
+//! [`Pass`] with the best of them once per call. All give the same IEEE results lane by
+//! lane (no fused operations), so the screen decides the same everywhere.
 
 use crate::lanes::LANES;
 use crate::screen::Mask;
@@ -27,7 +27,7 @@ pub(crate) trait Vector: Copy {
     fn bits(self, m: Self::M) -> Mask;
 }
 
-/// Lane by lane, for CPUs without AVX2 (and to check the vector path against).
+/// Lane by lane, for CPUs without AVX2 (and to check the vector paths against).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Portable;
 
@@ -98,56 +98,65 @@ mod avx2 {
     use pulp::x86::V3;
     use pulp::{f32x8, m32x8};
 
+    /// The lanes as two AVX2 vectors, low lanes first.
+    type Halves<T> = [T; 2];
+
+    #[inline(always)]
+    fn each<T: Copy>(a: Halves<f32x8>, b: Halves<f32x8>, f: impl Fn(f32x8, f32x8) -> T) -> Halves<T> {
+        [f(a[0], b[0]), f(a[1], b[1])]
+    }
+
     impl Vector for V3 {
-        type F = f32x8;
-        type M = m32x8;
+        type F = Halves<f32x8>;
+        type M = Halves<m32x8>;
         #[inline(always)]
         fn load(self, x: &[f32; LANES]) -> Self::F {
             cast(*x)
         }
         #[inline(always)]
         fn splat(self, x: f32) -> Self::F {
-            self.splat_f32x8(x)
+            [self.splat_f32x8(x); 2]
         }
         #[inline(always)]
         fn add(self, a: Self::F, b: Self::F) -> Self::F {
-            self.add_f32x8(a, b)
+            each(a, b, |x, y| self.add_f32x8(x, y))
         }
         #[inline(always)]
         fn sub(self, a: Self::F, b: Self::F) -> Self::F {
-            self.sub_f32x8(a, b)
+            each(a, b, |x, y| self.sub_f32x8(x, y))
         }
         #[inline(always)]
         fn mul(self, a: Self::F, b: Self::F) -> Self::F {
-            self.mul_f32x8(a, b)
+            each(a, b, |x, y| self.mul_f32x8(x, y))
         }
         #[inline(always)]
         fn abs(self, a: Self::F) -> Self::F {
-            self.abs_f32x8(a)
+            a.map(|x| self.abs_f32x8(x))
         }
         #[inline(always)]
         fn lt(self, a: Self::F, b: Self::F) -> Self::M {
-            self.cmp_lt_f32x8(a, b)
+            each(a, b, |x, y| self.cmp_lt_f32x8(x, y))
         }
         #[inline(always)]
         fn le(self, a: Self::F, b: Self::F) -> Self::M {
-            self.cmp_le_f32x8(a, b)
+            each(a, b, |x, y| self.cmp_le_f32x8(x, y))
         }
         #[inline(always)]
         fn ge(self, a: Self::F, b: Self::F) -> Self::M {
-            self.cmp_ge_f32x8(a, b)
+            each(a, b, |x, y| self.cmp_ge_f32x8(x, y))
         }
         #[inline(always)]
         fn and(self, a: Self::M, b: Self::M) -> Self::M {
-            self.and_m32x8(a, b)
+            [self.and_m32x8(a[0], b[0]), self.and_m32x8(a[1], b[1])]
         }
         #[inline(always)]
         fn or(self, a: Self::M, b: Self::M) -> Self::M {
-            self.or_m32x8(a, b)
+            [self.or_m32x8(a[0], b[0]), self.or_m32x8(a[1], b[1])]
         }
         #[inline(always)]
         fn bits(self, m: Self::M) -> Mask {
-            self.avx._mm256_movemask_ps(cast(m)) as Mask
+            let half = |m: m32x8| self.avx._mm256_movemask_ps(cast(m)) as Mask;
+            half(m[0]) | half(m[1]) << 8
         }
     }
 }
@@ -158,24 +167,91 @@ pub(crate) trait Pass {
     fn run<V: Vector>(self, v: V) -> Self::Output;
 }
 
-/// Runs `pass` with AVX2 where the CPU has it (compiled for it: pulp's `vectorize`), else
-/// lane by lane.
+/// Runs `pass` with AVX-512, else AVX2, where the CPU has it (compiled for it: pulp's
+/// `vectorize`), else lane by lane.
 pub(crate) fn dispatch<P: Pass>(pass: P) -> P::Output {
     #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-    if let Some(v3) = pulp::x86::V3::try_new() {
-        return v3.vectorize(WithV3(pass, v3));
+    {
+        if let Some(v4) = pulp::x86::V4::try_new() {
+            return v4.vectorize(With(pass, v4));
+        }
+        if let Some(v3) = pulp::x86::V3::try_new() {
+            return v3.vectorize(With(pass, v3));
+        }
     }
     pass.run(Portable)
 }
 
+/// A pass and the vector it runs on, as pulp's `vectorize` calls it.
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-struct WithV3<P>(P, pulp::x86::V3);
+struct With<P, V>(P, V);
 
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-impl<P: Pass> pulp::NullaryFnOnce for WithV3<P> {
+impl<P: Pass, V: Vector> pulp::NullaryFnOnce for With<P, V> {
     type Output = P::Output;
     #[inline(always)]
     fn call(self) -> P::Output {
         self.0.run(self.1)
+    }
+}
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+mod avx512 {
+    use super::{LANES, Mask, Vector};
+    use pulp::bytemuck::cast;
+    use pulp::x86::V4;
+    use pulp::{b16, f32x16};
+
+    impl Vector for V4 {
+        type F = f32x16;
+        type M = b16;
+        #[inline(always)]
+        fn load(self, x: &[f32; LANES]) -> Self::F {
+            cast(*x)
+        }
+        #[inline(always)]
+        fn splat(self, x: f32) -> Self::F {
+            self.splat_f32x16(x)
+        }
+        #[inline(always)]
+        fn add(self, a: Self::F, b: Self::F) -> Self::F {
+            self.add_f32x16(a, b)
+        }
+        #[inline(always)]
+        fn sub(self, a: Self::F, b: Self::F) -> Self::F {
+            self.sub_f32x16(a, b)
+        }
+        #[inline(always)]
+        fn mul(self, a: Self::F, b: Self::F) -> Self::F {
+            self.mul_f32x16(a, b)
+        }
+        #[inline(always)]
+        fn abs(self, a: Self::F) -> Self::F {
+            self.abs_f32x16(a)
+        }
+        #[inline(always)]
+        fn lt(self, a: Self::F, b: Self::F) -> Self::M {
+            self.cmp_lt_f32x16(a, b)
+        }
+        #[inline(always)]
+        fn le(self, a: Self::F, b: Self::F) -> Self::M {
+            self.cmp_le_f32x16(a, b)
+        }
+        #[inline(always)]
+        fn ge(self, a: Self::F, b: Self::F) -> Self::M {
+            self.cmp_ge_f32x16(a, b)
+        }
+        #[inline(always)]
+        fn and(self, a: Self::M, b: Self::M) -> Self::M {
+            b16(a.0 & b.0)
+        }
+        #[inline(always)]
+        fn or(self, a: Self::M, b: Self::M) -> Self::M {
+            b16(a.0 | b.0)
+        }
+        #[inline(always)]
+        fn bits(self, m: Self::M) -> Mask {
+            Mask::from(m.0)
+        }
     }
 }
