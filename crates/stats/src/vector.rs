@@ -156,7 +156,7 @@ mod avx2 {
         #[inline(always)]
         fn bits(self, m: Self::M) -> Mask {
             let half = |m: m32x8| self.avx._mm256_movemask_ps(cast(m)) as Mask;
-            half(m[0]) | half(m[1]) << 8
+            half(m[0]) | half(m[1]) << (LANES / 2)
         }
     }
 }
