@@ -101,8 +101,9 @@ mod avx2 {
     /// The lanes as two AVX2 vectors, low lanes first.
     type Halves<T> = [T; 2];
 
+    /// `f` on each half.
     #[inline(always)]
-    fn each<T: Copy>(a: Halves<f32x8>, b: Halves<f32x8>, f: impl Fn(f32x8, f32x8) -> T) -> Halves<T> {
+    fn each<I: Copy, T>(a: Halves<I>, b: Halves<I>, f: impl Fn(I, I) -> T) -> Halves<T> {
         [f(a[0], b[0]), f(a[1], b[1])]
     }
 
@@ -147,11 +148,11 @@ mod avx2 {
         }
         #[inline(always)]
         fn and(self, a: Self::M, b: Self::M) -> Self::M {
-            [self.and_m32x8(a[0], b[0]), self.and_m32x8(a[1], b[1])]
+            each(a, b, |x, y| self.and_m32x8(x, y))
         }
         #[inline(always)]
         fn or(self, a: Self::M, b: Self::M) -> Self::M {
-            [self.or_m32x8(a[0], b[0]), self.or_m32x8(a[1], b[1])]
+            each(a, b, |x, y| self.or_m32x8(x, y))
         }
         #[inline(always)]
         fn bits(self, m: Self::M) -> Mask {
