@@ -15,7 +15,8 @@
 //! - `cscv/cpu` and `cscv/gpu`: the overfitting statistics of the default job (10,000
 //!   combos, all 12,870 CSCV splits of 16 blocks) from its rows, CSCV's screen on the CPU
 //!   or forced onto the best adapter (skipped without one; on lavapipe it runs on the CPU's
-//!   cores, so only a real GPU's figure means anything).
+//!   cores, so only a real GPU's figure means anything). `cscv/plots`: its two SVG plots
+//!   (the logit histogram, and the 12,870 splits' out-of-sample against in-sample dots).
 //!
 //! All but `cscv/gpu` run on the CPU (`DeviceMode::Cpu`) so the figures are comparable
 //! across machines with and without a GPU.
@@ -27,7 +28,7 @@ use std::time::Duration;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Worker};
-use threadx_sweep::{OverfittingRequest, Session, Sweep, SweepRequest, SweepSpec};
+use threadx_sweep::{OverfittingRequest, Session, Sweep, SweepRequest, SweepSpec, logit_histogram_svg, oos_vs_is_svg};
 
 fn spec(grid: &[(&str, &str)]) -> SweepSpec {
     SweepRequest::new("bb_atr", grid).check().expect("a valid grid")
@@ -148,6 +149,15 @@ fn cscv(c: &mut Criterion) {
         // The rows are the same on every device: run them once, on the CPU.
         let rows = rows.get_or_insert_with(|| session.run_in_memory(&mut |_, _| Ok(())).expect("the default job"));
         group.bench_function(name, |b| b.iter(|| black_box(session.overfitting(rows, "sharpe").expect("statistics"))));
+        if mode == DeviceMode::Cpu {
+            let report = session.overfitting(rows, "sharpe").expect("statistics").expect("asked for").pbo;
+            group.bench_function("plots", |b| {
+                b.iter(|| {
+                    let histogram = logit_histogram_svg(&report, "logits").expect("a histogram");
+                    black_box(histogram.len() + oos_vs_is_svg(&report, "oos").expect("a scatter").len())
+                })
+            });
+        }
     }
     group.finish();
 }
