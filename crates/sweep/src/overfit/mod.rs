@@ -215,20 +215,21 @@ impl Overfitting {
     ) -> Result<Self, SweepError> {
         let started = Instant::now();
         let bars = sweep.book().bars();
-        let top = top_combos(sweep, best, by)?;
+        let top = || top_combos(sweep, best, by);
         Self::from_parts(Some(dispatcher), cuts, options, kept, top, bars, by, started)
     }
 
     /// The statistics from the blocks of every combo (`kept`, in combo order) and the top
-    /// combos' details (`top`, best first; their DSR and PSR are computed here). CSCV runs
-    /// where `dispatcher` says, or on the CPU without one.
+    /// combos' details (`top` makes them, best first, beside CSCV: a device's waits hide
+    /// their re-runs; their DSR and PSR are computed here). CSCV runs where `dispatcher`
+    /// says, or on the CPU without one.
     #[allow(clippy::too_many_arguments)] // The device, the blocks and their options, the top combos, the timer.
     pub(crate) fn from_parts(
         dispatcher: Option<&Dispatcher>,
         cuts: &BlockCuts,
         options: &OverfittingOptions,
         kept: SweepBlocks,
-        mut top: Vec<TopCombo>,
+        top: impl FnOnce() -> Result<Vec<TopCombo>, SweepError> + Send,
         bars: usize,
         by: &str,
         started: Instant,
@@ -240,11 +241,11 @@ impl Overfitting {
         let mut rng = SeededRng::new(options.seed);
         let splits =
             SplitSet::for_sweep(matrix.combos(), s, options.pbo_splits, &mut || rng.next_u64()).map_err(stats)?;
-        let report = match dispatcher {
+        let (top, report) = rayon::join(top, || match dispatcher {
             Some(dispatcher) => gpu::cscv(dispatcher, &matrix, &splits),
             None => pbo(&matrix, &splits),
-        }
-        .map_err(stats)?;
+        });
+        let (mut top, report) = (top?, report.map_err(stats)?);
         let sharpe_std = sample_std(&sharpe);
         let trials = options.effective_trials.unwrap_or(combos.len() as f64);
         let (_, sr0) = deflated_sharpe(0.0, bars as f64, 0.0, 3.0, sharpe_std, trials);

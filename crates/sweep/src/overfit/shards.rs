@@ -139,6 +139,6 @@ impl MergingBlocks {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Overfitting::from_parts(None, &self.cuts, &self.options, self.kept, top, self.bars, &self.by, self.started)
+        Overfitting::from_parts(None, &self.cuts, &self.options, self.kept, || Ok(top), self.bars, &self.by, self.started)
     }
 }
