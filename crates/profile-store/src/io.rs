@@ -382,7 +382,18 @@ impl AtomicFile {
     }
 
     /// Syncs the data and renames it over the destination (a device or FIFO: flushes).
-    pub fn commit(mut self) -> std::io::Result<()> {
+    pub fn commit(self) -> std::io::Result<()> {
+        self.finish(true)
+    }
+
+    /// Renames the data over the destination without syncing it first: only for a file
+    /// whose reader checks it (a checksum) and makes it again, since a crash may leave it
+    /// empty or zeroed (a checkpoint chunk's blocks, which resume runs again).
+    pub fn commit_unsynced(self) -> std::io::Result<()> {
+        self.finish(false)
+    }
+
+    fn finish(mut self, sync: bool) -> std::io::Result<()> {
         let tmp = self.tmp.take();
         let result = (|| {
             let file = self.file.take().expect("an uncommitted file").into_inner().map_err(|e| e.into_error())?;
@@ -390,7 +401,9 @@ impl AtomicFile {
             if let Some(permissions) = self.permissions.take() {
                 file.set_permissions(permissions)?;
             }
-            file.sync_all()?;
+            if sync {
+                file.sync_all()?;
+            }
             fs::rename(tmp, &self.path)
         })();
         if let (Err(_), Some(tmp)) = (&result, &tmp) {

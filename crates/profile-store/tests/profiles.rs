@@ -310,6 +310,15 @@ fn atomic_writes_keep_the_mode_refuse_read_only_files_and_clean_stale_temporarie
     live.commit().unwrap();
     assert_eq!(fs::read_to_string(&path).unwrap(), "live");
     assert!(!live_tmp.exists());
+
+    // Unsynced, a file still appears whole with its mode, and no temporary is left.
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+    let mut unsynced = AtomicFile::create(&path).unwrap();
+    unsynced.write_all(b"unsynced").unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "live", "nothing shows before the commit");
+    unsynced.commit_unsynced().unwrap();
+    assert_eq!((fs::read_to_string(&path).unwrap().as_str(), mode(&path)), ("unsynced", 0o640));
+    assert!(!live_tmp.exists());
 }
 
 /// Makes a special file with a shell tool (`mknod` needs root; `None` where it fails).

@@ -12,7 +12,7 @@ use crate::table::{Cell, ColumnType, ColumnarWriter, TableFormat};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use threadx_backtest::BlockCuts;
-use threadx_profile_store::{AtomicFile, write_file_atomic};
+use threadx_profile_store::AtomicFile;
 
 /// The blocks file beside a checkpoint chunk's rows.
 pub(crate) fn blocks_path(chunk: &Path) -> PathBuf {
@@ -20,18 +20,18 @@ pub(crate) fn blocks_path(chunk: &Path) -> PathBuf {
 }
 
 /// Writes a finished chunk's blocks and Sharpe ratios: per combo its Sharpe ratio, then
-/// its blocks.
+/// its blocks. Not synced: a crash that loses them leaves a file that fails its checksum,
+/// and resume runs the chunk again (only its rows, written after, are synced).
 pub(crate) fn write_chunk_blocks(path: &Path, r: &ChunkResult, cuts: &BlockCuts) -> Result<(), SweepError> {
-    write_blocks(path, r.metrics.iter().map(|m| m.sharpe), &r.blocks, cuts)
+    let bytes = blocks_bytes(r.metrics.iter().map(|m| m.sharpe), &r.blocks, cuts);
+    let mut file = AtomicFile::create(path).map_err(io_error(path))?;
+    file.write_all(&bytes).map_err(io_error(path))?;
+    file.commit_unsynced().map_err(io_error(path))
 }
 
-/// Writes `sharpe` and `blocks` (per combo, in order) as [`write_chunk_blocks`] does.
-pub(crate) fn write_blocks(
-    path: &Path,
-    sharpe: impl ExactSizeIterator<Item = f64>,
-    blocks: &[f64],
-    cuts: &BlockCuts,
-) -> Result<(), SweepError> {
+/// The bytes of a blocks file: `sharpe` and `blocks` (per combo, in order), f64 little
+/// endian, then their checksum.
+pub(crate) fn blocks_bytes(sharpe: impl ExactSizeIterator<Item = f64>, blocks: &[f64], cuts: &BlockCuts) -> Vec<u8> {
     let per = cuts.stats_len();
     let mut bytes = Vec::with_capacity(sharpe.len() * (per + 1) * 8 + 8);
     for (sharpe, blocks) in sharpe.zip(blocks.chunks_exact(per)) {
@@ -42,7 +42,7 @@ pub(crate) fn write_blocks(
     }
     let sum = checksum(&bytes);
     bytes.extend(sum.to_le_bytes());
-    write_file_atomic(path, &bytes).map_err(io_error(path))
+    bytes
 }
 
 fn damaged(path: &Path, why: &str) -> SweepError {
@@ -66,7 +66,7 @@ pub(crate) fn read_chunk_blocks(path: &Path, combos: Vec<u64>, cuts: &BlockCuts)
     Ok(SweepBlocks { combos, blocks, sharpe })
 }
 
-/// Reads a blocks file of [`write_blocks`] back for `count` combos: their Sharpe ratios
+/// Reads a blocks file of [`blocks_bytes`] back for `count` combos: their Sharpe ratios
 /// and their blocks, or why they cannot be trusted.
 pub(crate) fn read_blocks(path: &Path, count: usize, cuts: &BlockCuts) -> Result<(Vec<f64>, Vec<f64>), SweepError> {
     let data = verified_blocks(path)?;

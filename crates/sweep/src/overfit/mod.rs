@@ -11,7 +11,7 @@ mod plot;
 mod shards;
 
 pub(crate) use kept::{
-    blocks_path, read_blocks, read_chunk_blocks, verified_blocks, write_blocks, write_blocks_csv, write_chunk_blocks,
+    blocks_bytes, blocks_path, read_blocks, read_chunk_blocks, verified_blocks, write_blocks_csv, write_chunk_blocks,
 };
 pub use plot::{logit_histogram_svg, oos_vs_is_svg};
 pub use shards::shard_blocks_path;

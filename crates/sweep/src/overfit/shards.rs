@@ -5,8 +5,8 @@
 //! rows ([`MergingBlocks`]) and takes the top combos' details from the shards: the whole
 //! sweep's best are among the shards' bests, so the merged statistics are a whole run's.
 
-use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, TopCombo, read_blocks, top_combos, write_blocks};
-use crate::error::SweepError;
+use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, TopCombo, blocks_bytes, read_blocks, top_combos};
+use crate::error::{SweepError, io_error};
 use crate::output::OutputOptions;
 use crate::report::Leaderboard;
 use crate::rows::Row;
@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::BlockCuts;
+use threadx_profile_store::write_file_atomic;
 
 /// The blocks file beside a shard's results (`--overfitting --shard`), which `merge` reads.
 pub fn shard_blocks_path(results: &Path) -> PathBuf {
@@ -32,7 +33,8 @@ pub(crate) fn write_shard_part(
     best: &[Row],
 ) -> Result<Value, SweepError> {
     let path = shard_blocks_path(&opts.out);
-    write_blocks(&path, kept.sharpe.iter().copied(), &kept.blocks, cuts)?;
+    let bytes = blocks_bytes(kept.sharpe.iter().copied(), &kept.blocks, cuts);
+    write_file_atomic(&path, &bytes).map_err(io_error(&path))?;
     let top = top_combos(sweep, best, &opts.by)?;
     Ok(json!({
         "blocks": path.file_name().map(|n| n.to_string_lossy().into_owned()),
@@ -139,6 +141,15 @@ impl MergingBlocks {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Overfitting::from_parts(None, &self.cuts, &self.options, self.kept, || Ok(top), self.bars, &self.by, self.started)
+        Overfitting::from_parts(
+            None,
+            &self.cuts,
+            &self.options,
+            self.kept,
+            || Ok(top),
+            self.bars,
+            &self.by,
+            self.started,
+        )
     }
 }
