@@ -34,6 +34,7 @@ use crate::ratio::{Bars, Ratio, ratio};
 use crate::screen::Screen;
 use crate::sharpe_of;
 use crate::splits::SplitSet;
+use rayon::prelude::*;
 
 /// Combos that make the first bests every task of pass 1 starts from.
 const SEED: usize = 16 * LANES;
@@ -138,7 +139,10 @@ fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> R
     // The likeliest is every split's first best; the passes screen the others against it.
     // With no candidate, no split has a best yet (a combo index no combo has).
     let seed: Vec<Best> = match likely.first() {
-        Some(&c) => (0..k).map(|i| Best::new(exact(matrix, c, visits.mask(i, false), &bars), c, &bars, s)).collect(),
+        Some(&c) => (0..k)
+            .into_par_iter()
+            .map(|i| Best::new(exact(matrix, c, visits.mask(i, false), &bars), c, &bars, s))
+            .collect(),
         None => vec![Best::new(None, usize::MAX, &bars, s); k],
     };
     let mut best = passes.bests(work, &seed, likely.get(1..).unwrap_or_default(), &candidates)?;
@@ -148,15 +152,18 @@ fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> R
     }
 
     // Each split's best: its IS and OOS Sharpe ratios, and the value to rank (None: NaN).
-    let (mut is_sharpe, mut oos_sharpe) = (vec![f64::NAN; k], vec![f64::NAN; k]);
-    let mut value: Vec<Option<Ratio>> = vec![None; k];
-    for (i, b) in best.iter().enumerate() {
-        let (is, oos) =
-            (matrix.set_sums(b.combo, visits.mask(i, false)), matrix.set_sums(b.combo, visits.mask(i, true)));
-        is_sharpe[i] = bars.sharpe(is.0, is.1);
-        oos_sharpe[i] = bars.sharpe(oos.0, oos.1);
-        value[i] = ratio(oos.0, oos.1, &bars);
-    }
+    let per_split: Vec<(f64, f64, Option<Ratio>)> = best
+        .par_iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let (is, oos) =
+                (matrix.set_sums(b.combo, visits.mask(i, false)), matrix.set_sums(b.combo, visits.mask(i, true)));
+            (bars.sharpe(is.0, is.1), bars.sharpe(oos.0, oos.1), ratio(oos.0, oos.1, &bars))
+        })
+        .collect();
+    let is_sharpe: Vec<f64> = per_split.iter().map(|p| p.0).collect();
+    let oos_sharpe: Vec<f64> = per_split.iter().map(|p| p.1).collect();
+    let value: Vec<Option<Ratio>> = per_split.iter().map(|p| p.2).collect();
 
     // Pass 2: rank each split's value among every combo's OOS ratio. Flat combos are NaN
     // (counted), combos sure to stay below every value (or NaN) are counted without being
@@ -178,7 +185,8 @@ fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> R
             ranked.push(i);
         }
     }
-    let screens: Vec<Screen> = value.iter().zip(&oos_sharpe).map(|(v, &t)| Screen::new(v.map(|_| t), n, s)).collect();
+    let screens: Vec<Screen> =
+        value.par_iter().zip(&oos_sharpe).map(|(v, &t)| Screen::new(v.map(|_| t), n, s)).collect();
     let counts = passes.counts(work, &ranked, &value, &screens)?;
 
     // Back from the visiting order to the splits' order.
