@@ -403,8 +403,14 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         None => "none (every chunk came from the checkpoint)".into(),
     };
     let prep = session.preparation();
+    let statistics = report.overfitting.as_ref().map_or(String::new(), |o| {
+        format!(
+            ", overfitting statistics {:.2}s",
+            report.phases.as_ref().map_or(o.seconds, |p| p.seconds("overfitting"))
+        )
+    });
     outln!(
-        "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {backtests}, writing {:.2}s",
+        "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {backtests}, writing {:.2}s{statistics}",
         report.phases.as_ref().map_or(0.0, |p| p.seconds("load")),
         prep.indicators_s + prep.book_s,
         prep.series,

@@ -48,6 +48,8 @@ fn the_summary_holds_the_statistics_and_the_terminal_says_them() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
     assert!(said.contains("PBO ") && said.contains("of the splits") && said.contains("DSR "), "{said}");
+    // The time line says what the statistics took.
+    assert!(said.lines().any(|l| l.starts_with("time: ") && l.contains(", overfitting statistics ")), "{said}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
     let o = &summary["overfitting"];
