@@ -82,12 +82,18 @@ impl SplitSet {
         next_u64: &mut dyn FnMut() -> u64,
     ) -> Result<Self, StatsError> {
         check_blocks(blocks)?;
+        if Self::exhaustive_for(combos, blocks) { Self::all(blocks) } else { Self::random(blocks, random, next_u64) }
+    }
+
+    /// How many splits [`SplitSet::for_sweep`] makes, without making them (a valid `blocks`).
+    pub fn count_for_sweep(combos: usize, blocks: usize, random: usize) -> usize {
+        if Self::exhaustive_for(combos, blocks) { binomial(blocks as u64, blocks as u64 / 2) as usize } else { random }
+    }
+
+    /// Whether [`SplitSet::for_sweep`] takes every split.
+    fn exhaustive_for(combos: usize, blocks: usize) -> bool {
         let all = binomial(blocks as u64, blocks as u64 / 2);
-        if (combos as u128).saturating_mul(all) <= EXHAUSTIVE_LIMIT && all <= MAX_EXHAUSTIVE_SPLITS {
-            Self::all(blocks)
-        } else {
-            Self::random(blocks, random, next_u64)
-        }
+        (combos as u128).saturating_mul(all) <= EXHAUSTIVE_LIMIT && all <= MAX_EXHAUSTIVE_SPLITS
     }
 
     pub fn blocks(&self) -> usize {

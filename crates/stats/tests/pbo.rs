@@ -346,6 +346,11 @@ fn splits_are_every_half_in_combination_order_or_a_seeded_draw() {
     // The sweep's rule: every split while combos × C(16, 8) ≤ 2·10^8.
     assert!(SplitSet::for_sweep(15_540, 16, 1_000, &mut || 0).unwrap().exhaustive());
     assert!(!SplitSet::for_sweep(15_541, 16, 1_000, &mut || 0).unwrap().exhaustive());
+    // Counted without being made, as the sweep's device warm-up does.
+    for (combos, blocks) in [(15_540, 16), (15_541, 16), (10, 2), (3, 64), (10_000, 20)] {
+        let made = SplitSet::for_sweep(combos, blocks, 700, &mut || rng.next()).unwrap().len();
+        assert_eq!(SplitSet::count_for_sweep(combos, blocks, 700), made, "{combos} combos, {blocks} blocks");
+    }
     assert!(SplitSet::all(7).is_err() && SplitSet::all(0).is_err() && SplitSet::all(66).is_err());
 }
 

@@ -7,7 +7,7 @@
 
 use crate::error::SweepError;
 use crate::output::{KeepFn, OutputOptions, ProgressFn, SweepReport, run_keeping, run_to_files};
-use crate::overfit::{Overfitting, SweepBlocks};
+use crate::overfit::{Overfitting, SweepBlocks, warm_up};
 use crate::report::Leaderboard;
 use crate::rows::Row;
 use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};
@@ -79,6 +79,9 @@ impl Session {
             return Err(SweepError::Spec(
                 "a walk-forward runs one sweep per window: call walk_forward, not a session".into(),
             ));
+        }
+        if let Some(options) = plan.spec().overfitting() {
+            warm_up(&dispatcher, plan.combos().len(), options);
         }
         let threads = thread_pool(plan.spec())?;
         let (sweep, mut preparation) = prepare(plan, &data, &dispatcher, threads.as_ref())?;

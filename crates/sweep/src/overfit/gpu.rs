@@ -8,9 +8,13 @@
 //! per-dispatch work limits. A dispatch that leaves more pairs open than its list holds
 //! is run again with room for all of them.
 
+use super::OverfittingOptions;
 use serde_json::json;
 use std::mem::size_of;
-use threadx_dispatch::{Dispatch, Dispatcher, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, Operation, workgroup_size};
+use std::sync::Arc;
+use threadx_dispatch::{
+    DeviceMode, Dispatch, Dispatcher, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, Operation, workgroup_size,
+};
 use threadx_stats::{
     BlockMatrix, DeviceScreen, Listing, OpenPair, PboError, PboReport, ScaledBlocks, ScreenDevice, ScreenPass,
     Screened, SplitSet, StatsError, pbo, pbo_on,
@@ -65,6 +69,31 @@ pub(crate) fn cscv(dispatcher: &Dispatcher, matrix: &BlockMatrix, splits: &Split
             },
         )
         .value
+}
+
+/// Probes the adapters and compiles CSCV's kernels on a thread of its own, so that this
+/// overlaps the sweep instead of opening the statistics' phase, when the statistics of
+/// `combos` combos are large enough for a GPU to be considered. (In `auto` a sweep too
+/// small for a GPU never probes: the probe, tens of milliseconds on a GPU machine, would
+/// otherwise come with CSCV.) The dispatcher's probe is done once, whoever asks first.
+pub(crate) fn warm_up(dispatcher: &Arc<Dispatcher>, combos: u64, options: &OverfittingOptions) {
+    if !worth_warming(dispatcher, combos, options) {
+        return;
+    }
+    let dispatcher = Arc::clone(dispatcher);
+    std::thread::spawn(move || {
+        if let Some(ctx) = dispatcher.gpu() {
+            // A failure shows again, and is reported, when CSCV asks for the kernel.
+            let _ = (ctx.pipeline(&SCREEN), ctx.pipeline(&LIKELIEST));
+        }
+    });
+}
+
+/// Whether CSCV over `combos` combos may run on a GPU: the CPU is not forced and its
+/// operation (combos × splits) is not below the floor under which the CPU takes it unasked.
+fn worth_warming(dispatcher: &Dispatcher, combos: u64, options: &OverfittingOptions) -> bool {
+    let splits = SplitSet::count_for_sweep(combos as usize, options.blocks as usize, options.pbo_splits);
+    dispatcher.mode() != DeviceMode::Cpu && (combos as usize).saturating_mul(splits) >= dispatcher.policy().min_gpu_size
 }
 
 /// The screen on one GPU.
@@ -184,6 +213,28 @@ fn likeliest_of_dispatches(mut picks: Vec<OpenPair>) -> Vec<OpenPair> {
         }
     }
     kept
+}
+
+#[cfg(test)]
+mod warming {
+    use super::*;
+    use threadx_dispatch::testing::dispatcher_in;
+
+    #[test]
+    fn only_statistics_a_gpu_may_take_are_warmed_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = |blocks, pbo_splits| OverfittingOptions { blocks, pbo_splits, seed: 0, effective_trials: None };
+        let auto = dispatcher_in(dir.path(), DeviceMode::Auto);
+        // The default job: 10,000 combos × 12,870 splits.
+        assert!(worth_warming(&auto, 10_000, &options(16, 1_000)));
+        // 2 blocks make 2 splits: 2,048 combos are 4,096 pairs, the floor; 2,047 are below.
+        assert!(worth_warming(&auto, 2_048, &options(2, 1_000)));
+        assert!(!worth_warming(&auto, 2_047, &options(2, 1_000)));
+        // Where not every split is taken, the random ones count: 64 blocks, 1 split each.
+        assert!(worth_warming(&auto, 4_096, &options(64, 1)));
+        assert!(!worth_warming(&auto, 4_095, &options(64, 1)));
+        assert!(!worth_warming(&dispatcher_in(dir.path(), DeviceMode::Cpu), 10_000, &options(16, 1_000)));
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod kept;
 mod plot;
 mod shards;
 
+pub(crate) use gpu::warm_up;
 pub(crate) use kept::{
     blocks_bytes, blocks_path, read_blocks, read_chunk_blocks, verified_blocks, write_blocks_csv, write_chunk_blocks,
 };
