@@ -7,6 +7,7 @@
 # `overfitting` phase. Prints every run and the medians.
 # Usage: bash benchmarks/overfitting_cost.sh [DEVICE] [RUNS]
 #   THREADX_BIN: a built threadx (as on a GPU machine, from .gpu/bin); else builds --release.
+#   WARM: warm-up runs of each kind before the timed ones (default: 6 for auto, else 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device="${1:-cpu}"
@@ -21,9 +22,14 @@ dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 export THREADX_GPU_THRESHOLD_PATH="$dir/thresholds.json" THREADX_MULTIGPU_PROFILE_PATH="$dir/multigpu.json"
 sweep() { "$bin" --device "$device" sweep --quiet --out "$dir/$1.csv" "${@:2}" >/dev/null; }
-# Profiles and balance measured once, as a user's second run would find them.
-sweep warm --overfitting
-sweep warm
+# Profiles and balance measured first, as a user's later runs would find them: `auto`
+# explores each device until it has 3 timings of an operation (the dispatcher's
+# min_samples), so it warms up 6 times; cpu and gpu once. WARM overrides.
+warm="${WARM:-$([ "$device" = auto ] && echo 6 || echo 1)}"
+for _ in $(seq "$warm"); do
+    sweep warm --overfitting
+    sweep warm
+done
 # One timed run of `sweep NAME ARGS...`: its wall seconds appended to the file NAME.
 timed() {
     local start=$EPOCHREALTIME
