@@ -30,11 +30,12 @@ for _ in $(seq "$warm"); do
     sweep warm --overfitting
     sweep warm
 done
-# One timed run of `sweep NAME ARGS...`: its wall seconds appended to the file NAME.
+# One timed run of `sweep NAME ARGS...`: its wall seconds appended to the file NAME (bash
+# 5's EPOCHREALTIME, read without a subshell; date's nanoseconds on an older bash).
 timed() {
-    local start=$EPOCHREALTIME
+    local start=${EPOCHREALTIME:-$(date +%s.%N)}
     sweep "$@"
-    local end=$EPOCHREALTIME
+    local end=${EPOCHREALTIME:-$(date +%s.%N)}
     awk -v a="${start/,/.}" -v b="${end/,/.}" 'BEGIN { printf "%.4f\n", b - a }' >>"$dir/$1"
 }
 # A phase's seconds from the summary of run NAME: {"phase": "...", "s": ...}.
