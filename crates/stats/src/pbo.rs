@@ -30,7 +30,7 @@ use crate::device::{OnDevice, ScreenDevice};
 use crate::error::StatsError;
 use crate::lanes::LANES;
 use crate::passes::{Best, OnCpu, Passes, Visits, Work, exact};
-use crate::ratio::{Bars, Ratio, ratio};
+use crate::ratio::{Bars, ratio};
 use crate::screen::Screen;
 use crate::sharpe_of;
 use crate::splits::SplitSet;
@@ -152,18 +152,15 @@ fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> R
     }
 
     // Each split's best: its IS and OOS Sharpe ratios, and the value to rank (None: NaN).
-    let per_split: Vec<(f64, f64, Option<Ratio>)> = best
+    let (is_sharpe, (oos_sharpe, value)): (Vec<_>, (Vec<_>, Vec<_>)) = best
         .par_iter()
         .enumerate()
         .map(|(i, b)| {
             let (is, oos) =
                 (matrix.set_sums(b.combo, visits.mask(i, false)), matrix.set_sums(b.combo, visits.mask(i, true)));
-            (bars.sharpe(is.0, is.1), bars.sharpe(oos.0, oos.1), ratio(oos.0, oos.1, &bars))
+            (bars.sharpe(is.0, is.1), (bars.sharpe(oos.0, oos.1), ratio(oos.0, oos.1, &bars)))
         })
-        .collect();
-    let is_sharpe: Vec<f64> = per_split.iter().map(|p| p.0).collect();
-    let oos_sharpe: Vec<f64> = per_split.iter().map(|p| p.1).collect();
-    let value: Vec<Option<Ratio>> = per_split.iter().map(|p| p.2).collect();
+        .unzip();
 
     // Pass 2: rank each split's value among every combo's OOS ratio. Flat combos are NaN
     // (counted), combos sure to stay below every value (or NaN) are counted without being
