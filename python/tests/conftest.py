@@ -41,12 +41,16 @@ class Cli:
         self.workdir = workdir
 
     def run(self, *args: str) -> str:
+        return self.run_full(*args).stdout
+
+    def run_full(self, *args: str) -> "subprocess.CompletedProcess[str]":
+        """A run that must succeed, with what it printed on both streams."""
         done = subprocess.run(
             [str(self.path), *args], cwd=self.workdir, capture_output=True, text=True, env=os.environ.copy()
         )
         if done.returncode != 0:
             raise AssertionError(f"threadx {' '.join(args)} failed:\n{done.stderr}")
-        return done.stdout
+        return done
 
     def fails(self, *args: str) -> str:
         done = subprocess.run([str(self.path), *args], cwd=self.workdir, capture_output=True, text=True)

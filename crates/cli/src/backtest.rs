@@ -1,6 +1,5 @@
 //! `threadx backtest`: one parameter set of a strategy, its metrics, trades and equity.
 
-use crate::data::check_writable;
 use crate::sweep::pct;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
@@ -9,7 +8,6 @@ use std::path::{Path, PathBuf};
 use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Ohlcv, format_time};
-use threadx_profile_store::refuse_output_over_input;
 use threadx_sweep::{ColumnType, write_table};
 
 /// What `threadx backtest` was asked for.
@@ -45,12 +43,12 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     let values = strategy.params(&pairs)?;
     let costs = Costs::new(req.fee, req.slippage)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
-    for path in req.trades.iter().chain(&req.equity).chain(&req.report) {
-        check_writable(path)?;
-    }
-    let outputs: Vec<&Path> = req.trades.iter().chain(&req.equity).chain(&req.report).map(PathBuf::as_path).collect();
-    refuse_output_over_input(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])
-        .map_err(anyhow::Error::msg)?;
+    let outputs: Vec<(&'static str, PathBuf)> =
+        [("--trades", &req.trades), ("--equity", &req.equity), ("--report", &req.report)]
+            .into_iter()
+            .filter_map(|(flag, path)| path.clone().map(|p| (flag, p)))
+            .collect();
+    crate::outputs::check_every_output(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])?;
     let data = Ohlcv::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let (report, seconds) =
@@ -77,6 +75,11 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     if req.json {
         let mut object = Map::new();
         object.insert("strategy".into(), json!(strategy.name()));
+        if !strategy.is_builtin() {
+            // The rules themselves, so that `threadx report` runs what ran (the file may move or change).
+            object.insert("rule_file".into(), json!(strategy.origin()));
+            object.insert("rules".into(), json!(strategy.source()));
+        }
         let params: Map<String, Value> =
             strategy.schema().iter().zip(&values).map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect();
         object.insert("params".into(), Value::Object(params));

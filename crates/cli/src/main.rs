@@ -6,7 +6,8 @@
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        write!(std::io::stdout().lock(), $($arg)*)?
+        let text = format!($($arg)*);
+        write!(std::io::stdout().lock(), "{}", threadx_profile_store::escape::terminal(&text))?
     }};
 }
 
@@ -14,7 +15,8 @@ macro_rules! out {
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*)?
+        let text = format!($($arg)*);
+        writeln!(std::io::stdout().lock(), "{}", threadx_profile_store::escape::terminal(&text))?
     }};
 }
 
@@ -24,6 +26,7 @@ mod data;
 mod devices;
 mod indicators;
 mod monitor;
+mod outputs;
 mod overfit;
 mod profile;
 mod report;

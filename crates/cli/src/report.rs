@@ -10,7 +10,7 @@ use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
 use threadx_profile_store::refuse_output_over_input;
 use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
-use threadx_sweep::{OutputOptions, Session, Shard, SweepSpec, data_fingerprint};
+use threadx_sweep::{OutputOptions, Session, Shard, SweepSpec, data_fingerprint, plot_checksum};
 
 /// Where a backtest's report says it ran: the device policy picks the indicators' device;
 /// the trade-by-trade simulation runs on the CPU.
@@ -55,17 +55,7 @@ pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMo
     let best = best_run.as_ref().map(|(values, report, seconds)| {
         BacktestRun::new(page.data, strategy, values, spec.costs(), report).ran_on(&device, *seconds)
     });
-    let mut figures = Vec::new();
-    if let Some((histogram, scatter)) = &page.overfitting_plots {
-        for (caption, file) in [
-            ("CSCV logits: above 0, the in-sample best beat the median out of sample", histogram),
-            ("Each split's best: out of sample against in sample", scatter),
-        ] {
-            if let Ok(svg) = std::fs::read_to_string(file) {
-                figures.push((caption.to_owned(), svg));
-            }
-        }
-    }
+    let figures = page.overfitting_plots.as_ref().map_or_else(Vec::new, |plots| vouched_plots(plots, page.summary));
     let run = SweepRun {
         spec,
         summary: page.summary,
@@ -78,6 +68,27 @@ pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMo
         best,
     };
     run.report()?.write(path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The overfitting plots beside a run's results that its summary vouches for: a file is
+/// embedded only while its checksum is the one the summary recorded when the run drew it,
+/// so a file replaced or left by another run never reaches the page (it is named instead).
+fn vouched_plots((histogram, scatter): &(PathBuf, PathBuf), summary: &Value) -> Vec<(String, String)> {
+    let mut figures = Vec::new();
+    for (caption, file, key) in [
+        ("CSCV logits: above 0, the in-sample best beat the median out of sample", histogram, "pbo"),
+        ("Each split's best: out of sample against in sample", scatter, "oos"),
+    ] {
+        let Ok(svg) = std::fs::read_to_string(file) else { continue };
+        match summary["overfitting"]["plots"][key].as_str() {
+            Some(sum) if sum == plot_checksum(svg.as_bytes()) => figures.push((caption.to_owned(), svg)),
+            _ => tracing::warn!(
+                "{}: left out of the report: it is not the plot its summary recorded (changed or from another run)",
+                file.display()
+            ),
+        }
+    }
+    figures
 }
 
 /// Refuses a sweep's `--report` that cannot be drawn: its results must be read back (a
@@ -118,11 +129,13 @@ pub fn after_sweep(
 /// `threadx report INPUT.json [--out FILE.html]`.
 pub fn run(input: &Path, out: Option<&Path>, mode: DeviceMode) -> Result<()> {
     let out = out.map_or_else(|| input.with_extension("html"), Path::to_path_buf);
-    crate::data::check_writable(&out)?;
     refuse_output_over_input(&[out.as_path()], &[input]).map_err(anyhow::Error::msg)?;
     let text = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
     let json: Value = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{}, line {}, column {}: not JSON: {e}", input.display(), e.line(), e.column()))?;
+    let read = files_read(input, &json);
+    let read: Vec<&Path> = read.iter().map(PathBuf::as_path).collect();
+    crate::outputs::check_every_output(&[("--out", out.clone())], &read)?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     if json["identity"].is_object() {
         sweep_from_summary(input, &json, &dispatcher, mode, &out)?;
@@ -144,6 +157,24 @@ pub fn run(input: &Path, out: Option<&Path>, mode: DeviceMode) -> Result<()> {
     }
     outln!("wrote the report to {}", out.display());
     Ok(())
+}
+
+/// Every file a report of `json` (read from `input`) reads: the JSON itself, a sweep's
+/// results and plots beside it, and the data it names.
+fn files_read(input: &Path, json: &Value) -> Vec<PathBuf> {
+    let mut read = vec![input.to_path_buf()];
+    if let Some(results) = results_beside(input, json) {
+        read.extend([crate::sweep::sibling(&results, "-pbo.svg"), crate::sweep::sibling(&results, "-oos.svg")]);
+        read.push(results);
+    }
+    let origin = json["data"]["origin"].as_str().or_else(|| json["data"].as_str());
+    read.extend(origin.map(PathBuf::from));
+    read
+}
+
+/// The results file a sweep's summary names, beside the summary.
+fn results_beside(input: &Path, summary: &Value) -> Option<PathBuf> {
+    summary["results"].as_str().and_then(|r| Path::new(r).file_name()).map(|name| input.with_file_name(name))
 }
 
 /// A JSON object of parameters (`{"bb_period": 20, "ma_type": "ema"}`, a summary's row or
@@ -176,6 +207,19 @@ fn sweep_from_summary(
     mode: DeviceMode,
     out: &Path,
 ) -> Result<()> {
+    if summary["shard"]["count"].as_u64().is_some_and(|n| n > 1) {
+        bail!(
+            "{}: a shard's summary: a shard is part of a sweep and gets no page; `threadx merge` the shards, then \
+             `threadx report MERGED.json`",
+            input.display()
+        );
+    }
+    if summary["symbols"].is_array() || summary["symbols"].is_object() {
+        bail!(
+            "{}: a universe's summary: its page is not drawn yet; sweep one symbol (`--data FILE`) for its report",
+            input.display()
+        );
+    }
     let identity = &summary["identity"];
     let spec = SweepSpec::from_identity(&identity["spec"]).with_context(|| format!("reading {}", input.display()))?;
     let data = load_data(input, &summary["data"]["origin"])?;
@@ -183,9 +227,7 @@ fn sweep_from_summary(
     if data_fingerprint(&data) != want {
         bail!("{}: its data `{}` changed since the run (fingerprint {want})", input.display(), data.origin());
     }
-    let results =
-        summary["results"].as_str().and_then(|r| Path::new(r).file_name()).map(|name| input.with_file_name(name));
-    let results = results.filter(|r| r.is_file());
+    let results = results_beside(input, summary).filter(|r| r.is_file());
     if results.is_none() {
         tracing::warn!("{}: its results file is not beside it: no heatmaps or distribution", input.display());
     }
@@ -199,12 +241,16 @@ fn sweep_from_summary(
         overfitting_plots,
         walk_forward_csv: None,
     };
-    write_sweep(&page, dispatcher, mode, out)
+    write_sweep(&page, dispatcher, mode, out).with_context(|| format!("reporting {}", input.display()))
 }
 
 fn backtest_from_json(input: &Path, json: &Value, dispatcher: &Dispatcher, mode: DeviceMode, out: &Path) -> Result<()> {
     let name = json["strategy"].as_str().unwrap_or_default();
-    let strategy = Strategy::load(name).with_context(|| format!("{}: strategy `{name}`", input.display()))?;
+    let strategy = match (json["rules"].as_str(), json["rule_file"].as_str()) {
+        (Some(rules), Some(file)) => Strategy::from_toml(rules, file),
+        _ => Strategy::load(name),
+    }
+    .with_context(|| format!("{}: strategy `{name}`", input.display()))?;
     let values = params_of(&strategy, &json["params"])?;
     let number = |key: &str| json[key].as_f64();
     let costs = Costs::new(number("fee").unwrap_or(0.001), number("slippage").unwrap_or(0.0))?;

@@ -11,7 +11,7 @@ use threadx_backtest::{Axis, Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::MarketData;
 use threadx_multi_gpu::{RunStats, WorkerStats};
-use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
+use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_sweep::{
     HeatmapOptions, OutputOptions, Row, SearchMethod, Session, Shard, SweepPlan, SweepRequest, SweepSpec, WalkForward,
     check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index, shard_blocks_path, summary_path,
@@ -143,7 +143,7 @@ pub struct SweepArgs {
     pub(crate) monitor: bool,
     /// Where --monitor draws its plot (default: beside --out, `-monitor.svg`).
     #[arg(long, value_name = "FILE.svg", requires = "monitor")]
-    monitor_plot: Option<PathBuf>,
+    pub(crate) monitor_plot: Option<PathBuf>,
     #[command(flatten)]
     overfit: crate::overfit::OverfitArgs,
 }
@@ -262,30 +262,16 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if let Some(plot) = &search_plot {
         check_writable(plot)?;
     }
-    // No output may be a file this command reads.
+    // Every output is writable, its own file and none of the inputs, before any work.
     let summary = summary_path(&args.out);
     let shard_blocks = (spec.overfitting().is_some() && !shard.is_whole()).then(|| shard_blocks_path(&args.out));
-    let outputs: Vec<&Path> = [
-        Some(args.out.as_path()),
-        shard_blocks.as_deref(),
-        summary.as_deref(),
-        opts.heatmap.as_ref().map(|h| h.path.as_path()),
-        monitor_plot.as_deref(),
-        search_plot.as_deref(),
-        opts.blocks_out.as_deref(),
-        opts.overfitting_plots.as_ref().map(|p| p.0.as_path()),
-        opts.overfitting_plots.as_ref().map(|p| p.1.as_path()),
-        args.report.as_deref(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let outputs = crate::outputs::of_sweep(args, &opts, [&shard_blocks, &summary, &monitor_plot, &search_plot]);
     let inputs: Vec<&Path> =
         [Some(Path::new(&args.data)), args.strategy.as_deref().map(Path::new), args.config.as_deref()]
             .into_iter()
             .flatten()
             .collect();
-    refuse_output_over_input(&outputs, &inputs).map_err(anyhow::Error::msg)?;
+    crate::outputs::check_every_output(&outputs, &inputs)?;
     check_outputs(args, &spec, &mut opts)?;
     if let Some(path) = &args.report {
         crate::report::check_sweep_report(path, &args.out, shard)?;
@@ -303,12 +289,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let data = match data {
         MarketData::Bars(bars) => Arc::new(bars),
         MarketData::Universe(universe) => {
-            let by_combo = threadx_sweep::by_combo_path(&args.out);
-            let written: Vec<&Path> = [Some(args.out.as_path()), summary.as_deref(), Some(by_combo.as_path())]
-                .into_iter()
-                .flatten()
-                .collect();
-            refuse_output_over_input(&written, &universe.files()).map_err(anyhow::Error::msg)?;
+            let mut outputs = outputs;
+            outputs.push(("the combos across the symbols (beside --out)", threadx_sweep::by_combo_path(&args.out)));
+            crate::outputs::check_every_output(&outputs, &universe.files())?;
             if args.report.is_some() {
                 bail!("--report draws one data set's sweep: sweep one symbol for its report");
             }
@@ -353,7 +336,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     outln!("preparing {} (about {})", plan.describe(), format_bytes(plan.bytes()));
     // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
     let mut note = |note: &str| {
-        let _ = writeln!(std::io::stdout().lock(), "{note}");
+        let _ = writeln!(std::io::stdout().lock(), "{}", threadx_profile_store::escape::terminal(note));
     };
     let session = Session::from_plan(plan, data.clone(), dispatcher.clone(), &mut note)?;
     crate::on_interrupt(format!(

@@ -45,7 +45,7 @@ pub fn run(
     let mut note = |note: &str| {
         // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
         bar.suspend(|| {
-            let _ = writeln!(std::io::stdout().lock(), "{note}");
+            let _ = writeln!(std::io::stdout().lock(), "{}", threadx_profile_store::escape::terminal(note));
         });
     };
     let report = universe_to_files(

@@ -1,12 +1,15 @@
 //! The `threadx` binary as a user runs it.
 
-use std::process::{Command, Output};
+mod common;
+
+use common::{binary, text};
+use std::process::Output;
 
 fn threadx(args: &[&str], env: &[(&str, &str)]) -> Output {
     // Profiles go to a scratch directory unless the test names them: tests never write
     // the working tree's artifacts/.
     let scratch = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_threadx"));
+    let mut cmd = binary();
     cmd.args(args)
         .env("THREADX_GPU_THRESHOLD_PATH", scratch.path().join("thresholds.json"))
         .env("THREADX_MULTIGPU_PROFILE_PATH", scratch.path().join("multigpu.json"));
@@ -14,10 +17,6 @@ fn threadx(args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env(k, v);
     }
     cmd.output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Hides every Vulkan driver and every other backend: a machine with no GPU driver at all.
@@ -335,7 +334,7 @@ fn a_closed_pipe_ends_the_command_quietly() {
         &["--device", "cpu", "profile", "show"][..],
     ] {
         let scratch = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_threadx"))
+        let mut child = binary()
             .args(args)
             .env("THREADX_GPU_THRESHOLD_PATH", scratch.path().join("thresholds.json"))
             .env("THREADX_MULTIGPU_PROFILE_PATH", scratch.path().join("multigpu.json"))
@@ -639,7 +638,7 @@ fn value_dependent_rule_errors_name_the_file_line_and_column() {
         )
         .unwrap();
         for args in [vec!["strategy", "check", "t.toml"], vec!["--device", "cpu", "backtest", "--strategy", "t.toml"]] {
-            let out = std::process::Command::new(env!("CARGO_BIN_EXE_threadx"))
+            let out = binary()
                 .current_dir(dir.path())
                 .args(&args)
                 .env("THREADX_GPU_THRESHOLD_PATH", dir.path().join("p.json"))

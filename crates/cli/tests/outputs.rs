@@ -4,23 +4,12 @@
 
 #![allow(clippy::print_stderr)] // A check that cannot run here says why.
 
+mod common;
+
+use common::{text, threadx};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn threadx(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_threadx"))
-        .current_dir(dir)
-        .args(args)
-        .env("THREADX_GPU_THRESHOLD_PATH", dir.join("profile.json"))
-        .env("THREADX_MULTIGPU_PROFILE_PATH", dir.join("multigpu.json"))
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use std::process::Command;
 
 const GRID: [&str; 5] = ["--grid", "bb_period=10,20", "--grid", "bb_std=2", "--quiet"];
 
@@ -29,6 +18,51 @@ fn sweep<'a>(data: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     args.extend(GRID);
     args.extend(extra);
     args
+}
+
+#[test]
+fn outputs_that_name_one_file_or_cannot_be_written_are_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = "synthetic:bars=600,seed=1";
+    let two_axes = ["--grid", "bb_period=10,20", "--grid", "bb_std=2,3", "--quiet", "--device", "cpu"];
+    let long = format!("{}.csv", "a".repeat(245));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--out", "r.csv", "--report", "r.csv"], "--report r.csv and --out r.csv are one file"),
+        (vec!["--out", "r.csv", "--heatmap", "r.csv"], "--heatmap r.csv and --out r.csv are one file"),
+        (
+            vec!["--out", "r.csv", "--search", "random", "--trials", "3", "--search-plot", "r.csv"],
+            "--search-plot r.csv and --out",
+        ),
+        (vec!["--out", "r.csv", "--blocks-out", "r.csv"], "--blocks-out r.csv and --out r.csv"),
+        (vec!["--out", "r.csv", "--blocks-out", "r.json"], "--blocks-out r.json and the summary (--out as .json)"),
+        (vec!["--out", "r.csv", "--heatmap", "r.json"], "--heatmap r.json and the summary"),
+        (
+            vec!["--out", "r.csv", "--blocks-out", "r-heatmap.svg"],
+            "--blocks-out r-heatmap.svg and the heatmap (beside --out)",
+        ),
+        (vec!["--out", "r.csv", "--report", "r.csv.parts"], "and the checkpoint folder (--out + .parts)"),
+        (vec!["--out", "r.csv", "--blocks-out", "bo/"], "it names a folder"),
+        (vec!["--out", "r.csv", "--blocks-out", "/nonexistent/d/b.csv"], "folder /nonexistent/d does not exist"),
+        (vec!["--out", &long], "the temporary file written beside it needs 15 more"),
+    ];
+    for (outputs, message) in cases {
+        let mut args = vec!["sweep", "--data", data];
+        args.extend(two_axes);
+        args.extend(outputs);
+        let run = threadx(d, &args);
+        let stderr = text(&run.stderr);
+        assert!(!run.status.success() && stderr.contains(message), "{args:?}: {stderr}");
+        assert!(!text(&run.stdout).contains("preparing"), "{args:?}: refused before any work");
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 0, "{args:?}: nothing written");
+    }
+    // The same for one backtest's outputs.
+    for (a, b) in [("--trades", "--equity"), ("--trades", "--report")] {
+        let run = threadx(d, &["--device", "cpu", "backtest", "--data", data, a, "x.csv", b, "x.csv"]);
+        let stderr = text(&run.stderr);
+        assert!(!run.status.success() && stderr.contains(&format!("{b} x.csv and {a} x.csv are one file")), "{stderr}");
+    }
+    assert_eq!(std::fs::read_dir(d).unwrap().count(), 0);
 }
 
 #[test]

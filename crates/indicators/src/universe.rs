@@ -215,12 +215,18 @@ impl Universe {
             Source::File(path) => format!(" ({})", path.display()),
             Source::Bars(_) => String::new(),
         };
+        let quoted = |s: &Source| match s {
+            Source::File(path) => format!(" ({path:?})"),
+            Source::Bars(_) => String::new(),
+        };
         for (name, source) in &symbols {
-            if name.is_empty() || name.contains([',', '"', '\n', '\r']) || name.trim() != name {
+            // Quoted as Rust quotes it, so that a control character is shown, not obeyed.
+            if name.is_empty() || name.contains([',', '"']) || name.contains(char::is_control) || name.trim() != name {
                 return Err(invalid(format!(
-                    "the symbol name `{name}`{} is empty, or has a comma, quote, line break or edge space, which \
-                     the results' `symbol` column cannot hold",
-                    from(source)
+                    "the symbol name {name:?}{} is empty, or has a comma, quote, control character (a NUL, tab, \
+                     line break, escape…) or edge space, which the results' `symbol` column and a terminal cannot \
+                     hold",
+                    quoted(source)
                 )));
             }
         }

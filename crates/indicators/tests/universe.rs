@@ -97,6 +97,19 @@ fn a_long_csv_and_a_long_parquet_split_into_each_symbols_bars() {
             .expect("a writer");
     writer.write(&batch).expect("write");
     writer.close().expect("close");
+    // A NUL in a Parquet `symbol` column (a CSV refuses NUL bytes on its own) is refused.
+    let renamed: Vec<&str> = rows.iter().map(|r| if r.1 == "BTC-USD" { "BTC\0USD" } else { r.1 }).collect();
+    let mut columns = batch.columns().to_vec();
+    columns[0] = Arc::new(StringArray::from(renamed)) as ArrayRef;
+    let nul = RecordBatch::try_new(batch.schema(), columns).expect("a batch");
+    let nul_path = dir.path().join("nul.parquet");
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&nul_path).expect("create"), nul.schema(), None)
+            .expect("a writer");
+    writer.write(&nul).expect("write");
+    writer.close().expect("close");
+    let e = MarketData::load(nul_path.to_str().expect("utf-8")).expect_err("a NUL").to_string();
+    assert!(e.contains(r#"the symbol name "BTC\0USD""#), "{e}");
     check(&universe(path.to_str().expect("utf-8")), &symbols);
     // Read as one data set, the file is refused with what it holds.
     let e = Ohlcv::load(path.to_str().expect("utf-8")).expect_err("three symbols");
@@ -145,7 +158,16 @@ fn a_folder_and_a_pattern_give_a_symbol_per_file() {
     let odd = tempfile::tempdir().expect("a temp dir");
     std::fs::write(odd.path().join("a,b.csv"), symbols[0].1.to_csv()).expect("write");
     let e = MarketData::load(odd.path().to_str().expect("utf-8")).expect_err("a comma");
-    assert!(e.to_string().contains("the symbol name `a,b`"), "{e}");
+    assert!(e.to_string().contains("the symbol name \"a,b\""), "{e}");
+    // Control characters in a name (a file's or a long file's `symbol` column) are refused,
+    // and shown escaped in the message, never written to a terminal or a CSV as they are.
+    for name in ["tab\there", "bell\u{7}", "esc\u{1b}]0;title"] {
+        let odd = tempfile::tempdir().expect("a temp dir");
+        std::fs::write(odd.path().join(format!("{name}.csv")), symbols[0].1.to_csv()).expect("write");
+        let e = MarketData::load(odd.path().to_str().expect("utf-8")).expect_err("a control character").to_string();
+        assert!(e.contains(&format!("the symbol name {name:?}")) && e.contains("control character"), "{e}");
+        assert!(!e.contains(name), "shown escaped: {e}");
+    }
     let empty = tempfile::tempdir().expect("a temp dir");
     let e = MarketData::load(empty.path().to_str().expect("utf-8")).expect_err("nothing");
     assert!(e.to_string().contains("a folder with no data files"), "{e}");

@@ -144,6 +144,12 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// not be a folder itself. A symbolic link is judged by its target; a character device or
 /// FIFO is written in place, so only its kind is checked. The error says which.
 pub fn check_writable(path: &Path) -> std::result::Result<(), String> {
+    if path.as_os_str().to_string_lossy().ends_with(std::path::is_separator) {
+        return Err(format!(
+            "cannot write {}: it names a folder (it ends with a separator), not a file",
+            path.display()
+        ));
+    }
     let target = resolve_links(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     match output_kind(&target) {
         Ok(OutputKind::Special) => return Ok(()),
@@ -153,6 +159,15 @@ pub fn check_writable(path: &Path) -> std::result::Result<(), String> {
     let parent = parent_dir(&target);
     if !parent.is_dir() {
         return Err(format!("cannot write {}: folder {} does not exist", path.display(), parent.display()));
+    }
+    // The temporary file beside it adds `.tmp-` and a process id to the name.
+    let name = target.file_name().map_or(0, |n| n.len());
+    if name + TMP_SUFFIX_MAX > NAME_MAX {
+        return Err(format!(
+            "cannot write {}: its file name is {name} bytes, and the temporary file written beside it needs \
+             {TMP_SUFFIX_MAX} more of the {NAME_MAX} a name may have: choose a shorter name",
+            path.display()
+        ));
     }
     if let Err(e) = check_replaceable(&target) {
         return Err(format!("cannot write {}: {e}", path.display()));
@@ -188,6 +203,35 @@ pub fn refuse_output_over_input(outputs: &[&Path], inputs: &[&Path]) -> std::res
         }
     }
     Ok(())
+}
+
+/// Refuses two of `outputs` (each with what it is: a flag, or a file named after one) that
+/// name one file, whether or not it exists yet: the later write would replace the earlier.
+/// Called before any work. A device or FIFO may take several outputs.
+pub fn refuse_colliding_outputs(outputs: &[(&str, &Path)]) -> std::result::Result<(), String> {
+    for (i, (first, a)) in outputs.iter().enumerate() {
+        for (second, b) in &outputs[i + 1..] {
+            if !is_special_file(a) && !is_special_file(b) && (same_file(a, b) || destination(a) == destination(b)) {
+                return Err(format!(
+                    "{second} {} and {first} {} are one file: each output needs a file of its own",
+                    b.display(),
+                    a.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where writing `path` lands: its links followed, its folder resolved (`..`, links) where
+/// that folder exists, and its file name as given.
+fn destination(path: &Path) -> PathBuf {
+    let path = resolve_links(path).unwrap_or_else(|_| path.to_path_buf());
+    let folder = parent_dir(&path);
+    match (fs::canonicalize(&folder), path.file_name()) {
+        (Ok(folder), Some(name)) => folder.join(name),
+        _ => std::path::absolute(&path).unwrap_or(path),
+    }
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -306,6 +350,11 @@ fn parent_dir(path: &Path) -> &Path {
         _ => Path::new("."),
     }
 }
+
+/// The longest file name most file systems take (Linux's NAME_MAX), in bytes.
+const NAME_MAX: usize = 255;
+/// What [`AtomicFile`]'s temporary name adds to its target's: `.tmp-` and a process id.
+const TMP_SUFFIX_MAX: usize = ".tmp-".len() + 10;
 
 /// The prefix of the temporary files [`AtomicFile`] writes beside `path`.
 fn tmp_prefix(path: &Path) -> std::ffi::OsString {

@@ -11,11 +11,15 @@
 //! This crate is the bottom layer: it knows nothing of wgpu, devices or indicators. The
 //! hardware fingerprint is handed in by the caller as an opaque string.
 //!
+//! [`escape`] makes a user's text safe for each medium ThreadX writes (HTML and SVG, the
+//! terminal); it lives here, at the bottom, beside the other rules for what is written.
+//!
 //! Invariants: a profile file on disk is always complete (written to a temporary file and
 //! renamed); every update is a locked read-merge-write, so concurrent processes lose no
 //! sample; a file that cannot be parsed is moved aside, never overwritten.
 
 mod error;
+pub mod escape;
 mod io;
 mod key;
 mod multigpu;
@@ -25,7 +29,9 @@ mod thresholds;
 use std::path::{Path, PathBuf};
 
 pub use error::{ProfileError, Result};
-pub use io::{AtomicFile, check_writable, is_special_file, refuse_output_over_input, write_file_atomic};
+pub use io::{
+    AtomicFile, check_writable, is_special_file, refuse_colliding_outputs, refuse_output_over_input, write_file_atomic,
+};
 pub use key::{profile_key, split_key};
 pub use multigpu::{MultiGpuFile, RatioProfile};
 pub use stats::RunningStats;

@@ -414,3 +414,24 @@ fn an_output_that_is_an_input_is_refused_naming_both() {
     // Devices are streams: reading and writing /dev/null is not overwriting data.
     refuse_output_over_input(&[Path::new("/dev/null")], &[Path::new("/dev/null")]).unwrap();
 }
+
+#[cfg(unix)]
+#[test]
+fn two_outputs_that_name_one_file_are_refused_before_either_exists() {
+    use threadx_profile_store::refuse_colliding_outputs;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.csv");
+    fs::create_dir(dir.path().join("sub")).unwrap();
+    let through_sub = dir.path().join("sub").join("..").join("r.csv");
+    let link = dir.path().join("link.csv");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    for other in [&out, &through_sub, &link] {
+        let err = refuse_colliding_outputs(&[("--out", &out), ("--report", other)]).unwrap_err();
+        assert!(err.contains(&format!("--report {}", other.display())) && err.contains("--out"), "{err}");
+    }
+    let summary = dir.path().join("r.json");
+    refuse_colliding_outputs(&[("--out", &out), ("the summary", &summary), ("--report", &dir.path().join("r.html"))])
+        .unwrap();
+    // Several outputs may stream to one device.
+    refuse_colliding_outputs(&[("--out", Path::new("/dev/null")), ("--report", Path::new("/dev/null"))]).unwrap();
+}

@@ -49,8 +49,9 @@ impl Report {
     pub(crate) fn chart(&mut self, spec: &Value) -> String {
         self.charts += 1;
         let id = format!("chart{}", self.charts);
-        // `</` cannot end the script early: JSON may hold it only inside strings.
-        let json = spec.to_string().replace("</", "<\\/");
+        // Neither `</script` nor `<!--` may end or hide the script's end: JSON holds `<` only
+        // inside strings, where `\u003c` reads back as the same text.
+        let json = spec.to_string().replace('<', "\\u003c");
         format!(
             "<div class=\"chart\" id=\"{id}\"></div><script type=\"application/json\" data-chart=\"{id}\">{json}</script>\n"
         )
@@ -84,20 +85,10 @@ impl Report {
     }
 }
 
-/// `text` safe inside HTML text and attribute values.
+/// `text` safe inside HTML text and attribute values (the one markup escape, shared with
+/// the SVG writers).
 pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    threadx_profile_store::escape::markup(text).into_owned()
 }
 
 /// One table cell: its text, the number it sorts by (none: by its text), and a style.

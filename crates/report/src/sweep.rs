@@ -183,8 +183,19 @@ impl SweepRun<'_> {
             }
         }
         let by = metric_index(self.by)?;
+        let grid = self.spec.grid();
         let mut values = Vec::new();
         rows.each(strategy, &mut |row| {
+            // Rows of another run (a bigger grid, other values) would be drawn as this one's.
+            if row.combo >= grid.len() || grid.values(row.combo) != row.values {
+                return Err(SweepError::Results(format!(
+                    "the results do not belong to this summary: their combo {} is {} in its {}-combo grid \
+                     (the results were written by another run; sweep again, or report that run's own summary)",
+                    row.combo,
+                    if row.combo >= grid.len() { "beyond the last".to_owned() } else { "another parameter set".into() },
+                    grid.len()
+                )));
+            }
             for map in &mut maps {
                 map.offer(row);
             }

@@ -56,7 +56,7 @@ pub use output::{
 };
 pub use overfit::{
     DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, TopCombo, logit_histogram_svg,
-    oos_vs_is_svg, shard_blocks_path,
+    oos_vs_is_svg, plot_checksum, shard_blocks_path,
 };
 pub use report::{Heatmap, Leaderboard, better_higher, heat_colour, metric_index};
 pub use request::{SweepRequest, parse_size};

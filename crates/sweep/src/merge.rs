@@ -228,8 +228,8 @@ pub fn merge(
         summary["symbols"] = summaries[0]["symbols"].clone();
         summary["by_combo"] = across.as_ref().map(|a| a.to_json(strategy)).unwrap_or_default();
     }
-    let overfitting = blocks.map(MergingBlocks::finish).transpose()?;
-    if let Some(o) = &overfitting {
+    let mut overfitting = blocks.map(MergingBlocks::finish).transpose()?;
+    if let Some(o) = &mut overfitting {
         if let Some(plots) = plots {
             write_plots(o, plots, strategy.name())?;
         }

@@ -9,6 +9,7 @@ use plotters::prelude::*;
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 use threadx_backtest::{GridCursor, Metrics, ParamSpec, Strategy};
+use threadx_profile_store::escape::markup;
 
 /// The position of metric `name` in [`Metrics::NAMES`], or a clear error.
 pub fn metric_index(name: &str) -> Result<usize, SweepError> {
@@ -203,7 +204,8 @@ impl Heatmap {
                 .draw()
                 .map_err(draw)?;
             // The cells are written after plotters' drawing, each with a <title> that a
-            // browser shows on hover: its two parameters, the value and the combo.
+            // browser shows on hover: its two parameters, the value and the combo. The
+            // names and values are a rule file's text: escaped (plotters escapes its own).
             for j in 0..ny {
                 for i in 0..nx {
                     let (i0, j0) = (i as i32, j as i32);
@@ -222,10 +224,10 @@ impl Heatmap {
                          <title>{} {}, {} {}: {metric} {what}</title></rect>",
                         x1 - x0,
                         y1 - y0,
-                        px.name,
-                        px.format(self.x_values[i]),
-                        py.name,
-                        py.format(self.y_values[j]),
+                        markup(&px.name),
+                        markup(&px.format(self.x_values[i])),
+                        markup(&py.name),
+                        markup(&py.format(self.y_values[j])),
                     );
                 }
             }

@@ -116,6 +116,32 @@ fn text_start(source: &str, span: &Range<usize>) -> usize {
     span.start + quote
 }
 
+/// Why a choice parameter's names cannot be used, if they cannot: each name is a value
+/// of the results' CSV, of `--set` and of `--grid` lists (which split on `,` and read `:`
+/// as a range), and is matched ignoring ASCII case.
+fn choices_problem(choices: &[String]) -> Option<String> {
+    for (i, choice) in choices.iter().enumerate() {
+        let quoted = format!("{choice:?}");
+        let problem = if choice.is_empty() {
+            "an empty name"
+        } else if choice.trim() != choice {
+            "space at its start or end"
+        } else if choice.chars().any(|c| c.is_control()) {
+            "a control character"
+        } else if let Some(c) = choice.chars().find(|c| matches!(c, ',' | ':' | '"')) {
+            return Some(format!(
+                "choice {quoted} holds `{c}`, which lists and ranges of values use (`--grid m=a,b`); name it without"
+            ));
+        } else if let Some(earlier) = choices[..i].iter().find(|e| e.eq_ignore_ascii_case(choice)) {
+            return Some(format!("choices {earlier:?} and {quoted} are one name (names are matched ignoring case)"));
+        } else {
+            continue;
+        };
+        return Some(format!("choice {quoted} has {problem}: a choice is a name a user types"));
+    }
+    None
+}
+
 fn is_identifier(name: &str) -> bool {
     name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
@@ -272,7 +298,12 @@ fn param(
         "int" => ParamKind::Int,
         "float" => ParamKind::Float,
         "choice" => match &d.choices {
-            Some(choices) if !choices.is_empty() => ParamKind::Choice(choices.clone()),
+            Some(choices) if !choices.is_empty() => {
+                if let Some(problem) = choices_problem(choices) {
+                    return Err(at(def.span(), &format!("parameter `{name}`: {problem}")));
+                }
+                ParamKind::Choice(choices.clone())
+            }
             _ => return Err(at(def.span(), &format!("parameter `{name}`: a choice needs `choices = [\"a\", \"b\"]`"))),
         },
         other => {
@@ -356,6 +387,39 @@ mod tests {
             let got = error(&source);
             assert!(got.contains(expected), "{got}\nshould contain: {expected}");
         }
+    }
+
+    #[test]
+    fn choice_names_that_lists_files_or_case_would_change_are_refused() {
+        let file = |choices: &str| {
+            format!(
+                "name = \"x\"\n[params]\nm = {{ kind = \"choice\", choices = {choices}, default = \"z\" }}\n\
+                 [rules]\nentry = \"close > sma(20)\"\n"
+            )
+        };
+        let cases = [
+            (r#"["a,b", "z"]"#, r#"choice "a,b" holds `,`"#),
+            (r#"["a:b", "z"]"#, r#"choice "a:b" holds `:`"#),
+            (r#"["say \"hi\"", "z"]"#, r#"holds `"`"#),
+            (r#"["a\nb", "z"]"#, r#"choice "a\nb" has a control character"#),
+            (r#"[" a", "z"]"#, r#"choice " a" has space at its start or end"#),
+            (r#"["", "z"]"#, r#"choice "" has an empty name"#),
+            (r#"["Z", "z"]"#, r#"choices "Z" and "z" are one name"#),
+        ];
+        for (choices, expected) in cases {
+            let got = error(&file(choices));
+            assert!(
+                got.contains("3:5: parameter `m`: ") && got.contains(expected),
+                "{got}\nshould contain: {expected}"
+            );
+        }
+        let hostile = "<img src=x onerror=document.title='PWNED'>";
+        let parsed = StrategyFile::parse(&file(&format!("[\"{hostile}\", \"S&P\", \"z\"]")), "x.toml", false).unwrap();
+        assert_eq!(
+            parsed.params[0].parse(hostile).unwrap(),
+            0.0,
+            "markup is a name like any other: escaped where written"
+        );
     }
 
     #[test]

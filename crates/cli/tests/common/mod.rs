@@ -30,9 +30,22 @@ pub fn small_sweep(data: &str) -> Vec<&str> {
     args
 }
 
-/// `threadx ARGS` in `dir`, not yet started.
-pub fn command(dir: &Path, args: &[&str]) -> Command {
+/// The `threadx` binary without any of the user's `THREADX_*` variables (profile paths,
+/// device, adapter, log level): a test sets what it needs, and nothing else reaches it.
+pub fn binary() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_threadx"));
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("THREADX_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// `threadx ARGS` in `dir`, with its timing profile there (its multi-GPU ratios at the
+/// default path under `dir`), not yet started.
+pub fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = binary();
     cmd.current_dir(dir).args(args).env("THREADX_GPU_THRESHOLD_PATH", dir.join("profile.json"));
     cmd
 }

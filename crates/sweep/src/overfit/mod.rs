@@ -200,6 +200,9 @@ pub struct Overfitting {
     pub by: String,
     pub top: Vec<TopCombo>,
     pub seconds: f64,
+    /// The checksums ([`plot_checksum`]) of the logit histogram and the out-of-sample plot,
+    /// once written: a report embeds those files only while they are what the run drew.
+    pub plots: Option<[String; 2]>,
 }
 
 impl Overfitting {
@@ -266,6 +269,7 @@ impl Overfitting {
             by: by.to_owned(),
             top,
             seconds: started.elapsed().as_secs_f64(),
+            plots: None,
         })
     }
 
@@ -275,7 +279,7 @@ impl Overfitting {
         logits.sort_by(f64::total_cmp);
         let q = |p: f64| quantile(&logits, p);
         let best = self.top.first();
-        json!({
+        let mut json = json!({
             "request": self.options.to_json(),
             "pbo": self.pbo.pbo,
             "splits": {"count": self.pbo.logits.len(), "exhaustive": self.pbo.exhaustive,
@@ -296,7 +300,11 @@ impl Overfitting {
             "objective": self.by,
             "top": self.top,
             "seconds": self.seconds,
-        })
+        });
+        if let Some([pbo, oos]) = &self.plots {
+            json["plots"] = json!({"pbo": pbo, "oos": oos});
+        }
+        json
     }
 
     /// The statistics in plain sentences, for the terminal.
@@ -441,21 +449,29 @@ pub(crate) fn write_files(
     if let Some(path) = &opts.blocks_out {
         write_blocks_csv(path, &kept, cuts)?;
     }
-    let o = Overfitting::compute(sweep, dispatcher, cuts, options, kept, best, &opts.by)?;
+    let mut o = Overfitting::compute(sweep, dispatcher, cuts, options, kept, best, &opts.by)?;
     if let Some(plots) = &opts.overfitting_plots {
-        write_plots(&o, plots, sweep.spec().strategy().name())?;
+        write_plots(&mut o, plots, sweep.spec().strategy().name())?;
     }
     Ok(o)
 }
 
-/// The logit histogram and the out-of-sample plot of `o` (a `name` sweep's).
+/// The logit histogram and the out-of-sample plot of `o` (a `name` sweep's), their
+/// checksums kept in `o` for the summary.
 pub(crate) fn write_plots(
-    o: &Overfitting,
+    o: &mut Overfitting,
     (histogram, scatter): &(PathBuf, PathBuf),
     name: &str,
 ) -> Result<(), SweepError> {
-    let svg = logit_histogram_svg(&o.pbo, &format!("{name}: CSCV logits (PBO {:.2})", o.pbo.pbo))?;
-    write_file_atomic(histogram, svg.as_bytes()).map_err(io_error(histogram))?;
-    let svg = oos_vs_is_svg(&o.pbo, &format!("{name}: out of sample against in sample"))?;
-    write_file_atomic(scatter, svg.as_bytes()).map_err(io_error(scatter))
+    let pbo = logit_histogram_svg(&o.pbo, &format!("{name}: CSCV logits (PBO {:.2})", o.pbo.pbo))?;
+    let oos = oos_vs_is_svg(&o.pbo, &format!("{name}: out of sample against in sample"))?;
+    write_file_atomic(histogram, pbo.as_bytes()).map_err(io_error(histogram))?;
+    write_file_atomic(scatter, oos.as_bytes()).map_err(io_error(scatter))?;
+    o.plots = Some([plot_checksum(pbo.as_bytes()), plot_checksum(oos.as_bytes())]);
+    Ok(())
+}
+
+/// What a summary records of a plot file it wrote: `xxh3-64:` and 16 hex digits.
+pub fn plot_checksum(bytes: &[u8]) -> String {
+    format!("xxh3-64:{:016x}", crate::chunk_file::checksum(bytes))
 }

@@ -1,0 +1,101 @@
+//! `threadx report` given what does not fit: results of another run beside a summary, an
+//! `--out` that is one of the files it reads, a shard's or a universe's summary; and a rule
+//! file's backtest JSON, which it reports as it ran.
+
+mod common;
+
+use common::{text, threadx};
+use std::path::Path;
+
+const DATA: &str = "synthetic:bars=3000,seed=1";
+
+fn sweep(dir: &Path, out: &str, grid: &[&str]) {
+    let mut args = vec!["--device", "cpu", "sweep", "--data", DATA, "--out", out, "--quiet"];
+    args.extend(grid);
+    let run = threadx(dir, &args);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+}
+
+#[test]
+fn results_of_another_run_beside_a_summary_are_refused_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    sweep(dir.path(), "a.csv", &["--grid", "bb_period=10,20,30", "--grid", "bb_std=1.5,2.5"]);
+    // A bigger grid whose first six combos are a.csv's (the disk-full case: new results, old summary).
+    sweep(dir.path(), "b.csv", &["--grid", "bb_period=10,20,30,40", "--grid", "bb_std=1.5,2.5"]);
+    sweep(dir.path(), "c.csv", &["--grid", "bb_period=11,21,31", "--grid", "bb_std=1.5,2.5"]);
+    for (other, what) in [("b.csv", "beyond the last in its 6-combo grid"), ("c.csv", "another parameter set")] {
+        std::fs::copy(dir.path().join(other), dir.path().join("a.csv")).unwrap();
+        let run = threadx(dir.path(), &["--device", "cpu", "report", "a.json", "--out", "a.html"]);
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("reporting a.json: the results do not belong to this summary"), "{stderr}");
+        assert!(stderr.contains(what), "{stderr}");
+        assert!(!dir.path().join("a.html").exists());
+    }
+}
+
+#[test]
+fn an_out_that_is_a_file_the_report_reads_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.csv");
+    let made = threadx(dir.path(), &["data", "synth", "--bars", "3000", "--out", "data.csv"]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let mut args = vec!["--device", "cpu", "sweep", "--data", "data.csv", "--out", "r.csv", "--quiet"];
+    args.extend(["--grid", "bb_period=10,20", "--overfitting"]);
+    assert!(threadx(dir.path(), &args).status.success());
+    let bt = threadx(dir.path(), &["--device", "cpu", "backtest", "--data", "data.csv", "--json"]);
+    std::fs::write(dir.path().join("bt.json"), &bt.stdout).unwrap();
+    let before = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    for (input, out) in [("r.json", "r.csv"), ("r.json", "r-pbo.svg"), ("r.json", "data.csv"), ("bt.json", "data.csv")]
+    {
+        let kept = before(out);
+        let run = threadx(dir.path(), &["--device", "cpu", "report", input, "--out", out]);
+        let stderr = text(&run.stderr);
+        assert!(!run.status.success() && stderr.contains(&format!("the output {out} is the input")), "{stderr}");
+        assert_eq!(before(out), kept, "{out} is left as it was");
+    }
+    assert!(data.exists());
+}
+
+#[test]
+fn a_shards_or_a_universes_summary_is_refused_saying_what_to_report() {
+    let dir = tempfile::tempdir().unwrap();
+    sweep(dir.path(), "s.csv", &["--grid", "bb_period=10,20", "--shard", "1/2"]);
+    let run = threadx(dir.path(), &["report", "s.json"]);
+    let stderr = text(&run.stderr);
+    assert!(
+        !run.status.success() && stderr.contains("a shard's summary") && stderr.contains("threadx merge"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("s.html").exists());
+    let universe = dir.path().join("u");
+    std::fs::create_dir(&universe).unwrap();
+    for (symbol, seed) in [("AAA", "1"), ("BBB", "2")] {
+        let out = format!("u/{symbol}.csv");
+        let made = threadx(dir.path(), &["data", "synth", "--bars", "3000", "--seed", seed, "--out", &out]);
+        assert!(made.status.success(), "{}", text(&made.stderr));
+    }
+    let args = ["--device", "cpu", "sweep", "--data", "u", "--out", "u.csv", "--grid", "bb_period=10,20", "--quiet"];
+    assert!(threadx(dir.path(), &args).status.success());
+    let run = threadx(dir.path(), &["report", "u.json"]);
+    let stderr = text(&run.stderr);
+    assert!(!run.status.success() && stderr.contains("a universe's summary"), "{stderr}");
+}
+
+#[test]
+fn a_rule_files_backtest_is_reported_from_its_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/strategies/donchian.toml");
+    std::fs::copy(rules, dir.path().join("donchian.toml")).unwrap();
+    let args =
+        ["--device", "cpu", "backtest", "--strategy", "donchian.toml", "--data", DATA, "--set", "n=30", "--json"];
+    let bt = threadx(dir.path(), &args);
+    assert!(bt.status.success(), "{}", text(&bt.stderr));
+    std::fs::write(dir.path().join("bt.json"), &bt.stdout).unwrap();
+    // The file may move or change after the run: the JSON holds the rules that ran.
+    std::fs::remove_file(dir.path().join("donchian.toml")).unwrap();
+    let run = threadx(dir.path(), &["--device", "cpu", "report", "bt.json"]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let page = std::fs::read_to_string(dir.path().join("bt.html")).unwrap();
+    assert!(page.contains("donchian") && page.contains("n=30"), "the page of the run");
+}
