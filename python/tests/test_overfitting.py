@@ -78,6 +78,15 @@ def test_pbo_refuses_bad_input() -> None:
         threadx.pbo(np.array([[0.0, np.nan]] * 50), S=4)
 
 
+def test_pbo_is_undefined_where_nothing_is_ranked() -> None:
+    rng = np.random.default_rng(5)
+    one = rng.normal(0, 0.01, (400, 1))
+    assert math.isnan(threadx.pbo(one, S=8).pbo), "one strategy"
+    assert math.isnan(threadx.pbo(np.repeat(one, 6, axis=1), S=8).pbo), "six identical strategies"
+    assert math.isnan(threadx.pbo(np.zeros((400, 4)), S=8).pbo), "no trades"
+    assert 0.0 <= threadx.pbo(rng.normal(0, 0.01, (400, 6)), S=8).pbo <= 1.0
+
+
 def normal_cdf(x: float) -> float:
     return 0.5 * (1 + math.erf(x / math.sqrt(2)))
 

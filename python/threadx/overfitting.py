@@ -18,7 +18,8 @@ class PboResult:
     """What CSCV says of a set of strategies' returns.
 
     ``pbo``: the share of splits whose in-sample best ranks at or below the median out
-    of sample. ``prob_oos_loss``: the share whose in-sample best has an out-of-sample
+    of sample; NaN (undefined) with one strategy, or when every split ranks all
+    strategies alike out of sample (identical ones, or no trades). ``prob_oos_loss``: the share whose in-sample best has an out-of-sample
     Sharpe ratio below 0. ``slope``, ``intercept``: least squares of out-of-sample on
     in-sample Sharpe ratio over the splits' bests. ``splits``: one row per split with the
     ``logit``, the in-sample ``best`` (a column label) and its ``is_sharpe`` and

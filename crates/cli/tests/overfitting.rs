@@ -168,7 +168,38 @@ fn a_search_keeps_its_trials_blocks_and_resumes_to_the_same_statistics() {
     let one = threadx(dir.path(), &args);
     assert!(one.status.success(), "{}", text(&one.stderr));
     let said = text(&one.stdout);
-    assert!(said.contains("PBO: none with 1 combo"), "{said}");
+    assert!(said.contains("PBO: undefined with 1 combo"), "{said}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("one.json")).unwrap()).unwrap();
+    assert!(summary["overfitting"]["pbo"].is_null(), "undefined is null, not 1.0: {}", summary["overfitting"]);
+}
+
+#[test]
+fn degenerate_sweeps_say_undefined_and_equal_neighbours_are_a_plateau_whatever_the_sign() {
+    let dir = tempfile::tempdir().unwrap();
+    // Flat prices: no entry fires, no trades, every ratio NaN.
+    let mut csv = String::from("timestamp,open,high,low,close,volume\n");
+    for t in 0..4000 {
+        csv += &format!("{},100,100,100,100,1\n", 1_700_000_000 + 900 * t);
+    }
+    std::fs::write(dir.path().join("flat-data.csv"), csv).unwrap();
+    let flat = ["--grid", "bb_std=1,2", "--grid", "bb_period=10,20", "--overfitting", "--out", "flat.csv"];
+    let out = threadx(dir.path(), &[&["--device", "cpu", "sweep", "--data", "flat-data.csv"][..], &flat].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("PBO: undefined: in each of the") && !said.contains("NaN"), "{said}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("flat.json")).unwrap()).unwrap();
+    assert!(summary["overfitting"]["pbo"].is_null(), "{}", summary["overfitting"]);
+    // Ranked by drawdown (negative; shallower is better): the verdict follows the rule.
+    let out = threadx(dir.path(), &[&ARGS[..], &["--by", "max_drawdown", "--out", "dd.csv"]].concat());
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("dd.json")).unwrap()).unwrap();
+    let best = &summary["overfitting"]["top"][0];
+    let (o, mean) = (best["objective"].as_f64().unwrap(), best["neighbour_mean"].as_f64().unwrap());
+    let shape = if mean >= o - 0.5 * o.abs() { "a plateau" } else { "a spike" };
+    let said = text(&out.stdout);
+    assert!(said.contains("Stability: the best's max_drawdown") && said.contains(&format!(": {shape}")), "{said}");
 }
 
 #[test]

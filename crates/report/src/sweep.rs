@@ -258,10 +258,15 @@ impl SweepRun<'_> {
         let lines = [
             (
                 "PBO",
-                format!(
-                    "{} (the share of splits where the in-sample best ranks below the out-of-sample median)",
-                    num(f("pbo"), 3)
-                ),
+                match f("pbo") {
+                    p if p.is_nan() => "undefined: fewer than two combos, or in every split all combos rank alike \
+                                        out of sample (identical combos, or no trades)"
+                        .to_owned(),
+                    p => format!(
+                        "{} (the share of splits where the in-sample best ranks below the out-of-sample median)",
+                        num(p, 3)
+                    ),
+                },
             ),
             (
                 "Out-of-sample loss",
@@ -269,11 +274,14 @@ impl SweepRun<'_> {
             ),
             (
                 "Degradation",
-                format!(
-                    "out of sample = {} × in sample + {}",
-                    num(f("degradation_slope"), 3),
-                    num(f("degradation_intercept"), 4)
-                ),
+                match f("degradation_slope") {
+                    slope if slope.is_nan() => "no line: the in-sample bests' Sharpe ratios do not vary".to_owned(),
+                    slope => format!(
+                        "out of sample = {} × in sample + {}",
+                        num(slope, 3),
+                        num(f("degradation_intercept"), 4)
+                    ),
+                },
             ),
             (
                 "Logits",

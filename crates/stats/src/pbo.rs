@@ -5,7 +5,9 @@
 //! with the highest IS Sharpe ratio (NaN below every number). Its out-of-sample (OOS)
 //! Sharpe ratio is ranked among every combo's (ascending, ties averaged, NaN below every
 //! number); ω = rank / (N + 1) and the split's logit is ln(ω / (1 − ω)). PBO is the share
-//! of splits whose logit is ≤ 0: the IS best at or below the OOS median.
+//! of splits whose logit is ≤ 0: the IS best at or below the OOS median. It is undefined
+//! (NaN) with fewer than two combos, or when in every split all combos rank alike out of
+//! sample (all equal, or all NaN): nothing is ranked, so nothing can be overfit.
 //!
 //! A set's Σr and Σr² are its blocks' sums added in block order within each group of
 //! eight consecutive blocks, then the groups' sums in order (`BlockMatrix::set_sums`; the
@@ -42,7 +44,9 @@ const SEED: usize = 16 * LANES;
 /// What CSCV says of a sweep.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PboReport {
-    /// The share of splits whose logit is ≤ 0.
+    /// The share of splits whose logit is ≤ 0; NaN (undefined) with fewer than two combos
+    /// or where, in every split, all combos rank alike out of sample (identical combos, or
+    /// no trades): there is no ranking to overfit.
     pub pbo: f64,
     /// The share of splits whose IS best has an OOS Sharpe ratio below 0.
     pub prob_oos_loss: f64,
@@ -190,12 +194,17 @@ fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> R
     let mut logits = vec![0.0; k];
     let mut report_best = vec![0; k];
     let (mut report_is, mut report_oos) = (vec![0.0; k], vec![0.0; k]);
+    // Splits whose every combo ranks alike out of sample (all equal, or all NaN).
+    let mut tied = 0;
     for (i, &j) in visits.split.iter().enumerate() {
-        let rank = if oos_sharpe[i].is_nan() {
-            ((counts.nans[i] + flat_count) as f64 + 1.0) / 2.0
+        let (rank, tie) = if oos_sharpe[i].is_nan() {
+            let nans = counts.nans[i] + flat_count;
+            ((nans as f64 + 1.0) / 2.0, nans == combos as u64)
         } else {
-            (counts.below[i] + always_below + flat_count) as f64 + (counts.equal[i] as f64 + 1.0) / 2.0
+            let below = counts.below[i] + always_below + flat_count;
+            (below as f64 + (counts.equal[i] as f64 + 1.0) / 2.0, below == 0 && counts.equal[i] == combos as u64)
         };
+        tied += usize::from(tie);
         let w = rank / (combos as f64 + 1.0);
         logits[j] = (w / (1.0 - w)).ln();
         report_best[j] = best[i].combo;
@@ -204,8 +213,10 @@ fn cscv<P: Passes>(matrix: &BlockMatrix, splits: &SplitSet, passes: &mut P) -> R
     }
     let share = |count: usize| count as f64 / k as f64;
     let (slope, intercept) = least_squares(&report_is, &report_oos);
+    // Undefined where nothing is ranked: one combo, or every split a tie of all combos.
+    let undefined = combos < 2 || tied == k;
     Ok(PboReport {
-        pbo: share(logits.iter().filter(|&&l| l <= 0.0).count()),
+        pbo: if undefined { f64::NAN } else { share(logits.iter().filter(|&&l| l <= 0.0).count()) },
         prob_oos_loss: share(report_oos.iter().filter(|&&v| v < 0.0).count()),
         slope,
         intercept,

@@ -47,8 +47,9 @@ fn rank_of(values: &[f64], j: usize) -> f64 {
 }
 
 /// The long way: per split, each column's Sharpe ratio over the concatenated rows.
-fn long_way(returns: &[f64], rows: usize, combos: usize, s: usize, splits: &SplitSet) -> (Vec<f64>, Vec<usize>) {
+fn long_way(returns: &[f64], rows: usize, combos: usize, s: usize, splits: &SplitSet) -> (Vec<f64>, Vec<usize>, f64) {
     let (first, len) = (rows % s, rows / s);
+    let mut ties = 0;
     let mut logits = Vec::new();
     let mut bests = Vec::new();
     for &mask in splits.masks() {
@@ -74,21 +75,28 @@ fn long_way(returns: &[f64], rows: usize, combos: usize, s: usize, splits: &Spli
         let w = rank_of(&oos, best) / (combos as f64 + 1.0);
         logits.push((w / (1.0 - w)).ln());
         bests.push(best);
+        let first = oos[0];
+        ties += usize::from(oos.iter().all(|v| v.is_nan()) || oos.iter().all(|&v| v == first));
     }
-    (logits, bests)
+    // Undefined with one combo, or when every split ranks all combos alike.
+    let pbo = if combos < 2 || ties == splits.len() {
+        f64::NAN
+    } else {
+        logits.iter().filter(|&&l| l <= 0.0).count() as f64 / logits.len() as f64
+    };
+    (logits, bests, pbo)
 }
 
 fn check(returns: &[f64], rows: usize, combos: usize, s: usize) {
     let matrix = BlockMatrix::from_returns(returns, rows, combos, s).unwrap();
     let splits = SplitSet::all(s).unwrap();
     let report = pbo(&matrix, &splits).unwrap();
-    let (logits, bests) = long_way(returns, rows, combos, s, &splits);
+    let (logits, bests, pbo_long) = long_way(returns, rows, combos, s, &splits);
     assert_eq!(report.best, bests);
     for (a, b) in report.logits.iter().zip(&logits) {
         assert!((a - b).abs() < 1e-12, "{a} vs {b}");
     }
-    let pbo_long = logits.iter().filter(|&&l| l <= 0.0).count() as f64 / logits.len() as f64;
-    assert_eq!(report.pbo, pbo_long);
+    assert_eq!(report.pbo.to_bits(), pbo_long.to_bits(), "{} vs {pbo_long}", report.pbo);
 }
 
 #[test]
@@ -433,4 +441,26 @@ fn a_device_that_fails_or_answers_outside_the_pass_is_named_not_believed() {
     }
     let other = SplitSet::all(6).unwrap();
     assert!(matches!(pbo_on(&matrix, &other, &mut Twin), Err(PboError::Input(_))));
+}
+
+#[test]
+fn pbo_is_undefined_where_nothing_is_ranked_and_defined_where_anything_is() {
+    let splits = SplitSet::all(8).unwrap();
+    let of = |values: Vec<f64>, combos: usize| {
+        let report = pbo(&BlockMatrix::from_returns(&values, 400, combos, 8).unwrap(), &splits).unwrap();
+        check(&values, 400, combos, 8);
+        report.pbo
+    };
+    let one = returns(400, 1, 3, |_| 0.0);
+    assert!(of(one.clone(), 1).is_nan(), "one combo: no ranking");
+    let identical: Vec<f64> = one.iter().flat_map(|&r| [r; 10]).collect();
+    assert!(of(identical, 10).is_nan(), "ten identical combos: every split a tie");
+    assert!(of(vec![0.0; 400 * 6], 6).is_nan(), "no trades: every ratio NaN");
+    // One combo apart from nine identical ones is ranked in every split: defined.
+    let mut apart: Vec<f64> = one.iter().flat_map(|&r| [r; 10]).collect();
+    let other = returns(400, 1, 4, |_| 0.0);
+    for (t, r) in other.iter().enumerate() {
+        apart[t * 10 + 9] = *r;
+    }
+    assert!((0.0..=1.0).contains(&of(apart, 10)));
 }

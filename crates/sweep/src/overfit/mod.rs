@@ -167,12 +167,15 @@ pub struct TopCombo {
 }
 
 impl TopCombo {
-    /// The objective's shape around the combo: "a plateau" when its grid neighbours keep
-    /// at least half of a positive objective, else "a spike"; "no comparison" without them.
+    /// The objective's shape around the combo: "a plateau" when its grid neighbours' mean
+    /// falls below it by at most half its size (`mean ≥ objective − |objective| / 2`;
+    /// larger is better for every ranking, a drawdown's shallower included, so this holds
+    /// for objectives of either sign, and equal neighbours are a plateau), else "a spike";
+    /// "no comparison" without them.
     pub fn shape(&self) -> &'static str {
         if self.neighbours == 0 || self.neighbour_min.is_nan() || self.objective.is_nan() {
             "no comparison"
-        } else if self.neighbour_mean >= 0.5 * self.objective && self.objective > 0.0 {
+        } else if self.neighbour_mean >= self.objective - 0.5 * self.objective.abs() {
             "a plateau"
         } else {
             "a spike"
@@ -323,8 +326,16 @@ impl Overfitting {
         };
         if p.combos < 2 {
             out.push(format!(
-                "PBO: none with {} combo: CSCV ranks combos against each other, so it needs two or more",
+                "PBO: undefined with {} combo: CSCV ranks combos against each other, so it needs two or more",
                 p.combos
+            ));
+            return out;
+        }
+        if p.pbo.is_nan() {
+            out.push(format!(
+                "PBO: undefined: in each of the {splits} all {} combos rank alike out of sample (identical \
+                 combos, or no trades), so there is no ranking to overfit",
+                thousands(p.combos)
             ));
             return out;
         }
@@ -341,11 +352,14 @@ impl Overfitting {
             100.0 * p.pbo
         ));
         let sign = if p.slope < 0.0 { '−' } else { '+' };
+        let line = if p.slope.is_nan() {
+            "no line of out-of-sample on in-sample Sharpe: the in-sample bests' do not vary".to_owned()
+        } else {
+            format!("out-of-sample Sharpe ≈ {:.3} {sign} {:.2} × in-sample", p.intercept, p.slope.abs())
+        };
         out.push(format!(
-            "The in-sample best loses out of sample in {:.0} % of the splits; out-of-sample Sharpe ≈ {:.3} {sign} {:.2} × in-sample",
-            100.0 * p.prob_oos_loss,
-            p.intercept,
-            p.slope.abs()
+            "The in-sample best loses out of sample in {:.0} % of the splits; {line}",
+            100.0 * p.prob_oos_loss
         ));
         if let Some(best) = self.top.first() {
             let n = thousands(self.trials as u64 as usize);
@@ -474,4 +488,41 @@ pub(crate) fn write_plots(
 /// What a summary records of a plot file it wrote: `xxh3-64:` and 16 hex digits.
 pub fn plot_checksum(bytes: &[u8]) -> String {
     format!("xxh3-64:{:016x}", crate::chunk_file::checksum(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TopCombo;
+
+    fn shape(objective: f64, neighbour_mean: f64) -> &'static str {
+        let top = TopCombo {
+            combo: 0,
+            params: serde_json::Map::new(),
+            sharpe: 0.0,
+            dsr: f64::NAN,
+            psr: f64::NAN,
+            skew: 0.0,
+            kurtosis: 3.0,
+            objective,
+            neighbours: 2,
+            neighbour_mean,
+            neighbour_min: neighbour_mean,
+        };
+        top.shape()
+    }
+
+    #[test]
+    fn a_plateau_is_equal_neighbours_whatever_the_objectives_sign() {
+        // Equal neighbours: a plateau at any sign (a drawdown, a loss, zero).
+        for v in [-0.1, -2.0, 0.0, 0.0031] {
+            assert_eq!(shape(v, v), "a plateau", "{v}");
+        }
+        // Half the size away is the boundary, on either side of zero.
+        assert_eq!(shape(1.0, 0.5), "a plateau");
+        assert_eq!(shape(1.0, 0.4999), "a spike");
+        assert_eq!(shape(-0.1, -0.15), "a plateau");
+        assert_eq!(shape(-0.04, -0.11), "a spike");
+        assert_eq!(shape(0.0, -1e-9), "a spike");
+        assert_eq!(shape(f64::NAN, 1.0), "no comparison");
+    }
 }
