@@ -228,7 +228,7 @@ pub fn refuse_colliding_outputs(outputs: &[(&str, &Path)]) -> std::result::Resul
 fn destination(path: &Path) -> PathBuf {
     let path = resolve_links(path).unwrap_or_else(|_| path.to_path_buf());
     let folder = parent_dir(&path);
-    match (fs::canonicalize(&folder), path.file_name()) {
+    match (fs::canonicalize(folder), path.file_name()) {
         (Ok(folder), Some(name)) => folder.join(name),
         _ => std::path::absolute(&path).unwrap_or(path),
     }

@@ -218,8 +218,8 @@ mod tests {
         assert!(html.contains("<h2>One &amp; two</h2>"));
         assert!(html.contains("<td>&lt;td&gt;</td>"));
         assert!(html.contains("<td data-v=\"1.5\" style=\"color:red\">1.5</td>"));
-        // The chart's JSON cannot close its script early.
-        assert!(html.contains("<\\/script><script>alert(1)<\\/script>"));
+        // The chart's JSON cannot close its script early, nor hide its end behind `<!--`.
+        assert!(html.contains("\\u003c/script>\\u003cscript>alert(1)\\u003c/script>"));
         assert_eq!(html.matches("</script>").count(), 3, "the chart's, uPlot's and ours");
         // Nothing is fetched: no src attribute, no stylesheet link, every href an anchor.
         assert!(!html.contains(" src=") && !html.contains("<link"));
