@@ -11,7 +11,7 @@ use threadx_backtest::{Backtester, ComboPlan, Costs, Fill, Fills, SignalBook, Us
 #[pyfunction]
 #[pyo3(signature = (
     bars, entries, exits, short_entries=None, short_exits=None, stop=None, sl_stop=None, tp_stop=None,
-    sl_trail=false, intrabar=false, next_open=false, fee=0.001, slippage=0.0, periods_per_year=None, device=None
+    sl_trail=Vec::new(), intrabar=false, next_open=false, fee=0.001, slippage=0.0, periods_per_year=None, device=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.simulate`.
 pub fn simulate<'py>(
@@ -24,7 +24,7 @@ pub fn simulate<'py>(
     stop: Option<PyReadonlyArray2<'py, f64>>,
     sl_stop: Option<PyReadonlyArray2<'py, f64>>,
     tp_stop: Option<PyReadonlyArray2<'py, f64>>,
-    sl_trail: bool,
+    sl_trail: Vec<bool>,
     intrabar: bool,
     next_open: bool,
     fee: f64,
@@ -47,7 +47,7 @@ pub fn simulate<'py>(
         stop: stop.as_ref().map(|a| a.as_array()),
         sl_stop: sl_stop.as_ref().map(|a| a.as_array()),
         tp_stop: tp_stop.as_ref().map(|a| a.as_array()),
-        sl_trail,
+        sl_trail: &sl_trail,
         fills: Fills { fill: if next_open { Fill::NextOpen } else { Fill::Close }, intrabar },
     };
     // Packed into bit rows while the GIL keeps the arrays still.

@@ -32,6 +32,7 @@ CASES: Dict[str, Tuple[Dict[str, Any], bool]] = {
     "stop and take-profit inside the bar": ({"shorts": True, "sl_stop": 0.01, "tp_stop": 0.02}, True),
     "trailing stop inside the bar": ({"shorts": True, "sl_stop": 0.015, "sl_trail": True}, True),
     "per-column stops": ({"shorts": True, "sl_stop": np.linspace(0.005, 0.03, 6), "tp_stop": 0.03}, True),
+    "per-column trails": ({"shorts": True, "sl_stop": 0.015, "sl_trail": np.array([True, False] * 3)}, True),
     "slippage": ({"shorts": True, "slippage": 0.001}, False),
     "slippage with stops inside the bar": ({"shorts": True, "sl_stop": 0.01, "tp_stop": 0.02, "slippage": 0.001}, True),
 }
@@ -95,5 +96,7 @@ def test_bad_arguments_are_refused_with_what_is_wrong() -> None:
         threadx.simulate(df["close"], sig["entries"], short_exits=sig["exits"])
     with pytest.raises(ValueError, match="sl_stop has shape"):
         threadx.simulate(df["close"], sig["entries"], sl_stop=np.ones(7))
+    with pytest.raises(ValueError, match=r"sl_trail has shape \(100, 2\).*one per column \(2,\)"):
+        threadx.simulate(df["close"], sig["entries"], sl_stop=0.01, sl_trail=np.ones((100, 2), dtype=bool))
     with pytest.raises(ValueError, match='fill="next_open" needs the opens'):
         threadx.simulate(df["close"], sig["entries"], fill="next_open")

@@ -129,7 +129,7 @@ def simulate(
     stop: Optional[npt.NDArray[np.float64]] = None,
     sl_stop: Optional[npt.NDArray[np.float64]] = None,
     tp_stop: Optional[npt.NDArray[np.float64]] = None,
-    sl_trail: bool = False,
+    sl_trail: Sequence[bool] = (),
     intrabar: bool = False,
     next_open: bool = False,
     fee: float = 0.001,

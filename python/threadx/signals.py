@@ -27,7 +27,7 @@ def simulate(
     short_exits: Any = None,
     sl_stop: Any = None,
     tp_stop: Any = None,
-    sl_trail: bool = False,
+    sl_trail: Any = False,
     fees: Optional[float] = None,
     slippage: float = 0.0,
     fill: str = "close",
@@ -42,7 +42,7 @@ def simulate(
     optionally gives a long's stop as a price level per bar. vectorbt's names work as
     there: ``sl_stop`` and ``tp_stop`` are fractions of the entry close (scalars or
     arrays that broadcast to (bars, columns), read at the entry bar), ``sl_trail=True``
-    makes ``sl_stop`` trail the best price since the entry, ``fees`` is ``fee``.
+    makes ``sl_stop`` trail the best price since the entry (or one flag per column), ``fees`` is ``fee``.
     Decisions and fills are at the close, all cash in; with ``high`` and ``low`` given,
     stops and take-profits are checked inside each bar after the entry bar (filled at the
     level, or at the open when the bar opens beyond it; the stop first when a bar reaches
@@ -130,6 +130,16 @@ def simulate(
 
     if "exits" not in signals:
         signals["exits"] = np.zeros(n, dtype=bool)
+    trail = np.asarray(sl_trail.to_numpy() if isinstance(sl_trail, (pd.Series, pd.DataFrame)) else sl_trail)
+    if trail.dtype != bool and not (trail.dtype.kind in "iu" and set(np.unique(trail)) <= {0, 1}):
+        raise ValueError(f"sl_trail must be True/False, one for all columns or one per column (got dtype {trail.dtype})")
+    if trail.ndim == 2 and trail.shape[0] == 1:
+        trail = trail[0]
+    if trail.ndim > 1 or (trail.ndim == 1 and len(trail) not in (1, width)):
+        raise ValueError(
+            f"sl_trail has shape {trail.shape}: give one flag for all columns or one per column ({width},); "
+            "ThreadX reads it per column, not per bar"
+        )
     rows, device_used = _threadx.simulate(
         bars,
         wide(signals["entries"]),
@@ -139,7 +149,7 @@ def simulate(
         stop=None if levels is None else wide(levels),
         sl_stop=spread("sl_stop"),
         tp_stop=spread("tp_stop"),
-        sl_trail=bool(sl_trail),
+        sl_trail=[bool(v) for v in np.atleast_1d(trail)],
         intrabar="high" in ohlc,
         next_open=fill == "next_open",
         fee=cost,

@@ -267,7 +267,7 @@ mod tests {
             let mut signals = UserSignals::long(entries.view(), exits.view());
             match stop_kind {
                 1 => signals.sl_stop = Some(sl.view()),
-                2 => (signals.sl_stop, signals.sl_trail) = (Some(sl.view()), true),
+                2 => (signals.sl_stop, signals.sl_trail) = (Some(sl.view()), &[true]),
                 3 => signals.stop = Some(levels.view()),
                 _ => {}
             }

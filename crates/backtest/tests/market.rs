@@ -176,7 +176,7 @@ fn a_trailing_stop_follows_the_best_price_and_only_tightens() {
     let (long_in, none) = (at(n, &[1]), at(n, &[]));
     let signals = UserSignals {
         sl_stop: Some(sl.view()),
-        sl_trail: true,
+        sl_trail: &[true],
         fills: Fills { fill: Fill::Close, intrabar: true },
         ..UserSignals::long(long_in.view(), none.view())
     };
@@ -318,4 +318,42 @@ fn one_backtest_of_a_market_book_reports_its_sweep_rows_metrics() {
     let row = simulate_totals(&book, &BarTables::new(&book, costs), &book.combo_plan(0));
     assert!(report.metrics.trades > 3, "{:?}", report.metrics);
     assert_eq!(format!("{:?}", report.metrics), format!("{:?}", row.metrics(book.bars(), book.bars_per_year())));
+}
+
+#[test]
+fn a_trail_flag_per_column_gives_each_column_its_own_flags_bytes() {
+    let data = random_bars(2000, 21);
+    let n = data.len();
+    let pick = |t: usize, c: usize, k: usize| (t * 7 + c * 13) % k == 0;
+    let entries = Array2::from_shape_fn((n, 4), |(t, c)| pick(t, c, 37));
+    let exits = Array2::from_shape_fn((n, 4), |(t, c)| pick(t + 11, c, 53));
+    let shorts = Array2::from_shape_fn((n, 4), |(t, c)| pick(t + 5, c, 41) && !pick(t, c, 37));
+    let sl = Array2::from_shape_fn((n, 4), |(_, c)| 0.01 + 0.005 * c as f64);
+    let costs = Costs { fee: 0.001, slippage: 0.0005 };
+    let fills = Fills { fill: Fill::Close, intrabar: true };
+    for with_shorts in [false, true] {
+        let one = |flags: &'static [bool]| {
+            let signals = UserSignals {
+                sl_stop: Some(sl.view()),
+                sl_trail: flags,
+                short_entries: with_shorts.then(|| shorts.view()),
+                fills,
+                ..UserSignals::long(entries.view(), exits.view())
+            };
+            let book = SignalBook::from_signals(&data, signals).unwrap();
+            let tables = BarTables::new(&book, costs);
+            (0..4).map(|c| format!("{:?}", simulate_totals(&book, &tables, &book.combo_plan(c)))).collect::<Vec<_>>()
+        };
+        let (mixed, all, none) = (one(&[true, false, false, true]), one(&[true]), one(&[]));
+        assert_eq!([&mixed[0], &mixed[3]], [&all[0], &all[3]], "trailing columns, shorts {with_shorts}");
+        assert_eq!([&mixed[1], &mixed[2]], [&none[1], &none[2]], "fixed columns, shorts {with_shorts}");
+        assert_ne!(all[0], none[0], "the trail changes the column");
+    }
+    let wrong = UserSignals {
+        sl_stop: Some(sl.view()),
+        sl_trail: &[true, false],
+        ..UserSignals::long(entries.view(), exits.view())
+    };
+    let e = SignalBook::from_signals(&data, wrong).unwrap_err().to_string();
+    assert!(e.contains("sl_trail has 2 flags: one for every column, or one per column (4)"), "{e}");
 }

@@ -95,6 +95,9 @@ fn every_method_proposes_each_combo_once_and_the_same_trials_for_a_seed() {
         // Past the space's 60 combos there is nothing left to propose.
         let all = run(&space, &options(method, 100, 7, 3));
         assert_eq!((all.trials.len(), all.stop), (60, Stop::Exhausted), "{method}");
+        // So too when the batch the space cuts short is the last one (62 = 8 × 7 + 6).
+        let all = run(&space, &options(method, 62, 7, 3));
+        assert_eq!((all.trials.len(), all.stop), (60, Stop::Exhausted), "{method}: the last batch cut short");
     }
 }
 

@@ -14,7 +14,8 @@ use threadx_indicators::Ohlcv;
 /// A user's own decisions over some bars: arrays of shape (bars, columns), a column being
 /// a combo. vectorbt's `Portfolio.from_signals` names: `sl_stop` and `tp_stop` are
 /// fractions of the entry close (a long's stop at close·(1 − sl_stop), a short's at
-/// close·(1 + sl_stop)), `sl_trail` makes `sl_stop` trail the best price since the entry.
+/// close·(1 + sl_stop)), `sl_trail` makes `sl_stop` trail the best price since the entry
+/// (one flag for every column, or one per column).
 #[derive(Debug, Clone, Copy)]
 pub struct UserSignals<'a> {
     pub entries: ArrayView2<'a, bool>,
@@ -25,7 +26,9 @@ pub struct UserSignals<'a> {
     pub stop: Option<ArrayView2<'a, f64>>,
     pub sl_stop: Option<ArrayView2<'a, f64>>,
     pub tp_stop: Option<ArrayView2<'a, f64>>,
-    pub sl_trail: bool,
+    /// Which columns' `sl_stop` trails: empty (none), one flag (every column) or one flag
+    /// per column.
+    pub sl_trail: &'a [bool],
     /// When decisions fill, and whether stops are checked against each bar's low and high
     /// (the user gave them) or against closes.
     pub fills: Fills,
@@ -42,7 +45,7 @@ impl<'a> UserSignals<'a> {
             stop: None,
             sl_stop: None,
             tp_stop: None,
-            sl_trail: false,
+            sl_trail: &[],
             fills: Fills::default(),
         }
     }
@@ -85,7 +88,15 @@ impl SignalBook {
                 "give `stop` (price levels) or `sl_stop` (fractions of the entry price), not both".into(),
             ));
         }
-        if signals.sl_trail && signals.sl_stop.is_none() {
+        let trail = |c: usize| signals.sl_trail.get(if signals.sl_trail.len() == 1 { 0 } else { c }) == Some(&true);
+        if !matches!(signals.sl_trail.len(), 0 | 1) && signals.sl_trail.len() != columns {
+            return Err(BacktestError::Signals(format!(
+                "sl_trail has {} flags: one for every column, or one per column ({columns})",
+                signals.sl_trail.len()
+            )));
+        }
+        let (any_trail, all_trail) = ((0..columns).any(trail), (0..columns).all(trail));
+        if any_trail && signals.sl_stop.is_none() {
             return Err(BacktestError::Signals("`sl_trail` makes `sl_stop` trail: it needs `sl_stop`".into()));
         }
         let mut stop_series = Vec::new();
@@ -123,12 +134,29 @@ impl SignalBook {
         };
         let shorts = signals.short_entries.is_some();
         add("stop", signals.stop, &[(role::STOP, StopForm::Level)], &mut levels)?;
-        let sl_roles: &[(usize, StopForm)] = match (signals.sl_trail, shorts) {
-            (true, _) => &[(role::TRAIL, StopForm::Fraction(-1.0))],
-            (false, false) => &[(role::STOP, StopForm::Fraction(-1.0))],
-            (false, true) => &[(role::STOP, StopForm::Fraction(-1.0)), (role::SHORT_STOP, StopForm::Fraction(1.0))],
+        let (trailing, fixed, mixed) = (
+            (role::TRAIL, StopForm::Fraction(-1.0)),
+            [(role::STOP, StopForm::Fraction(-1.0)), (role::SHORT_STOP, StopForm::Fraction(1.0))],
+            any_trail && !all_trail,
+        );
+        let fixed = if shorts { &fixed[..] } else { &fixed[..1] };
+        let sl_roles: Vec<(usize, StopForm)> = match (all_trail, mixed) {
+            (true, _) => vec![trailing],
+            (false, false) => fixed.to_vec(),
+            (false, true) => [&[trailing], fixed].concat(),
         };
-        add("sl_stop", signals.sl_stop, sl_roles, &mut levels)?;
+        add("sl_stop", signals.sl_stop, &sl_roles, &mut levels)?;
+        if mixed {
+            // Each column keeps the roles of its own flag: a trail, or fixed stops.
+            for c in 0..columns {
+                let off: &[usize] = if trail(c) { &[role::STOP, role::SHORT_STOP] } else { &[role::TRAIL] };
+                for &r in off {
+                    if let Some(level) = levels[r].get_mut(c) {
+                        *level = ComboPlan::NO_STOP;
+                    }
+                }
+            }
+        }
         let tp_roles: &[(usize, StopForm)] = if shorts {
             &[(role::TAKE_PROFIT, StopForm::Fraction(1.0)), (role::SHORT_TAKE_PROFIT, StopForm::Fraction(-1.0))]
         } else {
@@ -157,7 +185,7 @@ impl SignalBook {
             stop_series,
             stops,
         );
-        book.trails = !levels[role::TRAIL].is_empty();
+        book.trails = levels[role::TRAIL].iter().any(|&l| l != ComboPlan::NO_STOP);
         book.levels = levels;
         book.shorts = shorts;
         book.short_rows = [columns as u32; 2];

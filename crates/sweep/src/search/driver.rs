@@ -165,6 +165,11 @@ pub fn search(
         tally.report.seconds = started.elapsed().as_secs_f64();
         progress(&tally.report)?;
     }
+    // A last batch cut short by the space (fewer combos the rules allow than trials asked)
+    // ends the search as an empty one would.
+    if tally.report.stop == Stop::Trials && (tally.report.trials.len() as u64) < options.trials {
+        tally.report.stop = Stop::Exhausted;
+    }
     tally.report.seconds = started.elapsed().as_secs_f64();
     Ok(tally.report)
 }
