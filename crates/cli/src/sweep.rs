@@ -276,6 +276,10 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if let Some(path) = &args.report {
         crate::report::check_sweep_report(path, &args.out, shard)?;
     }
+    // No second run into this --out may start while this one loads and prepares.
+    if spec.walk_forward().is_none() {
+        threadx_sweep::hold_outputs(&mut opts)?;
+    }
 
     let mut monitor = match args.monitor {
         true => Some(SystemMonitor::start(&MonitorOptions { interval: MIN_INTERVAL, ..MonitorOptions::default() })?),
@@ -444,6 +448,7 @@ fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard, by: &str) ->
         overfitting_plots: crate::overfit::plots(spec, &args.out),
         blocks_out: args.overfit.blocks_out(),
         symbol: None,
+        hold: None,
     }
 }
 

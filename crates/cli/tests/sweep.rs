@@ -608,3 +608,32 @@ fn a_sample_of_a_huge_grid_runs_without_the_default_heatmap_and_a_named_one_is_r
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("pick two parameters with fewer values"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_second_sweep_into_one_out_is_refused_before_any_work_while_the_first_prepares() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let big = ["--data", "synthetic:bars=200000,seed=1", "--grid", "bb_period=10:30:1", "--grid", "bb_std=1:3:0.25"];
+    let mut first =
+        command(dir.path(), &[&["--device", "cpu", "sweep", "--out", "r.csv", "--quiet"][..], &big].concat())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+    // The first run's hold comes before it loads or prepares anything.
+    let lock = dir.path().join("r.csv.parts").join("lock");
+    let started = std::time::Instant::now();
+    while !lock.exists() && started.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let second = threadx(dir.path(), &["--device", "cpu", "sweep", "--grid", "bb_period=10:20:1", "--out", "r.csv"]);
+    let (said, stderr) = (text(&second.stdout), text(&second.stderr));
+    assert!(!second.status.success() && stderr.contains("another sweep (pid "), "{stderr}");
+    assert!(!said.contains("preparing") && !said.contains("wrote"), "refused before any work: {said}");
+    assert!(first.wait().unwrap().success());
+    let rows = std::fs::read_to_string(dir.path().join("r.csv")).unwrap().lines().count();
+    assert_eq!(rows, 1 + 21 * 9, "the first run's results, whole");
+    // A run that fails while loading leaves no checkpoint folder behind.
+    let failed = threadx(dir.path(), &["--device", "cpu", "sweep", "--data", "nope.csv", "--out", "z.csv"]);
+    assert!(!failed.status.success() && !dir.path().join("z.csv.parts").exists());
+}

@@ -51,8 +51,8 @@ pub use error::SweepError;
 pub use memory_tables::{metrics_table, rows_table, universe_table, walk_forward_table};
 pub use merge::merge;
 pub use output::{
-    HeatmapOptions, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir,
-    data_fingerprint, run_to_files, summary_path,
+    HeatmapOptions, OutputHold, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir,
+    data_fingerprint, hold_outputs, run_to_files, summary_path,
 };
 pub use overfit::{
     DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, TopCombo, logit_histogram_svg,

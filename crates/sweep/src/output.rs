@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_dispatch::Dispatcher;
@@ -57,6 +58,9 @@ pub struct OutputOptions {
     pub blocks_out: Option<PathBuf>,
     /// The rows' symbol, in a `symbol` column before `combo` (one symbol of a universe).
     pub symbol: Option<String>,
+    /// The run's hold on its checkpoint folder, taken before any work ([`hold_outputs`]);
+    /// None: the run takes it when it opens the checkpoint.
+    pub hold: Option<Arc<OutputHold>>,
 }
 
 #[derive(Debug, Clone)]
@@ -171,13 +175,69 @@ pub(crate) fn identity(spec: &SweepSpec, combos: &ComboSet, data: &Ohlcv, shard:
     })
 }
 
+/// A run's hold on its outputs, taken before any work so that no second run into the
+/// same `--out` can start while this one prepares: the lock of the checkpoint folder,
+/// made for it when there was none (and removed again if the run ends before it began:
+/// a folder without `sweep.json` holds nothing).
+#[derive(Debug)]
+pub struct OutputHold {
+    parts: PathBuf,
+    made: bool,
+    _lock: CheckpointLock,
+}
+
+impl Drop for OutputHold {
+    fn drop(&mut self) {
+        // Only a folder still this run's own (its lock file the one held: a finished run
+        // removes the folder, and another run may have made a new one since).
+        if self.made && !self.parts.join(META).exists() && self._lock.is_file_at(&self.parts.join("lock")) {
+            let _ = fs::remove_dir_all(&self.parts);
+        }
+    }
+}
+
+/// The checkpoint's description of the run that made it.
+const META: &str = "sweep.json";
+
+/// Takes the run's hold on the checkpoint folder beside `opts.out` (see [`OutputHold`]);
+/// fails at once, naming the other run's pid, when a live run holds it.
+pub fn hold_outputs(opts: &mut OutputOptions) -> Result<(), SweepError> {
+    let parts = checkpoint_dir(&opts.out);
+    let made = !parts.exists();
+    if made {
+        fs::create_dir(&parts).map_err(io_error(&parts))?;
+    }
+    match CheckpointLock::acquire(&parts) {
+        Ok(lock) => {
+            opts.hold = Some(Arc::new(OutputHold { parts, made, _lock: lock }));
+            Ok(())
+        }
+        Err(e) => {
+            if made {
+                let _ = fs::remove_dir_all(&parts);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Whether `opts` already holds the checkpoint folder `parts`.
+fn holds(opts: &OutputOptions, parts: &Path) -> bool {
+    opts.hold.as_ref().is_some_and(|h| h.parts == parts)
+}
+
 /// Opens the checkpoint folder `parts` for a run described by `meta`: creates it (with
-/// `sweep.json`), or, when it exists, checks that the same run made it. The run holds it
-/// until the lock is dropped.
-pub(crate) fn open_checkpoint(parts: &Path, meta: Value) -> Result<CheckpointLock, SweepError> {
-    let meta_path = parts.join("sweep.json");
-    if parts.exists() {
-        let lock = CheckpointLock::acquire(parts)?;
+/// `sweep.json`), or, when it holds one, checks that the same run made it. The run holds
+/// it until the returned lock is dropped (none when `opts` holds it from the start).
+pub(crate) fn open_checkpoint(
+    parts: &Path,
+    meta: Value,
+    opts: &OutputOptions,
+) -> Result<Option<CheckpointLock>, SweepError> {
+    let meta_path = parts.join(META);
+    let lock = |parts: &Path| if holds(opts, parts) { Ok(None) } else { CheckpointLock::acquire(parts).map(Some) };
+    if meta_path.exists() {
+        let lock = lock(parts)?;
         let text = fs::read_to_string(&meta_path).map_err(io_error(&meta_path))?;
         let found: Value = serde_json::from_str(&text).map_err(|e| {
             SweepError::Results(format!("{} is not a sweep checkpoint ({e}); delete the folder", meta_path.display()))
@@ -191,8 +251,10 @@ pub(crate) fn open_checkpoint(parts: &Path, meta: Value) -> Result<CheckpointLoc
         }
         Ok(lock)
     } else {
-        fs::create_dir(parts).map_err(io_error(parts))?;
-        let lock = CheckpointLock::acquire(parts)?;
+        if !parts.exists() {
+            fs::create_dir(parts).map_err(io_error(parts))?;
+        }
+        let lock = lock(parts)?;
         write_file_atomic(&meta_path, format!("{meta:#}\n").as_bytes()).map_err(io_error(&meta_path))?;
         Ok(lock)
     }
@@ -223,6 +285,23 @@ impl CheckpointLock {
         file.set_len(0).map_err(io_error(&path))?;
         file.write_all(std::process::id().to_string().as_bytes()).map_err(io_error(&path))?;
         Ok(Self { _held: file })
+    }
+
+    /// Whether the lock file at `path` is the one this lock holds (not one made since).
+    fn is_file_at(&self, path: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            match (self._held.metadata(), fs::metadata(path)) {
+                (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+                _ => false,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            false
+        }
     }
 }
 
@@ -260,11 +339,11 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
         check_writable(&h.path)?;
     }
     let parts = checkpoint_dir(&opts.out);
-    if parts.exists() {
+    if parts.exists() && !holds(opts, &parts) {
         // Taken and let go at once: only to tell whether a live run holds it.
         drop(CheckpointLock::acquire(&parts)?);
     }
-    if parts.exists() && !opts.resume {
+    if parts.join(META).exists() && !opts.resume {
         return Err(SweepError::Results(format!(
             "{} holds the checkpoint of an unfinished sweep; pass --resume to continue it, or delete the folder to start over",
             parts.display()
@@ -331,7 +410,7 @@ pub(crate) fn run_keeping(
     }
     let parts = checkpoint_dir(&opts.out);
     let identity = identity(sweep.spec(), sweep.combos(), data, opts.shard);
-    let _lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}))?;
+    let _lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}), opts)?;
 
     let combos = sweep.combos();
     let chunks = combos.shard_chunks(opts.shard);

@@ -155,7 +155,7 @@ pub fn search_to_files(
     let strategy = spec.strategy();
     let parts = crate::output::checkpoint_dir(&opts.out);
     let identity = identity(session.spec(), session.sweep().combos(), session.data(), opts.shard);
-    let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}))?;
+    let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}), opts)?;
     let batches = options.batch_sizes().count() as u64;
     let mine = move |b: u64| b % opts.shard.count == opts.shard.index;
     let saved = saved_batches(&parts, strategy, cuts, (0..batches).filter(|&b| mine(b)))?;
@@ -323,7 +323,7 @@ pub fn search_to_files(
     if let Some(path) = &summary_path {
         write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
     }
-    drop::<CheckpointLock>(lock);
+    drop::<Option<CheckpointLock>>(lock);
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(SearchRun {
         files: SweepReport {

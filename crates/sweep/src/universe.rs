@@ -103,7 +103,7 @@ pub fn universe_to_files(
         "universe": {"origin": universe.origin(), "symbols": names},
         "shards": opts.shard.count,
     });
-    let _lock = open_checkpoint(&parts, json!({"identity": universe_identity, "shard": opts.shard.index}))?;
+    let _lock = open_checkpoint(&parts, json!({"identity": universe_identity, "shard": opts.shard.index}), opts)?;
     let mut across = match across_path {
         Some(_) => Some(Across::new(&parts.join("across"), &opts.by)?),
         None => None,
@@ -148,6 +148,7 @@ pub fn universe_to_files(
                     overfitting_plots: None,
                     blocks_out: None,
                     symbol: Some(name.to_owned()),
+                    hold: None,
                 };
                 // A symbol run from its start hands its rows over in combo order: their
                 // numbers are kept as they go; a resumed one's are read back below.

@@ -45,6 +45,7 @@ fn options(out: &Path) -> OutputOptions {
         overfitting_plots: None,
         blocks_out: None,
         symbol: None,
+        hold: None,
     }
 }
 
