@@ -171,3 +171,29 @@ fn a_fifo_without_a_reader_is_an_error_at_once_and_a_link_replaces_its_target() 
     assert!(std::fs::symlink_metadata(d.join("link.csv")).unwrap().file_type().is_symlink());
     assert!(std::fs::read_to_string(d.join("target.csv")).unwrap().starts_with("timestamp,"));
 }
+
+#[test]
+fn an_output_that_fails_late_leaves_the_old_results_and_summary_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = "synthetic:bars=3000,seed=1";
+    for (format, grid) in [("csv", "bb_period=10,20,30"), ("parquet", "bb_period=10:40:1")] {
+        let out = format!("r.{format}");
+        let first =
+            threadx(d, &["--device", "cpu", "sweep", "--data", data, "--grid", "bb_period=10,20", "--out", &out]);
+        assert!(first.status.success(), "{}", text(&first.stderr));
+        let old = |name: &str| std::fs::read(d.join(name)).unwrap();
+        let (results, summary) = (old(&out), old("r.json"));
+        // The heatmap (a FIFO nobody reads) fails after the new results are assembled.
+        let fifo = d.join("heat.fifo");
+        let _ = std::fs::remove_file(&fifo);
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let args = ["--device", "cpu", "sweep", "--data", data, "--grid", grid, "--grid", "bb_std=2,3"];
+        let second = threadx(d, &[&args[..], &["--out", &out, "--heatmap", "heat.fifo"]].concat());
+        assert!(!second.status.success() && text(&second.stderr).contains("no process is reading"));
+        assert_eq!((old(&out), old("r.json")), (results, summary), "{format}: the old set, whole");
+        let left: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(!left.iter().any(|n| n.to_string_lossy().contains(".tmp-")), "no temporary left: {left:?}");
+        std::fs::remove_file(d.join("r.json")).unwrap();
+    }
+}

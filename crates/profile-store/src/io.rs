@@ -134,9 +134,16 @@ fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 /// one, never a part: a temporary file beside it, fsync, then rename over it. The one way
 /// ThreadX writes any output file (profiles, indicator and result CSVs, reports).
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_file_staged(path, bytes)?.commit()
+}
+
+/// Writes `bytes` beside `path`, synced, without putting them in its place yet: a run
+/// stages every output first and renames them all at its end ([`Staged::commit`]), so a
+/// full disk leaves the old set whole, never new results beside an old summary.
+pub fn write_file_staged(path: &Path, bytes: &[u8]) -> std::io::Result<Staged> {
     let mut file = AtomicFile::create(path)?;
     file.write_all(bytes)?;
-    file.commit()
+    file.stage()
 }
 
 /// Whether `path` can be written, asked before any work so that a long computation does
@@ -442,23 +449,78 @@ impl AtomicFile {
         self.finish(false)
     }
 
-    fn finish(mut self, sync: bool) -> std::io::Result<()> {
+    /// Syncs the data beside the destination, its rename left to [`Staged::commit`] (a
+    /// device or FIFO: flushed, written already).
+    pub fn stage(self) -> std::io::Result<Staged> {
+        self.staged(true)
+    }
+
+    fn finish(self, sync: bool) -> std::io::Result<()> {
+        self.staged(sync)?.commit()
+    }
+
+    fn staged(mut self, sync: bool) -> std::io::Result<Staged> {
         let tmp = self.tmp.take();
         let result = (|| {
             let file = self.file.take().expect("an uncommitted file").into_inner().map_err(|e| e.into_error())?;
-            let Some(tmp) = &tmp else { return Ok(()) };
+            if tmp.is_none() {
+                return Ok(None);
+            }
             if let Some(permissions) = self.permissions.take() {
                 file.set_permissions(permissions)?;
             }
             if sync {
                 file.sync_all()?;
             }
-            fs::rename(tmp, &self.path)
+            Ok(Some(file))
         })();
-        if let (Err(_), Some(tmp)) = (&result, &tmp) {
+        match result {
+            Ok(file) => Ok(Staged { path: self.path.clone(), tmp, _file: file }),
+            Err(e) => {
+                if let Some(tmp) = &tmp {
+                    let _ = fs::remove_file(tmp);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// An output written whole beside its destination and not yet in its place
+/// ([`AtomicFile::stage`]): [`Staged::commit`] renames it over the destination; dropped
+/// uncommitted, it is removed and the destination keeps its old bytes. Its temporary file
+/// stays locked until then, so no other writer takes it for stale.
+#[derive(Debug)]
+#[must_use = "a staged file reaches its destination only when committed"]
+pub struct Staged {
+    path: PathBuf,
+    /// None: a device or FIFO, written in place already.
+    tmp: Option<PathBuf>,
+    _file: Option<File>,
+}
+
+impl Staged {
+    /// Renames the file over its destination.
+    pub fn commit(mut self) -> std::io::Result<()> {
+        match self.tmp.take() {
+            Some(tmp) => fs::rename(&tmp, &self.path).inspect_err(|_| {
+                let _ = fs::remove_file(&tmp);
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Where the file goes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if let Some(tmp) = &self.tmp {
             let _ = fs::remove_file(tmp);
         }
-        result
     }
 }
 

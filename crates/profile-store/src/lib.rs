@@ -30,7 +30,8 @@ use std::path::{Path, PathBuf};
 
 pub use error::{ProfileError, Result};
 pub use io::{
-    AtomicFile, check_writable, is_special_file, refuse_colliding_outputs, refuse_output_over_input, write_file_atomic,
+    AtomicFile, Staged, check_writable, is_special_file, refuse_colliding_outputs, refuse_output_over_input,
+    write_file_atomic, write_file_staged,
 };
 pub use key::{profile_key, split_key};
 pub use multigpu::{MultiGpuFile, RatioProfile};

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_atomic};
+use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_staged};
 
 /// Joins the results files of every shard of one sweep into `out`, byte-identical to the
 /// file a one-process run writes (shards and `out` each CSV, Parquet or Arrow, mixed as
@@ -207,13 +207,14 @@ pub fn merge(
     if rows != expected_rows {
         return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
     }
-    file.finish()?;
+    // Staged, then put in place together at the end (see `commit_all`).
+    let mut staged = vec![file.stage()?];
     let across = match across {
         Some((a, path)) => Some(a.finish(&path, strategy, spec.grid(), top.max(1))?),
         None => None,
     };
     if let Some((h, path)) = &heatmap {
-        write_file_atomic(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?;
+        staged.push(write_file_staged(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?);
     }
     let mut summary = json!({
         "threadx": env!("CARGO_PKG_VERSION"),
@@ -231,7 +232,7 @@ pub fn merge(
     let mut overfitting = blocks.map(MergingBlocks::finish).transpose()?;
     if let Some(o) = &mut overfitting {
         if let Some(plots) = plots {
-            write_plots(o, plots, strategy.name())?;
+            write_plots(o, plots, strategy.name(), &mut staged)?;
         }
         summary["overfitting"] = o.to_json();
     }
@@ -244,8 +245,9 @@ pub fn merge(
         summary["best"] = crate::search_run::rows_json(strategy, options.objective.metric(), &best);
     }
     if let Some(path) = &out_summary {
-        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
+        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
     }
+    crate::output::commit_all(staged)?;
     Ok(SweepReport {
         summary,
         strategy: strategy.clone(),

@@ -34,7 +34,7 @@ use threadx_backtest::Strategy;
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{Ohlcv, format_time};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
-use threadx_profile_store::{is_special_file, write_file_atomic};
+use threadx_profile_store::{Staged, is_special_file, write_file_atomic, write_file_staged};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
 
 /// How a sweep writes its results.
@@ -315,6 +315,16 @@ fn held(parts: &Path, lock: &Path) -> SweepError {
     ))
 }
 
+/// Puts a run's staged outputs in place, in the order staged (the summary last: it
+/// vouches for the others).
+pub(crate) fn commit_all(staged: Vec<Staged>) -> Result<(), SweepError> {
+    for file in staged {
+        let path = file.path().to_owned();
+        file.commit().map_err(io_error(&path))?;
+    }
+    Ok(())
+}
+
 /// Fails before any work if `path` cannot be written.
 pub fn check_writable(path: &Path) -> Result<(), SweepError> {
     threadx_profile_store::check_writable(path).map_err(SweepError::Results)
@@ -511,6 +521,9 @@ pub(crate) fn run_keeping(
     let run_s = run_started.elapsed().as_secs_f64();
     phases.add("backtests", run_s);
 
+    // Every output is staged beside its place, then all are put in place at the end: a
+    // failure (a full disk) before then leaves the old set whole.
+    let mut staged = Vec::new();
     let assemble_started = Instant::now();
     if form == ChunkForm::Parquet {
         // The chunks' column chunks copied as the workers encoded them.
@@ -518,10 +531,11 @@ pub(crate) fn run_keeping(
         for &c in &chunks {
             file.append(form.table(&form.path(&parts, c))?)?;
         }
-        if file.finish()?.is_none() {
+        staged.push(match file.stage()? {
+            Some(file) => file,
             // No chunk in this shard: an empty table.
-            ResultsWriter::create(&opts.out, strategy, kind)?.finish()?;
-        }
+            None => ResultsWriter::create(&opts.out, strategy, kind)?.stage()?,
+        });
     } else {
         let mut file = ResultsWriter::create(&opts.out, strategy, kind)?;
         for &c in &chunks {
@@ -535,11 +549,13 @@ pub(crate) fn run_keeping(
                 }
             }
         }
-        file.finish()?;
+        staged.push(file.stage()?);
     }
     phases.add("merge", assemble_started.elapsed().as_secs_f64());
     if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
-        phases.time("write", || write_file_atomic(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path)))?;
+        let svg = phases
+            .time("write", || write_file_staged(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path)))?;
+        staged.push(svg);
     }
     let assemble_s = assemble_started.elapsed().as_secs_f64();
     let write_s = write_s.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -551,8 +567,11 @@ pub(crate) fn run_keeping(
         let kept = std::mem::take(&mut kept);
         phases.time("overfitting", || -> Result<(), SweepError> {
             match opts.shard.count {
-                1 => overfitting = Some(write_files(sweep, dispatcher, opts, options, cuts, kept, leaderboard.rows())?),
-                _ => shard_part = Some(write_shard_part(sweep, opts, cuts, kept, leaderboard.rows())?),
+                1 => {
+                    let o = write_files(sweep, dispatcher, opts, options, cuts, kept, leaderboard.rows(), &mut staged)?;
+                    overfitting = Some(o);
+                }
+                _ => shard_part = Some(write_shard_part(sweep, opts, cuts, kept, leaderboard.rows(), &mut staged)?),
             }
             Ok(())
         })?;
@@ -594,8 +613,9 @@ pub(crate) fn run_keeping(
     }
     let summary_path = summary_path(&opts.out);
     if let Some(path) = &summary_path {
-        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
+        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
     }
+    commit_all(staged)?;
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(SweepReport {
         summary,

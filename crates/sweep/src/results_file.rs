@@ -11,7 +11,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use threadx_backtest::Strategy;
-use threadx_profile_store::AtomicFile;
+use threadx_profile_store::{AtomicFile, Staged};
 
 /// Which results table: a grid's rows, a search's trials (a `trial` column first), or a
 /// universe's rows (a `symbol` column first).
@@ -118,12 +118,20 @@ impl ResultsWriter {
     }
 
     pub(crate) fn finish(self) -> Result<(), SweepError> {
+        let staged = self.stage()?;
+        let path = staged.path().to_owned();
+        staged.commit().map_err(io_error(&path))
+    }
+
+    /// Writes the rest beside the file's place, its rename left to the caller (who stages
+    /// a run's every output before putting any in place).
+    pub(crate) fn stage(self) -> Result<Staged, SweepError> {
         match self {
             Self::Csv { path, mut file, text } => {
                 file.write_all(text.as_bytes()).map_err(io_error(&path))?;
-                file.commit().map_err(io_error(&path))
+                file.stage().map_err(io_error(&path))
             }
-            Self::Columnar(w) => w.commit(),
+            Self::Columnar(w) => w.stage(),
         }
     }
 }

@@ -29,7 +29,7 @@ use std::path::Path;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, Metrics, Strategy};
 use threadx_dispatch::thousands;
-use threadx_profile_store::write_file_atomic;
+use threadx_profile_store::{write_file_atomic, write_file_staged};
 use threadx_telemetry::PhaseTimer;
 
 /// How far a search has come: trials done of at most `total`, and the best value so far.
@@ -258,13 +258,14 @@ pub fn search_to_files(
             h.offer(&row);
         }
     }
-    file.finish()?;
+    // Staged, then put in place together at the end (see `commit_all`).
+    let mut staged = vec![file.stage()?];
     if let (Some(h), Some(o)) = (&heatmap, &opts.heatmap) {
-        write_file_atomic(&o.path, h.to_svg()?.as_bytes()).map_err(io_error(&o.path))?;
+        staged.push(write_file_staged(&o.path, h.to_svg()?.as_bytes()).map_err(io_error(&o.path))?);
     }
     if let (Some(report), Some(path)) = (&report, plot) {
         let svg = best_so_far_svg(report, options, &format!("{} {} search", strategy, options.method))?;
-        write_file_atomic(path, svg.as_bytes()).map_err(io_error(path))?;
+        staged.push(write_file_staged(path, svg.as_bytes()).map_err(io_error(path))?);
     }
     phases.add("write", write_started.elapsed().as_secs_f64());
 
@@ -300,6 +301,7 @@ pub fn search_to_files(
                 cuts,
                 std::mem::take(&mut kept),
                 &best,
+                &mut staged,
             )
         })?),
         None => None,
@@ -321,8 +323,9 @@ pub fn search_to_files(
     }
     let summary_path = summary_path(&opts.out);
     if let Some(path) = &summary_path {
-        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
+        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
     }
+    crate::output::commit_all(staged)?;
     drop::<Option<CheckpointLock>>(lock);
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(SearchRun {

@@ -23,7 +23,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use threadx_indicators::{Columnar, DataError};
-use threadx_profile_store::AtomicFile;
+use threadx_profile_store::{AtomicFile, Staged};
 
 /// The format of a table file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,7 +304,13 @@ impl ColumnarWriter<AtomicFile> {
     /// Finishes the file and puts it in place.
     pub(crate) fn commit(self) -> Result<(), SweepError> {
         let name = PathBuf::from(&self.name);
-        self.finish()?.commit().map_err(io_error(&name))
+        self.stage()?.commit().map_err(io_error(&name))
+    }
+
+    /// Finishes the file beside its place, its rename left to the caller.
+    pub(crate) fn stage(self) -> Result<Staged, SweepError> {
+        let name = PathBuf::from(&self.name);
+        self.finish()?.stage().map_err(io_error(&name))
     }
 }
 
@@ -360,14 +366,13 @@ impl ParquetJoin {
         Ok(())
     }
 
-    /// Writes the footer and puts the file in place; `None` when nothing was appended
-    /// (the caller writes an empty table instead).
-    pub(crate) fn finish(self) -> Result<Option<()>, SweepError> {
+    /// Writes the footer beside the file's place, its rename left to the caller; `None`
+    /// when nothing was appended (the caller writes an empty table instead).
+    pub(crate) fn stage(self) -> Result<Option<Staged>, SweepError> {
         let path = self.path;
         let Some(writer) = self.writer else { return Ok(None) };
         let file = writer.into_inner().map_err(|e| file_error(path.display(), &e))?;
-        file.commit().map_err(io_error(&path))?;
-        Ok(Some(()))
+        file.stage().map(Some).map_err(io_error(&path))
     }
 }
 

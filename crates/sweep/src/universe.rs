@@ -319,8 +319,8 @@ fn join(out: &Path, strategy: &Strategy, files: &[PathBuf]) -> Result<(), SweepE
             for path in files {
                 file.append(bytes::Bytes::from(fs::read(path).map_err(io_error(path))?))?;
             }
-            match file.finish()? {
-                Some(()) => Ok(()),
+            match file.stage()? {
+                Some(file) => file.commit().map_err(io_error(out)),
                 None => ResultsWriter::create(out, strategy, kind)?.finish(),
             }
         }

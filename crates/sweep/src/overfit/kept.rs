@@ -12,7 +12,7 @@ use crate::table::{Cell, ColumnType, ColumnarWriter, TableFormat};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use threadx_backtest::BlockCuts;
-use threadx_profile_store::AtomicFile;
+use threadx_profile_store::{AtomicFile, Staged};
 
 /// The blocks file beside a checkpoint chunk's rows.
 pub(crate) fn blocks_path(chunk: &Path) -> PathBuf {
@@ -84,8 +84,9 @@ pub(crate) fn read_blocks(path: &Path, count: usize, cuts: &BlockCuts) -> Result
 
 /// Writes the blocks as CSV: `combo,block,bars,sum_r,sum_r2`, one row per combo and
 /// block, in combo order (numbers in Rust's shortest round-trip form); or the same
-/// columns in Parquet or Arrow when the path's extension names one.
-pub(crate) fn write_blocks_csv(path: &Path, kept: &SweepBlocks, cuts: &BlockCuts) -> Result<(), SweepError> {
+/// columns in Parquet or Arrow when the path's extension names one. Staged: the run puts
+/// it in place with its other outputs.
+pub(crate) fn write_blocks_csv(path: &Path, kept: &SweepBlocks, cuts: &BlockCuts) -> Result<Staged, SweepError> {
     let bars = cuts.bars();
     let rows = kept.combos.iter().zip(kept.blocks.chunks_exact(cuts.stats_len()));
     let format = TableFormat::of(path);
@@ -102,7 +103,7 @@ pub(crate) fn write_blocks_csv(path: &Path, kept: &SweepBlocks, cuts: &BlockCuts
                 file.push(&[combo, k, bars, Cell::Float(b[0]), Cell::Float(b[1])])?;
             }
         }
-        return file.commit();
+        return file.stage();
     }
     let mut file = AtomicFile::create(path).map_err(io_error(path))?;
     let mut text = String::from("combo,block,bars,sum_r,sum_r2\n");
@@ -117,5 +118,5 @@ pub(crate) fn write_blocks_csv(path: &Path, kept: &SweepBlocks, cuts: &BlockCuts
         }
     }
     file.write_all(text.as_bytes()).map_err(io_error(path))?;
-    file.commit().map_err(io_error(path))
+    file.stage().map_err(io_error(path))
 }

@@ -30,7 +30,7 @@ use std::time::Instant;
 use threadx_backtest::{BlockCuts, DEFAULT_BLOCKS, simulate_detailed};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::SeededRng;
-use threadx_profile_store::write_file_atomic;
+use threadx_profile_store::{Staged, write_file_staged};
 use threadx_stats::{BlockMatrix, PboReport, SplitSet, deflated_sharpe, moments, pbo, psr, quantile, sample_std};
 
 /// Random splits drawn when there are too many to use them all (`--pbo-splits`).
@@ -450,7 +450,8 @@ fn neighbours(axes: &[Vec<f64>], combo: u64) -> Vec<u64> {
 }
 
 /// The overfitting statistics of a finished run from what it kept, with their plots and
-/// the blocks CSV where `opts` asks for them.
+/// the blocks CSV where `opts` asks for them (staged into `staged`).
+#[allow(clippy::too_many_arguments)] // The run, its device, its options, what it kept, and where files go.
 pub(crate) fn write_files(
     sweep: &Sweep,
     dispatcher: &Dispatcher,
@@ -459,28 +460,30 @@ pub(crate) fn write_files(
     cuts: &BlockCuts,
     kept: SweepBlocks,
     best: &[Row],
+    staged: &mut Vec<Staged>,
 ) -> Result<Overfitting, SweepError> {
     if let Some(path) = &opts.blocks_out {
-        write_blocks_csv(path, &kept, cuts)?;
+        staged.push(write_blocks_csv(path, &kept, cuts)?);
     }
     let mut o = Overfitting::compute(sweep, dispatcher, cuts, options, kept, best, &opts.by)?;
     if let Some(plots) = &opts.overfitting_plots {
-        write_plots(&mut o, plots, sweep.spec().strategy().name())?;
+        write_plots(&mut o, plots, sweep.spec().strategy().name(), staged)?;
     }
     Ok(o)
 }
 
-/// The logit histogram and the out-of-sample plot of `o` (a `name` sweep's), their
-/// checksums kept in `o` for the summary.
+/// The logit histogram and the out-of-sample plot of `o` (a `name` sweep's), staged into
+/// `staged`, their checksums kept in `o` for the summary.
 pub(crate) fn write_plots(
     o: &mut Overfitting,
     (histogram, scatter): &(PathBuf, PathBuf),
     name: &str,
+    staged: &mut Vec<Staged>,
 ) -> Result<(), SweepError> {
     let pbo = logit_histogram_svg(&o.pbo, &format!("{name}: CSCV logits (PBO {:.2})", o.pbo.pbo))?;
     let oos = oos_vs_is_svg(&o.pbo, &format!("{name}: out of sample against in sample"))?;
-    write_file_atomic(histogram, pbo.as_bytes()).map_err(io_error(histogram))?;
-    write_file_atomic(scatter, oos.as_bytes()).map_err(io_error(scatter))?;
+    staged.push(write_file_staged(histogram, pbo.as_bytes()).map_err(io_error(histogram))?);
+    staged.push(write_file_staged(scatter, oos.as_bytes()).map_err(io_error(scatter))?);
     o.plots = Some([plot_checksum(pbo.as_bytes()), plot_checksum(oos.as_bytes())]);
     Ok(())
 }

@@ -16,14 +16,14 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::BlockCuts;
-use threadx_profile_store::write_file_atomic;
+use threadx_profile_store::{Staged, write_file_staged};
 
 /// The blocks file beside a shard's results (`--overfitting --shard`), which `merge` reads.
 pub fn shard_blocks_path(results: &Path) -> PathBuf {
     results.with_extension("blocks")
 }
 
-/// Writes a shard's blocks beside its results and returns its summary's
+/// Stages a shard's blocks beside its results (into `staged`) and returns its summary's
 /// `overfitting_shard`: the blocks file, and its best rows' details by `opts.by`.
 pub(crate) fn write_shard_part(
     sweep: &Sweep,
@@ -31,10 +31,11 @@ pub(crate) fn write_shard_part(
     cuts: &BlockCuts,
     kept: SweepBlocks,
     best: &[Row],
+    staged: &mut Vec<Staged>,
 ) -> Result<Value, SweepError> {
     let path = shard_blocks_path(&opts.out);
     let bytes = blocks_bytes(kept.sharpe.iter().copied(), &kept.blocks, cuts);
-    write_file_atomic(&path, &bytes).map_err(io_error(&path))?;
+    staged.push(write_file_staged(&path, &bytes).map_err(io_error(&path))?);
     let top = top_combos(sweep, best, &opts.by)?;
     Ok(json!({
         "blocks": path.file_name().map(|n| n.to_string_lossy().into_owned()),
