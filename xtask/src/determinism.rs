@@ -93,6 +93,7 @@ pub fn run(args: &[String]) -> Result<()> {
             overfitting_plots: None,
             blocks_out: None,
             symbol: None,
+            hold: None,
         };
         let report = run_to_files(
             &sweep,
