@@ -324,7 +324,7 @@ fn one_backtest_of_a_market_book_reports_its_sweep_rows_metrics() {
 fn a_trail_flag_per_column_gives_each_column_its_own_flags_bytes() {
     let data = random_bars(2000, 21);
     let n = data.len();
-    let pick = |t: usize, c: usize, k: usize| (t * 7 + c * 13) % k == 0;
+    let pick = |t: usize, c: usize, k: usize| (t * 7 + c * 13).is_multiple_of(k);
     let entries = Array2::from_shape_fn((n, 4), |(t, c)| pick(t, c, 37));
     let exits = Array2::from_shape_fn((n, 4), |(t, c)| pick(t + 11, c, 53));
     let shorts = Array2::from_shape_fn((n, 4), |(t, c)| pick(t + 5, c, 41) && !pick(t, c, 37));
