@@ -514,6 +514,12 @@ impl Staged {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Where its bytes are now: the temporary file beside the destination (a device or
+    /// FIFO: the destination itself, already written).
+    pub fn written(&self) -> &Path {
+        self.tmp.as_deref().unwrap_or(&self.path)
+    }
 }
 
 impl Drop for Staged {

@@ -23,6 +23,22 @@ pub(crate) fn checksum(bytes: &[u8]) -> u64 {
     twox_hash::XxHash3_64::oneshot(bytes)
 }
 
+/// What a shard's summary records of its results file (`results_checksum`), for `merge`
+/// to refuse a shard changed since: `xxh3-64:` and 16 hex digits of the file's bytes.
+pub(crate) fn file_checksum(path: &Path) -> Result<String, SweepError> {
+    let mut hasher = twox_hash::XxHash3_64::new();
+    let mut file = fs::File::open(path).map_err(io_error(path))?;
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buffer).map_err(io_error(path))?;
+        if n == 0 {
+            break;
+        }
+        std::hash::Hasher::write(&mut hasher, &buffer[..n]);
+    }
+    Ok(format!("xxh3-64:{:016x}", std::hash::Hasher::finish(&hasher)))
+}
+
 /// The first line of a text chunk: the checksum of the rows after it.
 const CHECKSUM: &str = "# xxh3-64 ";
 

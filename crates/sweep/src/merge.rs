@@ -90,6 +90,16 @@ pub fn merge(
         if let Some(other) = seen.insert(index, path) {
             return Err(bad(format!("{} and {} are both shard {index}/{count}", other.display(), path.display())));
         }
+        // A shard's rows are the bytes it wrote (shards of an older ThreadX name no checksum).
+        if let Some(want) = summary["results_checksum"].as_str()
+            && crate::chunk_file::file_checksum(path)? != want
+        {
+            return Err(bad(format!(
+                "{} was changed after its shard ran (its checksum is not the {want} its summary recorded); \
+                 run the shard again",
+                path.display()
+            )));
+        }
         expected_rows += summary["combos"]["rows"].as_u64().unwrap_or(0);
         summaries.push(summary);
     }

@@ -315,6 +315,12 @@ fn held(parts: &Path, lock: &Path) -> SweepError {
     ))
 }
 
+/// A shard's results file's checksum (`results_checksum` in its summary), with which
+/// `merge` refuses a shard changed since it ran; None for a whole run.
+pub(crate) fn shard_checksum(opts: &OutputOptions, results: &Staged) -> Result<Option<String>, SweepError> {
+    (!opts.shard.is_whole()).then(|| crate::chunk_file::file_checksum(results.written())).transpose()
+}
+
 /// Puts a run's staged outputs in place, in the order staged (the summary last: it
 /// vouches for the others).
 pub(crate) fn commit_all(staged: Vec<Staged>) -> Result<(), SweepError> {
@@ -552,6 +558,7 @@ pub(crate) fn run_keeping(
         staged.push(file.stage()?);
     }
     phases.add("merge", assemble_started.elapsed().as_secs_f64());
+    let results_checksum = shard_checksum(opts, &staged[0])?;
     if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
         let svg = phases
             .time("write", || write_file_staged(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path)))?;
@@ -606,6 +613,9 @@ pub(crate) fn run_keeping(
     }
     if let Some(part) = shard_part {
         summary["overfitting_shard"] = part;
+    }
+    if let Some(sum) = results_checksum {
+        summary["results_checksum"] = json!(sum);
     }
     let telemetry = telemetry.map(|sample| sample());
     if let Some(t) = &telemetry {

@@ -260,6 +260,7 @@ pub fn search_to_files(
     }
     // Staged, then put in place together at the end (see `commit_all`).
     let mut staged = vec![file.stage()?];
+    let results_checksum = crate::output::shard_checksum(opts, &staged[0])?;
     if let (Some(h), Some(o)) = (&heatmap, &opts.heatmap) {
         staged.push(write_file_staged(&o.path, h.to_svg()?.as_bytes()).map_err(io_error(&o.path))?);
     }
@@ -320,6 +321,9 @@ pub fn search_to_files(
     );
     if let Some(o) = &overfitting {
         summary["overfitting"] = o.to_json();
+    }
+    if let Some(sum) = results_checksum {
+        summary["results_checksum"] = json!(sum);
     }
     let summary_path = summary_path(&opts.out);
     if let Some(path) = &summary_path {

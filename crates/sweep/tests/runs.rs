@@ -197,6 +197,15 @@ fn bytes_do_not_depend_on_threads_shards_or_sampling() {
         merge(&[shards[0].clone(), shards[1].clone(), foreign], &dir.path().join("m3.csv"), 5, "sharpe", None, None);
     assert!(mismatch.unwrap_err().to_string().contains("belongs to a different sweep"));
     assert!(!dir.path().join("m1.csv").exists() && !dir.path().join("m3.csv").exists(), "nothing written on refusal");
+    // A shard edited after it ran (one metric of one row) is refused by its checksum.
+    let text = std::fs::read_to_string(&shards[1]).unwrap();
+    let line = text.lines().nth(5).unwrap();
+    let (head, last) = line.rsplit_once(',').unwrap();
+    let edited = text.replacen(line, &format!("{head},{}", last.parse::<f64>().unwrap_or(0.0) + 0.5), 1);
+    std::fs::write(&shards[1], edited).unwrap();
+    let changed = merge(&shards, &dir.path().join("m4.csv"), 5, "sharpe", None, None).unwrap_err().to_string();
+    assert!(changed.contains("shard1.csv was changed after its shard ran"), "{changed}");
+    std::fs::write(&shards[1], text).unwrap();
 
     // A Monte-Carlo sample: distinct combos, the same for a seed, rows equal to the grid's.
     let mut sampled = spec.clone();
