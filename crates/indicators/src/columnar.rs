@@ -87,7 +87,8 @@ impl Columnar {
         match self {
             Self::Parquet => {
                 let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| unreadable(&e))?;
-                let wanted = Wanted::find(&origin, builder.schema())?;
+                let index = pandas_index(builder.schema());
+                let wanted = Wanted::find(&origin, builder.schema(), index.as_deref())?;
                 let mask = ProjectionMask::roots(builder.parquet_schema(), wanted.indices());
                 let reader = builder.with_projection(mask).build().map_err(|e| unreadable(&e))?;
                 // The projection keeps the file's column order: find them again in it.
@@ -96,7 +97,7 @@ impl Columnar {
                     let batch = batch.map_err(|e| unreadable(&e))?;
                     let found = match &wanted {
                         Some(w) => w,
-                        None => wanted.insert(Wanted::find(&origin, &batch.schema())?),
+                        None => wanted.insert(Wanted::find(&origin, &batch.schema(), index.as_deref())?),
                     };
                     bars.append(&origin, found, &batch)?;
                 }
@@ -104,7 +105,7 @@ impl Columnar {
             Self::IpcFile => {
                 let reader =
                     arrow::ipc::reader::FileReader::try_new(BufReader::new(file), None).map_err(|e| unreadable(&e))?;
-                let wanted = Wanted::find(&origin, &reader.schema())?;
+                let wanted = Wanted::find(&origin, &reader.schema(), pandas_index(&reader.schema()).as_deref())?;
                 for batch in reader {
                     bars.append(&origin, &wanted, &batch.map_err(|e| unreadable(&e))?)?;
                 }
@@ -122,7 +123,7 @@ fn read_stream(origin: String, input: impl Read, format: Columnar) -> Result<Rea
         problem: format!("not a readable {} file: {e}", format.name()),
     };
     let reader = arrow::ipc::reader::StreamReader::try_new(input, None).map_err(|e| unreadable(&e))?;
-    let wanted = Wanted::find(&origin, &reader.schema())?;
+    let wanted = Wanted::find(&origin, &reader.schema(), pandas_index(&reader.schema()).as_deref())?;
     let mut bars = Columns::default();
     for batch in reader {
         bars.append(&origin, &wanted, &batch.map_err(|e| unreadable(&e))?)?;
@@ -148,6 +149,15 @@ impl ReadBars {
 /// The name pandas gives an unnamed index it writes into a Parquet or Feather file.
 const PANDAS_INDEX: &str = "__index_level_0__";
 
+/// The name of the one index column pandas recorded in a file's `pandas` metadata, if any.
+fn pandas_index(schema: &SchemaRef) -> Option<String> {
+    let meta: serde_json::Value = serde_json::from_str(schema.metadata().get("pandas")?).ok()?;
+    match meta["index_columns"].as_array()?.as_slice() {
+        [serde_json::Value::String(name)] => Some(name.clone()),
+        _ => None,
+    }
+}
+
 /// Where the columns a bar needs sit in a schema: time, open, high, low, close, then
 /// volume and a `symbol` column when there are.
 #[derive(Debug, Clone, Copy)]
@@ -158,13 +168,17 @@ struct Wanted {
 }
 
 impl Wanted {
-    fn find(origin: &str, schema: &SchemaRef) -> Result<Self, DataError> {
+    /// `index`: the name of pandas' index column, read from the file's metadata (the
+    /// batches of a projection do not carry it).
+    fn find(origin: &str, schema: &SchemaRef, index: Option<&str>) -> Result<Self, DataError> {
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         let (bars, volume) = match find_columns(origin, &names) {
             Ok(found) => found,
-            // pandas' unnamed index (a DatetimeIndex, most often) is the time column.
+            // pandas' index (a DatetimeIndex, most often) is the time column: unnamed, or
+            // named in the `pandas` metadata pandas writes beside the schema.
             Err(e) => {
-                let Some(index) = names.iter().position(|n| *n == PANDAS_INDEX) else { return Err(e) };
+                let index = names.iter().position(|n| *n == PANDAS_INDEX || Some(*n) == index);
+                let Some(index) = index else { return Err(e) };
                 let mut renamed = names.clone();
                 renamed[index] = "timestamp";
                 find_columns(origin, &renamed)?

@@ -75,6 +75,21 @@ impl std::fmt::Display for Place {
 /// column), the one header rule of CSV files and DataFrames. Volume is optional.
 pub fn find_columns(origin: &str, header: &[&str]) -> Result<([usize; 5], Option<usize>), DataError> {
     let find = |names: &[&str]| header.iter().position(|h| names.iter().any(|n| h.trim().eq_ignore_ascii_case(n)));
+    // A price or the volume named twice (`close` and `Close`): which one is meant is not
+    // ours to guess.
+    for name in &FIELDS[1..] {
+        let same: Vec<String> =
+            header.iter().filter(|h| h.trim().eq_ignore_ascii_case(name)).map(|h| format!("`{h}`")).collect();
+        if same.len() > 1 {
+            return Err(DataError::Format {
+                origin: origin.to_owned(),
+                problem: format!(
+                    "the columns {} all name the {name}: keep one (column names are matched in any case)",
+                    same.join(" and ")
+                ),
+            });
+        }
+    }
     let unnamed_first =
         header.first().is_some_and(|h| h.trim().is_empty() || h.trim().eq_ignore_ascii_case("unnamed: 0"));
     let found = [

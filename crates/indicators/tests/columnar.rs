@@ -179,6 +179,46 @@ fn pandas_layout_reads_unnamed_index_float32_prices_and_no_volume() {
     assert!(got.volume().iter().all(|&v| v == 0.0));
 }
 
+#[test]
+fn a_named_pandas_index_is_the_time_and_a_price_named_twice_is_refused() {
+    let data = bars(50);
+    let n = data.len();
+    let f64s = |s: &[f64]| Arc::new(Float64Array::from(s.to_vec())) as ArrayRef;
+    let columns = vec![
+        ("open", f64s(data.open())),
+        ("high", f64s(data.high())),
+        ("low", f64s(data.low())),
+        ("close", f64s(data.close())),
+        ("ts_x", millis(&data, 0..n)),
+    ];
+    // pandas names its index in the `pandas` metadata (`df.index.name = "ts_x"`).
+    let batch = RecordBatch::try_from_iter(columns.clone()).unwrap();
+    let meta = r#"{"index_columns": ["ts_x"], "columns": []}"#;
+    let metadata = std::collections::HashMap::from([("pandas".to_owned(), meta.to_owned())]);
+    let schema = Arc::new(batch.schema().as_ref().clone().with_metadata(metadata));
+    let (_dir, path) = temp("named.parquet");
+    write_parquet(&path, &[batch.with_schema(schema).unwrap()]);
+    let got = Ohlcv::load(path.to_str().unwrap()).expect("the named index is the time");
+    assert_eq!(got.timestamps(), data.timestamps());
+    // Without that metadata the column is no time column of ours.
+    let (_dir, bare) = temp("bare.parquet");
+    write_parquet(&bare, &[RecordBatch::try_from_iter(columns.clone()).unwrap()]);
+    assert!(Ohlcv::load(bare.to_str().unwrap()).is_err());
+    // `close` and `Close`, or `close` twice: which one is meant is refused, both named.
+    for second in ["Close", "close"] {
+        let mut twice = columns.clone();
+        twice[4].0 = "timestamp";
+        twice.push((second, f64s(data.open())));
+        let schema =
+            Schema::new(twice.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), false)).collect::<Vec<_>>());
+        let batch = RecordBatch::try_new(Arc::new(schema), twice.into_iter().map(|(_, a)| a).collect()).unwrap();
+        let (_dir, path) = temp("twice.parquet");
+        write_parquet(&path, &[batch]);
+        let problem = format_error(&path);
+        assert!(problem.contains(&format!("the columns `close` and `{second}` all name the close")), "{problem}");
+    }
+}
+
 fn format_error(path: &Path) -> String {
     match Ohlcv::load(path.to_str().unwrap()) {
         Err(DataError::Format { origin, problem }) => {
