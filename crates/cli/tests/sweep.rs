@@ -637,3 +637,34 @@ fn a_second_sweep_into_one_out_is_refused_before_any_work_while_the_first_prepar
     let failed = threadx(dir.path(), &["--device", "cpu", "sweep", "--data", "nope.csv", "--out", "z.csv"]);
     assert!(!failed.status.success() && !dir.path().join("z.csv.parts").exists());
 }
+
+#[test]
+fn the_memory_a_run_peaks_at_is_within_the_estimate_it_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/strategies/trend_rsi.toml");
+    let grid = ["--grid", "trend=50:400:20", "--grid", "rsi_period=2:30:2", "--grid", "buy_below=10:45:1"];
+    let shapes: Vec<Vec<&str>> = vec![
+        vec!["--grid", "bb_period=10:30:1", "--overfitting"],
+        [&["--strategy", rules][..], &grid, &["--search", "tpe", "--trials", "300"]].concat(),
+        [&["--strategy", rules][..], &grid, &["--search", "sobol", "--trials", "3000"]].concat(),
+    ];
+    for shape in shapes {
+        let args = [&["--device", "cpu", "sweep", "--out", "m.csv"][..], &shape].concat();
+        let run = threadx(dir.path(), &args);
+        assert!(run.status.success(), "{}", text(&run.stderr));
+        let said = text(&run.stdout);
+        let about = said.split("(about ").nth(1).and_then(|s| s.split(')').next()).unwrap();
+        let (number, unit) = about.split_once(' ').unwrap();
+        let scale = match unit {
+            "KiB" => 1u64 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            _ => 1,
+        };
+        let estimate = (number.parse::<f64>().unwrap() * scale as f64) as u64;
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("m.json")).unwrap()).unwrap();
+        let peak = summary["memory"]["peak_bytes"].as_u64().unwrap();
+        assert!(peak <= estimate, "{shape:?}: peaked at {peak} bytes, estimated about {about}");
+    }
+}

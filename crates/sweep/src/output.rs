@@ -606,6 +606,8 @@ pub(crate) fn run_keeping(
             "best": best_json(strategy, &leaderboard),
             // Until here: writing the summary itself is the one thing not in it.
             "phases": phase_report.to_json(),
+            // The process's peak memory so far, beside the estimate printed before the work.
+            "memory": {"peak_bytes": threadx_telemetry::peak_resident_bytes()},
         }),
     );
     if let Some(o) = &overfitting {

@@ -317,6 +317,8 @@ pub fn search_to_files(
             "best": rows_json(strategy, options.objective.metric(), &best),
             "timings_s": {"total": started.elapsed().as_secs_f64()},
             "phases": phase_report.to_json(),
+            // The process's peak memory so far, beside the estimate printed before the work.
+            "memory": {"peak_bytes": threadx_telemetry::peak_resident_bytes()},
         }),
     );
     if let Some(o) = &overfitting {

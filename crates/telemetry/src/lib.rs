@@ -2,7 +2,7 @@
 //! samples the machine, this process and every NVIDIA GPU (NVML, loaded at run time) in
 //! the background into a bounded history ([`history_csv`], [`plot_svg`],
 //! [`summary_json`]); [`PhaseTimer`] splits a run's wall time into named phases and the
-//! unaccounted rest ([`PhaseReport`]).
+//! unaccounted rest ([`PhaseReport`]); [`peak_resident_bytes`] is the process's peak memory.
 //!
 //! Invariant: a phase report's phases plus its unaccounted remainder are the wall time.
 //!
@@ -10,10 +10,12 @@
 //! no NVML, sysinfo or plotters unless they report telemetry.
 
 mod error;
+mod memory;
 mod monitor;
 mod phases;
 
 pub use error::MonitorError;
+pub use memory::{peak_resident_bytes, resident_bytes};
 pub use monitor::{
     GpuReading, MIN_INTERVAL, MonitorOptions, Sample, SystemMonitor, history_csv, nvml_gpus, parse_history_csv,
     plot_svg, sample_line, summary_json,

@@ -1,0 +1,33 @@
+//! This process's memory: what it holds now (Linux's `VmRSS`), from which a run's
+//! estimate starts, and the most it has held since it started (`VmHWM`), which a run
+//! reports beside that estimate.
+
+/// The resident memory of this process now, in bytes; None where the system does not say
+/// (no `/proc`).
+pub fn resident_bytes() -> Option<u64> {
+    status_kib("VmRSS:")
+}
+
+/// The peak resident memory of this process in bytes; None where the system does not say.
+pub fn peak_resident_bytes() -> Option<u64> {
+    status_kib("VmHWM:")
+}
+
+fn status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line.trim_start_matches(field).trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_peak_holds_what_this_process_touched() {
+        let Some(before) = super::peak_resident_bytes() else { return };
+        let touched = vec![1u8; 64 << 20];
+        let (now, after) = (super::resident_bytes().unwrap(), super::peak_resident_bytes().unwrap());
+        assert!(now >= touched.len() as u64 && after >= now && after >= before, "{before} → {now}, {after}");
+        assert_eq!(touched.iter().map(|&b| u64::from(b)).sum::<u64>(), 64 << 20);
+    }
+}
