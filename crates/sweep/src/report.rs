@@ -206,8 +206,26 @@ impl Heatmap {
             // The cells are written after plotters' drawing, each with a <title> that a
             // browser shows on hover: its two parameters, the value and the combo. The
             // names and values are a rule file's text: escaped (plotters escapes its own).
+            // Where some cells did not run (a sample, a search), one rectangle under the
+            // rest says so for all of them: the picture grows with what ran, not the grid.
+            let sampled = self.cells.iter().any(|c| c.1 == u64::MAX);
+            if sampled {
+                let (x0, y0) = chart.backend_coord(&(SegmentValue::Exact(0), SegmentValue::Exact(ny as i32)));
+                let (x1, y1) = chart.backend_coord(&(SegmentValue::Exact(nx as i32), SegmentValue::Exact(0)));
+                let RGBColor(r, g, b) = NOT_RUN;
+                let _ = writeln!(
+                    cells,
+                    "<rect x=\"{x0}\" y=\"{y0}\" width=\"{}\" height=\"{}\" fill=\"#{r:02X}{g:02X}{b:02X}\">\
+                     <title>not run (not sampled)</title></rect>",
+                    x1 - x0,
+                    y1 - y0
+                );
+            }
             for j in 0..ny {
                 for i in 0..nx {
+                    if sampled && self.cells[j * nx + i].1 == u64::MAX {
+                        continue;
+                    }
                     let (i0, j0) = (i as i32, j as i32);
                     let (x0, y0) = chart.backend_coord(&(SegmentValue::Exact(i0), SegmentValue::Exact(j0 + 1)));
                     let (x1, y1) = chart.backend_coord(&(SegmentValue::Exact(i0 + 1), SegmentValue::Exact(j0)));

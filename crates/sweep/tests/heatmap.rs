@@ -74,3 +74,25 @@ fn a_heatmap_past_the_cell_limit_is_refused_before_any_allocation() {
     let axes = vec![big(1_000).iter().map(|v| 2.0 + (v * 1000.0).round()).collect(), big(1_000), vec![14.0], vec![2.0]];
     assert!(Heatmap::new(Strategy::parse("bb_atr").unwrap(), &axes, None, None, "sharpe").is_ok());
 }
+
+#[test]
+fn a_sampled_heatmap_grows_with_what_ran_not_with_the_grid() {
+    let axis = |n: usize, from: f64| (0..n).map(|i| from + i as f64).collect::<Vec<f64>>();
+    let axes = vec![axis(1_000, 2.0), (1..=999).map(|i| 0.001 * f64::from(i)).collect(), vec![14.0], vec![2.0]];
+    let strategy = Strategy::parse("bb_atr").unwrap();
+    let mut map = Heatmap::new(strategy, &axes, None, None, "sharpe").unwrap();
+    for k in 0..100u64 {
+        let combo = k * 9_973;
+        let (i, j) = ((combo / 999) as usize, (combo % 999) as usize);
+        map.offer(&Row {
+            combo,
+            values: ParamValues::new(&[axes[0][i], axes[1][j], 14.0, 2.0]),
+            metrics: metrics(0.01),
+        });
+    }
+    let svg = map.to_svg().unwrap();
+    // 100 cells and one "not run" background, not 999,000 cells.
+    assert_eq!(svg.matches("(combo ").count(), 100);
+    assert_eq!(svg.matches("not run (not sampled)").count(), 1);
+    assert!(svg.len() < 200_000, "{} bytes", svg.len());
+}
