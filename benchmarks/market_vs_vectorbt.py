@@ -51,10 +51,8 @@ def main() -> None:
     }
     print(f"{args.bars:,} bars x {args.columns} columns; best of {args.repeats}")
     for name, options in cases.items():
-        extra = {"stop_exit_price": "stopmarket"} if options.get("slippage") else {}
-
         def vectorbt() -> pd.Series:
-            pf = vbt.Portfolio.from_signals(df["close"], **sig, **options, **extra, fees=0.001, init_cash=100.0, freq="15min")
+            pf = vbt.Portfolio.from_signals(df["close"], **sig, **options, fees=0.001, init_cash=100.0, freq="15min")
             return pd.DataFrame({"total_return": pf.total_return().to_numpy(), "trades": pf.trades.count().to_numpy()})
 
         vectorbt()  # compiles

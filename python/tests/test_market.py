@@ -37,10 +37,27 @@ CASES: Dict[str, Tuple[Dict[str, Any], bool]] = {
     "slippage with stops inside the bar": ({"shorts": True, "sl_stop": 0.01, "tp_stop": 0.02, "slippage": 0.001}, True),
 }
 
+# Features in combination, not only one at a time: every stop kind × take-profit ×
+# slippage × shorts × OHLC (a peer agreeing on each alone proves nothing about a pair).
+STOPS = {"no stop": {}, "stop": {"sl_stop": 0.01}, "trail": {"sl_stop": 0.012, "sl_trail": True}}
+COMBINED = {
+    f"{stop}, {'tp' if tp else 'no tp'}, {'slippage' if slip else 'no slippage'}, "
+    f"{'shorts' if shorts else 'long'}, {'OHLC' if ohlc else 'closes'}": (
+        {**STOPS[stop], **({"tp_stop": 0.02} if tp else {}), **({"slippage": 0.0007} if slip else {}),
+         **({"shorts": True} if shorts else {})},
+        ohlc,
+    )
+    for stop in STOPS
+    for tp in (False, True)
+    for slip in (False, True)
+    for shorts in (False, True)
+    for ohlc in (False, True)
+}
 
-@pytest.mark.parametrize("case", list(CASES))
+
+@pytest.mark.parametrize("case", list(CASES) + list(COMBINED))
 def test_simulate_equals_vectorbt(case: str) -> None:
-    options, intrabar = CASES[case]
+    options, intrabar = {**CASES, **COMBINED}[case]
     options = dict(options)
     shorts = options.pop("shorts", False)
     df = ohlc(3000, seed=1)
@@ -48,12 +65,8 @@ def test_simulate_equals_vectorbt(case: str) -> None:
     if not shorts:
         sig = {"entries": sig["entries"], "exits": sig["exits"]}
     prices: Dict[str, Any] = {"open": df["open"], "high": df["high"], "low": df["low"]} if intrabar else {}
-    vbt_options = dict(options)
-    if options.get("slippage") and ("sl_stop" in options or "tp_stop" in options):
-        # vectorbt's default stop exit ("stoplimit") fills without slippage; ThreadX applies
-        # it to every fill, which is vectorbt's "stopmarket".
-        vbt_options["stop_exit_price"] = "stopmarket"
-    pf = vbt.Portfolio.from_signals(df["close"], **sig, **prices, **vbt_options, fees=FEE, init_cash=100.0, freq="1h")
+    # vectorbt at its defaults: stops fill at their level without slippage ("stoplimit").
+    pf = vbt.Portfolio.from_signals(df["close"], **sig, **prices, **options, fees=FEE, init_cash=100.0, freq="1h")
     got = threadx.simulate(df["close"], **sig, **prices, **options, fee=FEE, device="cpu")
     want_return = pf.total_return().to_numpy()
     want_trades = pf.trades.count().to_numpy()
@@ -72,10 +85,16 @@ def test_a_frame_of_prices_is_the_same_as_its_columns() -> None:
 
 def test_the_cpu_and_the_gpu_give_the_same_bytes() -> None:
     """Books the kernel does not trade (here: shorts) run on the CPU whatever is asked;
-    fraction stops and slippage alone run on the kernel with the CPU's bytes."""
+    fraction stops, or slippage, run on the kernel with the CPU's bytes (both together run
+    on the CPU: a stop fills without slippage)."""
     df = ohlc(2000, seed=5)
     sig = signals(len(df), 4, seed=6)
-    for options in [{"sl_stop": 0.01, "tp_stop": 0.02, "slippage": 0.0005}, {"short_entries": sig["short_entries"]}]:
+    for options in [
+        {"sl_stop": 0.01, "tp_stop": 0.02},
+        {"slippage": 0.0005},
+        {"sl_stop": 0.01, "tp_stop": 0.02, "slippage": 0.0005},
+        {"short_entries": sig["short_entries"]},
+    ]:
         cpu = threadx.simulate(df["close"], sig["entries"], sig["exits"], **options, device="cpu")
         gpu = threadx.simulate(df["close"], sig["entries"], sig["exits"], **options, device="gpu")
         pd.testing.assert_frame_equal(cpu, gpu, check_exact=True)

@@ -123,10 +123,10 @@ impl GpuBacktester {
     pub fn new(ctx: Arc<GpuContext>, book: &SignalBook, tables: &BarTables) -> Result<Self, GpuError> {
         let bars = u32::try_from(book.bars())
             .map_err(|_| GpuError::Unsupported(format!("{} bars exceed the GPU's u32 indices", book.bars())))?;
-        if !book.is_plain() {
+        if !book.is_plain_with(tables.costs) {
             return Err(GpuError::Unsupported(format!(
                 "the kernel does not trade {} yet",
-                book.market_features().join(", ")
+                book.market_features(tables.costs).join(", ")
             )));
         }
         check_exact_range(book)?;

@@ -167,14 +167,24 @@ fn open(side: Side, cash: f64, p: f64, tables: &BarTables) -> (f64, f64) {
     }
 }
 
-/// The cash a position leaves when closed at price `p` (never below 0: a short that lost
-/// more than the equity leaves none).
+/// The cash a position leaves when closed at price `p` for `reason` (never below 0: a
+/// short that lost more than the equity leaves none). A stop, take-profit or trail fills
+/// at its price with the fee alone, no slippage (vectorbt's `stoplimit`); other exits pay
+/// both. Without slippage the two are the same bits.
 #[inline(always)]
-fn close_out(pos: &Position, p: f64, tables: &BarTables) -> f64 {
+fn close_out(pos: &Position, p: f64, tables: &BarTables, reason: ExitReason) -> f64 {
+    let at_level = at_level(reason);
     match pos.side {
-        Side::Long => pos.shares * p * (1.0 - tables.sell),
-        Side::Short => (pos.cash - pos.shares * p * (1.0 + tables.buy)).max(0.0),
+        Side::Long => pos.shares * p * (1.0 - if at_level { tables.fee } else { tables.sell }),
+        Side::Short => (pos.cash - pos.shares * p * (1.0 + if at_level { tables.fee } else { tables.buy })).max(0.0),
     }
+}
+
+/// Whether an exit for `reason` fills at a level (a stop, take-profit or trail), with no
+/// slippage.
+#[inline(always)]
+pub(crate) fn at_level(reason: ExitReason) -> bool {
+    matches!(reason, ExitReason::Stop | ExitReason::TakeProfit | ExitReason::Trail)
 }
 
 /// One combo of a book that is not plain: its totals, its trades and equity through `obs`,
@@ -311,7 +321,10 @@ pub(crate) fn simulate_market<O: Observer>(
                     let p = pos.take().expect("an exit has a position");
                     cash = close_position(&mut run, &p, t, close[t], reason);
                     flat_from = t;
-                    if alone && p.side == Side::Long && order.enter.is_none() {
+                    // The tables hold an exit that pays slippage; one at a level without it
+                    // (slippage set) takes the f64 return, as every other bar does.
+                    let tabled = !(at_level(reason) && tables.slippage > 0.0);
+                    if alone && p.side == Side::Long && order.enter.is_none() && tabled {
                         table_return = Some((
                             tables.exit_sum[t].wrapping_sub(tables.ret_sum[t - 1]),
                             tables.exit_sq_sum[t].wrapping_sub(tables.ret_sq_sum[t - 1]),
@@ -381,7 +394,7 @@ pub(crate) fn simulate_market<O: Observer>(
 /// Closes position `p` at bar `x` at price `price`: the trade counted and observed; the
 /// cash it leaves.
 fn close_position<O: Observer>(run: &mut Run<'_, O>, p: &Position, x: usize, price: f64, reason: ExitReason) -> f64 {
-    let after = close_out(p, price, run.tables);
+    let after = close_out(p, price, run.tables, reason);
     run.totals.held += (x - p.entry) as u32;
     run.totals.closed += 1;
     run.totals.wins += u32::from(after > p.before);

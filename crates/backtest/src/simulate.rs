@@ -229,7 +229,7 @@ pub fn simulate_with_blocks(
 /// combo by the market simulation.
 #[inline(always)]
 fn totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut blocks: Option<Snapshots<'_>>) -> Totals {
-    if book.is_plain() {
+    if book.is_plain_with(tables.costs) {
         run_totals(book, tables, plan, blocks.as_mut())
     } else if runs_long(book, plan) {
         simulate_long(book, tables, plan, blocks.as_mut())
@@ -387,7 +387,7 @@ impl Observer for Recorder<'_> {
 /// [`simulate_totals`], which a book that is not plain shares this pass with).
 pub fn simulate_detailed(book: &SignalBook, plan: &ComboPlan, costs: Costs) -> BacktestReport {
     let mut recorder = Recorder { book, trades: Vec::new(), equity: vec![f64::NAN; book.bars()] };
-    let metrics = if book.is_plain() {
+    let metrics = if book.is_plain_with(costs) {
         simulate(book, plan, costs, &mut recorder)
     } else {
         let tables = BarTables::new(book, costs);

@@ -202,7 +202,7 @@ stop = "close - 3"
 "#;
     let strategy = Strategy::from_toml(source, "trail_test.toml").unwrap();
     let book = cpu_book(&data, strategy, &[vec![1.5]]);
-    assert_eq!(book.market_features(), ["trailing stops"]);
+    assert_eq!(book.market_features(Costs::default()), ["trailing stops"]);
     let report = simulate_detailed(&book, &book.combo_plan(0), FREE);
     assert_eq!(rows(&report)[0], (Long, 3, 5, 12.0, 11.4, Trail));
 }
@@ -255,6 +255,46 @@ fn slippage_moves_every_fill_against_the_trader() {
         report.metrics.total_return,
         end - 1.0
     );
+}
+
+#[test]
+fn stops_fill_at_their_level_without_slippage_and_the_rest_pay_it() {
+    // vectorbt's default stop_exit_price="stoplimit": a stop, take-profit or trail fills at
+    // its level (or the open beyond it) with the fee alone; entries and signal exits pay
+    // slippage and the fee. Long at 100 (bar 1), stop 5 % below: bar 3 trades down to 94
+    // (open 97): filled at 95. Then a short at bar 4's close of 96, take-profit 5 % below
+    // at 91.2: bar 5 opens at 90, beyond it: filled at the open. Same with closes only.
+    let open = [100.0, 100.0, 99.0, 97.0, 95.0, 90.0, 90.0];
+    let high = [100.0, 100.0, 100.0, 98.0, 96.5, 91.0, 91.0];
+    let low = [100.0, 100.0, 98.0, 94.0, 95.0, 89.0, 89.0];
+    let close = [100.0, 100.0, 99.0, 96.0, 96.0, 90.0, 90.0];
+    let data = bars(&open, &high, &low, &close);
+    let n = open.len();
+    let (long_in, short_in, none) = (at(n, &[1]), at(n, &[4]), at(n, &[]));
+    let (sl, tp) = (Array2::from_elem((n, 1), 0.05), Array2::from_elem((n, 1), 0.05));
+    let (fee, slippage) = (0.001, 0.002);
+    let signals = |intrabar: bool| UserSignals {
+        short_entries: Some(short_in.view()),
+        sl_stop: Some(sl.view()),
+        tp_stop: Some(tp.view()),
+        fills: Fills { fill: Fill::Close, intrabar },
+        ..UserSignals::long(long_in.view(), none.view())
+    };
+    let report = run(&data, signals(true), Costs { fee, slippage });
+    assert_eq!(rows(&report), [(Long, 1, 3, 100.0, 95.0, Stop), (Short, 4, 5, 96.0, 90.0, TakeProfit)]);
+    let long = 95.0 * (1.0 - fee) / (100.0 * (1.0 + slippage) * (1.0 + fee));
+    let shares = long / (96.0 * (1.0 - slippage) * (1.0 + fee));
+    let cash = long + shares * 96.0 * (1.0 - slippage) * (1.0 - fee);
+    let end = cash - shares * 90.0 * (1.0 + fee);
+    assert!((report.trades[0].return_ - (long - 1.0)).abs() < 1e-14, "{:?}", report.trades[0]);
+    assert!((report.metrics.total_return - (end - 1.0)).abs() < 1e-14, "{}", report.metrics.total_return);
+    // Against closes a 3 % stop (97) fills at the close that reached it (96), again
+    // without slippage.
+    let sl3 = Array2::from_elem((n, 1), 0.03);
+    let report = run(&data, UserSignals { sl_stop: Some(sl3.view()), ..signals(false) }, Costs { fee, slippage });
+    assert_eq!(rows(&report)[0], (Long, 1, 3, 100.0, 96.0, Stop));
+    let long = 96.0 * (1.0 - fee) / (100.0 * (1.0 + slippage) * (1.0 + fee));
+    assert!((report.trades[0].return_ - (long - 1.0)).abs() < 1e-14, "{:?}", report.trades[0]);
 }
 
 /// Random bars with gaps (opens away from the previous close).
