@@ -69,7 +69,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "K")]
     pub(crate) patience: Option<u64>,
     /// Stop a search once the --by value reaches this.
-    #[arg(long, value_name = "VALUE", allow_negative_numbers = true)]
+    #[arg(long, value_name = "VALUE", allow_hyphen_values = true)]
     pub(crate) target: Option<f64>,
     /// A search minimises --by instead of maximising it.
     #[arg(long)]

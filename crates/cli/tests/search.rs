@@ -299,7 +299,7 @@ fn random_n_is_an_alias_of_a_random_search() {
 #[test]
 fn search_flags_are_refused_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["--search", "tpe", "--trials", "50", "--shard", "0/2"], "a tpe search learns from every trial before it"),
         (&["--search", "sobol", "--trials", "50", "--patience", "5", "--shard", "0/2"], "need one process"),
         (&["--search", "tpe"], "--search tpe needs --trials N"),
@@ -309,6 +309,8 @@ fn search_flags_are_refused_with_the_reason() {
         (&["--search", "tpe", "--trials", "5", "--constraint", "profit > 3"], "unknown metric `profit`"),
         (&["--search", "lhs", "--trials", "20000"], "--trials 20000 asks for more combos than the grid has (10000)"),
         (&["--search", "tpe", "--trials", "5", "--batch", "0"], "--batch: at least 1 is needed"),
+        // A value that starts with `-` and is no digit is the flag's value, not a flag.
+        (&["--search", "tpe", "--trials", "5", "--target", "-inf"], "--target -inf: a finite number is needed"),
     ];
     for (extra, message) in cases {
         let out = threadx(dir.path(), &search_args(&[extra, &["--out", "r.csv"]].concat()));

@@ -175,6 +175,21 @@ pub(crate) fn identity(spec: &SweepSpec, combos: &ComboSet, data: &Ohlcv, shard:
     })
 }
 
+/// The first field in which `before` and `now` differ, as `path: A before, B now`.
+fn first_difference(before: &Value, now: &Value, path: &str) -> Option<String> {
+    match (before, now) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys = a.keys().chain(b.keys().filter(|k| !a.contains_key(*k)));
+            keys.into_iter().find_map(|k| {
+                let inner = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                first_difference(a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null), &inner)
+            })
+        }
+        _ if before == now => None,
+        _ => Some(format!("{}: {before} before, {now} now", path.strip_prefix("identity.").unwrap_or(path))),
+    }
+}
+
 /// A run's hold on its outputs, taken before any work so that no second run into the
 /// same `--out` can start while this one prepares: the lock of the checkpoint folder,
 /// made for it when there was none (and removed again if the run ends before it began:
@@ -243,9 +258,10 @@ pub(crate) fn open_checkpoint(
             SweepError::Results(format!("{} is not a sweep checkpoint ({e}); delete the folder", meta_path.display()))
         })?;
         if found != meta {
+            let what = first_difference(&found, &meta, "").unwrap_or_default();
             return Err(SweepError::Results(format!(
-                "the checkpoint in {} was made by a different sweep (spec, data or shard differ); \
-                 run the same command as before, or delete the folder to start over",
+                "the checkpoint in {} was made by a different sweep ({what}); run the same command as before, \
+                 or delete the folder to start over",
                 parts.display()
             )));
         }

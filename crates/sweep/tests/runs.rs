@@ -253,7 +253,8 @@ fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
     let other_sweep = Sweep::prepare(&bank, &checked(&other)).unwrap();
     let resume = OutputOptions { resume: true, ..options(&out) };
     let err = to_files(&other_sweep, &d, &cpu_pool(2), &[1.0], &resume).unwrap_err();
-    assert!(err.to_string().contains("was made by a different sweep"), "{err}");
+    // Which field differs is named, with both values.
+    assert!(err.to_string().contains("was made by a different sweep (spec.fee: 0.001 before, 0.002 now)"), "{err}");
 
     let summary = to_files(&sweep, &d, &cpu_pool(2), &[1.0], &resume).unwrap();
     assert_eq!(summary["workers"]["cpu"]["chunks"], 5 - 2, "only the missing chunks ran");
