@@ -4,7 +4,7 @@
 //! v2) or an IPC stream's continuation marker; a pipe is read as CSV.
 
 use crate::error::DataError;
-use crate::ohlcv::{Ohlcv, epoch_to_ms, find_columns, parse_time};
+use crate::ohlcv::{Ohlcv, epoch_int_to_ms, epoch_to_ms, find_columns, parse_time};
 use crate::universe::{ReadBars, SYMBOL_COLUMN, SymbolColumn};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
@@ -45,6 +45,14 @@ impl Columnar {
             }
         }
         let head = &head[..got];
+        if head.starts_with(b"FEA1") {
+            return Err(DataError::Format {
+                origin: path.display().to_string(),
+                problem: "a Feather version 1 file: ThreadX reads Feather version 2 (Arrow IPC); write it again \
+                          with pandas' df.to_feather(path) or pyarrow.feather.write_feather(table, path)"
+                    .into(),
+            });
+        }
         Ok(if head.starts_with(b"PAR1") {
             Some(Self::Parquet)
         } else if head.starts_with(b"ARROW1") {
@@ -267,9 +275,13 @@ fn no_nulls(array: &ArrayRef, at: impl Fn(usize) -> DataError) -> Result<(), Dat
     }
 }
 
-/// Appends a numeric column as f64.
+/// Appends a numeric column as f64 (a dictionary of numbers too, as pandas' categoricals).
 fn numbers(origin: &str, name: &str, array: &ArrayRef, out: &mut Vec<f64>, first_row: usize) -> Result<(), DataError> {
-    if !array.data_type().is_numeric() {
+    let numeric = match array.data_type() {
+        DataType::Dictionary(_, values) => values.is_numeric(),
+        t => t.is_numeric(),
+    };
+    if !numeric {
         return Err(type_error(origin, name, array.data_type(), false));
     }
     no_nulls(array, |row| DataError::InvalidRow {
@@ -325,6 +337,14 @@ fn times(
             exact(&mut array.as_primitive::<Date32Type>().values().iter().map(|&d| i64::from(d)), 1, 86_400_000, out)
         }
         DataType::Date64 => exact(&mut array.as_primitive::<Date64Type>().values().iter().copied(), 1, 1, out),
+        t if t.is_integer() => {
+            // As integers: an i64's digits are shown as they are, not rounded through f64.
+            let values = cast(array, &DataType::Int64).map_err(|_| None)?;
+            for (row, &v) in values.as_primitive::<arrow::datatypes::Int64Type>().values().iter().enumerate() {
+                out.push(epoch_int_to_ms(v).map_err(|p| Some(at(row, p)))?);
+            }
+            Ok(())
+        }
         t if t.is_numeric() => {
             let values = cast(array, &DataType::Float64).map_err(|_| None)?;
             for (row, &v) in values.as_primitive::<arrow::datatypes::Float64Type>().values().iter().enumerate() {

@@ -135,7 +135,33 @@ pub fn epoch_to_ms(number: f64) -> Result<i64, String> {
     } else {
         number / 1e6
     };
-    Ok(ms.round() as i64)
+    in_time_range(ms.round() as i64, &number)
+}
+
+/// [`epoch_to_ms`] of an integer, exactly (its message shows the integer as it is).
+pub fn epoch_int_to_ms(number: i64) -> Result<i64, String> {
+    if number < 0 {
+        return Err(format!("`{number}` is not a time"));
+    }
+    // Rounded half up, as the f64 rule rounds.
+    let divided = |by: i64| number / by + i64::from(number % by >= by / 2);
+    let ms = match number {
+        n if n < 100_000_000_000 => n.saturating_mul(1000),
+        n if n < 100_000_000_000_000 => n,
+        n if n < 100_000_000_000_000_000 => divided(1000),
+        _ => divided(1_000_000),
+    };
+    in_time_range(ms, &number)
+}
+
+/// The last millisecond of the year 9999: times beyond it are no market's.
+const LAST_MS: i64 = 253_402_300_799_999;
+
+fn in_time_range(ms: i64, number: &dyn std::fmt::Display) -> Result<i64, String> {
+    if ms > LAST_MS {
+        return Err(format!("`{number}` is out of range for a time (after the year 9999)"));
+    }
+    Ok(ms)
 }
 
 impl Ohlcv {

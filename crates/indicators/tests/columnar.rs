@@ -334,3 +334,52 @@ fn nulls_types_and_symbols_are_named() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn unusual_files_and_values_are_named_as_what_they_are() {
+    let data = bars(40);
+    let n = data.len();
+    // Feather version 1 is not called a CSV with a NUL byte.
+    let (_dir, v1) = temp("old.feather");
+    std::fs::write(&v1, b"FEA1\0\0\0\0whatever follows").unwrap();
+    assert!(format_error(&v1).contains("a Feather version 1 file: ThreadX reads Feather version 2"));
+    let row_error = |path: &Path| match Ohlcv::load(path.to_str().unwrap()) {
+        Err(e @ DataError::InvalidRow { .. }) => e.to_string(),
+        other => panic!("expected a row's error, got {other:?}"),
+    };
+    // An integer time is shown as the integer it is, not rounded through f64.
+    let mut ints: Vec<i64> = data.timestamps().to_vec();
+    ints[3] = i64::MIN;
+    let (_dir, path) = temp("ints.parquet");
+    write_parquet(&path, &[batch(&data, 0..n, "timestamp", Arc::new(Int64Array::from(ints)))]);
+    let e = row_error(&path);
+    assert!(e.contains("row 3") && e.contains("`-9223372036854775808` is not a time"), "{e}");
+    // Times far past any market's are out of range, not duplicates of one another.
+    let mut far: Vec<f64> = data.timestamps().iter().map(|&t| t as f64).collect();
+    far[5] = 1e300;
+    far[6] = 2e300;
+    let (_dir, path) = temp("far.parquet");
+    write_parquet(&path, &[batch(&data, 0..n, "timestamp", Arc::new(Float64Array::from(far)))]);
+    let e = row_error(&path);
+    assert!(e.contains("row 5") && e.contains("out of range for a time (after the year 9999)"), "{e}");
+    // A dictionary-encoded close (pandas' categorical) reads as its numbers.
+    let keys = arrow::array::Int32Array::from((0..n as i32).collect::<Vec<_>>());
+    let dict =
+        arrow::array::DictionaryArray::try_new(keys, Arc::new(Float64Array::from(data.close().to_vec()))).unwrap();
+    let mut plain = batch(&data, 0..n, "timestamp", millis(&data, 0..n));
+    let close = plain.schema().index_of("close").unwrap();
+    let mut columns = plain.columns().to_vec();
+    columns[close] = Arc::new(dict);
+    let fields: Vec<Field> = plain
+        .schema()
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), true))
+        .collect();
+    plain = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+    let (_dir, path) = temp("dict.parquet");
+    write_parquet(&path, &[plain]);
+    let got = Ohlcv::load(path.to_str().unwrap()).expect("a dictionary of numbers");
+    assert_eq!(got.close(), data.close());
+}
