@@ -227,4 +227,14 @@ fn what_a_universe_cannot_do_is_refused_by_name() {
     }
     let run = threadx(d, &["sweep", "--data", "data/*.xlsx", "--quiet"]);
     assert!(text(&run.stderr).contains("no file matches the pattern"), "{}", text(&run.stderr));
+    // A symbol too short for the grid's warm-up is named, with its file and bars.
+    std::fs::create_dir(d.join("short")).unwrap();
+    for (name, bars) in [("AAA", "3000"), ("BBB", "150")] {
+        let out = format!("short/{name}.csv");
+        assert!(threadx(d, &["data", "synth", "--bars", bars, "--out", &out]).status.success());
+    }
+    let run = threadx(d, &["--device", "cpu", "sweep", "--data", "short", "--grid", "bb_period=10,200", "--quiet"]);
+    let stderr = text(&run.stderr);
+    assert!(!run.status.success() && stderr.contains("symbol `BBB` (short/BBB.csv, 150 bars): "), "{stderr}");
+    assert!(stderr.contains("needs at least 200 bars"), "{stderr}");
 }

@@ -82,6 +82,12 @@ impl ReadBars {
         for (bar, &s) in symbols.of_bar.iter().enumerate() {
             rows[s as usize].push(bar);
         }
+        // A long file's rows come in any order: each symbol's in time order, a stable sort
+        // (two rows of one time stay in file order, and the later is named as a duplicate).
+        let times = self.bars.timestamps();
+        for rows in &mut rows {
+            rows.sort_by_key(|&r| times[r]);
+        }
         let mut split = Vec::with_capacity(rows.len());
         for (name, rows) in symbols.names.iter().zip(&rows) {
             let bars = self.bars.gather(rows, format!("{} [{name}]", self.bars.origin()));

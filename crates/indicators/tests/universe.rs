@@ -78,6 +78,15 @@ fn a_long_csv_and_a_long_parquet_split_into_each_symbols_bars() {
     let path = dir.path().join("long.csv");
     std::fs::write(&path, &csv).expect("write");
     check(&universe(path.to_str().expect("utf-8")), &symbols);
+    // Rows in any order (here reversed and interleaved otherwise): the same symbols' bars.
+    let mut shuffled: Vec<&str> = csv.lines().skip(1).collect();
+    shuffled.reverse();
+    let half = shuffled.len() / 2;
+    shuffled.rotate_left(half);
+    let shuffled_csv = format!("timestamp,symbol,open,high,low,close,volume\n{}\n", shuffled.join("\n"));
+    let path = dir.path().join("shuffled.csv");
+    std::fs::write(&path, shuffled_csv).expect("write");
+    check(&universe(path.to_str().expect("utf-8")), &symbols);
 
     let column = |k: usize| Arc::new(Float64Array::from(rows.iter().map(|r| r.2[k]).collect::<Vec<_>>())) as ArrayRef;
     let times = TimestampMillisecondArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()).with_timezone("UTC");

@@ -116,7 +116,12 @@ pub fn universe_to_files(
     let mut combos_json = Value::Null;
     for (i, &name) in names.iter().enumerate() {
         let data = phases.time("load", || universe.load(i)).map_err(|e| SweepError::Spec(e.to_string()))?;
-        let plan = SweepPlan::new(spec, data.len(), dispatcher.policy())?;
+        // What fails for one symbol (too few bars for the warm-up, …) names it.
+        let of_symbol = |e: SweepError| match e {
+            SweepError::Cancelled => e,
+            e => SweepError::Spec(format!("symbol `{name}` ({}, {} bars): {e}", data.origin(), data.len())),
+        };
+        let plan = SweepPlan::new(spec, data.len(), dispatcher.policy()).map_err(of_symbol)?;
         let out = parts.join(format!("{i:06}.{}", extension(&opts.out)));
         let summary_file = out.with_extension("json");
         // A finished symbol's summary names its data; the fingerprint is taken only then
@@ -134,9 +139,10 @@ pub fn universe_to_files(
             }
             None => {
                 let session = match &devices {
-                    Some(d) => Session::with_devices(plan, data.clone(), d)?,
-                    None => Session::from_plan(plan, data.clone(), dispatcher.clone(), note)?,
-                };
+                    Some(d) => Session::with_devices(plan, data.clone(), d),
+                    None => Session::from_plan(plan, data.clone(), dispatcher.clone(), note),
+                }
+                .map_err(of_symbol)?;
                 devices.get_or_insert_with(|| session.devices().clone());
                 let symbol_opts = OutputOptions {
                     out: out.clone(),
@@ -160,14 +166,16 @@ pub fn universe_to_files(
                     Some(a) if keep_now => a.take(row),
                     _ => Ok(()),
                 };
-                let report = session.run_keeping(
-                    &symbol_opts,
-                    PhaseTimer::start(),
-                    &mut |done, total| {
-                        progress(UniverseProgress { symbol: i, symbols: names.len(), name, done, total })
-                    },
-                    &mut keep,
-                )?;
+                let report = session
+                    .run_keeping(
+                        &symbol_opts,
+                        PhaseTimer::start(),
+                        &mut |done, total| {
+                            progress(UniverseProgress { symbol: i, symbols: names.len(), name, done, total })
+                        },
+                        &mut keep,
+                    )
+                    .map_err(of_symbol)?;
                 kept = keep_now;
                 let p = session.preparation();
                 phases.add("indicators", p.indicators_s);
