@@ -263,10 +263,13 @@ impl ReadBars {
     }
 
     pub(crate) fn parse_csv(origin: &str, input: impl std::io::Read) -> Result<Self, DataError> {
+        // Records end at `\n` (a `\r` before it is trimmed as whitespace): the csv crate's
+        // CRLF terminator numbered a CRLF file's lines one too low.
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
             .trim(csv::Trim::All)
+            .terminator(csv::Terminator::Any(b'\n'))
             .from_reader(CheckedInput::new(input));
         let mut records = reader.records();
         let invalid = |line: usize, column: &str, problem: String| DataError::Invalid {

@@ -76,6 +76,19 @@ fn validation_names_line_and_column() {
 }
 
 #[test]
+fn windows_line_ends_read_the_same_and_name_the_same_lines() {
+    let rows: Vec<String> = (0..8).map(|i| format!("{},100,101,99,100.5,1", 1_700_000_000 + 900 * i)).collect();
+    let lf = format!("timestamp,open,high,low,close,volume\n{}\n", rows.join("\n"));
+    let crlf = lf.replace('\n', "\r\n");
+    let (a, b) = (parse(&lf).unwrap(), parse(&crlf).unwrap());
+    assert_eq!((a.timestamps(), a.close(), a.volume()), (b.timestamps(), b.close(), b.volume()));
+    // The bad value is on line 6 either way.
+    let bad = |text: &str| invalid(&text.replacen(",101,", ",abc,", 5).replacen(",abc,", ",101,", 4));
+    assert_eq!(bad(&lf).0, 6);
+    assert_eq!(bad(&crlf), bad(&lf));
+}
+
+#[test]
 fn a_pandas_export_with_its_unnamed_index_column_is_read() {
     // `df.to_csv()` of a frame indexed by time, and the same file read back and written
     // again (pandas then names the column `Unnamed: 0`).
