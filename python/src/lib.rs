@@ -285,8 +285,35 @@ fn backtest<'py>(
 
 /// The request Python built (JSON of `threadx_sweep::SweepRequest`), checked.
 fn request(json: &str) -> PyResult<SweepSpec> {
-    let request: SweepRequest = serde_json::from_str(json).map_err(value)?;
+    // The JSON is ours, not the user's: a position in it would say nothing to them.
+    let request: SweepRequest = serde_json::from_str(json).map_err(|e| {
+        let text = e.to_string();
+        value(in_python_words(text.rfind(" at line ").map_or(&text, |at| &text[..at])))
+    })?;
     request.check().map_err(sweep_error)
+}
+
+/// The engine's message with each command-line flag named as the keyword a Python caller
+/// passes: `--trials 500` → `trials 500`, `--search` → `method`, `--pbo-splits` →
+/// `pbo_splits`.
+fn in_python_words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("--") {
+        let name_len =
+            rest[at + 2..].find(|c: char| !(c.is_ascii_lowercase() || c == '-')).unwrap_or(rest.len() - at - 2);
+        let flag = &rest[at + 2..at + 2 + name_len];
+        out.push_str(&rest[..at]);
+        match flag {
+            "" => out.push_str("--"),
+            "search" => out.push_str("method"),
+            "constraint" => out.push_str("constraints"),
+            flag => out.push_str(&flag.replace('-', "_")),
+        }
+        rest = &rest[at + 2 + name_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A sweep's rows: `{"rows": Table, "overfitting": JSON}`, or `{"windows": Table}` for a
@@ -544,7 +571,7 @@ fn sweep_error(e: SweepError) -> PyErr {
         SweepError::Pool(e) => PyRuntimeError::new_err(e.to_string()),
         SweepError::Io { .. } => PyOSError::new_err(e.to_string()),
         SweepError::Cancelled => PyKeyboardInterrupt::new_err(e.to_string()),
-        e => value(e),
+        e => value(in_python_words(&e.to_string())),
     }
 }
 

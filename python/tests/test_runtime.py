@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import List, Tuple
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -122,6 +123,13 @@ def test_failures_are_python_exceptions(data: pd.DataFrame, tmp_path: Path) -> N
         threadx.backtest(data, fee=2)
     with pytest.raises(ValueError, match="bb_std=True: expected a number"):
         threadx.backtest(data, bb_std=True)
+    with pytest.raises(TypeError, match=r"grid maps parameter names to their values.*got int 5"):
+        threadx.sweep(data, grid=5)
+    with pytest.raises(TypeError, match=r"data is a Series \(one column, 'close'\): pass the DataFrame"):
+        threadx.backtest(data["close"])
+    text_close = data.assign(close=data["close"].astype(str).where(np.arange(len(data)) != 7, "abc"))
+    with pytest.raises(ValueError, match=r"DataFrame, row 7, column `close`: not numbers"):
+        threadx.backtest(text_close)
     # The CLI's thread rule: at least one, at most 16 per core.
     with pytest.raises(ValueError, match="threads: at least 1 is needed"):
         threadx.sweep(data, threads=0)

@@ -46,8 +46,15 @@ def test_minimize_patience_and_target(data: pd.DataFrame) -> None:
 
 
 def test_bad_search_arguments_are_refused(data: pd.DataFrame) -> None:
-    with pytest.raises(ValueError, match=r"unknown search method `grid` \(known: random, sobol, lhs, tpe\)"):
+    # Said as a Python caller writes it: no position in the engine's JSON, no CLI flag.
+    with pytest.raises(ValueError, match=r"unknown search method `grid` \(known: random, sobol, lhs, tpe\)$"):
         threadx.search(data, method="grid", trials=5, progress=False)
+    with pytest.raises(ValueError, match=r"^trials 1000000000 asks for more combos than the grid has"):
+        threadx.search(data, trials=10**9, progress=False)
+    with pytest.raises(ValueError, match=r"^target=inf: a finite number is needed"):
+        threadx.search(data, trials=5, target=float("inf"), progress=False)
+    with pytest.raises(ValueError, match=r"^blocks=7: must be an even number"):
+        threadx.sweep(data, grid={"bb_period": [10, 20]}, overfitting={"blocks": 7}, progress=False)
     with pytest.raises(ValueError, match="unknown metric `profit`"):
         threadx.search(data, trials=5, constraints="profit > 1", progress=False)
     with pytest.raises(ValueError, match="asks for more combos than the grid has"):

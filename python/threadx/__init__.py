@@ -27,7 +27,7 @@ from . import _report, _tables, _threadx
 
 __version__: str = _threadx.__version__
 
-from ._inputs import Data, _bars, _f64, _market, _opt_float, _utc_index
+from ._inputs import Data, _bars, _f64, _finite, _market, _opt_float, _utc_index
 from ._report import SweepFrame
 from .overfitting import PboResult, deflated_sharpe, pbo
 from .signals import simulate
@@ -310,7 +310,7 @@ def search(
         "batch": _opt_int("batch", batch),
         "seed": _opt_int("seed", seed),
         "patience": _opt_int("patience", patience),
-        "target": _opt_float(target),
+        "target": _finite("target", target),
         "by": str(by),
         "minimize": bool(minimize),
         "constraints": [str(c) for c in constraints],
@@ -487,6 +487,11 @@ def _request(
     seed = _opt_int("seed", seed)
     if random is None and seed is not None:
         raise ValueError("seed draws the random sample; pass random=N too")
+    if grid is not None and not isinstance(grid, Mapping):
+        raise TypeError(
+            "grid maps parameter names to their values, e.g. grid={'bb_period': range(10, 50, 5), "
+            f"'bb_std': [1.5, 2.0]}}; got {type(grid).__name__} {grid!r:.60}"
+        )
     request: Dict[str, Any] = {
         "strategy": os.fspath(strategy),
         "grid": None if grid is None else {name: _axis(name, values) for name, values in grid.items()},

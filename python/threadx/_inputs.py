@@ -24,6 +24,7 @@ Data = Union[pd.DataFrame, Mapping[str, Any], str, "os.PathLike[str]", ArrowTabl
 
 def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
     """The bars of `data`, checked by the engine, and the index results take."""
+    _refuse_series(data)
     if isinstance(data, (str, os.PathLike)):
         bars = _threadx.Bars.load(os.fspath(data))
         return bars, _utc_index(bars.timestamps())
@@ -45,10 +46,20 @@ def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
     )
 
 
+def _refuse_series(data: Any) -> None:
+    """A Series is one column; bars need the frame (it would pass as an Arrow array)."""
+    if isinstance(data, pd.Series):
+        raise TypeError(
+            f"data is a Series (one column, {data.name!r}): pass the DataFrame with open, high, low and close "
+            "columns; for your own signals on closes alone, threadx.simulate(close, entries, exits) takes a Series"
+        )
+
+
 def _market(data: Data) -> Union[Tuple[_threadx.Bars, pd.Index], _threadx.Universe]:
     """One data set's bars and index (as `_bars`), or a universe of symbols: a dict of
     frames (Arrow tables, paths) by symbol, a long frame or Arrow table whose `symbol`
     column holds several symbols, a folder or a glob pattern."""
+    _refuse_series(data)
     if isinstance(data, (str, os.PathLike)):
         return _one_or_many(_threadx.load_market(os.fspath(data)))
     if isinstance(data, pd.DataFrame):
@@ -156,7 +167,14 @@ def _f64(values: Any, origin: str, name: str) -> np.ndarray:
             return values.to_numpy(dtype=np.float64, na_value=np.nan)
         return np.asarray(values, dtype=np.float64)
     except (ValueError, TypeError) as e:
-        raise ValueError(f"{origin}, column `{name}`: not numbers ({e})") from None
+        raise ValueError(f"{origin}{_first_not_a_number(values)}, column `{name}`: not numbers ({e})") from None
+
+
+def _first_not_a_number(values: Any) -> str:
+    """`, row R` of the first value that is no number (the error is rare: a slow look is fine)."""
+    flat = pd.Series(np.asarray(values, dtype=object).ravel())
+    bad = flat.notna() & pd.to_numeric(flat, errors="coerce").isna()
+    return f", row {int(np.flatnonzero(bad.to_numpy())[0])}" if bad.any() else ""
 
 
 def _bools(values: Any, name: str) -> np.ndarray:
@@ -174,3 +192,11 @@ def _utc_index(ms: np.ndarray) -> pd.DatetimeIndex:
 
 def _opt_float(value: Optional[float]) -> Optional[float]:
     return None if value is None else float(value)
+
+
+def _finite(name: str, value: Optional[float]) -> Optional[float]:
+    """An optional float that must be a finite number (JSON holds no inf or NaN)."""
+    number = _opt_float(value)
+    if number is not None and not np.isfinite(number):
+        raise ValueError(f"{name}={number}: a finite number is needed")
+    return number
