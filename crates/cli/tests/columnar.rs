@@ -174,6 +174,13 @@ fn parquet_and_csv_shards_merge_into_the_one_process_rows() {
     assert!(threadx(dir.path(), &other).status.success());
     std::fs::copy(dir.path().join("s1.json"), dir.path().join("ma.json")).unwrap();
     let refused = threadx(dir.path(), &["merge", "s0.parquet", "ma.parquet", "s2.arrow", "--out", "x.csv"]);
+    assert!(text(&refused.stderr).contains("ma.parquet was changed after its shard ran"), "{}", text(&refused.stderr));
+    // Without the checksum (an older shard's summary) its columns still tell it apart.
+    let mut summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("s1.json")).unwrap()).unwrap();
+    summary.as_object_mut().unwrap().remove("results_checksum");
+    std::fs::write(dir.path().join("ma.json"), summary.to_string()).unwrap();
+    let refused = threadx(dir.path(), &["merge", "s0.parquet", "ma.parquet", "s2.arrow", "--out", "x.csv"]);
     assert!(!refused.status.success());
     assert!(
         text(&refused.stderr).contains("ma.parquet: not a bb_atr results file (its columns are"),
