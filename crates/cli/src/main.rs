@@ -30,6 +30,7 @@ mod outputs;
 mod overfit;
 mod profile;
 mod report;
+mod request;
 mod search;
 mod strategy;
 mod sweep;

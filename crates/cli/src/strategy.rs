@@ -1,7 +1,7 @@
 //! `threadx strategy list | show | check`: the built-in strategies, a strategy's rule
 //! file, and what a user's rule file compiles to.
 
-use crate::sweep::grid_pairs;
+use crate::request::grid_pairs;
 use anyhow::Result;
 use clap::Subcommand;
 use std::fmt::Write as _;

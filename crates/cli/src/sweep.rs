@@ -1,20 +1,19 @@
 //! `threadx sweep` and `threadx merge`: parse, build the spec, call threadx-sweep, print.
 
-use crate::backtest::split_assignment;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use threadx_backtest::{Axis, Metrics, Strategy, strategy_help};
+use threadx_backtest::{Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::MarketData;
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_sweep::{
-    HeatmapOptions, OutputOptions, Row, SearchMethod, Session, Shard, SweepPlan, SweepRequest, SweepSpec, WalkForward,
-    check_output, check_threads, check_writable, checkpoint_dir, merge, metric_index, shard_blocks_path, summary_path,
+    HeatmapOptions, OutputOptions, Row, SearchMethod, Session, Shard, SweepPlan, SweepSpec, check_output,
+    check_threads, check_writable, checkpoint_dir, merge, metric_index, shard_blocks_path, summary_path,
 };
 use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
 
@@ -31,24 +30,24 @@ pub struct SweepArgs {
     data: String,
     /// bb_atr, ma_cross, rsi_reversion or a rule file FILE.toml (default: the config's, else bb_atr).
     #[arg(long)]
-    strategy: Option<String>,
+    pub(crate) strategy: Option<String>,
     /// Values of one parameter, repeatable: a list (bb_std=1.5,2,2.5) or an inclusive range (bb_period=10:50:5).
     #[arg(long = "grid", value_name = "NAME=VALUES")]
-    grid: Vec<String>,
+    pub(crate) grid: Vec<String>,
     /// A TOML file with strategy, fee, slippage, [grid], [random], [walk_forward] (flags override it).
     #[arg(long, value_name = "FILE.toml")]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Cost per side as a fraction of traded value (default: the config's, else 0.001).
     #[arg(long, allow_negative_numbers = true)]
-    fee: Option<f64>,
+    pub(crate) fee: Option<f64>,
     /// The fill price moved against you on every fill, a fraction (default: the config's,
     /// else 0; 0.0005 = 0.05%).
     #[arg(long, allow_negative_numbers = true)]
-    slippage: Option<f64>,
+    pub(crate) slippage: Option<f64>,
     /// Bars per year that annualise the Sharpe ratio (default: the config's, else from the
     /// median spacing of the timestamps, a year of 365 days; e.g. 252 for daily stock bars).
     #[arg(long, value_name = "BARS", allow_negative_numbers = true)]
-    periods_per_year: Option<f64>,
+    pub(crate) periods_per_year: Option<f64>,
     /// Run N distinct combos of the grid drawn at random: `--search random --trials N`.
     #[arg(long, value_name = "N", conflicts_with_all = ["search", "trials"])]
     pub(crate) random: Option<u64>,
@@ -84,7 +83,7 @@ pub struct SweepArgs {
     /// Optimize on each train window, evaluate the best combo on the next test window:
     /// train=BARS,test=BARS[,step=BARS].
     #[arg(long, value_name = "SPEC")]
-    walk_forward: Option<String>,
+    pub(crate) walk_forward: Option<String>,
     /// Results CSV (one row per combo, in combo order; .parquet or .arrow for those formats);
     /// the summary goes beside it as .json. Over many symbols, rows carry `symbol` first and
     /// `<name>-by-combo.<ext>` gives each combo's --by metric across them.
@@ -121,14 +120,14 @@ pub struct SweepArgs {
     /// Combos per chunk, the unit of work, checkpoint and shard (default: about 2^26
     /// bar·combos, from the data length only). A resume or merge needs the same value.
     #[arg(long, value_name = "N")]
-    chunk_size: Option<u64>,
+    pub(crate) chunk_size: Option<u64>,
     /// Worker threads (default: one per CPU core).
     #[arg(long, value_name = "N", value_parser = threads_arg)]
-    threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
     /// Refuse a sweep whose preparation (indicator series, decision rows) would need more
     /// memory than this, e.g. 8G or 500M (default: the memory available now).
     #[arg(long, value_name = "SIZE", value_parser = threadx_sweep::parse_size)]
-    max_memory: Option<u64>,
+    pub(crate) max_memory: Option<u64>,
     /// No progress bar.
     #[arg(long)]
     pub(crate) quiet: bool,
@@ -145,56 +144,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "FILE.svg", requires = "monitor")]
     pub(crate) monitor_plot: Option<PathBuf>,
     #[command(flatten)]
-    overfit: crate::overfit::OverfitArgs,
-}
-
-/// `--grid NAME=VALUES` flags as (name, values) pairs.
-pub fn grid_pairs(flags: &[String]) -> Result<Vec<(String, String)>> {
-    flags.iter().map(|flag| split_assignment(flag).map_err(anyhow::Error::msg)).collect()
-}
-
-/// The request the flags describe (on top of `--config`'s), checked once.
-fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
-    let mut request = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading --config {}", path.display()))?;
-            SweepRequest::from_toml(&text).with_context(|| format!("in {}", path.display()))?
-        }
-        None => SweepRequest::default(),
-    };
-    if let Some(flag) = &args.strategy {
-        match &request.strategy {
-            Some(config) if args.config.is_some() && Strategy::load(flag)? != Strategy::load(config)? => {
-                bail!("--strategy {flag} differs from the config's strategy {config}");
-            }
-            _ => request.strategy = Some(flag.clone()),
-        }
-    }
-    // Flags override the config's axes one by one; a flag given twice is refused (by
-    // the check, which names both).
-    let mut from_config: Vec<String> = request.grid.iter().flatten().map(|(name, _)| name.clone()).collect();
-    for (name, values) in grid_pairs(&args.grid)? {
-        match from_config.iter().position(|n| *n == name) {
-            Some(i) => {
-                from_config.remove(i);
-                request.set_axis(&name, Axis::Text(values));
-            }
-            None => request.grid.get_or_insert_with(Vec::new).push((name, Axis::Text(values))),
-        }
-    }
-    request.fee = args.fee.or(request.fee);
-    request.slippage = args.slippage.or(request.slippage);
-    request.periods_per_year = args.periods_per_year.or(request.periods_per_year);
-    crate::search::search_request(args, &mut request)?;
-    request.chunk_size = args.chunk_size.or(request.chunk_size);
-    if let Some(text) = &args.walk_forward {
-        request.walk_forward = Some(WalkForward::parse(text)?);
-    }
-    args.overfit.apply(args.seed, &mut request);
-    request.threads = args.threads.or(request.threads);
-    request.max_memory = args.max_memory.or(request.max_memory);
-    request.device = Some(mode);
-    Ok(request.check()?)
+    pub(crate) overfit: crate::overfit::OverfitArgs,
 }
 
 /// The metric that ranks combos: `--by`, else the search's objective, else sharpe.
@@ -232,7 +182,7 @@ pub fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
 pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let phases = PhaseTimer::start();
     // Everything the user typed is checked before data is read or anything computed.
-    let spec = build_spec(args, mode)?;
+    let spec = crate::request::build_spec(args, mode)?;
     let by = ranking(args, &spec);
     metric_index(&by)?;
     let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or(Shard::WHOLE);

@@ -320,3 +320,18 @@ fn search_flags_are_refused_with_the_reason() {
         assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "{extra:?} wrote something");
     }
 }
+
+#[test]
+fn a_config_files_bad_value_is_named_at_its_line_not_as_a_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("sweep.toml"), "strategy = \"bb_atr\"\n\n[search]\nmethod = \"tpe\"\ntrials = 0\n")
+        .unwrap();
+    let run = threadx(dir.path(), &["--device", "cpu", "sweep", "--config", "sweep.toml", "--quiet"]);
+    let stderr = text(&run.stderr);
+    assert!(
+        !run.status.success() && stderr.contains("sweep.toml, line 5: trials: at least 1 is needed (`trials = 0`)")
+    );
+    // A flag typed on the command line is named as the flag it is.
+    let run = threadx(dir.path(), &["--device", "cpu", "sweep", "--config", "sweep.toml", "--trials", "0", "--quiet"]);
+    assert!(text(&run.stderr).contains("--trials: at least 1 is needed"), "{}", text(&run.stderr));
+}
