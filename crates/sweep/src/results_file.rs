@@ -50,7 +50,7 @@ impl Lead<'_> {
     }
 }
 
-/// A results file being written; it appears whole at [`ResultsWriter::finish`].
+/// A results file being written; it appears whole when its [`ResultsWriter::stage`]d file is committed.
 #[derive(Debug)]
 pub(crate) enum ResultsWriter {
     Csv { path: PathBuf, file: AtomicFile, text: String },
@@ -115,12 +115,6 @@ impl ResultsWriter {
             }
             Self::Columnar(w) => push_row(w, strategy, lead, row.combo, &row.values, &row.metrics),
         }
-    }
-
-    pub(crate) fn finish(self) -> Result<(), SweepError> {
-        let staged = self.stage()?;
-        let path = staged.path().to_owned();
-        staged.commit().map_err(io_error(&path))
     }
 
     /// Writes the rest beside the file's place, its rename left to the caller (who stages

@@ -31,7 +31,7 @@ use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::Universe;
-use threadx_profile_store::{is_special_file, write_file_atomic};
+use threadx_profile_store::{Staged, is_special_file, write_file_staged};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
 
 /// Where a universe's run stands: symbol `symbol` of `symbols` (named `name`), `done`
@@ -213,7 +213,9 @@ pub fn universe_to_files(
         }
         symbol_files.push(out);
     }
-    phases.time("merge", || join(&opts.out, strategy, &symbol_files))?;
+    // Staged, then put in place with the summary (see `commit_all`).
+    let results = phases.time("merge", || join(&opts.out, strategy, &symbol_files))?;
+    let results_checksum = crate::output::shard_checksum(opts, &results)?;
     let across = match (across, &across_path) {
         (Some(a), Some(path)) => {
             Some(phases.time("by-combo", || a.finish(path, strategy, spec.grid(), opts.top.max(1)))?)
@@ -239,10 +241,15 @@ pub fn universe_to_files(
             "phases": phase_report.to_json(),
         }),
     );
+    if let Some(sum) = results_checksum {
+        summary["results_checksum"] = json!(sum);
+    }
+    let mut staged = vec![results];
     let summary_path = summary_path(&opts.out);
     if let Some(path) = &summary_path {
-        write_file_atomic(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?;
+        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
     }
+    crate::output::commit_all(staged)?;
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(UniverseReport {
         summary,
@@ -303,8 +310,9 @@ fn refuse_single_symbol_work(spec: &SweepSpec) -> Result<(), SweepError> {
 }
 
 /// The symbols' own results files (each with its `symbol` column) joined in order into
-/// `out`: CSV rows copied by the kernel, Parquet column chunks copied, Arrow rows rewritten.
-fn join(out: &Path, strategy: &Strategy, files: &[PathBuf]) -> Result<(), SweepError> {
+/// `out`, staged: CSV rows copied by the kernel, Parquet column chunks copied, Arrow rows
+/// rewritten.
+fn join(out: &Path, strategy: &Strategy, files: &[PathBuf]) -> Result<Staged, SweepError> {
     let kind = ResultsKind::Universe;
     match TableFormat::of(out) {
         TableFormat::Csv => {
@@ -320,7 +328,7 @@ fn join(out: &Path, strategy: &Strategy, files: &[PathBuf]) -> Result<(), SweepE
                 part.seek(SeekFrom::Start(header.len() as u64)).map_err(io_error(path))?;
                 file.csv_file(&mut part)?;
             }
-            file.finish()
+            file.stage()
         }
         TableFormat::Parquet => {
             let mut file = ParquetJoin::new(out);
@@ -328,8 +336,8 @@ fn join(out: &Path, strategy: &Strategy, files: &[PathBuf]) -> Result<(), SweepE
                 file.append(bytes::Bytes::from(fs::read(path).map_err(io_error(path))?))?;
             }
             match file.stage()? {
-                Some(file) => file.commit().map_err(io_error(out)),
-                None => ResultsWriter::create(out, strategy, kind)?.finish(),
+                Some(file) => Ok(file),
+                None => ResultsWriter::create(out, strategy, kind)?.stage(),
             }
         }
         TableFormat::Arrow => {
@@ -340,7 +348,7 @@ fn join(out: &Path, strategy: &Strategy, files: &[PathBuf]) -> Result<(), SweepE
                     file.copy(strategy, &read)?;
                 }
             }
-            file.finish()
+            file.stage()
         }
     }
 }
