@@ -336,7 +336,7 @@ fn a_trillion_combo_grid_says_what_it_prepares_at_once_and_is_refused_when_it_ca
     let out = threadx(dir.path(), &args);
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("needs about 6.0 GiB") && stderr.contains("--random N"), "{stderr}");
+    assert!(stderr.contains("needs about 6.8 GiB") && stderr.contains("--random N"), "{stderr}");
     assert!(!dir.path().join("r.csv.parts").exists());
 
     // Allowed to run, it says what it prepares before preparing it (it used to spend
