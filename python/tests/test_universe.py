@@ -78,7 +78,7 @@ def test_what_many_symbols_cannot_do_is_refused() -> None:
     symbols = _symbols()
     with pytest.raises(ValueError, match="overfitting statistics run on one symbol's data"):
         threadx.sweep(symbols, grid=GRID, device="cpu", progress=False, overfitting=True)
-    with pytest.raises(ValueError, match="a search, --walk-forward"):
+    with pytest.raises(ValueError, match="a search, walk_forward and overfitting"):
         threadx.sweep(symbols, grid=GRID, device="cpu", progress=False, walk_forward="train=1000,test=500")
     with pytest.raises(ValueError, match="the symbol name `a,b`"):
         _sweep({"a,b": symbols["BTC"], "c": symbols["ETH"]})
