@@ -80,5 +80,5 @@ def test_what_many_symbols_cannot_do_is_refused() -> None:
         threadx.sweep(symbols, grid=GRID, device="cpu", progress=False, overfitting=True)
     with pytest.raises(ValueError, match="a search, walk_forward and overfitting"):
         threadx.sweep(symbols, grid=GRID, device="cpu", progress=False, walk_forward="train=1000,test=500")
-    with pytest.raises(ValueError, match="the symbol name "a,b""):
+    with pytest.raises(ValueError, match='the symbol name "a,b"'):
         _sweep({"a,b": symbols["BTC"], "c": symbols["ETH"]})
