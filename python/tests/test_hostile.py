@@ -1,5 +1,5 @@
 """One hostile string through every text a user controls (a rule file's description and
-choices, the data file's name) into every output: the terminal gets no control sequence,
+choices, the data file's name, a universe's symbols) into every output: the terminal gets no control sequence,
 every SVG is well-formed XML, the results CSV reads the choice back as written, and each
 HTML page, opened in Chromium, runs no script of the string's and makes no request. A plot
 replaced beside a run (script, a remote image) is left out of `threadx report`'s page.
@@ -7,6 +7,7 @@ CI sets THREADX_REQUIRE_BROWSER=1, so there the browser half cannot be skipped."
 
 from __future__ import annotations
 
+import json
 import os
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -107,3 +108,16 @@ def test_report_embeds_only_the_plots_its_summary_vouches_for(hostile: Cli, brow
     browser.open(w / "page.html")
     assert "PWNED" not in browser.evaluate("document.title")
     assert browser.problems() == [], browser.problems()
+
+
+def test_a_symbol_named_with_markup_is_text_in_every_output(hostile: Cli) -> None:
+    w = hostile.workdir
+    (w / "u").mkdir()
+    for name, seed in ((PAYLOAD, 1), ("S&P 500", 2)):
+        threadx.synthetic(bars=3000, seed=seed).to_csv(w / "u" / f"{name}.csv", index_label="timestamp")
+    printed = hostile.run("--device", "cpu", "sweep", "--data", "u", "--grid", "bb_period=10,20", "--out", "u.csv")
+    no_control_sequence(printed)
+    rows = hostile.csv("u.csv")
+    assert sorted(set(rows["symbol"])) == sorted([PAYLOAD, "S&P 500"])
+    summary = (w / "u.json").read_text()
+    assert PAYLOAD in json.loads(summary)["symbols"][0]["symbol"] + json.loads(summary)["symbols"][1]["symbol"]
