@@ -38,7 +38,14 @@ struct Params {
     entry_ret_sq: vec4<u32>,
     block_first: u32,
     block_len: u32,
-    pad: vec2<u32>,
+    // ln(1 − fee): an exit at a stop or take-profit pays no slippage (vectorbt's
+    // `stoplimit`); and where its terms differ from `sums[t]`'s, the index in `bar` of
+    // bar 0's (exit Σr, exit Σr²), two entries per bar (0: they do not differ).
+    log_sell_stop: vec2<u32>,
+    stop_sums: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 struct Plan {
@@ -94,7 +101,8 @@ struct Run {
     block: u32,
 }
 
-// (close bits low, high, log close low, high) per bar.
+// (close bits low, high, log close low, high) per bar; then, where an exit at a level
+// pays other costs than one on a signal, its (exit Σr, exit Σr²) per bar (params.stop_sums).
 @group(0) @binding(0) var<storage, read> bar: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> sums: array<Sums>;
 @group(0) @binding(2) var<storage, read> bits: array<u32>;
@@ -221,13 +229,24 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
             let signal = ((bits[exit_base + (t >> 5u)] >> (t & 31u)) & 1u) == 1u;
             let reached = (take_profit_level.x | take_profit_level.y) != 0u && le_u64(take_profit_level, b.xy);
             let expired = plan.max_bars != 0u && t - e >= plan.max_bars;
-            if (signal || le_u64(b.xy, level) || reached || expired) {
+            let at_level = le_u64(b.xy, level) || reached;
+            if (signal || at_level || expired) {
                 drawdown = min_i64(drawdown, low);
                 held += t - e;
                 closed += 1u;
-                sum = add128(sum, add128(sub128(params.entry_ret, sums[e].ret), sums[t].exit));
-                sum_sq = add128(sum_sq, add128(sub128(params.entry_ret_sq, sums[e].ret_sq), sums[t].exit_sq));
-                let after = add64(add64(base, params.log_sell), b.zw);
+                var exit_sum = sums[t].exit;
+                var exit_sq = sums[t].exit_sq;
+                var sell = params.log_sell;
+                if (at_level) {
+                    sell = params.log_sell_stop;
+                    if (params.stop_sums != 0u) {
+                        exit_sum = bar[params.stop_sums + 2u * t];
+                        exit_sq = bar[params.stop_sums + 2u * t + 1u];
+                    }
+                }
+                sum = add128(sum, add128(sub128(params.entry_ret, sums[e].ret), exit_sum));
+                sum_sq = add128(sum_sq, add128(sub128(params.entry_ret_sq, sums[e].ret_sq), exit_sq));
+                let after = add64(add64(base, sell), b.zw);
                 if (lt_i64(zero2, sub64(after, equity))) {
                     wins += 1u;
                 }

@@ -85,8 +85,7 @@ def test_a_frame_of_prices_is_the_same_as_its_columns() -> None:
 
 def test_the_cpu_and_the_gpu_give_the_same_bytes() -> None:
     """Books the kernel does not trade (here: shorts) run on the CPU whatever is asked;
-    fraction stops, or slippage, run on the kernel with the CPU's bytes (both together run
-    on the CPU: a stop fills without slippage)."""
+    fraction stops and slippage, alone and together, run on the kernel with the CPU's bytes."""
     df = ohlc(2000, seed=5)
     sig = signals(len(df), 4, seed=6)
     for options in [

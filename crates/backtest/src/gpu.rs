@@ -48,7 +48,11 @@ struct Params {
     entry_ret_sq: [u32; 4],
     block_first: u32,
     block_len: u32,
-    pad: [u32; 2],
+    log_sell_stop: [u32; 2],
+    stop_sums: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 /// A combo's run on the device (backtest.wgsl's `Run`): its totals, then the state the
@@ -123,10 +127,10 @@ impl GpuBacktester {
     pub fn new(ctx: Arc<GpuContext>, book: &SignalBook, tables: &BarTables) -> Result<Self, GpuError> {
         let bars = u32::try_from(book.bars())
             .map_err(|_| GpuError::Unsupported(format!("{} bars exceed the GPU's u32 indices", book.bars())))?;
-        if !book.is_plain_with(tables.costs) {
+        if !book.is_plain() {
             return Err(GpuError::Unsupported(format!(
                 "the kernel does not trade {} yet",
-                book.market_features(tables.costs).join(", ")
+                book.market_features().join(", ")
             )));
         }
         check_exact_range(book)?;
@@ -152,6 +156,17 @@ impl GpuBacktester {
                 s
             })
             .collect();
+        // Where an exit at a level pays other costs (slippage, and stops), its exit terms
+        // per bar follow the bars' own entries (one more binding would pass the 8 storage
+        // buffers every adapter allows).
+        let stop_sums = if tables.stop_exit_sum.is_empty() { 0 } else { bars };
+        let mut bar = bar;
+        if stop_sums != 0 {
+            bar.extend((0..book.bars()).flat_map(|t| {
+                let (exit1, exit2) = tables.exit_sums(t, true);
+                [u128_words(exit1), u128_words(exit2)]
+            }));
+        }
         let mut bits: Vec<u64> = book.entry_rows().to_vec();
         let exit_rows = u32::try_from(bits.len() * 2)
             .map_err(|_| GpuError::Unsupported("the decision rows exceed the GPU's u32 indices".into()))?;
@@ -212,7 +227,11 @@ impl GpuBacktester {
             entry_ret_sq: u128_words(tables.entry_ret_sq),
             block_first: tables.blocks().map_or(0, |b| b.dropped() as u32),
             block_len: tables.blocks().map_or(0, |b| b.bars() as u32),
-            pad: [0; 2],
+            log_sell_stop: i64_words(tables.log_sell_stop),
+            stop_sums,
+            pad0: 0,
+            pad1: 0,
+            pad2: 0,
         };
         Ok(Self { ctx, params, shared, blocks: tables.blocks().copied() })
     }
@@ -413,7 +432,11 @@ mod layout {
             ("entry_ret_sq", offset_of!(Params, entry_ret_sq)),
             ("block_first", offset_of!(Params, block_first)),
             ("block_len", offset_of!(Params, block_len)),
-            ("pad", offset_of!(Params, pad)),
+            ("log_sell_stop", offset_of!(Params, log_sell_stop)),
+            ("stop_sums", offset_of!(Params, stop_sums)),
+            ("pad0", offset_of!(Params, pad0)),
+            ("pad1", offset_of!(Params, pad1)),
+            ("pad2", offset_of!(Params, pad2)),
         ]);
         assert_eq!(wgsl("Params"), (size_of::<Params>() as u32, params));
         let plan = members(&[

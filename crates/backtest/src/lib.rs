@@ -166,7 +166,7 @@ pub fn backtest(
     let mut report = simulate_detailed(&book, &plan, costs);
     // A market book's detailed run made its metrics from the totals a sweep's row is made
     // of; a plain book's come from the f64 simulation: they are replaced by the row's.
-    if book.is_plain_with(costs) {
+    if book.is_plain() {
         report.metrics = Backtester::new(&book, costs).metrics(&plan);
     }
     Ok(report)

@@ -321,13 +321,11 @@ pub(crate) fn simulate_market<O: Observer>(
                     let p = pos.take().expect("an exit has a position");
                     cash = close_position(&mut run, &p, t, close[t], reason);
                     flat_from = t;
-                    // The tables hold an exit that pays slippage; one at a level without it
-                    // (slippage set) takes the f64 return, as every other bar does.
-                    let tabled = !(at_level(reason) && tables.slippage > 0.0);
-                    if alone && p.side == Side::Long && order.enter.is_none() && tabled {
+                    if alone && p.side == Side::Long && order.enter.is_none() {
+                        let (exit1, exit2) = tables.exit_sums(t, at_level(reason));
                         table_return = Some((
-                            tables.exit_sum[t].wrapping_sub(tables.ret_sum[t - 1]),
-                            tables.exit_sq_sum[t].wrapping_sub(tables.ret_sq_sum[t - 1]),
+                            exit1.wrapping_sub(tables.ret_sum[t - 1]),
+                            exit2.wrapping_sub(tables.ret_sq_sum[t - 1]),
                         ));
                     }
                 }

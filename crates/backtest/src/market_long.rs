@@ -149,16 +149,17 @@ fn run<const TRAILS: bool>(
         // A stop or take-profit fills with the fee alone (see `market::at_level`).
         let at_level = low[x] <= stop || high[x] >= take_profit;
         let after = shares * price * (1.0 - if at_level { tables.fee } else { tables.sell });
-        // The tables hold exits at the close that pay slippage; others take the f64 return.
-        let from_tables = inside.is_none() && !(at_level && tables.slippage > 0.0);
-        let (r1, r2) = match from_tables {
+        let (r1, r2) = match inside {
             // The exit bar's return E[x]/E[x−1] − 1, in f64 as the market simulation has it.
-            false => {
+            Some(_) => {
                 let (s1, s2) = held(x - 1);
                 let r = after / equity - 1.0;
                 (s1.wrapping_add(ret_units(r) as u128), s2.wrapping_add(ret_units(r * r) as u128))
             }
-            true => (entry_sums.0.wrapping_add(tables.exit_sum[x]), entry_sums.1.wrapping_add(tables.exit_sq_sum[x])),
+            None => {
+                let (exit1, exit2) = tables.exit_sums(x, at_level);
+                (entry_sums.0.wrapping_add(exit1), entry_sums.1.wrapping_add(exit2))
+            }
         };
         totals.sum = totals.sum.wrapping_add(r1);
         totals.sum_sq = totals.sum_sq.wrapping_add(r2);

@@ -165,7 +165,9 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, costs: 
             });
             break value;
         };
-        let proceeds = shares * close[x] * sell;
+        // A stop or take-profit fills with the fee alone (no slippage).
+        let at_level = matches!(reason, ExitReason::Stop | ExitReason::TakeProfit);
+        let proceeds = shares * close[x] * if at_level { 1.0 - costs.fee } else { sell };
         acc.step(proceeds / value - 1.0, proceeds);
         held += x - e;
         closed += 1;
@@ -229,7 +231,7 @@ pub fn simulate_with_blocks(
 /// combo by the market simulation.
 #[inline(always)]
 fn totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut blocks: Option<Snapshots<'_>>) -> Totals {
-    if book.is_plain_with(tables.costs) {
+    if book.is_plain() {
         run_totals(book, tables, plan, blocks.as_mut())
     } else if runs_long(book, plan) {
         simulate_long(book, tables, plan, blocks.as_mut())
@@ -258,11 +260,14 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
         let base = equity.wrapping_add(tables.log_buy).wrapping_sub(log[e]);
         let mut hi = log[e].max(peak.wrapping_sub(base));
         let mut low = log[e].wrapping_sub(hi);
+        // The exit bar, and whether it is at a level (a stop or take-profit, which pays no
+        // slippage).
         let mut exit = None;
         for t in e + 1..n {
             let c = close[t];
-            if c <= level || (target > 0.0 && c >= target) || bit(exits, t) || t >= last {
-                exit = Some(t);
+            let at_level = c <= level || (target > 0.0 && c >= target);
+            if at_level || bit(exits, t) || t >= last {
+                exit = Some((t, at_level));
                 break;
             }
             let l = log[t];
@@ -276,9 +281,9 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
             let held = |t: usize| {
                 (entry_sums.0.wrapping_add(tables.ret_sum[t]), entry_sums.1.wrapping_add(tables.ret_sq_sum[t]))
             };
-            blocks.trade(e, exit, (totals.sum, totals.sum_sq), held);
+            blocks.trade(e, exit.map(|(x, _)| x), (totals.sum, totals.sum_sq), held);
         }
-        let Some(x) = exit else {
+        let Some((x, at_level)) = exit else {
             totals.held += (n - e) as u32;
             totals.sum = totals.sum.wrapping_add(entry_sums.0).wrapping_add(tables.ret_sum[n - 1]);
             totals.sum_sq = totals.sum_sq.wrapping_add(entry_sums.1).wrapping_add(tables.ret_sq_sum[n - 1]);
@@ -287,9 +292,10 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
         };
         totals.held += (x - e) as u32;
         totals.closed += 1;
-        totals.sum = totals.sum.wrapping_add(entry_sums.0).wrapping_add(tables.exit_sum[x]);
-        totals.sum_sq = totals.sum_sq.wrapping_add(entry_sums.1).wrapping_add(tables.exit_sq_sum[x]);
-        let after = base.wrapping_add(tables.log_sell).wrapping_add(log[x]);
+        let (exit1, exit2) = tables.exit_sums(x, at_level);
+        totals.sum = totals.sum.wrapping_add(entry_sums.0).wrapping_add(exit1);
+        totals.sum_sq = totals.sum_sq.wrapping_add(entry_sums.1).wrapping_add(exit2);
+        let after = base.wrapping_add(tables.log_sell_at(at_level)).wrapping_add(log[x]);
         totals.wins += u32::from(after.wrapping_sub(equity) > 0);
         peak = base.wrapping_add(hi).max(after);
         totals.drawdown = totals.drawdown.min(after.wrapping_sub(peak));
@@ -387,7 +393,7 @@ impl Observer for Recorder<'_> {
 /// [`simulate_totals`], which a book that is not plain shares this pass with).
 pub fn simulate_detailed(book: &SignalBook, plan: &ComboPlan, costs: Costs) -> BacktestReport {
     let mut recorder = Recorder { book, trades: Vec::new(), equity: vec![f64::NAN; book.bars()] };
-    let metrics = if book.is_plain_with(costs) {
+    let metrics = if book.is_plain() {
         simulate(book, plan, costs, &mut recorder)
     } else {
         let tables = BarTables::new(book, costs);

@@ -125,11 +125,11 @@ fn gpu_totals_are_the_cpus_bits_on_two_million_bars_for_every_strategy() {
 }
 
 /// Slippage (folded into the tables) and vectorbt-style fraction stops (levels the host
-/// forms) run on the kernel, each with its bits at two million bars. Together they do
-/// not yet: a stop fills without slippage (vectorbt's `stoplimit`), which the kernel's
-/// tables do not hold, so the kernel declines the pair by name and the CPU runs it.
+/// forms) run on the kernel, alone and together (a stop or take-profit fills at its level
+/// with the fee alone, vectorbt's `stoplimit`: a second copy of the per-bar sums holds
+/// that exit's terms): its bits at two million bars.
 #[test]
-fn gpu_totals_with_slippage_or_fraction_stops_are_the_cpus_bits_on_two_million_bars() {
+fn gpu_totals_with_slippage_and_fraction_stops_are_the_cpus_bits_on_two_million_bars() {
     let bars = 2_000_000;
     let data = Ohlcv::load(&format!("synthetic:bars={bars},seed=11")).unwrap();
     let columns = 4;
@@ -146,28 +146,17 @@ fn gpu_totals_with_slippage_or_fraction_stops_are_the_cpus_bits_on_two_million_b
     };
     let slipped = Costs { fee: 0.0005, slippage: 0.0003 };
     for (what, signals, costs) in [
+        ("fraction stops with slippage", stopped, slipped),
         ("fraction stops, fee only", stopped, Costs { fee: 0.0005, slippage: 0.0 }),
         ("slippage, no stops", UserSignals::long(entries.view(), exits.view()), slipped),
     ] {
         let book = SignalBook::from_signals(&data, signals).unwrap();
-        assert!(book.is_plain_with(costs), "{what}");
+        assert!(book.is_plain(), "{what}");
         let tables = BarTables::new(&book, costs).with_blocks(Some(BlockCuts::new(bars, 16).unwrap()));
         let batch = simulate_cpu(&book, &tables, &all_plans(&book));
         assert!(batch.totals.iter().all(|t| t.trades > 1_000), "{what}: {:?}", batch.totals);
         assert_gpu_matches(&format!("{what}, 2,000,000 bars"), &book, &tables, &batch);
     }
-    let book = SignalBook::from_signals(&data, stopped).unwrap();
-    assert!(book.is_plain() && !book.is_plain_with(slipped));
-    let tables = BarTables::new(&book, slipped);
-    let plans = all_plans(&book);
-    for ctx in adapters() {
-        let declined = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap_err().to_string();
-        assert!(declined.contains("the kernel does not trade stops filled without slippage yet"), "{declined}");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let dispatcher = threadx_dispatch::testing::dispatcher_in(dir.path(), threadx_dispatch::DeviceMode::Gpu);
-    let run = Backtester::with_tables(&book, &tables).run_batch(&dispatcher, &plans);
-    assert_eq!(run.value, simulate_cpu(&book, &tables, &plans), "stops with slippage: the CPU's bytes");
 }
 
 /// A book the kernel does not trade (shorts, trails, next-open fills, stops inside the
@@ -186,18 +175,15 @@ fn books_the_kernel_does_not_trade_are_declined_and_run_on_the_cpu_on_two_millio
         let strategy = Strategy::load(&example(name)).unwrap();
         let axes: Vec<Vec<f64>> = strategy.schema().iter().map(|p| vec![p.default]).collect();
         let book = cpu_book(&data, strategy, &axes);
-        assert_eq!(book.market_features(Costs::default()).join(", "), features);
+        assert_eq!(book.market_features().join(", "), features);
         let costs = Costs { fee: 0.001, slippage: 0.0002 };
         let tables = BarTables::new(&book, costs).with_blocks(Some(BlockCuts::new(bars, 16).unwrap()));
         let plans = all_plans(&book);
         let cpu = simulate_cpu(&book, &tables, &plans);
         assert!(cpu.totals.iter().all(|t| t.trades > 1_000), "{name}: {:?}", cpu.totals);
-        // With slippage, a book with stops says so too.
-        let with_costs = book.market_features(costs).join(", ");
-        assert!(with_costs.ends_with(features), "{with_costs}");
         for ctx in adapters() {
             let declined = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap_err().to_string();
-            assert!(declined.contains(&format!("the kernel does not trade {with_costs} yet")), "{declined}");
+            assert!(declined.contains(&format!("the kernel does not trade {features} yet")), "{declined}");
         }
         let dir = tempfile::tempdir().unwrap();
         let dispatcher = threadx_dispatch::testing::dispatcher_in(dir.path(), threadx_dispatch::DeviceMode::Gpu);

@@ -202,7 +202,7 @@ stop = "close - 3"
 "#;
     let strategy = Strategy::from_toml(source, "trail_test.toml").unwrap();
     let book = cpu_book(&data, strategy, &[vec![1.5]]);
-    assert_eq!(book.market_features(Costs::default()), ["trailing stops"]);
+    assert_eq!(book.market_features(), ["trailing stops"]);
     let report = simulate_detailed(&book, &book.combo_plan(0), FREE);
     assert_eq!(rows(&report)[0], (Long, 3, 5, 12.0, 11.4, Trail));
 }

@@ -152,7 +152,11 @@ impl SweepPlan {
     /// upload copies and what the overfitting statistics keep.
     pub fn data_bytes(&self) -> u64 {
         let sample = self.combos.sample().map_or(0, |s| s.len() as u64 * BYTES_PER_SAMPLED_COMBO);
-        let upload = if self.gpu { GPU_STACK_BYTES + self.layout.gpu_upload_bytes(self.bars) } else { 0 };
+        // Where a stop's exit pays no slippage and the exit rule's does, the kernel takes
+        // that exit's per-bar terms too (32 bytes a bar, made on the host and uploaded).
+        let stop_terms =
+            if self.spec.costs().slippage > 0.0 && self.layout.stops() > 0 { 2 * 32 * self.bars as u64 } else { 0 };
+        let upload = if self.gpu { GPU_STACK_BYTES + self.layout.gpu_upload_bytes(self.bars) + stop_terms } else { 0 };
         // The overfitting statistics keep each combo's blocks and Sharpe ratio.
         let kept = self.spec.overfitting().map_or(0, |o| self.combos.len() * (2 * u64::from(o.blocks) + 1) * 8);
         let book = self.layout.bytes(self.bars).saturating_add(sample);

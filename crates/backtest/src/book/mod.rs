@@ -32,7 +32,7 @@ pub use signals::UserSignals;
 use stops::Form;
 pub(crate) use stops::{Stop, StopRule};
 
-use crate::costs::{Costs, Fill, Fills};
+use crate::costs::{Fill, Fills};
 use crate::grid::Grid;
 use crate::param::ParamValues;
 use crate::strategy::Strategy;
@@ -201,25 +201,9 @@ impl SignalBook {
         self.fills == Fills::default() && !self.shorts && !self.trails
     }
 
-    /// Whether the book's combos trade as the kernel does with `costs`: plain, and no stop
-    /// or take-profit where there is slippage (a stop fills at its level without slippage,
-    /// vectorbt's `stop_exit_price="stoplimit"`, which the plain rule's per-bar tables,
-    /// made for exits that pay it, do not hold).
-    pub fn is_plain_with(&self, costs: Costs) -> bool {
-        self.is_plain() && !self.stops_meet_slippage(costs)
-    }
-
-    fn stops_meet_slippage(&self, costs: Costs) -> bool {
-        costs.slippage > 0.0 && !self.stops.is_empty()
-    }
-
-    /// What the book's combos use beyond the kernel's rules with `costs`, in words (empty
-    /// if plain).
-    pub fn market_features(&self, costs: Costs) -> Vec<&'static str> {
+    /// What the book's combos use beyond the kernel's rules, in words (empty if plain).
+    pub fn market_features(&self) -> Vec<&'static str> {
         let mut features = Vec::new();
-        if self.stops_meet_slippage(costs) {
-            features.push("stops filled without slippage");
-        }
         if self.shorts {
             features.push("shorts");
         }
