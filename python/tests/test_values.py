@@ -24,6 +24,8 @@ def test_indicators_are_the_clis(cli, data: pd.DataFrame) -> None:
     assert list(got.columns) == list(want.columns)
     assert got.dtypes.eq(np.float64).all()
     np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
+    # The specs as one list give the same frame.
+    pd.testing.assert_frame_equal(threadx.indicators(data, specs, device="cpu"), got, check_exact=True)
 
 
 def test_one_backtest_is_the_clis(cli, data: pd.DataFrame) -> None:

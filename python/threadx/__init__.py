@@ -79,12 +79,16 @@ def load(source: Union[str, "os.PathLike[str]"]) -> pd.DataFrame:
     return pd.DataFrame(arrays, index=index, copy=False)
 
 
-def indicators(data: Data, *specs: str, device: Optional[str] = None) -> pd.DataFrame:
+def indicators(data: Data, *specs: Union[str, Iterable[str]], device: Optional[str] = None) -> pd.DataFrame:
     """Indicator values (TA-Lib's definitions) as a DataFrame indexed like the data, one
-    column per output, e.g. ``indicators(df, "bbands:period=20,std=2", "atr:period=14")``.
-    ``device``: ``"auto"``, ``"cpu"`` or ``"gpu"`` (default: ``THREADX_DEVICE``, else auto)."""
+    column per output, e.g. ``indicators(df, "bbands:period=20,std=2", "atr:period=14")``
+    (or the specs as one list). ``device``: ``"auto"``, ``"cpu"`` or ``"gpu"`` (default:
+    ``THREADX_DEVICE``, else auto)."""
+    flat = [s for spec in specs for s in ([spec] if isinstance(spec, str) else list(spec))]
+    if not all(isinstance(s, str) for s in flat):
+        raise TypeError(f"indicator specs are text such as \"atr:period=14\"; got {[type(s).__name__ for s in flat]}")
     bars, index = _bars(data)
-    columns = _threadx.indicators(bars, list(specs), device)
+    columns = _threadx.indicators(bars, flat, device)
     return pd.DataFrame(dict(columns), index=index, copy=False)
 
 
