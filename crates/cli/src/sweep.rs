@@ -85,8 +85,9 @@ pub struct SweepArgs {
     #[arg(long, value_name = "SPEC")]
     pub(crate) walk_forward: Option<String>,
     /// Results CSV (one row per combo, in combo order; .parquet or .arrow for those formats);
-    /// the summary goes beside it as .json. Over many symbols, rows carry `symbol` first and
-    /// `<name>-by-combo.<ext>` gives each combo's --by metric across them.
+    /// the summary goes beside it as .json; its folder is made when missing. Over many
+    /// symbols, rows carry `symbol` first and `<name>-by-combo.<ext>` gives each combo's --by
+    /// metric across them.
     #[arg(long, default_value = DEFAULT_OUT)]
     pub(crate) out: PathBuf,
     /// How many of the best combos to print.
@@ -192,8 +193,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if spec.walk_forward().is_some() && (args.resume || !shard.is_whole()) {
         bail!("--walk-forward runs in one process: --resume and --shard do not apply to it");
     }
-    if args.out == Path::new(DEFAULT_OUT) {
-        std::fs::create_dir_all("artifacts/sweep").context("creating artifacts/sweep")?;
+    // --out's folder is made when missing (the default artifacts/sweep/ as any other).
+    if let Some(folder) = args.out.parent().filter(|f| !f.as_os_str().is_empty() && !f.exists()) {
+        std::fs::create_dir_all(folder).with_context(|| format!("creating --out's folder {}", folder.display()))?;
     }
     let mut opts = output_options(args, &spec, shard, &by);
     let monitor_plot =

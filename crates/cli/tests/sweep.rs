@@ -65,7 +65,7 @@ fn sweep_refuses_bad_input_before_any_work() {
         (&["--grid", "colour=1"], "unknown parameter `colour`"),
         (&["--grid", "bb_period=1"], "out of range"),
         (&["--by", "profit"], "unknown metric `profit`"),
-        (&["--out", "missing/r.csv"], "folder missing does not exist"),
+        (&["--out", "r.json"], "the summary (--out as .json) r.json and --out r.json are one file"),
         (&["--random", "100000"], "asks for more combos than the grid has (10000)"),
         (&["--data", "nope.csv"], "nope.csv"),
     ];
@@ -82,6 +82,10 @@ fn sweep_refuses_bad_input_before_any_work() {
         assert!(!stderr.contains("panicked"), "{stderr}");
         assert!(!dir.path().join("r.csv").exists() && !dir.path().join("r.csv.parts").exists());
     }
+    // --out in folders that do not exist yet: they are made, as the default artifacts/sweep/ is.
+    let run = threadx(dir.path(), &["--device", "cpu", "sweep", "--quiet", "--out", "new/deeper/r.csv"]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert!(dir.path().join("new/deeper/r.csv").is_file() && dir.path().join("new/deeper/r.json").is_file());
 }
 
 #[test]
