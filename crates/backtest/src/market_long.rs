@@ -37,9 +37,10 @@ pub(crate) fn simulate_long(
     }
 }
 
-/// Where a trade ended: the bar, and the fill price of a stop or take-profit inside the
-/// bar (`None`: at the close, whose return the tables hold).
-type Exit = (usize, Option<f64>);
+/// Where a trade ended: the bar, whether at a stop or take-profit level (which pays no
+/// slippage), and the fill price of one inside the bar (`None`: at the close, whose return
+/// the tables hold).
+type Exit = (usize, bool, Option<f64>);
 
 #[inline(always)]
 fn run<const TRAILS: bool>(
@@ -120,7 +121,7 @@ fn run<const TRAILS: bool>(
             let hit = low[t] <= stop || high[t] >= take_profit;
             if hit || t >= due {
                 // A level reached inside the bar comes before the exit rule and max_bars.
-                break Some((t, if hit { reached(t, stop) } else { None }));
+                break Some((t, hit, if hit { reached(t, stop) } else { None }));
             }
             equity = shares * close[t];
             mark(equity);
@@ -136,9 +137,9 @@ fn run<const TRAILS: bool>(
         let held =
             |t: usize| (entry_sums.0.wrapping_add(tables.ret_sum[t]), entry_sums.1.wrapping_add(tables.ret_sq_sum[t]));
         if let Some(blocks) = blocks.as_deref_mut() {
-            blocks.trade(e, exit.map(|(x, _)| x), (totals.sum, totals.sum_sq), held);
+            blocks.trade(e, exit.map(|(x, ..)| x), (totals.sum, totals.sum_sq), held);
         }
-        let Some((x, inside)) = exit else {
+        let Some((x, at_level, inside)) = exit else {
             totals.held += (n - e) as u32;
             let (s1, s2) = held(n - 1);
             totals.sum = totals.sum.wrapping_add(s1);
@@ -147,7 +148,6 @@ fn run<const TRAILS: bool>(
         };
         let price = inside.unwrap_or(close[x]);
         // A stop or take-profit fills with the fee alone (see `market::at_level`).
-        let at_level = low[x] <= stop || high[x] >= take_profit;
         let after = shares * price * (1.0 - if at_level { tables.fee } else { tables.sell });
         let (r1, r2) = match inside {
             // The exit bar's return E[x]/E[x−1] − 1, in f64 as the market simulation has it.

@@ -14,7 +14,7 @@ use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook};
 use crate::costs::Costs;
 use crate::fixed::{BarTables, Totals, annualised, sharpe};
-use crate::market::simulate_market;
+use crate::market::{at_level, simulate_market};
 use crate::market_long::{runs_long, simulate_long};
 use crate::metrics::{ExitReason, Metrics, Side, Trade};
 use rayon::prelude::*;
@@ -166,8 +166,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, costs: 
             break value;
         };
         // A stop or take-profit fills with the fee alone (no slippage).
-        let at_level = matches!(reason, ExitReason::Stop | ExitReason::TakeProfit);
-        let proceeds = shares * close[x] * if at_level { 1.0 - costs.fee } else { sell };
+        let proceeds = shares * close[x] * if at_level(reason) { 1.0 - costs.fee } else { sell };
         acc.step(proceeds / value - 1.0, proceeds);
         held += x - e;
         closed += 1;

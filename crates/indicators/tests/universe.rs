@@ -41,6 +41,14 @@ fn long_rows(symbols: &[(String, Ohlcv)]) -> Vec<(i64, &str, [f64; 5])> {
     rows
 }
 
+/// `batch` as a Parquet file at `path`.
+fn write_parquet(path: &std::path::Path, batch: &RecordBatch) {
+    let file = std::fs::File::create(path).expect("create");
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).expect("a writer");
+    writer.write(batch).expect("write");
+    writer.close().expect("close");
+}
+
 fn same_bars(a: &Ohlcv, b: &Ohlcv) {
     assert_eq!(a.timestamps(), b.timestamps());
     for (x, y) in [(a.open(), b.open()), (a.high(), b.high()), (a.low(), b.low()), (a.close(), b.close())] {
@@ -101,22 +109,14 @@ fn a_long_csv_and_a_long_parquet_split_into_each_symbols_bars() {
     ])
     .expect("a batch");
     let path = dir.path().join("long.parquet");
-    let mut writer =
-        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).expect("create"), batch.schema(), None)
-            .expect("a writer");
-    writer.write(&batch).expect("write");
-    writer.close().expect("close");
+    write_parquet(&path, &batch);
     // A NUL in a Parquet `symbol` column (a CSV refuses NUL bytes on its own) is refused.
     let renamed: Vec<&str> = rows.iter().map(|r| if r.1 == "BTC-USD" { "BTC\0USD" } else { r.1 }).collect();
     let mut columns = batch.columns().to_vec();
     columns[0] = Arc::new(StringArray::from(renamed)) as ArrayRef;
     let nul = RecordBatch::try_new(batch.schema(), columns).expect("a batch");
     let nul_path = dir.path().join("nul.parquet");
-    let mut writer =
-        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&nul_path).expect("create"), nul.schema(), None)
-            .expect("a writer");
-    writer.write(&nul).expect("write");
-    writer.close().expect("close");
+    write_parquet(&nul_path, &nul);
     let e = MarketData::load(nul_path.to_str().expect("utf-8")).expect_err("a NUL").to_string();
     assert!(e.contains(r#"the symbol name "BTC\0USD""#), "{e}");
     check(&universe(path.to_str().expect("utf-8")), &symbols);

@@ -23,8 +23,14 @@ pub(crate) fn checksum(bytes: &[u8]) -> u64 {
     twox_hash::XxHash3_64::oneshot(bytes)
 }
 
-/// What a shard's summary records of its results file (`results_checksum`), for `merge`
-/// to refuse a shard changed since: `xxh3-64:` and 16 hex digits of the file's bytes.
+/// A checksum as a summary records it (a plot's, a shard's results file's): `xxh3-64:`
+/// and 16 hex digits.
+pub(crate) fn tagged(sum: u64) -> String {
+    format!("xxh3-64:{sum:016x}")
+}
+
+/// [`tagged`] of a file's bytes, read in pieces: what a shard's summary records of its
+/// results file (`results_checksum`), for `merge` to refuse a shard changed since.
 pub(crate) fn file_checksum(path: &Path) -> Result<String, SweepError> {
     let mut hasher = twox_hash::XxHash3_64::new();
     let mut file = fs::File::open(path).map_err(io_error(path))?;
@@ -36,7 +42,7 @@ pub(crate) fn file_checksum(path: &Path) -> Result<String, SweepError> {
         }
         std::hash::Hasher::write(&mut hasher, &buffer[..n]);
     }
-    Ok(format!("xxh3-64:{:016x}", std::hash::Hasher::finish(&hasher)))
+    Ok(tagged(std::hash::Hasher::finish(&hasher)))
 }
 
 /// The first line of a text chunk: the checksum of the rows after it.

@@ -5,6 +5,7 @@
 
 use crate::SweepSpec;
 use crate::across::{Across, by_combo_path};
+use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::output::{HeatmapOptions, SweepReport, best_json, check_writable, in_file, summary_path};
 use crate::overfit::{MergingBlocks, write_plots};
@@ -217,7 +218,7 @@ pub fn merge(
     if rows != expected_rows {
         return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
     }
-    // Staged, then put in place together at the end (see `commit_all`).
+    // Staged, then put in place together at the end (see `commit_with_summary`).
     let mut staged = vec![file.stage()?];
     let across = match across {
         Some((a, path)) => Some(a.finish(&path, strategy, spec.grid(), top.max(1))?),
@@ -254,10 +255,7 @@ pub fn merge(
         best = crate::search_run::best_rows(&report, options, top, values);
         summary["best"] = crate::search_run::rows_json(strategy, options.objective.metric(), &best);
     }
-    if let Some(path) = &out_summary {
-        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
-    }
-    crate::output::commit_all(staged)?;
+    crate::output::commit_with_summary(staged, &mut summary, out, Shard::WHOLE)?;
     Ok(SweepReport {
         summary,
         strategy: strategy.clone(),

@@ -331,20 +331,29 @@ fn held(parts: &Path, lock: &Path) -> SweepError {
     ))
 }
 
-/// A shard's results file's checksum (`results_checksum` in its summary), with which
-/// `merge` refuses a shard changed since it ran; None for a whole run.
-pub(crate) fn shard_checksum(opts: &OutputOptions, results: &Staged) -> Result<Option<String>, SweepError> {
-    (!opts.shard.is_whole()).then(|| crate::chunk_file::file_checksum(results.written())).transpose()
-}
-
-/// Puts a run's staged outputs in place, in the order staged (the summary last: it
-/// vouches for the others).
-pub(crate) fn commit_all(staged: Vec<Staged>) -> Result<(), SweepError> {
-    for file in staged {
-        let path = file.path().to_owned();
-        file.commit().map_err(io_error(&path))?;
+/// Ends a run's writing: stages `summary` beside `out` after the other staged outputs and
+/// puts them all in place in that order (the summary last: it vouches for the others).
+/// `staged[0]` is the results file, whose checksum a shard's summary records
+/// (`results_checksum`) so that `merge` refuses a shard changed since it ran. Returns
+/// where the summary went (none beside a device or FIFO).
+pub(crate) fn commit_with_summary(
+    mut staged: Vec<Staged>,
+    summary: &mut Value,
+    out: &Path,
+    shard: Shard,
+) -> Result<Option<PathBuf>, SweepError> {
+    if !shard.is_whole() {
+        summary["results_checksum"] = json!(crate::chunk_file::file_checksum(staged[0].written())?);
     }
-    Ok(())
+    let path = summary_path(out);
+    if let Some(path) = &path {
+        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
+    }
+    for file in staged {
+        let to = file.path().to_owned();
+        file.commit().map_err(io_error(&to))?;
+    }
+    Ok(path)
 }
 
 /// Fails before any work if `path` cannot be written.
@@ -574,7 +583,6 @@ pub(crate) fn run_keeping(
         staged.push(file.stage()?);
     }
     phases.add("merge", assemble_started.elapsed().as_secs_f64());
-    let results_checksum = shard_checksum(opts, &staged[0])?;
     if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
         let svg = phases
             .time("write", || write_file_staged(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path)))?;
@@ -632,18 +640,11 @@ pub(crate) fn run_keeping(
     if let Some(part) = shard_part {
         summary["overfitting_shard"] = part;
     }
-    if let Some(sum) = results_checksum {
-        summary["results_checksum"] = json!(sum);
-    }
     let telemetry = telemetry.map(|sample| sample());
     if let Some(t) = &telemetry {
         summary["telemetry"] = t.clone();
     }
-    let summary_path = summary_path(&opts.out);
-    if let Some(path) = &summary_path {
-        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
-    }
-    commit_all(staged)?;
+    let summary_path = commit_with_summary(staged, &mut summary, &opts.out, opts.shard)?;
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(SweepReport {
         summary,

@@ -13,7 +13,6 @@ use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use crate::output::{
     CheckpointLock, OutputOptions, SweepReport, check_output, extend, identity, in_file, open_checkpoint, summary_head,
-    summary_path,
 };
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::report::Heatmap;
@@ -258,9 +257,8 @@ pub fn search_to_files(
             h.offer(&row);
         }
     }
-    // Staged, then put in place together at the end (see `commit_all`).
+    // Staged, then put in place together at the end (see `commit_with_summary`).
     let mut staged = vec![file.stage()?];
-    let results_checksum = crate::output::shard_checksum(opts, &staged[0])?;
     if let (Some(h), Some(o)) = (&heatmap, &opts.heatmap) {
         staged.push(write_file_staged(&o.path, h.to_svg()?.as_bytes()).map_err(io_error(&o.path))?);
     }
@@ -324,14 +322,7 @@ pub fn search_to_files(
     if let Some(o) = &overfitting {
         summary["overfitting"] = o.to_json();
     }
-    if let Some(sum) = results_checksum {
-        summary["results_checksum"] = json!(sum);
-    }
-    let summary_path = summary_path(&opts.out);
-    if let Some(path) = &summary_path {
-        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
-    }
-    crate::output::commit_all(staged)?;
+    let summary_path = crate::output::commit_with_summary(staged, &mut summary, &opts.out, opts.shard)?;
     drop::<Option<CheckpointLock>>(lock);
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(SearchRun {

@@ -14,9 +14,7 @@
 
 use crate::across::{Across, AcrossReport, ComboAcross, across_in_memory, by_combo_path};
 use crate::error::{SweepError, io_error};
-use crate::output::{
-    OutputOptions, check_output, check_writable, checkpoint_dir, extend, identity, open_checkpoint, summary_path,
-};
+use crate::output::{OutputOptions, check_output, check_writable, checkpoint_dir, extend, identity, open_checkpoint};
 use crate::results_file::{ResultsKind, ResultsReader, ResultsWriter};
 use crate::runner::{ChunkResult, SweepPlan};
 use crate::session::{Devices, Session};
@@ -31,7 +29,7 @@ use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::Universe;
-use threadx_profile_store::{Staged, is_special_file, write_file_staged};
+use threadx_profile_store::{Staged, is_special_file};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
 
 /// Where a universe's run stands: symbol `symbol` of `symbols` (named `name`), `done`
@@ -213,9 +211,8 @@ pub fn universe_to_files(
         }
         symbol_files.push(out);
     }
-    // Staged, then put in place with the summary (see `commit_all`).
+    // Staged, then put in place with the summary (see `commit_with_summary`).
     let results = phases.time("merge", || join(&opts.out, strategy, &symbol_files))?;
-    let results_checksum = crate::output::shard_checksum(opts, &results)?;
     let across = match (across, &across_path) {
         (Some(a), Some(path)) => {
             Some(phases.time("by-combo", || a.finish(path, strategy, spec.grid(), opts.top.max(1)))?)
@@ -241,15 +238,7 @@ pub fn universe_to_files(
             "phases": phase_report.to_json(),
         }),
     );
-    if let Some(sum) = results_checksum {
-        summary["results_checksum"] = json!(sum);
-    }
-    let mut staged = vec![results];
-    let summary_path = summary_path(&opts.out);
-    if let Some(path) = &summary_path {
-        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
-    }
-    crate::output::commit_all(staged)?;
+    let summary_path = crate::output::commit_with_summary(vec![results], &mut summary, &opts.out, opts.shard)?;
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(UniverseReport {
         summary,

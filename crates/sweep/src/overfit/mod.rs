@@ -488,9 +488,9 @@ pub(crate) fn write_plots(
     Ok(())
 }
 
-/// What a summary records of a plot file it wrote: `xxh3-64:` and 16 hex digits.
+/// What a summary records of a plot file it wrote (`chunk_file::tagged`).
 pub fn plot_checksum(bytes: &[u8]) -> String {
-    format!("xxh3-64:{:016x}", crate::chunk_file::checksum(bytes))
+    crate::chunk_file::tagged(crate::chunk_file::checksum(bytes))
 }
 
 #[cfg(test)]
