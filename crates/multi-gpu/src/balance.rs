@@ -147,7 +147,7 @@ fn time_worker<W: Workload>(
         for run in 0..options.warmup + options.runs {
             worker.injected_out_of_memory(&items)?;
             let started = Instant::now();
-            let pending = work.submit(&mut lane, items.clone())?;
+            let pending = work.submit(&mut lane, std::slice::from_ref(&items))?;
             work.finish(&mut lane, pending, &|| true)?;
             let worked = started.elapsed();
             std::thread::sleep(Duration::from_secs_f64(worked.as_secs_f64() * worker.slowdown));

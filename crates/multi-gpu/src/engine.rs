@@ -190,7 +190,13 @@ impl<W: Workload, E> Shared<'_, W, E> {
         let index = self.chunks[slot].index;
         let len = items.end - items.start;
         if len <= *fits || len == 1 {
-            match self.submit(w, state, items.clone()).and_then(|p| self.finish(w, state, slot, p)) {
+            let single = std::slice::from_ref(&items);
+            let output = self.submit(w, state, single).and_then(|p| self.finish(w, state, &[slot], p));
+            match output {
+                Ok(Some(parts)) if parts.len() != 1 => {
+                    return Err(WorkError::Failed(format!("the device gave {} outputs for one piece", parts.len())));
+                }
+                Ok(parts) => return Ok(parts.and_then(|mut p| p.pop())),
                 Err(WorkError::OutOfMemory(e)) if len > 1 => {
                     let first = {
                         let mut sched = self.lock();
@@ -206,7 +212,7 @@ impl<W: Workload, E> Shared<'_, W, E> {
                     }
                     *fits = (*fits).min(len / 2);
                 }
-                other => return other,
+                Err(e) => return Err(e),
             }
         }
         let mid = items.start + len / 2;
@@ -215,10 +221,12 @@ impl<W: Workload, E> Shared<'_, W, E> {
         Ok(Some(self.work.join(vec![first, second])))
     }
 
-    fn submit(&self, w: usize, state: &mut W::Lane, items: Range<u64>) -> Result<W::Pending, WorkError> {
+    /// Starts `pieces` as one dispatch on worker `w`.
+    fn submit(&self, w: usize, state: &mut W::Lane, pieces: &[Range<u64>]) -> Result<W::Pending, WorkError> {
         let worker = &self.workers[w];
-        worker.injected_out_of_memory(&items)?;
-        self.timed(w, 0, || worker.install(|| self.work.submit(state, items)))
+        let items: u64 = pieces.iter().map(|p| p.end - p.start).sum();
+        worker.injected_out_of_memory(&(0..items))?;
+        self.timed(w, 0, || worker.install(|| self.work.submit(state, pieces)))
     }
 
     /// Runs `f`, adding its time to phase `phase` of worker `w`.
@@ -229,16 +237,22 @@ impl<W: Workload, E> Shared<'_, W, E> {
         r
     }
 
-    /// Waits for `slot`'s output on worker `w`, or gives up once another copy of it was
-    /// delivered or the run stopped: a lagging device does not hold the run's end.
+    /// Waits for the outputs of `slots` (one dispatch) on worker `w`, or gives up once
+    /// another copy of each was delivered or the run stopped: a lagging device does not
+    /// hold the run's end.
     fn finish(
         &self,
         w: usize,
         state: &mut W::Lane,
-        slot: Slot,
+        slots: &[Slot],
         pending: W::Pending,
-    ) -> Result<Option<W::Output>, WorkError> {
-        let wanted = || !self.stop.load(Ordering::SeqCst) && !self.lock().is_done(slot);
+    ) -> Result<Option<Vec<W::Output>>, WorkError> {
+        let wanted = || {
+            !self.stop.load(Ordering::SeqCst) && {
+                let sched = self.lock();
+                slots.iter().any(|&slot| !sched.is_done(slot))
+            }
+        };
         self.timed(w, 1, || self.workers[w].install(|| self.work.finish(state, pending, &wanted)))
     }
 
@@ -306,8 +320,39 @@ impl<W: Workload, E> Shared<'_, W, E> {
     }
 }
 
-/// One lane: take chunks, keep up to the worker's depth in flight, deliver in the order
-/// taken, split what runs out of memory, retire the worker on failure.
+/// A dispatch in flight on a lane: its chunks, what the device will hand back, and when
+/// it was taken.
+struct Flight<P> {
+    slots: Vec<Slot>,
+    pending: P,
+    started: Instant,
+}
+
+impl<W: Workload, E> Shared<'_, W, E> {
+    /// The chunks of the lane's next dispatch: the first (waiting for one when `block`),
+    /// then more while they hold fewer than `width` items and another of that size still
+    /// `fits` the memory. Empty when the lane should stop.
+    fn take_dispatch(&self, w: usize, lane: usize, block: bool, width: u64, fits: u64) -> Vec<Slot> {
+        let Take::Chunk(first) = self.take(w, lane, block) else { return Vec::new() };
+        let len = |slot: Slot| self.chunks[slot].items.end - self.chunks[slot].items.start;
+        let mut slots = vec![first];
+        let mut items = len(first);
+        while items < width && items.saturating_add(len(first)) <= fits {
+            let Some(slot) = self.lock().take_more(w, lane, items, Instant::now()) else { break };
+            items += len(slot);
+            slots.push(slot);
+        }
+        slots
+    }
+
+    fn pieces(&self, slots: &[Slot]) -> Vec<Range<u64>> {
+        slots.iter().map(|&s| self.chunks[s].items.clone()).collect()
+    }
+}
+
+/// One lane: take chunks (several a dispatch where the device is wide), keep up to the
+/// worker's depth of dispatches in flight, deliver in the order taken, split what runs
+/// out of memory, retire the worker on failure.
 fn run_lane<W: Workload, E>(
     shared: &Shared<'_, W, E>,
     w: usize,
@@ -319,73 +364,119 @@ fn run_lane<W: Workload, E>(
         Ok(state) => state,
         Err(e) => return shared.fail(w, lane, &[], &e.to_string()),
     };
+    let width = shared.work.dispatch_items(&state);
     let mut fits = u64::MAX;
-    let mut flight: VecDeque<(Slot, W::Pending, Instant)> = VecDeque::new();
+    let mut flight: VecDeque<Flight<W::Pending>> = VecDeque::new();
     // Every chunk this lane holds goes back to the others when it fails.
-    let held = |flight: &VecDeque<(Slot, W::Pending, Instant)>, more: &[Slot]| -> Vec<Slot> {
-        flight.iter().map(|f| f.0).chain(more.iter().copied()).collect()
+    let held = |flight: &VecDeque<Flight<W::Pending>>, more: &[Slot]| -> Vec<Slot> {
+        flight.iter().flat_map(|f| f.slots.iter().copied()).chain(more.iter().copied()).collect()
     };
     loop {
         while flight.len() < worker.depth {
-            // With nothing in flight this waits; it returns Exit when the lane should stop.
-            let Take::Chunk(slot) = shared.take(w, lane, flight.is_empty()) else { break };
-            let chunk = &shared.chunks[slot];
-            let started = Instant::now();
-            if shared.injected_failure(w) {
-                return shared.fail(w, lane, &held(&flight, &[slot]), "injected failure (device lost)");
+            // With nothing in flight this waits; nothing taken means the lane should stop.
+            let slots = shared.take_dispatch(w, lane, flight.is_empty(), width, fits);
+            if slots.is_empty() {
+                break;
             }
-            let len = chunk.items.end - chunk.items.start;
-            let submitted = if len > fits {
+            let started = Instant::now();
+            // Every chunk taken counts towards a `FailAt` fault.
+            if slots.iter().map(|_| shared.injected_failure(w)).fold(false, |a, b| a | b) {
+                return shared.fail(w, lane, &held(&flight, &slots), "injected failure (device lost)");
+            }
+            let pieces = shared.pieces(&slots);
+            let items: u64 = pieces.iter().map(|p| p.end - p.start).sum();
+            let submitted = if items > fits {
                 Err(WorkError::OutOfMemory("larger than the largest piece that fit".into()))
             } else {
-                shared.submit(w, &mut state, chunk.items.clone())
+                shared.submit(w, &mut state, &pieces)
             };
             match submitted {
-                Ok(pending) => flight.push_back((slot, pending, started)),
+                Ok(pending) => flight.push_back(Flight { slots, pending, started }),
                 Err(WorkError::OutOfMemory(_)) => {
                     // Finish what is in flight first (it may be what holds the memory).
-                    while let Some((s, p, t)) = flight.pop_front() {
-                        if let Err(e) = finish_one(shared, w, lane, &mut state, s, p, t, &mut fits, tx) {
-                            return shared.fail(w, lane, &held(&flight, &[s, slot]), &e);
+                    while let Some(f) = flight.pop_front() {
+                        let slots_held = f.slots.clone();
+                        if let Err(e) = finish_one(shared, w, lane, &mut state, f, &mut fits, tx) {
+                            return shared.fail(w, lane, &held(&flight, &[&slots_held[..], &slots].concat()), &e);
                         }
                     }
-                    match shared.run_split(w, &mut state, slot, chunk.items.clone(), &mut fits) {
-                        Ok(Some(output)) => shared.deliver(w, lane, slot, output, started, tx),
-                        Ok(None) => shared.drop_unread(w, lane, slot),
-                        Err(e) => return shared.fail(w, lane, &[slot], &e.to_string()),
+                    if slots.len() > 1 {
+                        fits = fits.min(items / 2);
+                    }
+                    if let Err(e) = split_each(shared, w, lane, &mut state, &slots, started, &mut fits, tx) {
+                        return shared.fail(w, lane, &slots, &e);
                     }
                 }
-                Err(WorkError::Failed(e)) => return shared.fail(w, lane, &held(&flight, &[slot]), &e),
+                Err(WorkError::Failed(e)) => return shared.fail(w, lane, &held(&flight, &slots), &e),
             }
         }
-        let Some((slot, pending, started)) = flight.pop_front() else { return };
-        if let Err(e) = finish_one(shared, w, lane, &mut state, slot, pending, started, &mut fits, tx) {
-            return shared.fail(w, lane, &held(&flight, &[slot]), &e);
+        let Some(f) = flight.pop_front() else { return };
+        let slots_held = f.slots.clone();
+        if let Err(e) = finish_one(shared, w, lane, &mut state, f, &mut fits, tx) {
+            return shared.fail(w, lane, &held(&flight, &slots_held), &e);
         }
     }
 }
 
-/// Finishes one chunk in flight and delivers it (splitting it if it ran out of memory);
-/// the error is why the worker must be retired.
+/// Runs each of `slots` on its own, halving it while it runs out of memory, and delivers it.
 #[allow(clippy::too_many_arguments)]
+fn split_each<W: Workload, E>(
+    shared: &Shared<'_, W, E>,
+    w: usize,
+    lane: usize,
+    state: &mut W::Lane,
+    slots: &[Slot],
+    started: Instant,
+    fits: &mut u64,
+    tx: &mpsc::Sender<Message<W::Output, E>>,
+) -> Result<(), String> {
+    for &slot in slots {
+        match shared.run_split(w, state, slot, shared.chunks[slot].items.clone(), fits) {
+            Ok(Some(output)) => shared.deliver(w, lane, slot, output, started, tx),
+            Ok(None) => shared.drop_unread(w, lane, slot),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// Finishes one dispatch in flight and delivers its chunks (each split on its own if the
+/// dispatch ran out of memory); the error is why the worker must be retired.
 fn finish_one<W: Workload, E>(
     shared: &Shared<'_, W, E>,
     w: usize,
     lane: usize,
     state: &mut W::Lane,
-    slot: Slot,
-    pending: W::Pending,
-    started: Instant,
+    flight: Flight<W::Pending>,
     fits: &mut u64,
     tx: &mpsc::Sender<Message<W::Output, E>>,
 ) -> Result<(), String> {
-    let output = match shared.finish(w, state, slot, pending) {
-        Err(WorkError::OutOfMemory(_)) => shared.run_split(w, state, slot, shared.chunks[slot].items.clone(), fits),
-        other => other,
-    };
-    match output.map_err(|e| e.to_string())? {
-        Some(output) => shared.deliver(w, lane, slot, output, started, tx),
-        None => shared.drop_unread(w, lane, slot),
+    let Flight { slots, pending, started } = flight;
+    match shared.finish(w, state, &slots, pending) {
+        Err(WorkError::OutOfMemory(_)) => {
+            if slots.len() > 1 {
+                let items: u64 = shared.pieces(&slots).iter().map(|p| p.end - p.start).sum();
+                *fits = (*fits).min(items / 2);
+            }
+            split_each(shared, w, lane, state, &slots, started, fits, tx)
+        }
+        Err(e) => Err(e.to_string()),
+        Ok(None) => {
+            for &slot in &slots {
+                shared.drop_unread(w, lane, slot);
+            }
+            Ok(())
+        }
+        Ok(Some(outputs)) if outputs.len() != slots.len() => Err(format!(
+            "the device gave {} outputs for a dispatch of {} chunks",
+            outputs.len(),
+            slots.len()
+        )),
+        Ok(Some(outputs)) => {
+            for (slot, output) in slots.into_iter().zip(outputs) {
+                shared.deliver(w, lane, slot, output, started, tx);
+            }
+            Ok(())
+        }
     }
-    Ok(())
 }

@@ -131,7 +131,7 @@ impl Scheduler {
         if self.retired[w] || self.remaining == 0 {
             return Take::Exit;
         }
-        let slot = self.queues[w].pop_front().or_else(|| self.shared.pop_front()).or_else(|| self.steal(w, now));
+        let slot = self.queues[w].pop_front().or_else(|| self.shared.pop_front()).or_else(|| self.steal(w, 0, now));
         if let Some(slot) = slot {
             self.start(slot, w, lane, now);
             return Take::Chunk(slot);
@@ -145,7 +145,23 @@ impl Scheduler {
         }
     }
 
-    fn steal(&mut self, thief: usize, now: Instant) -> Option<Slot> {
+    /// One more chunk for a lane of `w` that is filling a wide dispatch of `group` items so
+    /// far: from its own queue, the shared one, or a steal worth it with the group counted;
+    /// never a backup (that is for a lane with nothing else to do), and never a wait.
+    pub fn take_more(&mut self, w: usize, lane: usize, group: u64, now: Instant) -> Option<Slot> {
+        if self.retired[w] {
+            return None;
+        }
+        let slot =
+            self.queues[w].pop_front().or_else(|| self.shared.pop_front()).or_else(|| self.steal(w, group, now))?;
+        self.start(slot, w, lane, now);
+        Some(slot)
+    }
+
+    /// The front chunk of the worker with the most queued time, when `thief` would finish
+    /// it (after `already` items it holds for the same dispatch) before that worker gets to
+    /// the end of its queue.
+    fn steal(&mut self, thief: usize, already: u64, now: Instant) -> Option<Slot> {
         let queued_time = |s: &Self, v: usize| {
             let items: u64 = s.queues[v].iter().map(|&c| s.items[c]).sum();
             s.time(v, items, now).unwrap_or(f64::INFINITY)
@@ -154,7 +170,7 @@ impl Scheduler {
             .filter(|&v| v != thief && !self.queues[v].is_empty())
             .max_by(|&a, &b| queued_time(self, a).total_cmp(&queued_time(self, b)))?;
         let slot = *self.queues[victim].front()?;
-        let worth = match self.time(thief, self.items[slot], now) {
+        let worth = match self.time(thief, already + self.items[slot], now) {
             Some(t) => t < queued_time(self, victim),
             None => true,
         };
@@ -277,6 +293,27 @@ mod tests {
         assert_eq!(s.tally[0].duplicates, 1);
         assert_eq!((s.tally[1].chunks, s.tally[1].items), (3, 300));
         assert_eq!(s.take(0, 0, later), Take::Exit);
+    }
+
+    #[test]
+    fn a_wide_dispatch_fills_from_its_own_queue_then_the_shared_one_and_never_backs_up() {
+        let t0 = Instant::now();
+        let order: Vec<Slot> = (0..6).collect();
+        let mut s = Scheduler::new(vec![10; 6], &order, &[0.5, 0.5], vec![Some(10.0), Some(10.0)]);
+        assert_eq!(s.take(0, 0, t0), Take::Chunk(0));
+        assert_eq!((s.take_more(0, 0, 10, t0), s.take_more(0, 0, 20, t0)), (Some(2), Some(4)));
+        // Worker 1's queue (1, 3, 5: 3 s) ends before worker 0 would end 40 items (4 s): no steal.
+        assert_eq!(s.take_more(0, 0, 30, t0), None);
+        // With less of its own in the dispatch, stealing the front of that queue pays.
+        assert_eq!(s.take_more(0, 0, 10, t0), Some(1));
+        assert_eq!(s.take(1, 0, t0), Take::Chunk(3));
+        s.fail(1, 0, &[3], "device lost", t0);
+        assert_eq!(s.take_more(1, 0, 0, t0), None, "a retired worker takes nothing");
+        // The failed worker's chunks are shared: a wide dispatch takes them in order, past its width.
+        let more: Vec<Option<Slot>> = (0..3).map(|_| s.take_more(0, 0, 40, t0)).collect();
+        assert_eq!(more, [Some(3), Some(5), None]);
+        // Every chunk is in flight on worker 0: nothing is backed up into a wide dispatch.
+        assert_eq!(s.tally[0].in_flight, 6);
     }
 
     #[test]

@@ -19,11 +19,15 @@ pub struct Chunk {
 /// Work the pool runs: items `0..items()`, run a range at a time on one device.
 ///
 /// A lane is what one worker keeps between chunks (the data resident on its GPU). `submit`
-/// starts a range and may return before the device is done (a GPU keeps two ranges in
-/// flight); `finish` waits for it, or gives up with `None` as soon as `wanted()` turns
-/// false (another worker delivered that range first, or the run stopped). The output of a range must depend only on the range,
-/// and `join` of the outputs of consecutive ranges must equal the output of their union:
-/// the pool splits ranges that run out of memory.
+/// starts one or more ranges as one dispatch and may return before the device is done (a
+/// GPU keeps two dispatches in flight); `finish` waits for them and gives one output per
+/// range, or gives up with `None` as soon as `wanted()` turns false (another worker
+/// delivered those ranges first, or the run stopped). A lane whose
+/// [`Workload::dispatch_items`] is above one chunk's items is handed several chunks a
+/// dispatch, so that a wide device is not fed a narrow one's work. The output of a range
+/// must depend only on the range (not on the ranges dispatched beside it), and `join` of
+/// the outputs of consecutive ranges must equal the output of their union: the pool splits
+/// ranges that run out of memory.
 pub trait Workload: Sync {
     type Lane: Send;
     type Pending: Send;
@@ -40,14 +44,23 @@ pub trait Workload: Sync {
     /// A lane on `device` (called on the worker's own thread).
     fn open(&self, device: &WorkerDevice) -> Result<Self::Lane, WorkError>;
 
-    fn submit(&self, lane: &mut Self::Lane, items: Range<u64>) -> Result<Self::Pending, WorkError>;
+    /// About how many items `lane` needs in one dispatch to keep its device busy; the pool
+    /// hands it consecutive chunks until they hold this many. 0 (the default): one chunk.
+    fn dispatch_items(&self, lane: &Self::Lane) -> u64 {
+        let _ = lane;
+        0
+    }
 
+    /// Starts `pieces` (at least one range) as one dispatch.
+    fn submit(&self, lane: &mut Self::Lane, pieces: &[Range<u64>]) -> Result<Self::Pending, WorkError>;
+
+    /// The outputs of a submitted dispatch, one per piece in order; `None` when no longer wanted.
     fn finish(
         &self,
         lane: &mut Self::Lane,
         pending: Self::Pending,
         wanted: &dyn Fn() -> bool,
-    ) -> Result<Option<Self::Output>, WorkError>;
+    ) -> Result<Option<Vec<Self::Output>>, WorkError>;
 
     /// The outputs of consecutive ranges, in order, as one.
     fn join(&self, parts: Vec<Self::Output>) -> Self::Output;

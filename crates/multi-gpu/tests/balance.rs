@@ -138,7 +138,7 @@ struct Lagging;
 
 impl Workload for Lagging {
     type Lane = ();
-    type Pending = (Range<u64>, Instant);
+    type Pending = (Vec<Range<u64>>, Instant);
     type Output = Vec<u64>;
 
     fn items(&self) -> u64 {
@@ -149,24 +149,24 @@ impl Workload for Lagging {
         Ok(())
     }
 
-    fn submit(&self, _: &mut (), items: Range<u64>) -> Result<Self::Pending, WorkError> {
+    fn submit(&self, _: &mut (), pieces: &[Range<u64>]) -> Result<Self::Pending, WorkError> {
         let latency = if rayon::current_num_threads() == 1 { 2_000 } else { 20 };
-        Ok((items, Instant::now() + Duration::from_millis(latency)))
+        Ok((pieces.to_vec(), Instant::now() + Duration::from_millis(latency)))
     }
 
     fn finish(
         &self,
         _: &mut (),
-        (items, ready): Self::Pending,
+        (pieces, ready): Self::Pending,
         wanted: &dyn Fn() -> bool,
-    ) -> Result<Option<Vec<u64>>, WorkError> {
+    ) -> Result<Option<Vec<Vec<u64>>>, WorkError> {
         while Instant::now() < ready {
             if !wanted() {
                 return Ok(None);
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Ok(Some(items.collect()))
+        Ok(Some(pieces.into_iter().map(|p| p.collect()).collect()))
     }
 
     fn join(&self, parts: Vec<Vec<u64>>) -> Vec<u64> {
@@ -213,7 +213,7 @@ fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
         let name = &ctx.report().name;
         let mut lane = heavy.open(&WorkerDevice::Gpu(ctx.clone())).unwrap();
         let started = Instant::now();
-        let pending = heavy.submit(&mut lane, 0..heavy.items).unwrap();
+        let pending = heavy.submit(&mut lane, &[0..heavy.items]).unwrap();
         let asked = AtomicUsize::new(0);
         let left = heavy
             .finish(&mut lane, pending, &|| {
@@ -223,13 +223,13 @@ fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
             .unwrap();
         let abandoned = started.elapsed();
         // The next read waits behind the abandoned kernel, and is right.
-        let small = heavy.submit(&mut lane, 7..9).unwrap();
+        let small = heavy.submit(&mut lane, &[7..9, 3..4]).unwrap();
         let next = heavy.finish(&mut lane, small, &|| true).unwrap();
         let drained = started.elapsed();
         println!("{name}: left after {abandoned:?}, the lane drained after {drained:?}");
         assert!(left.is_none(), "{name}: the read was waited for");
         assert_eq!(asked.load(Ordering::SeqCst), 1, "{name}");
-        assert_eq!(next, Some(vec![hash(7, heavy.rounds), hash(8, heavy.rounds)]), "{name}");
+        assert_eq!(next, Some(vec![vec![hash(7, heavy.rounds), hash(8, heavy.rounds)], vec![hash(3, heavy.rounds)]]));
         assert!(abandoned * 4 < drained, "{name}: left after {abandoned:?}, the kernel ran {drained:?}");
     }
 }

@@ -98,3 +98,46 @@ fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
         .unwrap_err();
     assert!(err.to_string().contains("every worker failed") && err.to_string().contains("30 chunks"), "{err}");
 }
+
+#[test]
+fn a_wide_device_takes_several_chunks_a_dispatch_and_the_bytes_stay_those_of_one_cpu() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let expected: Vec<u32> = (0..5_000).map(|i| hash(i, 64)).collect();
+    // 52 chunks: 51 of 97 items and one of 53.
+    let all = chunks(5_000, 97);
+    for ctx in adapters() {
+        let name = &ctx.report().name;
+        let work = Hashes::new(5_000, 64).gpu_width(1_000);
+        let pool = DevicePool::new(vec![Worker::gpu(0, ctx.clone())]).unwrap();
+        let (out, stats) = run(&pool, &work, &all, &DistributeOptions::new("hashes"));
+        assert_eq!(out, expected, "{name}");
+        assert_eq!(stats.workers[0].chunks, 52);
+        // Eleven chunks (1,067 items) reach the width of 1,000: four such dispatches, then the rest.
+        assert_eq!(*work.dispatched.lock().unwrap(), [1_067, 1_067, 1_067, 1_067, 732], "{name}");
+
+        // A memory that holds 500 items: the first dispatch is refused, its chunks run one
+        // by one, and later dispatches take what fits (five chunks, 485 items).
+        let work = Hashes::new(5_000, 64).gpu_width(1_000);
+        let gpu = Worker::gpu(0, ctx.clone()).with_fault(Fault::OutOfMemoryAbove { items: 500 });
+        let (out, _) = run(&DevicePool::new(vec![gpu]).unwrap(), &work, &all, &DistributeOptions::new("hashes"));
+        assert_eq!(out, expected, "{name}");
+        let sizes = [vec![97; 11], vec![485; 8], vec![53]].concat();
+        assert_eq!(*work.dispatched.lock().unwrap(), sizes, "{name}");
+
+        // Beside the CPU, in shuffled orders: running out of memory above 500 items, or
+        // lost on the 16th chunk it takes (in its second dispatch).
+        for (seed, fault) in [(1, Fault::OutOfMemoryAbove { items: 500 }), (2, Fault::FailAt { chunk: 15 })] {
+            let work = Hashes::new(5_000, 64).gpu_width(1_000);
+            let gpu = Worker::gpu(0, ctx.clone()).with_fault(fault);
+            let mut options = DistributeOptions::new("hashes");
+            options.ratios = Some(ratios(&[(gpu.name(), 0.7), ("cpu", 0.3)]));
+            options.shuffle = Some(seed);
+            let pool = DevicePool::new(vec![gpu, Worker::cpu().with_lanes(1)]).unwrap();
+            let (out, stats) = run(&pool, &work, &all, &options);
+            assert_eq!(out, expected, "{name}: {fault:?}");
+            // The CPU may take every chunk before the GPU's 16th; if the GPU failed, it was this.
+            let failed = stats.workers[0].failed.as_deref();
+            assert!(failed.is_none_or(|f| f.contains("injected failure")), "{stats:?}");
+        }
+    }
+}

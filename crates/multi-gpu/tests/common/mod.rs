@@ -4,13 +4,13 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
-use threadx_dispatch::{Dispatch, GpuContext, Kernel, PendingRead};
+use threadx_dispatch::{Dispatch, GpuContext, Kernel, PendingRead, wgpu};
 use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions, PoolError, RunStats, WorkError, WorkerDevice, Workload};
 
 const HASH: Kernel = Kernel {
     name: "pool_test_hash",
     source: "
-struct Params { first: u32, count: u32, rounds: u32, pad: u32 }
+struct Params { first: u32, count: u32, rounds: u32, offset: u32 }
 @group(0) @binding(0) var<storage, read_write> out: array<u32>;
 @group(0) @binding(1) var<uniform> params: Params;
 @compute @workgroup_size(64)
@@ -21,7 +21,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         x ^= x << 13u; x ^= x >> 17u; x ^= x << 5u;
         x = x * 0x9E3779B1u + r;
     }
-    out[gid.x] = x;
+    out[params.offset + gid.x] = x;
 }",
     entry: "main",
 };
@@ -41,20 +41,29 @@ pub fn hash(item: u32, rounds: u32) -> u32 {
 /// `items` hashes of `rounds` rounds each: item i's output is `hash(i)`. On the CPU each
 /// item also takes `nap` of sleep: a simulated device whose speed is set in time, not by
 /// how busy the machine's cores are (tests of the balance use it, so they hold under load).
+/// A GPU lane asks for `gpu_width` items a dispatch.
 pub struct Hashes {
     pub items: u64,
     pub rounds: u32,
     pub nap: std::time::Duration,
+    pub gpu_width: u64,
+    /// The items of every dispatch, in the order submitted (what tests of wide dispatches read).
+    pub dispatched: std::sync::Mutex<Vec<u64>>,
 }
 
 impl Hashes {
     pub fn new(items: u64, rounds: u32) -> Self {
-        Self { items, rounds, nap: std::time::Duration::ZERO }
+        Self { items, rounds, nap: std::time::Duration::ZERO, gpu_width: 0, dispatched: Default::default() }
     }
 
     /// Items that each take `nap` of sleep and a few rounds of hashing on the CPU.
     pub fn napping(items: u64, nap: std::time::Duration) -> Self {
-        Self { items, rounds: 4, nap }
+        Self { rounds: 4, nap, ..Self::new(items, 4) }
+    }
+
+    /// The same work, a GPU lane taking `width` items a dispatch.
+    pub fn gpu_width(self, width: u64) -> Self {
+        Self { gpu_width: width, ..self }
     }
 }
 
@@ -63,9 +72,10 @@ pub enum Lane {
     Gpu(Arc<GpuContext>),
 }
 
+/// The outputs (all pieces' in one vector) and each piece's length.
 pub enum Pending {
-    Ready(Vec<u32>),
-    Gpu(PendingRead<u32>),
+    Ready(Vec<u32>, Vec<u64>),
+    Gpu(PendingRead<u32>, Vec<u64>),
 }
 
 impl Workload for Hashes {
@@ -87,20 +97,43 @@ impl Workload for Hashes {
         })
     }
 
-    fn submit(&self, lane: &mut Lane, items: Range<u64>) -> Result<Pending, WorkError> {
+    fn dispatch_items(&self, lane: &Lane) -> u64 {
+        match lane {
+            Lane::Cpu => 0,
+            Lane::Gpu(_) => self.gpu_width,
+        }
+    }
+
+    fn submit(&self, lane: &mut Lane, pieces: &[Range<u64>]) -> Result<Pending, WorkError> {
+        let lens: Vec<u64> = pieces.iter().map(|p| p.end - p.start).collect();
+        self.dispatched.lock().unwrap().push(lens.iter().sum());
         match lane {
             // One thread per range: workers measured side by side do not share cores.
             Lane::Cpu => {
-                std::thread::sleep(self.nap * (items.end - items.start) as u32);
-                Ok(Pending::Ready(items.map(|i| hash(i as u32, self.rounds)).collect()))
+                let items = pieces.iter().flat_map(|p| p.clone());
+                std::thread::sleep(self.nap * lens.iter().sum::<u64>() as u32);
+                Ok(Pending::Ready(items.map(|i| hash(i as u32, self.rounds)).collect(), lens))
             }
             Lane::Gpu(ctx) => {
-                let count = (items.end - items.start) as u32;
-                let out = ctx.output_buffer::<u32>("hashes", count as usize)?;
-                let params = ctx.uniform_buffer("params", &[items.start as u32, count, self.rounds, 0])?;
-                let launch =
-                    Dispatch { kernel: &HASH, buffers: &[&out, &params], workgroups: ctx.grid(&HASH, count.into())? };
-                Ok(Pending::Gpu(ctx.dispatch_and_read_back(&[launch], &out, count as usize, None)?))
+                // Every piece a dispatch of its own, writing its place in one output: one read-back.
+                let total: u64 = lens.iter().sum();
+                let out = ctx.output_buffer::<u32>("hashes", total as usize)?;
+                let mut offset = 0u32;
+                let mut params = Vec::new();
+                for p in pieces {
+                    let count = (p.end - p.start) as u32;
+                    params.push((ctx.uniform_buffer("params", &[p.start as u32, count, self.rounds, offset])?, count));
+                    offset += count;
+                }
+                let buffers: Vec<[&wgpu::Buffer; 2]> = params.iter().map(|(u, _)| [&out, u]).collect();
+                let launches = buffers
+                    .iter()
+                    .zip(&params)
+                    .map(|(b, (_, count))| {
+                        Ok(Dispatch { kernel: &HASH, buffers: b, workgroups: ctx.grid(&HASH, (*count).into())? })
+                    })
+                    .collect::<Result<Vec<_>, WorkError>>()?;
+                Ok(Pending::Gpu(ctx.dispatch_and_read_back(&launches, &out, total as usize, None)?, lens))
             }
         }
     }
@@ -110,11 +143,22 @@ impl Workload for Hashes {
         lane: &mut Lane,
         pending: Pending,
         wanted: &dyn Fn() -> bool,
-    ) -> Result<Option<Vec<u32>>, WorkError> {
+    ) -> Result<Option<Vec<Vec<u32>>>, WorkError> {
+        let split = |all: Vec<u32>, lens: &[u64]| {
+            let mut at = 0;
+            lens.iter()
+                .map(|&n| {
+                    at += n as usize;
+                    all[at - n as usize..at].to_vec()
+                })
+                .collect()
+        };
         match (lane, pending) {
-            (_, Pending::Ready(v)) => Ok(Some(v)),
-            (Lane::Gpu(ctx), Pending::Gpu(read)) => Ok(ctx.finish_read_back(read, wanted)?.map(|read| read.items)),
-            (Lane::Cpu, Pending::Gpu(_)) => Err(WorkError::Failed("a GPU read on the CPU".into())),
+            (_, Pending::Ready(v, lens)) => Ok(Some(split(v, &lens))),
+            (Lane::Gpu(ctx), Pending::Gpu(read, lens)) => {
+                Ok(ctx.finish_read_back(read, wanted)?.map(|read| split(read.items, &lens)))
+            }
+            (Lane::Cpu, Pending::Gpu(..)) => Err(WorkError::Failed("a GPU read on the CPU".into())),
         }
     }
 
