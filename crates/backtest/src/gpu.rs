@@ -241,6 +241,14 @@ impl GpuBacktester {
         &self.ctx
     }
 
+    /// Combos one call should hold to fill the device ([`GpuContext::parallelism`]), within
+    /// what its largest buffer holds of their runs and block snapshots.
+    pub fn dispatch_combos(&self) -> u64 {
+        let per_combo =
+            (std::mem::size_of::<Run>() + 16 * self.blocks.as_ref().map_or(0, BlockCuts::snapshot_len)) as u64;
+        self.ctx.parallelism().min(self.ctx.limits().max_buffer_size / per_combo).max(1)
+    }
+
     /// The totals of every plan, in order (and their blocks): the same bits as the CPU's.
     pub fn run(&self, plans: &[ComboPlan]) -> Result<BatchTotals, GpuError> {
         let pending = self.submit(plans)?;

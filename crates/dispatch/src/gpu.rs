@@ -145,6 +145,18 @@ impl GpuContext {
         Ok(pipeline)
     }
 
+    /// About how many invocations the adapter runs at once, by its type (wgpu tells no
+    /// core count): a discrete GPU 2^18 (an H100 holds 132 × 2,048 threads), an integrated
+    /// or virtual one 2^16, a CPU-software adapter 2^12 per host thread. Work is handed to
+    /// a device in dispatches at least this wide, so that it is not latency-bound.
+    pub fn parallelism(&self) -> u64 {
+        match self.report.device_type.as_str() {
+            "discrete GPU" => 1 << 18,
+            "CPU (software)" => 4096 * std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
+            _ => 1 << 16,
+        }
+    }
+
     /// The largest storage buffer one binding can hold, in bytes (callers cut work to it).
     pub fn max_binding_bytes(&self) -> u64 {
         self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)

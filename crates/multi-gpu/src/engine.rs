@@ -226,7 +226,9 @@ impl<W: Workload, E> Shared<'_, W, E> {
         let worker = &self.workers[w];
         let items: u64 = pieces.iter().map(|p| p.end - p.start).sum();
         worker.injected_out_of_memory(&(0..items))?;
-        self.timed(w, 0, || worker.install(|| self.work.submit(state, pieces)))
+        let pending = self.timed(w, 0, || worker.install(|| self.work.submit(state, pieces)))?;
+        self.lock().tally[w].dispatches += 1;
+        Ok(pending)
     }
 
     /// Runs `f`, adding its time to phase `phase` of worker `w`.
@@ -467,11 +469,9 @@ fn finish_one<W: Workload, E>(
             }
             Ok(())
         }
-        Ok(Some(outputs)) if outputs.len() != slots.len() => Err(format!(
-            "the device gave {} outputs for a dispatch of {} chunks",
-            outputs.len(),
-            slots.len()
-        )),
+        Ok(Some(outputs)) if outputs.len() != slots.len() => {
+            Err(format!("the device gave {} outputs for a dispatch of {} chunks", outputs.len(), slots.len()))
+        }
         Ok(Some(outputs)) => {
             for (slot, output) in slots.into_iter().zip(outputs) {
                 shared.deliver(w, lane, slot, output, started, tx);

@@ -20,6 +20,8 @@ struct Run {
 pub(crate) struct Tally {
     /// Chunks whose output was taken from this worker.
     pub chunks: u64,
+    /// Dispatches submitted (several chunks each on a wide device).
+    pub dispatches: u64,
     pub items: u64,
     /// Seconds with at least one chunk in flight.
     pub busy: f64,

@@ -14,6 +14,8 @@ pub struct WorkerStats {
     pub name: String,
     /// Chunks whose output came from this worker.
     pub chunks: u64,
+    /// Dispatches it ran: a wide device takes several chunks in one.
+    pub dispatches: u64,
     pub items: u64,
     /// Seconds with at least one chunk in flight.
     pub busy_s: f64,
@@ -63,7 +65,7 @@ impl RunStats {
             .iter()
             .map(|w| {
                 let mut v = json!({
-                    "chunks": w.chunks, unit: w.items, "busy_s": w.busy_s,
+                    "chunks": w.chunks, "dispatches": w.dispatches, unit: w.items, "busy_s": w.busy_s,
                     format!("{unit}_per_s"): w.items_per_s, "share": w.share,
                 });
                 if let Some(f) = &w.failed {
@@ -112,6 +114,7 @@ pub(crate) fn stats_of<W: Workload>(
         lane_s: w.lanes as f64 * pass_s,
         name: w.name.clone(),
         chunks: t.chunks,
+        dispatches: t.dispatches,
         items: t.items,
         busy_s: t.busy,
         items_per_s: if t.busy > 0.0 { t.finished_items as f64 / t.busy } else { 0.0 },

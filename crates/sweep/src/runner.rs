@@ -6,6 +6,7 @@ use crate::combos::ComboSet;
 use crate::error::SweepError;
 use crate::search::SearchMethod;
 use crate::spec::SweepSpec;
+use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -436,18 +437,33 @@ pub enum SweepLane {
     Gpu(Arc<GpuBacktester>),
 }
 
-/// A range submitted: done (the CPU), or its totals still on the GPU.
+/// Ranges submitted: done (the CPU, a result per range), or their totals still on the GPU
+/// (with each range's combos).
 #[derive(Debug)]
 pub enum SweepPending {
-    Done(ChunkResult),
-    Gpu(Vec<u64>, PendingTotals),
+    Done(Vec<ChunkResult>),
+    Gpu(Vec<Vec<u64>>, PendingTotals),
 }
 
 impl SweepWork<'_> {
     fn rows(&self, combos: Vec<u64>, batch: BatchTotals) -> ChunkResult {
         let book = &self.sweep.book;
-        let metrics = batch.totals.iter().map(|t| t.metrics(book.bars(), book.bars_per_year())).collect();
+        let metrics = batch.totals.par_iter().map(|t| t.metrics(book.bars(), book.bars_per_year())).collect();
         ChunkResult { combos, metrics, blocks: batch.blocks }
+    }
+
+    /// The rows of one dispatch's `batch`, cut back into its ranges (`combos` of each).
+    fn rows_of_pieces(&self, combos: Vec<Vec<u64>>, mut batch: BatchTotals) -> Vec<ChunkResult> {
+        let per = self.sweep.tables.blocks().map_or(0, BlockCuts::stats_len);
+        let mut pieces = Vec::with_capacity(combos.len());
+        // From the last range back, so that each cut leaves the ranges before it in place.
+        for combos in combos.into_iter().rev() {
+            let first = batch.totals.len() - combos.len();
+            let part =
+                BatchTotals { totals: batch.totals.split_off(first), blocks: batch.blocks.split_off(first * per) };
+            pieces.push((combos, part));
+        }
+        pieces.into_par_iter().rev().map(|(combos, part)| self.rows(combos, part)).collect()
     }
 }
 
@@ -471,14 +487,31 @@ impl Workload for SweepWork<'_> {
         })
     }
 
-    fn submit(&self, lane: &mut SweepLane, items: Range<u64>) -> Result<SweepPending, WorkError> {
-        let (combos, plans) = self.sweep.plans(items, self.batch);
+    fn dispatch_items(&self, lane: &SweepLane) -> u64 {
+        match lane {
+            SweepLane::Cpu => 0,
+            SweepLane::Gpu(gpu) => gpu.dispatch_combos(),
+        }
+    }
+
+    fn submit(&self, lane: &mut SweepLane, pieces: &[Range<u64>]) -> Result<SweepPending, WorkError> {
+        // Each range's plans packed on the host's pool.
+        let parts: Vec<(Vec<u64>, Vec<ComboPlan>)> =
+            pieces.par_iter().map(|p| self.sweep.plans(p.clone(), self.batch)).collect();
         Ok(match lane {
-            SweepLane::Cpu => {
-                let totals = simulate_cpu(&self.sweep.book, &self.sweep.tables, &plans);
-                SweepPending::Done(self.rows(combos, totals))
+            SweepLane::Cpu => SweepPending::Done(
+                parts
+                    .into_iter()
+                    .map(|(combos, plans)| {
+                        self.rows(combos, simulate_cpu(&self.sweep.book, &self.sweep.tables, &plans))
+                    })
+                    .collect(),
+            ),
+            SweepLane::Gpu(gpu) => {
+                let plans: Vec<ComboPlan> = parts.iter().flat_map(|(_, plans)| plans.iter().copied()).collect();
+                let pending = gpu.submit(&plans)?;
+                SweepPending::Gpu(parts.into_iter().map(|(combos, _)| combos).collect(), pending)
             }
-            SweepLane::Gpu(gpu) => SweepPending::Gpu(combos, gpu.submit(&plans)?),
         })
     }
 
@@ -487,11 +520,11 @@ impl Workload for SweepWork<'_> {
         lane: &mut SweepLane,
         pending: SweepPending,
         wanted: &dyn Fn() -> bool,
-    ) -> Result<Option<ChunkResult>, WorkError> {
+    ) -> Result<Option<Vec<ChunkResult>>, WorkError> {
         match (lane, pending) {
             (_, SweepPending::Done(rows)) => Ok(Some(rows)),
             (SweepLane::Gpu(gpu), SweepPending::Gpu(combos, totals)) => {
-                Ok(gpu.collect(totals, wanted)?.map(|totals| self.rows(combos, totals)))
+                Ok(gpu.collect(totals, wanted)?.map(|batch| self.rows_of_pieces(combos, batch)))
             }
             (SweepLane::Cpu, SweepPending::Gpu(..)) => Err(WorkError::Failed("GPU totals on a CPU lane".into())),
         }

@@ -532,3 +532,38 @@ fn the_estimate_counts_the_gpu_upload_where_a_gpu_may_run() {
         |mode| plan(&SweepRequest { device: Some(mode), ..small.clone() }, 35_040, u64::MAX).unwrap().data_bytes();
     assert_eq!(small_bytes(DeviceMode::Auto), small_bytes(DeviceMode::Cpu), "small: auto runs on the CPU");
 }
+
+#[test]
+fn a_gpu_takes_long_datas_chunks_a_dispatch_at_a_time_and_gives_the_cpus_bytes() {
+    // 2^20 bars: the CPU's logical chunks of one combo each, as long data's are narrow.
+    let d = Ohlcv::load("synthetic:bars=1048576,seed=9").unwrap();
+    let mut spec = SweepRequest::new(
+        "bb_atr",
+        &[("bb_period", "10,20"), ("bb_std", "2"), ("atr_period", "14"), ("atr_mult", "1:3:1")],
+    );
+    spec.chunk_size = Some(1);
+    spec.overfitting = Some(Default::default());
+    let dir = tempfile::tempdir().unwrap();
+    let whole = run(&d, &spec, &options(&dir.path().join("cpu.csv")), 2);
+    let profile = tempfile::tempdir().unwrap();
+    let dispatcher = cpu(&profile);
+    let bank = IndicatorBank::new(&d, &dispatcher);
+    let sweep = Sweep::prepare(&bank, &checked(&spec)).unwrap();
+    for (a, ctx) in adapters().iter().enumerate() {
+        let pool = DevicePool::new(vec![Worker::gpu(a, ctx.clone())]).unwrap();
+        let out = dir.path().join(format!("gpu{a}.csv"));
+        let summary = to_files(&sweep, &d, &pool, &[1.0], &options(&out)).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), whole, "{}", ctx.report().name);
+        let cpu_summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("cpu.json")).unwrap()).unwrap();
+        let statistics = |s: &serde_json::Value| {
+            let mut o = s["overfitting"].clone();
+            o.as_object_mut().unwrap().remove("seconds");
+            o
+        };
+        assert_eq!(statistics(&summary), statistics(&cpu_summary), "{}", ctx.report().name);
+        // Six chunks of one combo, in one dispatch: the adapter asks for thousands of combos.
+        let worker = summary["workers"].as_object().unwrap().values().next().unwrap().clone();
+        assert_eq!((worker["chunks"].as_u64(), worker["dispatches"].as_u64()), (Some(6), Some(1)), "{summary:#}");
+    }
+}
