@@ -213,7 +213,7 @@ fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
         let name = &ctx.report().name;
         let mut lane = heavy.open(&WorkerDevice::Gpu(ctx.clone())).unwrap();
         let started = Instant::now();
-        let pending = heavy.submit(&mut lane, &[0..heavy.items]).unwrap();
+        let pending = heavy.submit(&mut lane, std::slice::from_ref(&(0..heavy.items))).unwrap();
         let asked = AtomicUsize::new(0);
         let left = heavy
             .finish(&mut lane, pending, &|| {
