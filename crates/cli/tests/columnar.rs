@@ -129,10 +129,12 @@ fn sigkilled_parquet_and_arrow_sweeps_resume_to_the_same_rows() {
         a.extend(["--chunk-size", "4", "--threads", "1", "--out", out]);
         a
     };
-    let whole = threadx(dir.path(), &args("whole.csv"));
-    assert!(whole.status.success(), "{}", text(&whole.stderr));
-    // Parquet keeps each chunk as a Parquet table, Arrow as binary rows.
-    for (out, chunk) in [("r.parquet", "parquet"), ("r.arrow", "rows")] {
+    for whole in ["whole.csv", "whole.parquet", "whole.arrow"] {
+        let out = threadx(dir.path(), &args(whole));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    // Parquet and Arrow keep each chunk as binary rows.
+    for (out, chunk) in [("r.parquet", "rows"), ("r.arrow", "rows")] {
         let parts = dir.path().join(format!("{out}.parts"));
         kill_once_checkpointed(dir.path(), &args(out), &parts, chunk, 3);
         assert!(!dir.path().join(out).exists(), "a killed sweep leaves no results file");
@@ -147,6 +149,13 @@ fn sigkilled_parquet_and_arrow_sweeps_resume_to_the_same_rows() {
         assert!(resumed.status.success(), "{}", text(&resumed.stderr));
         assert!(text(&resumed.stderr).contains("rows do not match their checksum"), "{}", text(&resumed.stderr));
         assert_eq!(as_csv(&dir.path().join(out)), read(&dir.path().join("whole.csv")), "{out}");
+        // The same bytes as the run that was never stopped.
+        let ext = out.rsplit('.').next().unwrap();
+        assert!(
+            std::fs::read(dir.path().join(out)).unwrap()
+                == std::fs::read(dir.path().join(format!("whole.{ext}"))).unwrap(),
+            "{out}"
+        );
     }
 }
 
@@ -167,6 +176,9 @@ fn parquet_and_csv_shards_merge_into_the_one_process_rows() {
     assert_eq!(read(&dir.path().join("m.csv")), whole);
     assert_eq!(as_csv(&dir.path().join("m.parquet")), whole);
     assert_eq!(as_csv(&dir.path().join("whole.parquet")), whole);
+    // Shards merged: the bytes of the one process's Parquet.
+    let bytes = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    assert!(bytes("m.parquet") == bytes("whole.parquet"), "the merged Parquet differs from the one process's");
     // Another strategy's Parquet is no shard of this one.
     let mut other = SMALL.to_vec();
     other.truncate(3);

@@ -8,10 +8,9 @@
 
 use crate::error::{SweepError, io_error};
 use crate::output::in_file;
-use crate::rows::{Lead, ParamTexts, Row, columns, parse_row, push_row, row_of};
+use crate::rows::{Lead, ParamTexts, Row, parse_row};
 use crate::runner::ChunkResult;
-use crate::table::{ColumnarReader, ColumnarWriter, TableFormat};
-use bytes::Bytes;
+use crate::table::TableFormat;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -95,12 +94,12 @@ const MAGIC: &[u8; 8] = b"TXROWS01";
 /// A binary row: the combo, then each metric's f64 bits, little endian.
 const ROW_BYTES: usize = 8 * (1 + Metrics::NAMES.len());
 
-/// How a grid run keeps its chunks: as text for a CSV results file, as a Parquet table
-/// for a Parquet one, as binary rows for an Arrow one.
+/// How a grid run keeps its chunks: as text for a CSV results file, as binary rows for a
+/// Parquet or Arrow one (whose row groups are cut by row count when the file is written,
+/// never by chunk).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChunkForm {
     Text,
-    Parquet,
     Binary,
 }
 
@@ -109,28 +108,20 @@ impl ChunkForm {
     pub(crate) fn of(out: &Path) -> Self {
         match TableFormat::of(out) {
             TableFormat::Csv => Self::Text,
-            TableFormat::Parquet => Self::Parquet,
-            TableFormat::Arrow => Self::Binary,
+            TableFormat::Parquet | TableFormat::Arrow => Self::Binary,
         }
     }
 
     pub(crate) fn path(self, parts: &Path, chunk: u64) -> PathBuf {
         match self {
             Self::Text => chunk_path(parts, chunk),
-            Self::Parquet => parts.join(format!("chunk-{chunk:08}.parquet")),
             Self::Binary => parts.join(format!("chunk-{chunk:08}.rows")),
         }
     }
 
     /// The file of a finished chunk's rows, each after its `lead` (a universe's symbol;
     /// binary rows leave it to the results file).
-    pub(crate) fn encode(
-        self,
-        strategy: &Strategy,
-        book: &SignalBook,
-        r: &ChunkResult,
-        lead: Lead<'_>,
-    ) -> Result<Vec<u8>, SweepError> {
+    pub(crate) fn encode(self, book: &SignalBook, r: &ChunkResult, lead: Lead<'_>) -> Result<Vec<u8>, SweepError> {
         let grid = || book.grid().ok_or_else(|| SweepError::Spec("checkpoint chunks hold a grid's combos".into()));
         Ok(match self {
             Self::Text => {
@@ -141,19 +132,6 @@ impl ChunkForm {
                         params.write_row(text, combo, m);
                     }
                 })
-            }
-            Self::Parquet => {
-                let columns = columns(strategy, lead.kind().lead());
-                let mut table = ColumnarWriter::new(Vec::new(), "a chunk", TableFormat::Parquet, &columns)?;
-                let grid = grid()?;
-                let mut cursor = grid.cursor();
-                for (&combo, m) in r.combos.iter().zip(&r.metrics) {
-                    push_row(&mut table, strategy, lead, combo, &grid.values_at(cursor.index(combo)), m)?;
-                }
-                let mut bytes = table.finish()?;
-                let sum = checksum(&bytes);
-                bytes.extend_from_slice(&sum.to_le_bytes());
-                bytes
             }
             Self::Binary => {
                 let mut bytes = Vec::with_capacity(MAGIC.len() + r.combos.len() * ROW_BYTES + 8);
@@ -169,18 +147,6 @@ impl ChunkForm {
                 bytes
             }
         })
-    }
-
-    /// The Parquet table of a Parquet chunk, checked.
-    pub(crate) fn table(self, path: &Path) -> Result<Bytes, SweepError> {
-        debug_assert_eq!(self, Self::Parquet);
-        let mut bytes = fs::read(path).map_err(io_error(path))?;
-        let body = bytes.len().checked_sub(8).ok_or_else(|| changed(path, "no checksum"))?;
-        if checksum(&bytes[..body]).to_le_bytes() != bytes[body..] {
-            return Err(changed(path, "its rows do not match their checksum"));
-        }
-        bytes.truncate(body);
-        Ok(Bytes::from(bytes))
     }
 
     /// A text chunk's file, past its checksum line: its rows as they go into the results
@@ -200,7 +166,6 @@ impl ChunkForm {
     pub(crate) fn verify(self, path: &Path) -> Result<(), SweepError> {
         match self {
             Self::Text => read_chunk(path).map(drop),
-            Self::Parquet => self.table(path).map(drop),
             Self::Binary => binary_rows(path, &fs::read(path).map_err(io_error(path))?).map(drop),
         }
     }
@@ -225,17 +190,6 @@ impl ChunkForm {
                     row.and_then(|row| parse_row(strategy, row)).map_err(|e| in_file(path, e))
                 })
                 .collect(),
-            Self::Parquet => {
-                let what = format!("a {strategy} checkpoint chunk");
-                let kind = lead.kind();
-                let columns = columns(strategy, kind.lead());
-                let mut table = ColumnarReader::parquet(self.table(path)?, path, &columns, &what)?;
-                let mut rows = Vec::new();
-                while let Some(row) = table.next_row()? {
-                    rows.push(row_of(strategy, &row, kind.lead().len()).map_err(|e| in_file(path, e))?);
-                }
-                Ok(rows)
-            }
             Self::Binary => {
                 let bytes = fs::read(path).map_err(io_error(path))?;
                 let rows = binary_rows(path, &bytes)?;

@@ -31,6 +31,7 @@ mod memory_tables;
 mod merge;
 mod output;
 mod overfit;
+mod parquet_groups;
 mod report;
 mod request;
 mod results_file;

@@ -22,7 +22,6 @@ use crate::rows::{Lead, Row, row_json};
 use crate::runner::{ChunkResult, Sweep};
 use crate::spec::SweepSpec;
 use crate::spec::fnv1a;
-use crate::table::ParquetJoin;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fs;
@@ -517,7 +516,7 @@ pub(crate) fn run_keeping(
     let mut rows_run = 0u64;
     let write_chunk = |chunk: u64, r: &ChunkResult| -> Result<(), SweepError> {
         let t = Instant::now();
-        let bytes = form.encode(strategy, book, r, lead)?;
+        let bytes = form.encode(book, r, lead)?;
         let path = form.path(&parts, chunk);
         if let Some((_, cuts)) = blocks {
             write_chunk_blocks(&blocks_path(&path), r, cuts)?;
@@ -556,32 +555,19 @@ pub(crate) fn run_keeping(
     // failure (a full disk) before then leaves the old set whole.
     let mut staged = Vec::new();
     let assemble_started = Instant::now();
-    if form == ChunkForm::Parquet {
-        // The chunks' column chunks copied as the workers encoded them.
-        let mut file = ParquetJoin::new(&opts.out);
-        for &c in &chunks {
-            file.append(form.table(&form.path(&parts, c))?)?;
-        }
-        staged.push(match file.stage()? {
-            Some(file) => file,
-            // No chunk in this shard: an empty table.
-            None => ResultsWriter::create(&opts.out, strategy, kind)?.stage()?,
-        });
-    } else {
-        let mut file = ResultsWriter::create(&opts.out, strategy, kind)?;
-        for &c in &chunks {
-            let path = form.path(&parts, c);
-            match form {
-                ChunkForm::Text => file.csv_file(&mut form.rows_file(&path)?)?,
-                _ => {
-                    for row in form.rows(&path, strategy, book, lead)? {
-                        file.row(strategy, lead, &row)?;
-                    }
+    let mut file = ResultsWriter::create(&opts.out, strategy, kind)?;
+    for &c in &chunks {
+        let path = form.path(&parts, c);
+        match form {
+            ChunkForm::Text => file.csv_file(&mut form.rows_file(&path)?)?,
+            ChunkForm::Binary => {
+                for row in form.rows(&path, strategy, book, lead)? {
+                    file.row(strategy, lead, &row)?;
                 }
             }
         }
-        staged.push(file.stage()?);
     }
+    staged.push(file.stage()?);
     phases.add("merge", assemble_started.elapsed().as_secs_f64());
     if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
         let svg = phases

@@ -3,22 +3,15 @@
 //! stay integers, choices are text, and an empty CSV field (NaN) is a null. The CSV forms
 //! of the same tables stay where they are (`rows.rs`, byte for byte as before).
 
-use crate::error::{SweepError, io_error};
+use crate::error::{SweepError, file_error, io_error};
+use crate::parquet_groups::{ParquetGroups, ROWS_PER_GROUP};
 use arrow::array::{
     Array, ArrayRef, AsArray, Float64Builder, Int64Builder, RecordBatch, RecordBatchReader, StringBuilder,
     TimestampMillisecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef, TimeUnit};
-use bytes::Bytes;
-use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::column::writer::ColumnCloseResult;
-use parquet::file::metadata::{KeyValue, ParquetMetaDataReader};
-use parquet::file::properties::WriterProperties;
 use parquet::file::reader::ChunkReader;
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::ColumnPath;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -117,7 +110,7 @@ enum Builder {
 }
 
 enum Sink<W: Write + Send> {
-    Parquet(ArrowWriter<W>),
+    Parquet(ParquetGroups<W>),
     Arrow(arrow::ipc::writer::FileWriter<W>),
     /// The record batches themselves, kept in memory.
     Memory(Vec<RecordBatch>),
@@ -161,38 +154,21 @@ impl<W: Write + Send> std::fmt::Debug for ColumnarWriter<W> {
     }
 }
 
-/// Rows per row group: large enough that zstd and the column statistics pay, small
-/// enough that a group's builders stay a few MB.
-pub(crate) const ROWS_PER_GROUP: usize = 1 << 16;
-
-/// The writer properties of our Parquet: zstd level 3, row groups of [`ROWS_PER_GROUP`],
-/// dictionaries only for columns whose values repeat (of `columns`; none given: every
-/// column). A key or a float metric has about as many values as rows: their dictionaries
-/// were 12 % of a Parquet run's CPU and then given up for plain pages anyway.
-fn parquet_properties(kv: Option<Vec<KeyValue>>, columns: &Columns) -> Result<WriterProperties, SweepError> {
-    let level = ZstdLevel::try_new(3).map_err(|e| SweepError::Results(e.to_string()))?;
-    let mut builder = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
-        .set_max_row_group_row_count(Some(ROWS_PER_GROUP))
-        .set_key_value_metadata(kv);
-    for (name, t) in columns {
-        if matches!(t, ColumnType::Key | ColumnType::Float) {
-            builder = builder.set_column_dictionary_enabled(ColumnPath::from(name.as_str()), false);
-        }
-    }
-    Ok(builder.build())
-}
-
 impl<W: Write + Send> ColumnarWriter<W> {
     /// A table of `columns` written into `sink` in `format`; `name` names it in errors.
     pub(crate) fn new(sink: W, name: &str, format: TableFormat, columns: &Columns) -> Result<Self, SweepError> {
         let schema = Self::schema_of(columns);
         let failed = |e: &dyn std::fmt::Display| file_error(name, e);
         let sink = match format {
-            TableFormat::Parquet => Sink::Parquet(
-                ArrowWriter::try_new(sink, schema.clone(), Some(parquet_properties(None, columns)?))
-                    .map_err(|e| failed(&e))?,
-            ),
+            TableFormat::Parquet => {
+                // A key or a float metric has about as many values as rows: no dictionary.
+                let plain: Vec<String> = columns
+                    .iter()
+                    .filter(|(_, t)| matches!(t, ColumnType::Key | ColumnType::Float))
+                    .map(|(name, _)| name.clone())
+                    .collect();
+                Sink::Parquet(ParquetGroups::new(sink, name, schema.clone(), &plain)?)
+            }
             TableFormat::Arrow => {
                 Sink::Arrow(arrow::ipc::writer::FileWriter::try_new(sink, &schema).map_err(|e| failed(&e))?)
             }
@@ -254,7 +230,7 @@ impl<W: Write + Send> ColumnarWriter<W> {
             .collect();
         let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| file_error(&self.name, &e))?;
         let written = match &mut self.sink {
-            Sink::Parquet(w) => w.write(&batch).map_err(|e| e.to_string()),
+            Sink::Parquet(w) => return w.write(batch).map(|()| self.rows = 0),
             Sink::Arrow(w) => w.write(&batch).map_err(|e| e.to_string()),
             Sink::Memory(batches) => {
                 batches.push(batch);
@@ -270,7 +246,7 @@ impl<W: Write + Send> ColumnarWriter<W> {
     pub(crate) fn finish(mut self) -> Result<W, SweepError> {
         self.flush()?;
         let sink = match self.sink {
-            Sink::Parquet(w) => w.into_inner().map_err(|e| e.to_string()),
+            Sink::Parquet(w) => return w.finish(),
             Sink::Arrow(w) => w.into_inner().map_err(|e| e.to_string()),
             Sink::Memory(_) => Err("a table in memory has no sink".to_owned()),
         };
@@ -311,68 +287,6 @@ impl ColumnarWriter<AtomicFile> {
     pub(crate) fn stage(self) -> Result<Staged, SweepError> {
         let name = PathBuf::from(&self.name);
         self.finish()?.stage().map_err(io_error(&name))
-    }
-}
-
-/// Parquet tables in memory (a run's checkpoint chunks, each encoded on the worker that
-/// ran it) joined into one Parquet file without decoding or compressing anything again:
-/// their row groups' column chunks are copied as they are.
-pub(crate) struct ParquetJoin {
-    path: PathBuf,
-    writer: Option<SerializedFileWriter<AtomicFile>>,
-}
-
-impl std::fmt::Debug for ParquetJoin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ParquetJoin").field("path", &self.path).finish_non_exhaustive()
-    }
-}
-
-impl ParquetJoin {
-    pub(crate) fn new(path: &Path) -> Self {
-        Self { path: path.to_owned(), writer: None }
-    }
-
-    /// Appends the row groups of `table` (a whole Parquet file's bytes, of the same schema
-    /// as every other part).
-    pub(crate) fn append(&mut self, table: Bytes) -> Result<(), SweepError> {
-        let failed = |e: &dyn std::fmt::Display| file_error(self.path.display(), e);
-        let metadata = ParquetMetaDataReader::new().parse_and_finish(&table).map_err(|e| failed(&e))?;
-        let writer = match &mut self.writer {
-            Some(w) => w,
-            None => {
-                let file = AtomicFile::create(&self.path).map_err(io_error(&self.path))?;
-                let kv = metadata.file_metadata().key_value_metadata().cloned();
-                let schema = metadata.file_metadata().schema_descr().root_schema_ptr();
-                let props = Arc::new(parquet_properties(kv, &Columns::new())?);
-                self.writer.insert(SerializedFileWriter::new(file, schema, props).map_err(|e| failed(&e))?)
-            }
-        };
-        for group in metadata.row_groups() {
-            let mut out = writer.next_row_group().map_err(|e| failed(&e))?;
-            for column in group.columns() {
-                let close = ColumnCloseResult {
-                    bytes_written: column.compressed_size() as u64,
-                    rows_written: group.num_rows() as u64,
-                    metadata: column.clone(),
-                    bloom_filter: None,
-                    column_index: None,
-                    offset_index: None,
-                };
-                out.append_column(&table, close).map_err(|e| failed(&e))?;
-            }
-            out.close().map_err(|e| failed(&e))?;
-        }
-        Ok(())
-    }
-
-    /// Writes the footer beside the file's place, its rename left to the caller; `None`
-    /// when nothing was appended (the caller writes an empty table instead).
-    pub(crate) fn stage(self) -> Result<Option<Staged>, SweepError> {
-        let path = self.path;
-        let Some(writer) = self.writer else { return Ok(None) };
-        let file = writer.into_inner().map_err(|e| file_error(path.display(), &e))?;
-        file.stage().map(Some).map_err(io_error(&path))
     }
 }
 
@@ -464,11 +378,6 @@ impl ColumnarReader {
         self.row += 1;
         Ok(self.batch.as_ref().map(|batch| RowRef { batch, row }))
     }
-}
-
-/// A problem with the table file `name`.
-fn file_error(name: impl std::fmt::Display, e: &dyn std::fmt::Display) -> SweepError {
-    SweepError::Results(format!("{name}: {e}"))
 }
 
 fn unreadable(path: &Path, format: TableFormat, e: &dyn std::fmt::Display) -> SweepError {

@@ -15,11 +15,12 @@
 use crate::across::{Across, AcrossReport, ComboAcross, across_in_memory, by_combo_path};
 use crate::error::{SweepError, io_error};
 use crate::output::{OutputOptions, check_output, check_writable, checkpoint_dir, extend, identity, open_checkpoint};
+use crate::parquet_groups::ParquetJoin;
 use crate::results_file::{ResultsKind, ResultsReader, ResultsWriter};
 use crate::runner::{ChunkResult, SweepPlan};
 use crate::session::{Devices, Session};
 use crate::spec::SweepSpec;
-use crate::table::{ParquetJoin, TableFormat};
+use crate::table::TableFormat;
 use serde_json::{Value, json};
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -320,7 +321,7 @@ fn join(out: &Path, strategy: &Strategy, files: &[PathBuf]) -> Result<Staged, Sw
             file.stage()
         }
         TableFormat::Parquet => {
-            let mut file = ParquetJoin::new(out);
+            let mut file = ParquetJoin::create(out)?;
             for path in files {
                 file.append(bytes::Bytes::from(fs::read(path).map_err(io_error(path))?))?;
             }

@@ -567,3 +567,37 @@ fn a_gpu_takes_long_datas_chunks_a_dispatch_at_a_time_and_gives_the_cpus_bytes()
         assert_eq!((worker["chunks"].as_u64(), worker["dispatches"].as_u64()), (Some(6), Some(1)), "{summary:#}");
     }
 }
+
+#[test]
+fn parquet_and_arrow_results_are_the_same_bytes_whatever_the_chunks_threads_and_devices() {
+    // 126,000 combos: row groups of 65,536 and 60,464 rows, however the chunks fall.
+    let d = Ohlcv::load("synthetic:bars=300,seed=3").unwrap();
+    let grid = [("bb_period", "5:54:1"), ("bb_std", "1:3:0.1"), ("atr_period", "5:34:1"), ("atr_mult", "1:4:1")];
+    let profile = tempfile::tempdir().unwrap();
+    let dispatcher = cpu(&profile);
+    let bank = IndicatorBank::new(&d, &dispatcher);
+    let dir = tempfile::tempdir().unwrap();
+    for ext in ["parquet", "arrow"] {
+        let mut first: Option<Vec<u8>> = None;
+        for (chunk, threads, gpu) in [(None, 2, false), (Some(7_777), 1, false), (Some(50_000), 2, true)] {
+            let mut spec = SweepRequest::new("bb_atr", &grid);
+            spec.chunk_size = chunk;
+            let sweep = Sweep::prepare(&bank, &checked(&spec)).unwrap();
+            let out = dir.path().join(format!("r{chunk:?}{threads}{gpu}.{ext}"));
+            let pool = if gpu { mixed_pool(1) } else { cpu_pool(threads) };
+            let n = pool.workers().len();
+            to_files(&sweep, &d, &pool, &vec![1.0 / n as f64; n], &options(&out)).unwrap();
+            let bytes = std::fs::read(&out).unwrap();
+            match &first {
+                None => first = Some(bytes),
+                Some(first) => assert!(first == &bytes, "{}: other bytes", out.display()),
+            }
+        }
+        if ext == "parquet" {
+            let file = bytes::Bytes::from(first.unwrap());
+            let meta = parquet::file::metadata::ParquetMetaDataReader::new().parse_and_finish(&file).unwrap();
+            let groups: Vec<i64> = meta.row_groups().iter().map(|g| g.num_rows()).collect();
+            assert_eq!(groups, [65_536, 60_464]);
+        }
+    }
+}
