@@ -110,7 +110,7 @@ enum Builder {
 }
 
 enum Sink<W: Write + Send> {
-    Parquet(ParquetGroups<W>),
+    Parquet(Box<ParquetGroups<W>>),
     Arrow(arrow::ipc::writer::FileWriter<W>),
     /// The record batches themselves, kept in memory.
     Memory(Vec<RecordBatch>),
@@ -167,7 +167,7 @@ impl<W: Write + Send> ColumnarWriter<W> {
                     .filter(|(_, t)| matches!(t, ColumnType::Key | ColumnType::Float))
                     .map(|(name, _)| name.clone())
                     .collect();
-                Sink::Parquet(ParquetGroups::new(sink, name, schema.clone(), &plain)?)
+                Sink::Parquet(Box::new(ParquetGroups::new(sink, name, schema.clone(), &plain)?))
             }
             TableFormat::Arrow => {
                 Sink::Arrow(arrow::ipc::writer::FileWriter::try_new(sink, &schema).map_err(|e| failed(&e))?)
