@@ -111,7 +111,7 @@ enum Builder {
 
 enum Sink<W: Write + Send> {
     Parquet(Box<ParquetGroups<W>>),
-    Arrow(arrow::ipc::writer::FileWriter<W>),
+    Arrow(Box<arrow::ipc::writer::FileWriter<W>>),
     /// The record batches themselves, kept in memory.
     Memory(Vec<RecordBatch>),
 }
@@ -170,7 +170,7 @@ impl<W: Write + Send> ColumnarWriter<W> {
                 Sink::Parquet(Box::new(ParquetGroups::new(sink, name, schema.clone(), &plain)?))
             }
             TableFormat::Arrow => {
-                Sink::Arrow(arrow::ipc::writer::FileWriter::try_new(sink, &schema).map_err(|e| failed(&e))?)
+                Sink::Arrow(Box::new(arrow::ipc::writer::FileWriter::try_new(sink, &schema).map_err(|e| failed(&e))?))
             }
             TableFormat::Csv => return Err(failed(&"CSV is not columnar")),
         };
