@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use serde_json::json;
-use threadx_dispatch::{ADAPTER_ENV, AdapterReport, DeviceMode, fingerprint, format_bytes, select_gpu};
+use threadx_dispatch::{ADAPTER_ENV, AdapterReport, DeviceMode, fingerprint, format_bytes, select_every_gpu};
 
 /// Mesa's Vulkan driver on the CPU reports itself as llvmpipe.
 fn is_lavapipe(a: &AdapterReport) -> bool {
@@ -11,7 +11,7 @@ fn is_lavapipe(a: &AdapterReport) -> bool {
 
 pub fn run(as_json: bool, device: Option<DeviceMode>) -> Result<()> {
     let mode = crate::mode(device)?;
-    let selection = select_gpu();
+    let selection = select_every_gpu();
     let nvml = threadx_telemetry::nvml_gpus();
     let fp = fingerprint(selection.chosen_report());
     if as_json {

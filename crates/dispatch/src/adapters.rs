@@ -161,13 +161,34 @@ fn no_adapter_reason(backends: Option<&str>) -> String {
     }
 }
 
-/// Enumerates adapters (backends from `WGPU_BACKEND`, else all), ranks them and picks one:
-/// the best, or the first whose name contains `THREADX_ADAPTER` (case-insensitive).
+/// Enumerates the adapters a run may use, ranks them and picks one: the best, or the first
+/// whose name contains `THREADX_ADAPTER` (case-insensitive). The backends are
+/// `WGPU_BACKEND`'s where it is set; else the native ones (Vulkan, Metal, DX12), and GL only
+/// where none of those has an adapter: starting GL (EGL) costs a run as much as its own
+/// adapter, for a second view of the same device.
 pub fn select_gpu() -> GpuSelection {
-    tracing::debug!("probing GPU adapters");
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    match wgpu::Backends::from_env() {
+        Some(backends) => select_among(backends),
+        None => {
+            let native = select_among(wgpu::Backends::PRIMARY);
+            if native.adapters.is_empty() { select_among(wgpu::Backends::SECONDARY) } else { native }
+        }
+    }
+}
+
+/// Every adapter of every backend (`WGPU_BACKEND`'s where it is set), ranked, one picked as
+/// [`select_gpu`] does: what `threadx devices` lists and what tests run on.
+pub fn select_every_gpu() -> GpuSelection {
+    select_among(wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()))
+}
+
+fn select_among(backends: wgpu::Backends) -> GpuSelection {
+    tracing::debug!("probing GPU adapters ({backends:?})");
+    let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    descriptor.backends = backends;
+    let instance = wgpu::Instance::new(descriptor);
     let mut found: Vec<(wgpu::Adapter, wgpu::AdapterInfo, wgpu::Limits)> =
-        pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+        pollster::block_on(instance.enumerate_adapters(backends))
             .into_iter()
             .map(|a| {
                 let (info, limits) = (a.get_info(), a.limits());

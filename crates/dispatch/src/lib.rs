@@ -23,7 +23,9 @@ mod shader;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use adapters::{AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_gpu, thousands};
+pub use adapters::{
+    AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_every_gpu, select_gpu, thousands,
+};
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Reason};
 pub use error::GpuError;
 pub use gpu::{Dispatch, GpuContext, MAX_LOOP_STEPS, PendingRead, ReadBack, f32_pairs};

@@ -4,7 +4,7 @@
 //! GPU part, unless `THREADX_REQUIRE_GPU=1` (set in CI), where they fail instead.
 #![allow(clippy::print_stderr)] // Skip reasons are meant for the test log.
 
-use crate::{GpuContext, select_gpu};
+use crate::{GpuContext, select_every_gpu};
 use std::sync::{Arc, OnceLock};
 
 /// Set to `1` to make tests fail, rather than skip, when no adapter can be used.
@@ -18,7 +18,7 @@ fn required() -> bool {
 pub fn adapters() -> &'static [Arc<GpuContext>] {
     static ALL: OnceLock<Vec<Arc<GpuContext>>> = OnceLock::new();
     ALL.get_or_init(|| {
-        let selection = select_gpu();
+        let selection = select_every_gpu();
         let mut opened = Vec::new();
         for (report, ctx) in selection.open_all() {
             match ctx {

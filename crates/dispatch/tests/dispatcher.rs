@@ -304,3 +304,26 @@ fn threads_sharing_one_context_each_read_their_own_results() {
         }
     });
 }
+
+#[test]
+fn a_run_probes_gl_only_where_no_native_backend_has_an_adapter() {
+    // WGPU_BACKEND picks the backends itself; this test is about the default.
+    if std::env::var_os("WGPU_BACKEND").is_some() {
+        return;
+    }
+    let every = threadx_dispatch::select_every_gpu();
+    let run = threadx_dispatch::select_gpu();
+    let backends =
+        |s: &threadx_dispatch::GpuSelection| -> Vec<String> { s.adapters.iter().map(|a| a.backend.clone()).collect() };
+    let native: Vec<String> = backends(&every).into_iter().filter(|b| b != "gl").collect();
+    if native.is_empty() {
+        assert_eq!(backends(&run), backends(&every), "without a native adapter, GL is what a run has");
+    } else {
+        assert_eq!(backends(&run), native, "GL is not started beside a native adapter");
+    }
+    assert_eq!(
+        run.chosen_report().map(|r| (r.name.clone(), r.backend.clone())),
+        every.chosen_report().map(|r| (r.name.clone(), r.backend.clone())),
+        "the adapter a run picks is the one the full list ranks first"
+    );
+}

@@ -207,7 +207,8 @@ fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
     // Devices of its own: on lavapipe another test's submit to a shared device blocks
     // until that test's kernel is done, holding the device while it waits. GL runs a
     // submission on the submitting thread: nothing is left to wait for there.
-    let own: Vec<_> = threadx_dispatch::select_gpu().open_all().into_iter().filter_map(|(_, ctx)| ctx.ok()).collect();
+    let own: Vec<_> =
+        threadx_dispatch::select_every_gpu().open_all().into_iter().filter_map(|(_, ctx)| ctx.ok()).collect();
     assert_eq!(own.len(), adapters().len());
     for ctx in own.iter().filter(|ctx| ctx.report().backend != "gl") {
         let name = &ctx.report().name;
