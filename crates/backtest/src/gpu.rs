@@ -3,7 +3,7 @@
 //! reads back only their integer [`Totals`] — the CPU's bits, turned into metrics by the
 //! same host function. Calls are cut into dispatches that fit the adapter's binding, grid
 //! and per-dispatch work limits, and the bars into stretches of at most
-//! [`MAX_LOOP_STEPS`], run one after another with each combo's state kept on the device;
+//! [`GpuContext::max_loop_steps`] (fewer when many combos share a dispatch), run one after another with each combo's state kept on the device;
 //! all are submitted before the first read-back, so the upload of one piece overlaps the
 //! compute of the previous one.
 
@@ -12,7 +12,7 @@ use crate::book::{ComboPlan, SignalBook, Stop};
 use crate::fixed::{BarTables, Totals};
 use crate::simulate::BatchTotals;
 use std::sync::Arc;
-use threadx_dispatch::{Dispatch, GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, PendingRead, wgpu};
+use threadx_dispatch::{Dispatch, GpuContext, GpuError, Kernel, PendingRead, wgpu};
 
 pub(crate) const BACKTEST: Kernel = Kernel {
     name: "backtest",
@@ -266,9 +266,9 @@ impl GpuBacktester {
         let per_combo = std::mem::size_of::<Run>().max(16 * snaps_per_combo) as u64;
         let per_piece = (max_binding / per_combo).max(1) as usize;
         let bars = self.params.bars;
-        let stretches = stretches(bars);
-        let longest = stretches.iter().map(|s| s.end - s.start).max().unwrap_or(1);
-        let per_dispatch = (MAX_WORK_PER_DISPATCH / u64::from(longest)).clamp(1, u64::from(u32::MAX)) as usize;
+        let stretch = stretch_len(ctx.max_loop_steps(), plans.len().min(per_piece) as u64);
+        let stretches = stretches(bars, stretch);
+        let per_dispatch = (MAX_WORK_PER_DISPATCH / u64::from(stretch)).clamp(1, u64::from(u32::MAX)) as usize;
         let mut reads = Vec::new();
         for piece in plans.chunks(per_piece) {
             let plan_buffer = ctx.storage_buffer("plans", piece)?;
@@ -341,11 +341,24 @@ pub struct PendingTotals {
     reads: Vec<PendingRead<Run>>,
 }
 
-/// The stretches of `bars` that the kernel runs one dispatch each, in order: at most
-/// [`MAX_LOOP_STEPS`] bars each, since every iteration of the kernel's loop advances at
-/// least one bar. Zero bars: one empty stretch (the kernel still writes the totals).
-fn stretches(bars: u32) -> Vec<std::ops::Range<u32>> {
-    (0..bars.max(1)).step_by(MAX_LOOP_STEPS as usize).map(|start| start..bars.min(start + MAX_LOOP_STEPS)).collect()
+/// Bars a stretch holds at least where the adapter allows it: fewer would mean thousands
+/// of dispatches on long data.
+const MIN_STRETCH: u32 = 1 << 12;
+
+/// The bars of one stretch for dispatches of `combos` combos on an adapter whose
+/// invocations may loop `loop_steps` times (every iteration of the kernel's loop advances
+/// at least one bar): as long as that allows while a dispatch stays within
+/// [`MAX_WORK_PER_DISPATCH`] bar·combos, and not under [`MIN_STRETCH`] (wider work is then
+/// cut into several dispatches of combos instead).
+fn stretch_len(loop_steps: u32, combos: u64) -> u32 {
+    let by_work = MAX_WORK_PER_DISPATCH / combos.max(1);
+    by_work.clamp(u64::from(MIN_STRETCH.min(loop_steps)), u64::from(loop_steps)) as u32
+}
+
+/// The stretches of `bars` that the kernel runs one dispatch each, in order, `len` bars
+/// each (the last shorter). Zero bars: one empty stretch (the kernel still writes the totals).
+fn stretches(bars: u32, len: u32) -> Vec<std::ops::Range<u32>> {
+    (0..bars.max(1)).step_by(len as usize).map(|start| start..bars.min(start.saturating_add(len))).collect()
 }
 
 /// Refuses books whose stop arithmetic would meet subnormal or infinite values: closes
@@ -477,6 +490,26 @@ mod layout {
         ]);
         assert_eq!(run[..totals.len()], totals);
         assert_eq!(run[totals.len()].1 as usize, offset_of!(Run, state));
+    }
+
+    #[test]
+    fn a_stretch_is_as_long_as_the_adapter_and_the_work_bound_allow() {
+        use threadx_dispatch::{HARDWARE_LOOP_STEPS, MAX_LOOP_STEPS};
+        // lavapipe's loop bound holds at any width.
+        assert_eq!(stretch_len(MAX_LOOP_STEPS, 64), MAX_LOOP_STEPS);
+        assert_eq!(stretch_len(MAX_LOOP_STEPS, 8_192), MAX_LOOP_STEPS);
+        // Hardware: 64 combos walk 2^20 bars a dispatch; 10,800 a dispatch of 2^31 bar·combos.
+        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 64), HARDWARE_LOOP_STEPS);
+        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 10_800), (MAX_WORK_PER_DISPATCH / 10_800) as u32);
+        // Very wide work keeps stretches of MIN_STRETCH and is cut by combos instead.
+        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 1 << 24), MIN_STRETCH);
+        assert_eq!(stretch_len(1_000, 1 << 24), 1_000);
+        assert_eq!(stretches(10, 4), [0..4, 4..8, 8..10]);
+        assert_eq!(stretches(0, 4), [0..0]);
+        assert_eq!(
+            stretches(u32::MAX, HARDWARE_LOOP_STEPS).last(),
+            Some(&(u32::MAX - (u32::MAX % HARDWARE_LOOP_STEPS)..u32::MAX))
+        );
     }
 
     #[test]

@@ -14,11 +14,16 @@ use std::time::Duration;
 use wgpu::util::DeviceExt;
 
 /// The most loop iterations one kernel invocation may run in one dispatch, all its loops
-/// together. Mesa's llvmpipe (lavapipe) silently ends an invocation's loops after 65,535
-/// iterations in all (`LP_MAX_TGSI_LOOP_ITERATIONS`), and other drivers reset a device
-/// whose dispatch runs too long: a kernel that walks the bars cuts them into stretches of
-/// at most this many, or leaves work that would need more to the CPU.
+/// together, on a CPU-software adapter: Mesa's llvmpipe (lavapipe) silently ends an
+/// invocation's loops after 65,535 iterations in all (`LP_MAX_TGSI_LOOP_ITERATIONS`). A
+/// kernel that walks the bars cuts them into stretches of at most
+/// [`GpuContext::max_loop_steps`], or leaves work that would need more to the CPU.
 pub const MAX_LOOP_STEPS: u32 = 1 << 15;
+
+/// The same bound on hardware, where loops are not counted and only time is: a driver
+/// resets a device whose dispatch runs for seconds, so callers also bound each dispatch's
+/// total work.
+pub const HARDWARE_LOOP_STEPS: u32 = 1 << 20;
 
 /// A device and queue on one adapter, with its limits and a cache of compiled pipelines.
 pub struct GpuContext {
@@ -155,6 +160,12 @@ impl GpuContext {
             "CPU (software)" => 4096 * std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
             _ => 1 << 16,
         }
+    }
+
+    /// The most loop iterations one invocation may run in a dispatch on this adapter:
+    /// [`MAX_LOOP_STEPS`] on a CPU-software one, [`HARDWARE_LOOP_STEPS`] elsewhere.
+    pub fn max_loop_steps(&self) -> u32 {
+        if self.report.software { MAX_LOOP_STEPS } else { HARDWARE_LOOP_STEPS }
     }
 
     /// The largest storage buffer one binding can hold, in bytes (callers cut work to it).

@@ -28,7 +28,7 @@ pub use adapters::{
 };
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Reason};
 pub use error::GpuError;
-pub use gpu::{Dispatch, GpuContext, MAX_LOOP_STEPS, PendingRead, ReadBack, f32_pairs};
+pub use gpu::{Dispatch, GpuContext, HARDWARE_LOOP_STEPS, MAX_LOOP_STEPS, PendingRead, ReadBack, f32_pairs};
 pub use mode::{DEVICE_ENV, DeviceMode};
 pub use policy::DevicePolicy;
 pub use shader::{Kernel, ShaderInfo, workgroup_size};

@@ -8,7 +8,7 @@
 
 use crate::indicator::{Family, Indicator, IndicatorValues};
 use crate::ohlcv::Ohlcv;
-use threadx_dispatch::{GpuContext, GpuError, Kernel, MAX_LOOP_STEPS, f32_pairs, wgpu};
+use threadx_dispatch::{GpuContext, GpuError, Kernel, f32_pairs, wgpu};
 
 /// A kernel file with the shared definitions in front (WGSL has no include).
 macro_rules! source {
@@ -87,10 +87,12 @@ pub(crate) fn compute_family(
     let n = data.len();
     let n32 = u32::try_from(n).map_err(|_| GpuError::Unsupported(format!("{n} bars exceed the GPU's u32 indices")))?;
     let steps = loop_steps(family, indicators, n);
-    if steps > u64::from(MAX_LOOP_STEPS) {
+    let most = ctx.max_loop_steps();
+    if steps > u64::from(most) {
         return Err(GpuError::Unsupported(format!(
-            "{} on {n} bars loops {steps} times in one invocation, more than the {MAX_LOOP_STEPS} a dispatch may",
-            family.op_name()
+            "{} on {n} bars loops {steps} times in one invocation, more than the {most} a dispatch may on {}",
+            family.op_name(),
+            ctx.report().label()
         )));
     }
     let reference = data.close()[0];
