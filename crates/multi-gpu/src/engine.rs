@@ -8,6 +8,7 @@ use crate::schedule::{Scheduler, Slot, Take};
 use crate::stats::{WorkerStats, stats_of};
 use crate::worker::{Fault, Worker};
 use crate::workload::{Chunk, InOrder, InWorker, Workload};
+use rayon::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -148,7 +149,7 @@ fn guarded<W: Workload, E: Send>(
     }
 }
 
-impl<W: Workload, E> Shared<'_, W, E> {
+impl<W: Workload, E: Send> Shared<'_, W, E> {
     fn lock(&self) -> MutexGuard<'_, Scheduler> {
         self.sched.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -284,8 +285,7 @@ impl<W: Workload, E> Shared<'_, W, E> {
         }
     }
 
-    /// Hands over the output of `slot`, taken at `started` (after a throttled worker's
-    /// extra time): to `in_worker` and the caller when it is the first copy finished.
+    /// Hands over the output of `slot`, taken at `started`: see [`Self::deliver_all`].
     fn deliver(
         &self,
         w: usize,
@@ -295,11 +295,43 @@ impl<W: Workload, E> Shared<'_, W, E> {
         started: Instant,
         tx: &mpsc::Sender<Message<W::Output, E>>,
     ) {
-        self.throttle(w, slot, started.elapsed());
-        let first = self.lock().complete(slot, w, lane, Instant::now());
-        self.wake.notify_all();
-        if first && !self.stop.load(Ordering::SeqCst) {
-            let message = match self.timed(w, 2, || (self.in_worker)(&self.chunks[slot], &output)) {
+        self.deliver_all(w, lane, vec![(slot, output)], started, tx);
+    }
+
+    /// Hands over the outputs of one dispatch, taken at `started` (after a throttled
+    /// worker's extra time): each chunk finished here first goes to `in_worker` (the
+    /// chunks of a wide dispatch side by side on the worker's pool) and then to the
+    /// caller, in order.
+    fn deliver_all(
+        &self,
+        w: usize,
+        lane: usize,
+        outputs: Vec<(Slot, W::Output)>,
+        started: Instant,
+        tx: &mpsc::Sender<Message<W::Output, E>>,
+    ) {
+        let firsts: Vec<(Slot, W::Output)> = outputs
+            .into_iter()
+            .filter(|&(slot, _)| {
+                self.throttle(w, slot, started.elapsed());
+                let first = self.lock().complete(slot, w, lane, Instant::now());
+                self.wake.notify_all();
+                first
+            })
+            .collect();
+        if firsts.is_empty() || self.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let handed: Vec<(Slot, Result<(), E>, W::Output)> = self.timed(w, 2, || {
+            self.workers[w].install(|| {
+                firsts
+                    .into_par_iter()
+                    .map(|(slot, output)| (slot, (self.in_worker)(&self.chunks[slot], &output), output))
+                    .collect()
+            })
+        });
+        for (slot, handed, output) in handed {
+            let message = match handed {
                 Ok(()) => Message::Done(slot, output),
                 Err(e) => Message::Error(e),
             };
@@ -330,7 +362,7 @@ struct Flight<P> {
     started: Instant,
 }
 
-impl<W: Workload, E> Shared<'_, W, E> {
+impl<W: Workload, E: Send> Shared<'_, W, E> {
     /// The chunks of the lane's next dispatch: the first (waiting for one when `block`),
     /// then more while they hold fewer than `width` items and another of that size still
     /// `fits` the memory. Empty when the lane should stop.
@@ -355,7 +387,7 @@ impl<W: Workload, E> Shared<'_, W, E> {
 /// One lane: take chunks (several a dispatch where the device is wide), keep up to the
 /// worker's depth of dispatches in flight, deliver in the order taken, split what runs
 /// out of memory, retire the worker on failure.
-fn run_lane<W: Workload, E>(
+fn run_lane<W: Workload, E: Send>(
     shared: &Shared<'_, W, E>,
     w: usize,
     lane: usize,
@@ -422,7 +454,7 @@ fn run_lane<W: Workload, E>(
 
 /// Runs each of `slots` on its own, halving it while it runs out of memory, and delivers it.
 #[allow(clippy::too_many_arguments)]
-fn split_each<W: Workload, E>(
+fn split_each<W: Workload, E: Send>(
     shared: &Shared<'_, W, E>,
     w: usize,
     lane: usize,
@@ -444,7 +476,7 @@ fn split_each<W: Workload, E>(
 
 /// Finishes one dispatch in flight and delivers its chunks (each split on its own if the
 /// dispatch ran out of memory); the error is why the worker must be retired.
-fn finish_one<W: Workload, E>(
+fn finish_one<W: Workload, E: Send>(
     shared: &Shared<'_, W, E>,
     w: usize,
     lane: usize,
@@ -473,9 +505,7 @@ fn finish_one<W: Workload, E>(
             Err(format!("the device gave {} outputs for a dispatch of {} chunks", outputs.len(), slots.len()))
         }
         Ok(Some(outputs)) => {
-            for (slot, output) in slots.into_iter().zip(outputs) {
-                shared.deliver(w, lane, slot, output, started, tx);
-            }
+            shared.deliver_all(w, lane, slots.into_iter().zip(outputs).collect(), started, tx);
             Ok(())
         }
     }

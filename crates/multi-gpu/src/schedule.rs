@@ -172,9 +172,11 @@ impl Scheduler {
             .filter(|&v| v != thief && !self.queues[v].is_empty())
             .max_by(|&a, &b| queued_time(self, a).total_cmp(&queued_time(self, b)))?;
         let slot = *self.queues[victim].front()?;
+        // A thief not yet measured steals a lone chunk (its lane is idle), never more of
+        // them into a dispatch it is filling.
         let worth = match self.time(thief, already + self.items[slot], now) {
             Some(t) => t < queued_time(self, victim),
-            None => true,
+            None => already == 0,
         };
         worth.then(|| self.queues[victim].pop_front()).flatten()
     }
@@ -316,6 +318,12 @@ mod tests {
         assert_eq!(more, [Some(3), Some(5), None]);
         // Every chunk is in flight on worker 0: nothing is backed up into a wide dispatch.
         assert_eq!(s.tally[0].in_flight, 6);
+
+        // A worker not yet measured fills a dispatch from its own queue only.
+        let mut s = Scheduler::new(vec![10; 6], &order, &[0.5, 0.5], vec![None, Some(10.0)]);
+        assert_eq!(s.take(0, 0, t0), Take::Chunk(0));
+        assert_eq!((s.take_more(0, 0, 10, t0), s.take_more(0, 0, 20, t0)), (Some(2), Some(4)));
+        assert_eq!(s.take_more(0, 0, 30, t0), None);
     }
 
     #[test]
