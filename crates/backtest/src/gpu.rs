@@ -505,7 +505,7 @@ mod layout {
         assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 1 << 24), MIN_STRETCH);
         assert_eq!(stretch_len(1_000, 1 << 24), 1_000);
         assert_eq!(stretches(10, 4), [0..4, 4..8, 8..10]);
-        assert_eq!(stretches(0, 4), [0..0]);
+        assert_eq!(stretches(0, 4), vec![0..0; 1]);
         assert_eq!(
             stretches(u32::MAX, HARDWARE_LOOP_STEPS).last(),
             Some(&(u32::MAX - (u32::MAX % HARDWARE_LOOP_STEPS)..u32::MAX))
