@@ -23,7 +23,7 @@ use crate::runner::{ChunkResult, Sweep};
 use crate::spec::SweepSpec;
 use crate::spec::fnv1a;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -533,14 +533,37 @@ pub(crate) fn run_keeping(
         }
         Ok(())
     };
+    // Columnar results are written as the chunks come, in chunk order (a resumed chunk's
+    // rows read when the run reaches it): their row groups are cut by row count, and
+    // encoded while the devices work. CSV results are joined from the chunks' text after.
+    let mut columnar = match form {
+        ChunkForm::Binary => Some(ResultsWriter::create(&opts.out, strategy, kind)?),
+        ChunkForm::Text => None,
+    };
+    let mut unwritten: VecDeque<u64> = resumed.iter().copied().collect();
+    let mut write_resumed = |before: u64, file: &mut ResultsWriter| -> Result<(), SweepError> {
+        while let Some(c) = unwritten.front().copied().filter(|&c| c < before) {
+            unwritten.pop_front();
+            for row in form.rows(&form.path(&parts, c), strategy, book, lead)? {
+                file.row(strategy, lead, &row)?;
+            }
+        }
+        Ok(())
+    };
     let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |chunk, mut r: ChunkResult| {
         if blocks.is_some() {
             keep_resumed(chunk, &mut kept)?;
             kept.extend(SweepBlocks::taken_from(&mut r));
         }
+        if let Some(file) = columnar.as_mut() {
+            write_resumed(chunk, file)?;
+        }
         for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
-            let values = grid.values_at(cursor.index(combo));
-            take(Row { combo, values, metrics }, &mut leaderboard, &mut heatmap)?;
+            let row = Row { combo, values: grid.values_at(cursor.index(combo)), metrics };
+            if let Some(file) = columnar.as_mut() {
+                file.row(strategy, lead, &row)?;
+            }
+            take(row, &mut leaderboard, &mut heatmap)?;
         }
         rows += r.combos.len() as u64;
         rows_run += r.combos.len() as u64;
@@ -555,18 +578,19 @@ pub(crate) fn run_keeping(
     // failure (a full disk) before then leaves the old set whole.
     let mut staged = Vec::new();
     let assemble_started = Instant::now();
-    let mut file = ResultsWriter::create(&opts.out, strategy, kind)?;
-    for &c in &chunks {
-        let path = form.path(&parts, c);
-        match form {
-            ChunkForm::Text => file.csv_file(&mut form.rows_file(&path)?)?,
-            ChunkForm::Binary => {
-                for row in form.rows(&path, strategy, book, lead)? {
-                    file.row(strategy, lead, &row)?;
-                }
-            }
+    let file = match columnar {
+        Some(mut file) => {
+            write_resumed(u64::MAX, &mut file)?;
+            file
         }
-    }
+        None => {
+            let mut file = ResultsWriter::create(&opts.out, strategy, kind)?;
+            for &c in &chunks {
+                file.csv_file(&mut form.rows_file(&form.path(&parts, c))?)?;
+            }
+            file
+        }
+    };
     staged.push(file.stage()?);
     phases.add("merge", assemble_started.elapsed().as_secs_f64());
     if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
