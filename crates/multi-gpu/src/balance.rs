@@ -112,11 +112,11 @@ pub(crate) fn measure<W: Workload>(
     let timings: Vec<WorkerTiming> = workers
         .iter()
         .map(|worker| {
-            let (runs_s, failed) = match time_worker(worker, work, 0..items, options) {
-                Ok(runs) => (runs, None),
+            let (items, runs_s, failed) = match time_worker(worker, work, items, options) {
+                Ok((items, runs)) => (items, runs, None),
                 Err(e) => {
                     tracing::warn!("{}: could not be measured ({e}); it gets no share", worker.name());
-                    (Vec::new(), Some(e.to_string()))
+                    (items, Vec::new(), Some(e.to_string()))
                 }
             };
             WorkerTiming { name: worker.name().to_owned(), items, runs_s, failed }
@@ -133,16 +133,19 @@ pub(crate) fn measure<W: Workload>(
     Ok(balance)
 }
 
-/// The seconds of each timed run of `items` on `worker` (a throttled worker's sleep
-/// included; an out-of-memory sample is refused: measure with a smaller one).
+/// The items timed on `worker` (the first `sample`, or as many as one of its dispatches
+/// takes where that is more: a wide device is measured as it will run) and the seconds of
+/// each timed run (a throttled worker's sleep included; an out-of-memory sample is
+/// refused: measure with a smaller one).
 fn time_worker<W: Workload>(
     worker: &Worker,
     work: &W,
-    items: std::ops::Range<u64>,
+    sample: u64,
     options: &BalanceOptions,
-) -> Result<Vec<f64>, WorkError> {
+) -> Result<(u64, Vec<f64>), WorkError> {
     worker.install(|| {
         let mut lane = work.open(&worker.device)?;
+        let items = 0..sample.max(work.dispatch_items(&lane)).min(work.items());
         let mut runs = Vec::with_capacity(options.runs);
         for run in 0..options.warmup + options.runs {
             worker.injected_out_of_memory(&items)?;
@@ -155,7 +158,7 @@ fn time_worker<W: Workload>(
                 runs.push(started.elapsed().as_secs_f64());
             }
         }
-        Ok(runs)
+        Ok((items.end, runs))
     })
 }
 

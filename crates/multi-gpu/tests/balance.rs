@@ -267,3 +267,17 @@ fn a_workers_phases_fill_its_lane_time_and_gpu_kernels_are_timed() {
         assert!(json["cpu"]["phases_s"]["idle"].as_f64().unwrap() >= 0.0);
     }
 }
+
+#[test]
+fn a_wide_device_is_measured_on_one_of_its_dispatches() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(ctx) = adapters().first() else { return };
+    let work = Hashes::new(20_000, 4).gpu_width(10_000);
+    let pool = DevicePool::new(vec![Worker::gpu(0, ctx.clone()), Worker::cpu().with_lanes(1)]).unwrap();
+    let options = BalanceOptions { sample_size: 1_000, warmup: 0, runs: 1 };
+    let balance = pool.profile_auto_balance(&work, &options, "wide", None).unwrap();
+    let items: Vec<u64> = balance.timings.iter().map(|t| t.items).collect();
+    // The GPU on its width of 10,000 items; the CPU on the sample.
+    assert_eq!(items, [10_000, 1_000], "{balance}");
+    assert_eq!(*work.dispatched.lock().unwrap(), [10_000, 1_000]);
+}
