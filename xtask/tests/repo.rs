@@ -1,6 +1,6 @@
 //! Checks of the repository itself, as plain tests: the crates' layering, the code map
-//! of docs/ARCHITECTURE.md against the source files, the files' length and the
-//! documentation's links (docs/ARCHITECTURE.md names them).
+//! of docs/ARCHITECTURE.md against the source files, the files' length, files that
+//! import each other, and the documentation's links (docs/ARCHITECTURE.md names them).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -208,4 +208,186 @@ fn no_source_file_passes_700_lines() {
         })
         .collect();
     assert!(long.is_empty(), "split these by concept (at most {MAX_LINES} lines each): {long:#?}");
+}
+
+/// The module path of a source file under `src` (`lib.rs`, `main.rs` and `mod.rs` name
+/// their folder's module).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let last = parts.pop().unwrap_or_default();
+    if !["lib.rs", "main.rs", "mod.rs"].contains(&last.as_str()) {
+        parts.push(last.trim_end_matches(".rs").to_owned());
+    }
+    parts
+}
+
+/// The file of the longest prefix of `path` that is a module under `src`, if any.
+fn module_file(src: &Path, path: &[String]) -> Option<PathBuf> {
+    (1..=path.len()).rev().find_map(|k| {
+        let dir: PathBuf = path[..k].iter().collect();
+        [src.join(&dir).with_extension("rs"), src.join(&dir).join("mod.rs")].into_iter().find(|f| f.is_file())
+    })
+}
+
+/// The other files of the crate under `src` that `file` imports through `crate::` and
+/// `super::` paths (its `#[cfg(test)]` module left out: its `super` is the file itself).
+fn imports(src: &Path, file: &Path) -> std::collections::BTreeSet<PathBuf> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let text = &text[..text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len())];
+    let own = module_of(src, file);
+    let is_mod = file.file_name().is_some_and(|n| n == "mod.rs" || n == "lib.rs" || n == "main.rs");
+    let mut found = std::collections::BTreeSet::new();
+    for (prefix, base) in
+        [("crate::", Vec::new()), ("super::", own[..own.len().saturating_sub(usize::from(!is_mod) + 1)].to_vec())]
+    {
+        for (at, _) in text.match_indices(prefix) {
+            if at > 0 && text.as_bytes()[at - 1].is_ascii_alphanumeric() {
+                continue;
+            }
+            let rest = &text[at + prefix.len()..];
+            // `crate::{a::B, c}`: each item's first segments; `crate::a::b::C`: the path.
+            let items: Vec<&str> = match rest.strip_prefix('{') {
+                Some(group) => group[..group.find('}').unwrap_or(0)].split(',').collect(),
+                None => vec![rest],
+            };
+            for item in items {
+                // Each segment's identifier; the path ends where a segment has none (`*`, `{`).
+                let path: Vec<String> = item
+                    .trim()
+                    .split("::")
+                    .map(|s| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>())
+                    .take_while(|id| !id.is_empty())
+                    .collect();
+                let full: Vec<String> = base.iter().cloned().chain(path).collect();
+                if let Some(target) = module_file(src, &full).filter(|t| t != file) {
+                    found.insert(target);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Files that import each other, as rust-analyzer's house rules forbid: each crate's
+/// strongly connected sets of files (Tarjan), as `crate: a.rs, b.rs`.
+fn import_circles() -> Vec<String> {
+    let mut circles = Vec::new();
+    let dirs: Vec<&str> = LAYERS.iter().map(|(_, d)| *d).collect();
+    for dir in dirs {
+        let src = root().join(dir).join("src");
+        let mut files = Vec::new();
+        text_files(&src, &mut files);
+        files.retain(|f| f.extension().is_some_and(|e| e == "rs"));
+        files.sort();
+        let edges: Vec<Vec<usize>> = files
+            .iter()
+            .map(|f| imports(&src, f).iter().filter_map(|t| files.iter().position(|g| g == t)).collect())
+            .collect();
+        for set in strongly_connected(&edges).into_iter().filter(|s| s.len() > 1) {
+            let mut names: Vec<String> = set
+                .iter()
+                .map(|&i| files[i].strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/"))
+                .collect();
+            names.sort();
+            circles.push(format!("{dir}: {}", names.join(", ")));
+        }
+    }
+    circles.sort();
+    circles
+}
+
+/// Tarjan's strongly connected components of a graph given as adjacency lists.
+fn strongly_connected(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    struct State<'a> {
+        edges: &'a [Vec<usize>],
+        index: Vec<Option<usize>>,
+        low: Vec<usize>,
+        on_stack: Vec<bool>,
+        stack: Vec<usize>,
+        next: usize,
+        out: Vec<Vec<usize>>,
+    }
+    fn visit(s: &mut State<'_>, v: usize) {
+        s.index[v] = Some(s.next);
+        s.low[v] = s.next;
+        s.next += 1;
+        s.stack.push(v);
+        s.on_stack[v] = true;
+        for &w in &s.edges[v] {
+            match s.index[w] {
+                None => {
+                    visit(s, w);
+                    s.low[v] = s.low[v].min(s.low[w]);
+                }
+                Some(i) if s.on_stack[w] => s.low[v] = s.low[v].min(i),
+                Some(_) => {}
+            }
+        }
+        if Some(s.low[v]) == s.index[v] {
+            let mut set = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack[w] = false;
+                set.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            s.out.push(set);
+        }
+    }
+    let n = edges.len();
+    let mut s = State {
+        edges,
+        index: vec![None; n],
+        low: vec![0; n],
+        on_stack: vec![false; n],
+        stack: Vec::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in 0..n {
+        if s.index[v].is_none() {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+/// Circles older than this check (issue #49 takes them apart): none may grow and none may
+/// be added; each is struck from the list when it is gone.
+const KNOWN_CIRCLES: [&str; 6] = [
+    "crates/backtest: blocks.rs, book/mod.rs, fixed.rs, market.rs, market_long.rs, simulate.rs",
+    "crates/cli: backtest.rs, outputs.rs, overfit.rs, report.rs, request.rs, search.rs, sweep.rs, universe.rs, walk.rs",
+    "crates/indicators: columnar.rs, error.rs, ohlcv.rs, synthetic.rs, universe.rs",
+    "crates/stats: device.rs, lanes.rs, passes.rs, pbo.rs, ratio.rs, screen.rs, vector.rs",
+    "crates/sweep: across.rs, chunk_file.rs, output.rs, overfit/mod.rs, results_file.rs, runner.rs, spec.rs",
+    "crates/sweep: search_run.rs, session.rs",
+];
+
+#[test]
+fn no_files_import_each_other_beyond_the_known_circles() {
+    let found = import_circles();
+    let new: Vec<&String> = found.iter().filter(|c| !KNOWN_CIRCLES.contains(&c.as_str())).collect();
+    let gone: Vec<&&str> = KNOWN_CIRCLES.iter().filter(|k| !found.iter().any(|c| c == *k)).collect();
+    assert!(
+        new.is_empty() && gone.is_empty(),
+        "files that import each other (move what both need into a file of its own): {new:#?}\n\
+         known circles that are gone or changed (update KNOWN_CIRCLES): {gone:#?}"
+    );
+}
+
+#[test]
+fn strongly_connected_sets_are_tarjans() {
+    // 0 <-> 1, 2 -> 0, 3 -> 4 -> 5 -> 3, 6 alone.
+    let edges = vec![vec![1], vec![0], vec![0], vec![4], vec![5], vec![3], vec![]];
+    let mut sets: Vec<Vec<usize>> = strongly_connected(&edges)
+        .into_iter()
+        .map(|mut s| {
+            s.sort_unstable();
+            s
+        })
+        .collect();
+    sets.sort();
+    assert_eq!(sets, [vec![0, 1], vec![2], vec![3, 4, 5], vec![6]]);
 }

@@ -1,41 +1,9 @@
 //! Adapter enumeration, ranking and selection, and the hardware fingerprint of profiles.
 
+use crate::adapter_report::AdapterReport;
 use crate::error::GpuError;
 use crate::gpu::GpuContext;
-use serde::Serialize;
 use std::sync::Arc;
-
-/// What `threadx devices` shows of one adapter.
-#[derive(Debug, Clone, Serialize)]
-pub struct AdapterReport {
-    /// 1 is the best; the default adapter is rank 1 unless `THREADX_ADAPTER` says otherwise.
-    pub rank: usize,
-    pub name: String,
-    pub backend: String,
-    pub device_type: String,
-    pub driver: String,
-    pub driver_info: String,
-    pub vendor_id: u32,
-    pub device_id: u32,
-    /// The PCI bus id where the driver gives one: what tells two identical GPUs apart.
-    pub pci_bus_id: String,
-    pub max_buffer_size: u64,
-    pub max_storage_buffer_binding_size: u64,
-    pub max_compute_workgroups_per_dimension: u32,
-    pub max_compute_invocations_per_workgroup: u32,
-    /// A CPU-software adapter (lavapipe, llvmpipe, WARP): it runs on the CPU's own cores,
-    /// so `auto` never picks it; it runs only when the GPU is forced.
-    pub software: bool,
-    /// Why it is ranked where it is.
-    pub why: String,
-}
-
-impl AdapterReport {
-    /// `name (backend)`: how warnings and tables name an adapter.
-    pub fn label(&self) -> String {
-        format!("{} ({})", self.name, self.backend)
-    }
-}
 
 /// The adapters found, best first, and the one chosen.
 #[derive(Debug)]

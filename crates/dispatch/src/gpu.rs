@@ -1,7 +1,7 @@
 //! One GPU device and queue, and the few operations kernels need: upload, dispatch,
 //! read back. Pipelines are compiled once per kernel and cached for the context's life.
 
-use crate::adapters::AdapterReport;
+use crate::adapter_report::AdapterReport;
 use crate::error::{GpuError, from_wgpu};
 use crate::shader::{Kernel, workgroup_size};
 use std::collections::HashMap;

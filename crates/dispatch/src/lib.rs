@@ -13,6 +13,7 @@
 //! Invariant: [`Dispatcher::run`] always returns a complete result; a failing GPU costs a
 //! warning and a CPU run, never an error or a panic.
 
+mod adapter_report;
 mod adapters;
 mod dispatcher;
 mod error;
@@ -23,8 +24,9 @@ mod shader;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use adapter_report::AdapterReport;
 pub use adapters::{
-    AdapterReport, GpuSelection, fingerprint, format_bytes, host_fingerprint, select_every_gpu, select_gpu, thousands,
+    GpuSelection, fingerprint, format_bytes, host_fingerprint, select_every_gpu, select_gpu, thousands,
 };
 pub use dispatcher::{Decision, Dispatcher, Operation, Outcome, Reason};
 pub use error::GpuError;

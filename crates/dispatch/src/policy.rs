@@ -3,7 +3,7 @@
 //! worth keeping, when a CPU-software adapter may run, and how `THREADX_ADAPTER` names one.
 
 use crate::ADAPTER_ENV;
-use crate::adapters::AdapterReport;
+use crate::adapter_report::AdapterReport;
 
 /// The thresholds and rules of the `auto` device choice, for single operations (the
 /// dispatcher) and for sweeps split over a device pool alike.

@@ -3,27 +3,12 @@
 
 use crate::error::{PoolError, WorkError};
 use crate::worker::Worker;
-use crate::workload::Workload;
+use crate::workload::{BalanceOptions, Workload};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 use threadx_dispatch::thousands;
 use threadx_profile_store::Profiles;
-
-/// How a balance is measured: `warmup` untimed runs, then `runs` timed runs of the
-/// first `sample_size` items on each worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BalanceOptions {
-    pub sample_size: u64,
-    pub warmup: usize,
-    pub runs: usize,
-}
-
-impl Default for BalanceOptions {
-    fn default() -> Self {
-        Self { sample_size: 8192, warmup: 3, runs: 5 }
-    }
-}
 
 /// One worker's timed runs.
 #[derive(Debug, Clone, PartialEq)]

@@ -27,9 +27,9 @@ mod stats;
 mod worker;
 mod workload;
 
-pub use balance::{Balance, BalanceOptions, WorkerTiming};
+pub use balance::{Balance, WorkerTiming};
 pub use error::{PoolError, WorkError};
 pub use pool::DevicePool;
 pub use stats::{RunStats, WorkerStats};
 pub use worker::{Fault, PoolOptions, Worker, WorkerDevice};
-pub use workload::{Chunk, DistributeOptions, InOrder, InWorker, Workload};
+pub use workload::{BalanceOptions, Chunk, DistributeOptions, InOrder, InWorker, Workload};

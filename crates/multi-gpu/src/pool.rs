@@ -1,13 +1,13 @@
 //! The [`DevicePool`]: its workers, how a device mode and the saved ratios choose them,
 //! and [`DevicePool::distribute`], which resolves the ratios and runs the passes.
 
-use crate::balance::{Balance, BalanceOptions, normalised};
+use crate::balance::{Balance, normalised};
 use crate::engine::{Delivery, run_pass};
 use crate::error::PoolError;
 use crate::schedule::{Scheduler, Slot};
 use crate::stats::{RunStats, refresh};
 use crate::worker::{PoolOptions, Worker, WorkerDevice, open_workers};
-use crate::workload::{Chunk, DistributeOptions, InOrder, InWorker, Workload};
+use crate::workload::{BalanceOptions, Chunk, DistributeOptions, InOrder, InWorker, Workload};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! The work API: what the pool runs ([`Workload`], cut into [`Chunk`]s), what it calls
-//! with each chunk's output, and how it splits the work ([`DistributeOptions`]).
+//! with each chunk's output, and how it splits the work ([`DistributeOptions`], with the
+//! [`BalanceOptions`] of a first-use measurement).
 
-use crate::balance::BalanceOptions;
 use crate::error::WorkError;
 use crate::worker::WorkerDevice;
 use std::collections::BTreeMap;
@@ -98,5 +98,20 @@ pub struct DistributeOptions {
 impl DistributeOptions {
     pub fn new(tag: impl Into<String>) -> Self {
         Self { tag: tag.into(), profiles: None, ratios: None, balance: BalanceOptions::default(), shuffle: None }
+    }
+}
+
+/// How a balance is measured: `warmup` untimed runs, then `runs` timed runs of the
+/// first `sample_size` items on each worker (more on a wide device: one of its dispatches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BalanceOptions {
+    pub sample_size: u64,
+    pub warmup: usize,
+    pub runs: usize,
+}
+
+impl Default for BalanceOptions {
+    fn default() -> Self {
+        Self { sample_size: 8192, warmup: 3, runs: 5 }
     }
 }
