@@ -92,3 +92,28 @@ def test_bad_frames_are_refused(data: pd.DataFrame) -> None:
         threadx.indicators("missing.csv", "sma:period=3")
     with pytest.raises(TypeError, match="data must be"):
         threadx.indicators(42, "sma:period=3")  # type: ignore[arg-type]
+
+
+def test_every_time_the_package_returns_is_a_utc_datetime(data: pd.DataFrame, tmp_path) -> None:
+    """No time comes back as epoch milliseconds: bars, indicators, a backtest's equity and
+    trades, and data read back from Parquet, CSV and epoch-integer columns."""
+    data.to_parquet(tmp_path / "bars.parquet")
+    epoch = data.reset_index()
+    epoch["timestamp"] = data.index.as_unit("ms").asi8 if hasattr(data.index, "as_unit") else data.index.asi8 // 10**6
+    epoch.to_csv(tmp_path / "epoch.csv", index=False)
+    run = threadx.backtest(data, "bb_atr", device="cpu")
+    times = {
+        "synthetic": data.index,
+        "load(parquet)": threadx.load(tmp_path / "bars.parquet").index,
+        "load(epoch csv)": threadx.load(tmp_path / "epoch.csv").index,
+        "indicators": threadx.indicators(data, "atr:period=14", device="cpu").index,
+        "equity": run.equity.index,
+        "entry_time": pd.DatetimeIndex(run.trades["entry_time"]),
+        "exit_time": pd.DatetimeIndex(run.trades["exit_time"]),
+    }
+    assert len(run.trades) > 0
+    for name, index in times.items():
+        assert isinstance(index, pd.DatetimeIndex) and str(index.tz) == "UTC", f"{name}: {index.dtype}"
+        # Real dates of the synthetic year, not 1970 plus a few milliseconds.
+        assert index.min() >= pd.Timestamp("2024-01-01", tz="UTC"), f"{name}: {index.min()}"
+    assert times["load(epoch csv)"].equals(data.index.as_unit(times["load(epoch csv)"].unit))
