@@ -1,5 +1,6 @@
 """One hostile string through every text a user controls (a rule file's description and
-choices, the data file's name, a universe's symbols) into every output: the terminal gets no control sequence,
+choices, the data file's name, a universe's symbols; its name and parameter names, which
+refuse it, and a CSV header ThreadX does not read, which is shown nowhere) into every output: the terminal gets no control sequence,
 every SVG is well-formed XML, the results CSV reads the choice back as written, and each
 HTML page, opened in Chromium, runs no script of the string's and makes no request. A plot
 replaced beside a run (script, a remote image) is left out of `threadx report`'s page.
@@ -121,3 +122,26 @@ def test_a_symbol_named_with_markup_is_text_in_every_output(hostile: Cli) -> Non
     assert sorted(set(rows["symbol"])) == sorted([PAYLOAD, "S&P 500"])
     summary = (w / "u.json").read_text()
     assert PAYLOAD in json.loads(summary)["symbols"][0]["symbol"] + json.loads(summary)["symbols"][1]["symbol"]
+
+
+def test_names_that_cannot_hold_the_string_refuse_it_and_a_csv_header_is_never_shown(hostile: Cli) -> None:
+    """A rule file's name and parameter names are identifiers: the string is refused there
+    with its place, printed escaped. A data column ThreadX does not read (a CSV header) is
+    never written anywhere."""
+    w = hostile.workdir
+    for what, rules in (
+        ("name", RULES.replace('name = "hostile"', f'name = "{DESCRIPTION}"')),
+        ("parameter", RULES.replace("n = {", f'"{PAYLOAD}\\u001b[2J" = {{')),
+    ):
+        (w / "bad.toml").write_text(rules)
+        refused = hostile.fails("strategy", "check", "bad.toml")
+        no_control_sequence(refused)
+        assert "bad.toml:" in refused, (what, refused)
+    frame = threadx.synthetic(bars=3000, seed=1)
+    frame[PAYLOAD] = 1.0
+    frame.to_csv(w / "extra.csv", index_label="timestamp")
+    printed = hostile.run("--device", "cpu", "sweep", "--data", "extra.csv", "--grid", "bb_period=10,20",
+                          "--grid", "bb_std=2,3", "--out", "e.csv", "--report", "e.html")
+    no_control_sequence(printed)
+    for name in ("e.csv", "e.json", "e.html", "e-heatmap.svg"):
+        assert PAYLOAD not in (w / name).read_text() and "onerror" not in (w / name).read_text(), name
