@@ -1,6 +1,6 @@
 //! `threadx backtest`: one parameter set of a strategy, its metrics, trades and equity.
 
-use crate::sweep::pct;
+use crate::console::pct;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;

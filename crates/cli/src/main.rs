@@ -22,6 +22,7 @@ macro_rules! outln {
 
 mod backtest;
 mod balance;
+mod console;
 mod data;
 mod devices;
 mod indicators;
@@ -34,6 +35,7 @@ mod request;
 mod search;
 mod strategy;
 mod sweep;
+mod sweep_args;
 mod universe;
 mod walk;
 
@@ -134,7 +136,7 @@ enum Command {
     },
     /// Sweep a strategy's parameters (grid, --random sample or --walk-forward) and write
     /// every combo's metrics, the best ones and a heatmap.
-    Sweep(Box<sweep::SweepArgs>),
+    Sweep(Box<sweep_args::SweepArgs>),
     /// The built-in strategies, a strategy's rule file, and checking your own.
     Strategy {
         #[command(subcommand)]

@@ -53,7 +53,7 @@ impl OverfitArgs {
 /// The plots' paths beside the results: `<name>-pbo.svg` and `<name>-oos.svg`.
 pub fn plots(spec: &SweepSpec, out: &Path) -> Option<(PathBuf, PathBuf)> {
     (spec.overfitting().is_some() && !threadx_profile_store::is_special_file(out))
-        .then(|| (crate::sweep::sibling(out, "-pbo.svg"), crate::sweep::sibling(out, "-oos.svg")))
+        .then(|| (crate::outputs::sibling(out, "-pbo.svg"), crate::outputs::sibling(out, "-oos.svg")))
 }
 
 /// The statistics in plain sentences, and where their files went.

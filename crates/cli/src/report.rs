@@ -164,7 +164,7 @@ pub fn run(input: &Path, out: Option<&Path>, mode: DeviceMode) -> Result<()> {
 fn files_read(input: &Path, json: &Value) -> Vec<PathBuf> {
     let mut read = vec![input.to_path_buf()];
     if let Some(results) = results_beside(input, json) {
-        read.extend([crate::sweep::sibling(&results, "-pbo.svg"), crate::sweep::sibling(&results, "-oos.svg")]);
+        read.extend([crate::outputs::sibling(&results, "-pbo.svg"), crate::outputs::sibling(&results, "-oos.svg")]);
         read.push(results);
     }
     let origin = json["data"]["origin"].as_str().or_else(|| json["data"].as_str());
@@ -232,7 +232,7 @@ fn sweep_from_summary(
         tracing::warn!("{}: its results file is not beside it: no heatmaps or distribution", input.display());
     }
     let overfitting_plots =
-        results.as_deref().map(|r| (crate::sweep::sibling(r, "-pbo.svg"), crate::sweep::sibling(r, "-oos.svg")));
+        results.as_deref().map(|r| (crate::outputs::sibling(r, "-pbo.svg"), crate::outputs::sibling(r, "-oos.svg")));
     let page = SweepPage {
         spec: &spec,
         data: &data,

@@ -3,7 +3,7 @@
 //! gave is said at the config's line.
 
 use crate::backtest::split_assignment;
-use crate::sweep::SweepArgs;
+use crate::sweep_args::SweepArgs;
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 use threadx_backtest::{Axis, Strategy};

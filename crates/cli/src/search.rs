@@ -2,8 +2,8 @@
 //! searched to files, with a progress bar that shows the best value so far, then the best
 //! combos and the search's figures.
 
-use crate::sweep::SweepArgs;
-use crate::sweep::{count, num, print_summary_path, progress_bar, top_table};
+use crate::console::{count, num, print_summary_path, progress_bar, top_table};
+use crate::sweep_args::SweepArgs;
 use anyhow::{Result, bail};
 use std::path::Path;
 use threadx_dispatch::thousands;
@@ -61,11 +61,6 @@ pub fn search_request(args: &SweepArgs, request: &mut SweepRequest) -> Result<()
         search.by = by.clone();
     }
     Ok(())
-}
-
-/// `--search METHOD`, refused by clap with the method names.
-pub fn search_method_arg(text: &str) -> Result<SearchMethod, String> {
-    text.parse().map_err(|e: threadx_sweep::SweepError| e.to_string())
 }
 
 /// Runs the session's search to files as `opts` says and prints what it found.

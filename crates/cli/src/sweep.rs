@@ -1,184 +1,22 @@
 //! `threadx sweep` and `threadx merge`: parse, build the spec, call threadx-sweep, print.
 
+use crate::console::{count, print_summary_path, progress_bar, top_table};
+use crate::outputs::sibling;
+use crate::sweep_args::{SweepArgs, ranking};
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
-use std::io::{IsTerminal, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use threadx_backtest::{Metrics, Strategy, strategy_help};
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
 use threadx_indicators::MarketData;
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_sweep::{
-    HeatmapOptions, OutputOptions, Row, SearchMethod, Session, Shard, SweepPlan, SweepSpec, check_output,
-    check_threads, check_writable, checkpoint_dir, merge, metric_index, shard_blocks_path, summary_path,
+    HeatmapOptions, OutputOptions, Session, Shard, SweepPlan, SweepSpec, check_output, check_writable, checkpoint_dir,
+    merge, metric_index, shard_blocks_path, summary_path,
 };
 use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
-
-const DEFAULT_OUT: &str = "artifacts/sweep/results.csv";
-
-#[derive(Debug, Args)]
-#[command(after_long_help = format!(
-    "Without --grid or --config, the strategy's built-in grid runs (bb_atr: 10,000 combos).\n\
-     With either, parameters not named stay at their defaults.\n\n\
-     Strategies and their parameters (defaults; ranges):\n{}", strategy_help()))]
-pub struct SweepArgs {
-    /// A CSV, Parquet or Arrow (Feather) file, or synthetic:bars=N,seed=S[,market=fx].
-    #[arg(long, default_value = "synthetic", long_help = crate::data_help())]
-    data: String,
-    /// bb_atr, ma_cross, rsi_reversion or a rule file FILE.toml (default: the config's, else bb_atr).
-    #[arg(long)]
-    pub(crate) strategy: Option<String>,
-    /// Values of one parameter, repeatable: a list (bb_std=1.5,2,2.5) or an inclusive range (bb_period=10:50:5).
-    #[arg(long = "grid", value_name = "NAME=VALUES")]
-    pub(crate) grid: Vec<String>,
-    /// A TOML file with strategy, fee, slippage, [grid], [random], [walk_forward] (flags override it).
-    #[arg(long, value_name = "FILE.toml")]
-    pub(crate) config: Option<PathBuf>,
-    /// Cost per side as a fraction of traded value (default: the config's, else 0.001).
-    #[arg(long, allow_negative_numbers = true)]
-    pub(crate) fee: Option<f64>,
-    /// The fill price moved against you on every fill, a fraction (default: the config's,
-    /// else 0; 0.0005 = 0.05%).
-    #[arg(long, allow_negative_numbers = true)]
-    pub(crate) slippage: Option<f64>,
-    /// Bars per year that annualise the Sharpe ratio (default: the config's, else from the
-    /// median spacing of the timestamps, a year of 365 days; e.g. 252 for daily stock bars).
-    #[arg(long, value_name = "BARS", allow_negative_numbers = true)]
-    pub(crate) periods_per_year: Option<f64>,
-    /// Run N distinct combos of the grid drawn at random: `--search random --trials N`.
-    #[arg(long, value_name = "N", conflicts_with_all = ["search", "trials"])]
-    pub(crate) random: Option<u64>,
-    /// Search the grid instead of running all of it: random, sobol or lhs (designs fixed
-    /// in advance) or tpe (Bayesian, learns from each batch). See docs/search.md.
-    #[arg(long, value_name = "METHOD", value_parser = crate::search::search_method_arg)]
-    pub(crate) search: Option<SearchMethod>,
-    /// Combos a search evaluates at most (with --search).
-    #[arg(long, value_name = "N")]
-    pub(crate) trials: Option<u64>,
-    /// Combos a search proposes and evaluates together (default 64).
-    #[arg(long, value_name = "N")]
-    pub(crate) batch: Option<usize>,
-    /// Seed of a search or --random (default 0): the same seed gives the same trials on every machine.
-    #[arg(long)]
-    pub(crate) seed: Option<u64>,
-    /// Stop a search after K successive trials without a better --by value.
-    #[arg(long, value_name = "K")]
-    pub(crate) patience: Option<u64>,
-    /// Stop a search once the --by value reaches this.
-    #[arg(long, value_name = "VALUE", allow_hyphen_values = true)]
-    pub(crate) target: Option<f64>,
-    /// A search minimises --by instead of maximising it.
-    #[arg(long)]
-    pub(crate) minimize: bool,
-    /// A rule a search's winner must obey, repeatable, e.g. "trades >= 30" (metric, one of
-    /// >= > <= <, a number): a combo that breaks one never wins.
-    #[arg(long = "constraint", value_name = "RULE")]
-    pub(crate) constraints: Vec<String>,
-    /// Where a search draws its best-so-far curve (default: beside --out, `-search.svg`).
-    #[arg(long, value_name = "FILE.svg")]
-    pub(crate) search_plot: Option<PathBuf>,
-    /// Optimize on each train window, evaluate the best combo on the next test window:
-    /// train=BARS,test=BARS[,step=BARS].
-    #[arg(long, value_name = "SPEC")]
-    pub(crate) walk_forward: Option<String>,
-    /// Results CSV (one row per combo, in combo order; .parquet or .arrow for those formats);
-    /// the summary goes beside it as .json; its folder is made when missing. Over many
-    /// symbols, rows carry `symbol` first and `<name>-by-combo.<ext>` gives each combo's --by
-    /// metric across them.
-    #[arg(long, default_value = DEFAULT_OUT)]
-    pub(crate) out: PathBuf,
-    /// How many of the best combos to print.
-    #[arg(long, default_value_t = 10)]
-    pub(crate) top: usize,
-    /// The metric that ranks combos and that a search optimises, largest first (default:
-    /// the config's search `by`, else sharpe; --help lists them).
-    #[arg(long, long_help = metrics_help("The metric that ranks combos and that a search optimises, largest first \
-        (max_drawdown: the shallowest; default: the config's search `by`, else sharpe)."))]
-    pub(crate) by: Option<String>,
-    /// Draw the --by metric over two parameters (best over the others) into this SVG
-    /// (default: beside the results, as <name>-heatmap.svg).
-    #[arg(long, value_name = "FILE.svg")]
-    pub(crate) heatmap: Option<PathBuf>,
-    /// The heatmap's horizontal parameter (default: the first that varies).
-    #[arg(long, value_name = "PARAM")]
-    heatmap_x: Option<String>,
-    /// The heatmap's vertical parameter (default: the next that varies).
-    #[arg(long, value_name = "PARAM")]
-    heatmap_y: Option<String>,
-    /// Write an HTML report here: the sweep (best combos, heatmaps, the objective's
-    /// distribution, overfitting, search, walk-forward) and the backtest of its best combo.
-    #[arg(long, value_name = "FILE.html")]
-    pub(crate) report: Option<PathBuf>,
-    /// Continue an interrupted run from its checkpoint (same command, same data).
-    #[arg(long)]
-    resume: bool,
-    /// Run only part I of N (0-based): every N-th chunk from I. Join the parts with `threadx merge`.
-    #[arg(long, value_name = "I/N")]
-    shard: Option<String>,
-    /// Combos per chunk, the unit of work, checkpoint and shard (default: about 2^26
-    /// bar·combos, from the data length only). A resume or merge needs the same value.
-    #[arg(long, value_name = "N")]
-    pub(crate) chunk_size: Option<u64>,
-    /// Worker threads (default: one per CPU core).
-    #[arg(long, value_name = "N", value_parser = threads_arg)]
-    pub(crate) threads: Option<usize>,
-    /// Refuse a sweep whose preparation (indicator series, decision rows) would need more
-    /// memory than this, e.g. 8G or 500M (default: the memory available now).
-    #[arg(long, value_name = "SIZE", value_parser = threadx_sweep::parse_size)]
-    pub(crate) max_memory: Option<u64>,
-    /// No progress bar.
-    #[arg(long)]
-    pub(crate) quiet: bool,
-    /// Print where the time went: each phase of the run (and the unaccounted rest) and
-    /// each worker's busy time (upload, kernel, readback, simulate, write, idle). The
-    /// summary JSON holds it either way.
-    #[arg(long)]
-    profile: bool,
-    /// Sample CPU, memory and every NVIDIA GPU during the run (every 0.2 s): their mean
-    /// and max go into the summary JSON, and a plot beside the results.
-    #[arg(long)]
-    pub(crate) monitor: bool,
-    /// Where --monitor draws its plot (default: beside --out, `-monitor.svg`).
-    #[arg(long, value_name = "FILE.svg", requires = "monitor")]
-    pub(crate) monitor_plot: Option<PathBuf>,
-    #[command(flatten)]
-    pub(crate) overfit: crate::overfit::OverfitArgs,
-}
-
-/// The metric that ranks combos: `--by`, else the search's objective, else sharpe.
-pub(crate) fn ranking(args: &SweepArgs, spec: &SweepSpec) -> String {
-    match (&args.by, spec.search()) {
-        (Some(by), _) => by.clone(),
-        (None, Some(search)) => search.objective.metric().to_owned(),
-        (None, None) => "sharpe".to_owned(),
-    }
-}
-
-/// `--threads N`, refused by clap with the request's own rule.
-fn threads_arg(text: &str) -> Result<usize, String> {
-    check_threads(text.parse().map_err(|e| format!("{e}"))?)
-}
-
-pub fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
-    let target = if quiet || !std::io::stderr().is_terminal() {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    };
-    let bar = ProgressBar::with_draw_target(Some(total), target);
-    let template = format!("{{bar:40}} {{human_pos}}/{{human_len}} {unit} · {{rate}} · ETA {{eta}}{{msg}}");
-    let style = ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()).with_key(
-        "rate",
-        |state: &ProgressState, w: &mut dyn std::fmt::Write| {
-            let _ = write!(w, "{}/s", HumanCount(state.per_sec().round() as u64));
-        },
-    );
-    bar.set_style(style);
-    bar
-}
 
 pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let phases = PhaseTimer::start();
@@ -217,7 +55,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     // Every output is writable, its own file and none of the inputs, before any work.
     let summary = summary_path(&args.out);
     let shard_blocks = (spec.overfitting().is_some() && !shard.is_whole()).then(|| shard_blocks_path(&args.out));
-    let outputs = crate::outputs::of_sweep(args, &opts, [&shard_blocks, &summary, &monitor_plot, &search_plot]);
+    let outputs = crate::sweep_args::sweep_outputs(args, &opts, [&shard_blocks, &summary, &monitor_plot, &search_plot]);
     let inputs: Vec<&Path> =
         [Some(Path::new(&args.data)), args.strategy.as_deref().map(Path::new), args.config.as_deref()]
             .into_iter()
@@ -521,61 +359,6 @@ fn workers_line(stats: &RunStats) -> String {
     parts.join(", ")
 }
 
-/// Every metric with what it means, after `intro`: the long help of `--by`.
-fn metrics_help(intro: &str) -> String {
-    let lines: String =
-        Metrics::NAMES.iter().zip(Metrics::HELP).map(|(name, help)| format!("\n  {name:<14} {help}")).collect();
-    format!("{intro}{lines}")
-}
-
-/// `1 chunk`, `12,000 combos`.
-pub fn count(n: u64, noun: &str) -> String {
-    format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
-}
-
-/// A fraction as a percentage with two decimals; `-` for NaN.
-pub fn pct(v: f64) -> String {
-    if v.is_nan() { "-".into() } else { format!("{:.2}%", v * 100.0) }
-}
-
-pub fn num(v: f64) -> String {
-    if v.is_nan() { "-".into() } else { format!("{v:.4}") }
-}
-
-/// `dir/results.csv` + `-heatmap.svg` → `dir/results-heatmap.svg`.
-pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-    path.with_file_name(format!("{stem}{suffix}"))
-}
-
-pub fn top_table(strategy: &Strategy, rows: &[Row], by: &str) -> String {
-    use std::fmt::Write;
-    let mut out = format!("top {} by {by}:\n", rows.len());
-    let _ = writeln!(
-        out,
-        "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9}",
-        "rank", "combo", "parameters", "return", "trades", "win", "max dd", "sharpe/bar", "sharpe/yr", "exposure"
-    );
-    for (i, r) in rows.iter().enumerate() {
-        let m: &Metrics = &r.metrics;
-        let _ = writeln!(
-            out,
-            "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9}",
-            i + 1,
-            r.combo,
-            strategy.describe(&r.values),
-            pct(m.total_return),
-            m.trades,
-            pct(m.win_rate),
-            pct(m.max_drawdown),
-            num(m.sharpe),
-            num(m.sharpe_annual),
-            pct(m.exposure)
-        );
-    }
-    out
-}
-
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// The results CSVs of every shard (each with its .json summary beside it).
@@ -625,15 +408,6 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
     print_summary_path(report.summary_path.as_deref(), &args.out)?;
     if let Some(o) = &report.overfitting {
         crate::overfit::print(o, plots.as_ref(), None)?;
-    }
-    Ok(())
-}
-
-/// Where the summary went, or why there is none (results sent to a device or FIFO).
-pub fn print_summary_path(summary: Option<&Path>, out: &Path) -> Result<()> {
-    match summary {
-        Some(path) => outln!("wrote the summary to {}", path.display()),
-        None => outln!("no summary: {} is not a regular file, so nothing is written beside it", out.display()),
     }
     Ok(())
 }

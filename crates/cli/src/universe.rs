@@ -2,7 +2,8 @@
 //! column): the grid over every symbol, one progress bar, and the combos that hold
 //! across the symbols.
 
-use crate::sweep::{SweepArgs, count, num, pct, print_summary_path, progress_bar};
+use crate::console::{count, num, pct, print_summary_path, progress_bar};
+use crate::sweep_args::SweepArgs;
 use anyhow::{Result, bail};
 use std::io::Write as _;
 use std::sync::Arc;

@@ -1,7 +1,9 @@
 //! `threadx sweep --walk-forward`: runs the windows, writes them, and prints each
 //! window's winner with its out-of-sample metrics and deflated Sharpe ratio.
 
-use crate::sweep::{SweepArgs, num, pct, print_summary_path, progress_bar, sibling};
+use crate::console::{num, pct, print_summary_path, progress_bar};
+use crate::outputs::sibling;
+use crate::sweep_args::SweepArgs;
 use anyhow::{Context, Result};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
@@ -10,7 +12,7 @@ use threadx_sweep::{SweepSpec, WindowResult, summary_path, walk_forward, write_t
 /// Runs `spec`'s walk-forward (winners by `args`' ranking), writes the windows to
 /// `args.out` (and the report where asked) and prints each with its out-of-sample DSR.
 pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArgs, mode: DeviceMode) -> Result<()> {
-    let (out, quiet, ranking) = (args.out.as_path(), args.quiet, &crate::sweep::ranking(args, spec));
+    let (out, quiet, ranking) = (args.out.as_path(), args.quiet, &crate::sweep_args::ranking(args, spec));
     let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
     let bar = progress_bar(windows, quiet, "windows");
     let report = walk_forward(data, dispatcher, spec, ranking, &mut |done, _| bar.set_position(done as u64));

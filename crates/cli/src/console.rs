@@ -1,0 +1,79 @@
+//! What the commands print beyond their own lines: the progress bar, counts, percentages
+//! and numbers as the tables show them, the top-combos table and where the summary went.
+
+use anyhow::Result;
+use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::Path;
+use threadx_backtest::{Metrics, Strategy};
+use threadx_dispatch::thousands;
+use threadx_sweep::Row;
+
+pub fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
+    let target = if quiet || !std::io::stderr().is_terminal() {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    };
+    let bar = ProgressBar::with_draw_target(Some(total), target);
+    let template = format!("{{bar:40}} {{human_pos}}/{{human_len}} {unit} · {{rate}} · ETA {{eta}}{{msg}}");
+    let style = ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()).with_key(
+        "rate",
+        |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{}/s", HumanCount(state.per_sec().round() as u64));
+        },
+    );
+    bar.set_style(style);
+    bar
+}
+
+/// `1 chunk`, `12,000 combos`.
+pub fn count(n: u64, noun: &str) -> String {
+    format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
+}
+
+/// A fraction as a percentage with two decimals; `-` for NaN.
+pub fn pct(v: f64) -> String {
+    if v.is_nan() { "-".into() } else { format!("{:.2}%", v * 100.0) }
+}
+
+pub fn num(v: f64) -> String {
+    if v.is_nan() { "-".into() } else { format!("{v:.4}") }
+}
+
+pub fn top_table(strategy: &Strategy, rows: &[Row], by: &str) -> String {
+    use std::fmt::Write;
+    let mut out = format!("top {} by {by}:\n", rows.len());
+    let _ = writeln!(
+        out,
+        "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9}",
+        "rank", "combo", "parameters", "return", "trades", "win", "max dd", "sharpe/bar", "sharpe/yr", "exposure"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let m: &Metrics = &r.metrics;
+        let _ = writeln!(
+            out,
+            "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9}",
+            i + 1,
+            r.combo,
+            strategy.describe(&r.values),
+            pct(m.total_return),
+            m.trades,
+            pct(m.win_rate),
+            pct(m.max_drawdown),
+            num(m.sharpe),
+            num(m.sharpe_annual),
+            pct(m.exposure)
+        );
+    }
+    out
+}
+
+/// Where the summary went, or why there is none (results sent to a device or FIFO).
+pub fn print_summary_path(summary: Option<&Path>, out: &Path) -> Result<()> {
+    match summary {
+        Some(path) => outln!("wrote the summary to {}", path.display()),
+        None => outln!("no summary: {} is not a regular file, so nothing is written beside it", out.display()),
+    }
+    Ok(())
+}
