@@ -252,7 +252,7 @@ pub fn merge(
         let report = crate::search::SearchReport::of_trials(options, trials);
         let values = |c| spec.grid().values(c);
         summary["search"] = crate::search_run::search_json(options, &report, strategy, values);
-        best = crate::search_run::best_rows(&report, options, top, values);
+        best = report.best_rows(options, top, values);
         summary["best"] = crate::search_run::rows_json(strategy, options.objective.metric(), &best);
     }
     crate::output::commit_with_summary(staged, &mut summary, out, Shard::WHOLE)?;

@@ -282,10 +282,10 @@ pub fn search_to_files(
     }
     // The best feasible trials by the objective; a shard ranks its own.
     let best = match &report {
-        Some(r) => best_rows(r, options, opts.top, |c| book.combo_values(c)),
+        Some(r) => r.best_rows(options, opts.top, |c| book.combo_values(c)),
         None => {
             let own = SearchReport::of_trials(options, trials.iter().map(|&(_, combo, m)| (combo, m)));
-            best_rows(&own, options, opts.top, |c| book.combo_values(c))
+            own.best_rows(options, opts.top, |c| book.combo_values(c))
         }
     };
     // The statistics are of the trials: a stopping rule ends them inside a batch.
@@ -341,28 +341,6 @@ pub fn search_to_files(
         },
         search: report,
     })
-}
-
-/// The `top` best feasible trials' rows, best first by the objective (the earlier of
-/// equals first): an infeasible trial never ranks.
-pub(crate) fn best_rows(
-    report: &SearchReport,
-    options: &SearchOptions,
-    top: usize,
-    values: impl Fn(u64) -> threadx_backtest::ParamValues,
-) -> Vec<Row> {
-    let objective = &options.objective;
-    let mut feasible: Vec<(f64, usize)> =
-        report.trials.iter().enumerate().filter_map(|(t, trial)| Some((objective.oriented(trial.value?), t))).collect();
-    feasible.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    feasible
-        .iter()
-        .take(top)
-        .map(|&(_, t)| {
-            let trial = &report.trials[t];
-            Row { combo: trial.combo, values: values(trial.combo), metrics: trial.metrics }
-        })
-        .collect()
 }
 
 /// Best rows as the summary's `best`: the metric that ranks them and each row.

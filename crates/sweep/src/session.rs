@@ -211,7 +211,7 @@ impl Session {
     ) -> Result<Option<Overfitting>, SweepError> {
         let (Some(o), Some(cuts)) = (self.spec().overfitting(), self.sweep.blocks()) else { return Ok(None) };
         let book = self.sweep.book();
-        let best = crate::search_run::best_rows(report, options, crate::overfit::TOP, |c| book.combo_values(c));
+        let best = report.best_rows(options, crate::overfit::TOP, |c| book.combo_values(c));
         Overfitting::compute(
             &self.sweep,
             self.dispatcher(),

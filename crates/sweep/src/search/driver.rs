@@ -3,6 +3,7 @@
 
 use super::{SearchOptions, SearchSpace};
 use crate::error::SweepError;
+use crate::rows::Row;
 use std::time::Instant;
 use threadx_backtest::Metrics;
 
@@ -64,6 +65,32 @@ impl SearchReport {
             seconds: 0.0,
             search_seconds: 0.0,
         }
+    }
+
+    /// The `top` best feasible trials' rows, best first by the objective (the earlier of
+    /// equals first): an infeasible trial never ranks.
+    pub(crate) fn best_rows(
+        &self,
+        options: &SearchOptions,
+        top: usize,
+        values: impl Fn(u64) -> threadx_backtest::ParamValues,
+    ) -> Vec<Row> {
+        let objective = &options.objective;
+        let mut feasible: Vec<(f64, usize)> = self
+            .trials
+            .iter()
+            .enumerate()
+            .filter_map(|(t, trial)| Some((objective.oriented(trial.value?), t)))
+            .collect();
+        feasible.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        feasible
+            .iter()
+            .take(top)
+            .map(|&(_, t)| {
+                let trial = &self.trials[t];
+                Row { combo: trial.combo, values: values(trial.combo), metrics: trial.metrics }
+            })
+            .collect()
     }
 
     /// The report of trials already evaluated, in order (a merge of shards): the best and
