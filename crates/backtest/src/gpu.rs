@@ -11,6 +11,7 @@ use crate::blocks::BlockCuts;
 use crate::book::{ComboPlan, SignalBook, Stop};
 use crate::fixed::{BarTables, Totals};
 use crate::simulate::BatchTotals;
+use rayon::prelude::*;
 use std::sync::Arc;
 use threadx_dispatch::{Dispatch, GpuContext, GpuError, Kernel, PendingRead, wgpu};
 
@@ -319,16 +320,18 @@ impl GpuBacktester {
             let Some(read) = self.ctx.finish_read_back::<Run>(read, wanted)? else {
                 return Ok(None);
             };
+            // Decoded on the host's pool: a wide dispatch reads back hundreds of thousands.
             let first = batch.totals.len();
-            batch.totals.extend(read.items.iter().map(Run::totals));
+            batch.totals.par_extend(read.items.par_iter().map(Run::totals));
             if let Some(cuts) = &self.blocks {
-                let per = cuts.snapshot_len();
-                let snapshots: Vec<u128> = read.words.chunks_exact(4).map(u128_of).collect();
-                batch.blocks.resize(batch.totals.len() * cuts.stats_len(), 0.0);
-                for (k, (snaps, totals)) in snapshots.chunks_exact(per).zip(&batch.totals[first..]).enumerate() {
-                    let at = (first + k) * cuts.stats_len();
-                    cuts.stats(snaps, totals, &mut batch.blocks[at..at + cuts.stats_len()]);
-                }
+                let (per, len) = (cuts.snapshot_len(), cuts.stats_len());
+                let snapshots: Vec<u128> = read.words.par_chunks_exact(4).map(u128_of).collect();
+                batch.blocks.resize(batch.totals.len() * len, 0.0);
+                batch.blocks[first * len..]
+                    .par_chunks_mut(len)
+                    .zip(snapshots.par_chunks_exact(per))
+                    .zip(&batch.totals[first..])
+                    .for_each(|((out, snaps), totals)| cuts.stats(snaps, totals, out));
             }
         }
         Ok(Some(batch))
