@@ -49,15 +49,18 @@ def test_bad_search_arguments_are_refused(data: pd.DataFrame) -> None:
     # Said as a Python caller writes it: no position in the engine's JSON, no CLI flag.
     with pytest.raises(ValueError, match=r"unknown search method `grid` \(known: random, sobol, lhs, tpe\)$"):
         threadx.search(data, method="grid", trials=5, progress=False)
-    with pytest.raises(ValueError, match=r"^trials 1000000000 asks for more combos than the grid has"):
-        threadx.search(data, trials=10**9, progress=False)
     with pytest.raises(ValueError, match=r"^target=inf: a finite number is needed"):
         threadx.search(data, trials=5, target=float("inf"), progress=False)
     with pytest.raises(ValueError, match=r"^blocks=7: must be an even number"):
         threadx.sweep(data, grid={"bb_period": [10, 20]}, overfitting={"blocks": 7}, progress=False)
     with pytest.raises(ValueError, match="unknown metric `profit`"):
         threadx.search(data, trials=5, constraints="profit > 1", progress=False)
-    with pytest.raises(ValueError, match="asks for more combos than the grid has"):
-        threadx.search(data, trials=10**9, progress=False)
     with pytest.raises(ValueError, match="trials must be a whole number"):
         threadx.search(data, trials=-1, progress=False)
+
+
+def test_more_trials_than_the_grid_has_run_the_whole_grid_once(data: pd.DataFrame) -> None:
+    small = {"bb_period": [10, 20, 30], "bb_std": [1.5, 2.5], "atr_period": [7, 14]}
+    for method in ("random", "sobol", "tpe"):
+        whole = threadx.search(data, method=method, trials=10**9, grid=small, progress=False)
+        assert sorted(whole.trials["combo"]) == list(range(12)), method

@@ -127,6 +127,9 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
             if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
         );
     }
+    if let Some(whole) = spec.whole_grid() {
+        outln!("{}", whole.note(combos.grid_len()));
+    }
     outln!("preparing {} (about {})", plan.describe(), format_bytes(plan.bytes()));
     // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
     let mut note = |note: &str| {

@@ -1,6 +1,7 @@
 //! `threadx sweep --search` as a user runs it: trials in order with their summary and
 //! plot, constraints, patience, a SIGKILL followed by --resume, design shards joined by
-//! merge, `--random` as an alias, and the refusals.
+//! merge, `--random` as an alias, more trials than the grid (the whole grid, once), and the
+//! refusals.
 
 mod common;
 
@@ -299,7 +300,7 @@ fn random_n_is_an_alias_of_a_random_search() {
 #[test]
 fn search_flags_are_refused_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--search", "tpe", "--trials", "50", "--shard", "0/2"], "a tpe search learns from every trial before it"),
         (&["--search", "sobol", "--trials", "50", "--patience", "5", "--shard", "0/2"], "need one process"),
         (&["--search", "tpe"], "--search tpe needs --trials N"),
@@ -307,7 +308,6 @@ fn search_flags_are_refused_with_the_reason() {
         (&["--patience", "5"], "--patience applies to a search"),
         (&["--search", "tpe", "--trials", "5", "--constraint", "trades = 3"], "constraint `trades = 3`: expected"),
         (&["--search", "tpe", "--trials", "5", "--constraint", "profit > 3"], "unknown metric `profit`"),
-        (&["--search", "lhs", "--trials", "20000"], "--trials 20000 asks for more combos than the grid has (10000)"),
         (&["--search", "tpe", "--trials", "5", "--batch", "0"], "--batch: at least 1 is needed"),
         // A value that starts with `-` and is no digit is the flag's value, not a flag.
         (&["--search", "tpe", "--trials", "5", "--target", "-inf"], "--target -inf: a finite number is needed"),
@@ -334,4 +334,32 @@ fn a_config_files_bad_value_is_named_at_its_line_not_as_a_flag() {
     // A flag typed on the command line is named as the flag it is.
     let run = threadx(dir.path(), &["--device", "cpu", "sweep", "--config", "sweep.toml", "--trials", "0", "--quiet"]);
     assert!(text(&run.stderr).contains("--trials: at least 1 is needed"), "{}", text(&run.stderr));
+}
+
+#[test]
+fn more_trials_than_the_grid_has_run_the_whole_grid_once_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = ["--grid", "bb_period=10:30:10", "--grid", "bb_std=1.5,2.5", "--grid", "atr_period=7,14"];
+    for (asked, flags) in
+        [("100,000", &["--random", "100000"][..]), ("1,000", &["--search", "sobol", "--trials", "1000"][..])]
+    {
+        let mut args = vec!["--device", "cpu", "sweep", "--data", "synthetic:bars=2000,seed=5"];
+        args.extend(grid);
+        args.extend(flags);
+        args.extend(["--out", "r.csv"]);
+        let printed = ok(dir.path(), &args);
+        let line = format!("{asked} combos asked, more than the grid has (12): the whole grid runs, each combo once");
+        assert!(printed.contains(&line), "{printed}");
+        let rows = trials(&read(dir.path(), "r.csv"));
+        assert_eq!(rows.len(), 12, "{flags:?}");
+        let mut combos: Vec<u64> =
+            read(dir.path(), "r.csv").lines().skip(1).map(|l| l.split(',').nth(1).unwrap().parse().unwrap()).collect();
+        combos.sort_unstable();
+        assert_eq!(combos, (0..12).collect::<Vec<u64>>(), "each combo once: {flags:?}");
+        let s = summary(dir.path(), "r.json");
+        assert_eq!(
+            s["whole_grid"],
+            serde_json::json!({"asked": asked.replace(',', "").parse::<u64>().unwrap(), "grid": 12})
+        );
+    }
 }

@@ -73,7 +73,7 @@ pub use search_run::{
     SearchProgress, SearchRun, check_shard, rows_json, search_header, search_json, search_to_files, stop_text,
 };
 pub use session::{Devices, Preparation, Session};
-pub use spec::{Sample, SweepSpec, WalkForward, check_threads};
+pub use spec::{Sample, SweepSpec, WalkForward, WholeGrid, check_threads};
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
 pub use threadx_indicators::available_memory;
 pub use universe::{UniverseProgress, UniverseReport, universe_in_memory, universe_to_files};

@@ -144,9 +144,10 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
 }
 
 /// A summary's opening fields, a grid run's and a search run's alike: the version, what
-/// the run is (`identity`), the data, the shard and the results file.
-pub(crate) fn summary_head(identity: Value, data: &Ohlcv, opts: &OutputOptions) -> Value {
-    json!({
+/// the run is (`identity`), the data, the shard and the results file; `whole_grid` when
+/// `spec` asked more combos than its grid has.
+pub(crate) fn summary_head(identity: Value, spec: &SweepSpec, data: &Ohlcv, opts: &OutputOptions) -> Value {
+    let mut head = json!({
         "threadx": env!("CARGO_PKG_VERSION"),
         "identity": identity,
         "data": {"origin": data.origin(), "bars": data.len(),
@@ -154,7 +155,11 @@ pub(crate) fn summary_head(identity: Value, data: &Ohlcv, opts: &OutputOptions) 
                  "last": data.timestamps().last().map(|&t| format_time(t))},
         "shard": {"index": opts.shard.index, "count": opts.shard.count},
         "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
-    })
+    });
+    if let Some(w) = spec.whole_grid() {
+        head["whole_grid"] = json!({"asked": w.asked, "grid": spec.grid_len()});
+    }
+    head
 }
 
 /// Adds the fields of the object `more` to the object `summary`.
@@ -628,7 +633,7 @@ pub(crate) fn run_keeping(
         // Of the combos run now (a resumed run's checkpointed rows were not run).
         combos_per_s: (!to_run.is_empty() && run_s > 0.0).then(|| rows_run as f64 / run_s),
     };
-    let mut summary = summary_head(identity, data, opts);
+    let mut summary = summary_head(identity, sweep.spec(), data, opts);
     extend(
         &mut summary,
         json!({

@@ -5,6 +5,7 @@
 use crate::error::SweepError;
 use crate::overfit::OverfittingRequest;
 use crate::search::SearchRequest;
+use crate::spec::WholeGrid;
 use crate::spec::{Sample, SweepSpec, WalkForward};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use threadx_backtest::{Axis, Costs, Grid, Strategy};
@@ -146,12 +147,21 @@ impl SweepRequest {
             None => DeviceMode::from_env().map_err(SweepError::Spec)?,
         };
         let search = self.search.as_ref().map(|s| s.check(grid.len())).transpose()?;
+        // More combos asked than the grid has: the whole grid runs, each combo once.
+        let grid_len = grid.len();
+        let asked = match (&self.search, self.random) {
+            (Some(s), _) if s.trials > grid_len => Some(WholeGrid { asked: s.trials }),
+            (None, Some(r)) if r.n > grid_len && self.walk_forward.is_none() => Some(WholeGrid { asked: r.n }),
+            _ => None,
+        };
         let overfitting = self.overfitting.as_ref().map(OverfittingRequest::check).transpose()?;
         SweepSpec::checked(crate::spec::SpecParts {
             grid,
             fee: self.fee.unwrap_or(Costs::default().fee),
             slippage: self.slippage.unwrap_or(0.0),
-            sample: self.random,
+            // (Kept beside a search or walk-forward, which refuse it by name.)
+            sample: self.random.filter(|r| r.n <= grid_len || self.search.is_some() || self.walk_forward.is_some()),
+            whole_grid: asked,
             search,
             walk_forward: self.walk_forward,
             overfitting,

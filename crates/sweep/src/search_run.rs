@@ -306,7 +306,7 @@ pub fn search_to_files(
         None => None,
     };
     let phase_report = phases.report();
-    let mut summary = summary_head(identity, data, opts);
+    let mut summary = summary_head(identity, spec, data, opts);
     extend(
         &mut summary,
         json!({

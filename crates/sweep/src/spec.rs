@@ -109,6 +109,7 @@ pub struct SweepSpec {
     grid: Grid,
     costs: Costs,
     sample: Option<Sample>,
+    whole_grid: Option<WholeGrid>,
     search: Option<SearchOptions>,
     walk_forward: Option<WalkForward>,
     overfitting: Option<OverfittingOptions>,
@@ -119,12 +120,34 @@ pub struct SweepSpec {
     max_memory: Option<u64>,
 }
 
+/// More combos asked (`--random N`, a search's `--trials N`) than the grid has: the whole
+/// grid runs instead, each combo once, as samplers do; the run says so and its summary
+/// records it (`whole_grid`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeGrid {
+    /// The combos asked for.
+    pub asked: u64,
+}
+
+impl WholeGrid {
+    /// The line a run prints: `20,000 combos asked, more than the grid has (10,000): the
+    /// whole grid runs, each combo once`.
+    pub fn note(&self, grid: u64) -> String {
+        format!(
+            "{} combos asked, more than the grid has ({}): the whole grid runs, each combo once",
+            threadx_dispatch::thousands(self.asked),
+            threadx_dispatch::thousands(grid)
+        )
+    }
+}
+
 /// The fields of a [`SweepSpec`] before their checks.
 pub(crate) struct SpecParts {
     pub grid: Grid,
     pub fee: f64,
     pub slippage: f64,
     pub sample: Option<Sample>,
+    pub whole_grid: Option<WholeGrid>,
     pub search: Option<SearchOptions>,
     pub walk_forward: Option<WalkForward>,
     pub overfitting: Option<OverfittingOptions>,
@@ -143,6 +166,7 @@ impl SweepSpec {
             grid: parts.grid,
             costs: Costs::new(parts.fee, parts.slippage)?,
             sample: parts.sample,
+            whole_grid: parts.whole_grid,
             search: parts.search,
             walk_forward: parts.walk_forward,
             overfitting: parts.overfitting,
@@ -155,17 +179,8 @@ impl SweepSpec {
         if let Some(p) = spec.periods_per_year {
             check_bars_per_year(p)?;
         }
-        let grid = spec.grid.len();
-        if let Some(sample) = spec.sample {
-            if sample.n == 0 {
-                return Err(SweepError::Spec("--random N needs N ≥ 1".into()));
-            }
-            if sample.n > grid {
-                return Err(SweepError::Spec(format!(
-                    "--random {} asks for more combos than the grid has ({grid}); run the whole grid instead",
-                    sample.n
-                )));
-            }
+        if spec.sample.is_some_and(|sample| sample.n == 0) {
+            return Err(SweepError::Spec("--random N needs N ≥ 1".into()));
         }
         if spec.chunk_size == Some(0) {
             return Err(SweepError::Spec("the chunk size must be at least 1 combo".into()));
@@ -232,6 +247,11 @@ impl SweepSpec {
 
     pub fn sample(&self) -> Option<Sample> {
         self.sample
+    }
+
+    /// More combos asked than the grid has (the whole grid runs instead), if so.
+    pub fn whole_grid(&self) -> Option<WholeGrid> {
+        self.whole_grid
     }
 
     /// The search that proposes the combos, when one does instead of the grid.

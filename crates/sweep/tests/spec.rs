@@ -2,7 +2,7 @@
 
 use threadx_backtest::{Axis, Strategy};
 use threadx_dispatch::DeviceMode;
-use threadx_sweep::{Shard, SweepRequest, SweepSpec, WalkForward};
+use threadx_sweep::{Shard, SweepRequest, SweepSpec, WalkForward, WholeGrid};
 
 /// `strategy` with `grid` (as `--grid` takes it), checked.
 fn spec(strategy: &str, grid: &[(&str, &str)]) -> SweepSpec {
@@ -80,10 +80,25 @@ fn bad_grids_are_refused_with_the_reason() {
         device: Some(DeviceMode::Cpu),
         ..SweepRequest::default()
     };
+    // More than the grid has: the whole grid runs, each combo once, as samplers do.
+    let whole = random.check().unwrap();
     assert_eq!(
-        random.check().unwrap_err().to_string(),
-        "--random 10001 asks for more combos than the grid has (10000); run the whole grid instead"
+        (whole.sample(), whole.whole_grid(), whole.grid_len()),
+        (None, Some(WholeGrid { asked: 10_001 }), 10_000)
     );
+    assert_eq!(
+        whole.whole_grid().unwrap().note(whole.grid_len()),
+        "10,001 combos asked, more than the grid has (10,000): the whole grid runs, each combo once"
+    );
+    let search = SweepRequest {
+        search: Some(threadx_sweep::SearchRequest::new(threadx_sweep::SearchMethod::Lhs, 20_000)),
+        ..random.clone()
+    };
+    let err = search.check().unwrap_err().to_string();
+    assert!(err.contains("--search and --random cannot be combined"), "{err}");
+    let search = SweepRequest { random: None, ..search };
+    let capped = search.check().unwrap();
+    assert_eq!((capped.search().unwrap().trials, capped.whole_grid()), (10_000, Some(WholeGrid { asked: 20_000 })));
 }
 
 #[test]

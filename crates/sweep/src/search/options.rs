@@ -61,18 +61,14 @@ impl SearchRequest {
         }
     }
 
-    /// Checks every field once; `grid_len` is the number of combos the grid has.
+    /// Checks every field once; `grid_len` is the number of combos the grid has: more
+    /// trials than that are capped to it, as samplers do (each combo runs once).
     pub fn check(&self, grid_len: u64) -> Result<SearchOptions, SweepError> {
         let bad = |problem: String| Err(SweepError::Spec(problem));
         if self.trials == 0 {
             return bad("--trials: at least 1 is needed".into());
         }
-        if self.trials > grid_len {
-            return bad(format!(
-                "--trials {} asks for more combos than the grid has ({grid_len}); run the whole grid instead",
-                self.trials
-            ));
-        }
+
         let batch = self.batch.unwrap_or(DEFAULT_BATCH);
         if batch == 0 {
             return bad("--batch: at least 1 is needed".into());
@@ -86,7 +82,7 @@ impl SearchRequest {
         let constraints = self.constraints.iter().map(|c| c.parse::<Constraint>()).collect::<Result<_, _>>()?;
         Ok(SearchOptions {
             method: self.method,
-            trials: self.trials,
+            trials: self.trials.min(grid_len),
             batch,
             seed: self.seed,
             patience: self.patience,
