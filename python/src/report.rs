@@ -74,7 +74,7 @@ pub(crate) fn sweep_report(
             "origin": data.origin(), "bars": data.len(),
             "first": times.first().map(|&t| format_time(t)), "last": times.last().map(|&t| format_time(t)),
         },
-        "best": rows_json(spec.strategy(), by, best.rows()),
+        "best": rows_json(spec.strategy(), spec.axes(), by, best.rows()),
         "combos": {"rows": rows.len()},
     });
     if let Some(o) = overfitting_json {

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use threadx_backtest::{Metrics, Strategy};
 use threadx_dispatch::thousands;
-use threadx_sweep::Row;
+use threadx_sweep::{Row, SweepSpec, edge_note, grid_edges};
 
 pub fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
     let target = if quiet || !std::io::stderr().is_terminal() {
@@ -74,6 +74,14 @@ pub fn print_summary_path(summary: Option<&Path>, out: &Path) -> Result<()> {
     match summary {
         Some(path) => outln!("wrote the summary to {}", path.display()),
         None => outln!("no summary: {} is not a regular file, so nothing is written beside it", out.display()),
+    }
+    Ok(())
+}
+
+/// The line that says the best row sits on the grid's edge, when it does.
+pub fn print_edge(spec: &SweepSpec, best: &[Row]) -> Result<()> {
+    if let Some(note) = best.first().and_then(|row| edge_note(&grid_edges(spec.strategy(), spec.axes(), row))) {
+        outln!("{note}");
     }
     Ok(())
 }

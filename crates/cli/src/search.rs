@@ -2,7 +2,7 @@
 //! searched to files, with a progress bar that shows the best value so far, then the best
 //! combos and the search's figures.
 
-use crate::console::{count, num, print_summary_path, progress_bar, top_table};
+use crate::console::{count, num, print_edge, print_summary_path, progress_bar, top_table};
 use crate::sweep_args::SweepArgs;
 use anyhow::{Result, bail};
 use std::path::Path;
@@ -88,6 +88,7 @@ pub fn run(
         tracing::warn!("could not save the timing profile: {e}");
     }
     out!("{}", top_table(spec.strategy(), &run.files.best, &opts.by));
+    print_edge(spec, &run.files.best)?;
     let search = &run.files.summary["search"];
     let rate = search["evaluations_per_s"].as_f64().unwrap_or(0.0);
     match &run.search {

@@ -1,6 +1,6 @@
 //! `threadx sweep` and `threadx merge`: parse, build the spec, call threadx-sweep, print.
 
-use crate::console::{count, print_summary_path, progress_bar, top_table};
+use crate::console::{count, print_edge, print_summary_path, progress_bar, top_table};
 use crate::outputs::sibling;
 use crate::sweep_args::{SweepArgs, ranking};
 use anyhow::{Context, Result, bail};
@@ -178,6 +178,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         tracing::warn!("could not save the timing profile: {e}");
     }
     out!("{}", top_table(spec.strategy(), &report.best, &by));
+    print_edge(&spec, &report.best)?;
     let backtests = match report.timings.and_then(|t| t.combos_per_s.map(|rate| (t.run, rate))) {
         Some((run, rate)) => format!("{run:.2}s ({} combos/s of wall time)", thousands(rate.round() as u64)),
         None => "none (every chunk came from the checkpoint)".into(),

@@ -671,3 +671,20 @@ fn the_memory_a_run_peaks_at_is_within_the_estimate_it_printed() {
         assert!(peak <= estimate, "{shape:?}: peaked at {peak} bytes, estimated about {about}");
     }
 }
+
+#[test]
+fn a_best_combo_on_the_grids_edge_is_said_in_the_terminal_the_summary_and_the_report() {
+    // The README's main job: its winner has the largest bb_std and atr_period swept.
+    let dir = tempfile::tempdir().unwrap();
+    let out = threadx(dir.path(), &["--device", "cpu", "sweep", "--out", "r.csv", "--report", "r.html"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = "the best combo sits on the edge of the grid: bb_std=3 is the largest value swept, atr_period=50 is \
+                the largest value swept; the optimum may lie beyond it";
+    assert!(text(&out.stdout).contains(said), "{}", text(&out.stdout));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let edge = serde_json::json!([{"param": "bb_std", "value": 3.0, "side": "largest"},
+                                  {"param": "atr_period", "value": 50, "side": "largest"}]);
+    assert_eq!(summary["best"]["edge"], edge);
+    assert!(std::fs::read_to_string(dir.path().join("r.html")).unwrap().contains("edge of the grid: bb_std=3 is"));
+}

@@ -159,7 +159,28 @@ impl SweepRun<'_> {
                 cells
             })
             .collect();
-        let html = table(&headers, &cells, true);
+        let mut html = table(&headers, &cells, true);
+        // The first row's parameters at an end of their axis (the summary's `best.edge`).
+        let edges: Vec<String> = self.summary["best"]["edge"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let p = schema.iter().find(|p| Some(p.name.as_str()) == e["param"].as_str())?;
+                Some(format!(
+                    "{}={} is the {} value swept",
+                    p.name,
+                    p.format(e["value"].as_f64()?),
+                    e["side"].as_str()?
+                ))
+            })
+            .collect();
+        if !edges.is_empty() {
+            html.push_str(&note(&format!(
+                "The best combo sits on the edge of the grid: {}; the optimum may lie beyond it.",
+                edges.join(", ")
+            )));
+        }
         report.section("best", &format!("The best {} combos by {}", rows.len(), self.by), &html);
     }
 

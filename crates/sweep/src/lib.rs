@@ -26,6 +26,7 @@ mod across;
 mod chunk_file;
 mod combos;
 mod decimal;
+mod edge;
 mod error;
 mod memory_tables;
 mod merge;
@@ -48,6 +49,7 @@ mod walk;
 
 pub use across::{AcrossReport, ComboAcross, across_in_memory, across_table, by_combo_path};
 pub use combos::{ComboSet, Shard, chunk_size};
+pub use edge::{GridEdge, edge_note, grid_edges, rows_json};
 pub use error::SweepError;
 pub use memory_tables::{metrics_table, rows_table, universe_table, walk_forward_table};
 pub use merge::merge;
@@ -69,9 +71,7 @@ pub use search::{
     SearchSpace, Stop, Trial, search,
 };
 pub use search_plot::best_so_far_svg;
-pub use search_run::{
-    SearchProgress, SearchRun, check_shard, rows_json, search_header, search_json, search_to_files, stop_text,
-};
+pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, search_json, search_to_files, stop_text};
 pub use session::{Devices, Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, WholeGrid, check_threads};
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};

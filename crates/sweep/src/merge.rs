@@ -234,7 +234,7 @@ pub fn merge(
         "shard": {"index": 0, "count": 1},
         "results": out.file_name().map(|n| n.to_string_lossy().into_owned()),
         "combos": {"rows": rows},
-        "best": best_json(strategy, &leaderboard),
+        "best": best_json(&spec, &leaderboard),
     });
     if symbols.is_some() {
         summary["symbols"] = summaries[0]["symbols"].clone();
@@ -253,7 +253,7 @@ pub fn merge(
         let values = |c| spec.grid().values(c);
         summary["search"] = crate::search_run::search_json(options, &report, strategy, values);
         best = report.best_rows(options, top, values);
-        summary["best"] = crate::search_run::rows_json(strategy, options.objective.metric(), &best);
+        summary["best"] = crate::edge::rows_json(spec.strategy(), spec.axes(), options.objective.metric(), &best);
     }
     crate::output::commit_with_summary(staged, &mut summary, out, Shard::WHOLE)?;
     Ok(SweepReport {

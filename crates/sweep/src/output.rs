@@ -18,7 +18,7 @@ use crate::overfit::{
 };
 use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::ResultsWriter;
-use crate::rows::{Lead, Row, row_json};
+use crate::rows::{Lead, Row};
 use crate::runner::{ChunkResult, Sweep};
 use crate::spec::SweepSpec;
 use crate::spec::fnv1a;
@@ -642,7 +642,7 @@ pub(crate) fn run_keeping(
             "workers": stats.to_json("combos"),
             "balance": {"tag": distribute.tag, "ratios": stats.ratios},
             "timings_s": timings,
-            "best": best_json(strategy, &leaderboard),
+            "best": best_json(sweep.spec(), &leaderboard),
             // Until here: writing the summary itself is the one thing not in it.
             "phases": phase_report.to_json(),
             // The process's peak memory so far, beside the estimate printed before the work.
@@ -682,7 +682,6 @@ pub(crate) fn in_file(path: &Path, e: SweepError) -> SweepError {
 }
 
 /// The best rows as JSON objects: combo, params, metrics.
-pub fn best_json(strategy: &Strategy, leaderboard: &Leaderboard) -> Value {
-    let rows: Vec<Value> = leaderboard.rows().iter().map(|r| row_json(strategy, r)).collect();
-    json!({"by": leaderboard.by(), "rows": rows})
+pub fn best_json(spec: &SweepSpec, leaderboard: &Leaderboard) -> Value {
+    crate::edge::rows_json(spec.strategy(), spec.axes(), leaderboard.by(), leaderboard.rows())
 }

@@ -10,6 +10,7 @@
 
 use crate::chunk_file::{chunk_path, read_chunk, text_chunk};
 use crate::combos::Shard;
+use crate::edge::rows_json;
 use crate::error::{SweepError, io_error};
 use crate::output::{
     CheckpointLock, OutputOptions, SweepReport, check_output, extend, identity, in_file, open_checkpoint, summary_head,
@@ -312,7 +313,7 @@ pub fn search_to_files(
         json!({
             "combos": {"grid": spec.grid_len(), "rows": trials.len()},
             "search": search,
-            "best": rows_json(strategy, options.objective.metric(), &best),
+            "best": rows_json(spec.strategy(), spec.axes(), options.objective.metric(), &best),
             "timings_s": {"total": started.elapsed().as_secs_f64()},
             "phases": phase_report.to_json(),
             // The process's peak memory so far, beside the estimate printed before the work.
@@ -341,11 +342,6 @@ pub fn search_to_files(
         },
         search: report,
     })
-}
-
-/// Best rows as the summary's `best`: the metric that ranks them and each row.
-pub fn rows_json(strategy: &Strategy, by: &str, rows: &[Row]) -> Value {
-    json!({"by": by, "rows": rows.iter().map(|r| row_json(strategy, r)).collect::<Vec<_>>()})
 }
 
 /// The best feasible value so far.
