@@ -271,3 +271,28 @@ fn refusals_name_the_problem() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("too few to cut into 64 blocks"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_summary_lists_its_runs_files_and_an_earlier_runs_plots_are_not_among_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |more: &[&str]| {
+        let mut args = vec!["--device", "cpu", "sweep", "--data", "synthetic:bars=3000,seed=2", "--quiet"];
+        args.extend(["--grid", "bb_period=10,20,30", "--grid", "bb_std=1.5,2.5", "--out", "r.csv"]);
+        args.extend(more);
+        let out = threadx(dir.path(), &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+        let files: Vec<String> = summary["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| std::path::Path::new(f.as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        files
+    };
+    assert_eq!(run(&["--overfitting"]), ["r.csv", "r-heatmap.svg", "r-pbo.svg", "r-oos.svg"]);
+    // The next run without --overfitting leaves the plots beside it, but not in its list.
+    assert_eq!(run(&[]), ["r.csv", "r-heatmap.svg"]);
+    assert!(dir.path().join("r-pbo.svg").exists());
+}

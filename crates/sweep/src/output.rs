@@ -338,8 +338,8 @@ fn held(parts: &Path, lock: &Path) -> SweepError {
 /// Ends a run's writing: stages `summary` beside `out` after the other staged outputs and
 /// puts them all in place in that order (the summary last: it vouches for the others).
 /// `staged[0]` is the results file, whose checksum a shard's summary records
-/// (`results_checksum`) so that `merge` refuses a shard changed since it ran. Returns
-/// where the summary went (none beside a device or FIFO).
+/// (`results_checksum`) so that `merge` refuses a shard changed since it ran; `files` lists
+/// every output of the run. Returns where the summary went (none beside a device or FIFO).
 pub(crate) fn commit_with_summary(
     mut staged: Vec<Staged>,
     summary: &mut Value,
@@ -349,6 +349,9 @@ pub(crate) fn commit_with_summary(
     if !shard.is_whole() {
         summary["results_checksum"] = json!(crate::chunk_file::file_checksum(staged[0].written())?);
     }
+    // What belongs to this run: a file beside it that is not listed (an earlier run's
+    // plot, say) is not this run's.
+    summary["files"] = json!(staged.iter().map(|f| f.path().display().to_string()).collect::<Vec<_>>());
     let path = summary_path(out);
     if let Some(path) = &path {
         staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
