@@ -196,7 +196,7 @@ def sweep(
     ``grid`` maps parameters to values: a list, a ``range``, a number, or the CLI's text
     (``"10:50:5"``, ``"1.5,2"``); parameters not named keep their defaults, and no grid
     at all runs the strategy's own grid (its file's ``grid`` values). ``random=N`` runs N distinct combos drawn
-    with ``seed``. ``walk_forward="train=BARS,test=BARS[,step=BARS]"`` returns one row
+    with ``seed`` (the whole grid, each combo once, when N is more than it has). ``walk_forward="train=BARS,test=BARS[,step=BARS]"`` returns one row
     per window instead (best combo by ``by`` in sample, its out-of-sample metrics).
     ``progress``: a bar (tqdm when installed, else text on stderr), False for none, or a
     callable ``(done, total)``. ``device``: ``"auto"``, ``"cpu"``, ``"gpu"`` or ``"all"``
@@ -294,7 +294,8 @@ def search(
     """Search a strategy's grid instead of running all of it, as ``threadx sweep
     --search``: ``method`` is ``"random"``, ``"sobol"``, ``"lhs"`` (designs fixed in
     advance) or ``"tpe"`` (the Tree-structured Parzen Estimator, which learns from each
-    batch of ``batch`` combos, default 64). It evaluates at most ``trials`` combos,
+    batch of ``batch`` combos, default 64). It evaluates at most ``trials`` combos (the
+    whole grid, each combo once, when ``trials`` is more than it has),
     optimising the metric ``by`` (maximised unless ``minimize``); a combo that breaks one
     of ``constraints`` (``"trades >= 30"``) never wins. ``patience=K`` stops after K
     trials without improvement; ``target`` stops once the metric reaches it. The same
