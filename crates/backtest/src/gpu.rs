@@ -7,9 +7,10 @@
 //! all are submitted before the first read-back, so the upload of one piece overlaps the
 //! compute of the previous one.
 
+use crate::bar_tables::BarTables;
 use crate::blocks::BlockCuts;
 use crate::book::{ComboPlan, SignalBook, Stop};
-use crate::fixed::{BarTables, Totals};
+use crate::fixed::Totals;
 use crate::simulate::BatchTotals;
 use rayon::prelude::*;
 use std::sync::Arc;

@@ -23,6 +23,7 @@
 //! This crate stands on threadx-indicators and threadx-dispatch; it must not depend on
 //! sweeps or the CLI.
 
+mod bar_tables;
 mod blocks;
 mod book;
 mod costs;
@@ -37,12 +38,14 @@ mod param;
 mod rules;
 mod simulate;
 mod strategy;
+mod trade_parts;
 
+pub use bar_tables::BarTables;
 pub use blocks::{BlockCuts, DEFAULT_BLOCKS};
 pub use book::{BookLayout, ComboPlan, SignalBook, UserSignals};
 pub use costs::{Costs, Fill, Fills};
 pub use error::BacktestError;
-pub use fixed::{BarTables, LOG_BITS, RET_BITS, Totals};
+pub use fixed::{LOG_BITS, RET_BITS, Totals};
 pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
 pub use grid::{Grid, GridCursor};
 pub use metrics::{ExitReason, Metrics, Side, Trade};

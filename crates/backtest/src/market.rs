@@ -12,12 +12,13 @@
 //! Sweeps run long-only combos filled at the close in its fast twin
 //! ([`crate::market_long`]), whose totals are this simulation's bits.
 
+use crate::bar_tables::BarTables;
 use crate::blocks::Snapshots;
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
-use crate::fixed::{BarTables, LOG_SCALE, Totals, log_units, ret_units};
+use crate::fixed::{Totals, ret_units};
 use crate::metrics::{ExitReason, Side};
-use crate::simulate::{Leg, Observer, bit, next_bit};
+use crate::trade_parts::{Leg, Observer, at_level, bit, log_of, next_bit, trail_level};
 
 /// The frozen parts of an open position.
 #[derive(Debug, Clone, Copy)]
@@ -178,13 +179,6 @@ fn close_out(pos: &Position, p: f64, tables: &BarTables, reason: ExitReason) -> 
         Side::Long => pos.shares * p * (1.0 - if at_level { tables.fee } else { tables.sell }),
         Side::Short => (pos.cash - pos.shares * p * (1.0 + if at_level { tables.fee } else { tables.buy })).max(0.0),
     }
-}
-
-/// Whether an exit for `reason` fills at a level (a stop, take-profit or trail), with no
-/// slippage.
-#[inline(always)]
-pub(crate) fn at_level(reason: ExitReason) -> bool {
-    matches!(reason, ExitReason::Stop | ExitReason::TakeProfit | ExitReason::Trail)
 }
 
 /// One combo of a book that is not plain: its totals, its trades and equity through `obs`,
@@ -524,18 +518,6 @@ fn hold_side<O: Observer, const SHORT: bool>(
         run.equity = e;
     }
     t
-}
-
-/// A trail's level with the best price `best` since the entry: `fraction` of it and then
-/// `distance` below a long's best, above a short's. Only ever tightens as `best` moves.
-#[inline(always)]
-pub(crate) fn trail_level(short: bool, best: f64, fraction: f64, distance: f64) -> f64 {
-    if short { best * (1.0 + fraction) + distance } else { best * (1.0 - fraction) - distance }
-}
-
-/// ln(x) in the tables' 2^-52 units; an equity of 0 (or less) as the lowest there is.
-pub(crate) fn log_of(x: f64) -> i64 {
-    if x > 0.0 { log_units(libm::log(x)) } else { (-2048.0 * LOG_SCALE) as i64 }
 }
 
 /// The first bar at or after `from` with a bit set in either row (of one length).

@@ -6,12 +6,12 @@
 //! market simulation's bits: the tests below hold it to them. A detailed report (trades,
 //! equity) of such a combo still comes from the market simulation.
 
+use crate::bar_tables::BarTables;
 use crate::blocks::Snapshots;
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
-use crate::fixed::{BarTables, Totals, ret_units};
-use crate::market::{log_of, trail_level};
-use crate::simulate::{last_bar, next_bit};
+use crate::fixed::{Totals, ret_units};
+use crate::trade_parts::{last_bar, log_of, next_bit, trail_level};
 
 /// Whether [`simulate_long`] runs `plan` of `book` (a book that is not plain): a long-only
 /// combo filled at the close.
@@ -147,7 +147,7 @@ fn run<const TRAILS: bool>(
             break;
         };
         let price = inside.unwrap_or(close[x]);
-        // A stop or take-profit fills with the fee alone (see `market::at_level`).
+        // A stop or take-profit fills with the fee alone (see `trade_parts::at_level`).
         let after = shares * price * (1.0 - if at_level { tables.fee } else { tables.sell });
         let (r1, r2) = match inside {
             // The exit bar's return E[x]/E[x−1] − 1, in f64 as the market simulation has it.
@@ -189,7 +189,7 @@ mod tests {
     use super::*;
     use crate::blocks::BlockCuts;
     use crate::costs::{Costs, Fills};
-    use crate::simulate::Nothing;
+    use crate::trade_parts::Nothing;
     use crate::{Strategy, UserSignals};
     use ndarray::Array2;
     use proptest::prelude::*;

@@ -10,42 +10,16 @@
 //!
 //! Both skip flat stretches a 64-bar word of entry bits at a time.
 
+use crate::bar_tables::BarTables;
 use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook};
 use crate::costs::Costs;
-use crate::fixed::{BarTables, Totals, annualised, sharpe};
-use crate::market::{at_level, simulate_market};
+use crate::fixed::{Totals, annualised, sharpe};
+use crate::market::simulate_market;
 use crate::market_long::{runs_long, simulate_long};
 use crate::metrics::{ExitReason, Metrics, Side, Trade};
+use crate::trade_parts::{Leg, Nothing, Observer, at_level, bit, last_bar, next_bit};
 use rayon::prelude::*;
-
-/// Receives what a simulation does, bar by bar; every method defaults to nothing.
-pub(crate) trait Observer {
-    /// Bars `from..to` are flat, with equity `cash`.
-    fn flat(&mut self, _from: usize, _to: usize, _cash: f64) {}
-    /// Bar `t` ends in a position worth `value`.
-    fn held(&mut self, _t: usize, _value: f64) {}
-    /// A trade ended (open at the end: at the last bar).
-    fn trade(&mut self, _leg: Leg) {}
-}
-
-/// A trade as a simulation sees it: bars, side, fill prices, why it ended, and equity
-/// after it over equity before it, minus 1.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Leg {
-    pub entry: usize,
-    pub exit: usize,
-    pub side: Side,
-    pub entry_price: f64,
-    pub exit_price: f64,
-    pub reason: ExitReason,
-    pub gain: f64,
-}
-
-/// An observer that records nothing (sweeps).
-pub(crate) struct Nothing;
-
-impl Observer for Nothing {}
 
 /// Running drawdown and return sums. Drawdown is tracked as the lowest equity since the
 /// last peak, divided only when a new peak starts or at the end; since division by a
@@ -71,31 +45,6 @@ impl Accumulator {
             self.trough = equity;
         }
     }
-}
-
-/// The first set bit at or after `from` in a row of bits, if any.
-#[inline(always)]
-pub(crate) fn next_bit(row: &[u64], from: usize) -> Option<usize> {
-    let mut w = from / 64;
-    let mut word = *row.get(w)? & (u64::MAX << (from % 64));
-    loop {
-        if word != 0 {
-            return Some(w * 64 + word.trailing_zeros() as usize);
-        }
-        w += 1;
-        word = *row.get(w)?;
-    }
-}
-
-#[inline(always)]
-pub(crate) fn bit(row: &[u64], t: usize) -> bool {
-    (row[t / 64] >> (t % 64)) & 1 == 1
-}
-
-/// The bar at which a trade entered at `e` has lasted `max_bars` bars (never for 0).
-#[inline(always)]
-pub(crate) fn last_bar(e: usize, max_bars: u32) -> usize {
-    if max_bars == 0 { usize::MAX } else { e + max_bars as usize }
 }
 
 /// One combo's simulation. Equity starts at 1 (E[−1]).

@@ -196,7 +196,7 @@ impl SignalBook {
 
     /// Whether the book's combos trade only as the whole-backtest kernel does: long only,
     /// filled at the close, stops against closes, no trail. Other books run on the CPU
-    /// ([`crate::market`]), whatever device is asked for.
+    /// (`market.rs`), whatever device is asked for.
     pub fn is_plain(&self) -> bool {
         self.fills == Fills::default() && !self.shorts && !self.trails
     }

@@ -1,0 +1,79 @@
+//! What every simulator shares (`simulate.rs`'s plain and f64 loops, `market.rs` and
+//! `market_long.rs`): the [`Observer`] that records a run and the [`Leg`] it is told of,
+//! reading rows of bits, the max-bars limit, which exits fill at a level, a trail's level
+//! and ln in the tables' units. It sits below them all, so none imports another for these.
+
+use crate::fixed::{LOG_SCALE, log_units};
+use crate::metrics::{ExitReason, Side};
+
+/// Receives what a simulation does, bar by bar; every method defaults to nothing.
+pub(crate) trait Observer {
+    /// Bars `from..to` are flat, with equity `cash`.
+    fn flat(&mut self, _from: usize, _to: usize, _cash: f64) {}
+    /// Bar `t` ends in a position worth `value`.
+    fn held(&mut self, _t: usize, _value: f64) {}
+    /// A trade ended (open at the end: at the last bar).
+    fn trade(&mut self, _leg: Leg) {}
+}
+
+/// A trade as a simulation sees it: bars, side, fill prices, why it ended, and equity
+/// after it over equity before it, minus 1.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Leg {
+    pub entry: usize,
+    pub exit: usize,
+    pub side: Side,
+    pub entry_price: f64,
+    pub exit_price: f64,
+    pub reason: ExitReason,
+    pub gain: f64,
+}
+
+/// An observer that records nothing (sweeps).
+pub(crate) struct Nothing;
+
+impl Observer for Nothing {}
+
+/// The first set bit at or after `from` in a row of bits, if any.
+#[inline(always)]
+pub(crate) fn next_bit(row: &[u64], from: usize) -> Option<usize> {
+    let mut w = from / 64;
+    let mut word = *row.get(w)? & (u64::MAX << (from % 64));
+    loop {
+        if word != 0 {
+            return Some(w * 64 + word.trailing_zeros() as usize);
+        }
+        w += 1;
+        word = *row.get(w)?;
+    }
+}
+
+#[inline(always)]
+pub(crate) fn bit(row: &[u64], t: usize) -> bool {
+    (row[t / 64] >> (t % 64)) & 1 == 1
+}
+
+/// The bar at which a trade entered at `e` has lasted `max_bars` bars (never for 0).
+#[inline(always)]
+pub(crate) fn last_bar(e: usize, max_bars: u32) -> usize {
+    if max_bars == 0 { usize::MAX } else { e + max_bars as usize }
+}
+
+/// Whether an exit for `reason` fills at a level (a stop, take-profit or trail), with no
+/// slippage.
+#[inline(always)]
+pub(crate) fn at_level(reason: ExitReason) -> bool {
+    matches!(reason, ExitReason::Stop | ExitReason::TakeProfit | ExitReason::Trail)
+}
+
+/// A trail's level with the best price `best` since the entry: `fraction` of it and then
+/// `distance` below a long's best, above a short's. Only ever tightens as `best` moves.
+#[inline(always)]
+pub(crate) fn trail_level(short: bool, best: f64, fraction: f64, distance: f64) -> f64 {
+    if short { best * (1.0 + fraction) + distance } else { best * (1.0 - fraction) - distance }
+}
+
+/// ln(x) in the tables' 2^-52 units; an equity of 0 (or less) as the lowest there is.
+pub(crate) fn log_of(x: f64) -> i64 {
+    if x > 0.0 { log_units(libm::log(x)) } else { (-2048.0 * LOG_SCALE) as i64 }
+}
