@@ -360,9 +360,8 @@ fn strongly_connected(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
 
 /// Circles older than this check (issue #49 takes them apart): none may grow and none may
 /// be added; each is struck from the list when it is gone.
-const KNOWN_CIRCLES: [&str; 3] = [
+const KNOWN_CIRCLES: [&str; 2] = [
     "crates/indicators: columnar.rs, error.rs, ohlcv.rs, synthetic.rs, universe.rs",
-    "crates/stats: device.rs, passes.rs, pbo.rs, screen.rs, vector.rs",
     "crates/sweep: across.rs, chunk_file.rs, output.rs, overfit/mod.rs, results_file.rs, runner.rs, spec.rs",
 ];
 

@@ -33,20 +33,14 @@
 //! on the blocks and the splits.
 
 use crate::blocks::BlockMatrix;
-use crate::lanes::{Q_MIN, relative_error, scaled};
+use crate::device_screen::DeviceScreen;
+use crate::error::PboError;
+use crate::lanes::{relative_error, scaled};
 use crate::passes::{Best, Counts, Passes, Work, exact};
-use crate::pbo::PboError;
 use crate::ratio::Ratio;
 use crate::screen::Screen;
 use bytemuck::Zeroable;
 use rayon::prelude::*;
-
-/// [`DeviceScreen::kind`]: place against the ratio.
-pub const RATIO: u32 = 0;
-/// [`DeviceScreen::kind`]: the value is NaN. "Above" says only that a set is surely not NaN.
-pub const NOT_NAN: u32 = 1;
-/// [`DeviceScreen::kind`]: place nothing.
-pub const NOTHING: u32 = 2;
 
 /// Every combo's blocks in f32, each combo scaled by its own power of two (`lanes.rs`).
 /// A combo's record is its blocks' (Σr, Σr²) in block order, then (slack, 0). A negative
@@ -86,57 +80,6 @@ impl ScaledBlocks {
     /// Combo `c`'s record.
     pub fn record(&self, c: usize) -> &[[f32; 2]] {
         &self.records[c * self.stride()..(c + 1) * self.stride()]
-    }
-}
-
-/// A split's value as the device places sets against it (`screen.rs`'s constants, see
-/// there): for t < 0 `sign` is −1 and the answers are swapped (`mirrored` = 1).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct DeviceScreen {
-    /// [`RATIO`], [`NOT_NAN`] or [`NOTHING`].
-    pub kind: u32,
-    pub mirrored: u32,
-    pub sign: f32,
-    pub c1_up: f32,
-    pub c2_dn: f32,
-    pub c1_dn: f32,
-    pub c2_up: f32,
-    pub varies: f32,
-}
-
-/// The least and the greatest constant a device places by (module docs).
-pub(crate) const LEAST_CONSTANT: f32 = 1.0 / (1u32 << 20) as f32;
-pub(crate) const GREATEST_CONSTANT: f32 = (1u64 << 40) as f32;
-
-impl DeviceScreen {
-    /// Against the f64 Sharpe ratio `t` (`None`: NaN) of sets of `n` bars out of `blocks`
-    /// blocks, as [`pbo_on`](crate::pbo_on) hands it to a device.
-    pub fn new(t: Option<f64>, n: f64, blocks: usize) -> Self {
-        Screen::new(t, n, blocks).for_device()
-    }
-
-    /// Where a set with f32 sums `a` (Σr) and `q` (Σr²) of a combo with `slack` lies:
-    /// (surely below the value or NaN, surely above it and not NaN). The kernel's
-    /// arithmetic, operation for operation.
-    pub fn place(&self, a: f32, q: f32, slack: f32) -> (bool, bool) {
-        if slack < 0.0 {
-            return (false, false);
-        }
-        let a = a * self.sign;
-        let mag = a.abs() + slack;
-        let varies = mag * mag < q * self.varies && q >= Q_MIN;
-        match self.kind {
-            RATIO => {}
-            NOT_NAN => return (false, varies),
-            _ => return (false, false),
-        }
-        let (hi, lo) = (a + slack, a - slack);
-        let less = hi * hi * self.c1_up < q * self.c2_dn;
-        let more = q * self.c2_up < lo * lo * self.c1_dn;
-        let under = a <= -slack || (varies && less);
-        let over = varies && slack < a && more;
-        if self.mirrored == 0 { (under, over) } else { (over, under && varies) }
     }
 }
 

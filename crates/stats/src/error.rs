@@ -1,4 +1,5 @@
-//! [`StatsError`]: input the statistics cannot use, named before any work.
+//! [`StatsError`]: input the statistics cannot use, named before any work; [`PboError`]:
+//! why a device's CSCV gave no report.
 
 /// Input the statistics cannot use.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -9,4 +10,15 @@ pub enum StatsError {
 
 pub(crate) fn bad(what: &str, problem: impl Into<String>) -> StatsError {
     StatsError::Bad { what: what.into(), problem: problem.into() }
+}
+
+/// Why [`pbo_on`](crate::pbo_on) gave no report: the input, or the device (whose error says why).
+#[derive(Debug, thiserror::Error)]
+pub enum PboError<E> {
+    #[error(transparent)]
+    Input(StatsError),
+    #[error("the device failed: {0}")]
+    Device(E),
+    #[error("the device's answer does not fit the pass: {0}")]
+    Answer(String),
 }

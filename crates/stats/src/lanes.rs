@@ -13,6 +13,12 @@
 use crate::blocks::BlockMatrix;
 use crate::splits::MAX_BLOCKS;
 
+/// A lane mask: bit l for lane l.
+pub(crate) type Mask = u32;
+
+/// Every lane.
+pub(crate) const ALL_LANES: Mask = (1 << LANES) - 1;
+
 /// Combos computed side by side: one AVX-512 vector of f32, or two AVX2 ones.
 pub(crate) const LANES: usize = 16;
 

@@ -18,6 +18,7 @@
 mod blocks;
 mod bounds;
 mod device;
+mod device_screen;
 mod dsr;
 mod error;
 mod lanes;
@@ -29,13 +30,11 @@ mod splits;
 mod vector;
 
 pub use blocks::BlockMatrix;
-pub use device::{
-    DeviceScreen, Listing, NOT_NAN, NOTHING, OpenPair, RATIO, ScaledBlocks, ScreenDevice, ScreenPass, Screened,
-    screen_on_cpu,
-};
+pub use device::{Listing, OpenPair, ScaledBlocks, ScreenDevice, ScreenPass, Screened, screen_on_cpu};
+pub use device_screen::{DeviceScreen, NOT_NAN, NOTHING, RATIO};
 pub use dsr::{EULER_GAMMA, deflated_sharpe, expected_max, moments, normal_cdf, psr};
-pub use error::StatsError;
-pub use pbo::{PboError, PboReport, pbo, pbo_on, quantile};
+pub use error::{PboError, StatsError};
+pub use pbo::{PboReport, pbo, pbo_on, quantile};
 pub use splits::{EXHAUSTIVE_LIMIT, MAX_BLOCKS, MAX_EXHAUSTIVE_SPLITS, SplitSet, binomial};
 
 /// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` values; NaN when the

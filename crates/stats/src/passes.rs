@@ -9,9 +9,9 @@
 //! which no order of visits changes.
 
 use crate::blocks::BlockMatrix;
-use crate::lanes::{GROUP, LANES, LaneTables};
+use crate::lanes::{ALL_LANES, GROUP, LANES, LaneTables, Mask};
 use crate::ratio::{Bars, Ratio, compare, ratio};
-use crate::screen::{ALL_LANES, Mask, Screen};
+use crate::screen::Screen;
 use crate::splits::SplitSet;
 use crate::vector::{Pass, Vector, dispatch};
 use rayon::prelude::*;

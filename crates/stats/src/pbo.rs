@@ -29,7 +29,7 @@
 use crate::blocks::BlockMatrix;
 use crate::bounds::all_bounds;
 use crate::device::{OnDevice, ScreenDevice};
-use crate::error::StatsError;
+use crate::error::{PboError, StatsError};
 use crate::lanes::LANES;
 use crate::passes::{Best, OnCpu, Passes, Visits, Work, exact};
 use crate::ratio::{Bars, ratio};
@@ -83,17 +83,6 @@ pub fn pbo_on<D: ScreenDevice>(
         return Err(PboError::Input(crate::error::bad("blocks", "a device screens at most 2^32 combos and splits")));
     }
     cscv(matrix, splits, &mut OnDevice::new(device, matrix))
-}
-
-/// Why [`pbo_on`] gave no report: the input, or the device (whose error says why).
-#[derive(Debug, thiserror::Error)]
-pub enum PboError<E> {
-    #[error(transparent)]
-    Input(StatsError),
-    #[error("the device failed: {0}")]
-    Device(E),
-    #[error("the device's answer does not fit the pass: {0}")]
-    Answer(String),
 }
 
 fn check(matrix: &BlockMatrix, splits: &SplitSet) -> Result<(), StatsError> {

@@ -16,15 +16,9 @@
 //! [`sharpe`](crate::sharpe) computes it from the f64 sums, is below (above) t, or NaN
 //! (never NaN).
 
-use crate::device::{DeviceScreen, GREATEST_CONSTANT, LEAST_CONSTANT, NOT_NAN, NOTHING, RATIO};
-use crate::lanes::{LANES, Q_MIN, U, relative_error};
+use crate::device_screen::{DeviceScreen, GREATEST_CONSTANT, LEAST_CONSTANT, NOT_NAN, NOTHING, RATIO};
+use crate::lanes::{ALL_LANES, LANES, Mask, Q_MIN, U, relative_error};
 use crate::vector::Vector;
-
-/// A lane mask: bit l for lane l.
-pub(crate) type Mask = u32;
-
-/// Every lane.
-pub(crate) const ALL_LANES: Mask = (1 << LANES) - 1;
 
 /// A ratio to place lanes against.
 #[derive(Debug, Clone, Copy)]
@@ -128,6 +122,14 @@ impl Screen {
         // Mirrored, "above |t|" is below t, and "below |t|" (not NaN) above it.
         let m = self.mirrored;
         ((under & !m) | (over & m), (over & !m) | (under & v.bits(varies) & m))
+    }
+}
+
+impl DeviceScreen {
+    /// Against the f64 Sharpe ratio `t` (`None`: NaN) of sets of `n` bars out of `blocks`
+    /// blocks, as [`pbo_on`](crate::pbo_on) hands it to a device.
+    pub fn new(t: Option<f64>, n: f64, blocks: usize) -> Self {
+        Screen::new(t, n, blocks).for_device()
     }
 }
 

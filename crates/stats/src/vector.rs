@@ -4,8 +4,7 @@
 //! [`Pass`] with the best of them once per call. All give the same IEEE results lane by
 //! lane (no fused operations), so the screen decides the same everywhere.
 
-use crate::lanes::LANES;
-use crate::screen::Mask;
+use crate::lanes::{LANES, Mask};
 
 /// f32 lanes and their comparisons.
 pub(crate) trait Vector: Copy {
