@@ -70,6 +70,7 @@ pub fn run(
     plot: Option<&Path>,
     phases: PhaseTimer,
     quiet: bool,
+    profile: bool,
 ) -> Result<serde_json::Value> {
     let spec = session.spec();
     let options = spec.search().expect("called for a search");
@@ -94,7 +95,7 @@ pub fn run(
     match &run.search {
         Some(report) => {
             outln!(
-                "{} search: {} evaluated, stopped {}; {} trials/s; proposing and learning took {:.3}s ({:.1} % of the search)",
+                "{} search: {} evaluated, stopped {}; {} trials/s while searching; proposing and learning took {:.3}s ({:.1} % of the search)",
                 options.method,
                 count(report.trials.len() as u64, "trial"),
                 stop_text(report.stop, options),
@@ -114,12 +115,27 @@ pub fn run(
             }
         }
         None => outln!(
-            "{} search, shard {}: {} evaluated; {} trials/s (join the shards with `threadx merge`)",
+            "{} search, shard {}: {} evaluated; {} trials/s while searching (join the shards with `threadx merge`)",
             options.method,
             opts.shard,
             count(run.files.rows, "trial"),
             thousands(rate.round() as u64)
         ),
+    }
+    if let Some(phases) = &run.files.phases {
+        let prep = session.preparation();
+        outln!(
+            "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), search {:.2}s, writing {:.2}s; {:.2}s in all",
+            phases.seconds("load"),
+            prep.indicators_s + prep.book_s,
+            prep.series,
+            phases.seconds("search"),
+            phases.seconds("write"),
+            phases.wall_s
+        );
+        if profile {
+            out!("where the time went (wall):\n{}", phases.table());
+        }
     }
     outln!("wrote {} trials to {}", thousands(run.files.rows), opts.out.display());
     if let (Some(path), Some(_)) = (plot, &run.search) {

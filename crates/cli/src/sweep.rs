@@ -142,7 +142,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         checkpoint_dir(&opts.out).display()
     ));
     if spec.search().is_some() {
-        let summary = crate::search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet)?;
+        let summary = crate::search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet, args.profile)?;
         return crate::report::after_sweep(args.report.as_deref(), &session, &summary, &opts, mode);
     }
     let bar = progress_bar(session.sweep().combos().len(), args.quiet, "combos");

@@ -1,7 +1,7 @@
 //! `threadx sweep --search` as a user runs it: trials in order with their summary and
 //! plot, constraints, patience, a SIGKILL followed by --resume, design shards joined by
-//! merge, `--random` as an alias, more trials than the grid (the whole grid, once), and the
-//! refusals.
+//! merge, `--random` as an alias, more trials than the grid (the whole grid, once), the
+//! run's time phase by phase, and the refusals.
 
 mod common;
 
@@ -362,4 +362,21 @@ fn more_trials_than_the_grid_has_run_the_whole_grid_once_and_say_so() {
             serde_json::json!({"asked": asked.replace(',', "").parse::<u64>().unwrap(), "grid": 12})
         );
     }
+}
+
+#[test]
+fn a_searchs_time_is_the_whole_run_phase_by_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let printed = ok(dir.path(), &search_args(&["--search", "tpe", "--trials", "40", "--profile", "--out", "r.csv"]));
+    assert!(
+        printed.contains("time: load ") && printed.contains(", search ") && printed.contains("s in all"),
+        "{printed}"
+    );
+    assert!(printed.contains("where the time went (wall):") && printed.contains("indicators"), "{printed}");
+    assert!(printed.contains("trials/s while searching"), "{printed}");
+    let s = summary(dir.path(), "r.json");
+    let (total, search) = (s["timings_s"]["total"].as_f64().unwrap(), s["timings_s"]["search"].as_f64().unwrap());
+    // The total is the phases' wall time, preparation included; the search is part of it.
+    assert_eq!(total, s["phases"]["wall_s"].as_f64().unwrap());
+    assert!(search < total, "{}", s["timings_s"]);
 }

@@ -314,7 +314,8 @@ pub fn search_to_files(
             "combos": {"grid": spec.grid_len(), "rows": trials.len()},
             "search": search,
             "best": rows_json(spec.strategy(), spec.axes(), options.objective.metric(), &best),
-            "timings_s": {"total": started.elapsed().as_secs_f64()},
+            // The whole run, load and preparation included, as a grid's.
+            "timings_s": {"total": phase_report.wall_s, "search": started.elapsed().as_secs_f64()},
             "phases": phase_report.to_json(),
             // The process's peak memory so far, beside the estimate printed before the work.
             "memory": {"peak_bytes": threadx_telemetry::peak_resident_bytes()},
