@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use threadx_backtest::{Metrics, Strategy};
 use threadx_dispatch::thousands;
-use threadx_sweep::{Row, SweepSpec, edge_note, grid_edges};
+use threadx_sweep::{Preparation, Row, SweepSpec, edge_note, grid_edges};
 
 pub fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
     let target = if quiet || !std::io::stderr().is_terminal() {
@@ -84,4 +84,14 @@ pub fn print_edge(spec: &SweepSpec, best: &[Row]) -> Result<()> {
         outln!("{note}");
     }
     Ok(())
+}
+
+/// The start of a run's `time:` line: `load 0.05s, indicators + signal book 0.51s (50
+/// indicator series)`.
+pub fn preparation_time(load_s: f64, prep: &Preparation) -> String {
+    format!(
+        "load {load_s:.2}s, indicators + signal book {:.2}s ({} indicator series)",
+        prep.indicators_s + prep.book_s,
+        prep.series
+    )
 }

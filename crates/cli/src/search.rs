@@ -2,7 +2,7 @@
 //! searched to files, with a progress bar that shows the best value so far, then the best
 //! combos and the search's figures.
 
-use crate::console::{count, num, print_edge, print_summary_path, progress_bar, top_table};
+use crate::console::{count, num, preparation_time, print_edge, print_summary_path, progress_bar, top_table};
 use crate::sweep_args::SweepArgs;
 use anyhow::{Result, bail};
 use std::path::Path;
@@ -123,12 +123,9 @@ pub fn run(
         ),
     }
     if let Some(phases) = &run.files.phases {
-        let prep = session.preparation();
         outln!(
-            "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), search {:.2}s, writing {:.2}s; {:.2}s in all",
-            phases.seconds("load"),
-            prep.indicators_s + prep.book_s,
-            prep.series,
+            "time: {}, search {:.2}s, writing {:.2}s; {:.2}s in all",
+            preparation_time(phases.seconds("load"), &session.preparation()),
             phases.seconds("search"),
             phases.seconds("write"),
             phases.wall_s

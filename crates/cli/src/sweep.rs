@@ -1,6 +1,6 @@
 //! `threadx sweep` and `threadx merge`: parse, build the spec, call threadx-sweep, print.
 
-use crate::console::{count, print_edge, print_summary_path, progress_bar, top_table};
+use crate::console::{count, preparation_time, print_edge, print_summary_path, progress_bar, top_table};
 use crate::outputs::sibling;
 use crate::sweep_args::{SweepArgs, ranking};
 use anyhow::{Context, Result, bail};
@@ -191,10 +191,8 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         )
     });
     outln!(
-        "time: load {:.2}s, indicators + signal book {:.2}s ({} indicator series), backtests {backtests}, writing {:.2}s{statistics}",
-        report.phases.as_ref().map_or(0.0, |p| p.seconds("load")),
-        prep.indicators_s + prep.book_s,
-        prep.series,
+        "time: {}, backtests {backtests}, writing {:.2}s{statistics}",
+        preparation_time(report.phases.as_ref().map_or(0.0, |p| p.seconds("load")), &prep),
         report.timings.map_or(0.0, |t| t.assembling),
     );
     if let Some(workers) = report.workers.as_ref().filter(|w| !w.workers.is_empty()) {

@@ -368,12 +368,12 @@ impl<W: Workload, E: Send> Shared<'_, W, E> {
     /// `fits` the memory. Empty when the lane should stop.
     fn take_dispatch(&self, w: usize, lane: usize, block: bool, width: u64, fits: u64) -> Vec<Slot> {
         let Take::Chunk(first) = self.take(w, lane, block) else { return Vec::new() };
-        let len = |slot: Slot| self.chunks[slot].items.end - self.chunks[slot].items.start;
+        let one = self.items(&[first]);
         let mut slots = vec![first];
-        let mut items = len(first);
-        while items < width && items.saturating_add(len(first)) <= fits {
+        let mut items = one;
+        while items < width && items.saturating_add(one) <= fits {
             let Some(slot) = self.lock().take_more(w, lane, items, Instant::now()) else { break };
-            items += len(slot);
+            items += self.items(&[slot]);
             slots.push(slot);
         }
         slots
@@ -381,6 +381,11 @@ impl<W: Workload, E: Send> Shared<'_, W, E> {
 
     fn pieces(&self, slots: &[Slot]) -> Vec<Range<u64>> {
         slots.iter().map(|&s| self.chunks[s].items.clone()).collect()
+    }
+
+    /// The items of `slots`' chunks together.
+    fn items(&self, slots: &[Slot]) -> u64 {
+        slots.iter().map(|&s| self.chunks[s].items.end - self.chunks[s].items.start).sum()
     }
 }
 
@@ -417,12 +422,10 @@ fn run_lane<W: Workload, E: Send>(
             if slots.iter().map(|_| shared.injected_failure(w)).fold(false, |a, b| a | b) {
                 return shared.fail(w, lane, &held(&flight, &slots), "injected failure (device lost)");
             }
-            let pieces = shared.pieces(&slots);
-            let items: u64 = pieces.iter().map(|p| p.end - p.start).sum();
-            let submitted = if items > fits {
+            let submitted = if shared.items(&slots) > fits {
                 Err(WorkError::OutOfMemory("larger than the largest piece that fit".into()))
             } else {
-                shared.submit(w, &mut state, &pieces)
+                shared.submit(w, &mut state, &shared.pieces(&slots))
             };
             match submitted {
                 Ok(pending) => flight.push_back(Flight { slots, pending, started }),
@@ -433,9 +436,6 @@ fn run_lane<W: Workload, E: Send>(
                         if let Err(e) = finish_one(shared, w, lane, &mut state, f, &mut fits, tx) {
                             return shared.fail(w, lane, &held(&flight, &[&slots_held[..], &slots].concat()), &e);
                         }
-                    }
-                    if slots.len() > 1 {
-                        fits = fits.min(items / 2);
                     }
                     if let Err(e) = split_each(shared, w, lane, &mut state, &slots, started, &mut fits, tx) {
                         return shared.fail(w, lane, &slots, &e);
@@ -452,7 +452,8 @@ fn run_lane<W: Workload, E: Send>(
     }
 }
 
-/// Runs each of `slots` on its own, halving it while it runs out of memory, and delivers it.
+/// Runs each of `slots` (a dispatch that ran out of memory) on its own, halving it while it
+/// runs out of memory, and delivers it. Later dispatches take at most half of this one.
 #[allow(clippy::too_many_arguments)]
 fn split_each<W: Workload, E: Send>(
     shared: &Shared<'_, W, E>,
@@ -464,6 +465,9 @@ fn split_each<W: Workload, E: Send>(
     fits: &mut u64,
     tx: &mpsc::Sender<Message<W::Output, E>>,
 ) -> Result<(), String> {
+    if slots.len() > 1 {
+        *fits = (*fits).min(shared.items(slots) / 2);
+    }
     for &slot in slots {
         match shared.run_split(w, state, slot, shared.chunks[slot].items.clone(), fits) {
             Ok(Some(output)) => shared.deliver(w, lane, slot, output, started, tx),
@@ -487,13 +491,7 @@ fn finish_one<W: Workload, E: Send>(
 ) -> Result<(), String> {
     let Flight { slots, pending, started } = flight;
     match shared.finish(w, state, &slots, pending) {
-        Err(WorkError::OutOfMemory(_)) => {
-            if slots.len() > 1 {
-                let items: u64 = shared.pieces(&slots).iter().map(|p| p.end - p.start).sum();
-                *fits = (*fits).min(items / 2);
-            }
-            split_each(shared, w, lane, state, &slots, started, fits, tx)
-        }
+        Err(WorkError::OutOfMemory(_)) => split_each(shared, w, lane, state, &slots, started, fits, tx),
         Err(e) => Err(e.to_string()),
         Ok(None) => {
             for &slot in &slots {

@@ -1,6 +1,7 @@
 //! The best combo on the grid's edge: a parameter of the winner at the smallest or largest
 //! value swept (of an axis with at least three values) says the optimum may lie beyond
-//! the grid. A run prints one line, and the summary's `best.edge` lists each such parameter.
+//! the grid. A run prints one line, and the summary's `best.edge` lists each such parameter
+//! ([`rows_json`] makes that `best` object, for grid, search and merge runs alike).
 
 use crate::rows::{Row, row_json};
 use serde_json::{Value, json};

@@ -147,21 +147,22 @@ impl SweepRequest {
             None => DeviceMode::from_env().map_err(SweepError::Spec)?,
         };
         let search = self.search.as_ref().map(|s| s.check(grid.len())).transpose()?;
-        // More combos asked than the grid has: the whole grid runs, each combo once.
+        // More combos asked than the grid has: the whole grid runs, each combo once. (A
+        // --random beside a search or walk-forward stays, for them to refuse by name.)
         let grid_len = grid.len();
-        let asked = match (&self.search, self.random) {
-            (Some(s), _) if s.trials > grid_len => Some(WholeGrid { asked: s.trials }),
-            (None, Some(r)) if r.n > grid_len && self.walk_forward.is_none() => Some(WholeGrid { asked: r.n }),
-            _ => None,
+        let whole_random =
+            self.random.filter(|r| r.n > grid_len && self.search.is_none() && self.walk_forward.is_none());
+        let asked = match &self.search {
+            Some(s) if s.trials > grid_len => Some(s.trials),
+            _ => whole_random.map(|r| r.n),
         };
         let overfitting = self.overfitting.as_ref().map(OverfittingRequest::check).transpose()?;
         SweepSpec::checked(crate::spec::SpecParts {
             grid,
             fee: self.fee.unwrap_or(Costs::default().fee),
             slippage: self.slippage.unwrap_or(0.0),
-            // (Kept beside a search or walk-forward, which refuse it by name.)
-            sample: self.random.filter(|r| r.n <= grid_len || self.search.is_some() || self.walk_forward.is_some()),
-            whole_grid: asked,
+            sample: if whole_random.is_some() { None } else { self.random },
+            whole_grid: asked.map(|asked| WholeGrid { asked }),
             search,
             walk_forward: self.walk_forward,
             overfitting,
