@@ -1,10 +1,9 @@
 //! A checkpoint chunk's rows on disk, checksummed (XXH3-64) so that a file changed on disk
 //! is never taken into results. Each is made on the worker that ran the chunk, in the form
 //! the results file joins cheapest: a run writing CSV keeps the CSV's own text
-//! (`chunk-N.csv`: the results file is those texts joined); one writing Parquet keeps a
-//! Parquet table, encoded and compressed there (`chunk-N.parquet`: the results file
-//! copies their column chunks); one writing Arrow keeps binary rows (`chunk-N.rows`:
-//! combo and the metrics' f64 bits).
+//! (`chunk-N.csv`: the results file is those texts joined); one writing Parquet or Arrow
+//! keeps binary rows (`chunk-N.rows`: combo and the metrics' f64 bits, zstd-compressed),
+//! since that file's row groups are cut by row count, never by chunk.
 
 use crate::error::{SweepError, io_error};
 use crate::output::in_file;

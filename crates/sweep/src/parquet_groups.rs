@@ -25,12 +25,12 @@ use threadx_profile_store::{AtomicFile, Staged};
 /// enough that a group's builders stay a few MB.
 pub(crate) const ROWS_PER_GROUP: usize = 1 << 16;
 
-/// The writer properties of our Parquet: zstd level 3, row groups of [`ROWS_PER_GROUP`],
+/// The writer properties of our Parquet: zstd level 1, row groups of [`ROWS_PER_GROUP`],
 /// no dictionary for the columns named in `plain` (a key or a float metric has about as
 /// many values as rows: their dictionaries were 12 % of a Parquet run's CPU and then given
 /// up for plain pages anyway).
 fn parquet_properties(kv: Option<Vec<KeyValue>>, plain: &[String]) -> Result<WriterProperties, SweepError> {
-    let level = ZstdLevel::try_new(3).map_err(|e| SweepError::Results(e.to_string()))?;
+    let level = ZstdLevel::try_new(1).map_err(|e| SweepError::Results(e.to_string()))?;
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .set_max_row_group_row_count(Some(ROWS_PER_GROUP))

@@ -222,8 +222,13 @@ impl<W: Write + Send> ColumnarWriter<W> {
             .builders
             .iter_mut()
             .map(|b| match b {
-                Builder::Int(b) => Arc::new(b.finish()) as ArrayRef,
-                Builder::Float(b) => Arc::new(b.finish()) as ArrayRef,
+                // Fresh builders at a group's size: a finished builder starts from no
+                // capacity, and regrowing it by doubling faulted pages in on every group.
+                Builder::Int(b) => Arc::new(std::mem::replace(b, Int64Builder::with_capacity(ROWS_PER_GROUP)).finish())
+                    as ArrayRef,
+                Builder::Float(b) => {
+                    Arc::new(std::mem::replace(b, Float64Builder::with_capacity(ROWS_PER_GROUP)).finish()) as ArrayRef
+                }
                 Builder::Text(b) => Arc::new(b.finish()) as ArrayRef,
                 Builder::Time(b) => Arc::new(b.finish()) as ArrayRef,
             })
