@@ -3,9 +3,10 @@
 //! its first bytes, whatever its name: `PAR1` (Parquet), `ARROW1` (an IPC file, Feather
 //! v2) or an IPC stream's continuation marker; a pipe is read as CSV.
 
+use crate::bar_columns::{epoch_int_to_ms, epoch_to_ms, parse_time};
 use crate::error::DataError;
-use crate::ohlcv::{Ohlcv, epoch_int_to_ms, epoch_to_ms, find_columns, parse_time};
-use crate::universe::{ReadBars, SYMBOL_COLUMN, SymbolColumn};
+use crate::ohlcv::Ohlcv;
+use crate::read_bars::{ReadBars, SYMBOL_COLUMN, SymbolColumn, find_columns};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Date32Type, Date64Type, SchemaRef, TimeUnit, TimestampMicrosecondType};
@@ -139,19 +140,11 @@ fn read_stream(origin: String, input: impl Read, format: Columnar) -> Result<Rea
     bars.finish(origin)
 }
 
-impl Ohlcv {
-    /// Bars from an Arrow IPC stream in memory (a pyarrow or polars table passed from
-    /// Python), under the rules of [`Ohlcv::read_file`]; `origin` names it in errors.
-    pub fn read_arrow_stream(origin: &str, stream: &[u8]) -> Result<Self, DataError> {
-        read_stream(origin.to_owned(), stream, Columnar::IpcStream)?.single()
-    }
-}
-
-impl ReadBars {
-    /// [`Ohlcv::read_arrow_stream`] of bars that may be of several symbols (a `symbol` column).
-    pub(crate) fn read_arrow_stream(origin: &str, stream: &[u8]) -> Result<Self, DataError> {
-        read_stream(origin.to_owned(), stream, Columnar::IpcStream)
-    }
+/// Bars from an Arrow IPC stream in memory (a pyarrow or polars table passed from Python),
+/// under the rules of [`Ohlcv::read_file`], of one symbol or of several (a `symbol`
+/// column); `origin` names it in errors.
+pub(crate) fn read_arrow_stream(origin: &str, stream: &[u8]) -> Result<ReadBars, DataError> {
+    read_stream(origin.to_owned(), stream, Columnar::IpcStream)
 }
 
 /// The name pandas gives an unnamed index it writes into a Parquet or Feather file.

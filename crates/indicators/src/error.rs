@@ -1,6 +1,6 @@
 //! Bad market data and bad indicator input, each naming what is wrong and where.
 
-use crate::ohlcv::columns_help;
+use crate::bar_columns::columns_help;
 use std::path::PathBuf;
 
 /// Bad market data: what is wrong and where (file, 1-based line, column).
@@ -37,4 +37,30 @@ pub enum IndicatorError {
     BadValue { indicator: String, problem: String },
     #[error("{indicator} needs at least {needed} bars for its first value; the data has {len}")]
     TooShort { indicator: String, needed: usize, len: usize },
+}
+
+/// Where a bar sits in its source: a CSV line (1-based) or a row of arrays (0-based).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Place {
+    Line(usize),
+    Row(usize),
+}
+
+impl Place {
+    pub(crate) fn error(self, origin: &str, column: &str, problem: String) -> DataError {
+        let (origin, column) = (origin.to_owned(), column.to_owned());
+        match self {
+            Place::Line(line) => DataError::Invalid { origin, line, column, problem },
+            Place::Row(row) => DataError::InvalidRow { origin, row, column, problem },
+        }
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Line(line) => write!(f, "line {line}"),
+            Place::Row(row) => write!(f, "row {row}"),
+        }
+    }
 }

@@ -12,6 +12,7 @@
 //! depend on backtests, strategies or sweeps.
 
 mod bank;
+mod bar_columns;
 mod columnar;
 mod compute;
 mod cpu;
@@ -19,17 +20,21 @@ mod csv_input;
 mod error;
 mod gpu;
 mod indicator;
+mod load;
 mod ohlcv;
+mod read_bars;
 mod synthetic;
 mod universe;
 
 pub use bank::IndicatorBank;
+pub use bar_columns::{columns_help, epoch_to_ms, format_time};
 pub use columnar::Columnar;
 pub use compute::{FamilyRun, compute_cpu, compute_gpu};
 pub use error::{DataError, IndicatorError};
 pub use gpu::KERNELS;
 pub use indicator::{INDICATOR_HELP, Indicator, IndicatorId, IndicatorValues};
-pub use ohlcv::{Ohlcv, PRICE_RANGE, columns_help, epoch_to_ms, find_columns, format_time};
+pub use ohlcv::{Ohlcv, PRICE_RANGE};
+pub use read_bars::find_columns;
 pub use synthetic::{MAX_BARS, Market, SeededRng, SyntheticSpec, available_memory};
 /// What [`IndicatorBank::new`] needs, so an embedding user need not name threadx-dispatch.
 pub use threadx_dispatch::{DeviceMode, Dispatcher};

@@ -3,107 +3,13 @@
 //! `symbol` column holds several symbols. Each symbol's bars are read, split and checked
 //! on their own, when a run reaches them (a long file is split once, on reading).
 
+use crate::columnar::read_arrow_stream;
 use crate::error::DataError;
-use crate::ohlcv::{Ohlcv, Place};
-use std::collections::HashMap;
+use crate::load::read_bars_file;
+use crate::ohlcv::Ohlcv;
+use crate::read_bars::ReadBars;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// The name of the column that tells a long file's symbols apart (any case).
-pub(crate) const SYMBOL_COLUMN: &str = "symbol";
-
-/// Each bar's symbol, as read: a number per bar and the names in order of first sight.
-#[derive(Debug, Default)]
-pub(crate) struct SymbolColumn {
-    of_bar: Vec<u32>,
-    names: Vec<String>,
-    index: HashMap<String, u32>,
-}
-
-impl SymbolColumn {
-    pub(crate) fn push(&mut self, name: &str) {
-        let next = self.names.len() as u32;
-        let i = match self.index.get(name) {
-            Some(&i) => i,
-            None => {
-                self.index.insert(name.to_owned(), next);
-                self.names.push(name.to_owned());
-                next
-            }
-        };
-        self.of_bar.push(i);
-    }
-}
-
-/// Bars read from a file or an Arrow table, not yet checked: where each sits (a CSV line,
-/// else its 0-based row) and, with a `symbol` column, each one's symbol.
-#[derive(Debug)]
-pub(crate) struct ReadBars {
-    pub(crate) bars: Ohlcv,
-    pub(crate) lines: Option<Vec<usize>>,
-    pub(crate) symbols: Option<SymbolColumn>,
-}
-
-impl ReadBars {
-    fn place(&self, bar: usize) -> Place {
-        match &self.lines {
-            Some(lines) => Place::Line(lines[bar]),
-            None => Place::Row(bar),
-        }
-    }
-
-    /// The bars of one symbol, checked; a `symbol` column naming more than one is refused.
-    pub(crate) fn single(self) -> Result<Ohlcv, DataError> {
-        if let Some(symbols) = self.symbols.as_ref().filter(|s| s.names.len() > 1) {
-            let mut names = symbols.names.clone();
-            names.sort();
-            return Err(DataError::Format {
-                origin: self.bars.origin().to_owned(),
-                problem: format!(
-                    "its `symbol` column holds {} symbols ({}): give one symbol's bars, or run a sweep over \
-                     them all (`--data` of the file, or a dict of frames in Python)",
-                    names.len(),
-                    listed(&names)
-                ),
-            });
-        }
-        self.bars.validate(|i| self.place(i))?;
-        Ok(self.bars)
-    }
-
-    /// The bars of each symbol (by name), each checked where its bars sit in the source;
-    /// one unnamed symbol when there is no `symbol` column.
-    pub(crate) fn split(self) -> Result<Vec<(String, Ohlcv)>, DataError> {
-        let Some(symbols) = &self.symbols else {
-            self.bars.validate(|i| self.place(i))?;
-            return Ok(vec![(String::new(), self.bars)]);
-        };
-        let mut rows: Vec<Vec<usize>> = vec![Vec::new(); symbols.names.len()];
-        for (bar, &s) in symbols.of_bar.iter().enumerate() {
-            rows[s as usize].push(bar);
-        }
-        // A long file's rows come in any order: each symbol's in time order, a stable sort
-        // (two rows of one time stay in file order, and the later is named as a duplicate).
-        let times = self.bars.timestamps();
-        for rows in &mut rows {
-            rows.sort_by_key(|&r| times[r]);
-        }
-        let mut split = Vec::with_capacity(rows.len());
-        for (name, rows) in symbols.names.iter().zip(&rows) {
-            let bars = self.bars.gather(rows, format!("{} [{name}]", self.bars.origin()));
-            bars.validate(|i| self.place(rows[i]))?;
-            split.push((name.clone(), bars));
-        }
-        split.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(split)
-    }
-}
-
-/// `a`, `b`, `c`, … (the first few names).
-fn listed(names: &[String]) -> String {
-    let shown: Vec<String> = names.iter().take(4).map(|n| format!("`{n}`")).collect();
-    format!("{}{}", shown.join(", "), if names.len() > shown.len() { ", …" } else { "" })
-}
 
 /// What a `--data` source holds: one data set, or a universe of symbols.
 #[derive(Debug)]
@@ -126,18 +32,18 @@ impl MarketData {
         if source == "synthetic" || source.starts_with("synthetic:") {
             return Ohlcv::load(source).map(Self::Bars);
         }
-        Self::of(source, ReadBars::read_file(path)?)
+        Self::of(source, read_bars_file(path)?)
     }
 
     /// An Arrow IPC stream in memory (a pyarrow or polars table from Python), under the
     /// rules of [`MarketData::load`]'s files; `origin` names it in errors.
     pub fn from_arrow_stream(origin: &str, stream: &[u8]) -> Result<Self, DataError> {
-        Self::of(origin, ReadBars::read_arrow_stream(origin, stream)?)
+        Self::of(origin, read_arrow_stream(origin, stream)?)
     }
 
     /// A universe when the bars' `symbol` column holds several symbols, else one data set.
     fn of(origin: &str, read: ReadBars) -> Result<Self, DataError> {
-        match read.symbols.as_ref().is_some_and(|s| s.names.len() > 1) {
+        match read.has_several_symbols() {
             true => Universe::new(origin, read.split()?).map(Self::Universe),
             false => read.single().map(Self::Bars),
         }

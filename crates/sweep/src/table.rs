@@ -224,8 +224,9 @@ impl<W: Write + Send> ColumnarWriter<W> {
             .map(|b| match b {
                 // Fresh builders at a group's size: a finished builder starts from no
                 // capacity, and regrowing it by doubling faulted pages in on every group.
-                Builder::Int(b) => Arc::new(std::mem::replace(b, Int64Builder::with_capacity(ROWS_PER_GROUP)).finish())
-                    as ArrayRef,
+                Builder::Int(b) => {
+                    Arc::new(std::mem::replace(b, Int64Builder::with_capacity(ROWS_PER_GROUP)).finish()) as ArrayRef
+                }
                 Builder::Float(b) => {
                     Arc::new(std::mem::replace(b, Float64Builder::with_capacity(ROWS_PER_GROUP)).finish()) as ArrayRef
                 }
