@@ -5,8 +5,7 @@
 //! keeps binary rows (`chunk-N.rows`: combo and the metrics' f64 bits, zstd-compressed),
 //! since that file's row groups are cut by row count, never by chunk.
 
-use crate::error::{SweepError, io_error};
-use crate::output::in_file;
+use crate::error::{SweepError, in_file, io_error};
 use crate::rows::{Lead, ParamTexts, Row, parse_row};
 use crate::runner::ChunkResult;
 use crate::table::TableFormat;

@@ -33,3 +33,8 @@ pub(crate) fn file_error(name: impl std::fmt::Display, e: &dyn std::fmt::Display
 pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
     move |error| SweepError::Io { path: path.to_owned(), error }
 }
+
+/// `e`, naming the file it was found in.
+pub(crate) fn in_file(path: &Path, e: SweepError) -> SweepError {
+    SweepError::Results(format!("{}: {e}", path.display()))
+}

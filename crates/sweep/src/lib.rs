@@ -37,6 +37,7 @@ mod report;
 mod request;
 mod results_file;
 mod rows;
+mod run_files;
 mod runner;
 mod search;
 mod search_plot;
@@ -53,10 +54,7 @@ pub use edge::{GridEdge, edge_note, grid_edges, rows_json};
 pub use error::SweepError;
 pub use memory_tables::{metrics_table, rows_table, universe_table, walk_forward_table};
 pub use merge::merge;
-pub use output::{
-    HeatmapOptions, OutputHold, OutputOptions, SweepReport, Timings, check_output, check_writable, checkpoint_dir,
-    data_fingerprint, hold_outputs, run_to_files, summary_path,
-};
+pub use output::{SweepReport, Timings, run_to_files};
 pub use overfit::{
     DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, TopCombo, logit_histogram_svg,
     oos_vs_is_svg, plot_checksum, shard_blocks_path,
@@ -65,6 +63,10 @@ pub use report::{Heatmap, Leaderboard, better_higher, heat_colour, metric_index}
 pub use request::{SweepRequest, parse_size};
 pub use results_file::{for_each_result, read_results};
 pub use rows::{Row, header, parse_row, row_json, write_row};
+pub use run_files::{
+    HeatmapOptions, OutputHold, OutputOptions, check_output, check_writable, checkpoint_dir, data_fingerprint,
+    hold_outputs, summary_path,
+};
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
 pub use search::{
     Constraint, DEFAULT_BATCH, Evaluate, Objective, Sampler, SearchMethod, SearchOptions, SearchReport, SearchRequest,

@@ -6,11 +6,12 @@
 use crate::SweepSpec;
 use crate::across::{Across, by_combo_path};
 use crate::combos::Shard;
-use crate::error::{SweepError, io_error};
-use crate::output::{HeatmapOptions, SweepReport, best_json, check_writable, in_file, summary_path};
+use crate::error::{SweepError, in_file, io_error};
+use crate::output::{SweepReport, best_json};
 use crate::overfit::{MergingBlocks, write_plots};
 use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
+use crate::run_files::{HeatmapOptions, check_writable, commit_with_summary, summary_path};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs;
@@ -255,7 +256,7 @@ pub fn merge(
         best = report.best_rows(options, top, values);
         summary["best"] = crate::edge::rows_json(spec.strategy(), spec.axes(), options.objective.metric(), &best);
     }
-    crate::output::commit_with_summary(staged, &mut summary, out, Shard::WHOLE)?;
+    commit_with_summary(staged, &mut summary, out, Shard::WHOLE)?;
     Ok(SweepReport {
         summary,
         strategy: strategy.clone(),

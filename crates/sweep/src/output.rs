@@ -10,7 +10,6 @@
 //! sharded-and-merged run gives the same file as one uninterrupted run.
 
 use crate::chunk_file::ChunkForm;
-use crate::combos::{ComboSet, Shard};
 use crate::error::{SweepError, io_error};
 use crate::overfit::{
     Overfitting, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks, write_files,
@@ -19,58 +18,23 @@ use crate::overfit::{
 use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::ResultsWriter;
 use crate::rows::{Lead, Row};
+use crate::run_files::{
+    OutputOptions, ProgressFn, check_output, checkpoint_dir, commit_with_summary, extend, identity, open_checkpoint,
+    summary_head,
+};
 use crate::runner::{ChunkResult, Sweep};
 use crate::spec::SweepSpec;
-use crate::spec::fnv1a;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_dispatch::Dispatcher;
-use threadx_indicators::{Ohlcv, format_time};
+use threadx_indicators::Ohlcv;
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
-use threadx_profile_store::{Staged, is_special_file, write_file_atomic, write_file_staged};
+use threadx_profile_store::{is_special_file, write_file_atomic, write_file_staged};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
-
-/// How a sweep writes its results.
-#[derive(Debug, Clone)]
-pub struct OutputOptions {
-    /// The results file: CSV, or Parquet or Arrow IPC by its extension
-    /// ([`crate::TableFormat::of`]); the summary goes beside it with the extension `.json`.
-    pub out: PathBuf,
-    /// Continue from the checkpoint beside `out` instead of refusing to overwrite it.
-    pub resume: bool,
-    pub shard: Shard,
-    /// Rows kept for the summary's best list.
-    pub top: usize,
-    /// The metric that ranks combos (largest first).
-    pub by: String,
-    /// Draw `by` over two parameters (None: the first two that vary) into this SVG.
-    pub heatmap: Option<HeatmapOptions>,
-    /// With overfitting statistics: the logit histogram's and the out-of-sample plot's SVGs.
-    pub overfitting_plots: Option<(PathBuf, PathBuf)>,
-    /// With overfitting statistics: the blocks as CSV.
-    pub blocks_out: Option<PathBuf>,
-    /// The rows' symbol, in a `symbol` column before `combo` (one symbol of a universe).
-    pub symbol: Option<String>,
-    /// The run's hold on its checkpoint folder, taken before any work ([`hold_outputs`]);
-    /// None: the run takes it when it opens the checkpoint.
-    pub hold: Option<Arc<OutputHold>>,
-}
-
-#[derive(Debug, Clone)]
-pub struct HeatmapOptions {
-    pub path: PathBuf,
-    pub x: Option<String>,
-    pub y: Option<String>,
-}
-
-/// Progress of a run: positions done (combos, skipped ones included) of `total`.
-pub type ProgressFn<'a> = &'a mut dyn FnMut(u64, u64);
 
 /// What a finished run reports, typed; `summary` is the JSON written beside the results,
 /// made from the same values once, telemetry included.
@@ -111,293 +75,6 @@ pub struct Timings {
     pub total: f64,
     /// Combos run now per second of `run`; `None` when every chunk came from the checkpoint.
     pub combos_per_s: Option<f64>,
-}
-
-/// A data set's identity for checkpoints and shards: FNV-1a over every timestamp and
-/// price bit, with the bar count.
-pub fn data_fingerprint(data: &Ohlcv) -> String {
-    let mut bytes = Vec::with_capacity(data.len() * 48);
-    for (i, &t) in data.timestamps().iter().enumerate() {
-        bytes.extend(t.to_le_bytes());
-        for series in [data.open(), data.high(), data.low(), data.close(), data.volume()] {
-            bytes.extend(series[i].to_bits().to_le_bytes());
-        }
-    }
-    format!("{:016x}-{}", fnv1a(&bytes), data.len())
-}
-
-/// The summary beside `out` (`<out stem>.json`); none beside a device or FIFO such as
-/// `/dev/null`, which is not a folder's file.
-pub fn summary_path(out: &Path) -> Option<PathBuf> {
-    (!is_special_file(out)).then(|| out.with_extension("json"))
-}
-
-/// The checkpoint folder of a run writing `out`: `<out>.parts`; for a device or FIFO, a
-/// folder of this process's own in the temporary directory (such a run cannot resume).
-pub fn checkpoint_dir(out: &Path) -> PathBuf {
-    if is_special_file(out) {
-        return std::env::temp_dir().join(format!("threadx-sweep-{}.parts", std::process::id()));
-    }
-    let mut name = out.file_name().unwrap_or_default().to_os_string();
-    name.push(".parts");
-    out.with_file_name(name)
-}
-
-/// A summary's opening fields, a grid run's and a search run's alike: the version, what
-/// the run is (`identity`), the data, the shard and the results file; `whole_grid` when
-/// `spec` asked more combos than its grid has.
-pub(crate) fn summary_head(identity: Value, spec: &SweepSpec, data: &Ohlcv, opts: &OutputOptions) -> Value {
-    let mut head = json!({
-        "threadx": env!("CARGO_PKG_VERSION"),
-        "identity": identity,
-        "data": {"origin": data.origin(), "bars": data.len(),
-                 "first": data.timestamps().first().map(|&t| format_time(t)),
-                 "last": data.timestamps().last().map(|&t| format_time(t))},
-        "shard": {"index": opts.shard.index, "count": opts.shard.count},
-        "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
-    });
-    if let Some(w) = spec.whole_grid() {
-        head["whole_grid"] = json!({"asked": w.asked, "grid": spec.grid_len()});
-    }
-    head
-}
-
-/// Adds the fields of the object `more` to the object `summary`.
-pub(crate) fn extend(summary: &mut Value, more: Value) {
-    if let (Some(to), Value::Object(from)) = (summary.as_object_mut(), more) {
-        to.extend(from);
-    }
-}
-
-/// What identifies a run for resume and merge: spec, data, chunking and shard count.
-pub(crate) fn identity(spec: &SweepSpec, combos: &ComboSet, data: &Ohlcv, shard: Shard) -> Value {
-    json!({
-        "spec": spec.to_json(),
-        "data": {"origin": data.origin(), "bars": data.len(), "fingerprint": data_fingerprint(data)},
-        "chunk_size": combos.chunk_size(),
-        "shards": shard.count,
-    })
-}
-
-/// The first field in which `before` and `now` differ, as `path: A before, B now`.
-fn first_difference(before: &Value, now: &Value, path: &str) -> Option<String> {
-    match (before, now) {
-        (Value::Object(a), Value::Object(b)) => {
-            let keys = a.keys().chain(b.keys().filter(|k| !a.contains_key(*k)));
-            keys.into_iter().find_map(|k| {
-                let inner = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                first_difference(a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null), &inner)
-            })
-        }
-        _ if before == now => None,
-        _ => Some(format!("{}: {before} before, {now} now", path.strip_prefix("identity.").unwrap_or(path))),
-    }
-}
-
-/// A run's hold on its outputs, taken before any work so that no second run into the
-/// same `--out` can start while this one prepares: the lock of the checkpoint folder,
-/// made for it when there was none (and removed again if the run ends before it began:
-/// a folder without `sweep.json` holds nothing).
-#[derive(Debug)]
-pub struct OutputHold {
-    parts: PathBuf,
-    made: bool,
-    _lock: CheckpointLock,
-}
-
-impl Drop for OutputHold {
-    fn drop(&mut self) {
-        // Only a folder still this run's own (its lock file the one held: a finished run
-        // removes the folder, and another run may have made a new one since).
-        if self.made && !self.parts.join(META).exists() && self._lock.is_file_at(&self.parts.join("lock")) {
-            let _ = fs::remove_dir_all(&self.parts);
-        }
-    }
-}
-
-/// The checkpoint's description of the run that made it.
-const META: &str = "sweep.json";
-
-/// Takes the run's hold on the checkpoint folder beside `opts.out` (see [`OutputHold`]);
-/// fails at once, naming the other run's pid, when a live run holds it.
-pub fn hold_outputs(opts: &mut OutputOptions) -> Result<(), SweepError> {
-    let parts = checkpoint_dir(&opts.out);
-    let made = !parts.exists();
-    if made {
-        fs::create_dir(&parts).map_err(io_error(&parts))?;
-    }
-    match CheckpointLock::acquire(&parts) {
-        Ok(lock) => {
-            opts.hold = Some(Arc::new(OutputHold { parts, made, _lock: lock }));
-            Ok(())
-        }
-        Err(e) => {
-            if made {
-                let _ = fs::remove_dir_all(&parts);
-            }
-            Err(e)
-        }
-    }
-}
-
-/// Whether `opts` already holds the checkpoint folder `parts`.
-fn holds(opts: &OutputOptions, parts: &Path) -> bool {
-    opts.hold.as_ref().is_some_and(|h| h.parts == parts)
-}
-
-/// Opens the checkpoint folder `parts` for a run described by `meta`: creates it (with
-/// `sweep.json`), or, when it holds one, checks that the same run made it. The run holds
-/// it until the returned lock is dropped (none when `opts` holds it from the start).
-pub(crate) fn open_checkpoint(
-    parts: &Path,
-    meta: Value,
-    opts: &OutputOptions,
-) -> Result<Option<CheckpointLock>, SweepError> {
-    let meta_path = parts.join(META);
-    let lock = |parts: &Path| if holds(opts, parts) { Ok(None) } else { CheckpointLock::acquire(parts).map(Some) };
-    if meta_path.exists() {
-        let lock = lock(parts)?;
-        let text = fs::read_to_string(&meta_path).map_err(io_error(&meta_path))?;
-        let found: Value = serde_json::from_str(&text).map_err(|e| {
-            SweepError::Results(format!("{} is not a sweep checkpoint ({e}); delete the folder", meta_path.display()))
-        })?;
-        if found != meta {
-            let what = first_difference(&found, &meta, "").unwrap_or_default();
-            return Err(SweepError::Results(format!(
-                "the checkpoint in {} was made by a different sweep ({what}); run the same command as before, \
-                 or delete the folder to start over",
-                parts.display()
-            )));
-        }
-        Ok(lock)
-    } else {
-        if !parts.exists() {
-            fs::create_dir(parts).map_err(io_error(parts))?;
-        }
-        let lock = lock(parts)?;
-        write_file_atomic(&meta_path, format!("{meta:#}\n").as_bytes()).map_err(io_error(&meta_path))?;
-        Ok(lock)
-    }
-}
-
-/// The exclusive hold of one run on a checkpoint folder: a lock on `<parts>/lock`, which
-/// holds the holder's pid. Released when dropped or when the process dies (SIGKILL too).
-#[derive(Debug)]
-pub(crate) struct CheckpointLock {
-    _held: fs::File,
-}
-
-impl CheckpointLock {
-    fn acquire(parts: &Path) -> Result<Self, SweepError> {
-        let path = parts.join("lock");
-        let mut file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(io_error(&path))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => return Err(held(parts, &path)),
-            Err(fs::TryLockError::Error(e)) => return Err(io_error(&path)(e)),
-        }
-        file.set_len(0).map_err(io_error(&path))?;
-        file.write_all(std::process::id().to_string().as_bytes()).map_err(io_error(&path))?;
-        Ok(Self { _held: file })
-    }
-
-    /// Whether the lock file at `path` is the one this lock holds (not one made since).
-    fn is_file_at(&self, path: &Path) -> bool {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            match (self._held.metadata(), fs::metadata(path)) {
-                (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
-                _ => false,
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = path;
-            false
-        }
-    }
-}
-
-/// The error for a checkpoint another live run holds, naming its pid.
-fn held(parts: &Path, lock: &Path) -> SweepError {
-    let pid = fs::read_to_string(lock).ok().filter(|p| !p.trim().is_empty()).unwrap_or_else(|| "?".into());
-    SweepError::Results(format!(
-        "another sweep (pid {}) is running into {}; wait for it to finish, or stop it and then --resume",
-        pid.trim(),
-        parts.display()
-    ))
-}
-
-/// Ends a run's writing: stages `summary` beside `out` after the other staged outputs and
-/// puts them all in place in that order (the summary last: it vouches for the others).
-/// `staged[0]` is the results file, whose checksum a shard's summary records
-/// (`results_checksum`) so that `merge` refuses a shard changed since it ran; `files` lists
-/// every output of the run. Returns where the summary went (none beside a device or FIFO).
-pub(crate) fn commit_with_summary(
-    mut staged: Vec<Staged>,
-    summary: &mut Value,
-    out: &Path,
-    shard: Shard,
-) -> Result<Option<PathBuf>, SweepError> {
-    if !shard.is_whole() {
-        summary["results_checksum"] = json!(crate::chunk_file::file_checksum(staged[0].written())?);
-    }
-    // What belongs to this run: a file beside it that is not listed (an earlier run's
-    // plot, say) is not this run's.
-    summary["files"] = json!(staged.iter().map(|f| f.path().display().to_string()).collect::<Vec<_>>());
-    let path = summary_path(out);
-    if let Some(path) = &path {
-        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
-    }
-    for file in staged {
-        let to = file.path().to_owned();
-        file.commit().map_err(io_error(&to))?;
-    }
-    Ok(path)
-}
-
-/// Fails before any work if `path` cannot be written.
-pub fn check_writable(path: &Path) -> Result<(), SweepError> {
-    threadx_profile_store::check_writable(path).map_err(SweepError::Results)
-}
-
-/// Checks the output paths before anything is computed.
-pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
-    check_writable(&opts.out)?;
-    if opts.resume && is_special_file(&opts.out) {
-        return Err(SweepError::Results(format!(
-            "--resume needs --out to be a regular file: {} is a device or FIFO, beside which no checkpoint is kept",
-            opts.out.display()
-        )));
-    }
-    if opts.out.extension().is_some_and(|e| e == "json") {
-        return Err(SweepError::Results(format!(
-            "--out {}: the results are CSV, Parquet (.parquet) or Arrow (.arrow, .feather); the summary is written beside them as .json",
-            opts.out.display()
-        )));
-    }
-    if let Some(h) = &opts.heatmap {
-        check_writable(&h.path)?;
-    }
-    let parts = checkpoint_dir(&opts.out);
-    if parts.exists() && !holds(opts, &parts) {
-        // Taken and let go at once: only to tell whether a live run holds it.
-        drop(CheckpointLock::acquire(&parts)?);
-    }
-    if parts.join(META).exists() && !opts.resume {
-        return Err(SweepError::Results(format!(
-            "{} holds the checkpoint of an unfinished sweep; pass --resume to continue it, or delete the folder to start over",
-            parts.display()
-        )));
-    }
-    Ok(())
 }
 
 /// Runs `sweep` (prepared on `data`) to files as `opts` says, on the workers of `pool` as
@@ -677,11 +354,6 @@ pub(crate) fn run_keeping(
         summary_path,
         across: None,
     })
-}
-
-/// `e`, naming the file it was found in.
-pub(crate) fn in_file(path: &Path, e: SweepError) -> SweepError {
-    SweepError::Results(format!("{}: {e}", path.display()))
 }
 
 /// The best rows as JSON objects: combo, params, metrics.

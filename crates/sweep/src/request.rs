@@ -3,7 +3,7 @@
 //! fields, and [`SweepRequest::check`] validates it once into a [`SweepSpec`].
 
 use crate::error::SweepError;
-use crate::overfit::OverfittingRequest;
+use crate::overfit::options::OverfittingRequest;
 use crate::search::SearchRequest;
 use crate::spec::WholeGrid;
 use crate::spec::{Sample, SweepSpec, WalkForward};

@@ -3,8 +3,7 @@
 //! `merge` and for readers of results. The CSV stays the bytes `rows.rs` formats; the
 //! columnar forms hold the same rows, typed.
 
-use crate::error::{SweepError, io_error};
-use crate::output::in_file;
+use crate::error::{SweepError, in_file, io_error};
 use crate::rows::{Lead, Row, columns, header, parse_row, push_row, row_of, write_row};
 use crate::table::{ColumnType, ColumnarReader, ColumnarWriter, TableFormat};
 use std::fs;

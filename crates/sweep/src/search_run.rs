@@ -11,14 +11,16 @@
 use crate::chunk_file::{chunk_path, read_chunk, text_chunk};
 use crate::combos::Shard;
 use crate::edge::rows_json;
-use crate::error::{SweepError, io_error};
-use crate::output::{
-    CheckpointLock, OutputOptions, SweepReport, check_output, extend, identity, in_file, open_checkpoint, summary_head,
-};
+use crate::error::{SweepError, in_file, io_error};
+use crate::output::SweepReport;
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::report::Heatmap;
 use crate::results_file::{ResultsKind, ResultsWriter};
 use crate::rows::{Lead, Row, parse_row, row_json, write_row};
+use crate::run_files::{
+    CheckpointLock, OutputOptions, check_output, checkpoint_dir, commit_with_summary, extend, identity,
+    open_checkpoint, summary_head,
+};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
 use crate::search_plot::best_so_far_svg;
 use crate::session::Session;
@@ -153,7 +155,7 @@ pub fn search_to_files(
     phases.add("book", p.book_s);
     phases.add("devices", p.devices_s);
     let strategy = spec.strategy();
-    let parts = crate::output::checkpoint_dir(&opts.out);
+    let parts = checkpoint_dir(&opts.out);
     let identity = identity(session.spec(), session.sweep().combos(), session.data(), opts.shard);
     let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}), opts)?;
     let batches = options.batch_sizes().count() as u64;
@@ -324,7 +326,7 @@ pub fn search_to_files(
     if let Some(o) = &overfitting {
         summary["overfitting"] = o.to_json();
     }
-    let summary_path = crate::output::commit_with_summary(staged, &mut summary, &opts.out, opts.shard)?;
+    let summary_path = commit_with_summary(staged, &mut summary, &opts.out, opts.shard)?;
     drop::<Option<CheckpointLock>>(lock);
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(SearchRun {

@@ -3,7 +3,7 @@
 //! walk-forward, chunking and the run's settings, every value checked once.
 
 use crate::error::SweepError;
-use crate::overfit::OverfittingOptions;
+use crate::overfit::options::OverfittingOptions;
 use crate::search::SearchOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

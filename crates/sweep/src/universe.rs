@@ -14,9 +14,11 @@
 
 use crate::across::{Across, AcrossReport, ComboAcross, across_in_memory, by_combo_path};
 use crate::error::{SweepError, io_error};
-use crate::output::{OutputOptions, check_output, check_writable, checkpoint_dir, extend, identity, open_checkpoint};
 use crate::parquet_groups::ParquetJoin;
 use crate::results_file::{ResultsKind, ResultsReader, ResultsWriter};
+use crate::run_files::{
+    OutputOptions, check_output, check_writable, checkpoint_dir, commit_with_summary, extend, identity, open_checkpoint,
+};
 use crate::runner::{ChunkResult, SweepPlan};
 use crate::session::{Devices, Session};
 use crate::spec::SweepSpec;
@@ -239,7 +241,7 @@ pub fn universe_to_files(
             "phases": phase_report.to_json(),
         }),
     );
-    let summary_path = crate::output::commit_with_summary(vec![results], &mut summary, &opts.out, opts.shard)?;
+    let summary_path = commit_with_summary(vec![results], &mut summary, &opts.out, opts.shard)?;
     fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
     Ok(UniverseReport {
         summary,

@@ -7,6 +7,7 @@
 
 mod gpu;
 mod kept;
+pub(crate) mod options;
 mod plot;
 mod shards;
 
@@ -14,90 +15,28 @@ pub(crate) use gpu::warm_up;
 pub(crate) use kept::{
     blocks_bytes, blocks_path, read_blocks, read_chunk_blocks, verified_blocks, write_blocks_csv, write_chunk_blocks,
 };
+pub use options::{DEFAULT_SPLITS, OverfittingOptions, OverfittingRequest};
 pub use plot::{logit_histogram_svg, oos_vs_is_svg};
 pub use shards::shard_blocks_path;
 pub(crate) use shards::{MergingBlocks, write_shard_part};
 
 use crate::error::{SweepError, io_error};
-use crate::output::OutputOptions;
 use crate::report::metric_index;
 use crate::rows::Row;
+use crate::run_files::OutputOptions;
 use crate::runner::{ChunkResult, Sweep};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Instant;
-use threadx_backtest::{BlockCuts, DEFAULT_BLOCKS, simulate_detailed};
+use threadx_backtest::{BlockCuts, simulate_detailed};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::SeededRng;
 use threadx_profile_store::{Staged, write_file_staged};
 use threadx_stats::{BlockMatrix, PboReport, SplitSet, deflated_sharpe, moments, pbo, psr, quantile, sample_std};
 
-/// Random splits drawn when there are too many to use them all (`--pbo-splits`).
-pub const DEFAULT_SPLITS: usize = 1_000;
-
 /// The top combos whose DSR, PSR and stability are reported.
 pub const TOP: usize = 10;
-
-/// The overfitting statistics as asked for (TOML `[overfitting]`, the CLI's flags,
-/// Python's keywords); checked into [`OverfittingOptions`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OverfittingRequest {
-    /// Blocks S of CSCV: even, 2 to 64 (default 16).
-    pub blocks: Option<u32>,
-    /// Random splits when combos × C(S, S/2) > 2·10^8 (default 1,000).
-    pub pbo_splits: Option<usize>,
-    /// The seed of those splits (default 0).
-    pub seed: Option<u64>,
-    /// The N that deflates the Sharpe ratio (default: the combos evaluated).
-    pub effective_trials: Option<f64>,
-}
-
-/// [`OverfittingRequest`], checked.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct OverfittingOptions {
-    pub blocks: u32,
-    pub pbo_splits: usize,
-    pub seed: u64,
-    pub effective_trials: Option<f64>,
-}
-
-impl OverfittingRequest {
-    pub fn check(&self) -> Result<OverfittingOptions, SweepError> {
-        let blocks = self.blocks.unwrap_or(DEFAULT_BLOCKS);
-        // The count alone; whether the data is long enough is checked once it is known.
-        BlockCuts::new(usize::MAX / 2, blocks).map_err(|e| SweepError::Spec(format!("--{e}")))?;
-        let pbo_splits = self.pbo_splits.unwrap_or(DEFAULT_SPLITS);
-        if pbo_splits == 0 {
-            return Err(SweepError::Spec("--pbo-splits must be at least 1".into()));
-        }
-        if let Some(n) = self.effective_trials.filter(|n| !(n.is_finite() && *n >= 1.0)) {
-            return Err(SweepError::Spec(format!("--effective-trials {n}: must be a number of trials, at least 1")));
-        }
-        Ok(OverfittingOptions {
-            blocks,
-            pbo_splits,
-            seed: self.seed.unwrap_or(0),
-            effective_trials: self.effective_trials,
-        })
-    }
-}
-
-impl OverfittingOptions {
-    pub fn request(&self) -> OverfittingRequest {
-        OverfittingRequest {
-            blocks: Some(self.blocks),
-            pbo_splits: Some(self.pbo_splits),
-            seed: Some(self.seed),
-            effective_trials: self.effective_trials,
-        }
-    }
-
-    pub fn to_json(&self) -> Value {
-        serde_json::to_value(self.request()).unwrap_or(Value::Null)
-    }
-}
 
 /// What the sweep kept for the statistics, in combo order: every combo's blocks and
 /// per-bar Sharpe ratio ((2·S + 2)·8 bytes a combo; no equity curves).

@@ -7,9 +7,9 @@
 
 use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, TopCombo, blocks_bytes, read_blocks, top_combos};
 use crate::error::{SweepError, io_error};
-use crate::output::OutputOptions;
 use crate::report::Leaderboard;
 use crate::rows::Row;
+use crate::run_files::OutputOptions;
 use crate::runner::Sweep;
 use crate::spec::SweepSpec;
 use serde_json::{Value, json};
