@@ -18,10 +18,7 @@ use crate::overfit::{
 use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::ResultsWriter;
 use crate::rows::{Lead, Row};
-use crate::run_files::{
-    OutputOptions, ProgressFn, check_output, checkpoint_dir, commit_with_summary, extend, identity, open_checkpoint,
-    summary_head,
-};
+use crate::run_files::{Checkpoint, OutputOptions, ProgressFn, check_output, extend, identity, summary_head};
 use crate::runner::{ChunkResult, Sweep};
 use crate::spec::SweepSpec;
 use serde_json::{Value, json};
@@ -133,9 +130,9 @@ pub(crate) fn run_keeping(
                 .into(),
         ));
     }
-    let parts = checkpoint_dir(&opts.out);
     let identity = identity(sweep.spec(), sweep.combos(), data, opts.shard);
-    let _lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}), opts)?;
+    let checkpoint = Checkpoint::open(opts, &identity)?;
+    let parts = checkpoint.dir();
 
     let combos = sweep.combos();
     let chunks = combos.shard_chunks(opts.shard);
@@ -148,7 +145,7 @@ pub(crate) fn run_keeping(
     let lead = opts.symbol.as_deref().map_or(Lead::None, Lead::Symbol);
     let kind = lead.kind();
     for &c in &chunks {
-        let path = form.path(&parts, c);
+        let path = form.path(parts, c);
         if !path.exists() {
             to_run.push(c);
         } else if let Err(e) = form.verify(&path).and_then(|()| match blocks {
@@ -179,7 +176,7 @@ pub(crate) fn run_keeping(
     for &c in &resumed {
         let mut chunk_combos = Vec::new();
         // Read again chunk by chunk: the resumed rows are never all held at once.
-        for row in form.rows(&form.path(&parts, c), strategy, book, lead)? {
+        for row in form.rows(&form.path(parts, c), strategy, book, lead)? {
             chunk_combos.push(row.combo);
             take(row, &mut leaderboard, &mut heatmap)?;
             rows += 1;
@@ -202,7 +199,7 @@ pub(crate) fn run_keeping(
     let write_chunk = |chunk: u64, r: &ChunkResult| -> Result<(), SweepError> {
         let t = Instant::now();
         let bytes = form.encode(book, r, lead)?;
-        let path = form.path(&parts, chunk);
+        let path = form.path(parts, chunk);
         if let Some((_, cuts)) = blocks {
             write_chunk_blocks(&blocks_path(&path), r, cuts)?;
         }
@@ -214,7 +211,7 @@ pub(crate) fn run_keeping(
         let Some((_, cuts)) = blocks else { return Ok(()) };
         while let Some(entry) = resumed_blocks.first_entry().filter(|e| *e.key() < before) {
             let (c, combos) = entry.remove_entry();
-            kept.extend(read_chunk_blocks(&blocks_path(&form.path(&parts, c)), combos, cuts)?);
+            kept.extend(read_chunk_blocks(&blocks_path(&form.path(parts, c)), combos, cuts)?);
         }
         Ok(())
     };
@@ -229,7 +226,7 @@ pub(crate) fn run_keeping(
     let mut write_resumed = |before: u64, file: &mut ResultsWriter| -> Result<(), SweepError> {
         while let Some(c) = unwritten.front().copied().filter(|&c| c < before) {
             unwritten.pop_front();
-            for row in form.rows(&form.path(&parts, c), strategy, book, lead)? {
+            for row in form.rows(&form.path(parts, c), strategy, book, lead)? {
                 file.row(strategy, lead, &row)?;
             }
         }
@@ -271,7 +268,7 @@ pub(crate) fn run_keeping(
         None => {
             let mut file = ResultsWriter::create(&opts.out, strategy, kind)?;
             for &c in &chunks {
-                file.csv_file(&mut form.rows_file(&form.path(&parts, c))?)?;
+                file.csv_file(&mut form.rows_file(&form.path(parts, c))?)?;
             }
             file
         }
@@ -339,8 +336,7 @@ pub(crate) fn run_keeping(
     if let Some(t) = &telemetry {
         summary["telemetry"] = t.clone();
     }
-    let summary_path = commit_with_summary(staged, &mut summary, &opts.out, opts.shard)?;
-    fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
+    let summary_path = checkpoint.finish(staged, &mut summary, opts)?;
     Ok(SweepReport {
         summary,
         strategy: strategy.clone(),

@@ -186,11 +186,7 @@ fn holds(opts: &OutputOptions, parts: &Path) -> bool {
 /// Opens the checkpoint folder `parts` for a run described by `meta`: creates it (with
 /// `sweep.json`), or, when it holds one, checks that the same run made it. The run holds
 /// it until the returned lock is dropped (none when `opts` holds it from the start).
-pub(crate) fn open_checkpoint(
-    parts: &Path,
-    meta: Value,
-    opts: &OutputOptions,
-) -> Result<Option<CheckpointLock>, SweepError> {
+fn open_checkpoint(parts: &Path, meta: Value, opts: &OutputOptions) -> Result<Option<CheckpointLock>, SweepError> {
     let meta_path = parts.join(META);
     let lock = |parts: &Path| if holds(opts, parts) { Ok(None) } else { CheckpointLock::acquire(parts).map(Some) };
     if meta_path.exists() {
@@ -218,10 +214,49 @@ pub(crate) fn open_checkpoint(
     }
 }
 
+/// A run's checkpoint folder, open for the run its identity names: made for it, or the
+/// same run's found again (`--resume`), held until the run ends. Every run (grid, search,
+/// universe) opens, holds and removes its checkpoint here and nowhere else.
+#[derive(Debug)]
+pub(crate) struct Checkpoint {
+    parts: PathBuf,
+    lock: Option<CheckpointLock>,
+}
+
+impl Checkpoint {
+    /// Opens the checkpoint beside `opts.out` for the run `identity` names (see
+    /// [`open_checkpoint`]).
+    pub(crate) fn open(opts: &OutputOptions, identity: &Value) -> Result<Self, SweepError> {
+        let parts = checkpoint_dir(&opts.out);
+        let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}), opts)?;
+        Ok(Self { parts, lock })
+    }
+
+    /// The folder, for the run's own files in it.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.parts
+    }
+
+    /// Ends the run: its staged outputs and then `summary` put in place
+    /// ([`commit_with_summary`]), then the folder removed while still held, so that no
+    /// other run finds it half gone. Returns where the summary went.
+    pub(crate) fn finish(
+        self,
+        staged: Vec<Staged>,
+        summary: &mut Value,
+        opts: &OutputOptions,
+    ) -> Result<Option<PathBuf>, SweepError> {
+        let summary_path = commit_with_summary(staged, summary, &opts.out, opts.shard)?;
+        fs::remove_dir_all(&self.parts).map_err(io_error(&self.parts))?;
+        drop(self.lock);
+        Ok(summary_path)
+    }
+}
+
 /// The exclusive hold of one run on a checkpoint folder: a lock on `<parts>/lock`, which
 /// holds the holder's pid. Released when dropped or when the process dies (SIGKILL too).
 #[derive(Debug)]
-pub(crate) struct CheckpointLock {
+struct CheckpointLock {
     _held: fs::File,
 }
 

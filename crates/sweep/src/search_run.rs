@@ -17,16 +17,12 @@ use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_bl
 use crate::report::Heatmap;
 use crate::results_file::{ResultsKind, ResultsWriter};
 use crate::rows::{Lead, Row, parse_row, row_json, write_row};
-use crate::run_files::{
-    CheckpointLock, OutputOptions, check_output, checkpoint_dir, commit_with_summary, extend, identity,
-    open_checkpoint, summary_head,
-};
+use crate::run_files::{Checkpoint, OutputOptions, check_output, extend, identity, summary_head};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
 use crate::search_plot::best_so_far_svg;
 use crate::session::Session;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
-use std::fs;
 use std::path::Path;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, Metrics, Strategy};
@@ -155,12 +151,12 @@ pub fn search_to_files(
     phases.add("book", p.book_s);
     phases.add("devices", p.devices_s);
     let strategy = spec.strategy();
-    let parts = checkpoint_dir(&opts.out);
     let identity = identity(session.spec(), session.sweep().combos(), session.data(), opts.shard);
-    let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}), opts)?;
+    let checkpoint = Checkpoint::open(opts, &identity)?;
+    let parts = checkpoint.dir();
     let batches = options.batch_sizes().count() as u64;
     let mine = move |b: u64| b % opts.shard.count == opts.shard.index;
-    let saved = saved_batches(&parts, strategy, cuts, (0..batches).filter(|&b| mine(b)))?;
+    let saved = saved_batches(parts, strategy, cuts, (0..batches).filter(|&b| mine(b)))?;
     let resumed = saved.len();
     // The trials' blocks for the overfitting statistics, in trial order.
     let mut kept = SweepBlocks::default();
@@ -193,7 +189,7 @@ pub fn search_to_files(
         if result.combos != combos {
             return Err(SweepError::Spec("a search proposed a combo the strategy's rules refuse".into()));
         }
-        let path = chunk_path(&parts, b);
+        let path = chunk_path(parts, b);
         if let Some(cuts) = cuts {
             // Before the rows: a batch with rows has its blocks.
             write_chunk_blocks(&blocks_path(&path), &result, cuts)?;
@@ -326,9 +322,7 @@ pub fn search_to_files(
     if let Some(o) = &overfitting {
         summary["overfitting"] = o.to_json();
     }
-    let summary_path = commit_with_summary(staged, &mut summary, &opts.out, opts.shard)?;
-    drop::<Option<CheckpointLock>>(lock);
-    fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
+    let summary_path = checkpoint.finish(staged, &mut summary, opts)?;
     Ok(SearchRun {
         files: SweepReport {
             summary,

@@ -16,9 +16,7 @@ use crate::across::{Across, AcrossReport, ComboAcross, across_in_memory, by_comb
 use crate::error::{SweepError, io_error};
 use crate::parquet_groups::ParquetJoin;
 use crate::results_file::{ResultsKind, ResultsReader, ResultsWriter};
-use crate::run_files::{
-    OutputOptions, check_output, check_writable, checkpoint_dir, commit_with_summary, extend, identity, open_checkpoint,
-};
+use crate::run_files::{Checkpoint, OutputOptions, check_output, check_writable, checkpoint_dir, extend, identity};
 use crate::runner::{ChunkResult, SweepPlan};
 use crate::session::{Devices, Session};
 use crate::spec::SweepSpec;
@@ -97,14 +95,14 @@ pub fn universe_to_files(
         check_writable(path)?;
     }
     let strategy = spec.strategy();
-    let parts = checkpoint_dir(&opts.out);
     let names: Vec<&str> = universe.names().collect();
     let universe_identity = json!({
         "spec": spec.to_json(),
         "universe": {"origin": universe.origin(), "symbols": names},
         "shards": opts.shard.count,
     });
-    let _lock = open_checkpoint(&parts, json!({"identity": universe_identity, "shard": opts.shard.index}), opts)?;
+    let checkpoint = Checkpoint::open(opts, &universe_identity)?;
+    let parts = checkpoint.dir();
     let mut across = match across_path {
         Some(_) => Some(Across::new(&parts.join("across"), &opts.by)?),
         None => None,
@@ -241,8 +239,7 @@ pub fn universe_to_files(
             "phases": phase_report.to_json(),
         }),
     );
-    let summary_path = commit_with_summary(vec![results], &mut summary, &opts.out, opts.shard)?;
-    fs::remove_dir_all(&parts).map_err(io_error(&parts))?;
+    let summary_path = checkpoint.finish(vec![results], &mut summary, opts)?;
     Ok(UniverseReport {
         summary,
         strategy: strategy.clone(),
