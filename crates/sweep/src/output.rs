@@ -12,8 +12,8 @@
 use crate::chunk_file::ChunkForm;
 use crate::error::{SweepError, io_error};
 use crate::overfit::{
-    Overfitting, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks, write_files,
-    write_shard_part,
+    Overfitting, OverfittingOptions, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks,
+    write_files, write_shard_part,
 };
 use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::ResultsWriter;
@@ -24,13 +24,14 @@ use crate::spec::SweepSpec;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Instant;
-use threadx_backtest::Strategy;
+use threadx_backtest::{BlockCuts, Grid, GridCursor, SignalBook, Strategy};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::Ohlcv;
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
-use threadx_profile_store::{is_special_file, write_file_atomic, write_file_staged};
+use threadx_profile_store::{Staged, is_special_file, write_file_atomic, write_file_staged};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
 
 /// What a finished run reports, typed; `summary` is the JSON written beside the results,
@@ -100,7 +101,7 @@ pub fn run_to_files(
 /// in chunk order (so combo order when nothing was resumed).
 pub(crate) type KeepFn<'a> = &'a mut dyn FnMut(&Row) -> Result<(), SweepError>;
 
-/// [`run_to_files`], handing `keep` every row.
+/// [`run_to_files`], handing `keep` every row: the grid run's life, phase by phase.
 #[allow(clippy::too_many_arguments)] // run_to_files's arguments, and the row hook.
 pub(crate) fn run_keeping(
     sweep: &Sweep,
@@ -116,139 +117,30 @@ pub(crate) fn run_keeping(
 ) -> Result<SweepReport, SweepError> {
     let started = Instant::now();
     check_output(opts)?;
-    let strategy = sweep.spec().strategy();
-    let mut leaderboard = Leaderboard::new(&opts.by, opts.top)?;
-    let mut heatmap = match &opts.heatmap {
-        Some(h) => Some(Heatmap::new(strategy.clone(), sweep.spec().axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
-        None => None,
-    };
-
     let blocks = sweep.spec().overfitting().zip(sweep.blocks());
-    if blocks.is_some() && opts.shard.count > 1 && is_special_file(&opts.out) {
-        return Err(SweepError::Spec(
-            "--overfitting with --shard keeps the shard's blocks beside its results: --out must be a regular file"
-                .into(),
-        ));
-    }
+    check_blocks_out(blocks.is_some(), opts)?;
+    let mut taken = Taken::new(sweep, opts, keep)?;
     let identity = identity(sweep.spec(), sweep.combos(), data, opts.shard);
     let checkpoint = Checkpoint::open(opts, &identity)?;
-    let parts = checkpoint.dir();
-
+    let files = ChunkFiles::new(sweep, opts, checkpoint.dir(), blocks.map(|(_, cuts)| cuts));
     let combos = sweep.combos();
     let chunks = combos.shard_chunks(opts.shard);
     let total: u64 = chunks.iter().map(|&c| combos.chunk_len(c)).sum();
-    let mut done_positions = 0u64;
-    let mut rows = 0u64;
-    let (mut resumed, mut to_run) = (Vec::new(), Vec::new());
-    let form = ChunkForm::of(&opts.out);
-    let book = sweep.book();
-    let lead = opts.symbol.as_deref().map_or(Lead::None, Lead::Symbol);
-    let kind = lead.kind();
-    for &c in &chunks {
-        let path = form.path(parts, c);
-        if !path.exists() {
-            to_run.push(c);
-        } else if let Err(e) = form.verify(&path).and_then(|()| match blocks {
-            Some(_) => verified_blocks(&blocks_path(&path)).map(drop),
-            None => Ok(()),
-        }) {
-            // A damaged chunk is run again, never trusted.
-            tracing::warn!("{e}; running chunk {c} again");
-            fs::remove_file(&path).map_err(io_error(&path))?;
-            to_run.push(c);
-        } else {
-            resumed.push(c);
-        }
-    }
-    let mut take = |row: Row, leaderboard: &mut Leaderboard, heatmap: &mut Option<Heatmap>| {
-        if let Some(h) = heatmap.as_mut() {
-            h.offer(&row);
-        }
-        keep(&row)?;
-        leaderboard.offer(row);
-        Ok::<(), SweepError>(())
-    };
+    let (resumed, to_run) = files.sort(&chunks)?;
+
     let resume_started = Instant::now();
-    // The blocks kept, joined in chunk order as the run goes: a resumed chunk's are read
-    // from its file when the run reaches it, so no second copy is ever held.
-    let mut kept = SweepBlocks::default();
-    let mut resumed_blocks: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for &c in &resumed {
-        let mut chunk_combos = Vec::new();
-        // Read again chunk by chunk: the resumed rows are never all held at once.
-        for row in form.rows(&form.path(parts, c), strategy, book, lead)? {
-            chunk_combos.push(row.combo);
-            take(row, &mut leaderboard, &mut heatmap)?;
-            rows += 1;
-        }
-        if blocks.is_some() {
-            resumed_blocks.insert(c, chunk_combos);
-        }
-        done_positions += combos.chunk_len(c);
-    }
+    let resumed_blocks = taken.take_resumed(&files, &resumed)?;
     if !resumed.is_empty() {
         phases.add("merge", resume_started.elapsed().as_secs_f64());
     }
-    progress(done_positions, total);
-
-    let run_started = Instant::now();
     let grid = sweep.spec().grid();
-    let mut cursor = grid.cursor();
-    let write_s = std::sync::Mutex::new(0.0f64);
-    let mut rows_run = 0u64;
-    let write_chunk = |chunk: u64, r: &ChunkResult| -> Result<(), SweepError> {
-        let t = Instant::now();
-        let bytes = form.encode(book, r, lead)?;
-        let path = form.path(parts, chunk);
-        if let Some((_, cuts)) = blocks {
-            write_chunk_blocks(&blocks_path(&path), r, cuts)?;
-        }
-        write_file_atomic(&path, &bytes).map_err(io_error(&path))?;
-        *write_s.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
-        Ok(())
-    };
-    let mut keep_resumed = |before: u64, kept: &mut SweepBlocks| -> Result<(), SweepError> {
-        let Some((_, cuts)) = blocks else { return Ok(()) };
-        while let Some(entry) = resumed_blocks.first_entry().filter(|e| *e.key() < before) {
-            let (c, combos) = entry.remove_entry();
-            kept.extend(read_chunk_blocks(&blocks_path(&form.path(parts, c)), combos, cuts)?);
-        }
-        Ok(())
-    };
-    // Columnar results are written as the chunks come, in chunk order (a resumed chunk's
-    // rows read when the run reaches it): their row groups are cut by row count, and
-    // encoded while the devices work. CSV results are joined from the chunks' text after.
-    let mut columnar = match form {
-        ChunkForm::Binary => Some(ResultsWriter::create(&opts.out, strategy, kind)?),
-        ChunkForm::Text => None,
-    };
-    let mut unwritten: VecDeque<u64> = resumed.iter().copied().collect();
-    let mut write_resumed = |before: u64, file: &mut ResultsWriter| -> Result<(), SweepError> {
-        while let Some(c) = unwritten.front().copied().filter(|&c| c < before) {
-            unwritten.pop_front();
-            for row in form.rows(&form.path(parts, c), strategy, book, lead)? {
-                file.row(strategy, lead, &row)?;
-            }
-        }
-        Ok(())
-    };
-    let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |chunk, mut r: ChunkResult| {
-        if blocks.is_some() {
-            keep_resumed(chunk, &mut kept)?;
-            kept.extend(SweepBlocks::taken_from(&mut r));
-        }
-        if let Some(file) = columnar.as_mut() {
-            write_resumed(chunk, file)?;
-        }
-        for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
-            let row = Row { combo, values: grid.values_at(cursor.index(combo)), metrics };
-            if let Some(file) = columnar.as_mut() {
-                file.row(strategy, lead, &row)?;
-            }
-            take(row, &mut leaderboard, &mut heatmap)?;
-        }
-        rows += r.combos.len() as u64;
-        rows_run += r.combos.len() as u64;
+    let mut run = RunChunks::new(&files, &opts.out, grid, &resumed, resumed_blocks)?;
+    let mut done_positions: u64 = resumed.iter().map(|&c| combos.chunk_len(c)).sum();
+    progress(done_positions, total);
+    let run_started = Instant::now();
+    let write_chunk = |chunk: u64, r: &ChunkResult| files.write(chunk, r);
+    let stats = sweep.run(pool, &to_run, distribute, &write_chunk, &mut |chunk, r: ChunkResult| {
+        run.deliver(&files, grid, &mut taken, chunk, r)?;
         done_positions += combos.chunk_len(chunk);
         progress(done_positions, total);
         Ok(())
@@ -258,53 +150,29 @@ pub(crate) fn run_keeping(
 
     // Every output is staged beside its place, then all are put in place at the end: a
     // failure (a full disk) before then leaves the old set whole.
-    let mut staged = Vec::new();
     let assemble_started = Instant::now();
-    let file = match columnar {
-        Some(mut file) => {
-            write_resumed(u64::MAX, &mut file)?;
-            file
-        }
-        None => {
-            let mut file = ResultsWriter::create(&opts.out, strategy, kind)?;
-            for &c in &chunks {
-                file.csv_file(&mut form.rows_file(&form.path(parts, c))?)?;
-            }
-            file
-        }
-    };
-    staged.push(file.stage()?);
+    let rows_run = run.rows_run;
+    let (results, kept) = run.finish(&files, &chunks, &opts.out)?;
+    let mut staged = vec![results];
     phases.add("merge", assemble_started.elapsed().as_secs_f64());
-    if let (Some(h), Some(opts)) = (&heatmap, &opts.heatmap) {
+    if let (Some(h), Some(opts)) = (&taken.heatmap, &opts.heatmap) {
         let svg = phases
             .time("write", || write_file_staged(&opts.path, h.to_svg()?.as_bytes()).map_err(io_error(&opts.path)))?;
         staged.push(svg);
     }
     let assemble_s = assemble_started.elapsed().as_secs_f64();
-    let write_s = write_s.into_inner().unwrap_or_else(|e| e.into_inner());
-    // Resumed chunks after the last one run.
-    keep_resumed(u64::MAX, &mut kept)?;
-    // A shard keeps its blocks for `merge`, which computes the statistics of them all.
-    let (mut overfitting, mut shard_part) = (None, None);
-    if let Some((options, cuts)) = blocks {
-        let kept = std::mem::take(&mut kept);
-        phases.time("overfitting", || -> Result<(), SweepError> {
-            match opts.shard.count {
-                1 => {
-                    let o = write_files(sweep, dispatcher, opts, options, cuts, kept, leaderboard.rows(), &mut staged)?;
-                    overfitting = Some(o);
-                }
-                _ => shard_part = Some(write_shard_part(sweep, opts, cuts, kept, leaderboard.rows(), &mut staged)?),
-            }
-            Ok(())
-        })?;
-    }
+    let (overfitting, shard_part) = match blocks {
+        Some(blocks) => phases.time("overfitting", || {
+            overfitting_outputs(sweep, dispatcher, opts, blocks, kept, taken.leaderboard.rows(), &mut staged)
+        })?,
+        None => (None, None),
+    };
 
     let phase_report = phases.report();
     let timings = Timings {
         run: run_s,
         workers_busy: stats.workers.iter().map(|w| w.busy_s).sum::<f64>(),
-        writing_chunks: write_s,
+        writing_chunks: *files.write_s.lock().unwrap_or_else(|e| e.into_inner()),
         assembling: assemble_s,
         total: started.elapsed().as_secs_f64(),
         // Of the combos run now (a resumed run's checkpointed rows were not run).
@@ -314,42 +182,301 @@ pub(crate) fn run_keeping(
     extend(
         &mut summary,
         json!({
-            "combos": {"grid": combos.grid_len(), "positions": total, "rows": rows, "skipped": total - rows},
+            "combos": {"grid": combos.grid_len(), "positions": total, "rows": taken.rows, "skipped": total - taken.rows},
             "chunks": {"size": combos.chunk_size(), "this_shard": chunks.len(), "run": to_run.len(), "resumed": resumed.len()},
             "workers": stats.to_json("combos"),
             "balance": {"tag": distribute.tag, "ratios": stats.ratios},
             "timings_s": timings,
-            "best": best_json(sweep.spec(), &leaderboard),
+            "best": best_json(sweep.spec(), &taken.leaderboard),
             // Until here: writing the summary itself is the one thing not in it.
             "phases": phase_report.to_json(),
             // The process's peak memory so far, beside the estimate printed before the work.
             "memory": {"peak_bytes": threadx_telemetry::peak_resident_bytes()},
         }),
     );
-    if let Some(o) = &overfitting {
-        summary["overfitting"] = o.to_json();
-    }
-    if let Some(part) = shard_part {
-        summary["overfitting_shard"] = part;
-    }
     let telemetry = telemetry.map(|sample| sample());
-    if let Some(t) = &telemetry {
-        summary["telemetry"] = t.clone();
+    let optional = [
+        ("overfitting", overfitting.as_ref().map(Overfitting::to_json)),
+        ("overfitting_shard", shard_part),
+        ("telemetry", telemetry.clone()),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            summary[key] = value;
+        }
     }
     let summary_path = checkpoint.finish(staged, &mut summary, opts)?;
     Ok(SweepReport {
         summary,
-        strategy: strategy.clone(),
+        strategy: sweep.spec().strategy().clone(),
         phases: Some(phase_report),
         workers: Some(stats),
         timings: Some(timings),
         telemetry,
         overfitting,
-        best: leaderboard.rows().to_vec(),
-        rows,
+        best: taken.leaderboard.rows().to_vec(),
+        rows: taken.rows,
         summary_path,
         across: None,
     })
+}
+
+/// A shard that keeps blocks for `merge` writes them beside its results: not beside a
+/// device or FIFO.
+fn check_blocks_out(keeps_blocks: bool, opts: &OutputOptions) -> Result<(), SweepError> {
+    if keeps_blocks && opts.shard.count > 1 && is_special_file(&opts.out) {
+        return Err(SweepError::Spec(
+            "--overfitting with --shard keeps the shard's blocks beside its results: --out must be a regular file"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The overfitting statistics' outputs from the blocks `kept`: a whole run's statistics
+/// and plots, or a shard's part (its blocks kept for `merge`, which computes the
+/// statistics of them all).
+fn overfitting_outputs(
+    sweep: &Sweep,
+    dispatcher: &Dispatcher,
+    opts: &OutputOptions,
+    (options, cuts): (&OverfittingOptions, &BlockCuts),
+    kept: SweepBlocks,
+    best: &[Row],
+    staged: &mut Vec<Staged>,
+) -> Result<(Option<Overfitting>, Option<Value>), SweepError> {
+    Ok(match opts.shard.count {
+        1 => (Some(write_files(sweep, dispatcher, opts, options, cuts, kept, best, staged)?), None),
+        _ => (None, Some(write_shard_part(sweep, opts, cuts, kept, best, staged)?)),
+    })
+}
+
+/// Where a grid run's rows go as it takes them (resumed chunks' first, then the run's in
+/// chunk order): the leaderboard, the heatmap and the caller's hook.
+struct Taken<'a> {
+    leaderboard: Leaderboard,
+    heatmap: Option<Heatmap>,
+    keep: KeepFn<'a>,
+    rows: u64,
+}
+
+impl<'a> Taken<'a> {
+    fn new(sweep: &Sweep, opts: &OutputOptions, keep: KeepFn<'a>) -> Result<Self, SweepError> {
+        let spec = sweep.spec();
+        let heatmap = match &opts.heatmap {
+            Some(h) => {
+                Some(Heatmap::new(spec.strategy().clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?)
+            }
+            None => None,
+        };
+        Ok(Self { leaderboard: Leaderboard::new(&opts.by, opts.top)?, heatmap, keep, rows: 0 })
+    }
+
+    fn take(&mut self, row: Row) -> Result<(), SweepError> {
+        if let Some(h) = self.heatmap.as_mut() {
+            h.offer(&row);
+        }
+        (self.keep)(&row)?;
+        self.leaderboard.offer(row);
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Takes the resumed chunks' rows, read again chunk by chunk (never all held at once);
+    /// with blocks, each chunk's combos, for its blocks to be read when the run reaches it.
+    fn take_resumed(&mut self, files: &ChunkFiles<'_>, resumed: &[u64]) -> Result<BTreeMap<u64, Vec<u64>>, SweepError> {
+        let mut resumed_blocks = BTreeMap::new();
+        for &c in resumed {
+            let mut chunk_combos = Vec::new();
+            for row in files.rows(c)? {
+                chunk_combos.push(row.combo);
+                self.take(row)?;
+            }
+            if files.cuts.is_some() {
+                resumed_blocks.insert(c, chunk_combos);
+            }
+        }
+        Ok(resumed_blocks)
+    }
+}
+
+/// A grid run's chunk files in its checkpoint folder, and how their rows are read.
+struct ChunkFiles<'a> {
+    form: ChunkForm,
+    parts: &'a Path,
+    strategy: &'a Strategy,
+    book: &'a SignalBook,
+    lead: Lead<'a>,
+    /// The blocks' cuts when the run keeps blocks for the overfitting statistics.
+    cuts: Option<&'a BlockCuts>,
+    /// The workers' time writing chunk files, added.
+    write_s: Mutex<f64>,
+}
+
+impl<'a> ChunkFiles<'a> {
+    fn new(sweep: &'a Sweep, opts: &'a OutputOptions, parts: &'a Path, cuts: Option<&'a BlockCuts>) -> Self {
+        Self {
+            form: ChunkForm::of(&opts.out),
+            parts,
+            strategy: sweep.spec().strategy(),
+            book: sweep.book(),
+            lead: opts.symbol.as_deref().map_or(Lead::None, Lead::Symbol),
+            cuts,
+            write_s: Mutex::new(0.0),
+        }
+    }
+
+    fn path(&self, chunk: u64) -> PathBuf {
+        self.form.path(self.parts, chunk)
+    }
+
+    fn rows(&self, chunk: u64) -> Result<Vec<Row>, SweepError> {
+        self.form.rows(&self.path(chunk), self.strategy, self.book, self.lead)
+    }
+
+    /// The chunks already in the checkpoint, and those to run (missing or damaged: a
+    /// damaged chunk is removed and run again, never trusted).
+    fn sort(&self, chunks: &[u64]) -> Result<(Vec<u64>, Vec<u64>), SweepError> {
+        let (mut resumed, mut to_run) = (Vec::new(), Vec::new());
+        for &c in chunks {
+            let path = self.path(c);
+            if !path.exists() {
+                to_run.push(c);
+            } else if let Err(e) = self.form.verify(&path).and_then(|()| match self.cuts {
+                Some(_) => verified_blocks(&blocks_path(&path)).map(drop),
+                None => Ok(()),
+            }) {
+                tracing::warn!("{e}; running chunk {c} again");
+                fs::remove_file(&path).map_err(io_error(&path))?;
+                to_run.push(c);
+            } else {
+                resumed.push(c);
+            }
+        }
+        Ok((resumed, to_run))
+    }
+
+    /// Writes a finished chunk's file (and its blocks), on the worker that ran it.
+    fn write(&self, chunk: u64, r: &ChunkResult) -> Result<(), SweepError> {
+        let started = Instant::now();
+        let bytes = self.form.encode(self.book, r, self.lead)?;
+        let path = self.path(chunk);
+        if let Some(cuts) = self.cuts {
+            write_chunk_blocks(&blocks_path(&path), r, cuts)?;
+        }
+        write_file_atomic(&path, &bytes).map_err(io_error(&path))?;
+        *self.write_s.lock().unwrap_or_else(|e| e.into_inner()) += started.elapsed().as_secs_f64();
+        Ok(())
+    }
+}
+
+/// The run's chunks as they arrive, in chunk order: their rows taken, columnar results
+/// written as they come (a resumed chunk's rows when the run reaches it: row groups are
+/// cut by row count, and encoded while the devices work), the blocks kept in chunk order
+/// (a resumed chunk's read from its file when the run reaches it, so no second copy is
+/// ever held). CSV results are joined from the chunks' text at [`RunChunks::finish`].
+struct RunChunks {
+    columnar: Option<ResultsWriter>,
+    unwritten: VecDeque<u64>,
+    resumed_blocks: BTreeMap<u64, Vec<u64>>,
+    kept: SweepBlocks,
+    cursor: GridCursor,
+    rows_run: u64,
+}
+
+impl RunChunks {
+    /// The run's chunks into `out` (written now when columnar), the `resumed` chunks'
+    /// rows already taken.
+    fn new(
+        files: &ChunkFiles<'_>,
+        out: &Path,
+        grid: &Grid,
+        resumed: &[u64],
+        resumed_blocks: BTreeMap<u64, Vec<u64>>,
+    ) -> Result<Self, SweepError> {
+        let columnar = match files.form {
+            ChunkForm::Binary => Some(ResultsWriter::create(out, files.strategy, files.lead.kind())?),
+            ChunkForm::Text => None,
+        };
+        Ok(Self {
+            columnar,
+            unwritten: resumed.iter().copied().collect(),
+            resumed_blocks,
+            kept: SweepBlocks::default(),
+            cursor: grid.cursor(),
+            rows_run: 0,
+        })
+    }
+
+    /// A finished chunk, delivered in chunk order: the resumed chunks before it first.
+    fn deliver(
+        &mut self,
+        files: &ChunkFiles<'_>,
+        grid: &Grid,
+        taken: &mut Taken<'_>,
+        chunk: u64,
+        mut r: ChunkResult,
+    ) -> Result<(), SweepError> {
+        if files.cuts.is_some() {
+            self.keep_resumed_blocks(files, chunk)?;
+            self.kept.extend(SweepBlocks::taken_from(&mut r));
+        }
+        self.write_resumed(files, chunk)?;
+        for (&combo, &metrics) in r.combos.iter().zip(&r.metrics) {
+            let row = Row { combo, values: grid.values_at(self.cursor.index(combo)), metrics };
+            if let Some(file) = self.columnar.as_mut() {
+                file.row(files.strategy, files.lead, &row)?;
+            }
+            taken.take(row)?;
+        }
+        self.rows_run += r.combos.len() as u64;
+        Ok(())
+    }
+
+    /// The blocks of the resumed chunks before `before`, in chunk order.
+    fn keep_resumed_blocks(&mut self, files: &ChunkFiles<'_>, before: u64) -> Result<(), SweepError> {
+        let Some(cuts) = files.cuts else { return Ok(()) };
+        while let Some(entry) = self.resumed_blocks.first_entry().filter(|e| *e.key() < before) {
+            let (c, combos) = entry.remove_entry();
+            self.kept.extend(read_chunk_blocks(&blocks_path(&files.path(c)), combos, cuts)?);
+        }
+        Ok(())
+    }
+
+    /// The rows of the resumed chunks before `before` into the columnar results file.
+    fn write_resumed(&mut self, files: &ChunkFiles<'_>, before: u64) -> Result<(), SweepError> {
+        let Some(file) = self.columnar.as_mut() else { return Ok(()) };
+        while let Some(c) = self.unwritten.front().copied().filter(|&c| c < before) {
+            self.unwritten.pop_front();
+            for row in files.rows(c)? {
+                file.row(files.strategy, files.lead, &row)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The results file, staged (a CSV's joined from the `chunks`' text now), and the
+    /// blocks kept, the resumed chunks' after the last one run included.
+    fn finish(
+        mut self,
+        files: &ChunkFiles<'_>,
+        chunks: &[u64],
+        out: &Path,
+    ) -> Result<(Staged, SweepBlocks), SweepError> {
+        self.write_resumed(files, u64::MAX)?;
+        self.keep_resumed_blocks(files, u64::MAX)?;
+        let file = match self.columnar.take() {
+            Some(file) => file,
+            None => {
+                let mut file = ResultsWriter::create(out, files.strategy, files.lead.kind())?;
+                for &c in chunks {
+                    file.csv_file(&mut files.form.rows_file(&files.path(c))?)?;
+                }
+                file
+            }
+        };
+        Ok((file.stage()?, self.kept))
+    }
 }
 
 /// The best rows as JSON objects: combo, params, metrics.
