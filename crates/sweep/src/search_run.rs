@@ -27,7 +27,7 @@ use std::path::Path;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, Metrics, Strategy};
 use threadx_dispatch::thousands;
-use threadx_profile_store::{write_file_atomic, write_file_staged};
+use threadx_profile_store::{Staged, write_file_atomic, write_file_staged};
 use threadx_telemetry::PhaseTimer;
 
 /// How far a search has come: trials done of at most `total`, and the best value so far.
@@ -144,141 +144,41 @@ pub fn search_to_files(
             "--overfitting needs every trial in one run; it cannot be combined with --shard".into(),
         ));
     }
-    let cuts = blocks.map(|(_, cuts)| cuts);
     check_output(opts)?;
     let p = session.preparation();
     phases.add("indicators", p.indicators_s);
     phases.add("book", p.book_s);
     phases.add("devices", p.devices_s);
-    let strategy = spec.strategy();
-    let identity = identity(session.spec(), session.sweep().combos(), session.data(), opts.shard);
+    let identity = identity(spec, session.sweep().combos(), session.data(), opts.shard);
     let checkpoint = Checkpoint::open(opts, &identity)?;
-    let parts = checkpoint.dir();
-    let batches = options.batch_sizes().count() as u64;
     let mine = move |b: u64| b % opts.shard.count == opts.shard.index;
-    let saved = saved_batches(parts, strategy, cuts, (0..batches).filter(|&b| mine(b)))?;
+    let cuts = blocks.map(|(_, cuts)| cuts);
+    let batch_count = options.batch_sizes().count() as u64;
+    let saved = saved_batches(checkpoint.dir(), spec.strategy(), cuts, (0..batch_count).filter(|&b| mine(b)))?;
     let resumed = saved.len();
-    // The trials' blocks for the overfitting statistics, in trial order.
-    let mut kept = SweepBlocks::default();
+    let mut batches =
+        Batches { session, parts: checkpoint.dir(), cuts, saved: saved.into_iter(), kept: Default::default() };
 
-    let book = session.sweep().book();
     let search_started = Instant::now();
-    // Evaluates batch after batch of this run: from the checkpoint while it lasts (the
-    // proposals must be the saved combos), then on the pool, each written as it ends.
-    let mut next_saved = saved.into_iter();
-    let mut evaluate_batch = |b: u64, first_trial: u64, combos: &[u64]| -> Result<Vec<Metrics>, SweepError> {
-        if let Some((rows, blocks)) = next_saved.next() {
-            let same = rows.len() == combos.len()
-                && rows
-                    .iter()
-                    .zip(combos)
-                    .enumerate()
-                    .all(|(i, ((t, r), &c))| r.combo == c && *t == first_trial + i as u64);
-            if !same {
-                return Err(SweepError::Results(format!(
-                    "{}: batch {b} of the checkpoint is not what this search proposes; delete the folder to start over",
-                    parts.display()
-                )));
-            }
-            if let Some(blocks) = blocks {
-                kept.extend(blocks);
-            }
-            return Ok(rows.into_iter().map(|(_, r)| r.metrics).collect());
-        }
-        let mut result = session.evaluate(combos)?;
-        if result.combos != combos {
-            return Err(SweepError::Spec("a search proposed a combo the strategy's rules refuse".into()));
-        }
-        let path = chunk_path(parts, b);
-        if let Some(cuts) = cuts {
-            // Before the rows: a batch with rows has its blocks.
-            write_chunk_blocks(&blocks_path(&path), &result, cuts)?;
-            kept.extend(SweepBlocks::taken_from(&mut result));
-        }
-        let file = text_chunk(combos.len() * 128, |text| {
-            for (i, (&combo, m)) in combos.iter().zip(&result.metrics).enumerate() {
-                let _ = write!(text, "{},", first_trial + i as u64);
-                write_row(text, strategy, combo, &book.combo_values(combo), m);
-            }
-        });
-        write_file_atomic(&path, &file).map_err(io_error(&path))?;
-        Ok(result.metrics)
-    };
-
-    // The trials of this run, in order, and the search's report when it is whole.
-    let (trials, report): (Vec<(u64, u64, Metrics)>, Option<SearchReport>) = if opts.shard.is_whole() {
-        let (mut b, mut first) = (0u64, 0u64);
-        let report = crate::search::search(
-            SearchSpace::new(spec.grid()),
-            options,
-            &mut |combos| {
-                let metrics = evaluate_batch(b, first, combos)?;
-                b += 1;
-                first += combos.len() as u64;
-                Ok(metrics)
-            },
-            &mut |r| {
-                progress(SearchProgress { done: r.trials.len() as u64, total: options.trials, best: best_value(r) });
-                Ok(())
-            },
-        )?;
+    let (trials, report) = if opts.shard.is_whole() {
+        let report = batches.search(options, progress)?;
         let trials = report.trials.iter().enumerate().map(|(t, trial)| (t as u64, trial.combo, trial.metrics));
         (trials.collect(), Some(report))
     } else {
-        let mut sampler = options.method.sampler(SearchSpace::new(spec.grid()), options.seed, options.trials);
-        let (mut trials, mut first) = (Vec::new(), 0u64);
-        for (b, want) in options.batch_sizes().enumerate() {
-            let combos = sampler.ask(want);
-            if combos.is_empty() {
-                break;
-            }
-            if mine(b as u64) {
-                let metrics = evaluate_batch(b as u64, first, &combos)?;
-                trials.extend(combos.iter().zip(metrics).enumerate().map(|(i, (&c, m))| (first + i as u64, c, m)));
-                progress(SearchProgress { done: trials.len() as u64, total: options.trials, best: None });
-            }
-            first += combos.len() as u64;
-        }
-        (trials, None)
+        (batches.design_shard(options, mine, progress)?, None)
     };
     phases.add("search", search_started.elapsed().as_secs_f64());
 
     let write_started = Instant::now();
-    let mut heatmap = match &opts.heatmap {
-        Some(h) => Some(Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
-        None => None,
-    };
-    let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Trials)?;
-    for &(trial, combo, metrics) in &trials {
-        let row = Row { combo, values: book.combo_values(combo), metrics };
-        file.row(strategy, Lead::Trial(trial), &row)?;
-        if let Some(h) = heatmap.as_mut() {
-            h.offer(&row);
-        }
-    }
-    // Staged, then put in place together at the end (see `commit_with_summary`).
-    let mut staged = vec![file.stage()?];
-    if let (Some(h), Some(o)) = (&heatmap, &opts.heatmap) {
-        staged.push(write_file_staged(&o.path, h.to_svg()?.as_bytes()).map_err(io_error(&o.path))?);
-    }
+    let mut staged = write_trials(session, opts, &trials)?;
     if let (Some(report), Some(path)) = (&report, plot) {
-        let svg = best_so_far_svg(report, options, &format!("{} {} search", strategy, options.method))?;
+        let svg = best_so_far_svg(report, options, &format!("{} {} search", spec.strategy(), options.method))?;
         staged.push(write_file_staged(path, svg.as_bytes()).map_err(io_error(path))?);
     }
     phases.add("write", write_started.elapsed().as_secs_f64());
 
-    let data = session.data();
-    let mut search = match &report {
-        Some(r) => search_json(options, r, strategy, |c| book.combo_values(c)),
-        None => json!({"request": options.to_json(), "method": options.method.name()}),
-    };
-    let searched_s = phases.report().seconds("search");
-    search["resumed_batches"] = json!(resumed);
-    search["evaluations_per_s"] = json!(trials.len() as f64 / searched_s.max(1e-9));
-    if let Some(r) = &report {
-        search["search_s"] = json!(r.search_seconds);
-        search["search_share"] = json!(r.search_seconds / r.seconds.max(1e-9));
-    }
+    let book = session.sweep().book();
+    let search = search_object(options, report.as_ref(), session, resumed, trials.len(), &phases);
     // The best feasible trials by the objective; a shard ranks its own.
     let best = match &report {
         Some(r) => r.best_rows(options, opts.top, |c| book.combo_values(c)),
@@ -288,24 +188,17 @@ pub fn search_to_files(
         }
     };
     // The statistics are of the trials: a stopping rule ends them inside a batch.
+    let mut kept = batches.kept;
     kept.truncate(trials.len());
     let overfitting = match blocks {
         Some((o, cuts)) => Some(phases.time("overfitting", || {
-            crate::overfit::write_files(
-                session.sweep(),
-                session.dispatcher(),
-                opts,
-                o,
-                cuts,
-                std::mem::take(&mut kept),
-                &best,
-                &mut staged,
-            )
+            let (sweep, dispatcher) = (session.sweep(), session.dispatcher());
+            crate::overfit::write_files(sweep, dispatcher, opts, o, cuts, kept, &best, &mut staged)
         })?),
         None => None,
     };
     let phase_report = phases.report();
-    let mut summary = summary_head(identity, spec, data, opts);
+    let mut summary = summary_head(identity, spec, session.data(), opts);
     extend(
         &mut summary,
         json!({
@@ -326,7 +219,7 @@ pub fn search_to_files(
     Ok(SearchRun {
         files: SweepReport {
             summary,
-            strategy: strategy.clone(),
+            strategy: spec.strategy().clone(),
             phases: Some(phase_report),
             workers: None,
             timings: None,
@@ -339,6 +232,161 @@ pub fn search_to_files(
         },
         search: report,
     })
+}
+
+/// A trial of a run: its number, its combo and its metrics.
+type RunTrial = (u64, u64, Metrics);
+
+/// A search run's batches, evaluated one after another: from the checkpoint while it lasts
+/// (the proposals must be the saved combos), then on the session's pool, each written to
+/// the checkpoint as it ends.
+struct Batches<'a> {
+    session: &'a Session,
+    parts: &'a Path,
+    cuts: Option<&'a BlockCuts>,
+    saved: std::vec::IntoIter<SavedBatch>,
+    /// The trials' blocks for the overfitting statistics, in trial order.
+    kept: SweepBlocks,
+}
+
+impl Batches<'_> {
+    /// The metrics of batch `b`, whose first trial is `first_trial`.
+    fn evaluate(&mut self, b: u64, first_trial: u64, combos: &[u64]) -> Result<Vec<Metrics>, SweepError> {
+        if let Some((rows, blocks)) = self.saved.next() {
+            let same = rows.len() == combos.len()
+                && rows
+                    .iter()
+                    .zip(combos)
+                    .enumerate()
+                    .all(|(i, ((t, r), &c))| r.combo == c && *t == first_trial + i as u64);
+            if !same {
+                return Err(SweepError::Results(format!(
+                    "{}: batch {b} of the checkpoint is not what this search proposes; delete the folder to start over",
+                    self.parts.display()
+                )));
+            }
+            if let Some(blocks) = blocks {
+                self.kept.extend(blocks);
+            }
+            return Ok(rows.into_iter().map(|(_, r)| r.metrics).collect());
+        }
+        let mut result = self.session.evaluate(combos)?;
+        if result.combos != combos {
+            return Err(SweepError::Spec("a search proposed a combo the strategy's rules refuse".into()));
+        }
+        let path = chunk_path(self.parts, b);
+        if let Some(cuts) = self.cuts {
+            // Before the rows: a batch with rows has its blocks.
+            write_chunk_blocks(&blocks_path(&path), &result, cuts)?;
+            self.kept.extend(SweepBlocks::taken_from(&mut result));
+        }
+        let (strategy, book) = (self.session.spec().strategy(), self.session.sweep().book());
+        let file = text_chunk(combos.len() * 128, |text| {
+            for (i, (&combo, m)) in combos.iter().zip(&result.metrics).enumerate() {
+                let _ = write!(text, "{},", first_trial + i as u64);
+                write_row(text, strategy, combo, &book.combo_values(combo), m);
+            }
+        });
+        write_file_atomic(&path, &file).map_err(io_error(&path))?;
+        Ok(result.metrics)
+    }
+
+    /// The whole search, batch after batch.
+    fn search(
+        &mut self,
+        options: &SearchOptions,
+        progress: &mut dyn FnMut(SearchProgress),
+    ) -> Result<SearchReport, SweepError> {
+        let (mut b, mut first) = (0u64, 0u64);
+        crate::search::search(
+            SearchSpace::new(self.session.spec().grid()),
+            options,
+            &mut |combos| {
+                let metrics = self.evaluate(b, first, combos)?;
+                b += 1;
+                first += combos.len() as u64;
+                Ok(metrics)
+            },
+            &mut |r| {
+                progress(SearchProgress { done: r.trials.len() as u64, total: options.trials, best: best_value(r) });
+                Ok(())
+            },
+        )
+    }
+
+    /// A shard of a design: every batch proposed, the `mine` ones evaluated.
+    fn design_shard(
+        &mut self,
+        options: &SearchOptions,
+        mine: impl Fn(u64) -> bool,
+        progress: &mut dyn FnMut(SearchProgress),
+    ) -> Result<Vec<RunTrial>, SweepError> {
+        let space = SearchSpace::new(self.session.spec().grid());
+        let mut sampler = options.method.sampler(space, options.seed, options.trials);
+        let (mut trials, mut first) = (Vec::new(), 0u64);
+        for (b, want) in options.batch_sizes().enumerate() {
+            let combos = sampler.ask(want);
+            if combos.is_empty() {
+                break;
+            }
+            if mine(b as u64) {
+                let metrics = self.evaluate(b as u64, first, &combos)?;
+                trials.extend(combos.iter().zip(metrics).enumerate().map(|(i, (&c, m))| (first + i as u64, c, m)));
+                progress(SearchProgress { done: trials.len() as u64, total: options.trials, best: None });
+            }
+            first += combos.len() as u64;
+        }
+        Ok(trials)
+    }
+}
+
+/// The trials' results file and heatmap, staged (put in place together at the end: see
+/// `commit_with_summary`).
+fn write_trials(session: &Session, opts: &OutputOptions, trials: &[RunTrial]) -> Result<Vec<Staged>, SweepError> {
+    let (spec, book) = (session.spec(), session.sweep().book());
+    let strategy = spec.strategy();
+    let mut heatmap = match &opts.heatmap {
+        Some(h) => Some(Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
+        None => None,
+    };
+    let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Trials)?;
+    for &(trial, combo, metrics) in trials {
+        let row = Row { combo, values: book.combo_values(combo), metrics };
+        file.row(strategy, Lead::Trial(trial), &row)?;
+        if let Some(h) = heatmap.as_mut() {
+            h.offer(&row);
+        }
+    }
+    let mut staged = vec![file.stage()?];
+    if let (Some(h), Some(o)) = (&heatmap, &opts.heatmap) {
+        staged.push(write_file_staged(&o.path, h.to_svg()?.as_bytes()).map_err(io_error(&o.path))?);
+    }
+    Ok(staged)
+}
+
+/// The summary's `search` object: the search's report (a whole run's) or its request (a
+/// shard's), with its pace.
+fn search_object(
+    options: &SearchOptions,
+    report: Option<&SearchReport>,
+    session: &Session,
+    resumed: usize,
+    trials: usize,
+    phases: &PhaseTimer,
+) -> Value {
+    let (strategy, book) = (session.spec().strategy(), session.sweep().book());
+    let mut search = match report {
+        Some(r) => search_json(options, r, strategy, |c| book.combo_values(c)),
+        None => json!({"request": options.to_json(), "method": options.method.name()}),
+    };
+    let searched_s = phases.report().seconds("search");
+    search["resumed_batches"] = json!(resumed);
+    search["evaluations_per_s"] = json!(trials as f64 / searched_s.max(1e-9));
+    if let Some(r) = report {
+        search["search_s"] = json!(r.search_seconds);
+        search["search_share"] = json!(r.search_seconds / r.seconds.max(1e-9));
+    }
+    search
 }
 
 /// The best feasible value so far.
