@@ -13,9 +13,11 @@ use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
 use crate::run_files::{HeatmapOptions, check_writable, commit_with_summary, summary_path};
 use serde_json::{Value, json};
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
+use threadx_backtest::Strategy;
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_staged};
 
 /// Joins the results files of every shard of one sweep into `out`, byte-identical to the
@@ -32,84 +34,12 @@ pub fn merge(
     heatmap: Option<&HeatmapOptions>,
     plots: Option<&(PathBuf, PathBuf)>,
 ) -> Result<SweepReport, SweepError> {
-    let bad = |problem: String| SweepError::Merge(problem);
     if shards.is_empty() {
         return Err(bad("no shard files given".into()));
     }
     check_writable(out)?;
-    // Neither the merged file nor its summary may be a shard or a shard's summary.
-    let shard_summaries: Vec<PathBuf> = shards.iter().filter_map(|p| summary_path(p)).collect();
-    let shard_blocks: Vec<PathBuf> = shards.iter().map(|p| crate::overfit::shard_blocks_path(p)).collect();
-    let inputs: Vec<&Path> = shards.iter().chain(&shard_summaries).chain(&shard_blocks).map(PathBuf::as_path).collect();
-    let out_summary = summary_path(out);
-    let plot_paths = plots.into_iter().flat_map(|(h, s)| [h.as_path(), s.as_path()]);
-    let outputs: Vec<&Path> = std::iter::once(out).chain(out_summary.as_deref()).chain(plot_paths).collect();
-    refuse_output_over_input(&outputs, &inputs).map_err(bad)?;
-    let mut identity: Option<Value> = None;
-    let mut summaries = Vec::new();
-    let mut seen: BTreeMap<u64, &PathBuf> = BTreeMap::new();
-    let mut expected_rows = 0u64;
-    let mut count = 0;
-    for path in shards {
-        let summary_path = path.with_extension("json");
-        let text = fs::read_to_string(&summary_path).map_err(|e| {
-            bad(format!(
-                "{}: no summary at {} ({e}); a shard's summary is written when the shard finishes",
-                path.display(),
-                summary_path.display()
-            ))
-        })?;
-        let summary: Value = serde_json::from_str(&text)
-            .map_err(|e| bad(format!("{}: unreadable summary ({e})", summary_path.display())))?;
-        let index = summary["shard"]["index"]
-            .as_u64()
-            .ok_or_else(|| bad(format!("{}: no shard index", summary_path.display())))?;
-        count = summary["shard"]["count"]
-            .as_u64()
-            .ok_or_else(|| bad(format!("{}: no shard count", summary_path.display())))?;
-        match &identity {
-            None => identity = Some(summary["identity"].clone()),
-            Some(id) if *id != summary["identity"] => {
-                return Err(bad(format!(
-                    "{} belongs to a different sweep than {} (spec, data or shard count differ)",
-                    path.display(),
-                    shards[0].display()
-                )));
-            }
-            Some(_) => {}
-        }
-        // A universe's shards name each symbol's data, which must be the same too.
-        let data = |s: &Value| -> Vec<Value> {
-            s["symbols"].as_array().into_iter().flatten().map(|d| json!([d["symbol"], d["fingerprint"]])).collect()
-        };
-        if summaries.first().is_some_and(|first| data(first) != data(&summary)) {
-            return Err(bad(format!(
-                "{} was run on other data than {} (a symbol's bars differ)",
-                path.display(),
-                shards[0].display()
-            )));
-        }
-        if let Some(other) = seen.insert(index, path) {
-            return Err(bad(format!("{} and {} are both shard {index}/{count}", other.display(), path.display())));
-        }
-        // A shard's rows are the bytes it wrote (shards of an older ThreadX name no checksum).
-        if let Some(want) = summary["results_checksum"].as_str()
-            && crate::chunk_file::file_checksum(path)? != want
-        {
-            return Err(bad(format!(
-                "{} was changed after its shard ran (its checksum is not the {want} its summary recorded); \
-                 run the shard again",
-                path.display()
-            )));
-        }
-        expected_rows += summary["combos"]["rows"].as_u64().unwrap_or(0);
-        summaries.push(summary);
-    }
-    let missing: Vec<String> = (0..count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
-    if !missing.is_empty() {
-        return Err(bad(format!("missing shard(s) {}", missing.join(", "))));
-    }
-    let identity = identity.unwrap_or_default();
+    let out_summary = check_outputs(shards, out, plots)?;
+    let ShardSummaries { identity, summaries, expected_rows } = ShardSummaries::read(shards)?;
     let spec = SweepSpec::from_identity(&identity["spec"])?;
     let strategy = spec.strategy();
     let bars = summaries[0]["data"]["bars"].as_u64().unwrap_or(0) as usize;
@@ -137,85 +67,38 @@ pub fn merge(
         }
         None => None,
     };
-
     let kind = match (search, &symbols) {
         (Some(_), _) => ResultsKind::Trials,
         (None, Some(_)) => ResultsKind::Universe,
         (None, None) => ResultsKind::Grid,
     };
-    // Each row's symbol found by a map, not a search of the list: rows × symbols adds up.
-    let positions: HashMap<&str, u64> =
-        symbols.iter().flatten().enumerate().map(|(i, name)| (name.as_str(), i as u64)).collect();
-    let symbol_index = |read: &ReadRow| -> Result<u64, SweepError> {
-        match &read.symbol {
-            Some(s) => positions
-                .get(s.as_str())
-                .copied()
-                .ok_or_else(|| bad(format!("a row of symbol `{s}`, which the sweep's universe does not hold"))),
-            None => Ok(0),
-        }
-    };
-    let mut readers = Vec::new();
-    for path in shards {
-        readers.push(ResultsReader::open(path, strategy, kind)?);
-    }
+    let mut shard_rows = ShardRows::open(shards, strategy, kind, symbols.as_deref(), search.is_some())?;
     let mut leaderboard = Leaderboard::new(by, top)?;
     let mut file = ResultsWriter::create(out, strategy, kind)?;
-    // Each shard's next row, and a heap of their keys (trial or combo): rows leave in order.
-    let mut next: Vec<Option<ReadRow>> = vec![None; readers.len()];
-    let mut heads = BinaryHeap::new();
-    let mut advance =
-        |i: usize, next: &mut Vec<Option<ReadRow>>, heads: &mut BinaryHeap<_>| -> Result<(), SweepError> {
-            let read = readers[i].next_row().map_err(|e| in_file(&shards[i], e))?;
-            if let Some(r) = &read {
-                let key = (symbol_index(r).map_err(|e| in_file(&shards[i], e))?, r.trial.unwrap_or(r.row.combo));
-                heads.push((std::cmp::Reverse(key), i));
-            }
-            next[i] = read;
-            Ok(())
-        };
-    for i in 0..shards.len() {
-        advance(i, &mut next, &mut heads)?;
-    }
-    let (mut rows, mut last) = (0u64, None);
     let mut trials = Vec::new();
-    let what = if search.is_some() { "trial" } else { "combo" };
-    while let Some((std::cmp::Reverse(key), i)) = heads.pop() {
-        if last.is_some_and(|l| key <= l) || (search.is_some() && key.1 != rows) {
-            let symbol = symbols.as_ref().map_or(String::new(), |names| format!(" of {}", names[key.0 as usize]));
-            return Err(bad(format!(
-                "{what} {}{symbol} is missing, repeated or out of order (in {})",
-                key.1,
-                shards[i].display()
-            )));
-        }
-        if let Some((a, _)) = across.as_mut().filter(|_| last.is_none_or(|l: (u64, u64)| l.0 != key.0)) {
-            a.next_symbol()?;
-        }
-        last = Some(key);
-        let Some(read) = next[i].take() else { continue };
+    while let Some((read, i, new_symbol)) = shard_rows.next()? {
         if let Some((a, _)) = across.as_mut() {
+            if new_symbol {
+                a.next_symbol()?;
+            }
             a.take(&read.row)?;
         }
         // A CSV shard's line goes into a CSV as it was read; otherwise the row is written.
         file.copy(strategy, &read)?;
         let row = read.row;
-        if search.is_some() {
-            trials.push((row.combo, row.metrics));
-        }
         if let Some((h, _)) = heatmap.as_mut() {
             h.offer(&row);
         }
         if let Some(b) = blocks.as_mut() {
             b.take(i, &row)?;
         }
-        // A search's best list comes from its trials below (by the objective).
-        if search.is_none() {
-            leaderboard.offer(row);
+        // A search's best list comes from its trials (by the objective), not the leaderboard.
+        match search {
+            Some(_) => trials.push((row.combo, row.metrics)),
+            None => leaderboard.offer(row),
         }
-        rows += 1;
-        advance(i, &mut next, &mut heads)?;
     }
+    let rows = shard_rows.rows;
     if rows != expected_rows {
         return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
     }
@@ -270,4 +153,198 @@ pub fn merge(
         summary_path: out_summary,
         across,
     })
+}
+
+fn bad(problem: String) -> SweepError {
+    SweepError::Merge(problem)
+}
+
+/// Refuses outputs that are inputs: neither the merged file nor its summary or plots may
+/// be a shard, a shard's summary or a shard's blocks. Returns where the summary goes.
+fn check_outputs(
+    shards: &[PathBuf],
+    out: &Path,
+    plots: Option<&(PathBuf, PathBuf)>,
+) -> Result<Option<PathBuf>, SweepError> {
+    let shard_summaries: Vec<PathBuf> = shards.iter().filter_map(|p| summary_path(p)).collect();
+    let shard_blocks: Vec<PathBuf> = shards.iter().map(|p| crate::overfit::shard_blocks_path(p)).collect();
+    let inputs: Vec<&Path> = shards.iter().chain(&shard_summaries).chain(&shard_blocks).map(PathBuf::as_path).collect();
+    let out_summary = summary_path(out);
+    let plot_paths = plots.into_iter().flat_map(|(h, s)| [h.as_path(), s.as_path()]);
+    let outputs: Vec<&Path> = std::iter::once(out).chain(out_summary.as_deref()).chain(plot_paths).collect();
+    refuse_output_over_input(&outputs, &inputs).map_err(bad)?;
+    Ok(out_summary)
+}
+
+/// The shards' summaries, read and checked: each proves its shard complete (written when
+/// it finished) and unchanged since (its results' checksum), and all name one sweep, one
+/// data set and every shard once.
+struct ShardSummaries {
+    identity: Value,
+    summaries: Vec<Value>,
+    /// The rows the shards' summaries promise, added.
+    expected_rows: u64,
+}
+
+impl ShardSummaries {
+    fn read(shards: &[PathBuf]) -> Result<Self, SweepError> {
+        let mut identity: Option<Value> = None;
+        let mut summaries: Vec<Value> = Vec::new();
+        let mut seen: BTreeMap<u64, &PathBuf> = BTreeMap::new();
+        let (mut expected_rows, mut count) = (0u64, 0);
+        for path in shards {
+            let summary = read_summary(path)?;
+            let summary_path = path.with_extension("json");
+            let number = |key: &str| {
+                summary["shard"][key].as_u64().ok_or_else(|| bad(format!("{}: no shard {key}", summary_path.display())))
+            };
+            let index = number("index")?;
+            count = number("count")?;
+            match &identity {
+                None => identity = Some(summary["identity"].clone()),
+                Some(id) if *id != summary["identity"] => {
+                    return Err(bad(format!(
+                        "{} belongs to a different sweep than {} (spec, data or shard count differ)",
+                        path.display(),
+                        shards[0].display()
+                    )));
+                }
+                Some(_) => {}
+            }
+            // A universe's shards name each symbol's data, which must be the same too.
+            let data = |s: &Value| -> Vec<Value> {
+                s["symbols"].as_array().into_iter().flatten().map(|d| json!([d["symbol"], d["fingerprint"]])).collect()
+            };
+            if summaries.first().is_some_and(|first| data(first) != data(&summary)) {
+                return Err(bad(format!(
+                    "{} was run on other data than {} (a symbol's bars differ)",
+                    path.display(),
+                    shards[0].display()
+                )));
+            }
+            if let Some(other) = seen.insert(index, path) {
+                return Err(bad(format!("{} and {} are both shard {index}/{count}", other.display(), path.display())));
+            }
+            check_unchanged(path, &summary)?;
+            expected_rows += summary["combos"]["rows"].as_u64().unwrap_or(0);
+            summaries.push(summary);
+        }
+        let missing: Vec<String> =
+            (0..count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
+        if !missing.is_empty() {
+            return Err(bad(format!("missing shard(s) {}", missing.join(", "))));
+        }
+        Ok(Self { identity: identity.unwrap_or_default(), summaries, expected_rows })
+    }
+}
+
+/// The summary written beside a shard when it finished.
+fn read_summary(path: &Path) -> Result<Value, SweepError> {
+    let summary_path = path.with_extension("json");
+    let text = fs::read_to_string(&summary_path).map_err(|e| {
+        bad(format!(
+            "{}: no summary at {} ({e}); a shard's summary is written when the shard finishes",
+            path.display(),
+            summary_path.display()
+        ))
+    })?;
+    serde_json::from_str(&text).map_err(|e| bad(format!("{}: unreadable summary ({e})", summary_path.display())))
+}
+
+/// A shard's rows are the bytes it wrote (shards of an older ThreadX name no checksum).
+fn check_unchanged(path: &Path, summary: &Value) -> Result<(), SweepError> {
+    if let Some(want) = summary["results_checksum"].as_str()
+        && crate::chunk_file::file_checksum(path)? != want
+    {
+        return Err(bad(format!(
+            "{} was changed after its shard ran (its checksum is not the {want} its summary recorded); \
+             run the shard again",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The shards' rows in the merged file's order: by symbol (a universe's, in the order of
+/// its list), then by trial (a search's) or combo, each key exactly once. Each shard's
+/// next row waits in `next`, and a heap of their keys says whose leaves first.
+struct ShardRows<'a> {
+    shards: &'a [PathBuf],
+    readers: Vec<ResultsReader>,
+    next: Vec<Option<ReadRow>>,
+    heads: BinaryHeap<(Reverse<(u64, u64)>, usize)>,
+    /// Each symbol's place in the universe's list, found by a map: rows × symbols adds up.
+    positions: HashMap<&'a str, u64>,
+    symbols: Option<&'a [String]>,
+    /// A search's trials are numbered 0, 1, 2, … with none missing.
+    trials: bool,
+    last: Option<(u64, u64)>,
+    rows: u64,
+}
+
+impl<'a> ShardRows<'a> {
+    fn open(
+        shards: &'a [PathBuf],
+        strategy: &Strategy,
+        kind: ResultsKind,
+        symbols: Option<&'a [String]>,
+        trials: bool,
+    ) -> Result<Self, SweepError> {
+        let readers = shards.iter().map(|path| ResultsReader::open(path, strategy, kind)).collect::<Result<_, _>>()?;
+        let positions = symbols.into_iter().flatten().enumerate().map(|(i, n)| (n.as_str(), i as u64)).collect();
+        let mut rows = Self {
+            shards,
+            readers,
+            next: vec![None; shards.len()],
+            heads: BinaryHeap::new(),
+            positions,
+            symbols,
+            trials,
+            last: None,
+            rows: 0,
+        };
+        for i in 0..shards.len() {
+            rows.advance(i)?;
+        }
+        Ok(rows)
+    }
+
+    /// Reads shard `i`'s next row into `next[i]`, its key onto the heap.
+    fn advance(&mut self, i: usize) -> Result<(), SweepError> {
+        let read = self.readers[i].next_row().map_err(|e| in_file(&self.shards[i], e))?;
+        if let Some(r) = &read {
+            let symbol = match &r.symbol {
+                Some(s) => self.positions.get(s.as_str()).copied().ok_or_else(|| {
+                    in_file(
+                        &self.shards[i],
+                        bad(format!("a row of symbol `{s}`, which the sweep's universe does not hold")),
+                    )
+                })?,
+                None => 0,
+            };
+            self.heads.push((Reverse((symbol, r.trial.unwrap_or(r.row.combo))), i));
+        }
+        self.next[i] = read;
+        Ok(())
+    }
+
+    /// The next row, the shard it came from, and whether it opens a new symbol.
+    fn next(&mut self) -> Result<Option<(ReadRow, usize, bool)>, SweepError> {
+        let Some((Reverse(key), i)) = self.heads.pop() else { return Ok(None) };
+        if self.last.is_some_and(|l| key <= l) || (self.trials && key.1 != self.rows) {
+            let symbol = self.symbols.map_or(String::new(), |names| format!(" of {}", names[key.0 as usize]));
+            let what = if self.trials { "trial" } else { "combo" };
+            return Err(bad(format!(
+                "{what} {}{symbol} is missing, repeated or out of order (in {})",
+                key.1,
+                self.shards[i].display()
+            )));
+        }
+        let new_symbol = self.last.is_none_or(|l| l.0 != key.0);
+        self.last = Some(key);
+        let read = self.next[i].take().ok_or_else(|| bad("a shard's row went missing".into()))?;
+        self.rows += 1;
+        self.advance(i)?;
+        Ok(Some((read, i, new_symbol)))
+    }
 }
