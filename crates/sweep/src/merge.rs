@@ -11,13 +11,15 @@ use crate::output::{SweepReport, best_json};
 use crate::overfit::{MergingBlocks, write_plots};
 use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
+use crate::rows::Row;
 use crate::run_files::{HeatmapOptions, check_writable, commit_with_summary, summary_path};
+use crate::search::SearchOptions;
 use serde_json::{Value, json};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use threadx_backtest::Strategy;
+use threadx_backtest::{Metrics, Strategy};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_staged};
 
 /// Joins the results files of every shard of one sweep into `out`, byte-identical to the
@@ -51,22 +53,13 @@ pub fn merge(
         .as_array()
         .map(|names| names.iter().map(|n| n.as_str().unwrap_or_default().to_owned()).collect());
     let mut across = match &symbols {
-        Some(_) if !is_special_file(out) => {
-            let mut parts = out.as_os_str().to_owned();
-            parts.push(".by-combo.parts");
-            Some((Across::new(Path::new(&parts), by)?, by_combo_path(out)))
-        }
+        Some(_) if !is_special_file(out) => Some(by_combo(out, by)?),
         _ => None,
     };
-    if let Some((_, path)) = &across {
-        check_writable(path)?;
-    }
-    let mut heatmap = match heatmap.filter(|_| symbols.is_none()) {
-        Some(h) => {
-            Some((Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by)?, h.path.clone()))
-        }
-        None => None,
-    };
+    let new_heatmap =
+        |h: &HeatmapOptions| Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by);
+    let mut heatmap =
+        heatmap.filter(|_| symbols.is_none()).map(|h| new_heatmap(h).map(|m| (m, h.path.clone()))).transpose()?;
     let kind = match (search, &symbols) {
         (Some(_), _) => ResultsKind::Trials,
         (None, Some(_)) => ResultsKind::Universe,
@@ -98,10 +91,7 @@ pub fn merge(
             None => leaderboard.offer(row),
         }
     }
-    let rows = shard_rows.rows;
-    if rows != expected_rows {
-        return Err(bad(format!("the shard files hold {rows} rows but their summaries promise {expected_rows}")));
-    }
+    let rows = shard_rows.all_read(expected_rows)?;
     // Staged, then put in place together at the end (see `commit_with_summary`).
     let mut staged = vec![file.stage()?];
     let across = match across {
@@ -131,14 +121,10 @@ pub fn merge(
         }
         summary["overfitting"] = o.to_json();
     }
-    let mut best = leaderboard.rows().to_vec();
-    if let Some(options) = search {
-        let report = crate::search::SearchReport::of_trials(options, trials);
-        let values = |c| spec.grid().values(c);
-        summary["search"] = crate::search_run::search_json(options, &report, strategy, values);
-        best = report.best_rows(options, top, values);
-        summary["best"] = crate::edge::rows_json(spec.strategy(), spec.axes(), options.objective.metric(), &best);
-    }
+    let best = match search {
+        Some(options) => search_best(&spec, options, trials, top, &mut summary),
+        None => leaderboard.rows().to_vec(),
+    };
     commit_with_summary(staged, &mut summary, out, Shard::WHOLE)?;
     Ok(SweepReport {
         summary,
@@ -153,6 +139,32 @@ pub fn merge(
         summary_path: out_summary,
         across,
     })
+}
+
+/// A merged search's best trials by its objective (not the leaderboard's metric), and its
+/// `search` and `best` in `summary`.
+fn search_best(
+    spec: &SweepSpec,
+    options: &SearchOptions,
+    trials: Vec<(u64, Metrics)>,
+    top: usize,
+    summary: &mut Value,
+) -> Vec<Row> {
+    let report = crate::search::SearchReport::of_trials(options, trials);
+    let values = |c| spec.grid().values(c);
+    summary["search"] = crate::search_run::search_json(options, &report, spec.strategy(), values);
+    let best = report.best_rows(options, top, values);
+    summary["best"] = crate::edge::rows_json(spec.strategy(), spec.axes(), options.objective.metric(), &best);
+    best
+}
+
+/// A merged universe's by-combo table, made in its own folder beside `out`, and its path.
+fn by_combo(out: &Path, by: &str) -> Result<(Across, PathBuf), SweepError> {
+    let path = by_combo_path(out);
+    check_writable(&path)?;
+    let mut parts = out.as_os_str().to_owned();
+    parts.push(".by-combo.parts");
+    Ok((Across::new(Path::new(&parts), by)?, path))
 }
 
 fn bad(problem: String) -> SweepError {
@@ -326,6 +338,16 @@ impl<'a> ShardRows<'a> {
         }
         self.next[i] = read;
         Ok(())
+    }
+
+    /// The rows read, once every shard is read: as many as the shards' summaries promise.
+    fn all_read(&self, promised: u64) -> Result<u64, SweepError> {
+        match self.rows == promised {
+            true => Ok(self.rows),
+            false => {
+                Err(bad(format!("the shard files hold {} rows but their summaries promise {promised}", self.rows)))
+            }
+        }
     }
 
     /// The next row, the shard it came from, and whether it opens a new symbol.

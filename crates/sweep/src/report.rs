@@ -151,6 +151,51 @@ impl Heatmap {
         }
     }
 
+    /// The legend: a vertical colour bar from the lowest value (bottom) to the highest
+    /// (top), its ends (and 0 on a diverging scale) labelled, then the colour of cells
+    /// without a value (and of cells not run, on a sampled sweep).
+    fn draw_legend<DB: DrawingBackend>(
+        &self,
+        legend: &DrawingArea<DB, plotters::coord::Shift>,
+        metric: &str,
+        scale: &Scale,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        let Scale { lo, hi } = *scale;
+        let style = ("sans-serif", 12).into_font().color(&BLACK);
+        legend.draw(&Text::new(metric_label(metric), (10, 14), style.clone()))?;
+        if better_higher(metric) {
+            legend.draw(&Text::new("better: blue", (10, 28), style.clone()))?;
+        }
+        let (top, bottom) = (56, 600);
+        let steps = 50;
+        let at = |v: f64| bottom - ((v - lo) / (hi - lo) * f64::from(bottom - top)).round() as i32;
+        for s in 0..steps {
+            let v = lo + (hi - lo) * (s as f64 + 0.5) / steps as f64;
+            let y0 = bottom - (s + 1) * (bottom - top) / steps;
+            let y1 = bottom - s * (bottom - top) / steps;
+            legend.draw(&Rectangle::new([(10, y0), (40, y1)], scale.colour(v).filled()))?;
+        }
+        let text = |v: f64| if v.is_finite() { format!("{v:.4}") } else { "-".into() };
+        let mut ticks = vec![(hi, top), (lo, bottom)];
+        if scale.diverging() {
+            ticks.push((0.0, at(0.0)));
+        }
+        for (v, y) in ticks {
+            legend.draw(&Text::new(text(v), (46, y - 6), style.clone()))?;
+        }
+        legend.draw(&Rectangle::new([(10, bottom + 30), (40, bottom + 50)], scale.colour(f64::NAN).filled()))?;
+        legend.draw(&Text::new("no value", (46, bottom + 34), style.clone()))?;
+        legend.draw(&Text::new("(no trades)", (46, bottom + 48), style.clone()))?;
+        if self.cells.iter().any(|c| c.1 == u64::MAX) {
+            // A sampled sweep: cells no sampled combo fell in.
+            legend.draw(&Rectangle::new([(10, bottom + 60), (40, bottom + 80)], NOT_RUN.filled()))?;
+            legend.draw(&Rectangle::new([(10, bottom + 60), (40, bottom + 80)], BLACK.mix(0.3)))?;
+            legend.draw(&Text::new("not run", (46, bottom + 64), style.clone()))?;
+            legend.draw(&Text::new("(not sampled)", (46, bottom + 78), style))?;
+        }
+        Ok(())
+    }
+
     /// The best value of cell (x position, y position); NaN where no combo had one.
     pub fn cell(&self, i: usize, j: usize) -> f64 {
         self.cells[j * self.x_values.len() + i].0
@@ -249,42 +294,7 @@ impl Heatmap {
                     );
                 }
             }
-            // Legend: a vertical colour bar from lo (bottom) to hi (top), its ends (and 0
-            // on a diverging scale) labelled, then the colour of cells without a value.
-            let style = ("sans-serif", 12).into_font().color(&BLACK);
-            legend.draw(&Text::new(metric_label(metric), (10, 14), style.clone())).map_err(draw)?;
-            if better_higher(metric) {
-                legend.draw(&Text::new("better: blue", (10, 28), style.clone())).map_err(draw)?;
-            }
-            let (top, bottom) = (56, 600);
-            let steps = 50;
-            let at = |v: f64| bottom - ((v - lo) / (hi - lo) * f64::from(bottom - top)).round() as i32;
-            for s in 0..steps {
-                let v = lo + (hi - lo) * (s as f64 + 0.5) / steps as f64;
-                let y0 = bottom - (s + 1) * (bottom - top) / steps;
-                let y1 = bottom - s * (bottom - top) / steps;
-                legend.draw(&Rectangle::new([(10, y0), (40, y1)], scale.colour(v).filled())).map_err(draw)?;
-            }
-            let text = |v: f64| if v.is_finite() { format!("{v:.4}") } else { "-".into() };
-            let mut ticks = vec![(hi, top), (lo, bottom)];
-            if scale.diverging() {
-                ticks.push((0.0, at(0.0)));
-            }
-            for (v, y) in ticks {
-                legend.draw(&Text::new(text(v), (46, y - 6), style.clone())).map_err(draw)?;
-            }
-            legend
-                .draw(&Rectangle::new([(10, bottom + 30), (40, bottom + 50)], scale.colour(f64::NAN).filled()))
-                .map_err(draw)?;
-            legend.draw(&Text::new("no value", (46, bottom + 34), style.clone())).map_err(draw)?;
-            legend.draw(&Text::new("(no trades)", (46, bottom + 48), style.clone())).map_err(draw)?;
-            if self.cells.iter().any(|c| c.1 == u64::MAX) {
-                // A sampled sweep: cells no sampled combo fell in.
-                legend.draw(&Rectangle::new([(10, bottom + 60), (40, bottom + 80)], NOT_RUN.filled())).map_err(draw)?;
-                legend.draw(&Rectangle::new([(10, bottom + 60), (40, bottom + 80)], BLACK.mix(0.3))).map_err(draw)?;
-                legend.draw(&Text::new("not run", (46, bottom + 64), style.clone())).map_err(draw)?;
-                legend.draw(&Text::new("(not sampled)", (46, bottom + 78), style)).map_err(draw)?;
-            }
+            self.draw_legend(&legend, metric, &scale).map_err(draw)?;
             root.present().map_err(draw)?;
         }
         let end = svg.rfind("</svg>").ok_or_else(|| SweepError::Results("drawing the heatmap: no SVG".into()))?;

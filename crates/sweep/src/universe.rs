@@ -16,7 +16,9 @@ use crate::across::{Across, AcrossReport, ComboAcross, across_in_memory, by_comb
 use crate::error::{SweepError, io_error};
 use crate::parquet_groups::ParquetJoin;
 use crate::results_file::{ResultsKind, ResultsReader, ResultsWriter};
-use crate::run_files::{Checkpoint, OutputOptions, check_output, check_writable, checkpoint_dir, extend, identity};
+use crate::run_files::{
+    Checkpoint, OutputOptions, ProgressFn, check_output, check_writable, checkpoint_dir, extend, identity,
+};
 use crate::runner::{ChunkResult, SweepPlan};
 use crate::session::{Devices, Session};
 use crate::spec::SweepSpec;
@@ -29,7 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use threadx_backtest::Strategy;
 use threadx_dispatch::Dispatcher;
-use threadx_indicators::Universe;
+use threadx_indicators::{Ohlcv, Universe};
 use threadx_profile_store::{Staged, is_special_file};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
 
@@ -59,6 +61,112 @@ pub struct UniverseReport {
     pub symbols_run: usize,
     pub bar_combos_per_s: Option<f64>,
     pub summary_path: Option<PathBuf>,
+}
+
+/// What a universe's run carries from one symbol to the next: the devices, opened for the
+/// first symbol run and reused; and how much it has run.
+struct SymbolRuns<'a> {
+    spec: &'a SweepSpec,
+    opts: &'a OutputOptions,
+    dispatcher: Arc<Dispatcher>,
+    note: &'a mut dyn FnMut(&str),
+    devices: Option<Devices>,
+    /// Symbols run now (not taken from the checkpoint), and the bar·combos they simulated.
+    run: usize,
+    bar_combos: f64,
+}
+
+impl SymbolRuns<'_> {
+    /// One symbol's grid into `out` (its own results and summary in the checkpoint), or
+    /// its finished files found there: the symbol's summary, and whether its rows went to
+    /// `across` as it ran (a symbol run from its start hands them over in combo order; a
+    /// resumed or finished one's are read back after).
+    fn symbol(
+        &mut self,
+        name: &str,
+        data: Arc<Ohlcv>,
+        out: &Path,
+        across: Option<&mut Across>,
+        phases: &mut PhaseTimer,
+        progress: ProgressFn<'_>,
+    ) -> Result<(Value, bool), SweepError> {
+        let (spec, opts) = (self.spec, self.opts);
+        // What fails for one symbol (too few bars for the warm-up, …) names it.
+        let of_symbol = |e: SweepError| match e {
+            SweepError::Cancelled => e,
+            e => SweepError::Spec(format!("symbol `{name}` ({}, {} bars): {e}", data.origin(), data.len())),
+        };
+        let plan = SweepPlan::new(spec, data.len(), self.dispatcher.policy()).map_err(of_symbol)?;
+        // A finished symbol's summary names its data; the fingerprint is taken only then
+        // (a symbol run now has its own summary hash it once).
+        let finished: Option<Value> = fs::read_to_string(out.with_extension("json"))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .filter(|s: &Value| out.exists() && s["identity"] == identity(spec, plan.combos(), &data, opts.shard));
+        if let Some(summary) = finished {
+            let total = summary["combos"]["positions"].as_u64().unwrap_or(0);
+            progress(total, total);
+            return Ok((summary, false));
+        }
+        let session = match &self.devices {
+            Some(d) => Session::with_devices(plan, data.clone(), d),
+            None => Session::from_plan(plan, data.clone(), self.dispatcher.clone(), self.note),
+        }
+        .map_err(of_symbol)?;
+        self.devices.get_or_insert_with(|| session.devices().clone());
+        let symbol_opts = OutputOptions {
+            out: out.to_owned(),
+            resume: checkpoint_dir(out).exists(),
+            shard: opts.shard,
+            top: 1,
+            by: opts.by.clone(),
+            heatmap: None,
+            overfitting_plots: None,
+            blocks_out: None,
+            symbol: Some(name.to_owned()),
+            hold: None,
+        };
+        let mut across = across.filter(|_| !symbol_opts.resume);
+        if let Some(a) = across.as_mut() {
+            a.next_symbol()?;
+        }
+        let kept = across.is_some();
+        let mut keep = |row: &crate::rows::Row| across.as_mut().map_or(Ok(()), |a| a.take(row));
+        let report = session.run_keeping(&symbol_opts, PhaseTimer::start(), progress, &mut keep).map_err(of_symbol)?;
+        let p = session.preparation();
+        phases.add("indicators", p.indicators_s);
+        phases.add("book", p.book_s + p.devices_s);
+        if let Some(t) = report.timings {
+            phases.add("backtests", t.run);
+            phases.add("merge", t.assembling);
+        }
+        self.run += 1;
+        self.bar_combos += data.len() as f64 * report.summary["combos"]["positions"].as_f64().unwrap_or(0.0);
+        Ok((report.summary, kept))
+    }
+}
+
+/// A symbol's entry in the universe's summary: its data as its own summary says (origin,
+/// bars, first and last times), its fingerprint, rows and best row.
+fn symbol_entry(name: &str, summary: &Value, rows: u64) -> Value {
+    let mut entry = json!({"symbol": name});
+    extend(&mut entry, summary["data"].clone());
+    extend(
+        &mut entry,
+        json!({"fingerprint": summary["identity"]["data"]["fingerprint"], "rows": rows,
+               "best": summary["best"]["rows"][0]}),
+    );
+    entry
+}
+
+/// A symbol's rows read back from its results file `out` into `across`.
+fn take_symbol_rows(across: &mut Across, out: &Path, strategy: &Strategy) -> Result<(), SweepError> {
+    across.next_symbol()?;
+    let mut reader = ResultsReader::open(out, strategy, ResultsKind::Universe)?;
+    while let Some(read) = reader.next_row()? {
+        across.take(&read.row)?;
+    }
+    Ok(())
 }
 
 /// The results file's extension for a symbol's own results in the checkpoint.
@@ -108,110 +216,27 @@ pub fn universe_to_files(
         None => None,
     };
 
-    let mut devices: Option<Devices> = None;
-    let (mut rows, mut symbols_run, mut bar_combos) = (0u64, 0usize, 0f64);
+    let mut runs = SymbolRuns { spec, opts, dispatcher, note, devices: None, run: 0, bar_combos: 0.0 };
+    let mut rows = 0u64;
     let mut symbol_files = Vec::with_capacity(names.len());
     let mut symbols_json = Vec::with_capacity(names.len());
     let mut combos_json = Value::Null;
     for (i, &name) in names.iter().enumerate() {
         let data = phases.time("load", || universe.load(i)).map_err(|e| SweepError::Spec(e.to_string()))?;
-        // What fails for one symbol (too few bars for the warm-up, …) names it.
-        let of_symbol = |e: SweepError| match e {
-            SweepError::Cancelled => e,
-            e => SweepError::Spec(format!("symbol `{name}` ({}, {} bars): {e}", data.origin(), data.len())),
-        };
-        let plan = SweepPlan::new(spec, data.len(), dispatcher.policy()).map_err(of_symbol)?;
         let out = parts.join(format!("{i:06}.{}", extension(&opts.out)));
-        let summary_file = out.with_extension("json");
-        // A finished symbol's summary names its data; the fingerprint is taken only then
-        // (a symbol run now has its own summary hash it once).
-        let finished: Option<Value> = fs::read_to_string(&summary_file)
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .filter(|s: &Value| out.exists() && s["identity"] == identity(spec, plan.combos(), &data, opts.shard));
-        let mut kept = false;
-        let summary = match finished {
-            Some(summary) => {
-                let total = summary["combos"]["positions"].as_u64().unwrap_or(0);
-                progress(UniverseProgress { symbol: i, symbols: names.len(), name, done: total, total });
-                summary
-            }
-            None => {
-                let session = match &devices {
-                    Some(d) => Session::with_devices(plan, data.clone(), d),
-                    None => Session::from_plan(plan, data.clone(), dispatcher.clone(), note),
-                }
-                .map_err(of_symbol)?;
-                devices.get_or_insert_with(|| session.devices().clone());
-                let symbol_opts = OutputOptions {
-                    out: out.clone(),
-                    resume: checkpoint_dir(&out).exists(),
-                    shard: opts.shard,
-                    top: 1,
-                    by: opts.by.clone(),
-                    heatmap: None,
-                    overfitting_plots: None,
-                    blocks_out: None,
-                    symbol: Some(name.to_owned()),
-                    hold: None,
-                };
-                // A symbol run from its start hands its rows over in combo order: their
-                // numbers are kept as they go; a resumed one's are read back below.
-                let keep_now = !symbol_opts.resume;
-                if let Some(a) = across.as_mut().filter(|_| keep_now) {
-                    a.next_symbol()?;
-                }
-                let mut keep = |row: &crate::rows::Row| match across.as_mut() {
-                    Some(a) if keep_now => a.take(row),
-                    _ => Ok(()),
-                };
-                let report = session
-                    .run_keeping(
-                        &symbol_opts,
-                        PhaseTimer::start(),
-                        &mut |done, total| {
-                            progress(UniverseProgress { symbol: i, symbols: names.len(), name, done, total })
-                        },
-                        &mut keep,
-                    )
-                    .map_err(of_symbol)?;
-                kept = keep_now;
-                let p = session.preparation();
-                phases.add("indicators", p.indicators_s);
-                phases.add("book", p.book_s + p.devices_s);
-                if let Some(t) = report.timings {
-                    phases.add("backtests", t.run);
-                    phases.add("merge", t.assembling);
-                }
-                symbols_run += 1;
-                bar_combos += data.len() as f64 * report.summary["combos"]["positions"].as_f64().unwrap_or(0.0);
-                report.summary
-            }
-        };
+        let mut symbol_progress =
+            |done, total| progress(UniverseProgress { symbol: i, symbols: names.len(), name, done, total });
+        let (summary, kept) = runs.symbol(name, data, &out, across.as_mut(), &mut phases, &mut symbol_progress)?;
         let symbol_rows = summary["combos"]["rows"].as_u64().unwrap_or(0);
         rows += symbol_rows;
         combos_json = json!({"grid": summary["combos"]["grid"], "per_symbol": summary["combos"]["positions"]});
-        // The symbol's own summary says its data (origin, bars, first and last times).
-        let mut entry = json!({"symbol": name});
-        extend(&mut entry, summary["data"].clone());
-        extend(
-            &mut entry,
-            json!({"fingerprint": summary["identity"]["data"]["fingerprint"], "rows": symbol_rows,
-                   "best": summary["best"]["rows"][0]}),
-        );
-        symbols_json.push(entry);
+        symbols_json.push(symbol_entry(name, &summary, symbol_rows));
         if let Some(a) = across.as_mut().filter(|_| !kept) {
-            phases.time("by-combo", || -> Result<(), SweepError> {
-                a.next_symbol()?;
-                let mut reader = ResultsReader::open(&out, strategy, ResultsKind::Universe)?;
-                while let Some(read) = reader.next_row()? {
-                    a.take(&read.row)?;
-                }
-                Ok(())
-            })?;
+            phases.time("by-combo", || take_symbol_rows(a, &out, strategy))?;
         }
         symbol_files.push(out);
     }
+    let (symbols_run, bar_combos) = (runs.run, runs.bar_combos);
     // Staged, then put in place with the summary (see `commit_with_summary`).
     let results = phases.time("merge", || join(&opts.out, strategy, &symbol_files))?;
     let across = match (across, &across_path) {
