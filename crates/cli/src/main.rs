@@ -36,6 +36,7 @@ mod search;
 mod strategy;
 mod sweep;
 mod sweep_args;
+mod sweep_flags;
 mod universe;
 mod walk;
 

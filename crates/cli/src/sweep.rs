@@ -2,74 +2,26 @@
 
 use crate::console::{count, preparation_time, print_edge, print_summary_path, progress_bar, top_table};
 use crate::outputs::sibling;
-use crate::sweep_args::{SweepArgs, ranking};
+use crate::sweep_args::SweepArgs;
+use crate::sweep_flags::SweepFlags;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
-use threadx_indicators::MarketData;
+use threadx_indicators::{MarketData, Ohlcv};
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_sweep::{
-    HeatmapOptions, OutputOptions, Session, Shard, SweepPlan, SweepSpec, check_output, check_writable, checkpoint_dir,
-    merge, metric_index, shard_blocks_path, summary_path,
+    HeatmapOptions, OutputOptions, Session, Shard, SweepPlan, SweepReport, SweepSpec, checkpoint_dir, merge,
+    metric_index,
 };
 use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
 
 pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     let phases = PhaseTimer::start();
-    // Everything the user typed is checked before data is read or anything computed.
-    let spec = crate::request::build_spec(args, mode)?;
-    let by = ranking(args, &spec);
-    metric_index(&by)?;
-    let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or(Shard::WHOLE);
-    if let Some(search) = spec.search() {
-        threadx_sweep::check_shard(search, shard)?;
-    }
-    if spec.walk_forward().is_some() && (args.resume || !shard.is_whole()) {
-        bail!("--walk-forward runs in one process: --resume and --shard do not apply to it");
-    }
-    // --out's folder is made when missing (the default artifacts/sweep/ as any other).
-    if let Some(folder) = args.out.parent().filter(|f| !f.as_os_str().is_empty() && !f.exists()) {
-        std::fs::create_dir_all(folder).with_context(|| format!("creating --out's folder {}", folder.display()))?;
-    }
-    let mut opts = output_options(args, &spec, shard, &by);
-    let monitor_plot =
-        args.monitor.then(|| args.monitor_plot.clone().unwrap_or_else(|| sibling(&args.out, "-monitor.svg")));
-    if let Some(plot) = &monitor_plot {
-        if spec.walk_forward().is_some() || spec.search().is_some() {
-            bail!("--monitor applies to a grid sweep, not to --walk-forward or a search");
-        }
-        check_writable(plot)?;
-    }
-    let search_plot = match (spec.search(), &args.search_plot) {
-        (Some(_), Some(path)) => Some(path.clone()),
-        (Some(_), None) if !is_special_file(&args.out) && shard.is_whole() => Some(sibling(&args.out, "-search.svg")),
-        _ => None,
-    };
-    if let Some(plot) = &search_plot {
-        check_writable(plot)?;
-    }
-    // Every output is writable, its own file and none of the inputs, before any work.
-    let summary = summary_path(&args.out);
-    let shard_blocks = (spec.overfitting().is_some() && !shard.is_whole()).then(|| shard_blocks_path(&args.out));
-    let outputs = crate::sweep_args::sweep_outputs(args, &opts, [&shard_blocks, &summary, &monitor_plot, &search_plot]);
-    let inputs: Vec<&Path> =
-        [Some(Path::new(&args.data)), args.strategy.as_deref().map(Path::new), args.config.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect();
-    crate::outputs::check_every_output(&outputs, &inputs)?;
-    check_outputs(args, &spec, &mut opts)?;
-    if let Some(path) = &args.report {
-        crate::report::check_sweep_report(path, &args.out, shard)?;
-    }
-    // No second run into this --out may start while this one loads and prepares.
-    if spec.walk_forward().is_none() {
-        threadx_sweep::hold_outputs(&mut opts)?;
-    }
+    let SweepFlags { spec, by, shard, opts, monitor_plot, search_plot, outputs } = SweepFlags::resolve(args, mode)?;
 
     let mut monitor = match args.monitor {
         true => Some(SystemMonitor::start(&MonitorOptions { interval: MIN_INTERVAL, ..MonitorOptions::default() })?),
@@ -101,35 +53,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         };
     }
     let plan = SweepPlan::new(&spec, data.len(), dispatcher.policy())?;
-    let combos = plan.combos();
-    if let Some(search) = spec.search() {
-        outln!(
-            "{} {} search on {} ({} bars): up to {} of {} combos, in batches of {}, seed {}{}",
-            spec.strategy(),
-            search.method,
-            data.origin(),
-            thousands(data.len() as u64),
-            count(search.trials, "trial"),
-            thousands(combos.grid_len()),
-            search.batch,
-            search.seed,
-            if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
-        );
-    } else {
-        outln!(
-            "{} sweep on {} ({} bars): {}, {} of {}{}",
-            spec.strategy(),
-            data.origin(),
-            thousands(data.len() as u64),
-            count(combos.len(), "combo"),
-            count(combos.chunks(), "chunk"),
-            thousands(combos.chunk_size().min(combos.len())),
-            if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
-        );
-    }
-    if let Some(whole) = spec.whole_grid() {
-        outln!("{}", whole.note(combos.grid_len()));
-    }
+    print_header(&spec, &data, &plan, shard)?;
     outln!("preparing {} (about {})", plan.describe(), format_bytes(plan.bytes()));
     // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
     let mut note = |note: &str| {
@@ -177,8 +101,57 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     if let Err(e) = session.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
-    out!("{}", top_table(spec.strategy(), &report.best, &by));
-    print_edge(&spec, &report.best)?;
+    print_grid_run(args, &spec, &by, &opts, &session, &report, monitor_plot.as_deref())?;
+    crate::report::after_sweep(args.report.as_deref(), &session, &report.summary, &opts, mode)
+}
+
+/// The run's first lines: what runs on which data, in how many combos or trials.
+fn print_header(spec: &SweepSpec, data: &Ohlcv, plan: &SweepPlan, shard: Shard) -> Result<()> {
+    let combos = plan.combos();
+    if let Some(search) = spec.search() {
+        outln!(
+            "{} {} search on {} ({} bars): up to {} of {} combos, in batches of {}, seed {}{}",
+            spec.strategy(),
+            search.method,
+            data.origin(),
+            thousands(data.len() as u64),
+            count(search.trials, "trial"),
+            thousands(combos.grid_len()),
+            search.batch,
+            search.seed,
+            if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
+        );
+    } else {
+        outln!(
+            "{} sweep on {} ({} bars): {}, {} of {}{}",
+            spec.strategy(),
+            data.origin(),
+            thousands(data.len() as u64),
+            count(combos.len(), "combo"),
+            count(combos.chunks(), "chunk"),
+            thousands(combos.chunk_size().min(combos.len())),
+            if shard.is_whole() { String::new() } else { format!(", shard {shard}") },
+        );
+    }
+    if let Some(whole) = spec.whole_grid() {
+        outln!("{}", whole.note(combos.grid_len()));
+    }
+    Ok(())
+}
+
+/// What a grid run did: the best combos, the grid's edge, where the time went, the
+/// workers, and every file written.
+fn print_grid_run(
+    args: &SweepArgs,
+    spec: &SweepSpec,
+    by: &str,
+    opts: &OutputOptions,
+    session: &Session,
+    report: &SweepReport,
+    monitor_plot: Option<&Path>,
+) -> Result<()> {
+    out!("{}", top_table(spec.strategy(), &report.best, by));
+    print_edge(spec, &report.best)?;
     let backtests = match report.timings.and_then(|t| t.combos_per_s.map(|rate| (t.run, rate))) {
         Some((run, rate)) => format!("{run:.2}s ({} combos/s of wall time)", thousands(rate.round() as u64)),
         None => "none (every chunk came from the checkpoint)".into(),
@@ -216,56 +189,6 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
     }
     if let Some(kept) = report.summary["overfitting_shard"]["blocks"].as_str() {
         outln!("kept this shard's blocks in {kept}: `threadx merge` computes the statistics of all the shards");
-    }
-    crate::report::after_sweep(args.report.as_deref(), &session, &report.summary, &opts, mode)
-}
-
-/// Where the results, summary and heatmap go.
-fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard, by: &str) -> OutputOptions {
-    let varying = spec.axes().iter().filter(|a| a.len() > 1).count();
-    let heatmap = match (&args.heatmap, varying >= 2 || args.heatmap_x.is_some()) {
-        (Some(path), _) => Some(path.clone()),
-        (None, true) if spec.walk_forward().is_none() && !is_special_file(&args.out) => {
-            Some(sibling(&args.out, "-heatmap.svg"))
-        }
-        _ => None,
-    };
-    OutputOptions {
-        out: args.out.clone(),
-        resume: args.resume,
-        shard,
-        top: args.top,
-        by: by.to_owned(),
-        heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
-        overfitting_plots: crate::overfit::plots(spec, &args.out),
-        blocks_out: args.overfit.blocks_out(),
-        symbol: None,
-        hold: None,
-    }
-}
-
-/// Checks the outputs before any work. The default heatmap is left out (with a note)
-/// when it cannot be drawn; one asked for by name fails.
-fn check_outputs(args: &SweepArgs, spec: &SweepSpec, opts: &mut OutputOptions) -> Result<()> {
-    if spec.walk_forward().is_some() {
-        check_writable(&args.out)?;
-        return Ok(());
-    }
-    check_output(opts)?;
-    if let Some(h) = &opts.heatmap {
-        let made =
-            threadx_sweep::Heatmap::new(spec.strategy().clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by);
-        match made {
-            // Asked for by name: the user must choose; the default one is left out.
-            Err(e) if args.heatmap.is_some() || args.heatmap_x.is_some() || args.heatmap_y.is_some() => {
-                return Err(e.into());
-            }
-            Err(e) => {
-                outln!("no heatmap: {e}");
-                opts.heatmap = None;
-            }
-            Ok(_) => {}
-        }
     }
     Ok(())
 }
