@@ -122,6 +122,46 @@ impl std::fmt::Debug for GpuBacktester {
     }
 }
 
+/// The stops' tables as the kernel reads them: every stop series (the book's, then the
+/// levels of its fraction stops, formed once per series and sign on the host as the CPU
+/// forms them) and each stop's entry. WGSL arrays cannot be empty: a book without stops
+/// gets one unused series and stop.
+fn stop_tables(book: &SignalBook) -> Result<(Vec<f64>, Vec<[u32; 4]>), GpuError> {
+    let mut atr: Vec<f64> = book.stop_rows().flatten().copied().collect();
+    let mut series_count = book.stop_rows().len() as u32;
+    // Fraction stops' levels, formed once per (series, sign).
+    let mut formed: std::collections::HashMap<(u32, u64), u32> = std::collections::HashMap::new();
+    let mut stops: Vec<[u32; 4]> = Vec::with_capacity(book.stops().len());
+    for (index, &stop) in book.stops().iter().enumerate() {
+        stops.push(match stop {
+            Stop::Distance { series, mult } => {
+                let [m0, m1] = i64_words(mult.to_bits() as i64);
+                [series, m0, m1, 0]
+            }
+            Stop::Level { series } => [series, 0, 0, 1],
+            // Trails only, whose books are declined above.
+            Stop::Scaled { .. } => return Err(GpuError::Unsupported("the kernel does not trail stops".into())),
+            Stop::Fraction { series, sign } => {
+                // The CPU's levels, formed on the host: a level series of their own.
+                let level_series = *formed.entry((series, sign.to_bits())).or_insert_with(|| {
+                    let rule = book.stop(index as u32).expect("a stop of the book");
+                    atr.extend(book.close().iter().enumerate().map(|(e, &c)| rule.level(e, c)));
+                    series_count += 1;
+                    series_count - 1
+                });
+                [level_series, 0, 0, 1]
+            }
+        });
+    }
+    if atr.is_empty() {
+        atr.push(0.0);
+    }
+    if stops.is_empty() {
+        stops.push([0; 4]);
+    }
+    Ok((atr, stops))
+}
+
 impl GpuBacktester {
     /// Uploads `book` and `tables` to `ctx` (the only upload of shared data). A book
     /// whose prices or stop distances leave [`EXACT_RANGE`] is
@@ -173,39 +213,7 @@ impl GpuBacktester {
         let exit_rows = u32::try_from(bits.len() * 2)
             .map_err(|_| GpuError::Unsupported("the decision rows exceed the GPU's u32 indices".into()))?;
         bits.extend_from_slice(book.exit_rows());
-        // WGSL arrays cannot be empty: a book without stops gets one unused series and stop.
-        let mut atr: Vec<f64> = book.stop_rows().flatten().copied().collect();
-        let mut series_count = book.stop_rows().len() as u32;
-        // Fraction stops' levels, formed once per (series, sign).
-        let mut formed: std::collections::HashMap<(u32, u64), u32> = std::collections::HashMap::new();
-        let mut stops: Vec<[u32; 4]> = Vec::with_capacity(book.stops().len());
-        for (index, &stop) in book.stops().iter().enumerate() {
-            stops.push(match stop {
-                Stop::Distance { series, mult } => {
-                    let [m0, m1] = i64_words(mult.to_bits() as i64);
-                    [series, m0, m1, 0]
-                }
-                Stop::Level { series } => [series, 0, 0, 1],
-                // Trails only, whose books are declined above.
-                Stop::Scaled { .. } => return Err(GpuError::Unsupported("the kernel does not trail stops".into())),
-                Stop::Fraction { series, sign } => {
-                    // The CPU's levels, formed on the host: a level series of their own.
-                    let level_series = *formed.entry((series, sign.to_bits())).or_insert_with(|| {
-                        let rule = book.stop(index as u32).expect("a stop of the book");
-                        atr.extend(book.close().iter().enumerate().map(|(e, &c)| rule.level(e, c)));
-                        series_count += 1;
-                        series_count - 1
-                    });
-                    [level_series, 0, 0, 1]
-                }
-            });
-        }
-        if atr.is_empty() {
-            atr.push(0.0);
-        }
-        if stops.is_empty() {
-            stops.push([0; 4]);
-        }
+        let (atr, stops) = stop_tables(book)?;
         let shared = [
             ctx.storage_buffer("bars", &bar)?,
             ctx.storage_buffer("sums", &sums)?,

@@ -183,6 +183,10 @@ fn close_out(pos: &Position, p: f64, tables: &BarTables, reason: ExitReason) -> 
 
 /// One combo of a book that is not plain: its totals, its trades and equity through `obs`,
 /// and its block snapshots when `snapshots` is given.
+// The reference's one bar loop, its position and levels in locals that every rule reads:
+// cut into functions, each would take the whole state. Issue #51 writes the rules of a
+// trade once for both sides and the kernel; this loop goes with it.
+#[allow(clippy::too_many_lines)]
 pub(crate) fn simulate_market<O: Observer>(
     book: &SignalBook,
     tables: &BarTables,

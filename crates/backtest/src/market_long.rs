@@ -42,6 +42,10 @@ pub(crate) fn simulate_long(
 /// the tables hold).
 type Exit = (usize, bool, Option<f64>);
 
+// The long-only fast path's bar loop in one inlined function, so that its state stays in
+// registers (`cargo bench -p threadx-backtest --bench backtest -- market_cpu`); issue #51
+// replaces it with the shared state machine.
+#[allow(clippy::too_many_lines)]
 #[inline(always)]
 fn run<const TRAILS: bool>(
     book: &SignalBook,

@@ -51,6 +51,55 @@ impl<'a> UserSignals<'a> {
     }
 }
 
+/// Refuses an array whose shape is not the signals' (`expected`: bars, columns).
+fn check_shape(what: &str, view: (usize, usize), (bars, columns): (usize, usize)) -> Result<(), BacktestError> {
+    if view == (bars, columns) {
+        return Ok(());
+    }
+    Err(BacktestError::Signals(format!(
+        "{what} has shape ({}, {}); expected ({bars}, {columns}): one row per bar of the prices and one column per entries column",
+        view.0, view.1
+    )))
+}
+
+/// The signals' shapes and stop options checked (over `bars` bars); whether each
+/// column's `sl_stop` trails.
+fn checked_trails(signals: &UserSignals<'_>, bars: usize) -> Result<Vec<bool>, BacktestError> {
+    let columns = signals.entries.ncols();
+    let shape = |what: &str, view: (usize, usize)| check_shape(what, view, (bars, columns));
+    shape("entries", signals.entries.dim())?;
+    shape("exits", signals.exits.dim())?;
+    for (what, view) in [("short_entries", signals.short_entries), ("short_exits", signals.short_exits)] {
+        if let Some(view) = view {
+            shape(what, view.dim())?;
+        }
+    }
+    if columns == 0 {
+        return Err(BacktestError::Signals("the signals have no columns".into()));
+    }
+    if columns > (u32::MAX / 2) as usize {
+        return Err(BacktestError::Signals(format!("{columns} columns: more than a book can number")));
+    }
+    if signals.stop.is_some() && signals.sl_stop.is_some() {
+        return Err(BacktestError::Signals(
+            "give `stop` (price levels) or `sl_stop` (fractions of the entry price), not both".into(),
+        ));
+    }
+    if !matches!(signals.sl_trail.len(), 0 | 1) && signals.sl_trail.len() != columns {
+        return Err(BacktestError::Signals(format!(
+            "sl_trail has {} flags: one for every column, or one per column ({columns})",
+            signals.sl_trail.len()
+        )));
+    }
+    let trails: Vec<bool> = (0..columns)
+        .map(|c| signals.sl_trail.get(if signals.sl_trail.len() == 1 { 0 } else { c }) == Some(&true))
+        .collect();
+    if trails.iter().any(|&t| t) && signals.sl_stop.is_none() {
+        return Err(BacktestError::Signals("`sl_trail` makes `sl_stop` trail: it needs `sl_stop`".into()));
+    }
+    Ok(trails)
+}
+
 impl SignalBook {
     /// A book of a user's own decisions over `data`'s prices (combo `c` is column `c`).
     /// The rules are the rule files': an entry from the first bar, exits and stops
@@ -58,47 +107,11 @@ impl SignalBook {
     /// for the trade, an opposite entry reverses. A column-broadcast array (a numpy
     /// view, column stride 0) is held once.
     pub fn from_signals(data: &Ohlcv, signals: UserSignals<'_>) -> Result<Self, BacktestError> {
-        let bars = data.len();
-        let columns = signals.entries.ncols();
-        let shape = |what: &str, view: (usize, usize)| {
-            if view == (bars, columns) {
-                Ok(())
-            } else {
-                Err(BacktestError::Signals(format!(
-                    "{what} has shape ({}, {}); expected ({bars}, {columns}): one row per bar of the prices and one column per entries column",
-                    view.0, view.1
-                )))
-            }
-        };
-        shape("entries", signals.entries.dim())?;
-        shape("exits", signals.exits.dim())?;
-        for (what, view) in [("short_entries", signals.short_entries), ("short_exits", signals.short_exits)] {
-            if let Some(view) = view {
-                shape(what, view.dim())?;
-            }
-        }
-        if columns == 0 {
-            return Err(BacktestError::Signals("the signals have no columns".into()));
-        }
-        if columns > (u32::MAX / 2) as usize {
-            return Err(BacktestError::Signals(format!("{columns} columns: more than a book can number")));
-        }
-        if signals.stop.is_some() && signals.sl_stop.is_some() {
-            return Err(BacktestError::Signals(
-                "give `stop` (price levels) or `sl_stop` (fractions of the entry price), not both".into(),
-            ));
-        }
-        let trail = |c: usize| signals.sl_trail.get(if signals.sl_trail.len() == 1 { 0 } else { c }) == Some(&true);
-        if !matches!(signals.sl_trail.len(), 0 | 1) && signals.sl_trail.len() != columns {
-            return Err(BacktestError::Signals(format!(
-                "sl_trail has {} flags: one for every column, or one per column ({columns})",
-                signals.sl_trail.len()
-            )));
-        }
-        let (any_trail, all_trail) = ((0..columns).any(trail), (0..columns).all(trail));
-        if any_trail && signals.sl_stop.is_none() {
-            return Err(BacktestError::Signals("`sl_trail` makes `sl_stop` trail: it needs `sl_stop`".into()));
-        }
+        let (bars, columns) = (data.len(), signals.entries.ncols());
+        let trails = checked_trails(&signals, bars)?;
+        let shape = |what: &str, view: (usize, usize)| check_shape(what, view, (bars, columns));
+        let trail = |c: usize| trails[c];
+        let (any_trail, all_trail) = (trails.iter().any(|&t| t), trails.iter().all(|&t| t));
         let mut stop_series = Vec::new();
         let mut stops = Vec::new();
         let mut levels: [Vec<u32>; 5] = Default::default();

@@ -206,36 +206,7 @@ impl Checker<'_> {
         };
         Ok(match &node.kind {
             NodeKind::Number(_) => Ty { kind: Kind::Number, per_bar: false, deps: 0 },
-            NodeKind::Name(name) => {
-                if let Some(i) = self.param(name) {
-                    if let ParamKind::Choice(choices) = &self.params[i].kind {
-                        return err(
-                            format!(
-                                "`{name}` is a choice ({}): call it like one of them, e.g. `{name}(...)`",
-                                choices.join(", ")
-                            ),
-                            span,
-                        );
-                    }
-                    Ty { kind: Kind::Number, per_bar: false, deps: 1 << i }
-                } else if named_value(name).is_some() {
-                    Ty { kind: Kind::Number, per_bar: name != "nan", deps: 0 }
-                } else if function(name).is_some() {
-                    return err(format!("`{name}` is a function: call it, e.g. `{name}(...)`"), span);
-                } else {
-                    let mut known: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
-                    for name in value_names() {
-                        known.push(name);
-                    }
-                    return err(
-                        format!(
-                            "unknown name '{name}'{} (parameters and open, high, low, close, volume)",
-                            did_you_mean(name, known)
-                        ),
-                        span,
-                    );
-                }
-            }
+            NodeKind::Name(name) => self.check_name(name, span)?,
             NodeKind::Neg(a) => number(self.check(a)?, "`-`")?,
             NodeKind::Not(a) => {
                 let t = self.check(a)?;
@@ -263,76 +234,119 @@ impl Checker<'_> {
                 }
                 Ty { kind: gives, per_bar: x.per_bar || y.per_bar, deps: x.deps | y.deps }
             }
-            NodeKind::Ago(x, k) => {
-                let (t, bars) = (self.check(x)?, self.check(k)?);
-                if bars.kind != Kind::Number || bars.per_bar {
-                    return err("bars ago must come from numbers and parameters", k.span.clone());
-                }
-                if bars.deps == 0 {
-                    let v = match self.constant(k) {
-                        Bound::Const(v) => v,
-                        _ => unreachable!("no parameters, no series: a constant"),
-                    };
-                    let series = &self.text[x.span.clone()];
-                    if v < 0.0 {
-                        return err(
-                            format!(
-                                "`{series}[{}]` looks {} bar(s) into the future: rules may only look back (lookahead refused)",
-                                &self.text[k.span.clone()],
-                                -v
-                            ),
-                            k.span.clone(),
-                        );
-                    }
-                    if v.fract() != 0.0 {
-                        return err(format!("bars ago must be a whole number, not {v}"), k.span.clone());
-                    }
-                    if v > MAX_LOOKBACK {
-                        return err(
-                            format!("looks back {v} bars, more than the {MAX_LOOKBACK:e} a rule may"),
-                            k.span.clone(),
-                        );
-                    }
-                }
-                Ty { deps: t.deps | bars.deps, ..t }
+            NodeKind::Ago(x, k) => self.check_ago(x, k)?,
+            NodeKind::Call { name, name_span, args } => self.check_call(name, name_span, args, span)?,
+        })
+    }
+
+    /// A name's type: a parameter (a choice must be called), a named value, or an error
+    /// naming what it could have been.
+    fn check_name(&self, name: &str, span: Range<usize>) -> Result<Ty, ExprError> {
+        Ok(if let Some(i) = self.param(name) {
+            if let ParamKind::Choice(choices) = &self.params[i].kind {
+                return err(
+                    format!(
+                        "`{name}` is a choice ({}): call it like one of them, e.g. `{name}(...)`",
+                        choices.join(", ")
+                    ),
+                    span,
+                );
             }
-            NodeKind::Call { name, name_span, args } => {
-                let (f, mut deps) = self.callee(name, name_span)?;
-                let optional = usize::from(f.args.first() == Some(&Arg::Close));
-                if args.len() + optional < f.args.len() || args.len() > f.args.len() {
-                    return err(format!("{} takes {}; {} argument(s) given", f.name, f.usage, args.len()), span);
-                }
-                let wanted = &f.args[f.args.len() - args.len()..];
-                let mut per_bar = false;
-                for (arg, want) in args.iter().zip(wanted) {
-                    let t = self.check(arg)?;
-                    let fits = match want {
-                        Arg::Close => matches!(&arg.kind, NodeKind::Name(n) if n == "close"),
-                        Arg::Period | Arg::Scalar => t.kind == Kind::Number && !t.per_bar,
-                        Arg::Value => t.kind == Kind::Number,
-                        Arg::Cond => t.kind == Kind::Cond,
-                    };
-                    if !fits {
-                        let problem = match want {
-                            Arg::Close => format!("{} reads the close: write {}", f.name, f.usage),
-                            Arg::Period => {
-                                format!("a period of {} must be a whole number from numbers and parameters", f.name)
-                            }
-                            Arg::Scalar => format!("this argument of {} must come from numbers and parameters", f.name),
-                            Arg::Value => format!("{} needs a number here; this is a condition", f.name),
-                            Arg::Cond => format!("{} needs a condition here; this is a number", f.name),
-                        };
-                        return err(problem, arg.span.clone());
-                    }
-                    per_bar |= t.per_bar;
-                    deps |= t.deps;
-                }
-                match f.gives {
-                    Gives::Series => Ty { kind: Kind::Number, per_bar: true, deps },
-                    Gives::Number => Ty { kind: Kind::Number, per_bar, deps },
-                    Gives::Cond => Ty { kind: Kind::Cond, per_bar, deps },
-                }
+            Ty { kind: Kind::Number, per_bar: false, deps: 1 << i }
+        } else if named_value(name).is_some() {
+            Ty { kind: Kind::Number, per_bar: name != "nan", deps: 0 }
+        } else if function(name).is_some() {
+            return err(format!("`{name}` is a function: call it, e.g. `{name}(...)`"), span);
+        } else {
+            let mut known: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
+            for name in value_names() {
+                known.push(name);
             }
+            return err(
+                format!(
+                    "unknown name '{name}'{} (parameters and open, high, low, close, volume)",
+                    did_you_mean(name, known)
+                ),
+                span,
+            );
+        })
+    }
+
+    /// `series[bars]`'s type: bars from numbers and parameters, never ahead, whole, and
+    /// within [`MAX_LOOKBACK`] when they are constant.
+    fn check_ago(&self, x: &Node, k: &Node) -> Result<Ty, ExprError> {
+        let (t, bars) = (self.check(x)?, self.check(k)?);
+        if bars.kind != Kind::Number || bars.per_bar {
+            return err("bars ago must come from numbers and parameters", k.span.clone());
+        }
+        if bars.deps == 0 {
+            let v = match self.constant(k) {
+                Bound::Const(v) => v,
+                _ => unreachable!("no parameters, no series: a constant"),
+            };
+            let series = &self.text[x.span.clone()];
+            if v < 0.0 {
+                return err(
+                    format!(
+                        "`{series}[{}]` looks {} bar(s) into the future: rules may only look back (lookahead refused)",
+                        &self.text[k.span.clone()],
+                        -v
+                    ),
+                    k.span.clone(),
+                );
+            }
+            if v.fract() != 0.0 {
+                return err(format!("bars ago must be a whole number, not {v}"), k.span.clone());
+            }
+            if v > MAX_LOOKBACK {
+                return err(format!("looks back {v} bars, more than the {MAX_LOOKBACK:e} a rule may"), k.span.clone());
+            }
+        }
+        Ok(Ty { deps: t.deps | bars.deps, ..t })
+    }
+
+    /// A call's type: its arguments as many and of the kinds its function takes.
+    fn check_call(
+        &self,
+        name: &str,
+        name_span: &Range<usize>,
+        args: &[Node],
+        span: Range<usize>,
+    ) -> Result<Ty, ExprError> {
+        let (f, mut deps) = self.callee(name, name_span)?;
+        let optional = usize::from(f.args.first() == Some(&Arg::Close));
+        if args.len() + optional < f.args.len() || args.len() > f.args.len() {
+            return err(format!("{} takes {}; {} argument(s) given", f.name, f.usage, args.len()), span);
+        }
+        let wanted = &f.args[f.args.len() - args.len()..];
+        let mut per_bar = false;
+        for (arg, want) in args.iter().zip(wanted) {
+            let t = self.check(arg)?;
+            let fits = match want {
+                Arg::Close => matches!(&arg.kind, NodeKind::Name(n) if n == "close"),
+                Arg::Period | Arg::Scalar => t.kind == Kind::Number && !t.per_bar,
+                Arg::Value => t.kind == Kind::Number,
+                Arg::Cond => t.kind == Kind::Cond,
+            };
+            if !fits {
+                let problem = match want {
+                    Arg::Close => format!("{} reads the close: write {}", f.name, f.usage),
+                    Arg::Period => {
+                        format!("a period of {} must be a whole number from numbers and parameters", f.name)
+                    }
+                    Arg::Scalar => format!("this argument of {} must come from numbers and parameters", f.name),
+                    Arg::Value => format!("{} needs a number here; this is a condition", f.name),
+                    Arg::Cond => format!("{} needs a condition here; this is a number", f.name),
+                };
+                return err(problem, arg.span.clone());
+            }
+            per_bar |= t.per_bar;
+            deps |= t.deps;
+        }
+        Ok(match f.gives {
+            Gives::Series => Ty { kind: Kind::Number, per_bar: true, deps },
+            Gives::Number => Ty { kind: Kind::Number, per_bar, deps },
+            Gives::Cond => Ty { kind: Kind::Cond, per_bar, deps },
         })
     }
 
