@@ -33,6 +33,7 @@ mod gpu;
 mod grid;
 mod market;
 mod market_long;
+mod market_position;
 mod metrics;
 mod param;
 mod rules;

@@ -17,97 +17,9 @@ use crate::blocks::Snapshots;
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
 use crate::fixed::{Totals, ret_units};
+use crate::market_position::{Order, Position, close_out, decide, extreme, intrabar_exit, open};
 use crate::metrics::{ExitReason, Side};
 use crate::trade_parts::{Leg, Observer, at_level, bit, log_of, next_bit, trail_level};
-
-/// The frozen parts of an open position.
-#[derive(Debug, Clone, Copy)]
-struct Position {
-    side: Side,
-    /// The fill bar and the bar its entry was decided on (the same unless next-open).
-    entry: usize,
-    decided: usize,
-    entry_price: f64,
-    shares: f64,
-    /// Cash beside the position (a short's includes the sale's proceeds).
-    cash: f64,
-    /// Equity just before the entry: what the trade's return and win are measured from.
-    before: f64,
-    /// Stop and take-profit levels (`None`: none).
-    stop: Option<f64>,
-    take_profit: Option<f64>,
-    /// A trail's (fraction, distance) and the best price since the entry.
-    trail: Option<(f64, f64)>,
-    best: f64,
-}
-
-impl Position {
-    /// The position's value at price `p`.
-    #[inline(always)]
-    fn value(&self, p: f64) -> f64 {
-        match self.side {
-            Side::Long => self.shares * p,
-            Side::Short => self.cash - self.shares * p,
-        }
-    }
-
-    /// The trailing stop's level now.
-    #[inline(always)]
-    fn trail_level(&self) -> Option<f64> {
-        self.trail.map(|(fraction, distance)| trail_level(self.side == Side::Short, self.best, fraction, distance))
-    }
-
-    /// The binding stop (the tighter of the stop and the trail) and which it is: a long's
-    /// higher, a short's lower; the stop on a tie.
-    #[inline(always)]
-    fn binding_stop(&self) -> Option<(f64, ExitReason)> {
-        let stop = self.stop.map(|l| (l, ExitReason::Stop));
-        let trail = self.trail_level().map(|l| (l, ExitReason::Trail));
-        match (stop, trail) {
-            (Some(s), Some(t)) => Some(match self.side {
-                Side::Long if t.0 > s.0 => t,
-                Side::Short if t.0 < s.0 => t,
-                _ => s,
-            }),
-            (s, t) => s.or(t),
-        }
-    }
-
-    /// Whether price `p` is at or beyond a stop level `l` (below a long's, above a short's).
-    #[inline(always)]
-    fn stopped(&self, p: f64, l: f64) -> bool {
-        match self.side {
-            Side::Long => p <= l,
-            Side::Short => p >= l,
-        }
-    }
-
-    /// Whether price `p` is at or beyond a take-profit level `l`.
-    #[inline(always)]
-    fn reached(&self, p: f64, l: f64) -> bool {
-        match self.side {
-            Side::Long => p >= l,
-            Side::Short => p <= l,
-        }
-    }
-
-    /// Moves the best price to bar price `p` if it is better.
-    #[inline(always)]
-    fn follow(&mut self, p: f64) {
-        match self.side {
-            Side::Long if p > self.best => self.best = p,
-            Side::Short if p < self.best => self.best = p,
-            _ => {}
-        }
-    }
-}
-
-/// What a bar's decision asks for: leave the position (why), then maybe enter a side.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Order {
-    exit: Option<ExitReason>,
-    enter: Option<Side>,
-}
 
 /// The running totals: equity in f64, drawdown, fixed-point return sums, counts.
 struct Run<'a, O: Observer> {
@@ -151,33 +63,6 @@ impl<O: Observer> Run<'_, O> {
             self.trough = e;
         }
         self.equity = e;
-    }
-}
-
-/// Buys `cash` worth at price `p` (all in, costs paid): (shares, cash beside them).
-#[inline(always)]
-fn open(side: Side, cash: f64, p: f64, tables: &BarTables) -> (f64, f64) {
-    match side {
-        Side::Long => (cash / (p * (1.0 + tables.buy)), 0.0),
-        // vectorbt's all-in short: the size the cash covers at the slipped price plus fee;
-        // the sale's proceeds, less slippage and fee, join the cash.
-        Side::Short => {
-            let shares = cash / (p * (1.0 - tables.slippage) * (1.0 + tables.fee));
-            (shares, cash + shares * p * (1.0 - tables.sell))
-        }
-    }
-}
-
-/// The cash a position leaves when closed at price `p` for `reason` (never below 0: a
-/// short that lost more than the equity leaves none). A stop, take-profit or trail fills
-/// at its price with the fee alone, no slippage (vectorbt's `stoplimit`); other exits pay
-/// both. Without slippage the two are the same bits.
-#[inline(always)]
-fn close_out(pos: &Position, p: f64, tables: &BarTables, reason: ExitReason) -> f64 {
-    let at_level = at_level(reason);
-    match pos.side {
-        Side::Long => pos.shares * p * (1.0 - if at_level { tables.fee } else { tables.sell }),
-        Side::Short => (pos.cash - pos.shares * p * (1.0 + if at_level { tables.fee } else { tables.buy })).max(0.0),
     }
 }
 
@@ -547,75 +432,4 @@ fn flat_entry(long: &[u64], short: &[u64], t: usize) -> Option<Side> {
         (false, true) => Some(Side::Short),
         _ => None,
     }
-}
-
-/// A long's high or a short's low: the best price a bar reached.
-#[inline(always)]
-fn extreme(side: Side, high: f64, low: f64) -> f64 {
-    match side {
-        Side::Long => high,
-        Side::Short => low,
-    }
-}
-
-/// A stop or take-profit reached inside a bar with this open, high and low: the fill price
-/// (the level, or the open when the bar opens beyond it) and why. The stop comes first.
-#[inline(always)]
-fn intrabar_exit(p: &Position, open: f64, high: f64, low: f64) -> Option<(f64, ExitReason)> {
-    let (against, toward) = match p.side {
-        Side::Long => (low, high),
-        Side::Short => (high, low),
-    };
-    if let Some((level, reason)) = p.binding_stop() {
-        if p.stopped(open, level) {
-            return Some((open, reason));
-        }
-        if p.stopped(against, level) {
-            return Some((level, reason));
-        }
-    }
-    if let Some(level) = p.take_profit {
-        if p.reached(open, level) {
-            return Some((open, ExitReason::TakeProfit));
-        }
-        if p.reached(toward, level) {
-            return Some((level, ExitReason::TakeProfit));
-        }
-    }
-    None
-}
-
-/// What the close of bar `t` decides for a position: stops against the close (unless
-/// checked inside the bar), a reversal, the exit rule, max_bars; `None`: hold.
-#[inline(always)]
-fn decide(p: &Position, t: usize, plan: &ComboPlan, close: f64, intrabar: bool, rows: [&[u64]; 4]) -> Option<Order> {
-    let [long_entries, long_exits, short_entries, short_exits] = rows;
-    let exit = |reason| Some(Order { exit: Some(reason), enter: None });
-    if !intrabar {
-        if let Some((_, reason)) = p.binding_stop().filter(|&(level, _)| p.stopped(close, level)) {
-            return exit(reason);
-        }
-        if p.take_profit.is_some_and(|l| p.reached(close, l)) {
-            return exit(ExitReason::TakeProfit);
-        }
-    }
-    let (long_in, short_in) = (bit(long_entries, t), bit(short_entries, t));
-    let (opposite, own_exit) = match p.side {
-        Side::Long => (short_in && !long_in, bit(long_exits, t)),
-        Side::Short => (long_in && !short_in, bit(short_exits, t)),
-    };
-    if opposite {
-        let other = match p.side {
-            Side::Long => Side::Short,
-            Side::Short => Side::Long,
-        };
-        return Some(Order { exit: Some(ExitReason::Reverse), enter: Some(other) });
-    }
-    if own_exit {
-        return exit(ExitReason::Signal);
-    }
-    if plan.max_bars != 0 && t >= p.entry + plan.max_bars as usize {
-        return exit(ExitReason::MaxBars);
-    }
-    None
 }

@@ -1,8 +1,9 @@
 //! A strategy's rule file (TOML) read and checked: name, parameters, rules. Every
 //! mistake is reported at its line and column with a caret under it.
 
+use super::check::did_you_mean;
 use super::functions::{FUNCTIONS, value_names};
-use super::program::{Rule, RuleKind, did_you_mean};
+use super::program::{Rule, RuleKind};
 use crate::costs::{Fill, Fills};
 use crate::error::BacktestError;
 use crate::param::{Axis, MAX_PARAMS, ParamKind, ParamSpec};

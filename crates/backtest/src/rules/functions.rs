@@ -1,7 +1,7 @@
 //! The functions rules can call: the one place to add one. Each says what arguments it
 //! takes and how it is built from their bound values.
 
-use super::eval::{Bound, Op, Price, SeriesKey};
+use super::bound::{Bound, Op, Price, SeriesKey};
 use threadx_indicators::Indicator;
 
 /// What an argument must be.

@@ -6,17 +6,22 @@
 //! Invariant: a bound rule reads no bar after the one it decides (lookbacks are ≥ 0 and
 //! every function is causal), so no row of a book sees the future.
 
+mod bind;
+mod bound;
+mod check;
 mod eval;
 mod file;
 mod functions;
 mod parse;
 mod program;
 
-pub(crate) use eval::{Bound, Eval, Op, Price, SeriesKey, SeriesTable, fill_rows, indicators_of};
+pub(crate) use bound::{Bound, Op, Price, SeriesKey};
+pub(crate) use check::nearest;
+pub(crate) use eval::{Eval, SeriesTable, fill_rows, indicators_of};
 pub(crate) use file::{StrategyFile, render};
 use functions::FUNCTIONS;
+pub(crate) use program::Rule;
 pub use program::RuleKind;
-pub(crate) use program::{Rule, nearest};
 
 /// Whether a bound stop or take-profit is none for every bar: a constant NaN or ≤ 0.
 pub(crate) fn is_none(level: &Bound) -> bool {

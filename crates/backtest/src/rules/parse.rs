@@ -13,7 +13,7 @@
 //! primary := number | name | name "(" (or ("," or)*)? ")" | "(" or ")"
 //! ```
 
-use super::eval::Op;
+use super::bound::Op;
 use std::ops::Range;
 
 /// A parsed expression with the span of its text.
@@ -47,7 +47,7 @@ pub(crate) struct ExprError {
     pub span: Range<usize>,
 }
 
-fn error<T>(message: impl Into<String>, span: Range<usize>) -> Result<T, ExprError> {
+pub(crate) fn error<T>(message: impl Into<String>, span: Range<usize>) -> Result<T, ExprError> {
     Err(ExprError { message: message.into(), span })
 }
 
