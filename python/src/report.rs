@@ -2,7 +2,8 @@
 //! and a sweep's from the rows of its DataFrame (`sweep_report`), built by threadx-report
 //! as the CLI builds them.
 
-use crate::{Bars, dispatcher, flush, request, sweep_error, value};
+use crate::bars::Bars;
+use crate::{dispatcher, flush, request, sweep_error, value};
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use serde_json::{Value, json};

@@ -1,6 +1,7 @@
 //! `threadx.search`: a session's search, its trials as columns in evaluation order.
 
-use crate::{Bars, detached, dispatcher, note, request, rows_table, sweep_error};
+use crate::bars::Bars;
+use crate::{detached, dispatcher, note, request, rows_table, sweep_error};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use threadx_sweep::SweepError;

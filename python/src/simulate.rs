@@ -1,8 +1,9 @@
 //! `threadx._threadx.simulate`: a user's own signals (and vectorbt's stop arguments) run
 //! through the book's simulation, one metrics row per column.
 
+use crate::bars::Bars;
 use crate::table::Table;
-use crate::{Bars, device_mode, dispatcher, flush, sweep_error, value};
+use crate::{device_mode, dispatcher, flush, sweep_error, value};
 use numpy::PyReadonlyArray2;
 use pyo3::prelude::*;
 use threadx_backtest::{Backtester, ComboPlan, Costs, Fill, Fills, SignalBook, UserSignals, check_bars_per_year};

@@ -1,8 +1,9 @@
 //! Many symbols from Python: a [`Universe`] of bars (a dict of frames, a long table with a
 //! `symbol` column, a folder or a glob pattern) swept symbol by symbol on one device pool.
 
+use crate::bars::Bars;
 use crate::table::Table;
-use crate::{Bars, data_error, detached, dispatcher, note, request};
+use crate::{data_error, detached, dispatcher, note, request};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;

@@ -10,14 +10,13 @@
 //! no NVML, sysinfo or plotters unless they report telemetry.
 
 mod error;
+mod history;
 mod memory;
 mod monitor;
 mod phases;
 
 pub use error::MonitorError;
+pub use history::{history_csv, parse_history_csv, plot_svg, sample_line, summary_json};
 pub use memory::{peak_resident_bytes, resident_bytes};
-pub use monitor::{
-    GpuReading, MIN_INTERVAL, MonitorOptions, Sample, SystemMonitor, history_csv, nvml_gpus, parse_history_csv,
-    plot_svg, sample_line, summary_json,
-};
+pub use monitor::{GpuReading, MIN_INTERVAL, MonitorOptions, Sample, SystemMonitor, nvml_gpus};
 pub use phases::{PhaseReport, PhaseTimer};
