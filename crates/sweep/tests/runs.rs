@@ -1,89 +1,19 @@
 //! Sweeps run to files: rows equal single backtests in combo order; bytes do not depend
 //! on threads, shards or interruptions; merge and resume refuse what does not belong.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use threadx_backtest::{Costs, Metrics, Strategy, backtest};
-use threadx_dispatch::testing::{adapters, dispatcher_in};
-use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher};
+use threadx_dispatch::testing::adapters;
+use threadx_dispatch::{DeviceMode, DevicePolicy};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
 use threadx_sweep::{
-    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, SweepSpec, merge, parse_row,
-    run_to_files, walk_forward,
+    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, merge, parse_row, walk_forward,
 };
-use threadx_telemetry::PhaseTimer;
 
-/// A CPU dispatcher with its profile in `dir` (which must outlive it).
-fn cpu(dir: &tempfile::TempDir) -> Dispatcher {
-    dispatcher_in(dir.path(), DeviceMode::Cpu)
-}
+mod common;
 
-fn data() -> Ohlcv {
-    Ohlcv::load("synthetic:bars=3000,seed=5").unwrap()
-}
-
-fn bb_spec() -> SweepRequest {
-    SweepRequest::new(
-        "bb_atr",
-        &[("bb_period", "10:40:10"), ("bb_std", "1.5,2,2.5"), ("atr_period", "7,14"), ("atr_mult", "1:3:1")],
-    )
-}
-
-fn checked(request: &SweepRequest) -> SweepSpec {
-    request.check().unwrap()
-}
-
-fn options(out: &Path) -> OutputOptions {
-    OutputOptions {
-        out: out.to_owned(),
-        resume: false,
-        shard: Shard::WHOLE,
-        top: 5,
-        by: "sharpe".into(),
-        heatmap: None,
-        overfitting_plots: None,
-        blocks_out: None,
-        symbol: None,
-        hold: None,
-    }
-}
-
-/// A pool of the CPU alone, on `threads` threads.
-fn cpu_pool(threads: usize) -> DevicePool {
-    let threads = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-    DevicePool::new(vec![Worker::cpu_on(Arc::new(threads))]).unwrap()
-}
-
-/// Runs `sweep` to files on `pool` (ratios as given, none saved).
-fn to_files(
-    sweep: &Sweep,
-    data: &Ohlcv,
-    pool: &DevicePool,
-    ratios: &[f64],
-    opts: &OutputOptions,
-) -> Result<serde_json::Value, SweepError> {
-    let mut distribute = DistributeOptions::new(sweep.workload_tag());
-    distribute.ratios = Some(pool.names().into_iter().zip(ratios.iter().copied()).collect());
-    let profile = tempfile::tempdir().unwrap();
-    let dispatcher = cpu(&profile);
-    run_to_files(sweep, data, pool, &dispatcher, &distribute, opts, PhaseTimer::start(), &mut |_, _| {}, None)
-        .map(|r| r.summary)
-}
-
-/// Runs `spec` on `data` into `out` with `threads` CPU threads; returns the CSV bytes.
-fn run(data: &Ohlcv, spec: &SweepRequest, opts: &OutputOptions, threads: usize) -> Vec<u8> {
-    let profile = tempfile::tempdir().unwrap();
-    let dispatcher = cpu(&profile);
-    let bank = IndicatorBank::new(data, &dispatcher);
-    let sweep = Sweep::prepare(&bank, &checked(spec)).unwrap();
-    to_files(&sweep, data, &cpu_pool(threads), &[1.0], opts).unwrap();
-    std::fs::read(&opts.out).unwrap()
-}
-
-fn lines(bytes: &[u8]) -> Vec<String> {
-    String::from_utf8(bytes.to_vec()).unwrap().lines().map(str::to_owned).collect()
-}
+use common::{bb_spec, checked, cpu, cpu_pool, data, lines, options, run, to_files};
 
 #[test]
 fn rows_are_single_backtests_in_combo_order() {

@@ -80,3 +80,17 @@ pub fn kill_once_checkpointed(dir: &Path, args: &[&str], parts: &Path, ext: &str
     child.wait().unwrap();
     count()
 }
+
+/// Runs `threadx args` with `env`, its profiles in a scratch folder: tests never write
+/// the working tree's artifacts/.
+pub fn threadx_in_scratch(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = binary();
+    cmd.args(args)
+        .env("THREADX_GPU_THRESHOLD_PATH", scratch.path().join("thresholds.json"))
+        .env("THREADX_MULTIGPU_PROFILE_PATH", scratch.path().join("multigpu.json"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
