@@ -161,6 +161,39 @@ fn source_files() -> Vec<String> {
     out
 }
 
+/// Every `file.rs::name` the docs cite in a code span names something in that file: a
+/// path (`crates/x/src/y.rs::name`) or, for a bare file name, some file of that name.
+#[test]
+fn every_file_and_name_the_docs_cite_exists() {
+    let sources = source_files();
+    let mut docs = Vec::new();
+    text_files(&root().join("docs"), &mut docs);
+    docs.push(root().join("README.md"));
+    let mut problems = Vec::new();
+    for doc in docs.iter().filter(|d| d.extension().is_some_and(|e| e == "md")) {
+        let text = std::fs::read_to_string(doc).unwrap();
+        for span in text.split('`').skip(1).step_by(2) {
+            let Some((file, name)) = span.split_once(".rs::") else { continue };
+            let name: String = name.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let file = format!("{file}.rs");
+            let candidates: Vec<&String> =
+                sources.iter().filter(|s| **s == file || s.ends_with(&format!("/{file}"))).collect();
+            let names_it = |path: &String| {
+                let code = std::fs::read_to_string(root().join(path)).unwrap();
+                code.match_indices(name.as_str()).any(|(at, _)| {
+                    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+                    !word(code[..at].chars().next_back()) && !word(code[at + name.len()..].chars().next())
+                })
+            };
+            if name.is_empty() || !candidates.iter().any(|c| names_it(c)) {
+                let shown = doc.strip_prefix(root()).unwrap().display();
+                problems.push(format!("{shown}: `{span}` names nothing in {file}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
 /// The paths the code map of docs/ARCHITECTURE.md names: the first code span of each
 /// `- ` item under its `## Code map` heading.
 fn code_map() -> Vec<String> {
