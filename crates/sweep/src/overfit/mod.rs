@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, simulate_detailed};
-use threadx_dispatch::Dispatcher;
+use threadx_dispatch::{Dispatcher, thousands};
 use threadx_indicators::SeededRng;
 use threadx_profile_store::{Staged, write_file_staged};
 use threadx_stats::{BlockMatrix, PboReport, SplitSet, deflated_sharpe, moments, pbo, psr, quantile, sample_std};
@@ -254,11 +254,11 @@ impl Overfitting {
         let mut out = Vec::new();
         let p = &self.pbo;
         let splits = if p.exhaustive {
-            format!("{} splits (all) of {} blocks", thousands(p.logits.len()), self.cuts.count())
+            format!("{} splits (all) of {} blocks", thousands(p.logits.len() as u64), self.cuts.count())
         } else {
             format!(
                 "{} random splits of {} blocks (seed {})",
-                thousands(p.logits.len()),
+                thousands(p.logits.len() as u64),
                 self.cuts.count(),
                 self.options.seed
             )
@@ -274,7 +274,7 @@ impl Overfitting {
             out.push(format!(
                 "PBO: undefined: in each of the {splits} all {} combos rank alike out of sample (identical \
                  combos, or no trades), so there is no ranking to overfit",
-                thousands(p.combos)
+                thousands(p.combos as u64)
             ));
             return out;
         }
@@ -301,7 +301,7 @@ impl Overfitting {
             100.0 * p.prob_oos_loss
         ));
         if let Some(best) = self.top.first() {
-            let n = thousands(self.trials as u64 as usize);
+            let n = thousands(self.trials as u64);
             let source = if self.trials_given { "given" } else { "combos evaluated" };
             let verdict = if best.dsr >= 0.95 {
                 format!("after {n} trials ({source}) the best Sharpe is significant")
@@ -327,10 +327,6 @@ impl Overfitting {
         }
         out
     }
-}
-
-fn thousands(n: usize) -> String {
-    threadx_dispatch::thousands(n as u64)
 }
 
 /// The first [`TOP`] of `best` re-run in detail on the CPU: their returns' moments and
