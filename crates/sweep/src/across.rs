@@ -9,7 +9,7 @@
 //! side by side: memory holds a block, never every symbol's rows.
 
 use crate::error::{SweepError, io_error};
-use crate::report::metric_index;
+use crate::leaderboard::metric_index;
 use crate::rows::{Row, combo_param_columns, param_cell, push_combo_params};
 use crate::runner::ChunkResult;
 use crate::table::{ArrowTable, Cell, ColumnType, ColumnarWriter, TableFormat};

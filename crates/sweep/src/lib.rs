@@ -28,12 +28,13 @@ mod combos;
 mod decimal;
 mod edge;
 mod error;
+mod heatmap;
+mod leaderboard;
 mod memory_tables;
 mod merge;
 mod output;
 mod overfit;
 mod parquet_groups;
-mod report;
 mod request;
 mod results_file;
 mod rows;
@@ -52,6 +53,8 @@ pub use across::{AcrossReport, ComboAcross, across_in_memory, across_table, by_c
 pub use combos::{ComboSet, Shard, chunk_size};
 pub use edge::{GridEdge, edge_note, grid_edges, rows_json};
 pub use error::SweepError;
+pub use heatmap::{Heatmap, heat_colour};
+pub use leaderboard::{Leaderboard, better_higher, metric_index};
 pub use memory_tables::{metrics_table, rows_table, universe_table, walk_forward_table};
 pub use merge::merge;
 pub use output::{SweepReport, Timings, run_to_files};
@@ -59,7 +62,6 @@ pub use overfit::{
     DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, TopCombo, logit_histogram_svg,
     oos_vs_is_svg, plot_checksum, shard_blocks_path,
 };
-pub use report::{Heatmap, Leaderboard, better_higher, heat_colour, metric_index};
 pub use request::{SweepRequest, parse_size};
 pub use results_file::{for_each_result, read_results};
 pub use rows::{Row, header, parse_row, row_json, write_row};

@@ -11,11 +11,12 @@
 
 use crate::chunk_file::ChunkForm;
 use crate::error::{SweepError, io_error};
+use crate::heatmap::Heatmap;
+use crate::leaderboard::Leaderboard;
 use crate::overfit::{
     Overfitting, OverfittingOptions, SweepBlocks, blocks_path, read_chunk_blocks, verified_blocks, write_chunk_blocks,
     write_files, write_shard_part,
 };
-use crate::report::{Heatmap, Leaderboard};
 use crate::results_file::ResultsWriter;
 use crate::rows::{Lead, Row};
 use crate::run_files::{Checkpoint, OutputOptions, ProgressFn, check_output, extend, identity, summary_head};

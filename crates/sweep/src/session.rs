@@ -6,9 +6,9 @@
 //! same combos, on whatever device: both run the same book through the same pool.
 
 use crate::error::SweepError;
+use crate::leaderboard::Leaderboard;
 use crate::output::{KeepFn, SweepReport, run_keeping, run_to_files};
 use crate::overfit::{Overfitting, SweepBlocks, warm_up};
-use crate::report::Leaderboard;
 use crate::rows::Row;
 use crate::run_files::{OutputOptions, ProgressFn};
 use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};

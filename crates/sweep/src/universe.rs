@@ -289,7 +289,7 @@ pub fn universe_in_memory(
     note: &mut dyn FnMut(&str),
 ) -> Result<(Vec<ChunkResult>, Vec<ComboAcross>), SweepError> {
     refuse_single_symbol_work(spec)?;
-    crate::report::metric_index(by)?;
+    crate::leaderboard::metric_index(by)?;
     let mut devices: Option<Devices> = None;
     let mut rows = Vec::with_capacity(universe.len());
     for i in 0..universe.len() {

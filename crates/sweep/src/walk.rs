@@ -6,7 +6,7 @@
 //! (every indicator is causal) and its metrics count only its own bars.
 
 use crate::error::SweepError;
-use crate::report::Leaderboard;
+use crate::leaderboard::Leaderboard;
 use crate::rows::Row;
 use crate::runner::Sweep;
 use crate::spec::SweepSpec;
@@ -126,7 +126,11 @@ pub fn walk_forward(
     }
     let tests: Vec<BacktestReport> = results.iter().map(|r| r.test_report.clone()).collect();
     let overall = BacktestReport::chain(&tests).metrics;
-    Ok(WalkForwardReport { windows: results, overall, by: crate::report::metric_index(by).map(|i| Metrics::NAMES[i])? })
+    Ok(WalkForwardReport {
+        windows: results,
+        overall,
+        by: crate::leaderboard::metric_index(by).map(|i| Metrics::NAMES[i])?,
+    })
 }
 
 impl WalkForwardReport {

@@ -21,7 +21,7 @@ pub use shards::shard_blocks_path;
 pub(crate) use shards::{MergingBlocks, write_shard_part};
 
 use crate::error::{SweepError, io_error};
-use crate::report::metric_index;
+use crate::leaderboard::metric_index;
 use crate::rows::Row;
 use crate::run_files::OutputOptions;
 use crate::runner::{ChunkResult, Sweep};

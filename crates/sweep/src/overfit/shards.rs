@@ -7,7 +7,7 @@
 
 use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, TopCombo, blocks_bytes, read_blocks, top_combos};
 use crate::error::{SweepError, io_error};
-use crate::report::Leaderboard;
+use crate::leaderboard::Leaderboard;
 use crate::rows::Row;
 use crate::run_files::OutputOptions;
 use crate::runner::Sweep;

@@ -2,7 +2,7 @@
 //! a combo infeasible. An infeasible combo never wins.
 
 use crate::error::SweepError;
-use crate::report::metric_index;
+use crate::leaderboard::metric_index;
 use std::fmt;
 use std::str::FromStr;
 use threadx_backtest::Metrics;

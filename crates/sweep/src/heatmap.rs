@@ -1,69 +1,14 @@
-//! What a sweep reports besides its rows: the best combos by a metric ([`Leaderboard`])
-//! and a metric over two parameters ([`Heatmap`], drawn as SVG with plotters). Both take
-//! rows one at a time in bounded memory, and give the same result whatever order the
-//! rows come in (ties go to the lower combo number).
+//! A metric over two parameters ([`Heatmap`], drawn as SVG with plotters): rows taken one
+//! at a time in bounded memory, each cell the best of its combos by the leaderboard's
+//! order (the same whatever order the rows come in).
 
 use crate::error::SweepError;
+use crate::leaderboard::{better_higher, metric_index, rank};
 use crate::rows::Row;
 use plotters::prelude::*;
-use std::cmp::Ordering;
 use std::fmt::Write as _;
 use threadx_backtest::{GridCursor, Metrics, ParamSpec, Strategy};
 use threadx_profile_store::escape::markup;
-
-/// The position of metric `name` in [`Metrics::NAMES`], or a clear error.
-pub fn metric_index(name: &str) -> Result<usize, SweepError> {
-    Metrics::NAMES
-        .iter()
-        .position(|n| *n == name)
-        .ok_or_else(|| SweepError::Spec(format!("unknown metric `{name}` (known: {})", Metrics::NAMES.join(", "))))
-}
-
-/// Larger first, NaN last, then the lower combo first.
-fn rank(a: (f64, u64), b: (f64, u64)) -> Ordering {
-    match (a.0.is_nan(), b.0.is_nan()) {
-        (false, false) => b.0.total_cmp(&a.0),
-        (x, y) => x.cmp(&y),
-    }
-    .then(a.1.cmp(&b.1))
-}
-
-/// The `k` best rows by one metric (largest first; for max_drawdown, the shallowest).
-#[derive(Debug, Clone)]
-pub struct Leaderboard {
-    by: usize,
-    k: usize,
-    rows: Vec<Row>,
-}
-
-impl Leaderboard {
-    pub fn new(by: &str, k: usize) -> Result<Self, SweepError> {
-        Ok(Self { by: metric_index(by)?, k, rows: Vec::with_capacity(k + 1) })
-    }
-
-    pub fn by(&self) -> &'static str {
-        Metrics::NAMES[self.by]
-    }
-
-    fn key(&self, row: &Row) -> (f64, u64) {
-        (row.metrics.values()[self.by], row.combo)
-    }
-
-    pub fn offer(&mut self, row: Row) {
-        let key = self.key(&row);
-        if self.rows.len() == self.k && self.rows.last().is_none_or(|worst| rank(key, self.key(worst)).is_ge()) {
-            return;
-        }
-        let at = self.rows.partition_point(|r| rank(self.key(r), key).is_lt());
-        self.rows.insert(at, row);
-        self.rows.truncate(self.k);
-    }
-
-    /// Best first.
-    pub fn rows(&self) -> &[Row] {
-        &self.rows
-    }
-}
 
 /// A metric over two parameters: each cell holds the best value over every other
 /// parameter, and the combo that reached it.
@@ -313,11 +258,6 @@ fn metric_label(metric: &str) -> String {
         "sharpe_annual" => "sharpe (annualised)".to_owned(),
         other => other.to_owned(),
     }
-}
-
-/// Whether a larger value of `metric` is better (a counting metric has no better side).
-pub fn better_higher(metric: &str) -> bool {
-    !matches!(metric, "trades" | "closed_trades" | "exposure")
 }
 
 /// A metric's colour scale over [lo, hi]: diverging (red below zero, white at zero, blue

@@ -1,0 +1,67 @@
+//! The best combos by a metric ([`Leaderboard`]): rows taken one at a time in bounded
+//! memory, the same result whatever order they come in (ties go to the lower combo
+//! number); the metrics by name and which way each is better.
+
+use crate::error::SweepError;
+use crate::rows::Row;
+use std::cmp::Ordering;
+use threadx_backtest::Metrics;
+
+/// The position of metric `name` in [`Metrics::NAMES`], or a clear error.
+pub fn metric_index(name: &str) -> Result<usize, SweepError> {
+    Metrics::NAMES
+        .iter()
+        .position(|n| *n == name)
+        .ok_or_else(|| SweepError::Spec(format!("unknown metric `{name}` (known: {})", Metrics::NAMES.join(", "))))
+}
+
+/// Larger first, NaN last, then the lower combo first.
+pub(crate) fn rank(a: (f64, u64), b: (f64, u64)) -> Ordering {
+    match (a.0.is_nan(), b.0.is_nan()) {
+        (false, false) => b.0.total_cmp(&a.0),
+        (x, y) => x.cmp(&y),
+    }
+    .then(a.1.cmp(&b.1))
+}
+
+/// The `k` best rows by one metric (largest first; for max_drawdown, the shallowest).
+#[derive(Debug, Clone)]
+pub struct Leaderboard {
+    by: usize,
+    k: usize,
+    rows: Vec<Row>,
+}
+
+impl Leaderboard {
+    pub fn new(by: &str, k: usize) -> Result<Self, SweepError> {
+        Ok(Self { by: metric_index(by)?, k, rows: Vec::with_capacity(k + 1) })
+    }
+
+    pub fn by(&self) -> &'static str {
+        Metrics::NAMES[self.by]
+    }
+
+    fn key(&self, row: &Row) -> (f64, u64) {
+        (row.metrics.values()[self.by], row.combo)
+    }
+
+    pub fn offer(&mut self, row: Row) {
+        let key = self.key(&row);
+        if self.rows.len() == self.k && self.rows.last().is_none_or(|worst| rank(key, self.key(worst)).is_ge()) {
+            return;
+        }
+        let at = self.rows.partition_point(|r| rank(self.key(r), key).is_lt());
+        self.rows.insert(at, row);
+        self.rows.truncate(self.k);
+    }
+
+    /// Best first.
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+}
+
+/// Whether a larger value of `metric` is better (a counting metric has no better side).
+pub fn better_higher(metric: &str) -> bool {
+    !matches!(metric, "trades" | "closed_trades" | "exposure")
+}
