@@ -4,10 +4,10 @@
 use crate::console::{num, pct, print_summary_path, progress_bar};
 use crate::outputs::sibling;
 use crate::sweep_args::SweepArgs;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
-use threadx_sweep::{SweepSpec, WindowResult, summary_path, walk_forward, write_table};
+use threadx_sweep::{SweepSpec, WalkForwardFiles, WindowResult, walk_forward_to_files};
 
 /// Runs `spec`'s walk-forward (winners by `args`' ranking), writes the windows to
 /// `args.out` (and the report where asked) and prints each with its out-of-sample DSR.
@@ -15,17 +15,10 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
     let (out, quiet, ranking) = (args.out.as_path(), args.quiet, &crate::sweep_args::ranking(args, spec));
     let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
     let bar = progress_bar(windows, quiet, "windows");
-    let report = walk_forward(data, dispatcher, spec, ranking, &mut |done, _| bar.set_position(done as u64));
+    let files =
+        walk_forward_to_files(data, dispatcher, spec, ranking, out, &mut |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
-    let report = report?;
-    let csv = report.to_csv(data, spec);
-    write_table(out, &csv, &report.column_types(spec)).with_context(|| format!("writing {}", out.display()))?;
-    let summary = summary_path(out);
-    let json = report.to_json(data, spec);
-    if let Some(json_path) = &summary {
-        threadx_profile_store::write_file_atomic(json_path, format!("{json:#}\n").as_bytes())
-            .with_context(|| format!("writing {}", json_path.display()))?;
-    }
+    let WalkForwardFiles { report, csv, summary: json, summary_path: summary } = files?;
     if let Some(path) = &args.report {
         let page = crate::report::SweepPage {
             spec,

@@ -423,14 +423,20 @@ impl RowRef<'_> {
 /// formatter of such tables, so every format holds its values. An empty float field is a
 /// null.
 pub fn write_table(path: &Path, csv: &str, types: &[ColumnType]) -> Result<(), SweepError> {
+    stage_table(path, csv, types)?.commit().map_err(io_error(path))
+}
+
+/// [`write_table`], the file finished beside its place, its rename left to the caller
+/// (who puts a run's every output in place together).
+pub(crate) fn stage_table(path: &Path, csv: &str, types: &[ColumnType]) -> Result<Staged, SweepError> {
     let format = TableFormat::of(path);
     if !format.is_columnar() {
-        return threadx_profile_store::write_file_atomic(path, csv.as_bytes()).map_err(io_error(path));
+        return threadx_profile_store::write_file_staged(path, csv.as_bytes()).map_err(io_error(path));
     }
     let columns = csv_columns(csv, types);
     let mut table = ColumnarWriter::create(path, format, &columns)?;
     push_csv(&mut table, &path.display().to_string(), csv, &columns)?;
-    table.commit()
+    table.stage()
 }
 
 /// A table given as CSV text, typed by `types` as [`write_table`] types it, in memory.

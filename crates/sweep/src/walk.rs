@@ -5,14 +5,17 @@
 //! its end with no entry before its first bar, so its indicators have their full history
 //! (every indicator is causal) and its metrics count only its own bars.
 
+use crate::combos::Shard;
 use crate::error::SweepError;
 use crate::leaderboard::Leaderboard;
 use crate::rows::Row;
+use crate::run_files::commit_with_summary;
 use crate::runner::Sweep;
 use crate::spec::SweepSpec;
-use crate::table::ColumnType;
+use crate::table::{ColumnType, stage_table};
 use serde_json::{Value, json};
 use std::fmt::Write;
+use std::path::{Path, PathBuf};
 use threadx_backtest::{BacktestError, BacktestReport, Metrics, ParamKind, SignalBook, simulate_detailed};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
@@ -61,6 +64,35 @@ pub struct WalkForwardReport {
     /// The test windows back to back, equity carried from one to the next.
     pub overall: Metrics,
     pub by: &'static str,
+}
+
+/// A walk-forward's files: the report, its windows as CSV text, and the summary written
+/// beside them (`None` where: beside a device or FIFO).
+#[derive(Debug, Clone)]
+pub struct WalkForwardFiles {
+    pub report: WalkForwardReport,
+    pub csv: String,
+    pub summary: Value,
+    pub summary_path: Option<PathBuf>,
+}
+
+/// Runs the walk-forward of `spec` ([`walk_forward`]) and writes its windows to `out`
+/// (CSV, Parquet or Arrow) with the summary beside them, put in place together and the
+/// summary last, as every run's files are.
+pub fn walk_forward_to_files(
+    data: &Ohlcv,
+    dispatcher: &Dispatcher,
+    spec: &SweepSpec,
+    by: &str,
+    out: &Path,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<WalkForwardFiles, SweepError> {
+    let report = walk_forward(data, dispatcher, spec, by, progress)?;
+    let csv = report.to_csv(data, spec);
+    let table = stage_table(out, &csv, &report.column_types(spec))?;
+    let mut summary = report.to_json(data, spec);
+    let summary_path = commit_with_summary(vec![table], &mut summary, out, Shard::WHOLE)?;
+    Ok(WalkForwardFiles { report, csv, summary, summary_path })
 }
 
 /// Runs the walk-forward of `spec` (which must have `walk_forward` set) ranking combos by
