@@ -6,7 +6,7 @@ use crate::value;
 use numpy::{IntoPyArray, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use threadx_indicators::SeededRng;
+use threadx_stats::SeededRng;
 use threadx_stats::{BlockMatrix, SplitSet, deflated_sharpe, moments, pbo as cscv, psr, sample_std, sharpe};
 
 /// CSCV over `returns` (T bars × N strategies), cut into `blocks` blocks: every split

@@ -7,8 +7,9 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, select_gpu};
-use threadx_indicators::{IndicatorBank, Ohlcv, SeededRng};
+use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
+use threadx_stats::SeededRng;
 use threadx_sweep::{OutputOptions, Shard, Sweep, run_to_files};
 use threadx_telemetry::PhaseTimer;
 

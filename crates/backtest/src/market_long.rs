@@ -199,7 +199,8 @@ mod tests {
     use proptest::prelude::*;
     use threadx_dispatch::DeviceMode;
     use threadx_dispatch::testing::dispatcher_in;
-    use threadx_indicators::{IndicatorBank, Ohlcv, SeededRng};
+    use threadx_indicators::{IndicatorBank, Ohlcv};
+    use threadx_stats::SeededRng;
 
     /// Random bars with gaps (opens away from the last close), moves of a few percent.
     fn random_bars(n: usize, rng: &mut SeededRng) -> Ohlcv {

@@ -10,7 +10,8 @@ use threadx_backtest::{
     BarTables, BlockCuts, GpuBacktester, SignalBook, Strategy, UserSignals, simulate_cpu, simulate_detailed,
 };
 use threadx_dispatch::testing::adapters;
-use threadx_indicators::{Ohlcv, SeededRng};
+use threadx_indicators::Ohlcv;
+use threadx_stats::SeededRng;
 
 /// Each combo's blocks from its detailed equity curve: r[t] = E[t]/E[t−1] − 1 (E[−1] = 1),
 /// the first T mod S bars dropped, then S blocks of T div S bars.

@@ -18,7 +18,8 @@ use threadx_backtest::{
 };
 use threadx_dispatch::MAX_LOOP_STEPS;
 use threadx_dispatch::testing::adapters;
-use threadx_indicators::{Ohlcv, SeededRng};
+use threadx_indicators::Ohlcv;
+use threadx_stats::SeededRng;
 
 /// Compares the GPU's totals and block statistics with the CPU's on every adapter; `what`
 /// names the case.

@@ -299,7 +299,7 @@ fn stops_fill_at_their_level_without_slippage_and_the_rest_pay_it() {
 
 /// Random bars with gaps (opens away from the previous close).
 fn random_bars(n: usize, seed: u64) -> Ohlcv {
-    let mut rng = threadx_indicators::SeededRng::new(seed);
+    let mut rng = threadx_stats::SeededRng::new(seed);
     let (mut open, mut high, mut low, mut close) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut c = 100.0_f64;
     for _ in 0..n {

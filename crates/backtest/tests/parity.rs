@@ -12,7 +12,8 @@ use common::{all_plans, cpu_book, range};
 use threadx_backtest::{Backtester, BarTables, Costs, GpuBacktester, KERNELS, Strategy, Totals, simulate_cpu};
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_dispatch::{Device, DeviceMode, Kernel};
-use threadx_indicators::{Ohlcv, SeededRng};
+use threadx_indicators::Ohlcv;
+use threadx_stats::SeededRng;
 
 const FEE: Costs = Costs { fee: 0.001, slippage: 0.0 };
 

@@ -13,7 +13,8 @@ use threadx_backtest::{
     BacktestError, BarTables, ExitReason, GpuBacktester, SignalBook, UserSignals, simulate_cpu, simulate_detailed,
 };
 use threadx_dispatch::testing::adapters;
-use threadx_indicators::{Ohlcv, SeededRng};
+use threadx_indicators::Ohlcv;
+use threadx_stats::SeededRng;
 
 /// Random entries and exits (about one bar in `every` each) and stop levels a few percent
 /// under the close, some NaN and some non-positive (no stop), for `columns` columns.

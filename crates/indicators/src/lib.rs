@@ -35,7 +35,7 @@ pub use gpu::KERNELS;
 pub use indicator::{INDICATOR_HELP, Indicator, IndicatorId, IndicatorValues};
 pub use ohlcv::{Ohlcv, PRICE_RANGE};
 pub use read_bars::find_columns;
-pub use synthetic::{MAX_BARS, Market, SeededRng, SyntheticSpec, available_memory};
+pub use synthetic::{MAX_BARS, Market, SyntheticSpec};
 /// What [`IndicatorBank::new`] needs, so an embedding user need not name threadx-dispatch.
 pub use threadx_dispatch::{DeviceMode, Dispatcher};
 pub use universe::{MarketData, Universe};

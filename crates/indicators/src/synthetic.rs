@@ -14,6 +14,7 @@
 
 use crate::error::DataError;
 use crate::ohlcv::Ohlcv;
+use threadx_stats::SeededRng;
 
 /// 2024-01-01T00:00:00Z, the first bar's open time.
 const START_MS: i64 = 1_704_067_200_000;
@@ -47,16 +48,6 @@ pub const MAX_BARS: usize = u32::MAX as usize;
 
 /// Memory a generated bar takes: six f64 columns.
 const BYTES_PER_BAR: u64 = 48;
-
-/// The memory this machine can give a new allocation now (its cgroup's limit included);
-/// `None` where the system does not say.
-pub fn available_memory() -> Option<u64> {
-    let mut system = sysinfo::System::new();
-    system.refresh_memory();
-    let available = system.available_memory();
-    let limited = system.cgroup_limits().map_or(available, |c| available.min(c.free_memory));
-    (limited > 0).then_some(limited)
-}
 
 /// What `synthetic:bars=N,seed=S[,market=btc|fx]` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +97,7 @@ impl SyntheticSpec {
             return Err(bad(format!("{} bars: at most {MAX_BARS} (the engine numbers bars in 32 bits)", self.bars)));
         }
         let needed = self.bars as u64 * BYTES_PER_BAR;
-        if let Some(available) = available_memory().filter(|&a| needed > a) {
+        if let Some(available) = threadx_telemetry::available_memory().filter(|&a| needed > a) {
             return Err(bad(format!(
                 "{} bars need about {} MiB of memory and only {} MiB are available",
                 self.bars,
@@ -217,48 +208,4 @@ fn exp(x: f64) -> f64 {
 
 fn cents(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
-}
-
-/// xoshiro256** seeded by splitmix64: small, fast, and the same stream for a seed on every
-/// machine. The one seeded generator of ThreadX (synthetic data, sweep sampling).
-#[derive(Debug, Clone)]
-pub struct SeededRng([u64; 4]);
-
-impl SeededRng {
-    pub fn new(seed: u64) -> Self {
-        let mut s = seed;
-        let mut next = || {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        };
-        Self([next(), next(), next(), next()])
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let s = &mut self.0;
-        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
-    }
-
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller; one draw per call keeps the stream simple).
-    fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.uniform();
-        let u2 = self.uniform();
-        (-2.0 * libm::log(u1)).sqrt() * libm::cos(std::f64::consts::TAU * u2)
-    }
 }

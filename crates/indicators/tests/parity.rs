@@ -363,7 +363,7 @@ proptest! {
 /// steady trend, a gap, and flat stretches (equal closes, whose deviation is exactly 0).
 #[test]
 fn rolling_windows_stay_exact_through_trends_gaps_and_flat_stretches() {
-    let mut rng = threadx_indicators::SeededRng::new(11);
+    let mut rng = threadx_stats::SeededRng::new(11);
     let mut close = Vec::new();
     let mut p = 60_000.0;
     for t in 0..30_000 {

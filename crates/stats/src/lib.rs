@@ -25,6 +25,7 @@ mod lanes;
 mod passes;
 mod pbo;
 mod ratio;
+mod rng;
 mod screen;
 mod splits;
 mod vector;
@@ -35,6 +36,7 @@ pub use device_screen::{DeviceScreen, NOT_NAN, NOTHING, RATIO};
 pub use dsr::{EULER_GAMMA, deflated_sharpe, expected_max, moments, normal_cdf, psr};
 pub use error::{PboError, StatsError};
 pub use pbo::{PboReport, pbo, pbo_on, quantile};
+pub use rng::SeededRng;
 pub use splits::{EXHAUSTIVE_LIMIT, MAX_BLOCKS, MAX_EXHAUSTIVE_SPLITS, SplitSet, binomial};
 
 /// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` values; NaN when the

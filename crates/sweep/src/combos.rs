@@ -2,7 +2,7 @@
 
 use crate::error::SweepError;
 use std::ops::Range;
-use threadx_indicators::SeededRng;
+use threadx_stats::SeededRng;
 
 /// Bar·combos per chunk the chunk size aims at: about 50 ms of one CPU core, a few
 /// dispatches of a GPU, and fine enough steps for the progress bar and the checkpoint.

@@ -79,7 +79,7 @@ pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, sear
 pub use session::{Devices, Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, WholeGrid, check_threads};
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
-pub use threadx_indicators::available_memory;
+pub use threadx_telemetry::available_memory;
 pub use universe::{UniverseProgress, UniverseReport, universe_in_memory, universe_to_files};
 pub use walk::{
     OutOfSampleDsr, WalkForwardFiles, WalkForwardReport, WindowResult, walk_forward, walk_forward_to_files,

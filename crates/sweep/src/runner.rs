@@ -88,7 +88,7 @@ impl SweepPlan {
     /// sweeps `policy` finds large enough to balance): then the copies made to upload the
     /// book count too.
     pub fn new(spec: &SweepSpec, bars: usize, policy: &DevicePolicy) -> Result<Self, SweepError> {
-        let memory_limit = spec.max_memory().or_else(threadx_indicators::available_memory);
+        let memory_limit = spec.max_memory().or_else(threadx_telemetry::available_memory);
         let mode = spec.device();
         let grid = spec.grid().clone();
         let limit = memory_limit.unwrap_or(u64::MAX);

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use threadx_dispatch::DeviceMode;
 use threadx_dispatch::testing::{adapters, dispatcher_in};
-use threadx_indicators::{Ohlcv, SeededRng};
+use threadx_indicators::Ohlcv;
+use threadx_stats::SeededRng;
 use threadx_sweep::{ChunkResult, OverfittingRequest, Sample, Session, SweepRequest, SweepSpec};
 
 fn request(mode: DeviceMode) -> SweepRequest {

@@ -17,6 +17,6 @@ mod phases;
 
 pub use error::MonitorError;
 pub use history::{history_csv, parse_history_csv, plot_svg, sample_line, summary_json};
-pub use memory::{peak_resident_bytes, resident_bytes};
+pub use memory::{available_memory, peak_resident_bytes, resident_bytes};
 pub use monitor::{GpuReading, MIN_INTERVAL, MonitorOptions, Sample, SystemMonitor, nvml_gpus};
 pub use phases::{PhaseReport, PhaseTimer};

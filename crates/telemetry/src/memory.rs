@@ -1,6 +1,7 @@
 //! This process's memory: what it holds now (Linux's `VmRSS`), from which a run's
 //! estimate starts, and the most it has held since it started (`VmHWM`), which a run
-//! reports beside that estimate.
+//! reports beside that estimate; and what the machine can still give (its cgroup's limit
+//! included), against which a run's estimate is checked.
 
 /// The resident memory of this process now, in bytes; None where the system does not say
 /// (no `/proc`).
@@ -18,6 +19,16 @@ fn status_kib(field: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.trim_start_matches(field).trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kib * 1024)
+}
+
+/// The memory this machine can give a new allocation now (its cgroup's limit included);
+/// `None` where the system does not say.
+pub fn available_memory() -> Option<u64> {
+    let mut system = sysinfo::System::new();
+    system.refresh_memory();
+    let available = system.available_memory();
+    let limited = system.cgroup_limits().map_or(available, |c| available.min(c.free_memory));
+    (limited > 0).then_some(limited)
 }
 
 #[cfg(test)]

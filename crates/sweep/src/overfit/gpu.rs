@@ -291,7 +291,7 @@ mod on_adapters {
     //! many with little room for open pairs.
     use super::*;
     use threadx_dispatch::testing::adapters;
-    use threadx_indicators::SeededRng;
+    use threadx_stats::SeededRng;
 
     /// Per combo, a drift and noise per block, and now and then a combo that presses on
     /// the bounds: one that never trades, a copy of the one before, one at a scale of

@@ -31,8 +31,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, simulate_detailed};
 use threadx_dispatch::{Dispatcher, thousands};
-use threadx_indicators::SeededRng;
 use threadx_profile_store::{Staged, write_file_staged};
+use threadx_stats::SeededRng;
 use threadx_stats::{BlockMatrix, PboReport, SplitSet, deflated_sharpe, moments, pbo, psr, quantile, sample_std};
 
 /// The top combos whose DSR, PSR and stability are reported.

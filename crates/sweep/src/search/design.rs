@@ -4,7 +4,7 @@
 
 use super::space::{Proposed, SearchSpace};
 use super::{Sampler, SearchMethod};
-use threadx_indicators::SeededRng;
+use threadx_stats::SeededRng;
 
 /// Sobol points per scramble: `sobol_burley` gives 2^16 points a seed.
 const SOBOL_POINTS: u64 = 1 << 16;

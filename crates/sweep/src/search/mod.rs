@@ -5,7 +5,7 @@
 //! constraints; stopping on patience or a target ([`search`]).
 //!
 //! Invariant: the trials, their order and their rows depend only on the request and the
-//! seed: samplers draw from [`SeededRng`](threadx_indicators::SeededRng) with libm's
+//! seed: samplers draw from [`SeededRng`](threadx_stats::SeededRng) with libm's
 //! arithmetic, and rows are the same bytes on every device.
 
 mod design;

@@ -4,7 +4,7 @@
 use crate::combos::below;
 use std::collections::HashSet;
 use threadx_backtest::{Grid, ParamKind};
-use threadx_indicators::SeededRng;
+use threadx_stats::SeededRng;
 
 /// One axis: its number of values and, for an ordinal axis, its positions by value.
 #[derive(Debug, Clone)]

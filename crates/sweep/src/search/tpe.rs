@@ -11,7 +11,7 @@
 
 use super::Sampler;
 use super::space::{Dim, Proposed, SearchSpace};
-use threadx_indicators::SeededRng;
+use threadx_stats::SeededRng;
 
 /// Trials drawn uniformly before the model is used (Optuna's `n_startup_trials`).
 const STARTUP_TRIALS: usize = 10;
