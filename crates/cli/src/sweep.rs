@@ -179,7 +179,11 @@ fn print_grid_run(
         outln!("{}", telemetry_line(telemetry));
         outln!("wrote the monitor plot to {}", plot.display());
     }
-    outln!("wrote {} rows to {}", report.rows, opts.out.display());
+    let refused = match report.skipped {
+        0 => String::new(),
+        n => format!(" ({} refused by the strategy's `require` rule: no row)", count(n, "combo")),
+    };
+    outln!("wrote {} rows to {}{refused}", report.rows, opts.out.display());
     print_summary_path(report.summary_path.as_deref(), &opts.out)?;
     if let Some(h) = &opts.heatmap {
         outln!("wrote the {by} heatmap to {}", h.path.display());

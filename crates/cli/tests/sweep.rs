@@ -543,3 +543,28 @@ fn a_best_combo_on_the_grids_edge_is_said_in_the_terminal_the_summary_and_the_re
     assert_eq!(summary["best"]["edge"], edge);
     assert!(std::fs::read_to_string(dir.path().join("r.html")).unwrap().contains("edge of the grid: bb_std=3 is"));
 }
+
+/// A combo the strategy's `require` refuses has no row, and the terminal says how many
+/// there are, so that "380 combos" and "348 rows" do not disagree silently.
+#[test]
+fn the_combos_require_refuses_are_counted_beside_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let args =
+        ["--device", "cpu", "sweep", "--strategy", "ma_cross", "--data", "synthetic:bars=2000", "--out", "ma.csv"];
+    let mut args = args.to_vec();
+    args.extend(["--grid", "fast=10:30:10", "--grid", "slow=10:30:10", "--heatmap", "/dev/null"]);
+    let out = threadx(dir.path(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // fast < slow: (10,20), (10,30), (20,30) run; the other six of the nine are refused.
+    assert!(stdout.contains("9 combos"), "{stdout}");
+    assert!(
+        stdout.contains("wrote 3 rows to ma.csv (6 combos refused by the strategy's `require` rule: no row)"),
+        "{stdout}"
+    );
+    let rows = std::fs::read_to_string(dir.path().join("ma.csv")).unwrap().lines().count() - 1;
+    assert_eq!(rows, 3);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("ma.json")).unwrap()).unwrap();
+    assert_eq!(summary["combos"]["skipped"], 6);
+}

@@ -137,6 +137,7 @@ pub fn merge(
         overfitting,
         best,
         rows,
+        skipped: 0,
         summary_path: out_summary,
         across,
     })

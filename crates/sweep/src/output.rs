@@ -53,6 +53,9 @@ pub struct SweepReport {
     pub overfitting: Option<Overfitting>,
     pub best: Vec<Row>,
     pub rows: u64,
+    /// Combos of the run that the strategy's `require` refused: they have no row (0 for a
+    /// search, whose samplers propose only combos it accepts, and for a merge).
+    pub skipped: u64,
     /// Where the summary was written; `None` when the results went to a device or FIFO,
     /// beside which nothing is written.
     pub summary_path: Option<PathBuf>,
@@ -217,6 +220,7 @@ pub(crate) fn run_keeping(
         overfitting,
         best: taken.leaderboard.rows().to_vec(),
         rows: taken.rows,
+        skipped: total - taken.rows,
         summary_path,
         across: None,
     })

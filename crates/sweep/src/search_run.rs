@@ -227,6 +227,7 @@ pub fn search_to_files(
             overfitting,
             best,
             rows: trials.len() as u64,
+            skipped: 0,
             summary_path,
             across: None,
         },
