@@ -1,6 +1,7 @@
 //! `threadx backtest`: one parameter set of a strategy, its metrics, trades and equity.
 
 use crate::console::pct;
+use crate::request::split_assignment;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
@@ -23,16 +24,6 @@ pub struct Request {
     pub equity: Option<PathBuf>,
     pub json: bool,
     pub report: Option<PathBuf>,
-}
-
-/// `name=value` into its two halves.
-pub fn split_assignment(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((name, value)) if !name.trim().is_empty() && !value.trim().is_empty() => {
-            Ok((name.trim().to_owned(), value.trim().to_owned()))
-        }
-        _ => Err(format!("expected name=value, e.g. bb_period=20 (got `{s}`)")),
-    }
 }
 
 pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
@@ -64,9 +55,9 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &req.report {
-        let device = crate::report::backtest_device(mode);
+        let device = crate::pages::backtest_device(mode);
         let run = threadx_report::BacktestRun::new(&data, &strategy, &values, costs, &report).ran_on(&device, seconds);
-        crate::report::write_backtest(&run, path)?;
+        crate::pages::write_backtest(&run, path)?;
     }
     if let Err(e) = dispatcher.flush() {
         tracing::warn!("could not save the timing profile: {e}");

@@ -1,8 +1,9 @@
 //! `threadx data synth`: the built-in synthetic market as a CSV, Parquet or Arrow file.
 
+use crate::outputs::check_writable;
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use threadx_indicators::{Market, SyntheticSpec};
 use threadx_profile_store::write_file_atomic;
 use threadx_sweep::TableFormat;
@@ -46,9 +47,4 @@ pub fn run(action: Action) -> Result<()> {
             Ok(())
         }
     }
-}
-
-/// Fails before any work when `path` cannot be written.
-pub fn check_writable(path: &Path) -> Result<()> {
-    threadx_profile_store::check_writable(path).map_err(anyhow::Error::msg)
 }

@@ -1,6 +1,6 @@
 //! `threadx indicators`: indicator values of a data set as a CSV file.
 
-use crate::data::check_writable;
+use crate::outputs::check_writable;
 use anyhow::{Context, Result};
 use std::fmt::Write;
 use std::path::Path;

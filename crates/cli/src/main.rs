@@ -29,16 +29,13 @@ mod indicators;
 mod monitor;
 mod outputs;
 mod overfit;
+mod pages;
 mod profile;
 mod report;
 mod request;
-mod search;
 mod strategy;
 mod sweep;
 mod sweep_args;
-mod sweep_flags;
-mod universe;
-mod walk;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

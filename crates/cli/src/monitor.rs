@@ -1,7 +1,7 @@
 //! `threadx monitor`: sample the machine, this process and every NVIDIA GPU, print each
 //! sample, and keep the history as CSV and a plot.
 
-use crate::data::check_writable;
+use crate::outputs::check_writable;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
-use threadx_profile_store::{check_writable, refuse_colliding_outputs, refuse_output_over_input};
+use threadx_profile_store::{refuse_colliding_outputs, refuse_output_over_input};
 
 /// What the checkpoint folder is called in messages (a folder: not checked as a file).
 pub(crate) const CHECKPOINT: &str = "the checkpoint folder (--out + .parts)";
@@ -15,7 +15,7 @@ pub fn check_every_output(outputs: &[(&'static str, PathBuf)], inputs: &[&Path])
     let labelled: Vec<(&str, &Path)> = outputs.iter().map(|(what, p)| (*what, p.as_path())).collect();
     refuse_colliding_outputs(&labelled).map_err(anyhow::Error::msg)?;
     for (what, path) in labelled.iter().filter(|(what, _)| *what != CHECKPOINT) {
-        check_writable(path).map_err(anyhow::Error::msg).with_context(|| what.to_string())?;
+        check_writable(path).with_context(|| what.to_string())?;
     }
     let paths: Vec<&Path> = labelled.iter().map(|(_, p)| *p).collect();
     refuse_output_over_input(&paths, inputs).map_err(anyhow::Error::msg)
@@ -25,4 +25,9 @@ pub fn check_every_output(outputs: &[(&'static str, PathBuf)], inputs: &[&Path])
 pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     path.with_file_name(format!("{stem}{suffix}"))
+}
+
+/// Fails before any work when `path` cannot be written.
+pub fn check_writable(path: &Path) -> Result<()> {
+    threadx_profile_store::check_writable(path).map_err(anyhow::Error::msg)
 }

@@ -2,13 +2,12 @@
 //! resolved and checked once ([`build_spec`]); a check's error about a value the config
 //! gave is said at the config's line.
 
-use crate::backtest::split_assignment;
 use crate::sweep_args::SweepArgs;
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 use threadx_backtest::{Axis, Strategy};
 use threadx_dispatch::DeviceMode;
-use threadx_sweep::{SweepRequest, SweepSpec, WalkForward};
+use threadx_sweep::{SearchMethod, SearchRequest, SweepRequest, SweepSpec, WalkForward};
 
 /// `--grid NAME=VALUES` flags as (name, values) pairs.
 pub fn grid_pairs(flags: &[String]) -> Result<Vec<(String, String)>> {
@@ -51,7 +50,7 @@ pub fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     request.fee = args.fee.or(request.fee);
     request.slippage = args.slippage.or(request.slippage);
     request.periods_per_year = args.periods_per_year.or(request.periods_per_year);
-    crate::search::search_request(args, &mut request)?;
+    search_request(args, &mut request)?;
     request.chunk_size = args.chunk_size.or(request.chunk_size);
     if let Some(text) = &args.walk_forward {
         request.walk_forward = Some(WalkForward::parse(text)?);
@@ -83,4 +82,65 @@ fn in_config(e: threadx_sweep::SweepError, config: Option<(&Path, &str)>) -> any
         ),
         None => e.into(),
     }
+}
+
+/// `name=value` into its two halves.
+pub fn split_assignment(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() && !value.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(format!("expected name=value, e.g. bb_period=20 (got `{s}`)")),
+    }
+}
+
+/// The search the flags ask for, on top of the config's `[search]` (a config's `[random]`
+/// and `--random N` are `random` searches).
+pub fn search_request(args: &SweepArgs, request: &mut SweepRequest) -> Result<()> {
+    if let Some(sample) = request.random.take() {
+        if request.search.is_some() {
+            bail!(
+                "the config has both [random] and [search]; [random] n = N is [search] method = \"random\", trials = N"
+            );
+        }
+        request.search =
+            Some(SearchRequest { seed: sample.seed, ..SearchRequest::new(SearchMethod::Random, sample.n) });
+    }
+    let method = args.search.or(args.random.map(|_| SearchMethod::Random));
+    let trials = args.trials.or(args.random);
+    if let Some(search) = request.search.as_mut() {
+        search.method = method.unwrap_or(search.method);
+        search.trials = trials.unwrap_or(search.trials);
+    } else if let Some(method) = method {
+        let Some(trials) = trials else {
+            bail!("--search {method} needs --trials N: how many combos to evaluate at most");
+        };
+        request.search = Some(SearchRequest::new(method, trials));
+    } else {
+        let flags = [
+            (args.trials.is_some(), "--trials"),
+            (args.batch.is_some(), "--batch"),
+            (args.seed.is_some(), "--seed"),
+            (args.patience.is_some(), "--patience"),
+            (args.target.is_some(), "--target"),
+            (args.minimize, "--minimize"),
+            (!args.constraints.is_empty(), "--constraint"),
+            (args.search_plot.is_some(), "--search-plot"),
+        ];
+        if let Some((_, flag)) = flags.iter().find(|(given, _)| *given) {
+            bail!("{flag} applies to a search; pass --search METHOD --trials N (or --random N) too");
+        }
+        return Ok(());
+    }
+    let search = request.search.as_mut().expect("a search was set above");
+    search.batch = args.batch.or(search.batch);
+    search.seed = args.seed.unwrap_or(search.seed);
+    search.patience = args.patience.or(search.patience);
+    search.target = args.target.or(search.target);
+    search.minimize |= args.minimize;
+    search.constraints.extend(args.constraints.iter().cloned());
+    if let Some(by) = &args.by {
+        search.by = by.clone();
+    }
+    Ok(())
 }

@@ -80,7 +80,7 @@ impl SweepFlags {
         crate::outputs::check_every_output(&outputs, &inputs)?;
         check_outputs(args, &spec, &mut opts)?;
         if let Some(path) = &args.report {
-            crate::report::check_sweep_report(path, &args.out, shard)?;
+            crate::pages::check_sweep_report(path, &args.out, shard)?;
         }
         // No second run into this --out may start while this one loads and prepares.
         if spec.walk_forward().is_none() {

@@ -1,11 +1,19 @@
-//! `threadx sweep` and `threadx merge`: parse, build the spec, call threadx-sweep, print.
+//! `threadx sweep` and `threadx merge`: the flags resolved once (`flags.rs`), a session,
+//! the run, the console's lines. A sweep becomes one of its modes here: a grid (this
+//! file), a search (`search.rs`), a universe (`universe.rs`) or a walk-forward
+//! (`walk.rs`); no other command's module is imported.
+
+mod flags;
+mod search;
+mod universe;
+mod walk;
 
 use crate::console::{count, preparation_time, print_edge, print_summary_path, progress_bar, top_table};
 use crate::outputs::sibling;
 use crate::sweep_args::SweepArgs;
-use crate::sweep_flags::SweepFlags;
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use flags::SweepFlags;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,12 +49,12 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
             if args.report.is_some() {
                 bail!("--report draws one data set's sweep: sweep one symbol for its report");
             }
-            return crate::universe::run(args, &spec, &universe, dispatcher, opts, phases);
+            return universe::run(args, &spec, &universe, dispatcher, opts, phases);
         }
     };
     if spec.walk_forward().is_some() {
         let threads = threadx_sweep::thread_pool(&spec)?;
-        let walk = || crate::walk::run(&data, &dispatcher, &spec, args, mode);
+        let walk = || walk::run(&data, &dispatcher, &spec, args, mode);
         return match threads {
             Some(pool) => pool.install(walk),
             None => walk(),
@@ -66,8 +74,8 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         checkpoint_dir(&opts.out).display()
     ));
     if spec.search().is_some() {
-        let summary = crate::search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet, args.profile)?;
-        return crate::report::after_sweep(args.report.as_deref(), &session, &summary, &opts, mode);
+        let summary = search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet, args.profile)?;
+        return crate::pages::after_sweep(args.report.as_deref(), &session, &summary, &opts, mode);
     }
     let bar = progress_bar(session.sweep().combos().len(), args.quiet, "combos");
     // After the last chunk, the statistics still take a while (seconds at 10^6 combos).
@@ -102,7 +110,7 @@ pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
         tracing::warn!("could not save the timing profile: {e}");
     }
     print_grid_run(args, &spec, &by, &opts, &session, &report, monitor_plot.as_deref())?;
-    crate::report::after_sweep(args.report.as_deref(), &session, &report.summary, &opts, mode)
+    crate::pages::after_sweep(args.report.as_deref(), &session, &report.summary, &opts, mode)
 }
 
 /// The run's first lines: what runs on which data, in how many combos or trials.
@@ -324,7 +332,7 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
         other => other?,
     };
     match &report.across {
-        Some(across) => out!("{}", crate::universe::across_table(&report.strategy, across)),
+        Some(across) => out!("{}", universe::across_table(&report.strategy, across)),
         None => out!("{}", top_table(&report.strategy, &report.best, &args.by)),
     }
     outln!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());

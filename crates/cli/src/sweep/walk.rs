@@ -20,7 +20,7 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
     bar.finish_and_clear();
     let WalkForwardFiles { report, csv, summary: json, summary_path: summary } = files?;
     if let Some(path) = &args.report {
-        let page = crate::report::SweepPage {
+        let page = crate::pages::SweepPage {
             spec,
             data,
             summary: &json,
@@ -28,7 +28,7 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
             overfitting_plots: None,
             walk_forward_csv: Some(csv),
         };
-        crate::report::write_sweep(&page, dispatcher, mode, path)?;
+        crate::pages::write_sweep(&page, dispatcher, mode, path)?;
         outln!("wrote the report to {}", path.display());
     }
     // A heatmap beside these results drew the grid sweep they replace: it goes with them.

@@ -1,67 +1,13 @@
-//! `threadx sweep --search`: the search the flags ask for, then a prepared session
+//! `threadx sweep --search`: a prepared session
 //! searched to files, with a progress bar that shows the best value so far, then the best
 //! combos and the search's figures.
 
 use crate::console::{count, num, preparation_time, print_edge, print_summary_path, progress_bar, top_table};
-use crate::sweep_args::SweepArgs;
-use anyhow::{Result, bail};
+use anyhow::Result;
 use std::path::Path;
 use threadx_dispatch::thousands;
-use threadx_sweep::{
-    OutputOptions, SearchMethod, SearchProgress, SearchRequest, Session, SweepRequest, search_to_files, stop_text,
-};
+use threadx_sweep::{OutputOptions, SearchProgress, Session, search_to_files, stop_text};
 use threadx_telemetry::PhaseTimer;
-
-/// The search the flags ask for, on top of the config's `[search]` (a config's `[random]`
-/// and `--random N` are `random` searches).
-pub fn search_request(args: &SweepArgs, request: &mut SweepRequest) -> Result<()> {
-    if let Some(sample) = request.random.take() {
-        if request.search.is_some() {
-            bail!(
-                "the config has both [random] and [search]; [random] n = N is [search] method = \"random\", trials = N"
-            );
-        }
-        request.search =
-            Some(SearchRequest { seed: sample.seed, ..SearchRequest::new(SearchMethod::Random, sample.n) });
-    }
-    let method = args.search.or(args.random.map(|_| SearchMethod::Random));
-    let trials = args.trials.or(args.random);
-    if let Some(search) = request.search.as_mut() {
-        search.method = method.unwrap_or(search.method);
-        search.trials = trials.unwrap_or(search.trials);
-    } else if let Some(method) = method {
-        let Some(trials) = trials else {
-            bail!("--search {method} needs --trials N: how many combos to evaluate at most");
-        };
-        request.search = Some(SearchRequest::new(method, trials));
-    } else {
-        let flags = [
-            (args.trials.is_some(), "--trials"),
-            (args.batch.is_some(), "--batch"),
-            (args.seed.is_some(), "--seed"),
-            (args.patience.is_some(), "--patience"),
-            (args.target.is_some(), "--target"),
-            (args.minimize, "--minimize"),
-            (!args.constraints.is_empty(), "--constraint"),
-            (args.search_plot.is_some(), "--search-plot"),
-        ];
-        if let Some((_, flag)) = flags.iter().find(|(given, _)| *given) {
-            bail!("{flag} applies to a search; pass --search METHOD --trials N (or --random N) too");
-        }
-        return Ok(());
-    }
-    let search = request.search.as_mut().expect("a search was set above");
-    search.batch = args.batch.or(search.batch);
-    search.seed = args.seed.unwrap_or(search.seed);
-    search.patience = args.patience.or(search.patience);
-    search.target = args.target.or(search.target);
-    search.minimize |= args.minimize;
-    search.constraints.extend(args.constraints.iter().cloned());
-    if let Some(by) = &args.by {
-        search.by = by.clone();
-    }
-    Ok(())
-}
 
 /// Runs the session's search to files as `opts` says and prints what it found.
 pub fn run(

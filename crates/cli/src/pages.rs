@@ -1,0 +1,138 @@
+//! The HTML pages of a run (threadx-report), written where `--report FILE.html` asks:
+//! a backtest's, a sweep's with its best combo backtested and the plots its summary
+//! vouches for. The `report` command and the runs that take `--report` write them here.
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use threadx_backtest::Strategy;
+use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_indicators::Ohlcv;
+use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
+use threadx_sweep::{OutputOptions, Session, Shard, SweepSpec, plot_checksum};
+
+/// Where a backtest's report says it ran: the device policy picks the indicators' device;
+/// the trade-by-trade simulation runs on the CPU.
+pub fn backtest_device(mode: DeviceMode) -> String {
+    format!("indicators on `--device {mode}`; trades simulated on the CPU")
+}
+
+/// Writes the page of `run` to `path`.
+pub fn write_backtest(run: &BacktestRun<'_>, path: &Path) -> Result<()> {
+    run.report().write(path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// What a sweep's page is made of, beside its summary.
+pub struct SweepPage<'a> {
+    pub spec: &'a SweepSpec,
+    pub data: &'a Ohlcv,
+    pub summary: &'a Value,
+    /// The results file, read again for the heatmaps and the distribution.
+    pub results: Option<&'a Path>,
+    /// The overfitting plots the run wrote (logit histogram, out-of-sample scatter).
+    pub overfitting_plots: Option<(PathBuf, PathBuf)>,
+    pub walk_forward_csv: Option<String>,
+}
+
+/// Writes the page of a sweep to `path`: its sections, then the backtest of its best
+/// combo (the summary's first row), run here on `dispatcher`.
+pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMode, path: &Path) -> Result<()> {
+    let spec = page.spec;
+    let strategy = spec.strategy();
+    let by = page.summary["best"]["by"].as_str().unwrap_or("sharpe").to_owned();
+    let best = &page.summary["best"]["rows"][0]["params"];
+    let best_run = match best.is_object() {
+        true => {
+            let values = params_of(strategy, best)?;
+            let (report, seconds) =
+                timed_backtest(page.data, dispatcher, strategy, &values, spec.costs(), spec.periods_per_year())?;
+            Some((values, report, seconds))
+        }
+        false => None,
+    };
+    let device = backtest_device(mode);
+    let best = best_run.as_ref().map(|(values, report, seconds)| {
+        BacktestRun::new(page.data, strategy, values, spec.costs(), report).ran_on(&device, *seconds)
+    });
+    let figures = page.overfitting_plots.as_ref().map_or_else(Vec::new, |plots| vouched_plots(plots, page.summary));
+    let run = SweepRun {
+        spec,
+        summary: page.summary,
+        rows: page
+            .results
+            .map(|path| SweepRows::File { path, trials: page.summary.get("search").is_some_and(Value::is_object) }),
+        by: &by,
+        overfitting_figures: figures,
+        walk_forward_csv: page.walk_forward_csv.clone(),
+        best,
+    };
+    run.report()?.write(path).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The overfitting plots beside a run's results that its summary vouches for: a file is
+/// embedded only while its checksum is the one the summary recorded when the run drew it,
+/// so a file replaced or left by another run never reaches the page (it is named instead).
+fn vouched_plots((histogram, scatter): &(PathBuf, PathBuf), summary: &Value) -> Vec<(String, String)> {
+    let mut figures = Vec::new();
+    for (caption, file, key) in [
+        ("CSCV logits: above 0, the in-sample best beat the median out of sample", histogram, "pbo"),
+        ("Each split's best: out of sample against in sample", scatter, "oos"),
+    ] {
+        let Ok(svg) = std::fs::read_to_string(file) else { continue };
+        match summary["overfitting"]["plots"][key].as_str() {
+            Some(sum) if sum == plot_checksum(svg.as_bytes()) => figures.push((caption.to_owned(), svg)),
+            _ => tracing::warn!(
+                "{}: left out of the report: it is not the plot its summary recorded (changed or from another run)",
+                file.display()
+            ),
+        }
+    }
+    figures
+}
+
+/// Refuses a sweep's `--report` that cannot be drawn: its results must be read back (a
+/// regular file), and a shard is part of a sweep (its merge's summary gets the report).
+pub fn check_sweep_report(path: &Path, out: &Path, shard: Shard) -> Result<()> {
+    crate::outputs::check_writable(path)?;
+    if !shard.is_whole() {
+        bail!("--report draws a whole sweep: after `threadx merge`, run `threadx report MERGED.json`");
+    }
+    if threadx_profile_store::is_special_file(out) {
+        bail!("--report reads the results back: --out must be a regular file, not {}", out.display());
+    }
+    Ok(())
+}
+
+/// The report of a grid sweep or search just finished (when `path` asks for one).
+pub fn after_sweep(
+    path: Option<&Path>,
+    session: &Session,
+    summary: &Value,
+    opts: &OutputOptions,
+    mode: DeviceMode,
+) -> Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    let page = SweepPage {
+        spec: session.spec(),
+        data: session.data(),
+        summary,
+        results: Some(&opts.out),
+        overfitting_plots: opts.overfitting_plots.clone(),
+        walk_forward_csv: None,
+    };
+    write_sweep(&page, session.dispatcher(), mode, path)?;
+    outln!("wrote the report to {}", path.display());
+    Ok(())
+}
+
+/// A JSON object of parameters (`{"bb_period": 20, "ma_type": "ema"}`, a summary's row or
+/// `backtest --json`'s) as `strategy`'s values, checked as `--set` checks them.
+pub fn params_of(strategy: &Strategy, params: &Value) -> Result<Vec<f64>> {
+    let pairs: Vec<(String, String)> = params
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+        .collect();
+    Ok(strategy.params(&pairs)?)
+}
