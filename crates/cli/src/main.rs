@@ -228,7 +228,7 @@ fn main() -> std::process::ExitCode {
             })
         }
         Command::Report { input, out } => mode(cli.device).and_then(|m| report::run(&input, out.as_deref(), m)),
-        Command::Sweep(args) => mode(cli.device).and_then(|m| sweep::run(&args, m)),
+        Command::Sweep(args) => sweep::run(&args, cli.device),
         Command::Merge(args) => sweep::run_merge(&args),
         Command::Strategy { action } => strategy::run(&action),
         Command::Balance(args) => balance::run(&args, cli.device),

@@ -15,7 +15,7 @@ pub fn grid_pairs(flags: &[String]) -> Result<Vec<(String, String)>> {
 }
 
 /// The request the flags describe (on top of `--config`'s), checked once.
-pub fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
+pub fn build_spec(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<SweepSpec> {
     let config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading --config {}", path.display()))?;
@@ -58,7 +58,11 @@ pub fn build_spec(args: &SweepArgs, mode: DeviceMode) -> Result<SweepSpec> {
     args.overfit.apply(args.seed, &mut request);
     request.threads = args.threads.or(request.threads);
     request.max_memory = args.max_memory.or(request.max_memory);
-    request.device = Some(mode);
+    // `--device`, else the config's `device`, else THREADX_DEVICE (or auto).
+    request.device = match device_flag.or(request.device) {
+        Some(mode) => Some(mode),
+        None => Some(DeviceMode::from_env().map_err(anyhow::Error::msg)?),
+    };
     request.check().map_err(|e| in_config(e, config.as_ref().map(|(p, t)| (*p, t.as_str()))))
 }
 

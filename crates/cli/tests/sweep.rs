@@ -568,3 +568,27 @@ fn the_combos_require_refuses_are_counted_beside_the_rows() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("ma.json")).unwrap()).unwrap();
     assert_eq!(summary["combos"]["skipped"], 6);
 }
+
+/// A config's `device` is the run's device: `device = "cpu"` starts no GPU stack (it was
+/// once overridden by the default `auto`, which probes for the overfitting statistics of
+/// this run), and `--device` on the command line still wins.
+#[test]
+fn a_configs_device_is_the_runs_unless_the_flag_says_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = "strategy = \"bb_atr\"\ndevice = \"cpu\"\n[grid]\nbb_period = \"10:50:5\"\nbb_std = [1.5, 2, 2.5]\n\
+                  atr_period = { start = 7, stop = 21, step = 7 }\n[random]\nn = 60\nseed = 7\n\
+                  [overfitting]\nblocks = 16\n";
+    std::fs::write(dir.path().join("sweep.toml"), config).unwrap();
+    let run = |flag: &[&str]| {
+        let mut args: Vec<&str> = flag.to_vec();
+        args.extend(["sweep", "--config", "sweep.toml", "--quiet", "--out", "r.csv"]);
+        command(dir.path(), &args).env("THREADX_LOG", "debug").output().unwrap()
+    };
+    let from_config = run(&[]);
+    assert!(from_config.status.success(), "{}", text(&from_config.stderr));
+    assert!(!text(&from_config.stderr).contains("probing GPU adapters"), "{}", text(&from_config.stderr));
+    // The flag wins over the config: `--device gpu` looks for adapters (and runs on one, or
+    // says there is none), whatever the config says.
+    let flagged = run(&["--device", "gpu"]);
+    assert!(text(&flagged.stderr).contains("probing GPU adapters"), "{}", text(&flagged.stderr));
+}

@@ -33,8 +33,8 @@ pub struct SweepFlags {
 impl SweepFlags {
     /// Resolves and checks everything the user typed, before data is read or anything
     /// computed.
-    pub fn resolve(args: &SweepArgs, mode: DeviceMode) -> Result<Self> {
-        let spec = crate::request::build_spec(args, mode)?;
+    pub fn resolve(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<Self> {
+        let spec = crate::request::build_spec(args, device_flag)?;
         let by = ranking(args, &spec);
         metric_index(&by)?;
         let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or(Shard::WHOLE);

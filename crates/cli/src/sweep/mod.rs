@@ -27,9 +27,13 @@ use threadx_sweep::{
 };
 use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
 
-pub fn run(args: &SweepArgs, mode: DeviceMode) -> Result<()> {
+/// Runs `threadx sweep`; `device_flag` is `--device` when given (else the config's
+/// `device`, else the environment, decides).
+pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
     let phases = PhaseTimer::start();
-    let SweepFlags { spec, by, shard, opts, monitor_plot, search_plot, outputs } = SweepFlags::resolve(args, mode)?;
+    let SweepFlags { spec, by, shard, opts, monitor_plot, search_plot, outputs } =
+        SweepFlags::resolve(args, device_flag)?;
+    let mode = spec.device();
 
     let mut monitor = match args.monitor {
         true => Some(SystemMonitor::start(&MonitorOptions { interval: MIN_INTERVAL, ..MonitorOptions::default() })?),
