@@ -268,7 +268,8 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// The device mode of this run: the flag, else the environment.
+/// The device mode of this run: the flag (or a sweep config's `device`), else the
+/// environment.
 fn mode(flag: Option<DeviceMode>) -> Result<DeviceMode> {
     match flag {
         Some(m) => Ok(m),

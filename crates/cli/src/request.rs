@@ -59,10 +59,7 @@ pub fn build_spec(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<S
     request.threads = args.threads.or(request.threads);
     request.max_memory = args.max_memory.or(request.max_memory);
     // `--device`, else the config's `device`, else THREADX_DEVICE (or auto).
-    request.device = match device_flag.or(request.device) {
-        Some(mode) => Some(mode),
-        None => Some(DeviceMode::from_env().map_err(anyhow::Error::msg)?),
-    };
+    request.device = Some(crate::mode(device_flag.or(request.device))?);
     request.check().map_err(|e| in_config(e, config.as_ref().map(|(p, t)| (*p, t.as_str()))))
 }
 

@@ -7,7 +7,6 @@ use crate::SweepSpec;
 use crate::across::{Across, by_combo_path};
 use crate::combos::Shard;
 use crate::error::{SweepError, in_file, io_error};
-use crate::heatmap::Heatmap;
 use crate::leaderboard::Leaderboard;
 use crate::output::{SweepReport, best_json};
 use crate::overfit::{MergingBlocks, write_plots};
@@ -57,10 +56,8 @@ pub fn merge(
         Some(_) if !is_special_file(out) => Some(by_combo(out, by)?),
         _ => None,
     };
-    let new_heatmap =
-        |h: &HeatmapOptions| Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), by);
     let mut heatmap =
-        heatmap.filter(|_| symbols.is_none()).map(|h| new_heatmap(h).map(|m| (m, h.path.clone()))).transpose()?;
+        heatmap.filter(|_| symbols.is_none()).map(|h| h.heatmap(&spec, by).map(|m| (m, h.path.clone()))).transpose()?;
     let kind = match (search, &symbols) {
         (Some(_), _) => ResultsKind::Trials,
         (None, Some(_)) => ResultsKind::Universe,

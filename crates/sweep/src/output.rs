@@ -267,13 +267,7 @@ struct Taken<'a> {
 
 impl<'a> Taken<'a> {
     fn new(sweep: &Sweep, opts: &OutputOptions, keep: KeepFn<'a>) -> Result<Self, SweepError> {
-        let spec = sweep.spec();
-        let heatmap = match &opts.heatmap {
-            Some(h) => {
-                Some(Heatmap::new(spec.strategy().clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?)
-            }
-            None => None,
-        };
+        let heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(sweep.spec(), &opts.by)).transpose()?;
         Ok(Self { leaderboard: Leaderboard::new(&opts.by, opts.top)?, heatmap, keep, rows: 0 })
     }
 

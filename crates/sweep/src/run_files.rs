@@ -6,6 +6,7 @@
 
 use crate::combos::{ComboSet, Shard};
 use crate::error::{SweepError, io_error};
+use crate::heatmap::Heatmap;
 use crate::spec::{SweepSpec, fnv1a};
 use serde_json::{Value, json};
 use std::fs;
@@ -46,6 +47,14 @@ pub struct HeatmapOptions {
     pub path: PathBuf,
     pub x: Option<String>,
     pub y: Option<String>,
+}
+
+impl HeatmapOptions {
+    /// The empty heatmap of `by` over this choice of axes of `spec`'s grid, or why the
+    /// choice cannot be drawn.
+    pub fn heatmap(&self, spec: &SweepSpec, by: &str) -> Result<Heatmap, SweepError> {
+        Heatmap::new(spec.strategy().clone(), spec.axes(), self.x.as_deref(), self.y.as_deref(), by)
+    }
 }
 
 /// Progress of a run: positions done (combos, skipped ones included) of `total`.

@@ -12,7 +12,6 @@ use crate::chunk_file::{chunk_path, read_chunk, text_chunk};
 use crate::combos::Shard;
 use crate::edge::rows_json;
 use crate::error::{SweepError, in_file, io_error};
-use crate::heatmap::Heatmap;
 use crate::output::SweepReport;
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::results_file::{ResultsKind, ResultsWriter};
@@ -346,10 +345,7 @@ impl Batches<'_> {
 fn write_trials(session: &Session, opts: &OutputOptions, trials: &[RunTrial]) -> Result<Vec<Staged>, SweepError> {
     let (spec, book) = (session.spec(), session.sweep().book());
     let strategy = spec.strategy();
-    let mut heatmap = match &opts.heatmap {
-        Some(h) => Some(Heatmap::new(strategy.clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by)?),
-        None => None,
-    };
+    let mut heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(spec, &opts.by)).transpose()?;
     let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Trials)?;
     for &(trial, combo, metrics) in trials {
         let row = Row { combo, values: book.combo_values(combo), metrics };

@@ -123,9 +123,7 @@ fn check_outputs(args: &SweepArgs, spec: &SweepSpec, opts: &mut OutputOptions) -
     }
     check_output(opts)?;
     if let Some(h) = &opts.heatmap {
-        let made =
-            threadx_sweep::Heatmap::new(spec.strategy().clone(), spec.axes(), h.x.as_deref(), h.y.as_deref(), &opts.by);
-        match made {
+        match h.heatmap(spec, &opts.by) {
             // Asked for by name: the user must choose; the default one is left out.
             Err(e) if args.heatmap.is_some() || args.heatmap_x.is_some() || args.heatmap_y.is_some() => {
                 return Err(e.into());
