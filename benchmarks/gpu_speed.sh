@@ -16,6 +16,8 @@ bin="$(cd "$1" && pwd)/threadx"
 [ -x "$bin" ] || { echo "gpu_speed.sh: no threadx binary in $1" >&2; exit 2; }
 quick=false
 [ "${2:-}" = "--quick" ] && quick=true
+# Each threadx process gets at most this many seconds (a GPU that hangs is a row, not a lost run).
+limit="${RUN_LIMIT:-240}"
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -60,14 +62,18 @@ for w in "${workloads[@]}"; do
     for device in cpu gpu all; do
         out="$work/$device.csv"
         started=$(now)
+        # One run that fails or passes the limit is a row saying so; the others still run,
+        # and the script fails at the end.
         # shellcheck disable=SC2086 # the grid flags are words
-        if ! "$bin" --device "$device" sweep "${data[@]}" $grid --quiet --heatmap /dev/null --out "$out" \
-            > "$work/$device.log" 2>&1; then
-            echo "gpu_speed.sh: $name on --device $device failed:" >&2
-            cat "$work/$device.log" >&2
-            exit 1
+        if ! timeout "$limit" "$bin" --device "$device" sweep "${data[@]}" $grid --quiet --heatmap /dev/null \
+            --out "$out" > "$work/$device.log" 2>&1; then
+            echo "gpu_speed.sh: $name on --device $device failed or passed ${limit} s:" >&2
+            tail -5 "$work/$device.log" >&2
+            printf '%s\t%s\t%s\t%s\t0\t0\t0\t0\t0\tFAILED\n' "$name" "$device" "$limit" "$limit" >> "$rows"
+            continue
         fi
         wall=$(( $(now) - started ))
+        echo "gpu_speed.sh: $name, --device $device: $(( wall / 1000000 )) ms" >&2
         same="-"
         if [ "$device" != cpu ]; then
             if cmp -s "$work/cpu.csv" "$out"; then same="same bytes"; else same="DIFFER"; fi
@@ -88,10 +94,13 @@ print("\t".join(map(str, [name, device, int(wall_ns) / 1e9, phase.get("backtests
 EOF
     done
     if [ "$bars" != 0 ] && [ -n "$peer" ] && [ -n "$peer_grid" ]; then
-        python3 "$peer" "$bars" "$peer_grid" --data "$csv" > "$work/peer.json"
+        timeout "$limit" python3 "$peer" "$bars" "$peer_grid" --data "$csv" > "$work/peer.json" || true
         python3 - "$work/peer.json" "$name" >> "$rows" <<'EOF'
 import json, sys
-p = json.load(open(sys.argv[1]))
+try:
+    p = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit(0)  # the peer failed: no row
 print("\t".join(map(str, [sys.argv[2], "numba.cuda", p["seconds"], p["seconds"], p["seconds"], 1.0, 1, p["combos"], p["bars"], "-"])))
 EOF
     fi
@@ -128,7 +137,7 @@ for name, device, wall, backtests, kernel, share, dispatches, combos, bars, same
           f"{dispatches:>10} {ratio:6.2f}x {rate:13.3g}  {same}")
 for note in notes:
     print(note)
-bad = [r for r in rows if r[-1] == "DIFFER"]
+bad = [r for r in rows if r[-1] in ("DIFFER", "FAILED")]
 if bad:
-    sys.exit(f"results differ from the CPU's: {[(r[0], r[1]) for r in bad]}")
+    sys.exit(f"results differ from the CPU's or failed: {[(r[0], r[1], r[-1]) for r in bad]}")
 EOF

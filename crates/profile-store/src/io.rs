@@ -137,6 +137,24 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_file_staged(path, bytes)?.commit()
 }
 
+/// Writes `bytes` to `path` in a folder that one process holds (a run's checkpoint), for a
+/// reader that checks what it reads (a checksum) and makes it again when it fails: a
+/// temporary `<name>.part` beside it, then a rename, neither synced nor preceded by a scan
+/// of the folder for other writers' temporary files. A crash may leave the file empty or
+/// zeroed, which its reader refuses; a stale `.part` is overwritten by the next write of the
+/// same file and goes with the folder. [`write_file_atomic`]'s fsync and scan made a
+/// checkpoint of thousands of chunks cost a read of the folder per chunk (quadratic) and a
+/// disk flush per chunk.
+pub fn write_held_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".part");
+    let part = path.with_file_name(name);
+    fs::write(&part, bytes)?;
+    fs::rename(&part, path).inspect_err(|_| {
+        let _ = fs::remove_file(&part);
+    })
+}
+
 /// Writes `bytes` beside `path`, synced, without putting them in its place yet: a run
 /// stages every output first and renames them all at its end ([`Staged::commit`]), so a
 /// full disk leaves the old set whole, never new results beside an old summary.
@@ -439,27 +457,12 @@ impl AtomicFile {
 
     /// Syncs the data and renames it over the destination (a device or FIFO: flushes).
     pub fn commit(self) -> std::io::Result<()> {
-        self.finish(true)
-    }
-
-    /// Renames the data over the destination without syncing it first: only for a file
-    /// whose reader checks it (a checksum) and makes it again, since a crash may leave it
-    /// empty or zeroed (a checkpoint chunk's blocks, which resume runs again).
-    pub fn commit_unsynced(self) -> std::io::Result<()> {
-        self.finish(false)
+        self.stage()?.commit()
     }
 
     /// Syncs the data beside the destination, its rename left to [`Staged::commit`] (a
     /// device or FIFO: flushed, written already).
-    pub fn stage(self) -> std::io::Result<Staged> {
-        self.staged(true)
-    }
-
-    fn finish(self, sync: bool) -> std::io::Result<()> {
-        self.staged(sync)?.commit()
-    }
-
-    fn staged(mut self, sync: bool) -> std::io::Result<Staged> {
+    pub fn stage(mut self) -> std::io::Result<Staged> {
         let tmp = self.tmp.take();
         let result = (|| {
             let file = self.file.take().expect("an uncommitted file").into_inner().map_err(|e| e.into_error())?;
@@ -469,9 +472,7 @@ impl AtomicFile {
             if let Some(permissions) = self.permissions.take() {
                 file.set_permissions(permissions)?;
             }
-            if sync {
-                file.sync_all()?;
-            }
+            file.sync_all()?;
             Ok(Some(file))
         })();
         match result {

@@ -310,15 +310,24 @@ fn atomic_writes_keep_the_mode_refuse_read_only_files_and_clean_stale_temporarie
     live.commit().unwrap();
     assert_eq!(fs::read_to_string(&path).unwrap(), "live");
     assert!(!live_tmp.exists());
+}
 
-    // Unsynced, a file still appears whole with its mode, and no temporary is left.
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
-    let mut unsynced = AtomicFile::create(&path).unwrap();
-    unsynced.write_all(b"unsynced").unwrap();
-    assert_eq!(fs::read_to_string(&path).unwrap(), "live", "nothing shows before the commit");
-    unsynced.commit_unsynced().unwrap();
-    assert_eq!((fs::read_to_string(&path).unwrap().as_str(), mode(&path)), ("unsynced", 0o640));
-    assert!(!live_tmp.exists());
+#[test]
+fn a_held_folders_file_appears_whole_over_a_stale_part() {
+    use threadx_profile_store::write_held_file;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chunk-000001.csv");
+    let part = dir.path().join("chunk-000001.csv.part");
+    // What a run killed mid-write left: the next write of the same file takes its place.
+    fs::write(&part, "half a chunk").unwrap();
+    write_held_file(&path, b"rows").unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "rows");
+    assert!(!part.exists(), "no temporary is left");
+    write_held_file(&path, b"rows again").unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "rows again");
+    // A folder that is gone is an error, not a panic.
+    let missing = dir.path().join("gone").join("chunk.csv");
+    assert!(write_held_file(&missing, b"rows").is_err());
 }
 
 /// Makes a special file with a shell tool (`mknod` needs root; `None` where it fails).

@@ -32,7 +32,7 @@ use threadx_backtest::{BlockCuts, Grid, GridCursor, SignalBook, Strategy};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::Ohlcv;
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
-use threadx_profile_store::{Staged, is_special_file, write_file_atomic, write_file_staged};
+use threadx_profile_store::{Staged, is_special_file, write_file_staged, write_held_file};
 use threadx_telemetry::{PhaseReport, PhaseTimer};
 
 /// What a finished run reports, typed; `summary` is the JSON written beside the results,
@@ -363,7 +363,7 @@ impl<'a> ChunkFiles<'a> {
         if let Some(cuts) = self.cuts {
             write_chunk_blocks(&blocks_path(&path), r, cuts)?;
         }
-        write_file_atomic(&path, &bytes).map_err(io_error(&path))?;
+        write_held_file(&path, &bytes).map_err(io_error(&path))?;
         *self.write_s.lock().unwrap_or_else(|e| e.into_inner()) += started.elapsed().as_secs_f64();
         Ok(())
     }

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, Metrics, Strategy};
 use threadx_dispatch::thousands;
-use threadx_profile_store::{Staged, write_file_atomic, write_file_staged};
+use threadx_profile_store::{Staged, write_file_staged, write_held_file};
 use threadx_telemetry::PhaseTimer;
 
 /// How far a search has come: trials done of at most `total`, and the best value so far.
@@ -287,7 +287,7 @@ impl Batches<'_> {
                 write_row(text, strategy, combo, &book.combo_values(combo), m);
             }
         });
-        write_file_atomic(&path, &file).map_err(io_error(&path))?;
+        write_held_file(&path, &file).map_err(io_error(&path))?;
         Ok(result.metrics)
     }
 

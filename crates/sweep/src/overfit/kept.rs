@@ -12,7 +12,7 @@ use crate::table::{Cell, ColumnType, ColumnarWriter, TableFormat};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use threadx_backtest::BlockCuts;
-use threadx_profile_store::{AtomicFile, Staged};
+use threadx_profile_store::{AtomicFile, Staged, write_held_file};
 
 /// The blocks file beside a checkpoint chunk's rows.
 pub(crate) fn blocks_path(chunk: &Path) -> PathBuf {
@@ -20,13 +20,11 @@ pub(crate) fn blocks_path(chunk: &Path) -> PathBuf {
 }
 
 /// Writes a finished chunk's blocks and Sharpe ratios: per combo its Sharpe ratio, then
-/// its blocks. Not synced: a crash that loses them leaves a file that fails its checksum,
-/// and resume runs the chunk again (only its rows, written after, are synced).
+/// its blocks. Not synced ([`write_held_file`]): a crash that loses them leaves a file that
+/// fails its checksum, and resume runs the chunk again.
 pub(crate) fn write_chunk_blocks(path: &Path, r: &ChunkResult, cuts: &BlockCuts) -> Result<(), SweepError> {
     let bytes = blocks_bytes(r.metrics.iter().map(|m| m.sharpe), &r.blocks, cuts);
-    let mut file = AtomicFile::create(path).map_err(io_error(path))?;
-    file.write_all(&bytes).map_err(io_error(path))?;
-    file.commit_unsynced().map_err(io_error(path))
+    write_held_file(path, &bytes).map_err(io_error(path))
 }
 
 /// The bytes of a blocks file: `sharpe` and `blocks` (per combo, in order), f64 little
