@@ -42,8 +42,9 @@ impl Ohlcv {
     /// Times are date-time strings (RFC 3339, `YYYY-MM-DD[ HH:MM[:SS]]`) or epoch seconds,
     /// milliseconds or microseconds (told apart by magnitude).
     ///
-    /// The file is read as a stream: a compressed or binary file, a line longer than
-    /// 64 KiB or text that is not UTF-8 is refused at the line where it shows.
+    /// The file is checked as it is read: a compressed or binary file, a line longer than
+    /// 64 KiB or text that is not UTF-8 is refused at the line where it shows. A long file
+    /// is then parsed in stretches of lines on all cores, with the one-pass result.
     pub fn read_csv(path: &Path) -> Result<Self, DataError> {
         ReadBars::read_csv(path)?.single()
     }

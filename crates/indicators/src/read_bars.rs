@@ -7,6 +7,7 @@ use crate::bar_columns::{FIELDS, TIME_COLUMNS, parse_time};
 use crate::csv_input::{CheckedInput, cut, quoted};
 use crate::error::{DataError, Place};
 use crate::ohlcv::Ohlcv;
+use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -160,6 +161,26 @@ pub fn find_columns(origin: &str, header: &[&str]) -> Result<([usize; 5], Option
     }
 }
 
+/// Where a CSV's fields sit: the columns of a bar (time, open, high, low, close, volume,
+/// the last optional) and of the symbol.
+#[derive(Clone, Copy)]
+struct CsvLayout {
+    columns: [Option<usize>; 6],
+    symbol: Option<usize>,
+}
+
+/// Bars of a stretch of CSV lines, in order, before they are joined.
+#[derive(Default)]
+struct CsvRows {
+    timestamps: Vec<i64>,
+    columns: [Vec<f64>; 5],
+    lines: Vec<usize>,
+    symbols: Option<SymbolColumn>,
+}
+
+/// Text stretches at least this long are parsed side by side on the pool.
+const PARALLEL_BYTES: usize = 1 << 20;
+
 impl ReadBars {
     /// The bars of a CSV file (see [`Ohlcv::read_csv`]).
     pub(crate) fn read_csv(path: &Path) -> Result<Self, DataError> {
@@ -168,83 +189,160 @@ impl ReadBars {
         Self::parse_csv(&path.display().to_string(), std::io::BufReader::with_capacity(1 << 16, file))
     }
 
+    /// The bars of CSV text: read whole through [`CheckedInput`] (which refuses a binary or
+    /// compressed file at once), then parsed in stretches of whole lines on the pool when
+    /// the text is long and has no quotes (a quoted field may hold a line break), and
+    /// joined in order: the same bars, lines and first error as one pass.
     pub(crate) fn parse_csv(origin: &str, input: impl std::io::Read) -> Result<Self, DataError> {
-        // Records end at `\n` (a `\r` before it is trimmed as whitespace): the csv crate's
-        // CRLF terminator numbered a CRLF file's lines one too low.
-        let mut reader = csv::ReaderBuilder::new()
-            .has_headers(false)
-            .flexible(true)
-            .trim(csv::Trim::All)
-            .terminator(csv::Terminator::Any(b'\n'))
-            .from_reader(CheckedInput::new(input));
-        let mut records = reader.records();
-        let invalid = |line: usize, column: &str, problem: String| DataError::Invalid {
-            origin: origin.to_owned(),
-            line,
-            column: column.to_owned(),
-            problem,
-        };
-        let record_err = |e: csv::Error| {
-            let line = e.position().map_or(0, |p| p.line() as usize);
-            match e.kind() {
-                csv::ErrorKind::Io(io) => DataError::Format { origin: origin.to_owned(), problem: io.to_string() },
-                csv::ErrorKind::Utf8 { .. } => DataError::Format {
-                    origin: origin.to_owned(),
-                    problem: format!("line {line} is not UTF-8 text (save the file as UTF-8)"),
-                },
-                _ => invalid(line, "-", e.to_string()),
-            }
-        };
-        let Some(first) = records.next().transpose().map_err(record_err)? else {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut CheckedInput::new(input), &mut text)
+            .map_err(|e| DataError::Format { origin: origin.to_owned(), problem: e.to_string() })?;
+        let mut reader = csv_reader(&text[..]);
+        let mut first = csv::StringRecord::new();
+        if !reader.read_record(&mut first).map_err(|e| record_error(origin, 0, e))? {
             return Err(DataError::Empty { origin: origin.to_owned() });
-        };
-        let headerless = first.get(0).is_some_and(|f| f.parse::<f64>().is_ok());
-        let mut symbol_column = None;
-        let columns: [Option<usize>; 6] = if headerless {
-            [Some(0), Some(1), Some(2), Some(3), Some(4), Some(5)]
+        }
+        let headerless = first.get(0).is_some_and(|f| f.trim_ascii().parse::<f64>().is_ok());
+        let (layout, rows_from) = if headerless {
+            (CsvLayout { columns: [0, 1, 2, 3, 4, 5].map(Some), symbol: None }, 0)
         } else {
-            let header: Vec<&str> = first.iter().collect();
+            let header: Vec<&str> = first.iter().map(str::trim_ascii).collect();
             let (found, volume) = find_columns(origin, &header)?;
-            symbol_column = header.iter().position(|h| h.eq_ignore_ascii_case(SYMBOL_COLUMN));
-            [Some(found[0]), Some(found[1]), Some(found[2]), Some(found[3]), Some(found[4]), volume]
+            let symbol = header.iter().position(|h| h.eq_ignore_ascii_case(SYMBOL_COLUMN));
+            let columns = [Some(found[0]), Some(found[1]), Some(found[2]), Some(found[3]), Some(found[4]), volume];
+            (CsvLayout { columns, symbol }, reader.position().byte() as usize)
         };
-        let mut symbols = symbol_column.map(|_| SymbolColumn::default());
-        let mut timestamps = Vec::new();
-        let [mut open, mut high, mut low, mut close, mut volume] = [(); 5].map(|()| Vec::<f64>::new());
-        let mut lines = Vec::new();
-        let rows = headerless.then_some(Ok(first)).into_iter().chain(records);
-        for record in rows {
-            let record = record.map_err(record_err)?;
-            let line = record.position().map_or(0, |p| p.line() as usize);
-            if record.iter().all(str::is_empty) {
-                continue;
-            }
-            let field = |c: usize| -> Result<&str, DataError> {
-                let index = columns[c].unwrap_or(usize::MAX);
-                record.get(index).ok_or_else(|| invalid(line, FIELDS[c], "missing field".into()))
-            };
-            timestamps.push(parse_time(field(0)?).map_err(|p| invalid(line, FIELDS[0], p))?);
-            let number = |c: usize| -> Result<f64, DataError> {
-                let text = field(c)?;
-                text.parse::<f64>().map_err(|_| invalid(line, FIELDS[c], format!("{} is not a number", quoted(text))))
-            };
-            open.push(number(1)?);
-            high.push(number(2)?);
-            low.push(number(3)?);
-            close.push(number(4)?);
-            volume.push(if columns[5].is_some() { number(5)? } else { 0.0 });
-            if let (Some(symbols), Some(c)) = (&mut symbols, symbol_column) {
-                match record.get(c).filter(|s| !s.is_empty()) {
-                    Some(name) => symbols.push(name),
-                    None => return Err(invalid(line, SYMBOL_COLUMN, "no symbol".into())),
-                }
-            }
-            lines.push(line);
+        let rows = &text[rows_from..];
+        let first_line = 1 + memchr::memchr_iter(b'\n', &text[..rows_from]).count();
+        let parts: Vec<Result<CsvRows, DataError>> = line_stretches(rows, first_line)
+            .into_par_iter()
+            .map(|(at, line)| parse_rows(origin, at, line, layout))
+            .collect();
+        let mut all = CsvRows { symbols: layout.symbol.map(|_| SymbolColumn::default()), ..CsvRows::default() };
+        for part in parts {
+            all.append(part?);
         }
-        if timestamps.is_empty() {
+        if all.timestamps.is_empty() {
             return Err(DataError::Empty { origin: origin.to_owned() });
         }
-        let bars = Ohlcv::unchecked(origin.to_owned(), timestamps, open, high, low, close, volume);
-        Ok(ReadBars { bars, lines: Some(lines), symbols })
+        let [open, high, low, close, volume] = all.columns;
+        let bars = Ohlcv::unchecked(origin.to_owned(), all.timestamps, open, high, low, close, volume);
+        Ok(ReadBars { bars, lines: Some(all.lines), symbols: all.symbols })
+    }
+}
+
+/// The CSV reader every stretch uses. Records end at `\n` (a `\r` before it is trimmed as
+/// whitespace): the csv crate's CRLF terminator numbered a CRLF file's lines one too low.
+/// Fields are trimmed as they are read (`str::trim_ascii`, what the csv crate's trim does),
+/// not by the crate, whose trim copies every record.
+fn csv_reader(text: &[u8]) -> csv::Reader<&[u8]> {
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_reader(text)
+}
+
+/// `rows` cut into stretches of whole lines, each with the file's line number of its
+/// first byte: one stretch when it is short or holds a quote.
+fn line_stretches(rows: &[u8], first_line: usize) -> Vec<(&[u8], usize)> {
+    let pieces = (rows.len() / PARALLEL_BYTES).min(4 * rayon::current_num_threads());
+    if pieces < 2 || memchr::memchr(b'"', rows).is_some() {
+        return vec![(rows, first_line)];
+    }
+    let mut stretches = Vec::with_capacity(pieces);
+    let (mut start, mut line) = (0, first_line);
+    for k in 1..=pieces {
+        let end = if k == pieces {
+            rows.len()
+        } else {
+            let guess = (rows.len() * k / pieces).max(start);
+            memchr::memchr(b'\n', &rows[guess..]).map_or(rows.len(), |i| guess + i + 1)
+        };
+        if end > start {
+            stretches.push((&rows[start..end], line));
+            line += memchr::memchr_iter(b'\n', &rows[start..end]).count();
+            start = end;
+        }
+    }
+    stretches
+}
+
+/// A CSV error as the loader reports it, `line_base` added to the stretch's line numbers.
+fn record_error(origin: &str, line_base: usize, e: csv::Error) -> DataError {
+    let line = line_base + e.position().map_or(0, |p| p.line() as usize);
+    match e.kind() {
+        csv::ErrorKind::Io(io) => DataError::Format { origin: origin.to_owned(), problem: io.to_string() },
+        csv::ErrorKind::Utf8 { .. } => DataError::Format {
+            origin: origin.to_owned(),
+            problem: format!("line {line} is not UTF-8 text (save the file as UTF-8)"),
+        },
+        _ => invalid(origin, line, "-", e.to_string()),
+    }
+}
+
+fn invalid(origin: &str, line: usize, column: &str, problem: String) -> DataError {
+    DataError::Invalid { origin: origin.to_owned(), line, column: column.to_owned(), problem }
+}
+
+/// The bars of one stretch of lines, `first_line` being the file's line of its first byte.
+fn parse_rows(origin: &str, text: &[u8], first_line: usize, layout: CsvLayout) -> Result<CsvRows, DataError> {
+    let lines_estimate = text.len() / 48;
+    let mut rows = CsvRows {
+        timestamps: Vec::with_capacity(lines_estimate),
+        columns: [(); 5].map(|()| Vec::with_capacity(lines_estimate)),
+        lines: Vec::with_capacity(lines_estimate),
+        symbols: layout.symbol.map(|_| SymbolColumn::default()),
+    };
+    let base = first_line - 1;
+    let mut reader = csv_reader(text);
+    let mut record = csv::StringRecord::new();
+    while reader.read_record(&mut record).map_err(|e| record_error(origin, base, e))? {
+        let line = base + record.position().map_or(0, |p| p.line() as usize);
+        if record.iter().all(|f| f.trim_ascii().is_empty()) {
+            continue;
+        }
+        let field = |c: usize| -> Result<&str, DataError> {
+            let index = layout.columns[c].unwrap_or(usize::MAX);
+            record
+                .get(index)
+                .map(str::trim_ascii)
+                .ok_or_else(|| invalid(origin, line, FIELDS[c], "missing field".into()))
+        };
+        rows.timestamps.push(parse_time(field(0)?).map_err(|p| invalid(origin, line, FIELDS[0], p))?);
+        let number = |c: usize| -> Result<f64, DataError> {
+            let text = field(c)?;
+            text.parse::<f64>()
+                .map_err(|_| invalid(origin, line, FIELDS[c], format!("{} is not a number", quoted(text))))
+        };
+        for c in 0..4 {
+            rows.columns[c].push(number(c + 1)?);
+        }
+        rows.columns[4].push(if layout.columns[5].is_some() { number(5)? } else { 0.0 });
+        if let (Some(symbols), Some(c)) = (&mut rows.symbols, layout.symbol) {
+            match record.get(c).map(str::trim_ascii).filter(|s| !s.is_empty()) {
+                Some(name) => symbols.push(name),
+                None => return Err(invalid(origin, line, SYMBOL_COLUMN, "no symbol".into())),
+            }
+        }
+        rows.lines.push(line);
+    }
+    Ok(rows)
+}
+
+impl CsvRows {
+    /// The rows of the next stretch after these (its symbols renumbered in order of first
+    /// sight over the whole file).
+    fn append(&mut self, mut next: CsvRows) {
+        self.timestamps.append(&mut next.timestamps);
+        for (all, part) in self.columns.iter_mut().zip(&mut next.columns) {
+            all.append(part);
+        }
+        self.lines.append(&mut next.lines);
+        if let (Some(all), Some(part)) = (&mut self.symbols, next.symbols) {
+            for &s in &part.of_bar {
+                all.push(&part.names[s as usize]);
+            }
+        }
     }
 }

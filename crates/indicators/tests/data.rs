@@ -314,3 +314,33 @@ fn prices_outside_the_range_and_bars_that_break_the_ohlc_rule_are_refused_at_the
     // The edges of the range and a bar at its extremes are accepted.
     Ohlcv::parse_csv("t.csv", &format!("{head}2024-01-01 01:00,1e-100,1e100,1e-100,1e100\n")).unwrap();
 }
+
+/// A CSV longer than a few MiB is parsed in stretches of lines on the pool: the same bars,
+/// line numbers and errors as one pass (a quote anywhere keeps the text in one pass), with
+/// LF or CRLF line ends.
+#[test]
+fn a_long_csv_parsed_in_stretches_reads_as_one_pass_does() {
+    let bars = SyntheticSpec::parse("bars=60000,seed=5").expect("spec").generate();
+    let text = bars.to_csv();
+    assert!(text.len() > 3 << 20, "long enough for several stretches: {} bytes", text.len());
+    let one_pass = text.replacen("timestamp", "\"timestamp\"", 1);
+    for text in [text.clone(), text.replace('\n', "\r\n")] {
+        let read = parse(&text).expect("the bars");
+        assert_eq!(read.timestamps(), bars.timestamps());
+        assert_eq!((read.open(), read.high(), read.low()), (bars.open(), bars.high(), bars.low()));
+        assert_eq!((read.close(), read.volume()), (bars.close(), bars.volume()));
+    }
+    assert_eq!(parse(&one_pass).expect("the bars").close(), bars.close());
+    // An error far into the file names its line (the header is line 1), both ways.
+    for text in [&text, &one_pass] {
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        lines[50_000] = lines[50_000].replacen(",", ",x", 2).replacen(",x", ",", 1);
+        let (line, column, problem) = invalid(&(lines.join("\n") + "\n"));
+        assert_eq!((line, column.as_str()), (50_001, "high"), "{problem}");
+        // A late bar out of time order is named at its line too (validation uses the lines).
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        lines.swap(40_000, 40_001);
+        let (line, column, _) = invalid(&(lines.join("\n") + "\n"));
+        assert_eq!((line, column.as_str()), (40_002, "timestamp"));
+    }
+}

@@ -188,3 +188,20 @@ fn a_folder_and_a_pattern_give_a_symbol_per_file() {
         Ok(MarketData::Bars(_))
     ));
 }
+
+/// A long file of several MiB, parsed in stretches on the pool: each symbol keeps its own
+/// bars whichever stretch they fall in.
+#[test]
+fn a_long_csv_of_several_mib_splits_into_the_same_symbols() {
+    let market = |seed: u64| SyntheticSpec::parse(&format!("bars=25000,seed={seed}")).expect("spec").generate();
+    let symbols = vec![("B".to_owned(), market(1)), ("A".to_owned(), market(2)), ("C".to_owned(), market(3))];
+    let mut csv = String::from("timestamp,symbol,open,high,low,close,volume\n");
+    for (t, s, v) in long_rows(&symbols) {
+        csv += &format!("{t},{s},{},{},{},{},{}\n", v[0], v[1], v[2], v[3], v[4]);
+    }
+    assert!(csv.len() > 3 << 20, "several stretches: {} bytes", csv.len());
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("long.csv");
+    std::fs::write(&path, &csv).expect("write");
+    check(&universe(path.to_str().expect("utf-8")), &symbols);
+}
