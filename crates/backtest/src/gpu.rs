@@ -176,9 +176,10 @@ impl GpuBacktester {
             )));
         }
         check_exact_range(book)?;
+        // Tables of a bar each, formed on the host's pool (millions of bars on long data).
         let bar: Vec<[u32; 4]> = book
             .close()
-            .iter()
+            .par_iter()
             .zip(&tables.log)
             .map(|(&c, &l)| {
                 let [c0, c1] = i64_words(c.to_bits() as i64);
@@ -187,6 +188,7 @@ impl GpuBacktester {
             })
             .collect();
         let sums: Vec<[u32; 16]> = (0..book.bars())
+            .into_par_iter()
             .map(|t| {
                 let mut s = [0u32; 16];
                 for (i, v) in [tables.ret_sum[t], tables.ret_sq_sum[t], tables.exit_sum[t], tables.exit_sq_sum[t]]
@@ -204,7 +206,7 @@ impl GpuBacktester {
         let stop_sums = if tables.stop_exit_sum.is_empty() { 0 } else { bars };
         let mut bar = bar;
         if stop_sums != 0 {
-            bar.extend((0..book.bars()).flat_map(|t| {
+            bar.par_extend((0..book.bars()).into_par_iter().flat_map_iter(|t| {
                 let (exit1, exit2) = tables.exit_sums(t, true);
                 [u128_words(exit1), u128_words(exit2)]
             }));
@@ -251,12 +253,13 @@ impl GpuBacktester {
         &self.ctx
     }
 
-    /// Combos one call should hold to fill the device ([`GpuContext::parallelism`]), within
-    /// what its largest buffer holds of their runs and block snapshots.
-    pub fn dispatch_combos(&self) -> u64 {
+    /// Combos one call should hold: enough to fill the device ([`GpuContext::parallelism`])
+    /// and at least `host_width` (what keeps every host thread busy with the call's rows),
+    /// within what its largest buffer holds of their runs and block snapshots.
+    pub fn dispatch_combos(&self, host_width: u64) -> u64 {
         let per_combo =
             (std::mem::size_of::<Run>() + 16 * self.blocks.as_ref().map_or(0, BlockCuts::snapshot_len)) as u64;
-        self.ctx.parallelism().min(self.ctx.limits().max_buffer_size / per_combo).max(1)
+        self.ctx.parallelism().max(host_width).min(self.ctx.limits().max_buffer_size / per_combo).max(1)
     }
 
     /// The totals of every plan, in order (and their blocks): the same bits as the CPU's.

@@ -436,14 +436,27 @@ impl GpuContext {
                 let bytes = pending.len * std::mem::size_of::<T>();
                 let words_at = bytes.next_multiple_of(8);
                 ReadBack {
-                    items: bytemuck::pod_collect_to_vec(&view[..bytes]),
-                    words: bytemuck::pod_collect_to_vec(&view[words_at..words_at + 4 * pending.words]),
+                    items: copied_out(&view[..bytes]),
+                    words: copied_out(&view[words_at..words_at + 4 * pending.words]),
                 }
             };
             staging.unmap();
             Ok(Some(data))
         })
     }
+}
+
+/// The values of mapped bytes, copied out on the host's pool: a wide dispatch's totals are
+/// hundreds of megabytes, one thread's copy a good part of its read-back.
+fn copied_out<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
+    use rayon::prelude::*;
+    const PIECE: usize = 1 << 20;
+    let mut out: Vec<T> = bytemuck::zeroed_vec(bytes.len() / std::mem::size_of::<T>());
+    bytemuck::cast_slice_mut::<T, u8>(&mut out)
+        .par_chunks_mut(PIECE)
+        .zip(bytes.par_chunks(PIECE))
+        .for_each(|(to, from)| to.copy_from_slice(from));
+    out
 }
 
 /// One kernel launch for [`GpuContext::dispatch_and_read_back`]: `buffers` bound at

@@ -54,6 +54,8 @@ pub struct Worker {
     pub(crate) lanes: usize,
     /// Chunks in flight per lane: a GPU keeps two, so the next upload overlaps the kernel.
     pub(crate) depth: usize,
+    /// The rayon pool its work runs on (None: the global one): the CPU's chunks, or a
+    /// GPU's host work beside a CPU worker.
     pub(crate) threads: Option<Arc<rayon::ThreadPool>>,
     pub(crate) slowdown: f64,
     pub(crate) fault: Option<Fault>,
@@ -182,6 +184,10 @@ pub(crate) fn open_workers(options: &PoolOptions) -> (Vec<Worker>, Vec<String>) 
     let mut problems = Vec::new();
     let selection = options.selection.clone().unwrap_or_else(|| Arc::new(select_gpu()));
     let mut index = 0;
+    // Beside the CPU worker, whose chunks hold every thread of its pool for their whole
+    // run, the GPUs' host work (plans, rows, chunk files) gets a pool of its own, as wide:
+    // on the CPU's pool it waited behind those chunks while the GPU stood idle.
+    let host = std::cell::OnceCell::new();
     for i in selection.physical() {
         let report = &selection.adapters[i];
         if !DevicePolicy::admits(report, options.software) {
@@ -199,7 +205,9 @@ pub(crate) fn open_workers(options: &PoolOptions) -> (Vec<Worker>, Vec<String>) 
         match ctx {
             Ok(ctx) => {
                 for copy in 0..options.logical.max(1) {
-                    let worker = Worker::gpu(index, ctx.clone());
+                    let threads =
+                        host.get_or_init(|| options.cpu.then(|| gpu_host_pool(options.threads.as_ref())).flatten());
+                    let worker = Worker { threads: threads.clone(), ..Worker::gpu(index, ctx.clone()) };
                     workers.push(if copy == 0 {
                         worker
                     } else {
@@ -216,4 +224,17 @@ pub(crate) fn open_workers(options: &PoolOptions) -> (Vec<Worker>, Vec<String>) 
         workers.push(options.threads.clone().map_or_else(Worker::cpu, Worker::cpu_on));
     }
     (workers, problems)
+}
+
+/// The GPUs' host pool beside a CPU worker on `cpu_threads` (the global pool when none):
+/// as many threads; none (the global pool) if it cannot be started.
+fn gpu_host_pool(cpu_threads: Option<&Arc<rayon::ThreadPool>>) -> Option<Arc<rayon::ThreadPool>> {
+    let n = cpu_threads.map_or_else(rayon::current_num_threads, |p| p.current_num_threads());
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("threadx-gpu-host-{i}"))
+        .build()
+        .map(Arc::new)
+        .inspect_err(|e| tracing::warn!("the GPUs' host work shares the CPU's threads: {e}"))
+        .ok()
 }

@@ -490,7 +490,12 @@ impl Workload for SweepWork<'_> {
     fn dispatch_items(&self, lane: &SweepLane) -> u64 {
         match lane {
             SweepLane::Cpu => 0,
-            SweepLane::Gpu(gpu) => gpu.dispatch_combos(),
+            // The host makes each chunk's plans, rows and file on its pool, a chunk a
+            // thread: a dispatch of short data holds a chunk for every thread.
+            SweepLane::Gpu(gpu) => {
+                let threads = rayon::current_num_threads() as u64;
+                gpu.dispatch_combos(self.sweep.combos.chunk_size().saturating_mul(threads))
+            }
         }
     }
 
@@ -508,7 +513,8 @@ impl Workload for SweepWork<'_> {
                     .collect(),
             ),
             SweepLane::Gpu(gpu) => {
-                let plans: Vec<ComboPlan> = parts.iter().flat_map(|(_, plans)| plans.iter().copied()).collect();
+                let plans: Vec<ComboPlan> =
+                    parts.par_iter().flat_map_iter(|(_, plans)| plans.iter().copied()).collect();
                 let pending = gpu.submit(&plans)?;
                 SweepPending::Gpu(parts.into_iter().map(|(combos, _)| combos).collect(), pending)
             }
