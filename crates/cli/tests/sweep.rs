@@ -266,6 +266,17 @@ fn balance_saves_the_split_that_device_all_uses_and_profile_show_lists_it() {
     if gpu {
         assert_eq!(summary["balance"]["ratios"].as_object().unwrap().len(), 2, "{summary:#}");
     }
+    // A saved balance giving every worker half the work does not send a small sweep to the
+    // GPU in `auto`: opening one costs more than the CPU's whole run.
+    let path = dir.path().join("artifacts/profiles/multigpu.json");
+    let mut file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for ratio in file["profiles"]["backtest_bb_atr"]["ratios"].as_object_mut().unwrap().values_mut() {
+        *ratio = 0.5.into();
+    }
+    std::fs::write(&path, file.to_string()).unwrap();
+    let (auto, summary, _) = run("auto", "auto.csv");
+    assert_eq!(auto, cpu);
+    assert_eq!(summary["workers"].as_object().unwrap().keys().collect::<Vec<_>>(), ["cpu"], "{summary:#}");
 
     let unknown = threadx(dir.path(), &["balance", "--workload-tag", "bollinger"]);
     assert!(!unknown.status.success());

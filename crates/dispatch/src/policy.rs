@@ -18,9 +18,12 @@ pub struct DevicePolicy {
     /// decision heals while a device 100 times slower is re-run 100 times less often
     /// (0: never).
     pub recheck_every: u64,
-    /// Sweeps below this many combos, with no balance saved, run on the CPU alone in
-    /// `auto`: measuring every device would cost more than it saves.
-    pub small_sweep_combos: u64,
+    /// Sweeps of less work than this (bars × combos) run on the CPU alone in `auto`,
+    /// whatever balance is saved: opening a GPU and feeding it (a quarter of a second on
+    /// an H100) costs more than the CPU's whole run (under a second on 16 cores). A saved
+    /// balance says how devices share a long run, not whether a short one pays a GPU's
+    /// start-up.
+    pub small_sweep_work: u64,
     /// A worker whose measured share of a balanced run is below this is dropped in `auto`
     /// (it adds less throughput than it costs to feed).
     pub min_useful_share: f64,
@@ -32,16 +35,17 @@ impl Default for DevicePolicy {
             min_gpu_size: 4096,
             min_samples: 3,
             recheck_every: 50,
-            small_sweep_combos: 4 * 8192,
+            small_sweep_work: 1 << 32,
             min_useful_share: 0.05,
         }
     }
 }
 
 impl DevicePolicy {
-    /// Whether a sweep of `combos` combos is too small for `auto` to measure devices for.
-    pub fn is_small_sweep(&self, combos: u64) -> bool {
-        combos < self.small_sweep_combos
+    /// Whether a sweep of `combos` combos over `bars` bars is too small for `auto` to use a
+    /// GPU for ([`Self::small_sweep_work`]).
+    pub fn is_small_sweep(&self, combos: u64, bars: u64) -> bool {
+        combos.saturating_mul(bars) < self.small_sweep_work
     }
 
     /// Whether a worker with `share` of the work is kept when the best has `best`: it adds

@@ -132,7 +132,7 @@ impl SweepPlan {
         let layout = BookLayout::new(grid, combos.sample())?;
         let gpu = match mode {
             DeviceMode::Cpu => false,
-            DeviceMode::Auto => !policy.is_small_sweep(combos.len()),
+            DeviceMode::Auto => !policy.is_small_sweep(combos.len(), bars as u64),
             DeviceMode::Gpu | DeviceMode::All => true,
         };
         let process = threadx_telemetry::resident_bytes().unwrap_or(PROCESS_BYTES);
@@ -313,13 +313,10 @@ impl Sweep {
         note: &mut dyn FnMut(&str),
     ) -> Result<(DevicePool, DistributeOptions), SweepError> {
         let mut distribute = DistributeOptions::new(self.workload_tag());
-        // A small sweep with no balance saved runs on the CPU in `auto` mode, decided
-        // before the adapters are probed: it never waits for them.
+        // A small sweep runs on the CPU in `auto` mode, decided before the adapters are
+        // probed (it never waits for them), whatever balance is saved.
         let policy = dispatcher.policy();
-        let small = mode == DeviceMode::Auto && policy.is_small_sweep(self.combos.len());
-        if small
-            && !matches!(Profiles::from_env(dispatcher.fingerprint()).multigpu_ratios(&distribute.tag), Ok(Some(_)))
-        {
+        if mode == DeviceMode::Auto && policy.is_small_sweep(self.combos.len(), self.book.bars() as u64) {
             return Ok((DevicePool::for_mode(DeviceMode::Cpu, dispatcher, threads)?, distribute));
         }
         let mut pool = DevicePool::for_mode(mode, dispatcher, threads.clone())?;
@@ -329,9 +326,6 @@ impl Sweep {
         let profiles = Profiles::from_env(dispatcher.fingerprint());
         let ratios = match pool.saved_ratios(&profiles, &distribute.tag)? {
             Some(saved) => saved.ratios,
-            None if small => {
-                return Ok((DevicePool::for_mode(DeviceMode::Cpu, dispatcher, threads)?, distribute));
-            }
             None => {
                 note(&format!(
                     "measuring the balance of {} on {} (once; `threadx balance` measures it again):",
