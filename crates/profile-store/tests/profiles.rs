@@ -313,18 +313,15 @@ fn atomic_writes_keep_the_mode_refuse_read_only_files_and_clean_stale_temporarie
 }
 
 #[test]
-fn a_held_folders_file_appears_whole_over_a_stale_part() {
+fn a_held_folders_file_is_written_in_place_over_what_a_crash_left() {
     use threadx_profile_store::write_held_file;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("chunk-000001.csv");
-    let part = dir.path().join("chunk-000001.csv.part");
-    // What a run killed mid-write left: the next write of the same file takes its place.
-    fs::write(&part, "half a chunk").unwrap();
+    // What a run killed mid-write left is replaced whole; nothing else appears beside it.
+    fs::write(&path, "half a chunk that was longer than the next").unwrap();
     write_held_file(&path, b"rows").unwrap();
     assert_eq!(fs::read_to_string(&path).unwrap(), "rows");
-    assert!(!part.exists(), "no temporary is left");
-    write_held_file(&path, b"rows again").unwrap();
-    assert_eq!(fs::read_to_string(&path).unwrap(), "rows again");
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     // A folder that is gone is an error, not a panic.
     let missing = dir.path().join("gone").join("chunk.csv");
     assert!(write_held_file(&missing, b"rows").is_err());
