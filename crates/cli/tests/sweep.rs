@@ -603,3 +603,41 @@ fn a_configs_device_is_the_runs_unless_the_flag_says_otherwise() {
     let flagged = run(&["--device", "gpu"]);
     assert!(text(&flagged.stderr).contains("probing GPU adapters"), "{}", text(&flagged.stderr));
 }
+
+/// Daily bars on weekdays only are annualised over 252 trading days, and the summary and
+/// the report say so; `--periods-per-year` overrides it and says it was given.
+#[test]
+fn weekday_bars_are_annualised_over_trading_days_and_the_summary_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("timestamp,open,high,low,close\n");
+    // From Monday 2024-01-01, 80 weeks of weekdays, a close that swings.
+    for day in (0..560i64).filter(|d| d % 7 < 5) {
+        let close = 100.0 + 10.0 * (day as f64 / 6.0).sin();
+        csv += &format!("{},{close},{},{},{close}\n", 1_704_067_200 + day * 86_400, close + 1.0, close - 1.0);
+    }
+    std::fs::write(dir.path().join("stock.csv"), csv).unwrap();
+    let run = |more: &[&str]| {
+        let mut args = small_sweep("stock.csv");
+        args.extend(["--out", "r.csv", "--report", "r.html"]);
+        args.extend(more);
+        let out = threadx(dir.path(), &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+        let results = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
+        let header: Vec<&str> = results.lines().next().unwrap().split(',').collect();
+        let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let row: Vec<f64> = results.lines().nth(1).unwrap().split(',').map(|v| v.parse().unwrap_or(f64::NAN)).collect();
+        let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+        (summary["annualisation"].clone(), row[column("sharpe_annual")] / row[column("sharpe")], html)
+    };
+    let (annualisation, ratio, html) = run(&[]);
+    assert_eq!(annualisation["periods_per_year"], 252.0);
+    assert_eq!(annualisation["basis"], "trading days: no bar on a weekend, a year of 252 days");
+    assert!((ratio - 252f64.sqrt()).abs() < 1e-6, "{ratio}");
+    assert!(html.contains("over 252 bars a year (trading days: no bar on a weekend"), "the report says it");
+    let (annualisation, ratio, _) = run(&["--periods-per-year", "365"]);
+    assert_eq!(annualisation["periods_per_year"], 365.0);
+    assert_eq!(annualisation["basis"], "given (--periods-per-year)");
+    assert!((ratio - 365f64.sqrt()).abs() < 1e-6, "{ratio}");
+}

@@ -13,6 +13,7 @@
 
 mod bank;
 mod bar_columns;
+mod calendar;
 mod columnar;
 mod compute;
 mod cpu;
@@ -28,6 +29,7 @@ mod universe;
 
 pub use bank::IndicatorBank;
 pub use bar_columns::{columns_help, epoch_to_ms, format_time};
+pub use calendar::{Calendar, TRADING_DAYS};
 pub use columnar::Columnar;
 pub use compute::{FamilyRun, compute_cpu, compute_gpu};
 pub use error::{DataError, IndicatorError};

@@ -2,6 +2,7 @@
 //! bars may be whatever read them.
 
 use crate::bar_columns::{FIELDS, format_time};
+use crate::calendar::{Calendar, bars_per_year};
 use crate::error::{DataError, Place};
 
 /// OHLCV bars as one array per field. Invariants, checked by [`Ohlcv::new`]: all arrays
@@ -173,19 +174,14 @@ impl Ohlcv {
         );
     }
 
-    /// Bars per year from the median spacing of the timestamps (a year of 365 days): what
-    /// annualises per-bar figures. NaN with fewer than two bars. Data with gaps (FX
-    /// weekends, stock exchanges' nights) gives the spacing of its sessions: daily stock
-    /// bars give 365, where convention says 252; callers let the user override it.
+    /// The calendar the bars keep ([`Calendar::of`]).
+    pub fn calendar(&self) -> Calendar {
+        Calendar::of(&self.timestamps)
+    }
+
+    /// Bars per year, what annualises per-bar figures ([`bars_per_year`]).
     pub fn bars_per_year(&self) -> f64 {
-        let mut spacing: Vec<i64> = self.timestamps.windows(2).map(|w| w[1] - w[0]).collect();
-        if spacing.is_empty() {
-            return f64::NAN;
-        }
-        let middle = spacing.len() / 2;
-        let (_, &mut median, _) = spacing.select_nth_unstable(middle);
-        const YEAR_MS: f64 = 365.0 * 86_400_000.0;
-        YEAR_MS / median as f64
+        bars_per_year(&self.timestamps)
     }
 
     /// Where the bars came from (a path or a synthetic spec).

@@ -137,6 +137,40 @@ fn bars_per_year_come_from_the_median_spacing() {
     assert!(parse("date,open,high,low,close\n2024-01-01,1,1,1,1\n").unwrap().bars_per_year().is_nan());
 }
 
+/// Bars at `hours` (UTC) of each day from Monday 2024-01-01 for `days` days, the days that
+/// `keep` (0 = Monday) allows.
+fn bars_on(days: i64, hours: &[i64], keep: impl Fn(i64) -> bool) -> Ohlcv {
+    let mut csv = String::from("timestamp,open,high,low,close\n");
+    for day in (0..days).filter(|d| keep(d % 7)) {
+        for h in hours {
+            csv += &format!("{},100,101,99,100\n", T0 / 1000 + day * 86_400 + h * 3_600);
+        }
+    }
+    parse(&csv).unwrap()
+}
+
+#[test]
+fn weekday_bars_are_annualised_over_252_trading_days() {
+    use threadx_indicators::Calendar;
+    let weekdays = |d: i64| d < 5;
+    // Daily stock bars, 80 weeks: 252 a year, as quantstats assumes.
+    let daily = bars_on(560, &[0], weekdays);
+    assert_eq!((daily.calendar(), daily.bars_per_year()), (Calendar::TradingDays, 252.0));
+    // Seven hourly bars a session: 7 · 252.
+    let hourly = bars_on(28, &[14, 15, 16, 17, 18, 19, 20], weekdays);
+    assert_eq!((hourly.calendar(), hourly.bars_per_year()), (Calendar::TradingDays, 1_764.0));
+    // One Saturday bar: calendar days again (the median spacing, a year of 365 days).
+    let saturday = bars_on(560, &[0], |d| d < 6);
+    assert_eq!((saturday.calendar(), saturday.bars_per_year()), (Calendar::Days, 365.0));
+    // Under two weeks of weekdays cannot tell a calendar: 365 days.
+    let short = bars_on(12, &[0], weekdays);
+    assert_eq!((short.calendar(), short.bars_per_year()), (Calendar::Days, 365.0));
+    // Hourly FX bars open on Sunday evenings (UTC): calendar days.
+    let fx = Ohlcv::load("synthetic:bars=3000,seed=1,market=fx").unwrap();
+    assert_eq!(fx.calendar(), Calendar::Days);
+    assert!(Calendar::TradingDays.describe().contains("252") && Calendar::Days.describe().contains("365"));
+}
+
 #[test]
 fn csv_round_trip_keeps_every_value() {
     let bars = SyntheticSpec { bars: 3000, seed: 11, ..SyntheticSpec::default() }.generate();

@@ -110,6 +110,11 @@ impl SweepRun<'_> {
             ("Costs", format!("fee {} per side", self.spec.costs().fee)),
             ("Ranked by", self.by.to_owned()),
         ];
+        let annualisation = &s["annualisation"];
+        if let Some(basis) = annualisation["basis"].as_str() {
+            let per_year = annualisation["periods_per_year"].as_f64().map_or("-".to_owned(), |p| format!("{p:.0}"));
+            lines.push(("Annualised", format!("over {per_year} bars a year ({basis})")));
+        }
         if let Some(rows) = s["combos"]["rows"].as_u64() {
             lines.push(("Rows", rows.to_string()));
         }

@@ -102,11 +102,24 @@ pub(crate) fn summary_head(identity: Value, spec: &SweepSpec, data: &Ohlcv, opts
                  "last": data.timestamps().last().map(|&t| format_time(t))},
         "shard": {"index": opts.shard.index, "count": opts.shard.count},
         "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
+        "annualisation": annualisation(spec, data),
     });
     if let Some(w) = spec.whole_grid() {
         head["whole_grid"] = json!({"asked": w.asked, "grid": spec.grid_len()});
     }
     head
+}
+
+/// The bars per year that annualised the run's figures and why: `--periods-per-year`, or
+/// the calendar the bars keep ([`Calendar`](threadx_indicators::Calendar)).
+fn annualisation(spec: &SweepSpec, data: &Ohlcv) -> Value {
+    match spec.periods_per_year() {
+        Some(given) => json!({"periods_per_year": given, "basis": "given (--periods-per-year)"}),
+        None => {
+            let per_year = data.bars_per_year();
+            json!({"periods_per_year": per_year.is_finite().then_some(per_year), "basis": data.calendar().describe()})
+        }
+    }
 }
 
 /// Adds the fields of the object `more` to the object `summary`.
