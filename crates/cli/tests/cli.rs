@@ -250,6 +250,7 @@ fn backtest_prints_metrics_and_writes_trades_and_equity() {
 
     // 15-minute bars: the Sharpe ratio annualised with √35,040; --periods-per-year sets it.
     assert_eq!(v["periods_per_year"].as_f64(), Some(35_040.0));
+    assert_eq!(v["annualisation"]["basis"], "calendar days: a year of 365 days");
     assert_eq!(v["sharpe_annual"].as_f64().unwrap(), report.metrics.sharpe * 35_040f64.sqrt());
     let mut daily = args.clone();
     daily.extend(["--periods-per-year", "252"]);
@@ -258,6 +259,10 @@ fn backtest_prints_metrics_and_writes_trades_and_equity() {
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(d["sharpe"], v["sharpe"]);
     assert_eq!(d["sharpe_annual"].as_f64().unwrap(), report.metrics.sharpe * 252f64.sqrt());
+    assert_eq!(
+        d["annualisation"],
+        serde_json::json!({"periods_per_year": 252.0, "basis": "given (--periods-per-year)"})
+    );
     for bad in ["0", "-5", "nan"] {
         let mut args = args.clone();
         args.extend(["--periods-per-year", bad]);

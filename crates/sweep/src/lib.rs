@@ -66,8 +66,8 @@ pub use request::{SweepRequest, parse_size};
 pub use results_file::{for_each_result, read_results};
 pub use rows::{Row, header, parse_row, row_json, write_row};
 pub use run_files::{
-    HeatmapOptions, OutputHold, OutputOptions, check_output, check_writable, checkpoint_dir, data_fingerprint,
-    hold_outputs, summary_path,
+    HeatmapOptions, OutputHold, OutputOptions, annualisation, check_output, check_writable, checkpoint_dir,
+    data_fingerprint, hold_outputs, summary_path,
 };
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
 pub use search::{

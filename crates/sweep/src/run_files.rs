@@ -102,7 +102,7 @@ pub(crate) fn summary_head(identity: Value, spec: &SweepSpec, data: &Ohlcv, opts
                  "last": data.timestamps().last().map(|&t| format_time(t))},
         "shard": {"index": opts.shard.index, "count": opts.shard.count},
         "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
-        "annualisation": annualisation(spec, data),
+        "annualisation": annualisation(spec.periods_per_year(), data),
     });
     if let Some(w) = spec.whole_grid() {
         head["whole_grid"] = json!({"asked": w.asked, "grid": spec.grid_len()});
@@ -110,10 +110,11 @@ pub(crate) fn summary_head(identity: Value, spec: &SweepSpec, data: &Ohlcv, opts
     head
 }
 
-/// The bars per year that annualised the run's figures and why: `--periods-per-year`, or
-/// the calendar the bars keep ([`Calendar`](threadx_indicators::Calendar)).
-fn annualisation(spec: &SweepSpec, data: &Ohlcv) -> Value {
-    match spec.periods_per_year() {
+/// The bars per year that annualised a run's figures and why, as summaries and
+/// `backtest --json` give it: `given`, `--periods-per-year`'s, or the calendar the bars
+/// keep ([`Calendar`](threadx_indicators::Calendar)).
+pub fn annualisation(given: Option<f64>, data: &Ohlcv) -> Value {
+    match given {
         Some(given) => json!({"periods_per_year": given, "basis": "given (--periods-per-year)"}),
         None => {
             let per_year = data.bars_per_year();
