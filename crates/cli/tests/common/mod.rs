@@ -33,7 +33,11 @@ pub fn small_sweep(data: &str) -> Vec<&str> {
 /// The `threadx` binary without any of the user's `THREADX_*` variables (profile paths,
 /// device, adapter, log level): a test sets what it needs, and nothing else reaches it.
 pub fn binary() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_threadx"));
+    without_user_settings(Command::new(env!("CARGO_BIN_EXE_threadx")))
+}
+
+/// `cmd` without any of the user's `THREADX_*` variables.
+pub fn without_user_settings(mut cmd: Command) -> Command {
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("THREADX_") {
             cmd.env_remove(key);
