@@ -125,7 +125,6 @@ pub fn search_request(args: &SweepArgs, request: &mut SweepRequest) -> Result<()
             (args.patience.is_some(), "--patience"),
             (args.target.is_some(), "--target"),
             (args.minimize, "--minimize"),
-            (!args.constraints.is_empty(), "--constraint"),
             (args.search_plot.is_some(), "--search-plot"),
         ];
         if let Some((_, flag)) = flags.iter().find(|(given, _)| *given) {

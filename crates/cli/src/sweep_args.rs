@@ -64,8 +64,9 @@ pub struct SweepArgs {
     /// A search minimises --by instead of maximising it.
     #[arg(long)]
     pub(crate) minimize: bool,
-    /// A rule a search's winner must obey, repeatable, e.g. "trades >= 30" (metric, one of
-    /// >= > <= <, a number): a combo that breaks one never wins.
+    /// A rule a combo must obey to rank, repeatable, e.g. "trades >= 30" (a metric, one of
+    /// `>=`, `>`, `<=`, `<`, a number): a combo that breaks one never wins a search and
+    /// never enters a grid's best list (its row is still written).
     #[arg(long = "constraint", value_name = "RULE")]
     pub(crate) constraints: Vec<String>,
     /// Where a search draws its best-so-far curve (default: beside --out, `-search.svg`).

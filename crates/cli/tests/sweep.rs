@@ -494,3 +494,71 @@ fn weekday_bars_are_annualised_over_trading_days_and_the_summary_says_so() {
     assert_eq!(annualisation["basis"], "given (--periods-per-year)");
     assert!((ratio - 365f64.sqrt()).abs() < 1e-6, "{ratio}");
 }
+
+/// `--constraint` on a grid: every row is written, and the best list, its count, the
+/// terminal, the report and a merge of shards rank only the combos that keep it.
+#[test]
+fn a_grid_ranks_only_the_combos_that_keep_its_constraints() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |out: &str, more: &[&str]| {
+        let mut args = SMALL.to_vec();
+        args.extend(["--out", out]);
+        args.extend(more);
+        let result = threadx(dir.path(), &args);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(out).with_extension("json")).unwrap())
+                .unwrap();
+        (text(&result.stdout), summary)
+    };
+    let rule = ["--constraint", "trades >= 20"];
+    run("all.csv", &[]);
+    let (printed, summary) = run("kept.csv", &[&rule[..], &["--report", "kept.html"]].concat());
+    // The same rows; the constraint ranks them.
+    let rows = std::fs::read_to_string(dir.path().join("kept.csv")).unwrap();
+    assert_eq!(rows, std::fs::read_to_string(dir.path().join("all.csv")).unwrap());
+    let header: Vec<&str> = rows.lines().next().unwrap().split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut keeping: Vec<(f64, u64)> = rows
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[at("trades")].parse::<u64>().unwrap() >= 20)
+        .map(|f| (f[at("sharpe")].parse().unwrap(), f[at("combo")].parse().unwrap()))
+        .collect();
+    keeping.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let passing = keeping.len();
+    assert!(passing > 0 && passing < 24, "the rule keeps some combos: {passing}");
+    let best = &summary["best"];
+    assert_eq!(best["constraints"], serde_json::json!(["trades >= 20"]));
+    assert_eq!(best["passing"], passing);
+    let ranked: Vec<u64> = best["rows"].as_array().unwrap().iter().map(|r| r["combo"].as_u64().unwrap()).collect();
+    let expected: Vec<u64> = keeping.iter().take(10).map(|k| k.1).collect();
+    assert_eq!(ranked, expected, "the best of the combos that keep the rule, by sharpe");
+    assert!(printed.contains(&format!("ranked: the {passing} of 24 rows that keep trades >= 20")), "{printed}");
+    let html = std::fs::read_to_string(dir.path().join("kept.html")).unwrap();
+    assert!(
+        html.contains(&format!("sharpe, among the {passing} of 24 combos that keep trades &gt;= 20")),
+        "the report"
+    );
+    // Shards ranked by the rule merge into the one process's best.
+    for i in 0..2 {
+        let shard = format!("{i}/2");
+        run(&format!("s{i}.csv"), &[&rule[..], &["--shard", &shard]].concat());
+    }
+    let merged = threadx(dir.path(), &["merge", "s0.csv", "s1.csv", "--out", "m.csv"]);
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("m.json")).unwrap()).unwrap();
+    assert_eq!(m["best"], summary["best"]);
+    // Refused where it does not apply yet, and a malformed rule names itself.
+    let mut walk = SMALL.to_vec();
+    walk.extend(["--walk-forward", "train=1000,test=500", "--constraint", "trades >= 5", "--out", "w.csv"]);
+    let refused = threadx(dir.path(), &walk);
+    assert!(
+        text(&refused.stderr).contains("--constraint applies to a grid sweep or a search, not yet to --walk-forward")
+    );
+    let mut bad = SMALL.to_vec();
+    bad.extend(["--constraint", "trades ~ 5", "--out", "b.csv"]);
+    assert!(text(&threadx(dir.path(), &bad).stderr).contains("constraint `trades ~ 5`: expected METRIC OP VALUE"));
+}

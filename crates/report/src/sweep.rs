@@ -91,6 +91,19 @@ impl SweepRun<'_> {
         axes.join(", ")
     }
 
+    /// The ranking metric, and the constraints a combo kept to rank, with how many did.
+    fn ranked_by(&self) -> String {
+        let best = &self.summary["best"];
+        let rules: Vec<&str> =
+            best["constraints"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        match (rules.is_empty(), best["passing"].as_u64(), self.summary["combos"]["rows"].as_u64()) {
+            (false, Some(passing), Some(rows)) => {
+                format!("{}, among the {passing} of {rows} combos that keep {}", self.by, rules.join(" and "))
+            }
+            _ => self.by.to_owned(),
+        }
+    }
+
     fn add_header(&self, report: &mut Report) {
         let s = self.summary;
         let data = &s["data"];
@@ -108,7 +121,7 @@ impl SweepRun<'_> {
             ("Strategy", self.spec.strategy().to_string()),
             ("Grid", format!("{} ({} combos)", self.grid_text(), self.spec.grid_len())),
             ("Costs", format!("fee {} per side", self.spec.costs().fee)),
-            ("Ranked by", self.by.to_owned()),
+            ("Ranked by", self.ranked_by()),
         ];
         let annualisation = &s["annualisation"];
         if let Some(basis) = annualisation["basis"].as_str() {

@@ -7,13 +7,12 @@ use crate::SweepSpec;
 use crate::across::{Across, by_combo_path};
 use crate::combos::Shard;
 use crate::error::{SweepError, in_file, io_error};
-use crate::leaderboard::Leaderboard;
-use crate::output::{SweepReport, best_json};
+use crate::output::{Ranking, SweepReport};
 use crate::overfit::{MergingBlocks, write_plots};
 use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
 use crate::rows::Row;
 use crate::run_files::{HeatmapOptions, check_writable, commit_with_summary, summary_path};
-use crate::search::SearchOptions;
+use crate::search::{Constraint, SearchOptions};
 use serde_json::{Value, json};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -64,7 +63,8 @@ pub fn merge(
         (None, None) => ResultsKind::Grid,
     };
     let mut shard_rows = ShardRows::open(shards, strategy, kind, symbols.as_deref(), search.is_some())?;
-    let mut leaderboard = Leaderboard::new(by, top)?;
+    // The shards' `--constraint`s rank the merged rows as they ranked each shard's.
+    let mut ranking = Ranking::new(by, top, shard_constraints(&summaries[0])?)?;
     let mut file = ResultsWriter::create(out, strategy, kind)?;
     let mut trials = Vec::new();
     while let Some((read, i, new_symbol)) = shard_rows.next()? {
@@ -86,7 +86,7 @@ pub fn merge(
         // A search's best list comes from its trials (by the objective), not the leaderboard.
         match search {
             Some(_) => trials.push((row.combo, row.metrics)),
-            None => leaderboard.offer(row),
+            None => ranking.offer(row),
         }
     }
     let rows = shard_rows.all_read(expected_rows)?;
@@ -106,7 +106,7 @@ pub fn merge(
         "shard": {"index": 0, "count": 1},
         "results": out.file_name().map(|n| n.to_string_lossy().into_owned()),
         "combos": {"rows": rows},
-        "best": best_json(&spec, &leaderboard),
+        "best": ranking.best_json(&spec),
     });
     if symbols.is_some() {
         summary["symbols"] = summaries[0]["symbols"].clone();
@@ -121,7 +121,7 @@ pub fn merge(
     }
     let best = match search {
         Some(options) => search_best(&spec, options, trials, top, &mut summary),
-        None => leaderboard.rows().to_vec(),
+        None => ranking.rows().to_vec(),
     };
     commit_with_summary(staged, &mut summary, out, Shard::WHOLE)?;
     Ok(SweepReport {
@@ -135,9 +135,16 @@ pub fn merge(
         best,
         rows,
         skipped: 0,
+        passing: ranking.passing(),
         summary_path: out_summary,
         across,
     })
+}
+
+/// The constraints a shard's summary says ranked its rows (`best.constraints`).
+fn shard_constraints(summary: &Value) -> Result<Vec<Constraint>, SweepError> {
+    let texts = summary["best"]["constraints"].as_array().map(Vec::as_slice).unwrap_or_default();
+    texts.iter().map(|t| t.as_str().unwrap_or_default().parse()).collect()
 }
 
 /// A merged search's best trials by its objective (not the leaderboard's metric), and its

@@ -21,6 +21,7 @@ use crate::results_file::ResultsWriter;
 use crate::rows::{Lead, Row};
 use crate::run_files::{Checkpoint, OutputOptions, ProgressFn, check_output, extend, identity, summary_head};
 use crate::runner::{ChunkResult, Sweep};
+use crate::search::Constraint;
 use crate::spec::SweepSpec;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
@@ -56,6 +57,8 @@ pub struct SweepReport {
     /// Combos of the run that the strategy's `require` refused: they have no row (0 for a
     /// search, whose samplers propose only combos it accepts, and for a merge).
     pub skipped: u64,
+    /// With `--constraint`: the rows that kept every constraint, of `rows`.
+    pub passing: Option<u64>,
     /// Where the summary was written; `None` when the results went to a device or FIFO,
     /// beside which nothing is written.
     pub summary_path: Option<PathBuf>,
@@ -167,7 +170,7 @@ pub(crate) fn run_keeping(
     let assemble_s = assemble_started.elapsed().as_secs_f64();
     let (overfitting, shard_part) = match blocks {
         Some(blocks) => phases.time("overfitting", || {
-            overfitting_outputs(sweep, dispatcher, opts, blocks, kept, taken.leaderboard.rows(), &mut staged)
+            overfitting_outputs(sweep, dispatcher, opts, blocks, kept, taken.ranking.rows(), &mut staged)
         })?,
         None => (None, None),
     };
@@ -191,7 +194,7 @@ pub(crate) fn run_keeping(
             "workers": stats.to_json("combos"),
             "balance": {"tag": distribute.tag, "ratios": stats.ratios},
             "timings_s": timings,
-            "best": best_json(sweep.spec(), &taken.leaderboard),
+            "best": taken.ranking.best_json(sweep.spec()),
             // Until here: writing the summary itself is the one thing not in it.
             "phases": phase_report.to_json(),
             // The process's peak memory so far, beside the estimate printed before the work.
@@ -218,9 +221,10 @@ pub(crate) fn run_keeping(
         timings: Some(timings),
         telemetry,
         overfitting,
-        best: taken.leaderboard.rows().to_vec(),
+        best: taken.ranking.rows().to_vec(),
         rows: taken.rows,
         skipped: total - taken.rows,
+        passing: taken.ranking.passing(),
         summary_path,
         across: None,
     })
@@ -259,7 +263,7 @@ fn overfitting_outputs(
 /// Where a grid run's rows go as it takes them (resumed chunks' first, then the run's in
 /// chunk order): the leaderboard, the heatmap and the caller's hook.
 struct Taken<'a> {
-    leaderboard: Leaderboard,
+    ranking: Ranking,
     heatmap: Option<Heatmap>,
     keep: KeepFn<'a>,
     rows: u64,
@@ -268,7 +272,8 @@ struct Taken<'a> {
 impl<'a> Taken<'a> {
     fn new(sweep: &Sweep, opts: &OutputOptions, keep: KeepFn<'a>) -> Result<Self, SweepError> {
         let heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(sweep.spec(), &opts.by)).transpose()?;
-        Ok(Self { leaderboard: Leaderboard::new(&opts.by, opts.top)?, heatmap, keep, rows: 0 })
+        let ranking = Ranking::new(&opts.by, opts.top, opts.constraints.clone())?;
+        Ok(Self { ranking, heatmap, keep, rows: 0 })
     }
 
     fn take(&mut self, row: Row) -> Result<(), SweepError> {
@@ -276,8 +281,8 @@ impl<'a> Taken<'a> {
             h.offer(&row);
         }
         (self.keep)(&row)?;
-        self.leaderboard.offer(row);
         self.rows += 1;
+        self.ranking.offer(row);
         Ok(())
     }
 
@@ -479,6 +484,45 @@ impl RunChunks {
 }
 
 /// The best rows as JSON objects: combo, params, metrics.
-pub fn best_json(spec: &SweepSpec, leaderboard: &Leaderboard) -> Value {
-    crate::edge::rows_json(spec.strategy(), spec.axes(), leaderboard.by(), leaderboard.rows())
+/// A grid's best list under its `--constraint`s: only the rows that keep every one are
+/// ranked, and they are counted (the grid run and `merge` rank the same way).
+pub(crate) struct Ranking {
+    leaderboard: Leaderboard,
+    constraints: Vec<Constraint>,
+    passing: u64,
+}
+
+impl Ranking {
+    pub(crate) fn new(by: &str, top: usize, constraints: Vec<Constraint>) -> Result<Self, SweepError> {
+        Ok(Self { leaderboard: Leaderboard::new(by, top)?, constraints, passing: 0 })
+    }
+
+    pub(crate) fn offer(&mut self, row: Row) {
+        if Constraint::all_hold(&self.constraints, &row.metrics) {
+            self.passing += 1;
+            self.leaderboard.offer(row);
+        }
+    }
+
+    /// Best first.
+    pub(crate) fn rows(&self) -> &[Row] {
+        self.leaderboard.rows()
+    }
+
+    /// The rows that kept the constraints; `None` without any.
+    pub(crate) fn passing(&self) -> Option<u64> {
+        (!self.constraints.is_empty()).then_some(self.passing)
+    }
+
+    /// The summary's `best`: the rows and the grid's edge; with constraints, them and how
+    /// many combos kept them (`passing`).
+    pub(crate) fn best_json(&self, spec: &SweepSpec) -> Value {
+        let lb = &self.leaderboard;
+        let mut best = crate::edge::rows_json(spec.strategy(), spec.axes(), lb.by(), lb.rows());
+        if !self.constraints.is_empty() {
+            best["constraints"] = json!(self.constraints.iter().map(ToString::to_string).collect::<Vec<_>>());
+            best["passing"] = json!(self.passing);
+        }
+        best
+    }
 }

@@ -7,6 +7,7 @@
 use crate::combos::{ComboSet, Shard};
 use crate::error::{SweepError, io_error};
 use crate::heatmap::Heatmap;
+use crate::search::Constraint;
 use crate::spec::{SweepSpec, fnv1a};
 use serde_json::{Value, json};
 use std::fs;
@@ -29,6 +30,9 @@ pub struct OutputOptions {
     pub top: usize,
     /// The metric that ranks combos (largest first).
     pub by: String,
+    /// Rules a combo must keep to rank (`--constraint`): every row is written, and only the
+    /// combos that keep them all enter the best list.
+    pub constraints: Vec<Constraint>,
     /// Draw `by` over two parameters (None: the first two that vary) into this SVG.
     pub heatmap: Option<HeatmapOptions>,
     /// With overfitting statistics: the logit histogram's and the out-of-sample plot's SVGs.

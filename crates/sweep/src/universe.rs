@@ -120,6 +120,7 @@ impl SymbolRuns<'_> {
             shard: opts.shard,
             top: 1,
             by: opts.by.clone(),
+            constraints: Vec::new(),
             heatmap: None,
             overfitting_plots: None,
             blocks_out: None,

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use threadx_dispatch::DeviceMode;
 use threadx_profile_store::is_special_file;
 use threadx_sweep::{
-    HeatmapOptions, OutputOptions, Shard, SweepSpec, check_output, check_writable, metric_index, shard_blocks_path,
-    summary_path,
+    Constraint, HeatmapOptions, OutputOptions, Shard, SweepError, SweepSpec, check_output, check_writable,
+    metric_index, shard_blocks_path, summary_path,
 };
 
 /// A `threadx sweep` command, resolved: immutable once made.
@@ -44,11 +44,19 @@ impl SweepFlags {
         if spec.walk_forward().is_some() && (args.resume || !shard.is_whole()) {
             bail!("--walk-forward runs in one process: --resume and --shard do not apply to it");
         }
+        // A search's constraints are its objective's; a grid's rank its best list.
+        let constraints: Vec<Constraint> = match spec.search() {
+            Some(_) => Vec::new(),
+            None => args.constraints.iter().map(|c| c.parse()).collect::<Result<_, SweepError>>()?,
+        };
+        if spec.walk_forward().is_some() && !args.constraints.is_empty() {
+            bail!("--constraint applies to a grid sweep or a search, not yet to --walk-forward");
+        }
         // --out's folder is made when missing (the default artifacts/sweep/ as any other).
         if let Some(folder) = args.out.parent().filter(|f| !f.as_os_str().is_empty() && !f.exists()) {
             std::fs::create_dir_all(folder).with_context(|| format!("creating --out's folder {}", folder.display()))?;
         }
-        let mut opts = output_options(args, &spec, shard, &by);
+        let mut opts = output_options(args, &spec, shard, &by, constraints);
         let monitor_plot =
             args.monitor.then(|| args.monitor_plot.clone().unwrap_or_else(|| sibling(&args.out, "-monitor.svg")));
         if let Some(plot) = &monitor_plot {
@@ -91,7 +99,13 @@ impl SweepFlags {
 }
 
 /// Where the results, summary and heatmap go.
-fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard, by: &str) -> OutputOptions {
+fn output_options(
+    args: &SweepArgs,
+    spec: &SweepSpec,
+    shard: Shard,
+    by: &str,
+    constraints: Vec<Constraint>,
+) -> OutputOptions {
     let varying = spec.axes().iter().filter(|a| a.len() > 1).count();
     let heatmap = match (&args.heatmap, varying >= 2 || args.heatmap_x.is_some()) {
         (Some(path), _) => Some(path.clone()),
@@ -106,6 +120,7 @@ fn output_options(args: &SweepArgs, spec: &SweepSpec, shard: Shard, by: &str) ->
         shard,
         top: args.top,
         by: by.to_owned(),
+        constraints,
         heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
         overfitting_plots: crate::overfit::plots(spec, &args.out),
         blocks_out: args.overfit.blocks_out(),

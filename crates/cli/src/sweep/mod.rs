@@ -163,6 +163,15 @@ fn print_grid_run(
     monitor_plot: Option<&Path>,
 ) -> Result<()> {
     out!("{}", top_table(spec.strategy(), &report.best, by));
+    if let Some(passing) = report.passing {
+        let rules: Vec<String> = opts.constraints.iter().map(ToString::to_string).collect();
+        outln!(
+            "ranked: the {} of {} rows that keep {}",
+            thousands(passing),
+            thousands(report.rows),
+            rules.join(" and ")
+        );
+    }
     print_edge(spec, &report.best)?;
     let backtests = match report.timings.and_then(|t| t.combos_per_s.map(|rate| (t.run, rate))) {
         Some((run, rate)) => format!("{run:.2}s ({} combos/s of wall time)", thousands(rate.round() as u64)),

@@ -45,6 +45,11 @@ impl Constraint {
     pub fn holds(&self, metrics: &Metrics) -> bool {
         self.cmp.holds(metrics.values()[self.metric], self.value)
     }
+
+    /// Whether `metrics` keep every one of `constraints` (none: always).
+    pub fn all_hold(constraints: &[Constraint], metrics: &Metrics) -> bool {
+        constraints.iter().all(|c| c.holds(metrics))
+    }
 }
 
 impl FromStr for Constraint {
@@ -104,7 +109,7 @@ impl Objective {
     /// metric is NaN.
     pub fn value(&self, metrics: &Metrics) -> Option<f64> {
         let value = metrics.values()[self.metric];
-        (!value.is_nan() && self.constraints.iter().all(|c| c.holds(metrics))).then_some(value)
+        (!value.is_nan() && Constraint::all_hold(&self.constraints, metrics)).then_some(value)
     }
 
     /// The combo's value as a score to maximise ([`Objective::oriented`]).
