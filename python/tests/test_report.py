@@ -165,6 +165,13 @@ def test_a_rule_file_search_and_a_walk_forward(cli: Cli, browser: Browser) -> No
     cli.run("--device", "cpu", "sweep", "--data", "synthetic:bars=8000,seed=5", "--grid", "bb_period=10,20,30",
             "--walk-forward", "train=3000,test=1000", "--out", "wf.csv", "--report", "wf.html", "--quiet")
     check_page(browser, cli.workdir / "wf.html", ["run", "walk-forward"], "walk-forward")
+    # Named for what ran, its dates shown, its metrics formatted as every other table's.
+    page = (cli.workdir / "wf.html").read_text()
+    assert "<h1>bb_atr walk-forward</h1>" in page and " - to -" not in page
+    assert "8000 bars, 2024-01-01T00:00:00Z to 2024-03-24T07:45:00Z" in page
+    cells = browser.evaluate("Array.from(document.querySelectorAll('#walk-forward td')).map(c => c.textContent)")
+    assert any(c.endswith(" %") for c in cells), "returns as percentages"
+    assert not [c for c in cells if "." in c and len(c.split(".")[1].rstrip(" %")) > 4], "no raw floats"
 
 
 def test_a_100_by_21_heatmap_keeps_its_labels_apart(cli: Cli, browser: Browser) -> None:

@@ -46,14 +46,20 @@
         });
       };
     };
+    // A count's ticks fall on whole numbers: uPlot's own steps put two ticks on one window.
+    var countSteps = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 1e7, 1e8];
+    var withSteps = function (options, axis) {
+      if (axis.unit === "count" && !axis.time) options.incrs = countSteps;
+      return options;
+    };
     var opts = {
       title: spec.title,
       width: Math.max(320, box.clientWidth || 960),
       height: spec.height,
       scales: { x: { time: !!spec.x.time } },
       axes: [
-        { label: spec.x.label, values: spec.x.time ? undefined : axisTicks(spec.x.unit), space: 70 },
-        { label: spec.y.label, values: axisTicks(spec.y.unit), size: 72, space: 40 }
+        withSteps({ label: spec.x.label, values: spec.x.time ? undefined : axisTicks(spec.x.unit), space: 70 }, spec.x),
+        withSteps({ label: spec.y.label, values: axisTicks(spec.y.unit), size: 72, space: 40 }, spec.y)
       ],
       series: series,
       cursor: { drag: { x: true, y: false } },

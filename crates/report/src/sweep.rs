@@ -60,7 +60,11 @@ impl SweepRun<'_> {
     pub fn report(&self) -> Result<Report, SweepError> {
         let strategy = self.spec.strategy();
         let origin = self.summary["data"]["origin"].as_str().unwrap_or("the data");
-        let kind = if self.summary.get("search").is_some_and(Value::is_object) { "search" } else { "sweep" };
+        let kind = match (self.summary.get("search").is_some_and(Value::is_object), &self.walk_forward_csv) {
+            (true, _) => "search",
+            (false, Some(_)) => "walk-forward",
+            (false, None) => "sweep",
+        };
         let mut report = Report::new(&format!("{strategy} {kind}"), &format!("{} on {origin}", self.grid_text()));
         self.add_header(&mut report);
         self.add_best(&mut report);
@@ -432,12 +436,16 @@ impl SweepRun<'_> {
         let Some(csv) = &self.walk_forward_csv else { return };
         let mut lines = csv.lines();
         let headers: Vec<String> = lines.next().unwrap_or_default().split(',').map(str::to_owned).collect();
+        // A metric's cell as the other tables show it (a percentage, four decimals, a count);
+        // a parameter's and a bar's as written.
         let rows: Vec<Vec<Cell>> = lines
             .map(|line| {
                 line.split(',')
-                    .map(|field| match field.parse::<f64>() {
-                        Ok(v) => Cell::number(field, v),
-                        Err(_) => Cell::text(field),
+                    .zip(&headers)
+                    .map(|(field, header)| match (field.parse::<f64>(), metric_of_column(header)) {
+                        (Ok(v), Some(metric)) => Cell::number(metric_text(metric, v), v),
+                        (Ok(v), None) => Cell::number(field, v),
+                        (Err(_), _) => Cell::text(field),
                     })
                     .collect()
             })
@@ -462,6 +470,12 @@ impl SweepRun<'_> {
         html.push_str(&table(&headers, &rows, true));
         report.section("walk-forward", "Walk-forward windows", &html);
     }
+}
+
+/// The metric a walk-forward column holds (`is_sharpe`, `oos_total_return`, …), if any.
+fn metric_of_column(header: &str) -> Option<&'static str> {
+    let names = threadx_backtest::Metrics::NAMES.iter().copied();
+    names.clone().find(|m| header == *m).or_else(|| names.into_iter().find(|m| header.ends_with(&format!("_{m}"))))
 }
 
 /// Whether a metric is a fraction shown as a percentage.

@@ -232,7 +232,9 @@ impl WalkForwardReport {
         json!({
             "threadx": env!("CARGO_PKG_VERSION"),
             "spec": spec.to_json(),
-            "data": {"origin": data.origin(), "bars": data.len()},
+            "data": {"origin": data.origin(), "bars": data.len(),
+                     "first": data.timestamps().first().map(|&t| format_time(t)),
+                     "last": data.timestamps().last().map(|&t| format_time(t))},
             "by": self.by,
             "windows": windows,
             "out_of_sample_overall": self.overall.to_json(),
