@@ -87,6 +87,9 @@ def check_page(browser: Browser, page: Path, sections: List[str], name: str) -> 
     for chart in charts:
         assert chart["marks"] > 40, f"{name}: chart {chart['title']} drew nothing ({chart['marks']} pixels of its colour)"
     assert browser.evaluate("document.documentElement.scrollWidth") <= 1280, "wider than 1280 px"
+    # The best list shows every column without scrolling (its ranking column was cut off).
+    cut = "Array.from(document.querySelectorAll('#best .table-box')).filter(b => b.scrollWidth > b.clientWidth + 1).length"
+    assert browser.evaluate(cut) == 0, f"{name}: the best list's right-hand columns are cut off"
     assert browser.evaluate("document.querySelectorAll('h2').length") == len(shown)
     assert browser.evaluate(OVERLAPS) == []
     assert browser.problems() == []

@@ -118,8 +118,10 @@ impl Cell {
 pub(crate) fn table(headers: &[String], rows: &[Vec<Cell>], sortable: bool) -> String {
     let mut html =
         format!("<div class=\"table-box\"><table class=\"{}\"><thead><tr>", if sortable { "sortable" } else { "" });
+    // A long name may break after its underscores (`sharpe_` `annual`): the headers, not
+    // the numbers, made the best list wider than the page.
     for h in headers {
-        let _ = write!(html, "<th>{}</th>", escape(h));
+        let _ = write!(html, "<th>{}</th>", escape(h).replace('_', "_<wbr>"));
     }
     html.push_str("</tr></thead><tbody>\n");
     for row in rows {
