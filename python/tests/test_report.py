@@ -87,6 +87,15 @@ def check_page(browser: Browser, page: Path, sections: List[str], name: str) -> 
     for chart in charts:
         assert chart["marks"] > 40, f"{name}: chart {chart['title']} drew nothing ({chart['marks']} pixels of its colour)"
     assert browser.evaluate("document.documentElement.scrollWidth") <= 1280, "wider than 1280 px"
+    # Bar charts keep their first and last bars whole: the x axis reaches past both.
+    ends = """Array.from(document.querySelectorAll('script[data-chart]')).map(el => {
+      const spec = JSON.parse(el.textContent);
+      if (spec.kind !== 'bars') return null;
+      const range = JSON.parse(document.getElementById(el.getAttribute('data-chart')).dataset.xRange);
+      const xs = spec.data[0];
+      return range[0] < xs[0] && range[1] > xs[xs.length - 1];
+    }).filter(v => v !== null)"""
+    assert all(browser.evaluate(ends)), f"{name}: a histogram's end bars are cut in half"
     # The best list shows every column without scrolling (its ranking column was cut off).
     cut = "Array.from(document.querySelectorAll('#best .table-box')).filter(b => b.scrollWidth > b.clientWidth + 1).length"
     assert browser.evaluate(cut) == 0, f"{name}: the best list's right-hand columns are cut off"

@@ -19,6 +19,13 @@
     return v == null ? "-" : new Date(v * 1000).toISOString().replace("T", " ").slice(0, 16) + " UTC";
   }
 
+  // Bars stand on their x values: half a step of room at each end keeps the first and the
+  // last bar whole (uPlot's own range ends at their centres).
+  function barRange(xs) {
+    var half = xs.length > 1 ? (xs[xs.length - 1] - xs[0]) / (xs.length - 1) / 2 : 0.5;
+    return function () { return [xs[0] - half, xs[xs.length - 1] + half]; };
+  }
+
   function draw(spec, box) {
     var bars = spec.kind === "bars";
     var xValue = spec.x.time ? function (u, v) { return time(v); } : function (u, v) { return fmt[spec.x.unit](v); };
@@ -56,7 +63,7 @@
       title: spec.title,
       width: Math.max(320, box.clientWidth || 960),
       height: spec.height,
-      scales: { x: { time: !!spec.x.time } },
+      scales: { x: bars ? { time: false, range: barRange(spec.data[0]) } : { time: !!spec.x.time } },
       axes: [
         withSteps({ label: spec.x.label, values: spec.x.time ? undefined : axisTicks(spec.x.unit), space: 70 }, spec.x),
         withSteps({ label: spec.y.label, values: axisTicks(spec.y.unit), size: 72, space: 40 }, spec.y)
@@ -77,6 +84,10 @@
         });
       }];
     }
+    // What the x axis shows, for the page checks.
+    opts.hooks.ready = [function (u) {
+      box.setAttribute("data-x-range", JSON.stringify([u.scales.x.min, u.scales.x.max]));
+    }];
     var plot = new uPlot(opts, spec.data, box);
     plots.push([plot, box, spec.height]);
     if (spec.sync) (synced[spec.sync] = synced[spec.sync] || []).push(plot);
