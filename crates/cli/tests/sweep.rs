@@ -30,9 +30,21 @@ fn sweep_writes_results_summary_heatmap_and_prints_the_top() {
     assert!(stdout.contains(&format!("{:.2}%", top * 100.0)), "{stdout}");
     let svg = std::fs::read_to_string(dir.path().join("r-heatmap.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("bb_period") && svg.contains("bb_std"));
-    // bb_period (3) × bb_std (2) cells, the legend's 50 steps and its "no value" box, and
-    // the background.
-    assert_eq!(svg.matches("<rect").count(), 3 * 2 + 50 + 1 + 1);
+    // bb_period (3) × bb_std (2) cells, the best one's outline, the legend's 50 steps and
+    // its "no value" box, and the background.
+    assert_eq!(svg.matches("<rect").count(), 3 * 2 + 1 + 50 + 1 + 1);
+    // The outline is drawn over the cell of the largest value.
+    let at = |line: &str| {
+        let attr =
+            |name: &str| line.split(&format!(" {name}=\"")).nth(1).unwrap().split('"').next().unwrap().to_owned();
+        (attr("x"), attr("y"))
+    };
+    let value =
+        |line: &str| line.split(": total_return ").nth(1).unwrap().split(' ').next().unwrap().parse::<f64>().unwrap();
+    let best_cell = svg.lines().filter(|l| l.contains(": total_return ")).max_by(|a, b| value(a).total_cmp(&value(b)));
+    let outline = svg.lines().find(|l| l.contains("class=\"best\"")).expect("the best cell outlined");
+    assert_eq!(at(outline), at(best_cell.unwrap()));
+    assert_eq!(format!("{:.4}", value(best_cell.unwrap())), format!("{top:.4}"));
     assert!(svg.contains("total_return: the best over atr_mult in each cell"), "{svg:.400}");
     assert!(!svg.contains("not run"), "a whole grid has no cell left unrun");
     // One tick label per value on each axis: no empty band past the last value.

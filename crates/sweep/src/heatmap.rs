@@ -193,11 +193,9 @@ impl Heatmap {
                 .y_label_formatter(&|v| label(&self.y_values, py, v))
                 .draw()
                 .map_err(draw)?;
-            // The cells are written after plotters' drawing, each with a <title> that a
-            // browser shows on hover: its two parameters, the value and the combo. The
-            // names and values are a rule file's text: escaped (plotters escapes its own).
-            // Where some cells did not run (a sample, a search), one rectangle under the
-            // rest says so for all of them: the picture grows with what ran, not the grid.
+            // The cells are written after plotters' drawing ([`Self::cell_rects`]). Where
+            // some cells did not run (a sample, a search), one rectangle under the rest
+            // says so for all of them: the picture grows with what ran, not the grid.
             let sampled = self.cells.iter().any(|c| c.1 == u64::MAX);
             if sampled {
                 let (x0, y0) = chart.backend_coord(&(SegmentValue::Exact(0), SegmentValue::Exact(ny as i32)));
@@ -211,40 +209,67 @@ impl Heatmap {
                     y1 - y0
                 );
             }
-            for j in 0..ny {
-                for i in 0..nx {
-                    if sampled && self.cells[j * nx + i].1 == u64::MAX {
-                        continue;
-                    }
-                    let (i0, j0) = (i as i32, j as i32);
-                    let (x0, y0) = chart.backend_coord(&(SegmentValue::Exact(i0), SegmentValue::Exact(j0 + 1)));
-                    let (x1, y1) = chart.backend_coord(&(SegmentValue::Exact(i0 + 1), SegmentValue::Exact(j0)));
-                    let (value, combo) = self.cells[j * nx + i];
-                    let RGBColor(r, g, b) = if combo == u64::MAX { NOT_RUN } else { scale.colour(value) };
-                    let what = match combo {
-                        u64::MAX => "not run".to_owned(),
-                        _ if value.is_nan() => format!("no value (combo {combo})"),
-                        _ => format!("{value:.4} (combo {combo})"),
-                    };
-                    let _ = writeln!(
-                        cells,
-                        "<rect x=\"{x0}\" y=\"{y0}\" width=\"{}\" height=\"{}\" fill=\"#{r:02X}{g:02X}{b:02X}\">\
-                         <title>{} {}, {} {}: {metric} {what}</title></rect>",
-                        x1 - x0,
-                        y1 - y0,
-                        markup(&px.name),
-                        markup(&px.format(self.x_values[i])),
-                        markup(&py.name),
-                        markup(&py.format(self.y_values[j])),
-                    );
-                }
-            }
+            let corners = |i: i32, j: i32| {
+                let (x0, y0) = chart.backend_coord(&(SegmentValue::Exact(i), SegmentValue::Exact(j + 1)));
+                let (x1, y1) = chart.backend_coord(&(SegmentValue::Exact(i + 1), SegmentValue::Exact(j)));
+                (x0, y0, x1 - x0, y1 - y0)
+            };
+            cells.push_str(&self.cell_rects(&corners, &scale, sampled));
             self.draw_legend(&legend, metric, &scale).map_err(draw)?;
             root.present().map_err(draw)?;
         }
         let end = svg.rfind("</svg>").ok_or_else(|| SweepError::Results("drawing the heatmap: no SVG".into()))?;
         svg.insert_str(end, &cells);
         Ok(svg)
+    }
+}
+
+impl Heatmap {
+    /// Every cell as a rectangle at `corners(i, j)` (x, y, width, height) with a `<title>` a
+    /// browser shows on hover: its two parameters, the value and the combo. The names and
+    /// values are a rule file's text: escaped. Then the best cell outlined (a metric with a
+    /// better side only), drawn last so that no neighbour covers its outline; it has no
+    /// title of its own (the cell under it has).
+    fn cell_rects(&self, corners: &dyn Fn(i32, i32) -> (i32, i32, i32, i32), scale: &Scale, sampled: bool) -> String {
+        let schema = self.strategy.schema();
+        let (px, py) = (&schema[self.x], &schema[self.y]);
+        let metric = Metrics::NAMES[self.by];
+        let nx = self.x_values.len();
+        let mut rects = String::new();
+        for (k, &(value, combo)) in self.cells.iter().enumerate() {
+            let (i, j) = (k % nx, k / nx);
+            if sampled && combo == u64::MAX {
+                continue;
+            }
+            let (x, y, w, h) = corners(i as i32, j as i32);
+            let RGBColor(r, g, b) = if combo == u64::MAX { NOT_RUN } else { scale.colour(value) };
+            let what = match combo {
+                u64::MAX => "not run".to_owned(),
+                _ if value.is_nan() => format!("no value (combo {combo})"),
+                _ => format!("{value:.4} (combo {combo})"),
+            };
+            let _ = writeln!(
+                rects,
+                "<rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" fill=\"#{r:02X}{g:02X}{b:02X}\">\
+                 <title>{} {}, {} {}: {metric} {what}</title></rect>",
+                markup(&px.name),
+                markup(&px.format(self.x_values[i])),
+                markup(&py.name),
+                markup(&py.format(self.y_values[j])),
+            );
+        }
+        let best = (0..self.cells.len())
+            .filter(|&k| self.cells[k].1 != u64::MAX && self.cells[k].0.is_finite())
+            .min_by(|&a, &b| rank(self.cells[a], self.cells[b]));
+        if let Some(k) = best.filter(|_| better_higher(metric)) {
+            let (x, y, w, h) = corners((k % nx) as i32, (k / nx) as i32);
+            let _ = writeln!(
+                rects,
+                "<rect class=\"best\" x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" fill=\"none\" \
+                 stroke=\"#111111\" stroke-width=\"3\" pointer-events=\"none\"/>"
+            );
+        }
+        rects
     }
 }
 
