@@ -35,6 +35,29 @@ impl Calendar {
         }
     }
 
+    /// Bars per year of bars at `timestamps` keeping this calendar; NaN with fewer than
+    /// two bars. On calendar days, a year of 365 days over the median spacing of the
+    /// timestamps (FX weekends and other gaps are not the median). On trading days (daily
+    /// or intraday stock bars), 252 days times the median count of bars in a day (UTC), as
+    /// quantstats and pandas' business days count.
+    pub fn bars_per_year(self, timestamps: &[i64]) -> f64 {
+        if timestamps.len() < 2 {
+            return f64::NAN;
+        }
+        if self == Self::TradingDays {
+            let mut per_day: Vec<usize> =
+                timestamps.chunk_by(|a, b| a.div_euclid(DAY_MS) == b.div_euclid(DAY_MS)).map(<[i64]>::len).collect();
+            let middle = per_day.len() / 2;
+            let (_, &mut median, _) = per_day.select_nth_unstable(middle);
+            return TRADING_DAYS * median as f64;
+        }
+        let mut spacing: Vec<i64> = timestamps.windows(2).map(|w| w[1] - w[0]).collect();
+        let middle = spacing.len() / 2;
+        let (_, &mut median, _) = spacing.select_nth_unstable(middle);
+        const YEAR_MS: f64 = 365.0 * DAY_MS as f64;
+        YEAR_MS / median as f64
+    }
+
     /// The convention in words, as the summary and the report say it.
     pub fn describe(self) -> &'static str {
         match self {
@@ -44,25 +67,8 @@ impl Calendar {
     }
 }
 
-/// Bars per year of bars at `timestamps`; NaN with fewer than two bars. On calendar days,
-/// a year of 365 days over the median spacing of the timestamps (FX weekends and other
-/// gaps are not the median). On trading days (daily or intraday stock bars), 252 days
-/// times the median count of bars in a day (UTC), as quantstats and pandas' business days
-/// count.
+/// Bars per year of bars at `timestamps`, on the calendar they keep
+/// ([`Calendar::bars_per_year`]).
 pub fn bars_per_year(timestamps: &[i64]) -> f64 {
-    let mut spacing: Vec<i64> = timestamps.windows(2).map(|w| w[1] - w[0]).collect();
-    if spacing.is_empty() {
-        return f64::NAN;
-    }
-    if Calendar::of(timestamps) == Calendar::TradingDays {
-        let mut per_day: Vec<usize> =
-            timestamps.chunk_by(|a, b| a.div_euclid(DAY_MS) == b.div_euclid(DAY_MS)).map(<[i64]>::len).collect();
-        let middle = per_day.len() / 2;
-        let (_, &mut median, _) = per_day.select_nth_unstable(middle);
-        return TRADING_DAYS * median as f64;
-    }
-    let middle = spacing.len() / 2;
-    let (_, &mut median, _) = spacing.select_nth_unstable(middle);
-    const YEAR_MS: f64 = 365.0 * DAY_MS as f64;
-    YEAR_MS / median as f64
+    Calendar::of(timestamps).bars_per_year(timestamps)
 }

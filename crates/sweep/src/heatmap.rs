@@ -258,10 +258,12 @@ impl Heatmap {
                 markup(&py.format(self.y_values[j])),
             );
         }
-        let best = (0..self.cells.len())
-            .filter(|&k| self.cells[k].1 != u64::MAX && self.cells[k].0.is_finite())
-            .min_by(|&a, &b| rank(self.cells[a], self.cells[b]));
-        if let Some(k) = best.filter(|_| better_higher(metric)) {
+        let best = better_higher(metric).then(|| {
+            (0..self.cells.len())
+                .filter(|&k| self.cells[k].1 != u64::MAX && self.cells[k].0.is_finite())
+                .min_by(|&a, &b| rank(self.cells[a], self.cells[b]))
+        });
+        if let Some(k) = best.flatten() {
             let (x, y, w, h) = corners((k % nx) as i32, (k / nx) as i32);
             let _ = writeln!(
                 rects,

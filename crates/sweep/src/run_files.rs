@@ -101,9 +101,7 @@ pub(crate) fn summary_head(identity: Value, spec: &SweepSpec, data: &Ohlcv, opts
     let mut head = json!({
         "threadx": env!("CARGO_PKG_VERSION"),
         "identity": identity,
-        "data": {"origin": data.origin(), "bars": data.len(),
-                 "first": data.timestamps().first().map(|&t| format_time(t)),
-                 "last": data.timestamps().last().map(|&t| format_time(t))},
+        "data": data_json(data),
         "shard": {"index": opts.shard.index, "count": opts.shard.count},
         "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
         "annualisation": annualisation(spec.periods_per_year(), data),
@@ -114,6 +112,14 @@ pub(crate) fn summary_head(identity: Value, spec: &SweepSpec, data: &Ohlcv, opts
     head
 }
 
+/// The summary's `data`: where the bars came from, how many, their first and last times
+/// (every run's summary, the walk-forward's included).
+pub(crate) fn data_json(data: &Ohlcv) -> Value {
+    json!({"origin": data.origin(), "bars": data.len(),
+           "first": data.timestamps().first().map(|&t| format_time(t)),
+           "last": data.timestamps().last().map(|&t| format_time(t))})
+}
+
 /// The bars per year that annualised a run's figures and why, as summaries and
 /// `backtest --json` give it: `given`, `--periods-per-year`'s, or the calendar the bars
 /// keep ([`Calendar`](threadx_indicators::Calendar)).
@@ -121,8 +127,9 @@ pub fn annualisation(given: Option<f64>, data: &Ohlcv) -> Value {
     match given {
         Some(given) => json!({"periods_per_year": given, "basis": "given (--periods-per-year)"}),
         None => {
-            let per_year = data.bars_per_year();
-            json!({"periods_per_year": per_year.is_finite().then_some(per_year), "basis": data.calendar().describe()})
+            let calendar = data.calendar();
+            let per_year = calendar.bars_per_year(data.timestamps());
+            json!({"periods_per_year": per_year.is_finite().then_some(per_year), "basis": calendar.describe()})
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::combos::Shard;
 use crate::error::SweepError;
 use crate::leaderboard::Leaderboard;
 use crate::rows::Row;
-use crate::run_files::commit_with_summary;
+use crate::run_files::{commit_with_summary, data_json};
 use crate::runner::Sweep;
 use crate::spec::SweepSpec;
 use crate::table::{ColumnType, stage_table};
@@ -232,9 +232,7 @@ impl WalkForwardReport {
         json!({
             "threadx": env!("CARGO_PKG_VERSION"),
             "spec": spec.to_json(),
-            "data": {"origin": data.origin(), "bars": data.len(),
-                     "first": data.timestamps().first().map(|&t| format_time(t)),
-                     "last": data.timestamps().last().map(|&t| format_time(t))},
+            "data": data_json(data),
             "by": self.by,
             "windows": windows,
             "out_of_sample_overall": self.overall.to_json(),
