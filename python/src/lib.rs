@@ -197,7 +197,7 @@ fn sweep<'py>(
     })?;
     out.set_item("rows", rows_table(&session, &rows, false)?)?;
     if let Some(o) = session.overfitting(&rows, &by).map_err(sweep_error)? {
-        out.set_item("overfitting", o.to_json().to_string())?;
+        out.set_item("overfitting", serde_json::to_string(&o.summary()).map_err(value)?)?;
     }
     Ok(out)
 }

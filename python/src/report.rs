@@ -6,12 +6,11 @@ use crate::bars::Bars;
 use crate::{dispatcher, flush, request, sweep_error, value};
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
-use serde_json::{Value, json};
 use std::sync::Arc;
 use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy};
-use threadx_indicators::{Ohlcv, format_time};
+use threadx_indicators::Ohlcv;
 use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
-use threadx_sweep::{Leaderboard, Row, rows_json};
+use threadx_sweep::{Combos, DataSummary, Leaderboard, Row, Summary, best_of};
 
 /// What one backtest ran and gave, kept for its report.
 #[pyclass(frozen, module = "threadx._threadx")]
@@ -69,21 +68,14 @@ pub(crate) fn sweep_report(
     let mut best = Leaderboard::new(by, 10).map_err(sweep_error)?;
     rows.iter().for_each(|r| best.offer(*r));
     let data = bars.data.clone();
-    let times = data.timestamps();
-    let mut summary = json!({
-        "data": {
-            "origin": data.origin(), "bars": data.len(),
-            "first": times.first().map(|&t| format_time(t)), "last": times.last().map(|&t| format_time(t)),
-        },
-        "best": rows_json(spec.strategy(), spec.axes(), by, best.rows()),
-        "combos": {"rows": rows.len()},
-    });
-    if let Some(o) = overfitting_json {
-        summary["overfitting"] = serde_json::from_str::<Value>(o).map_err(value)?;
-    }
-    if let Some(s) = search_json {
-        summary["search"] = serde_json::from_str::<Value>(s).map_err(value)?;
-    }
+    let summary = Summary {
+        data: Some(DataSummary::of(&data)),
+        best: Some(best_of(spec.strategy(), spec.axes(), by, best.rows())),
+        combos: Some(Combos { rows: rows.len() as u64, ..Combos::default() }),
+        overfitting: overfitting_json.map(serde_json::from_str).transpose().map_err(value)?,
+        search: search_json.map(serde_json::from_str).transpose().map_err(value)?,
+        ..Summary::new()
+    };
     let top = best.rows().first().copied();
     py.detach(move || -> PyResult<String> {
         let dispatcher = dispatcher(spec.device())?;

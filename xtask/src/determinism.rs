@@ -109,9 +109,8 @@ pub fn run(args: &[String]) -> Result<()> {
             None,
         )?;
         let digest = hex(&Sha256::digest(std::fs::read(&out)?));
-        let shares = report.summary["balance"]["ratios"].as_object().cloned().unwrap_or_default();
-        let split: Vec<String> =
-            shares.iter().map(|(n, r)| format!("{n} {:.0}%", r.as_f64().unwrap_or(0.0) * 100.0)).collect();
+        let shares = report.summary.balance.map(|b| b.ratios).unwrap_or_default();
+        let split: Vec<String> = shares.iter().map(|(n, r)| format!("{n} {:.0}%", r * 100.0)).collect();
         println!("run {run}: {digest}  {} rows; workers {}; failure: {failure}", report.rows, split.join(", "));
         digests.push(digest);
     }

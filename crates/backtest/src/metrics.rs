@@ -1,24 +1,32 @@
 //! Per-combo metrics and the trades of a single backtest (definitions in docs/strategies.md).
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// What one combo achieved. Equity starts at 1 and is marked to market at every close.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// In JSON (serde, both ways) the counts are integers and a NaN is null.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
     /// E[N−1] / E[−1] − 1.
+    #[serde(deserialize_with = "null_as_nan")]
     pub total_return: f64,
     /// Entries, an open position at the end included.
     pub trades: u32,
     pub closed_trades: u32,
     /// Fraction of closed trades that ended above their entry cash; NaN without one.
+    #[serde(deserialize_with = "null_as_nan")]
     pub win_rate: f64,
     /// min over t of E[t] / max(E[0..=t]) − 1 (≤ 0).
+    #[serde(deserialize_with = "null_as_nan")]
     pub max_drawdown: f64,
     /// mean(r) / std(r, ddof = 1) of the per-bar returns, not annualised; NaN when flat.
+    #[serde(deserialize_with = "null_as_nan")]
     pub sharpe: f64,
     /// `sharpe · √(bars per year)`: the annualised Sharpe ratio.
+    #[serde(deserialize_with = "null_as_nan")]
     pub sharpe_annual: f64,
     /// Fraction of bars that end in a position.
+    #[serde(deserialize_with = "null_as_nan")]
     pub exposure: f64,
 }
 
@@ -69,24 +77,21 @@ impl Metrics {
     /// Every metric by its name, as results JSON writes them: counts as integers, NaN
     /// (no closed trade, flat equity) as null.
     pub fn to_json(&self) -> serde_json::Map<String, serde_json::Value> {
-        Self::NAMES
-            .iter()
-            .zip(self.values())
-            .map(|(name, v)| {
-                let value = match *name {
-                    "trades" | "closed_trades" => serde_json::json!(v as u64),
-                    _ if v.is_finite() => serde_json::json!(v),
-                    _ => serde_json::Value::Null,
-                };
-                ((*name).to_owned(), value)
-            })
-            .collect()
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        }
     }
 
     /// The metric called `name`, if there is one.
     pub fn get(&self, name: &str) -> Option<f64> {
         Self::NAMES.iter().position(|n| *n == name).map(|i| self.values()[i])
     }
+}
+
+/// Reads a JSON null (how serde_json writes a NaN) as NaN, a number as itself.
+pub fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Option::<f64>::deserialize(d).map(|v| v.unwrap_or(f64::NAN))
 }
 
 /// Why a trade ended.

@@ -97,13 +97,18 @@ impl ParamSpec {
         }
     }
 
-    /// A value as every JSON writes it: whole-number parameters as integers (`20`), floats
-    /// in their shortest round-trip form (`2.0`, `2.5`), choices by name (`"ema"`).
+    /// A value as every JSON writes it ([`ParamCell`]).
     pub fn to_json(&self, value: f64) -> serde_json::Value {
+        serde_json::to_value(self.cell(value)).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// A value typed as this parameter is: whole-number parameters as integers, floats as
+    /// floats, choices by name.
+    pub fn cell(&self, value: f64) -> ParamCell {
         match self.kind {
-            ParamKind::Choice(_) => serde_json::json!(self.format(value)),
-            ParamKind::Int => serde_json::json!(value as i64),
-            ParamKind::Float => serde_json::json!(value),
+            ParamKind::Choice(_) => ParamCell::Choice(self.format(value)),
+            ParamKind::Int => ParamCell::Int(value as i64),
+            ParamKind::Float => ParamCell::Float(value),
         }
     }
 
@@ -208,6 +213,38 @@ impl ParamSpec {
 /// or a choice's names), an inclusive range, or text as typed on a command line
 /// (`1.5,2,2.5`, `sma,ema`, `10:50:5`). In TOML and JSON: `[1.5, 2]`, `{start = 10, stop
 /// = 50, step = 5}`, a single number, or a string of that text. Numbers stay numbers.
+/// One parameter's value as JSON holds it (serde, both ways): an integer (`20`), a float in
+/// its shortest round-trip form (`2.0`, `2.5`), or a choice's name (`"ema"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ParamCell {
+    Int(i64),
+    Float(f64),
+    Choice(String),
+}
+
+impl ParamCell {
+    /// The number (a choice's is none: its position is its parameter's to find).
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Self::Int(v) => Some(*v as f64),
+            Self::Float(v) => Some(*v),
+            Self::Choice(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for ParamCell {
+    /// A number as JSON writes it (`20`, `2.0`), a choice by its bare name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Int(v) => write!(f, "{v}"),
+            Self::Float(v) => write!(f, "{}", serde_json::Value::from(*v)),
+            Self::Choice(name) => f.write_str(name),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Axis {

@@ -79,7 +79,8 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
         object.insert("data".into(), json!(data.origin()));
         object.insert("bars".into(), json!(data.len()));
         object.insert("periods_per_year".into(), json!(report.bars_per_year));
-        object.insert("annualisation".into(), threadx_sweep::annualisation(req.periods_per_year, &data));
+        let annualisation = threadx_sweep::annualisation(req.periods_per_year, &data);
+        object.insert("annualisation".into(), serde_json::to_value(annualisation)?);
         object.extend(m.to_json());
         outln!("{}", Value::Object(object));
     } else {

@@ -9,7 +9,7 @@ use threadx_backtest::Strategy;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
 use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
-use threadx_sweep::{OutputOptions, Session, Shard, SweepSpec, plot_checksum};
+use threadx_sweep::{OutputOptions, Params, Session, Shard, Summary, SweepSpec, plot_checksum};
 
 /// Where a backtest's report says it ran: the device policy picks the indicators' device;
 /// the trade-by-trade simulation runs on the CPU.
@@ -26,7 +26,7 @@ pub fn write_backtest(run: &BacktestRun<'_>, path: &Path) -> Result<()> {
 pub struct SweepPage<'a> {
     pub spec: &'a SweepSpec,
     pub data: &'a Ohlcv,
-    pub summary: &'a Value,
+    pub summary: &'a Summary,
     /// The results file, read again for the heatmaps and the distribution.
     pub results: Option<&'a Path>,
     /// The overfitting plots the run wrote (logit histogram, out-of-sample scatter).
@@ -39,16 +39,15 @@ pub struct SweepPage<'a> {
 pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMode, path: &Path) -> Result<()> {
     let spec = page.spec;
     let strategy = spec.strategy();
-    let by = page.summary["best"]["by"].as_str().unwrap_or("sharpe").to_owned();
-    let best = &page.summary["best"]["rows"][0]["params"];
-    let best_run = match best.is_object() {
-        true => {
-            let values = params_of(strategy, best)?;
+    let by = page.summary.best.as_ref().map_or("sharpe", |b| b.by.as_str()).to_owned();
+    let best_run = match page.summary.best_params() {
+        Some(best) => {
+            let values = cell_params(strategy, best)?;
             let (report, seconds) =
                 timed_backtest(page.data, dispatcher, strategy, &values, spec.costs(), spec.periods_per_year())?;
             Some((values, report, seconds))
         }
-        false => None,
+        None => None,
     };
     let device = backtest_device(mode);
     let best = best_run.as_ref().map(|(values, report, seconds)| {
@@ -58,9 +57,7 @@ pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMo
     let run = SweepRun {
         spec,
         summary: page.summary,
-        rows: page
-            .results
-            .map(|path| SweepRows::File { path, trials: page.summary.get("search").is_some_and(Value::is_object) }),
+        rows: page.results.map(|path| SweepRows::File { path, trials: page.summary.is_search() }),
         by: &by,
         overfitting_figures: figures,
         walk_forward_csv: page.walk_forward_csv.clone(),
@@ -72,14 +69,15 @@ pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMo
 /// The overfitting plots beside a run's results that its summary vouches for: a file is
 /// embedded only while its checksum is the one the summary recorded when the run drew it,
 /// so a file replaced or left by another run never reaches the page (it is named instead).
-fn vouched_plots((histogram, scatter): &(PathBuf, PathBuf), summary: &Value) -> Vec<(String, String)> {
+fn vouched_plots((histogram, scatter): &(PathBuf, PathBuf), summary: &Summary) -> Vec<(String, String)> {
+    let plots = summary.overfitting.as_ref().and_then(|o| o.plots.as_ref());
     let mut figures = Vec::new();
     for (caption, file, key) in [
         ("CSCV logits: above 0, the in-sample best beat the median out of sample", histogram, "pbo"),
         ("Each split's best: out of sample against in sample", scatter, "oos"),
     ] {
         let Ok(svg) = std::fs::read_to_string(file) else { continue };
-        match summary["overfitting"]["plots"][key].as_str() {
+        match plots.and_then(|p| p.of(key)) {
             Some(sum) if sum == plot_checksum(svg.as_bytes()) => figures.push((caption.to_owned(), svg)),
             _ => tracing::warn!(
                 "{}: left out of the report: it is not the plot its summary recorded (changed or from another run)",
@@ -107,7 +105,7 @@ pub fn check_sweep_report(path: &Path, out: &Path, shard: Shard) -> Result<()> {
 pub fn after_sweep(
     path: Option<&Path>,
     session: &Session,
-    summary: &Value,
+    summary: &Summary,
     opts: &OutputOptions,
     mode: DeviceMode,
 ) -> Result<()> {
@@ -134,5 +132,12 @@ pub fn params_of(strategy: &Strategy, params: &Value) -> Result<Vec<f64>> {
         .flatten()
         .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
         .collect();
+    Ok(strategy.params(&pairs)?)
+}
+
+/// A summary's parameters (its best row's) as `strategy`'s values, checked as `--set`
+/// checks them.
+pub fn cell_params(strategy: &Strategy, params: &Params) -> Result<Vec<f64>> {
+    let pairs: Vec<(String, String)> = params.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
     Ok(strategy.params(&pairs)?)
 }

@@ -10,33 +10,26 @@ use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
 use threadx_profile_store::refuse_output_over_input;
 use threadx_report::{BacktestRun, timed_backtest};
-use threadx_sweep::{SweepSpec, data_fingerprint};
+use threadx_sweep::{Summary, SweepSpec, data_fingerprint};
+
+/// What `threadx report` was given: a sweep's summary, or `threadx backtest --json`'s object.
+enum Input {
+    Sweep(Box<Summary>),
+    Backtest(Value),
+}
 
 /// `threadx report INPUT.json [--out FILE.html]`.
 pub fn run(input: &Path, out: Option<&Path>, mode: DeviceMode) -> Result<()> {
     let out = out.map_or_else(|| input.with_extension("html"), Path::to_path_buf);
     refuse_output_over_input(&[out.as_path()], &[input]).map_err(anyhow::Error::msg)?;
-    let text = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
-    let json: Value = serde_json::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}, line {}, column {}: not JSON: {e}", input.display(), e.line(), e.column()))?;
-    let read = files_read(input, &json);
+    let parsed = read_input(input)?;
+    let read = files_read(input, &parsed);
     let read: Vec<&Path> = read.iter().map(PathBuf::as_path).collect();
     crate::outputs::check_every_output(&[("--out", out.clone())], &read)?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
-    if json["identity"].is_object() {
-        sweep_from_summary(input, &json, &dispatcher, mode, &out)?;
-    } else if json["windows"].is_array() {
-        bail!(
-            "{}: a walk-forward's summary: its report comes with the run, `threadx sweep --walk-forward ... --report FILE.html`",
-            input.display()
-        );
-    } else if json["strategy"].is_string() && json["params"].is_object() {
-        backtest_from_json(input, &json, &dispatcher, mode, &out)?;
-    } else {
-        bail!(
-            "{}: neither a sweep's summary (written beside `threadx sweep --out`) nor a backtest's JSON (`threadx backtest --json`)",
-            input.display()
-        );
+    match &parsed {
+        Input::Sweep(summary) => sweep_from_summary(input, summary, &dispatcher, mode, &out)?,
+        Input::Backtest(json) => backtest_from_json(input, json, &dispatcher, mode, &out)?,
     }
     if let Err(e) = dispatcher.flush() {
         tracing::warn!("could not save the timing profile: {e}");
@@ -45,27 +38,54 @@ pub fn run(input: &Path, out: Option<&Path>, mode: DeviceMode) -> Result<()> {
     Ok(())
 }
 
-/// Every file a report of `json` (read from `input`) reads: the JSON itself, a sweep's
-/// results and plots beside it, and the data it names.
-fn files_read(input: &Path, json: &Value) -> Vec<PathBuf> {
-    let mut read = vec![input.to_path_buf()];
-    if let Some(results) = results_beside(input, json) {
-        read.extend([crate::outputs::sibling(&results, "-pbo.svg"), crate::outputs::sibling(&results, "-oos.svg")]);
-        read.push(results);
+/// The JSON at `input`: a sweep's summary or a backtest's object, or why it is neither.
+fn read_input(input: &Path) -> Result<Input> {
+    let text = std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
+    let json: Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}, line {}, column {}: not JSON: {e}", input.display(), e.line(), e.column()))?;
+    match Summary::parse_if_summary(&text, input)? {
+        Some(s) if s.identity.is_some() => Ok(Input::Sweep(Box::new(s))),
+        Some(s) if s.windows.is_some() => bail!(
+            "{}: a walk-forward's summary: its report comes with the run, `threadx sweep --walk-forward ... --report FILE.html`",
+            input.display()
+        ),
+        None if json["strategy"].is_string() && json["params"].is_object() => Ok(Input::Backtest(json)),
+        _ => bail!(
+            "{}: neither a sweep's summary (written beside `threadx sweep --out`) nor a backtest's JSON (`threadx backtest --json`)",
+            input.display()
+        ),
     }
-    let origin = json["data"]["origin"].as_str().or_else(|| json["data"].as_str());
+}
+
+/// Every file a report of `parsed` (read from `input`) reads: the JSON itself, a sweep's
+/// results and plots beside it, and the data it names.
+fn files_read(input: &Path, parsed: &Input) -> Vec<PathBuf> {
+    let mut read = vec![input.to_path_buf()];
+    let origin = match parsed {
+        Input::Sweep(summary) => {
+            if let Some(results) = results_beside(input, summary) {
+                read.extend([
+                    crate::outputs::sibling(&results, "-pbo.svg"),
+                    crate::outputs::sibling(&results, "-oos.svg"),
+                ]);
+                read.push(results);
+            }
+            summary.data.as_ref().map(|d| d.origin.as_str())
+        }
+        Input::Backtest(json) => json["data"].as_str(),
+    };
     read.extend(origin.map(PathBuf::from));
     read
 }
 
 /// The results file a sweep's summary names, beside the summary.
-fn results_beside(input: &Path, summary: &Value) -> Option<PathBuf> {
-    summary["results"].as_str().and_then(|r| Path::new(r).file_name()).map(|name| input.with_file_name(name))
+fn results_beside(input: &Path, summary: &Summary) -> Option<PathBuf> {
+    summary.results.as_deref().and_then(|r| Path::new(r).file_name()).map(|name| input.with_file_name(name))
 }
 
 /// The data a run's JSON names, loaded again.
-fn load_data(input: &Path, origin: &Value) -> Result<Ohlcv> {
-    let origin = origin.as_str().with_context(|| format!("{}: no `data.origin`", input.display()))?;
+fn load_data(input: &Path, origin: Option<&str>) -> Result<Ohlcv> {
+    let origin = origin.with_context(|| format!("{}: no `data.origin`", input.display()))?;
     Ohlcv::load(origin).with_context(|| {
         format!(
             "{}: loading its data `{origin}` again (a DataFrame's run gets its report from Python)",
@@ -76,28 +96,28 @@ fn load_data(input: &Path, origin: &Value) -> Result<Ohlcv> {
 
 fn sweep_from_summary(
     input: &Path,
-    summary: &Value,
+    summary: &Summary,
     dispatcher: &Dispatcher,
     mode: DeviceMode,
     out: &Path,
 ) -> Result<()> {
-    if summary["shard"]["count"].as_u64().is_some_and(|n| n > 1) {
+    if summary.shard.is_some_and(|s| s.count > 1) {
         bail!(
             "{}: a shard's summary: a shard is part of a sweep and gets no page; `threadx merge` the shards, then \
              `threadx report MERGED.json`",
             input.display()
         );
     }
-    if summary["symbols"].is_array() || summary["symbols"].is_object() {
+    if summary.universe.is_some() {
         bail!(
             "{}: a universe's summary: its page is not drawn yet; sweep one symbol (`--data FILE`) for its report",
             input.display()
         );
     }
-    let identity = &summary["identity"];
-    let spec = SweepSpec::from_identity(&identity["spec"]).with_context(|| format!("reading {}", input.display()))?;
-    let data = load_data(input, &summary["data"]["origin"])?;
-    let want = identity["data"]["fingerprint"].as_str().unwrap_or_default();
+    let Some(identity) = &summary.identity else { bail!("{}: no identity", input.display()) };
+    let spec = SweepSpec::from_identity(&identity.spec).with_context(|| format!("reading {}", input.display()))?;
+    let data = load_data(input, summary.data.as_ref().map(|d| d.origin.as_str()))?;
+    let want = identity.data.as_ref().map_or("", |d| d.fingerprint.as_str());
     if data_fingerprint(&data) != want {
         bail!("{}: its data `{}` changed since the run (fingerprint {want})", input.display(), data.origin());
     }
@@ -128,7 +148,7 @@ fn backtest_from_json(input: &Path, json: &Value, dispatcher: &Dispatcher, mode:
     let values = params_of(&strategy, &json["params"])?;
     let number = |key: &str| json[key].as_f64();
     let costs = Costs::new(number("fee").unwrap_or(0.001), number("slippage").unwrap_or(0.0))?;
-    let data = load_data(input, &json["data"])?;
+    let data = load_data(input, json["data"].as_str())?;
     let (report, seconds) = timed_backtest(&data, dispatcher, &strategy, &values, costs, number("periods_per_year"))?;
     let device = backtest_device(mode);
     write_backtest(&BacktestRun::new(&data, &strategy, &values, costs, &report).ran_on(&device, seconds), out)

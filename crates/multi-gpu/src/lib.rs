@@ -30,6 +30,6 @@ mod workload;
 pub use balance::{Balance, WorkerTiming};
 pub use error::{PoolError, WorkError};
 pub use pool::DevicePool;
-pub use stats::{RunStats, WorkerStats};
+pub use stats::{KernelSeconds, RunStats, WorkerStats, WorkerSummary};
 pub use worker::{Fault, PoolOptions, Worker, WorkerDevice};
 pub use workload::{BalanceOptions, Chunk, DistributeOptions, InOrder, InWorker, Workload};

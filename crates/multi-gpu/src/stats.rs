@@ -4,7 +4,7 @@
 use crate::balance::{Balance, normalised};
 use crate::worker::Worker;
 use crate::workload::Workload;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use threadx_profile_store::Profiles;
 
@@ -58,37 +58,64 @@ pub struct RunStats {
 }
 
 impl RunStats {
-    /// Per worker: chunks, `<unit>`, busy_s, `<unit>_per_s`, share (and why it failed).
-    pub fn to_json(&self, unit: &str) -> Value {
-        let workers: serde_json::Map<String, Value> = self
-            .workers
-            .iter()
-            .map(|w| {
-                let mut v = json!({
-                    "chunks": w.chunks, "dispatches": w.dispatches, unit: w.items, "busy_s": w.busy_s,
-                    format!("{unit}_per_s"): w.items_per_s, "share": w.share,
-                });
-                if let Some(f) = &w.failed {
-                    v["failed"] = json!(f);
-                }
-                if w.duplicates > 0 {
-                    v["backups_dropped"] = json!(w.duplicates);
-                }
-                if w.splits > 0 {
-                    v["out_of_memory_splits"] = json!(w.splits);
-                }
-                let mut phases: serde_json::Map<String, Value> =
-                    w.phases.iter().map(|(name, s)| ((*name).to_owned(), json!(s))).collect();
-                phases.insert("idle".into(), json!(w.idle_s()));
-                v["phases_s"] = Value::Object(phases);
-                if w.on_gpu {
-                    v["kernel_s"] =
-                        w.kernel_s.map_or_else(|| json!("unavailable (no timestamp queries)"), |k| json!(k));
-                }
-                (w.name.clone(), v)
-            })
-            .collect();
-        Value::Object(workers)
+    /// Each worker's line of a summary, by name.
+    pub fn summary(&self) -> BTreeMap<String, WorkerSummary> {
+        self.workers.iter().map(|w| (w.name.clone(), WorkerSummary::of(w))).collect()
+    }
+}
+
+/// A worker's line of a run's summary (serde, both ways): chunks, dispatches, combos,
+/// busy seconds, combos per busy second, share, seconds per phase (`idle` included), why
+/// it failed, backups dropped, out-of-memory splits, and a GPU's kernel seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSummary {
+    pub chunks: u64,
+    pub dispatches: u64,
+    pub combos: u64,
+    pub busy_s: f64,
+    pub combos_per_s: f64,
+    pub share: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backups_dropped: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_memory_splits: Option<u64>,
+    pub phases_s: BTreeMap<String, f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_s: Option<KernelSeconds>,
+}
+
+/// A GPU worker's kernel seconds, or why they are unknown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum KernelSeconds {
+    Seconds(f64),
+    Unavailable(String),
+}
+
+impl WorkerSummary {
+    fn of(w: &WorkerStats) -> Self {
+        let mut phases_s: BTreeMap<String, f64> = w.phases.iter().map(|(name, s)| ((*name).to_owned(), *s)).collect();
+        phases_s.insert("idle".into(), w.idle_s());
+        Self {
+            chunks: w.chunks,
+            dispatches: w.dispatches,
+            combos: w.items,
+            busy_s: w.busy_s,
+            combos_per_s: w.items_per_s,
+            share: w.share,
+            failed: w.failed.clone(),
+            backups_dropped: (w.duplicates > 0).then_some(w.duplicates),
+            out_of_memory_splits: (w.splits > 0).then_some(w.splits),
+            phases_s,
+            kernel_s: w.on_gpu.then(|| {
+                w.kernel_s.map_or_else(
+                    || KernelSeconds::Unavailable("unavailable (no timestamp queries)".into()),
+                    KernelSeconds::Seconds,
+                )
+            }),
+        }
     }
 }
 

@@ -6,10 +6,9 @@
 use crate::backtest::BacktestRun;
 use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines};
 use crate::page::{Cell, Report, facts, figure, note, num, pct, table};
-use serde_json::Value;
 use std::path::Path;
-use threadx_backtest::{Metrics, Strategy};
-use threadx_sweep::{Heatmap, Row, SweepError, SweepSpec, TopCombo, for_each_result, metric_index};
+use threadx_backtest::{Metrics, ParamCell, Strategy};
+use threadx_sweep::{Heatmap, Row, Summary, SweepError, SweepSpec, for_each_result, metric_index};
 
 /// Heatmap cells a page holds at most, over all its heatmaps (each cell is an SVG
 /// rectangle with its hover text: about 100 bytes).
@@ -22,8 +21,8 @@ const MAX_FIGURE_BYTES: usize = 1_500_000;
 #[derive(Debug, Clone)]
 pub struct SweepRun<'a> {
     pub spec: &'a SweepSpec,
-    /// The run's summary object (what `threadx sweep` writes beside its results).
-    pub summary: &'a Value,
+    /// The run's summary (what `threadx sweep` writes beside its results).
+    pub summary: &'a Summary,
     /// Every row, for the heatmaps and the distribution.
     pub rows: Option<SweepRows<'a>>,
     /// The objective the run ranked by.
@@ -59,8 +58,8 @@ impl SweepRun<'_> {
     /// The page of this sweep.
     pub fn report(&self) -> Result<Report, SweepError> {
         let strategy = self.spec.strategy();
-        let origin = self.summary["data"]["origin"].as_str().unwrap_or("the data");
-        let kind = match (self.summary.get("search").is_some_and(Value::is_object), &self.walk_forward_csv) {
+        let origin = self.summary.data.as_ref().map_or("the data", |d| d.origin.as_str());
+        let kind = match (self.summary.is_search(), &self.walk_forward_csv) {
             (true, _) => "search",
             (false, Some(_)) => "walk-forward",
             (false, None) => "sweep",
@@ -97,10 +96,12 @@ impl SweepRun<'_> {
 
     /// The ranking metric, and the constraints a combo kept to rank, with how many did.
     fn ranked_by(&self) -> String {
-        let best = &self.summary["best"];
-        let rules: Vec<&str> =
-            best["constraints"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-        match (rules.is_empty(), best["passing"].as_u64(), self.summary["combos"]["rows"].as_u64()) {
+        let best = self.summary.best.as_ref();
+        let rules: Vec<&str> = best
+            .and_then(|b| b.constraints.as_ref())
+            .map(|a| a.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        match (rules.is_empty(), best.and_then(|b| b.passing), self.summary.combos.map(|c| c.rows)) {
             (false, Some(passing), Some(rows)) => {
                 format!("{}, among the {passing} of {rows} combos that keep {}", self.by, rules.join(" and "))
             }
@@ -110,52 +111,47 @@ impl SweepRun<'_> {
 
     fn add_header(&self, report: &mut Report) {
         let s = self.summary;
-        let data = &s["data"];
-        let mut lines = vec![
-            (
-                "Data",
-                format!(
-                    "{}, {} bars, {} to {}",
-                    data["origin"].as_str().unwrap_or("-"),
-                    data["bars"],
-                    data["first"].as_str().unwrap_or("-"),
-                    data["last"].as_str().unwrap_or("-")
-                ),
+        let data = match &s.data {
+            Some(d) => format!(
+                "{}, {} bars, {} to {}",
+                d.origin,
+                d.bars,
+                d.first.as_deref().unwrap_or("-"),
+                d.last.as_deref().unwrap_or("-")
             ),
+            None => "-".to_owned(),
+        };
+        let mut lines = vec![
+            ("Data", data),
             ("Strategy", self.spec.strategy().to_string()),
             ("Grid", format!("{} ({} combos)", self.grid_text(), self.spec.grid_len())),
             ("Costs", format!("fee {} per side", self.spec.costs().fee)),
             ("Ranked by", self.ranked_by()),
         ];
-        let annualisation = &s["annualisation"];
-        if let Some(basis) = annualisation["basis"].as_str() {
-            let per_year = annualisation["periods_per_year"].as_f64().map_or("-".to_owned(), |p| format!("{p:.0}"));
-            lines.push(("Annualised", format!("over {per_year} bars a year ({basis})")));
+        if let Some(a) = &s.annualisation {
+            let per_year = a.periods_per_year.map_or("-".to_owned(), |p| format!("{p:.0}"));
+            lines.push(("Annualised", format!("over {per_year} bars a year ({})", a.basis)));
         }
-        if let Some(rows) = s["combos"]["rows"].as_u64() {
-            lines.push(("Rows", rows.to_string()));
+        if let Some(combos) = s.combos {
+            lines.push(("Rows", combos.rows.to_string()));
         }
-        if let Some(workers) = s["workers"].as_object() {
+        if let Some(workers) = &s.workers {
             let text: Vec<String> = workers
                 .iter()
-                .map(|(name, w)| {
-                    let share = w["share"].as_f64().map_or(String::new(), |v| format!(" {}", pct(v)));
-                    let rate = w["combos_per_s"].as_f64().map_or(String::new(), |v| format!(", {v:.0} combos/s"));
-                    format!("{name}{share}{rate}")
-                })
+                .map(|(name, w)| format!("{name} {}, {:.0} combos/s", pct(w.share), w.combos_per_s))
                 .collect();
             lines.push(("Devices", text.join("; ")));
         }
-        let t = &s["timings_s"];
-        if let Some(total) = t["total"].as_f64() {
-            let rate = t["combos_per_s"].as_f64().map_or(String::new(), |v| format!(", {v:.0} combos/s"));
-            lines.push(("Time", format!("{total:.3} s{rate}")));
+        if let Some(t) = &s.timings_s {
+            let rate = t.combos_per_s().map_or(String::new(), |v| format!(", {v:.0} combos/s"));
+            lines.push(("Time", format!("{:.3} s{rate}", t.total())));
         }
         report.section("run", "What ran", &facts(&lines));
     }
 
     fn add_best(&self, report: &mut Report) {
-        let Some(rows) = self.summary["best"]["rows"].as_array() else { return };
+        let Some(best) = &self.summary.best else { return };
+        let rows = &best.rows;
         let schema = self.spec.strategy().schema();
         let mut headers = vec!["rank".to_owned(), "combo".to_owned()];
         headers.extend(schema.iter().map(|p| p.name.clone()));
@@ -165,17 +161,15 @@ impl SweepRun<'_> {
             .enumerate()
             .map(|(rank, row)| {
                 let mut cells = vec![Cell::number((rank + 1).to_string(), (rank + 1) as f64)];
-                let combo = row["combo"].as_u64().unwrap_or_default();
-                cells.push(Cell::number(combo.to_string(), combo as f64));
+                cells.push(Cell::number(row.combo.to_string(), row.combo as f64));
                 for p in schema {
-                    let v = &row["params"][&p.name];
-                    cells.push(match v.as_f64() {
-                        Some(x) => Cell::number(v.to_string(), x),
-                        None => Cell::text(v.as_str().unwrap_or("-")),
+                    cells.push(match row.params.get(&p.name) {
+                        Some(ParamCell::Choice(name)) => Cell::text(name.as_str()),
+                        Some(v) => Cell::number(v.to_string(), v.as_f64().unwrap_or(f64::NAN)),
+                        None => Cell::text("-"),
                     });
                 }
-                for &m in &Metrics::NAMES {
-                    let v = row["metrics"][m].as_f64().unwrap_or(f64::NAN);
+                for (&m, v) in Metrics::NAMES.iter().zip(row.metrics.values()) {
                     cells.push(Cell::number(metric_text(m, v), v));
                 }
                 cells
@@ -183,18 +177,13 @@ impl SweepRun<'_> {
             .collect();
         let mut html = table(&headers, &cells, true);
         // The first row's parameters at an end of their axis (the summary's `best.edge`).
-        let edges: Vec<String> = self.summary["best"]["edge"]
-            .as_array()
-            .into_iter()
+        let edges: Vec<String> = best
+            .edge
+            .iter()
             .flatten()
             .filter_map(|e| {
-                let p = schema.iter().find(|p| Some(p.name.as_str()) == e["param"].as_str())?;
-                Some(format!(
-                    "{}={} is the {} value swept",
-                    p.name,
-                    p.format(e["value"].as_f64()?),
-                    e["side"].as_str()?
-                ))
+                let p = schema.iter().find(|p| p.name == e.param)?;
+                Some(format!("{}={} is the {} value swept", p.name, p.format(e.value.as_f64()?), e.side))
             })
             .collect();
         if !edges.is_empty() {
@@ -292,16 +281,12 @@ impl SweepRun<'_> {
     }
 
     fn add_overfitting(&self, report: &mut Report) {
-        let o = &self.summary["overfitting"];
-        if !o.is_object() {
-            return;
-        }
-        let f = |key: &str| o[key].as_f64().unwrap_or(f64::NAN);
-        let q = &o["logit_quantiles"];
+        let Some(o) = &self.summary.overfitting else { return };
+        let q = &o.logit_quantiles;
         let lines = [
             (
                 "PBO",
-                match f("pbo") {
+                match o.pbo {
                     p if p.is_nan() => "undefined: fewer than two combos, or in every split all combos rank alike \
                                         out of sample (identical combos, or no trades)"
                         .to_owned(),
@@ -313,43 +298,33 @@ impl SweepRun<'_> {
             ),
             (
                 "Out-of-sample loss",
-                format!("{} of splits: the in-sample best lost out of sample", pct(f("prob_oos_loss"))),
+                format!("{} of splits: the in-sample best lost out of sample", pct(o.prob_oos_loss)),
             ),
             (
                 "Degradation",
-                match f("degradation_slope") {
+                match o.degradation_slope {
                     slope if slope.is_nan() => "no line: the in-sample bests' Sharpe ratios do not vary".to_owned(),
-                    slope => format!(
-                        "out of sample = {} × in sample + {}",
-                        num(slope, 3),
-                        num(f("degradation_intercept"), 4)
-                    ),
+                    slope => {
+                        format!("out of sample = {} × in sample + {}", num(slope, 3), num(o.degradation_intercept, 4))
+                    }
                 },
             ),
-            (
-                "Logits",
-                format!(
-                    "p05 {}, median {}, p95 {}",
-                    num(q["p05"].as_f64().unwrap_or(f64::NAN), 2),
-                    num(q["p50"].as_f64().unwrap_or(f64::NAN), 2),
-                    num(q["p95"].as_f64().unwrap_or(f64::NAN), 2)
-                ),
-            ),
+            ("Logits", format!("p05 {}, median {}, p95 {}", num(q.p05, 2), num(q.p50, 2), num(q.p95, 2))),
             (
                 "Deflated Sharpe (DSR)",
                 format!(
                     "{} (the probability that the best's Sharpe beats the best of {} trials with no edge)",
-                    num(f("dsr"), 3),
-                    num(o["trials"]["n"].as_f64().unwrap_or(f64::NAN), 0)
+                    num(o.dsr.unwrap_or(f64::NAN), 3),
+                    num(o.trials.n, 0)
                 ),
             ),
-            ("Probabilistic Sharpe (PSR)", num(f("psr"), 3)),
-            ("Expected best Sharpe with no edge (SR0)", format!("{} per bar", num(f("sr0"), 4))),
+            ("Probabilistic Sharpe (PSR)", num(o.psr.unwrap_or(f64::NAN), 3)),
+            ("Expected best Sharpe with no edge (SR0)", format!("{} per bar", num(o.sr0, 4))),
         ];
         let mut html = facts(&lines);
-        let top: Vec<TopCombo> = serde_json::from_value(o["top"].clone()).unwrap_or_default();
+        let top = &o.top;
         if !top.is_empty() {
-            let objective = o["objective"].as_str().unwrap_or(self.by);
+            let objective = o.objective.as_str();
             let headers: Vec<String> =
                 ["combo", "parameters", objective, "DSR", "PSR", "neighbours", "their mean", "their least", "shape"]
                     .map(String::from)
@@ -395,27 +370,21 @@ impl SweepRun<'_> {
     }
 
     fn add_search(&self, report: &mut Report) {
-        let s = &self.summary["search"];
-        let Some(points) = s["best_so_far"].as_array() else { return };
-        let (mut xs, mut ys) = (Vec::new(), Vec::new());
-        for p in points {
-            if let (Some(t), Some(v)) = (p[0].as_f64(), p[1].as_f64()) {
-                xs.push(t);
-                ys.push(v);
-            }
-        }
-        let trials = s["trials"].as_f64().unwrap_or(0.0);
+        let Some(s) = &self.summary.search else { return };
+        let Some(outcome) = &s.outcome else { return };
+        let (mut xs, mut ys): (Vec<f64>, Vec<f64>) = outcome.best_so_far.iter().map(|&(t, v)| (t as f64, v)).unzip();
+        let trials = outcome.trials as f64;
         if let (Some(&last), Some(&v)) = (xs.last(), ys.last())
             && trials - 1.0 > last
         {
             xs.push(trials - 1.0);
             ys.push(v);
         }
-        let by = s["objective"]["by"].as_str().unwrap_or(self.by);
+        let by = outcome.objective.by.as_str();
         let lines_html = facts(&[
-            ("Method", s["method"].as_str().unwrap_or("-").to_owned()),
-            ("Trials", format!("{} ({} feasible)", s["trials"], s["feasible"])),
-            ("Stopped", s["stop"].as_str().unwrap_or("-").to_owned()),
+            ("Method", s.method.clone()),
+            ("Trials", format!("{} ({} feasible)", outcome.trials, outcome.feasible)),
+            ("Stopped", outcome.stop.clone()),
         ]);
         let mut chart = lines(
             &format!("Best {by} so far"),
@@ -427,7 +396,7 @@ impl SweepRun<'_> {
             260,
         );
         // The best so far holds until the next improvement: steps, not slopes.
-        chart["step"] = Value::Bool(true);
+        chart["step"] = serde_json::Value::Bool(true);
         let html = format!("{lines_html}{}", report.chart(&chart));
         report.section("search", "Search: the best so far", &html);
     }
@@ -450,11 +419,8 @@ impl SweepRun<'_> {
                     .collect()
             })
             .collect();
-        let windows = self.summary["windows"].as_array().map_or(&[][..], Vec::as_slice);
-        let returns: Vec<f64> = windows
-            .iter()
-            .map(|w| w["out_of_sample"]["total_return"].as_f64().map_or(f64::NAN, |r| r * 100.0))
-            .collect();
+        let windows = self.summary.windows.as_deref().unwrap_or_default();
+        let returns: Vec<f64> = windows.iter().map(|w| w.out_of_sample.total_return * 100.0).collect();
         let mut html = String::new();
         if !returns.is_empty() {
             let xs: Vec<f64> = (0..returns.len()).map(|w| w as f64).collect();

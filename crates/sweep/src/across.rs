@@ -12,8 +12,8 @@ use crate::error::{SweepError, io_error};
 use crate::leaderboard::metric_index;
 use crate::rows::{Row, combo_param_columns, param_cell, push_combo_params};
 use crate::runner::ChunkResult;
+use crate::summary::{ByCombo, ComboLine, params_json};
 use crate::table::{ArrowTable, Cell, ColumnType, ColumnarWriter, TableFormat};
-use serde_json::{Value, json};
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -64,29 +64,30 @@ pub struct AcrossReport {
 }
 
 impl AcrossReport {
-    pub fn to_json(&self, strategy: &Strategy) -> Value {
-        let best: Vec<Value> = self
+    /// The summary's `by_combo` section (NaN statistics null).
+    pub fn summary(&self, strategy: &Strategy) -> ByCombo {
+        let finite = |v: f64| v.is_finite().then_some(v);
+        let best_by_median = self
             .best
             .iter()
-            .map(|c| {
-                let params: serde_json::Map<String, Value> = strategy
-                    .schema()
-                    .iter()
-                    .zip(c.values.iter())
-                    .map(|(p, &v)| (p.name.clone(), p.to_json(v)))
-                    .collect();
-                json!({"combo": c.combo, "params": params, "symbols": c.symbols, "mean": finite(c.mean),
-                       "median": finite(c.median), "min": finite(c.min),
-                       "positive_return_share": finite(c.positive_return_share)})
+            .map(|c| ComboLine {
+                combo: c.combo,
+                params: params_json(strategy, &c.values),
+                symbols: c.symbols,
+                mean: finite(c.mean),
+                median: finite(c.median),
+                min: finite(c.min),
+                positive_return_share: finite(c.positive_return_share),
             })
             .collect();
-        json!({"file": self.path.display().to_string(), "by": self.by, "symbols": self.symbols,
-               "combos": self.rows, "best_by_median": best})
+        ByCombo {
+            file: self.path.display().to_string(),
+            by: self.by.clone(),
+            symbols: self.symbols as u64,
+            combos: self.rows,
+            best_by_median,
+        }
     }
-}
-
-fn finite(v: f64) -> Value {
-    if v.is_finite() { json!(v) } else { Value::Null }
 }
 
 impl Across {

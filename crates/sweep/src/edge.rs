@@ -1,11 +1,11 @@
 //! The best combo on the grid's edge: a parameter of the winner at the smallest or largest
 //! value swept (of an axis with at least three values) says the optimum may lie beyond
 //! the grid. A run prints one line, and the summary's `best.edge` lists each such parameter
-//! ([`rows_json`] makes that `best` object, for grid, search and merge runs alike).
+//! ([`best_of`] makes that `best` section, for grid, search and merge runs alike).
 
-use crate::rows::{Row, row_json};
-use serde_json::{Value, json};
-use threadx_backtest::{ParamKind, Strategy};
+use crate::rows::Row;
+use crate::summary::{Best, BestRow, Edge};
+use threadx_backtest::{ParamCell, ParamKind, Strategy};
 
 /// One parameter of a combo at an end of its axis.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,15 +13,16 @@ pub struct GridEdge {
     pub param: String,
     /// The value as the user writes it (`3`, `2.5`, `ema`).
     pub value: String,
-    pub json: Value,
+    pub cell: ParamCell,
     /// At the largest value swept (else the smallest).
     pub largest: bool,
 }
 
 impl GridEdge {
-    /// `{"param": "bb_std", "value": 3, "side": "largest"}`.
-    pub fn to_json(&self) -> Value {
-        json!({"param": self.param, "value": self.json, "side": if self.largest { "largest" } else { "smallest" }})
+    /// The summary's `{"param": "bb_std", "value": 3, "side": "largest"}`.
+    pub fn summary(&self) -> Edge {
+        let side = if self.largest { "largest" } else { "smallest" };
+        Edge { param: self.param.clone(), value: self.cell.clone(), side: side.into() }
     }
 }
 
@@ -48,7 +49,7 @@ pub fn grid_edges(strategy: &Strategy, axes: &[Vec<f64>], row: &Row) -> Vec<Grid
             (v == lo || v == hi).then(|| GridEdge {
                 param: p.name.clone(),
                 value: p.format(v),
-                json: p.to_json(v),
+                cell: p.cell(v),
                 largest: v == hi,
             })
         })
@@ -57,13 +58,15 @@ pub fn grid_edges(strategy: &Strategy, axes: &[Vec<f64>], row: &Row) -> Vec<Grid
 
 /// Best rows as the summary's `best`: the metric that ranks them, each row, and the first
 /// row's parameters on the grid's edge (`edge`, when any).
-pub fn rows_json(strategy: &Strategy, axes: &[Vec<f64>], by: &str, rows: &[Row]) -> Value {
-    let mut best = json!({"by": by, "rows": rows.iter().map(|r| row_json(strategy, r)).collect::<Vec<_>>()});
+pub fn best_of(strategy: &Strategy, axes: &[Vec<f64>], by: &str, rows: &[Row]) -> Best {
     let edges = rows.first().map(|r| grid_edges(strategy, axes, r)).unwrap_or_default();
-    if !edges.is_empty() {
-        best["edge"] = edges.iter().map(GridEdge::to_json).collect();
+    Best {
+        by: by.to_owned(),
+        rows: rows.iter().map(|r| BestRow::of(strategy, r)).collect(),
+        edge: (!edges.is_empty()).then(|| edges.iter().map(GridEdge::summary).collect()),
+        constraints: None,
+        passing: None,
     }
-    best
 }
 
 /// The line a run prints when its best combo sits on the grid's edge.
@@ -97,7 +100,8 @@ mod tests {
         let edges = grid_edges(spec.strategy(), spec.axes(), &row([10.0, 3.0, 14.0, 3.0]));
         let texts: Vec<String> = edges.iter().map(ToString::to_string).collect();
         assert_eq!(texts, ["bb_period=10 is the smallest value swept", "atr_mult=3 is the largest value swept"]);
-        assert_eq!(edges[1].to_json(), json!({"param": "atr_mult", "value": 3.0, "side": "largest"}));
+        let edge = serde_json::to_value(edges[1].summary()).unwrap();
+        assert_eq!(edge, serde_json::json!({"param": "atr_mult", "value": 3.0, "side": "largest"}));
         assert_eq!(
             edge_note(&edges).unwrap(),
             "the best combo sits on the edge of the grid: bb_period=10 is the smallest value swept, atr_mult=3 is \

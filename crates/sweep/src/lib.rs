@@ -45,26 +45,27 @@ mod search_plot;
 mod search_run;
 mod session;
 mod spec;
+mod summary;
 mod table;
 mod universe;
 mod walk;
 
 pub use across::{AcrossReport, ComboAcross, across_in_memory, across_table, by_combo_path};
 pub use combos::{ComboSet, Shard, chunk_size};
-pub use edge::{GridEdge, edge_note, grid_edges, rows_json};
+pub use edge::{GridEdge, best_of, edge_note, grid_edges};
 pub use error::SweepError;
 pub use heatmap::{Heatmap, heat_colour};
 pub use leaderboard::{Leaderboard, better_higher, metric_index};
 pub use memory_tables::{metrics_table, rows_table, universe_table, walk_forward_table};
 pub use merge::merge;
-pub use output::{SweepReport, Timings, run_to_files};
+pub use output::{SweepReport, run_to_files};
 pub use overfit::{
-    DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, TopCombo, logit_histogram_svg,
+    DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, logit_histogram_svg,
     oos_vs_is_svg, plot_checksum, shard_blocks_path,
 };
 pub use request::{SweepRequest, parse_size};
 pub use results_file::{for_each_result, read_results};
-pub use rows::{Row, header, parse_row, row_json, write_row};
+pub use rows::{Row, header, parse_row, write_row};
 pub use run_files::{
     HeatmapOptions, OutputHold, OutputOptions, annualisation, check_output, check_writable, checkpoint_dir,
     data_fingerprint, hold_outputs, summary_path,
@@ -75,12 +76,19 @@ pub use search::{
     SearchSpace, Stop, Trial, search,
 };
 pub use search_plot::best_so_far_svg;
-pub use search_run::{SearchProgress, SearchRun, check_shard, search_header, search_json, search_to_files, stop_text};
+pub use search_run::{
+    SearchProgress, SearchRun, check_shard, search_header, search_summary, search_to_files, stop_text,
+};
 pub use session::{Devices, Preparation, Session};
 pub use spec::{Sample, SweepSpec, WalkForward, WholeGrid, check_threads};
+pub use summary::{
+    Annualisation, BalanceSummary, Best, BestRow, BlocksSummary, ByCombo, Chunks, ComboLine, Combos, DataIdentity,
+    DataSummary, Edge, Identity, LogitQuantiles, Memory, OutOfSampleDsr, OverfittingShard, OverfittingSummary, Params,
+    PlotChecksums, SCHEMA, SearchBest, SearchObjective, SearchOutcome, SearchSummary, SearchTimings, ShardSummary,
+    SplitsSummary, Summary, SymbolSummary, Timings, TimingsSummary, TopCombo, TrialsSummary, UniverseIdentity,
+    UniverseSections, UniverseTimings, WholeGridSummary, WindowSummary, params_json,
+};
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
 pub use threadx_telemetry::available_memory;
 pub use universe::{UniverseProgress, UniverseReport, universe_in_memory, universe_to_files};
-pub use walk::{
-    OutOfSampleDsr, WalkForwardFiles, WalkForwardReport, WindowResult, walk_forward, walk_forward_to_files,
-};
+pub use walk::{WalkForwardFiles, WalkForwardReport, WindowResult, walk_forward, walk_forward_to_files};

@@ -13,7 +13,7 @@ use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
 use crate::rows::Row;
 use crate::run_files::{HeatmapOptions, check_writable, commit_with_summary, summary_path};
 use crate::search::{Constraint, SearchOptions};
-use serde_json::{Value, json};
+use crate::summary::{Combos, Identity, ShardSummary, Summary, UniverseSections};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs;
@@ -41,16 +41,14 @@ pub fn merge(
     check_writable(out)?;
     let out_summary = check_outputs(shards, out, plots)?;
     let ShardSummaries { identity, summaries, expected_rows } = ShardSummaries::read(shards)?;
-    let spec = SweepSpec::from_identity(&identity["spec"])?;
+    let spec = SweepSpec::from_identity(&identity.spec)?;
     let strategy = spec.strategy();
-    let bars = summaries[0]["data"]["bars"].as_u64().unwrap_or(0) as usize;
+    let bars = summaries[0].data.as_ref().map_or(0, |d| d.bars) as usize;
     let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars)?;
     // A search's shards hold trials (numbered in evaluation order) instead of combos.
     let search = spec.search();
     // A universe's rows go by symbol (in the order of its list), then combo.
-    let symbols: Option<Vec<String>> = identity["universe"]["symbols"]
-        .as_array()
-        .map(|names| names.iter().map(|n| n.as_str().unwrap_or_default().to_owned()).collect());
+    let symbols: Option<Vec<String>> = identity.universe.as_ref().map(|u| u.symbols.clone());
     let mut across = match &symbols {
         Some(_) if !is_special_file(out) => Some(by_combo(out, by)?),
         _ => None,
@@ -99,26 +97,28 @@ pub fn merge(
     if let Some((h, path)) = &heatmap {
         staged.push(write_file_staged(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?);
     }
-    let mut summary = json!({
-        "threadx": env!("CARGO_PKG_VERSION"),
-        "identity": identity,
-        "merged_from": shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-        "shard": {"index": 0, "count": 1},
-        "results": out.file_name().map(|n| n.to_string_lossy().into_owned()),
-        "combos": {"rows": rows},
-        "best": ranking.best_json(&spec),
-    });
-    if symbols.is_some() {
-        summary["symbols"] = summaries[0]["symbols"].clone();
-        summary["by_combo"] = across.as_ref().map(|a| a.to_json(strategy)).unwrap_or_default();
-    }
+    let universe = match (&symbols, summaries[0].universe.as_ref()) {
+        (Some(_), Some(u)) => Some(UniverseSections {
+            symbols: u.symbols.clone(),
+            by_combo: across.as_ref().map(|a| a.summary(strategy)),
+        }),
+        _ => None,
+    };
     let mut overfitting = blocks.map(MergingBlocks::finish).transpose()?;
-    if let Some(o) = &mut overfitting {
-        if let Some(plots) = plots {
-            write_plots(o, plots, strategy.name(), &mut staged)?;
-        }
-        summary["overfitting"] = o.to_json();
+    if let (Some(o), Some(plots)) = (&mut overfitting, plots) {
+        write_plots(o, plots, strategy.name(), &mut staged)?;
     }
+    let mut summary = Summary {
+        identity: Some(identity),
+        merged_from: Some(shards.iter().map(|p| p.display().to_string()).collect()),
+        shard: Some(ShardSummary { index: 0, count: 1 }),
+        results: out.file_name().map(|n| n.to_string_lossy().into_owned()),
+        combos: Some(Combos { rows, ..Combos::default() }),
+        best: Some(ranking.best(&spec)),
+        universe,
+        overfitting: overfitting.as_ref().map(crate::overfit::Overfitting::summary),
+        ..Summary::new()
+    };
     let best = match search {
         Some(options) => search_best(&spec, options, trials, top, &mut summary),
         None => ranking.rows().to_vec(),
@@ -142,9 +142,9 @@ pub fn merge(
 }
 
 /// The constraints a shard's summary says ranked its rows (`best.constraints`).
-fn shard_constraints(summary: &Value) -> Result<Vec<Constraint>, SweepError> {
-    let texts = summary["best"]["constraints"].as_array().map(Vec::as_slice).unwrap_or_default();
-    texts.iter().map(|t| t.as_str().unwrap_or_default().parse()).collect()
+fn shard_constraints(summary: &Summary) -> Result<Vec<Constraint>, SweepError> {
+    let texts = summary.best.as_ref().and_then(|b| b.constraints.as_deref()).unwrap_or_default();
+    texts.iter().map(|t| t.parse()).collect()
 }
 
 /// A merged search's best trials by its objective (not the leaderboard's metric), and its
@@ -154,13 +154,13 @@ fn search_best(
     options: &SearchOptions,
     trials: Vec<(u64, Metrics)>,
     top: usize,
-    summary: &mut Value,
+    summary: &mut Summary,
 ) -> Vec<Row> {
     let report = crate::search::SearchReport::of_trials(options, trials);
     let values = |c| spec.grid().values(c);
-    summary["search"] = crate::search_run::search_json(options, &report, spec.strategy(), values);
+    summary.search = Some(crate::search_run::search_summary(options, &report, spec.strategy(), values));
     let best = report.best_rows(options, top, values);
-    summary["best"] = crate::edge::rows_json(spec.strategy(), spec.axes(), options.objective.metric(), &best);
+    summary.best = Some(crate::edge::best_of(spec.strategy(), spec.axes(), options.objective.metric(), &best));
     best
 }
 
@@ -198,29 +198,29 @@ fn check_outputs(
 /// it finished) and unchanged since (its results' checksum), and all name one sweep, one
 /// data set and every shard once.
 struct ShardSummaries {
-    identity: Value,
-    summaries: Vec<Value>,
+    identity: Identity,
+    summaries: Vec<Summary>,
     /// The rows the shards' summaries promise, added.
     expected_rows: u64,
 }
 
 impl ShardSummaries {
     fn read(shards: &[PathBuf]) -> Result<Self, SweepError> {
-        let mut identity: Option<Value> = None;
-        let mut summaries: Vec<Value> = Vec::new();
+        let mut identity: Option<Identity> = None;
+        let mut summaries: Vec<Summary> = Vec::new();
         let mut seen: BTreeMap<u64, &PathBuf> = BTreeMap::new();
         let (mut expected_rows, mut count) = (0u64, 0);
         for path in shards {
             let summary = read_summary(path)?;
             let summary_path = path.with_extension("json");
-            let number = |key: &str| {
-                summary["shard"][key].as_u64().ok_or_else(|| bad(format!("{}: no shard {key}", summary_path.display())))
-            };
-            let index = number("index")?;
-            count = number("count")?;
+            let shard = summary.shard.ok_or_else(|| bad(format!("{}: no shard", summary_path.display())))?;
+            let index = shard.index;
+            count = shard.count;
+            let this_identity =
+                summary.identity.clone().ok_or_else(|| bad(format!("{}: no identity", summary_path.display())))?;
             match &identity {
-                None => identity = Some(summary["identity"].clone()),
-                Some(id) if *id != summary["identity"] => {
+                None => identity = Some(this_identity),
+                Some(id) if *id != this_identity => {
                     return Err(bad(format!(
                         "{} belongs to a different sweep than {} (spec, data or shard count differ)",
                         path.display(),
@@ -230,8 +230,8 @@ impl ShardSummaries {
                 Some(_) => {}
             }
             // A universe's shards name each symbol's data, which must be the same too.
-            let data = |s: &Value| -> Vec<Value> {
-                s["symbols"].as_array().into_iter().flatten().map(|d| json!([d["symbol"], d["fingerprint"]])).collect()
+            let data = |s: &Summary| -> Vec<(String, Option<String>)> {
+                s.universe.iter().flat_map(|u| &u.symbols).map(|d| (d.symbol.clone(), d.fingerprint.clone())).collect()
             };
             if summaries.first().is_some_and(|first| data(first) != data(&summary)) {
                 return Err(bad(format!(
@@ -244,7 +244,7 @@ impl ShardSummaries {
                 return Err(bad(format!("{} and {} are both shard {index}/{count}", other.display(), path.display())));
             }
             check_unchanged(path, &summary)?;
-            expected_rows += summary["combos"]["rows"].as_u64().unwrap_or(0);
+            expected_rows += summary.combos.map_or(0, |c| c.rows);
             summaries.push(summary);
         }
         let missing: Vec<String> =
@@ -252,12 +252,13 @@ impl ShardSummaries {
         if !missing.is_empty() {
             return Err(bad(format!("missing shard(s) {}", missing.join(", "))));
         }
-        Ok(Self { identity: identity.unwrap_or_default(), summaries, expected_rows })
+        let identity = identity.ok_or_else(|| bad("no shard summaries".into()))?;
+        Ok(Self { identity, summaries, expected_rows })
     }
 }
 
 /// The summary written beside a shard when it finished.
-fn read_summary(path: &Path) -> Result<Value, SweepError> {
+fn read_summary(path: &Path) -> Result<Summary, SweepError> {
     let summary_path = path.with_extension("json");
     let text = fs::read_to_string(&summary_path).map_err(|e| {
         bad(format!(
@@ -266,12 +267,15 @@ fn read_summary(path: &Path) -> Result<Value, SweepError> {
             summary_path.display()
         ))
     })?;
-    serde_json::from_str(&text).map_err(|e| bad(format!("{}: unreadable summary ({e})", summary_path.display())))
+    Summary::parse(&text, &summary_path).map_err(|e| match e {
+        SweepError::Results(problem) => bad(problem),
+        e => e,
+    })
 }
 
 /// A shard's rows are the bytes it wrote (shards of an older ThreadX name no checksum).
-fn check_unchanged(path: &Path, summary: &Value) -> Result<(), SweepError> {
-    if let Some(want) = summary["results_checksum"].as_str()
+fn check_unchanged(path: &Path, summary: &Summary) -> Result<(), SweepError> {
+    if let Some(want) = summary.results_checksum.as_deref()
         && crate::chunk_file::file_checksum(path)? != want
     {
         return Err(bad(format!(

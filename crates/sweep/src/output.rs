@@ -19,11 +19,13 @@ use crate::overfit::{
 };
 use crate::results_file::ResultsWriter;
 use crate::rows::{Lead, Row};
-use crate::run_files::{Checkpoint, OutputOptions, ProgressFn, check_output, extend, identity, summary_head};
+use crate::run_files::{Checkpoint, OutputOptions, ProgressFn, check_output, identity, summary_head};
 use crate::runner::{ChunkResult, Sweep};
 use crate::search::Constraint;
 use crate::spec::SweepSpec;
-use serde_json::{Value, json};
+use crate::summary::{
+    BalanceSummary, Best, Chunks, Combos, Memory, OverfittingShard, Summary, Timings, TimingsSummary,
+};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -34,13 +36,13 @@ use threadx_dispatch::Dispatcher;
 use threadx_indicators::Ohlcv;
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
 use threadx_profile_store::{Staged, is_special_file, write_file_staged, write_held_file};
-use threadx_telemetry::{PhaseReport, PhaseTimer};
+use threadx_telemetry::{MachineSummary, PhaseReport, PhaseTimer};
 
-/// What a finished run reports, typed; `summary` is the JSON written beside the results,
+/// What a finished run reports, typed; `summary` is what was written beside the results,
 /// made from the same values once, telemetry included.
 #[derive(Debug, Clone)]
 pub struct SweepReport {
-    pub summary: Value,
+    pub summary: Summary,
     pub strategy: Strategy,
     /// Where the run's time went (the summary's `phases`); `None` for a merge.
     pub phases: Option<PhaseReport>,
@@ -49,7 +51,7 @@ pub struct SweepReport {
     /// The summary's `timings_s`; `None` for a merge.
     pub timings: Option<Timings>,
     /// The summary's `telemetry`, when the caller sampled the machine.
-    pub telemetry: Option<Value>,
+    pub telemetry: Option<MachineSummary>,
     /// The overfitting statistics, when the spec asked for them.
     pub overfitting: Option<Overfitting>,
     pub best: Vec<Row>,
@@ -64,22 +66,6 @@ pub struct SweepReport {
     pub summary_path: Option<PathBuf>,
     /// A universe's merge: the combos across its symbols (`<out>-by-combo`).
     pub across: Option<crate::across::AcrossReport>,
-}
-
-/// Where a run's wall time went, in seconds (the summary's `timings_s`).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Timings {
-    /// Running the chunks on the pool.
-    pub run: f64,
-    /// Every worker's busy time, added.
-    pub workers_busy: f64,
-    /// Writing the checkpoint's chunk files (inside `run`, on the workers).
-    pub writing_chunks: f64,
-    /// Joining the chunks into the results file and drawing the heatmap.
-    pub assembling: f64,
-    pub total: f64,
-    /// Combos run now per second of `run`; `None` when every chunk came from the checkpoint.
-    pub combos_per_s: Option<f64>,
 }
 
 /// Runs `sweep` (prepared on `data`) to files as `opts` says, on the workers of `pool` as
@@ -98,7 +84,7 @@ pub fn run_to_files(
     opts: &OutputOptions,
     phases: PhaseTimer,
     progress: ProgressFn<'_>,
-    telemetry: Option<&mut dyn FnMut() -> Value>,
+    telemetry: Option<&mut dyn FnMut() -> MachineSummary>,
 ) -> Result<SweepReport, SweepError> {
     let mut no_rows = |_: &Row| Ok(());
     run_keeping(sweep, data, pool, dispatcher, distribute, opts, phases, progress, telemetry, &mut no_rows)
@@ -119,7 +105,7 @@ pub(crate) fn run_keeping(
     opts: &OutputOptions,
     mut phases: PhaseTimer,
     progress: ProgressFn<'_>,
-    telemetry: Option<&mut dyn FnMut() -> Value>,
+    telemetry: Option<&mut dyn FnMut() -> MachineSummary>,
     keep: KeepFn<'_>,
 ) -> Result<SweepReport, SweepError> {
     let started = Instant::now();
@@ -185,33 +171,34 @@ pub(crate) fn run_keeping(
         // Of the combos run now (a resumed run's checkpointed rows were not run).
         combos_per_s: (!to_run.is_empty() && run_s > 0.0).then(|| rows_run as f64 / run_s),
     };
-    let mut summary = summary_head(identity, sweep.spec(), data, opts);
-    extend(
-        &mut summary,
-        json!({
-            "combos": {"grid": combos.grid_len(), "positions": total, "rows": taken.rows, "skipped": total - taken.rows},
-            "chunks": {"size": combos.chunk_size(), "this_shard": chunks.len(), "run": to_run.len(), "resumed": resumed.len()},
-            "workers": stats.to_json("combos"),
-            "balance": {"tag": distribute.tag, "ratios": stats.ratios},
-            "timings_s": timings,
-            "best": taken.ranking.best_json(sweep.spec()),
-            // Until here: writing the summary itself is the one thing not in it.
-            "phases": phase_report.to_json(),
-            // The process's peak memory so far, beside the estimate printed before the work.
-            "memory": {"peak_bytes": threadx_telemetry::peak_resident_bytes()},
-        }),
-    );
     let telemetry = telemetry.map(|sample| sample());
-    let optional = [
-        ("overfitting", overfitting.as_ref().map(Overfitting::to_json)),
-        ("overfitting_shard", shard_part),
-        ("telemetry", telemetry.clone()),
-    ];
-    for (key, value) in optional {
-        if let Some(value) = value {
-            summary[key] = value;
-        }
-    }
+    let mut summary = Summary {
+        combos: Some(Combos {
+            grid: Some(combos.grid_len()),
+            positions: Some(total),
+            rows: taken.rows,
+            skipped: Some(total - taken.rows),
+            per_symbol: None,
+        }),
+        chunks: Some(Chunks {
+            size: combos.chunk_size(),
+            this_shard: chunks.len() as u64,
+            run: to_run.len() as u64,
+            resumed: resumed.len() as u64,
+        }),
+        workers: Some(stats.summary()),
+        balance: Some(BalanceSummary { tag: distribute.tag.clone(), ratios: stats.ratios.clone() }),
+        timings_s: Some(TimingsSummary::Grid(timings)),
+        best: Some(taken.ranking.best(sweep.spec())),
+        // Until here: writing the summary itself is the one thing not in it.
+        phases: Some(phase_report.summary()),
+        // The process's peak memory so far, beside the estimate printed before the work.
+        memory: Some(Memory { peak_bytes: threadx_telemetry::peak_resident_bytes() }),
+        overfitting: overfitting.as_ref().map(Overfitting::summary),
+        overfitting_shard: shard_part,
+        telemetry: telemetry.clone(),
+        ..summary_head(identity, sweep.spec(), data, opts)
+    };
     let summary_path = checkpoint.finish(staged, &mut summary, opts)?;
     Ok(SweepReport {
         summary,
@@ -253,7 +240,7 @@ fn overfitting_outputs(
     kept: SweepBlocks,
     best: &[Row],
     staged: &mut Vec<Staged>,
-) -> Result<(Option<Overfitting>, Option<Value>), SweepError> {
+) -> Result<(Option<Overfitting>, Option<OverfittingShard>), SweepError> {
     Ok(match opts.shard.count {
         1 => (Some(write_files(sweep, dispatcher, opts, options, cuts, kept, best, staged)?), None),
         _ => (None, Some(write_shard_part(sweep, opts, cuts, kept, best, staged)?)),
@@ -516,12 +503,12 @@ impl Ranking {
 
     /// The summary's `best`: the rows and the grid's edge; with constraints, them and how
     /// many combos kept them (`passing`).
-    pub(crate) fn best_json(&self, spec: &SweepSpec) -> Value {
+    pub(crate) fn best(&self, spec: &SweepSpec) -> Best {
         let lb = &self.leaderboard;
-        let mut best = crate::edge::rows_json(spec.strategy(), spec.axes(), lb.by(), lb.rows());
+        let mut best = crate::edge::best_of(spec.strategy(), spec.axes(), lb.by(), lb.rows());
         if !self.constraints.is_empty() {
-            best["constraints"] = json!(self.constraints.iter().map(ToString::to_string).collect::<Vec<_>>());
-            best["passing"] = json!(self.passing);
+            best.constraints = Some(self.constraints.iter().map(ToString::to_string).collect());
+            best.passing = Some(self.passing);
         }
         best
     }

@@ -6,7 +6,6 @@
 use crate::decimal::{push_f64, push_u64};
 use crate::error::SweepError;
 use crate::table::{Cell, ColumnType, ColumnarWriter, Columns, RowRef};
-use serde_json::{Value, json};
 use threadx_backtest::{Grid, GridCursor, MAX_PARAMS, Metrics, ParamKind, ParamSpec, ParamValues, Strategy};
 
 /// The header line (with its newline).
@@ -257,13 +256,6 @@ pub(crate) fn row_of(strategy: &Strategy, row: &RowRef<'_>, first: usize) -> Res
             if is_count(name) { row.int(c).ok_or_else(|| bad(&format!("no {name}")))? as f64 } else { row.float(c) };
     }
     Ok(Row { combo, values: ParamValues::new(&values[..schema.len()]), metrics: Metrics::from_values(m) })
-}
-
-/// One row as a JSON object.
-pub fn row_json(strategy: &Strategy, row: &Row) -> Value {
-    let params: serde_json::Map<String, Value> =
-        strategy.schema().iter().zip(row.values.iter()).map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect();
-    json!({"combo": row.combo, "params": params, "metrics": row.metrics.to_json()})
 }
 
 #[cfg(test)]

@@ -9,12 +9,13 @@ use crate::error::{SweepError, io_error};
 use crate::heatmap::Heatmap;
 use crate::search::Constraint;
 use crate::spec::{SweepSpec, fnv1a};
+use crate::summary::{Annualisation, DataIdentity, DataSummary, Identity, ShardSummary, Summary, WholeGridSummary};
 use serde_json::{Value, json};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use threadx_indicators::{Ohlcv, format_time};
+use threadx_indicators::Ohlcv;
 use threadx_profile_store::{Staged, is_special_file, write_file_atomic, write_file_staged};
 
 /// How a sweep writes its results.
@@ -97,58 +98,55 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
 /// A summary's opening fields, a grid run's and a search run's alike: the version, what
 /// the run is (`identity`), the data, the shard and the results file; `whole_grid` when
 /// `spec` asked more combos than its grid has.
-pub(crate) fn summary_head(identity: Value, spec: &SweepSpec, data: &Ohlcv, opts: &OutputOptions) -> Value {
-    let mut head = json!({
-        "threadx": env!("CARGO_PKG_VERSION"),
-        "identity": identity,
-        "data": data_json(data),
-        "shard": {"index": opts.shard.index, "count": opts.shard.count},
-        "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
-        "annualisation": annualisation(spec.periods_per_year(), data),
-    });
-    if let Some(w) = spec.whole_grid() {
-        head["whole_grid"] = json!({"asked": w.asked, "grid": spec.grid_len()});
+pub(crate) fn summary_head(identity: Identity, spec: &SweepSpec, data: &Ohlcv, opts: &OutputOptions) -> Summary {
+    Summary {
+        identity: Some(identity),
+        data: Some(DataSummary::of(data)),
+        annualisation: Some(annualisation(spec.periods_per_year(), data)),
+        whole_grid: spec.whole_grid().map(|w| WholeGridSummary { asked: w.asked, grid: spec.grid_len() }),
+        ..run_head(opts)
     }
-    head
 }
 
-/// The summary's `data`: where the bars came from, how many, their first and last times
-/// (every run's summary, the walk-forward's included).
-pub(crate) fn data_json(data: &Ohlcv) -> Value {
-    json!({"origin": data.origin(), "bars": data.len(),
-           "first": data.timestamps().first().map(|&t| format_time(t)),
-           "last": data.timestamps().last().map(|&t| format_time(t))})
+/// The fields every run's summary opens with: the version, the shard and the results file.
+pub(crate) fn run_head(opts: &OutputOptions) -> Summary {
+    Summary {
+        shard: Some(ShardSummary { index: opts.shard.index, count: opts.shard.count }),
+        results: opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
+        ..Summary::new()
+    }
 }
 
 /// The bars per year that annualised a run's figures and why, as summaries and
 /// `backtest --json` give it: `given`, `--periods-per-year`'s, or the calendar the bars
 /// keep ([`Calendar`](threadx_indicators::Calendar)).
-pub fn annualisation(given: Option<f64>, data: &Ohlcv) -> Value {
+pub fn annualisation(given: Option<f64>, data: &Ohlcv) -> Annualisation {
     match given {
-        Some(given) => json!({"periods_per_year": given, "basis": "given (--periods-per-year)"}),
+        Some(given) => Annualisation { periods_per_year: Some(given), basis: "given (--periods-per-year)".into() },
         None => {
             let calendar = data.calendar();
             let per_year = calendar.bars_per_year(data.timestamps());
-            json!({"periods_per_year": per_year.is_finite().then_some(per_year), "basis": calendar.describe()})
+            Annualisation {
+                periods_per_year: per_year.is_finite().then_some(per_year),
+                basis: calendar.describe().to_owned(),
+            }
         }
     }
 }
 
-/// Adds the fields of the object `more` to the object `summary`.
-pub(crate) fn extend(summary: &mut Value, more: Value) {
-    if let (Some(to), Value::Object(from)) = (summary.as_object_mut(), more) {
-        to.extend(from);
-    }
-}
-
 /// What identifies a run for resume and merge: spec, data, chunking and shard count.
-pub(crate) fn identity(spec: &SweepSpec, combos: &ComboSet, data: &Ohlcv, shard: Shard) -> Value {
-    json!({
-        "spec": spec.to_json(),
-        "data": {"origin": data.origin(), "bars": data.len(), "fingerprint": data_fingerprint(data)},
-        "chunk_size": combos.chunk_size(),
-        "shards": shard.count,
-    })
+pub(crate) fn identity(spec: &SweepSpec, combos: &ComboSet, data: &Ohlcv, shard: Shard) -> Identity {
+    Identity {
+        spec: spec.to_json(),
+        data: Some(DataIdentity {
+            origin: data.origin().to_owned(),
+            bars: data.len() as u64,
+            fingerprint: data_fingerprint(data),
+        }),
+        universe: None,
+        chunk_size: Some(combos.chunk_size()),
+        shards: shard.count,
+    }
 }
 
 /// The first field in which `before` and `now` differ, as `path: A before, B now`.
@@ -260,7 +258,7 @@ pub(crate) struct Checkpoint {
 impl Checkpoint {
     /// Opens the checkpoint beside `opts.out` for the run `identity` names (see
     /// [`open_checkpoint`]).
-    pub(crate) fn open(opts: &OutputOptions, identity: &Value) -> Result<Self, SweepError> {
+    pub(crate) fn open(opts: &OutputOptions, identity: &Identity) -> Result<Self, SweepError> {
         let parts = checkpoint_dir(&opts.out);
         let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}), opts)?;
         Ok(Self { parts, lock })
@@ -277,7 +275,7 @@ impl Checkpoint {
     pub(crate) fn finish(
         self,
         staged: Vec<Staged>,
-        summary: &mut Value,
+        summary: &mut Summary,
         opts: &OutputOptions,
     ) -> Result<Option<PathBuf>, SweepError> {
         let summary_path = commit_with_summary(staged, summary, &opts.out, opts.shard)?;
@@ -349,19 +347,19 @@ fn held(parts: &Path, lock: &Path) -> SweepError {
 /// every output of the run. Returns where the summary went (none beside a device or FIFO).
 pub(crate) fn commit_with_summary(
     mut staged: Vec<Staged>,
-    summary: &mut Value,
+    summary: &mut Summary,
     out: &Path,
     shard: Shard,
 ) -> Result<Option<PathBuf>, SweepError> {
     if !shard.is_whole() {
-        summary["results_checksum"] = json!(crate::chunk_file::file_checksum(staged[0].written())?);
+        summary.results_checksum = Some(crate::chunk_file::file_checksum(staged[0].written())?);
     }
     // What belongs to this run: a file beside it that is not listed (an earlier run's
     // plot, say) is not this run's.
-    summary["files"] = json!(staged.iter().map(|f| f.path().display().to_string()).collect::<Vec<_>>());
+    summary.files = staged.iter().map(|f| f.path().display().to_string()).collect();
     let path = summary_path(out);
     if let Some(path) = &path {
-        staged.push(write_file_staged(path, format!("{summary:#}\n").as_bytes()).map_err(io_error(path))?);
+        staged.push(write_file_staged(path, summary.to_text().as_bytes()).map_err(io_error(path))?);
     }
     for file in staged {
         let to = file.path().to_owned();

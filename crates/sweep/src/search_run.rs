@@ -10,17 +10,20 @@
 
 use crate::chunk_file::{chunk_path, read_chunk, text_chunk};
 use crate::combos::Shard;
-use crate::edge::rows_json;
+use crate::edge::best_of;
 use crate::error::{SweepError, in_file, io_error};
 use crate::output::SweepReport;
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::results_file::{ResultsKind, ResultsWriter};
-use crate::rows::{Lead, Row, parse_row, row_json, write_row};
-use crate::run_files::{Checkpoint, OutputOptions, check_output, extend, identity, summary_head};
+use crate::rows::{Lead, Row, parse_row, write_row};
+use crate::run_files::{Checkpoint, OutputOptions, check_output, identity, summary_head};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
 use crate::search_plot::best_so_far_svg;
 use crate::session::Session;
-use serde_json::{Value, json};
+use crate::summary::{
+    Combos, Memory, SearchBest, SearchObjective, SearchOutcome, SearchSummary, SearchTimings, Summary, TimingsSummary,
+    params_json,
+};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
@@ -197,23 +200,21 @@ pub fn search_to_files(
         None => None,
     };
     let phase_report = phases.report();
-    let mut summary = summary_head(identity, spec, session.data(), opts);
-    extend(
-        &mut summary,
-        json!({
-            "combos": {"grid": spec.grid_len(), "rows": trials.len()},
-            "search": search,
-            "best": rows_json(spec.strategy(), spec.axes(), options.objective.metric(), &best),
-            // The whole run, load and preparation included, as a grid's.
-            "timings_s": {"total": phase_report.wall_s, "search": started.elapsed().as_secs_f64()},
-            "phases": phase_report.to_json(),
-            // The process's peak memory so far, beside the estimate printed before the work.
-            "memory": {"peak_bytes": threadx_telemetry::peak_resident_bytes()},
-        }),
-    );
-    if let Some(o) = &overfitting {
-        summary["overfitting"] = o.to_json();
-    }
+    let mut summary = Summary {
+        combos: Some(Combos { grid: Some(spec.grid_len()), rows: trials.len() as u64, ..Combos::default() }),
+        search: Some(search),
+        best: Some(best_of(spec.strategy(), spec.axes(), options.objective.metric(), &best)),
+        // The whole run, load and preparation included, as a grid's.
+        timings_s: Some(TimingsSummary::Search(SearchTimings {
+            total: phase_report.wall_s,
+            search: started.elapsed().as_secs_f64(),
+        })),
+        phases: Some(phase_report.summary()),
+        // The process's peak memory so far, beside the estimate printed before the work.
+        memory: Some(Memory { peak_bytes: threadx_telemetry::peak_resident_bytes() }),
+        overfitting: overfitting.as_ref().map(crate::overfit::Overfitting::summary),
+        ..summary_head(identity, spec, session.data(), opts)
+    };
     let summary_path = checkpoint.finish(staged, &mut summary, opts)?;
     Ok(SearchRun {
         files: SweepReport {
@@ -363,7 +364,7 @@ fn write_trials(session: &Session, opts: &OutputOptions, trials: &[RunTrial]) ->
     Ok(staged)
 }
 
-/// The summary's `search` object: the search's report (a whole run's) or its request (a
+/// The summary's `search` section: the search's report (a whole run's) or its request (a
 /// shard's), with its pace.
 fn search_object(
     options: &SearchOptions,
@@ -372,18 +373,24 @@ fn search_object(
     resumed: usize,
     trials: usize,
     phases: &PhaseTimer,
-) -> Value {
+) -> SearchSummary {
     let (strategy, book) = (session.spec().strategy(), session.sweep().book());
     let mut search = match report {
-        Some(r) => search_json(options, r, strategy, |c| book.combo_values(c)),
-        None => json!({"request": options.to_json(), "method": options.method.name()}),
+        Some(r) => search_summary(options, r, strategy, |c| book.combo_values(c)),
+        None => SearchSummary {
+            request: options.request(),
+            method: options.method.name().into(),
+            resumed_batches: None,
+            evaluations_per_s: None,
+            outcome: None,
+        },
     };
     let searched_s = phases.report().seconds("search");
-    search["resumed_batches"] = json!(resumed);
-    search["evaluations_per_s"] = json!(trials as f64 / searched_s.max(1e-9));
-    if let Some(r) = report {
-        search["search_s"] = json!(r.search_seconds);
-        search["search_share"] = json!(r.search_seconds / r.seconds.max(1e-9));
+    search.resumed_batches = Some(resumed as u64);
+    search.evaluations_per_s = Some(trials as f64 / searched_s.max(1e-9));
+    if let (Some(r), Some(outcome)) = (report, search.outcome.as_mut()) {
+        outcome.search_s = Some(r.search_seconds);
+        outcome.search_share = Some(r.search_seconds / r.seconds.max(1e-9));
     }
     search
 }
@@ -395,36 +402,48 @@ fn best_value(report: &SearchReport) -> Option<f64> {
 
 /// The summary's `search` section: the request, the trials, why it stopped, the best
 /// trial and the best-so-far curve (the trials where it improved, with the new value).
-pub fn search_json(
+pub fn search_summary(
     options: &SearchOptions,
     report: &SearchReport,
     strategy: &Strategy,
     values: impl Fn(u64) -> threadx_backtest::ParamValues,
-) -> Value {
+) -> SearchSummary {
     let best = report.best.map(|b| {
         let t = &report.trials[b];
-        let mut row = row_json(strategy, &Row { combo: t.combo, values: values(t.combo), metrics: t.metrics });
-        row["trial"] = json!(b);
-        row["value"] = json!(t.value);
-        row
+        SearchBest {
+            combo: t.combo,
+            params: params_json(strategy, &values(t.combo)),
+            metrics: t.metrics,
+            trial: b as u64,
+            value: t.value,
+        }
     });
-    let improved: Vec<Value> = report
+    let best_so_far = report
         .best_so_far
         .iter()
         .enumerate()
         .filter(|&(t, v)| !v.is_nan() && (t == 0 || report.best_so_far[t - 1].to_bits() != v.to_bits()))
-        .map(|(t, &v)| json!([t, v]))
+        .map(|(t, &v)| (t as u64, v))
         .collect();
-    json!({
-        "request": options.to_json(),
-        "method": options.method.name(),
-        "objective": {"by": options.objective.metric(), "minimize": options.objective.minimize()},
-        "trials": report.trials.len(),
-        "feasible": report.trials.iter().filter(|t| t.value.is_some()).count(),
-        "stop": report.stop.name(),
-        "best": best,
-        "best_so_far": improved,
-    })
+    SearchSummary {
+        request: options.request(),
+        method: options.method.name().into(),
+        resumed_batches: None,
+        evaluations_per_s: None,
+        outcome: Some(SearchOutcome {
+            objective: SearchObjective {
+                by: options.objective.metric().to_owned(),
+                minimize: options.objective.minimize(),
+            },
+            trials: report.trials.len() as u64,
+            feasible: report.trials.iter().filter(|t| t.value.is_some()).count() as u64,
+            stop: report.stop.name().into(),
+            best,
+            best_so_far,
+            search_s: None,
+            search_share: None,
+        }),
+    }
 }
 
 /// Whether the search stopped early, in words for the terminal.

@@ -14,7 +14,6 @@ use crate::run_files::{OutputOptions, ProgressFn};
 use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};
 use crate::search::{SearchOptions, SearchReport, SearchSpace};
 use crate::spec::SweepSpec;
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
 use threadx_dispatch::Dispatcher;
@@ -295,7 +294,7 @@ impl Session {
         opts: &OutputOptions,
         mut phases: PhaseTimer,
         progress: ProgressFn<'_>,
-        telemetry: Option<&mut dyn FnMut() -> Value>,
+        telemetry: Option<&mut dyn FnMut() -> threadx_telemetry::MachineSummary>,
     ) -> Result<SweepReport, SweepError> {
         let p = self.preparation;
         phases.add("indicators", p.indicators_s);

@@ -17,13 +17,15 @@ use crate::error::{SweepError, io_error};
 use crate::parquet_groups::ParquetJoin;
 use crate::results_file::{ResultsKind, ResultsReader, ResultsWriter};
 use crate::run_files::{
-    Checkpoint, OutputOptions, ProgressFn, check_output, check_writable, checkpoint_dir, extend, identity,
+    Checkpoint, OutputOptions, ProgressFn, check_output, check_writable, checkpoint_dir, identity, run_head,
 };
 use crate::runner::{ChunkResult, SweepPlan};
 use crate::session::{Devices, Session};
 use crate::spec::SweepSpec;
+use crate::summary::{
+    Combos, Identity, Summary, SymbolSummary, TimingsSummary, UniverseIdentity, UniverseSections, UniverseTimings,
+};
 use crate::table::TableFormat;
-use serde_json::{Value, json};
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -49,7 +51,7 @@ pub struct UniverseProgress<'a> {
 /// What a universe's run did: the summary written beside the results, with its parts typed.
 #[derive(Debug, Clone)]
 pub struct UniverseReport {
-    pub summary: Value,
+    pub summary: Summary,
     pub strategy: Strategy,
     /// Rows written, every symbol's.
     pub rows: u64,
@@ -89,7 +91,7 @@ impl SymbolRuns<'_> {
         across: Option<&mut Across>,
         phases: &mut PhaseTimer,
         progress: ProgressFn<'_>,
-    ) -> Result<(Value, bool), SweepError> {
+    ) -> Result<(Summary, bool), SweepError> {
         let (spec, opts) = (self.spec, self.opts);
         // What fails for one symbol (too few bars for the warm-up, …) names it.
         let of_symbol = |e: SweepError| match e {
@@ -99,12 +101,13 @@ impl SymbolRuns<'_> {
         let plan = SweepPlan::new(spec, data.len(), self.dispatcher.policy()).map_err(of_symbol)?;
         // A finished symbol's summary names its data; the fingerprint is taken only then
         // (a symbol run now has its own summary hash it once).
-        let finished: Option<Value> = fs::read_to_string(out.with_extension("json"))
+        let summary_path = out.with_extension("json");
+        let finished = fs::read_to_string(&summary_path)
             .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .filter(|s: &Value| out.exists() && s["identity"] == identity(spec, plan.combos(), &data, opts.shard));
+            .and_then(|text| Summary::parse(&text, &summary_path).ok())
+            .filter(|s| out.exists() && s.identity == Some(identity(spec, plan.combos(), &data, opts.shard)));
         if let Some(summary) = finished {
-            let total = summary["combos"]["positions"].as_u64().unwrap_or(0);
+            let total = summary.combos.and_then(|c| c.positions).unwrap_or(0);
             progress(total, total);
             return Ok((summary, false));
         }
@@ -142,22 +145,26 @@ impl SymbolRuns<'_> {
             phases.add("merge", t.assembling);
         }
         self.run += 1;
-        self.bar_combos += data.len() as f64 * report.summary["combos"]["positions"].as_f64().unwrap_or(0.0);
+        let positions = report.summary.combos.and_then(|c| c.positions).unwrap_or(0);
+        self.bar_combos += data.len() as f64 * positions as f64;
         Ok((report.summary, kept))
     }
 }
 
 /// A symbol's entry in the universe's summary: its data as its own summary says (origin,
 /// bars, first and last times), its fingerprint, rows and best row.
-fn symbol_entry(name: &str, summary: &Value, rows: u64) -> Value {
-    let mut entry = json!({"symbol": name});
-    extend(&mut entry, summary["data"].clone());
-    extend(
-        &mut entry,
-        json!({"fingerprint": summary["identity"]["data"]["fingerprint"], "rows": rows,
-               "best": summary["best"]["rows"][0]}),
-    );
-    entry
+fn symbol_entry(name: &str, summary: &Summary, rows: u64) -> SymbolSummary {
+    let data = summary.data.clone();
+    SymbolSummary {
+        symbol: name.to_owned(),
+        origin: data.as_ref().map(|d| d.origin.clone()).unwrap_or_default(),
+        bars: data.as_ref().map_or(0, |d| d.bars),
+        first: data.as_ref().and_then(|d| d.first.clone()),
+        last: data.and_then(|d| d.last),
+        fingerprint: summary.identity.as_ref().and_then(|i| i.data.as_ref()).map(|d| d.fingerprint.clone()),
+        rows,
+        best: summary.best.as_ref().and_then(|b| b.rows.first().cloned()),
+    }
 }
 
 /// A symbol's rows read back from its results file `out` into `across`.
@@ -205,11 +212,16 @@ pub fn universe_to_files(
     }
     let strategy = spec.strategy();
     let names: Vec<&str> = universe.names().collect();
-    let universe_identity = json!({
-        "spec": spec.to_json(),
-        "universe": {"origin": universe.origin(), "symbols": names},
-        "shards": opts.shard.count,
-    });
+    let universe_identity = Identity {
+        spec: spec.to_json(),
+        data: None,
+        universe: Some(UniverseIdentity {
+            origin: universe.origin().to_owned(),
+            symbols: names.iter().map(|&n| n.to_owned()).collect(),
+        }),
+        chunk_size: None,
+        shards: opts.shard.count,
+    };
     let checkpoint = Checkpoint::open(opts, &universe_identity)?;
     let parts = checkpoint.dir();
     let mut across = match across_path {
@@ -221,16 +233,18 @@ pub fn universe_to_files(
     let mut rows = 0u64;
     let mut symbol_files = Vec::with_capacity(names.len());
     let mut symbols_json = Vec::with_capacity(names.len());
-    let mut combos_json = Value::Null;
+    let mut combos = Combos::default();
     for (i, &name) in names.iter().enumerate() {
         let data = phases.time("load", || universe.load(i)).map_err(|e| SweepError::Spec(e.to_string()))?;
         let out = parts.join(format!("{i:06}.{}", extension(&opts.out)));
         let mut symbol_progress =
             |done, total| progress(UniverseProgress { symbol: i, symbols: names.len(), name, done, total });
         let (summary, kept) = runs.symbol(name, data, &out, across.as_mut(), &mut phases, &mut symbol_progress)?;
-        let symbol_rows = summary["combos"]["rows"].as_u64().unwrap_or(0);
+        let symbol_combos = summary.combos.unwrap_or_default();
+        let symbol_rows = symbol_combos.rows;
         rows += symbol_rows;
-        combos_json = json!({"grid": summary["combos"]["grid"], "per_symbol": summary["combos"]["positions"]});
+        combos.grid = symbol_combos.grid;
+        combos.per_symbol = symbol_combos.positions;
         symbols_json.push(symbol_entry(name, &summary, symbol_rows));
         if let Some(a) = across.as_mut().filter(|_| !kept) {
             phases.time("by-combo", || take_symbol_rows(a, &out, strategy))?;
@@ -249,22 +263,21 @@ pub fn universe_to_files(
     let phase_report = phases.report();
     let total_s = started.elapsed().as_secs_f64();
     let bar_combos_per_s = (symbols_run > 0 && total_s > 0.0).then(|| bar_combos / total_s);
-    let mut summary = json!({
-        "threadx": env!("CARGO_PKG_VERSION"),
-        "identity": universe_identity,
-        "shard": {"index": opts.shard.index, "count": opts.shard.count},
-        "results": opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
-    });
-    extend(
-        &mut summary,
-        json!({
-            "symbols": symbols_json,
-            "combos": {"grid": combos_json["grid"], "per_symbol": combos_json["per_symbol"], "rows": rows},
-            "by_combo": across.as_ref().map(|a| a.to_json(strategy)),
-            "timings_s": {"total": total_s, "symbols_run": symbols_run, "bar_combos_per_s": bar_combos_per_s},
-            "phases": phase_report.to_json(),
+    let mut summary = Summary {
+        identity: Some(universe_identity),
+        universe: Some(UniverseSections {
+            symbols: symbols_json,
+            by_combo: across.as_ref().map(|a| a.summary(strategy)),
         }),
-    );
+        combos: Some(Combos { rows, ..combos }),
+        timings_s: Some(TimingsSummary::Universe(UniverseTimings {
+            total: total_s,
+            symbols_run: symbols_run as u64,
+            bar_combos_per_s,
+        })),
+        phases: Some(phase_report.summary()),
+        ..run_head(opts)
+    };
     let summary_path = checkpoint.finish(vec![results], &mut summary, opts)?;
     Ok(UniverseReport {
         summary,

@@ -9,11 +9,11 @@ use crate::combos::Shard;
 use crate::error::SweepError;
 use crate::leaderboard::Leaderboard;
 use crate::rows::Row;
-use crate::run_files::{commit_with_summary, data_json};
+use crate::run_files::commit_with_summary;
 use crate::runner::Sweep;
 use crate::spec::SweepSpec;
+use crate::summary::{BestRow, DataSummary, OutOfSampleDsr, Summary, WindowSummary};
 use crate::table::{ColumnType, stage_table};
-use serde_json::{Value, json};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use threadx_backtest::{BacktestError, BacktestReport, Metrics, ParamKind, SignalBook, simulate_detailed};
@@ -31,21 +31,6 @@ pub struct WindowResult {
     pub test_report: BacktestReport,
     /// Its out-of-sample Sharpe ratio deflated by the train window's selection.
     pub deflated: OutOfSampleDsr,
-}
-
-/// A test window's Sharpe ratio (per bar) tested as docs/overfitting.md says: PSR against
-/// 0, and DSR against SR₀ = the train window's combos' Sharpe ratios' standard deviation ×
-/// E[max of `trials` normals], `trials` the combos it chose among; skew and kurtosis of
-/// the window's bar returns.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct OutOfSampleDsr {
-    pub sharpe: f64,
-    pub psr: f64,
-    pub dsr: f64,
-    pub sr0: f64,
-    pub trials: usize,
-    pub skew: f64,
-    pub kurtosis: f64,
 }
 
 impl OutOfSampleDsr {
@@ -72,7 +57,7 @@ pub struct WalkForwardReport {
 pub struct WalkForwardFiles {
     pub report: WalkForwardReport,
     pub csv: String,
-    pub summary: Value,
+    pub summary: Summary,
     pub summary_path: Option<PathBuf>,
 }
 
@@ -90,7 +75,7 @@ pub fn walk_forward_to_files(
     let report = walk_forward(data, dispatcher, spec, by, progress)?;
     let csv = report.to_csv(data, spec);
     let table = stage_table(out, &csv, &report.column_types(spec))?;
-    let mut summary = report.to_json(data, spec);
+    let mut summary = report.summary(data, spec);
     let summary_path = commit_with_summary(vec![table], &mut summary, out, Shard::WHOLE)?;
     Ok(WalkForwardFiles { report, csv, summary, summary_path })
 }
@@ -215,27 +200,30 @@ impl WalkForwardReport {
         [Key, Time, Time, Time, Time, Key].into_iter().chain(params).chain([Float]).chain(metrics).collect()
     }
 
-    pub fn to_json(&self, data: &Ohlcv, spec: &SweepSpec) -> Value {
-        let windows: Vec<Value> = self
+    /// The walk-forward's summary: its spec, data, ranking metric, windows and the test
+    /// windows' metrics back to back.
+    pub fn summary(&self, data: &Ohlcv, spec: &SweepSpec) -> Summary {
+        let span = |r: &std::ops::Range<usize>| {
+            [format_time(data.timestamps()[r.start]), format_time(data.timestamps()[r.end - 1])]
+        };
+        let windows = self
             .windows
             .iter()
-            .map(|r| {
-                json!({
-                    "train": [format_time(data.timestamps()[r.train.start]), format_time(data.timestamps()[r.train.end - 1])],
-                    "test": [format_time(data.timestamps()[r.test.start]), format_time(data.timestamps()[r.test.end - 1])],
-                    "best": crate::rows::row_json(spec.strategy(), &r.best),
-                    "out_of_sample": r.test_report.metrics.to_json(),
-                    "out_of_sample_dsr": r.deflated,
-                })
+            .map(|r| WindowSummary {
+                train: span(&r.train),
+                test: span(&r.test),
+                best: BestRow::of(spec.strategy(), &r.best),
+                out_of_sample: r.test_report.metrics,
+                out_of_sample_dsr: r.deflated,
             })
             .collect();
-        json!({
-            "threadx": env!("CARGO_PKG_VERSION"),
-            "spec": spec.to_json(),
-            "data": data_json(data),
-            "by": self.by,
-            "windows": windows,
-            "out_of_sample_overall": self.overall.to_json(),
-        })
+        Summary {
+            spec: Some(spec.to_json()),
+            data: Some(DataSummary::of(data)),
+            by: Some(self.by.to_owned()),
+            windows: Some(windows),
+            out_of_sample_overall: Some(self.overall),
+            ..Summary::new()
+        }
     }
 }

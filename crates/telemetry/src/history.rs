@@ -4,7 +4,8 @@
 use crate::error::MonitorError;
 use crate::monitor::{GpuReading, Sample};
 use plotters::prelude::*;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -103,46 +104,77 @@ pub fn parse_history_csv(text: &str) -> Result<Vec<Sample>, MonitorError> {
         .collect()
 }
 
-/// Mean and max of each metric (per GPU for the GPUs' ones, named by `gpu_names`), as
-/// JSON: `{"samples", "duration_s", "cpu_percent": {"mean", "max"}, …, "gpus": {…}}`.
-pub fn summary_json(history: &[Sample], gpu_names: &[String], gpu_status: &str) -> Value {
-    let stat = |values: Vec<f64>| -> Value {
-        if values.is_empty() {
-            return Value::Null;
-        }
-        let mean = values.iter().sum::<f64>() / values.len() as f64;
-        json!({"mean": mean, "max": values.iter().copied().fold(f64::NEG_INFINITY, f64::max)})
-    };
-    let of = |f: &dyn Fn(&Sample) -> f64| stat(history.iter().map(f).collect());
+/// Mean and max of each metric of a history (per GPU for the GPUs' ones), as a summary
+/// holds them (serde, both ways); a metric without a sample is null.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineSummary {
+    pub samples: u64,
+    pub duration_s: f64,
+    /// Whether NVML saw GPUs, in words.
+    pub gpu_status: String,
+    pub cpu_percent: Option<MeanMax>,
+    pub memory_used_bytes: Option<MeanMax>,
+    pub process_cpu_percent: Option<MeanMax>,
+    pub process_rss_bytes: Option<MeanMax>,
+    /// By `gpu0`, `gpu1`, ….
+    pub gpus: BTreeMap<String, GpuSummary>,
+}
+
+/// One GPU's name and metrics over a history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSummary {
+    pub name: String,
+    pub utilization_percent: Option<MeanMax>,
+    pub memory_used_percent: Option<MeanMax>,
+    pub temperature_c: Option<MeanMax>,
+    pub power_w: Option<MeanMax>,
+}
+
+/// A metric's mean and max over the samples that have it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MeanMax {
+    pub mean: f64,
+    pub max: f64,
+}
+
+impl MeanMax {
+    fn of(values: &[f64]) -> Option<Self> {
+        (!values.is_empty()).then(|| Self {
+            mean: values.iter().sum::<f64>() / values.len() as f64,
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+}
+
+/// The [`MachineSummary`] of `history`, its GPUs named by `gpu_names`.
+pub fn machine_summary(history: &[Sample], gpu_names: &[String], gpu_status: &str) -> MachineSummary {
+    let of = |f: &dyn Fn(&Sample) -> f64| MeanMax::of(&history.iter().map(f).collect::<Vec<_>>());
     let gpus = history.iter().map(|s| s.gpus.len()).max().unwrap_or(0);
-    let gpu_stats: serde_json::Map<String, Value> = (0..gpus)
+    let gpus = (0..gpus)
         .map(|g| {
             let of = |f: &dyn Fn(&GpuReading) -> Option<f64>| {
-                stat(history.iter().filter_map(|s| s.gpus.get(g).and_then(f)).collect())
+                MeanMax::of(&history.iter().filter_map(|s| s.gpus.get(g).and_then(f)).collect::<Vec<_>>())
             };
-            let name = gpu_names.get(g).cloned().unwrap_or_else(|| "unknown".into());
-            (
-                format!("gpu{g}"),
-                json!({
-                    "name": name,
-                    "utilization_percent": of(&|r| r.utilization_percent),
-                    "memory_used_percent": of(&|r| r.memory_used_percent),
-                    "temperature_c": of(&|r| r.temperature_c),
-                    "power_w": of(&|r| r.power_w),
-                }),
-            )
+            let summary = GpuSummary {
+                name: gpu_names.get(g).cloned().unwrap_or_else(|| "unknown".into()),
+                utilization_percent: of(&|r| r.utilization_percent),
+                memory_used_percent: of(&|r| r.memory_used_percent),
+                temperature_c: of(&|r| r.temperature_c),
+                power_w: of(&|r| r.power_w),
+            };
+            (format!("gpu{g}"), summary)
         })
         .collect();
-    json!({
-        "samples": history.len(),
-        "duration_s": history.last().map_or(0.0, |s| s.elapsed_s),
-        "gpu_status": gpu_status,
-        "cpu_percent": of(&|s| s.cpu_percent),
-        "memory_used_bytes": of(&|s| s.memory_used_bytes as f64),
-        "process_cpu_percent": of(&|s| s.process_cpu_percent),
-        "process_rss_bytes": of(&|s| s.process_rss_bytes as f64),
-        "gpus": gpu_stats,
-    })
+    MachineSummary {
+        samples: history.len() as u64,
+        duration_s: history.last().map_or(0.0, |s| s.elapsed_s),
+        gpu_status: gpu_status.to_owned(),
+        cpu_percent: of(&|s| s.cpu_percent),
+        memory_used_bytes: of(&|s| s.memory_used_bytes as f64),
+        process_cpu_percent: of(&|s| s.process_cpu_percent),
+        process_rss_bytes: of(&|s| s.process_rss_bytes as f64),
+        gpus,
+    }
 }
 
 /// One line per sample for a terminal: `12.5 s  cpu 48.0 %  mem 5.1/23.4 GiB  process
@@ -292,13 +324,14 @@ mod tests {
     #[test]
     fn summary_has_mean_and_max_per_metric_and_gpu() {
         let history: Vec<Sample> = (1..=4).map(|k| sample(k as f64, 1)).collect();
-        let s = summary_json(&history, &["NVIDIA H100".into()], "NVML: 1 GPU");
-        assert_eq!(s["samples"], 4);
-        assert_eq!(s["cpu_percent"]["mean"].as_f64().unwrap(), 12.345_678_9 + 2.5);
-        assert_eq!(s["cpu_percent"]["max"].as_f64().unwrap(), 12.345_678_9 + 4.0);
-        assert_eq!(s["gpus"]["gpu0"]["name"], "NVIDIA H100");
-        assert_eq!(s["gpus"]["gpu0"]["power_w"]["max"], 251.375);
-        assert!(summary_json(&[], &[], "none")["cpu_percent"].is_null());
+        let s = machine_summary(&history, &["NVIDIA H100".into()], "NVML: 1 GPU");
+        assert_eq!(s.samples, 4);
+        assert_eq!(s.cpu_percent.unwrap().mean, 12.345_678_9 + 2.5);
+        assert_eq!(s.cpu_percent.unwrap().max, 12.345_678_9 + 4.0);
+        assert_eq!(s.gpus["gpu0"].name, "NVIDIA H100");
+        assert_eq!(s.gpus["gpu0"].power_w.unwrap().max, 251.375);
+        let json = serde_json::to_value(machine_summary(&[], &[], "none")).unwrap();
+        assert!(json["cpu_percent"].is_null() && json["gpus"].as_object().unwrap().is_empty());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! [`PhaseTimer`]: where a run's wall time went, phase by phase, with the time no phase
 //! accounts for (waits, synchronisation, what nobody timed) as its own line.
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -52,11 +52,12 @@ pub struct PhaseReport {
 }
 
 impl PhaseReport {
-    /// `{"wall_s", "phases": [{"phase", "s", "share"}…, {"phase": "unaccounted", …}]}`.
-    pub fn to_json(&self) -> Value {
+    /// As a summary holds it: the wall time and each phase (`unaccounted` last) with its
+    /// share of it.
+    pub fn summary(&self) -> PhasesSummary {
         let share = |s: f64| if self.wall_s > 0.0 { s / self.wall_s } else { 0.0 };
-        let rows: Vec<Value> = self.rows().map(|(name, s)| json!({"phase": name, "s": s, "share": share(s)})).collect();
-        json!({"wall_s": self.wall_s, "phases": rows})
+        let phases = self.rows().map(|(name, s)| PhaseShare { phase: name.to_owned(), s, share: share(s) }).collect();
+        PhasesSummary { wall_s: self.wall_s, phases }
     }
 
     /// The phases, then `unaccounted`.
@@ -79,6 +80,21 @@ impl PhaseReport {
         let _ = writeln!(out, "{:<14}{:>10.4}{:>8.1}%", "total", self.wall_s, 100.0);
         out
     }
+}
+
+/// A [`PhaseReport`] in a summary (serde, both ways).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhasesSummary {
+    pub wall_s: f64,
+    pub phases: Vec<PhaseShare>,
+}
+
+/// One phase's seconds and share of the wall time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseShare {
+    pub phase: String,
+    pub s: f64,
+    pub share: f64,
 }
 
 #[cfg(test)]
@@ -106,9 +122,9 @@ mod tests {
         assert!((0.010..0.020).contains(&r.phases[1].1), "kernel {:?}", r.phases[1]);
         // The 40 ms untimed sleep, less the 5 ms added without being spent.
         assert!((0.033..0.050).contains(&r.unaccounted_s), "unaccounted {}", r.unaccounted_s);
-        let json = r.to_json();
-        assert_eq!(json["phases"][3]["phase"], "unaccounted");
-        assert_eq!(json["phases"].as_array().unwrap().len(), 4);
+        let summary = r.summary();
+        assert_eq!(summary.phases[3].phase, "unaccounted");
+        assert_eq!(summary.phases.len(), 4);
         let table = r.table();
         assert!(table.lines().nth(4).unwrap().starts_with("unaccounted"), "{table}");
         assert!(table.lines().last().unwrap().ends_with("100.0%"), "{table}");

@@ -25,7 +25,9 @@ use threadx_sweep::{
     HeatmapOptions, OutputOptions, Session, Shard, SweepPlan, SweepReport, SweepSpec, checkpoint_dir, merge,
     metric_index,
 };
-use threadx_telemetry::{MIN_INTERVAL, MonitorOptions, PhaseTimer, SystemMonitor, plot_svg, summary_json};
+use threadx_telemetry::{
+    MIN_INTERVAL, MachineSummary, MeanMax, MonitorOptions, PhaseTimer, SystemMonitor, machine_summary, plot_svg,
+};
 
 /// Runs `threadx sweep`; `device_flag` is `--device` when given (else the config's
 /// `device`, else the environment, decides).
@@ -87,9 +89,9 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
     let mut sample_machine = || {
         let monitor = monitor.as_mut().expect("sampled only with --monitor");
         monitor.stop();
-        summary_json(&monitor.history(), monitor.gpu_names(), monitor.gpu_status())
+        machine_summary(&monitor.history(), monitor.gpu_names(), monitor.gpu_status())
     };
-    let telemetry: Option<&mut dyn FnMut() -> serde_json::Value> =
+    let telemetry: Option<&mut dyn FnMut() -> MachineSummary> =
         if args.monitor { Some(&mut sample_machine) } else { None };
     let report = session.run_to_files(
         &opts,
@@ -212,7 +214,7 @@ fn print_grid_run(
     if let Some(o) = &report.overfitting {
         crate::overfit::print(o, opts.overfitting_plots.as_ref(), opts.blocks_out.as_deref())?;
     }
-    if let Some(kept) = report.summary["overfitting_shard"]["blocks"].as_str() {
+    if let Some(kept) = report.summary.overfitting_shard.as_ref().and_then(|o| o.blocks.as_deref()) {
         outln!("kept this shard's blocks in {kept}: `threadx merge` computes the statistics of all the shards");
     }
     Ok(())
@@ -265,28 +267,28 @@ fn sorted_workers(stats: &RunStats) -> Vec<&WorkerStats> {
 }
 
 /// `telemetry: 4 samples; cpu mean 61.2 % max 98.0 %; rss max 120 MB; gpu0 …`.
-fn telemetry_line(t: &serde_json::Value) -> String {
-    let stat = |v: &serde_json::Value, scale: f64, unit: &str| match (v["mean"].as_f64(), v["max"].as_f64()) {
-        (Some(mean), Some(max)) => format!("mean {:.1}{unit} max {:.1}{unit}", mean * scale, max * scale),
-        _ => "no samples".into(),
+fn telemetry_line(t: &MachineSummary) -> String {
+    let stat = |v: Option<MeanMax>, scale: f64, unit: &str| match v {
+        Some(v) => format!("mean {:.1}{unit} max {:.1}{unit}", v.mean * scale, v.max * scale),
+        None => "no samples".into(),
     };
     let mut line = format!(
         "telemetry: {} samples; machine cpu {}; process cpu {} (of a core); process rss {}",
-        t["samples"],
-        stat(&t["cpu_percent"], 1.0, " %"),
-        stat(&t["process_cpu_percent"], 1.0, " %"),
-        stat(&t["process_rss_bytes"], 1e-6, " MB"),
+        t.samples,
+        stat(t.cpu_percent, 1.0, " %"),
+        stat(t.process_cpu_percent, 1.0, " %"),
+        stat(t.process_rss_bytes, 1e-6, " MB"),
     );
-    for (name, g) in t["gpus"].as_object().into_iter().flatten() {
+    for (name, g) in &t.gpus {
         line += &format!(
             "; {name} ({}) busy {}, power {}",
-            g["name"].as_str().unwrap_or("?"),
-            stat(&g["utilization_percent"], 1.0, " %"),
-            stat(&g["power_w"], 1.0, " W")
+            g.name,
+            stat(g.utilization_percent, 1.0, " %"),
+            stat(g.power_w, 1.0, " W")
         );
     }
-    if t["gpus"].as_object().is_none_or(|g| g.is_empty()) {
-        line += &format!("; {}", t["gpu_status"].as_str().unwrap_or(""));
+    if t.gpus.is_empty() {
+        line += &format!("; {}", t.gpu_status);
     }
     line
 }

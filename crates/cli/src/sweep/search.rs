@@ -17,7 +17,7 @@ pub fn run(
     phases: PhaseTimer,
     quiet: bool,
     profile: bool,
-) -> Result<serde_json::Value> {
+) -> Result<threadx_sweep::Summary> {
     let spec = session.spec();
     let options = spec.search().expect("called for a search");
     let metric = options.objective.metric();
@@ -36,8 +36,7 @@ pub fn run(
     }
     out!("{}", top_table(spec.strategy(), &run.files.best, &opts.by));
     print_edge(spec, &run.files.best)?;
-    let search = &run.files.summary["search"];
-    let rate = search["evaluations_per_s"].as_f64().unwrap_or(0.0);
+    let rate = run.files.summary.search.as_ref().and_then(|s| s.evaluations_per_s).unwrap_or(0.0);
     match &run.search {
         Some(report) => {
             outln!(

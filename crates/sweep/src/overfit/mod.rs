@@ -25,8 +25,10 @@ use crate::leaderboard::metric_index;
 use crate::rows::Row;
 use crate::run_files::OutputOptions;
 use crate::runner::{ChunkResult, Sweep};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use crate::summary::{
+    BlocksSummary, LogitQuantiles, OverfittingSummary, PlotChecksums, SplitsSummary, TopCombo, TrialsSummary,
+    params_json,
+};
 use std::path::PathBuf;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, simulate_detailed};
@@ -76,54 +78,6 @@ impl SweepBlocks {
         self.blocks.truncate(n * per);
         self.sharpe.truncate(n);
     }
-}
-
-/// One top combo's deflated Sharpe ratio and stability.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TopCombo {
-    pub combo: u64,
-    pub params: serde_json::Map<String, Value>,
-    /// Per bar (not annualised), the DSR's and PSR's. (NaN is null in JSON, both ways.)
-    #[serde(deserialize_with = "null_as_nan")]
-    pub sharpe: f64,
-    #[serde(deserialize_with = "null_as_nan")]
-    pub dsr: f64,
-    #[serde(deserialize_with = "null_as_nan")]
-    pub psr: f64,
-    #[serde(deserialize_with = "null_as_nan")]
-    pub skew: f64,
-    #[serde(deserialize_with = "null_as_nan")]
-    pub kurtosis: f64,
-    /// The objective over the combo's grid neighbours (±1 step on each axis): how many,
-    /// their mean and their least (NaN when it has none).
-    #[serde(deserialize_with = "null_as_nan")]
-    pub objective: f64,
-    pub neighbours: usize,
-    #[serde(deserialize_with = "null_as_nan")]
-    pub neighbour_mean: f64,
-    #[serde(deserialize_with = "null_as_nan")]
-    pub neighbour_min: f64,
-}
-
-impl TopCombo {
-    /// The objective's shape around the combo: "a plateau" when its grid neighbours' mean
-    /// falls below it by at most half its size (`mean ≥ objective − |objective| / 2`;
-    /// larger is better for every ranking, a drawdown's shallower included, so this holds
-    /// for objectives of either sign, and equal neighbours are a plateau), else "a spike";
-    /// "no comparison" without them.
-    pub fn shape(&self) -> &'static str {
-        if self.neighbours == 0 || self.neighbour_min.is_nan() || self.objective.is_nan() {
-            "no comparison"
-        } else if self.neighbour_mean >= self.objective - 0.5 * self.objective.abs() {
-            "a plateau"
-        } else {
-            "a spike"
-        }
-    }
-}
-
-fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    Option::<f64>::deserialize(d).map(|v| v.unwrap_or(f64::NAN))
 }
 
 /// A sweep's overfitting statistics.
@@ -215,38 +169,45 @@ impl Overfitting {
         })
     }
 
-    /// The summary's `overfitting` object.
-    pub fn to_json(&self) -> Value {
+    /// The summary's `overfitting` section.
+    pub fn summary(&self) -> OverfittingSummary {
         let mut logits = self.pbo.logits.clone();
         logits.sort_by(f64::total_cmp);
         let q = |p: f64| quantile(&logits, p);
         let best = self.top.first();
-        let mut json = json!({
-            "request": self.options.to_json(),
-            "pbo": self.pbo.pbo,
-            "splits": {"count": self.pbo.logits.len(), "exhaustive": self.pbo.exhaustive,
-                       "seed": (!self.pbo.exhaustive).then_some(self.options.seed)},
-            "blocks": {"count": self.cuts.count(), "bars": self.cuts.bars(), "dropped": self.cuts.dropped()},
-            "prob_oos_loss": self.pbo.prob_oos_loss,
-            "degradation_slope": self.pbo.slope,
-            "degradation_intercept": self.pbo.intercept,
-            "logit_quantiles": {"p05": q(0.05), "p25": q(0.25), "p50": q(0.5), "p75": q(0.75), "p95": q(0.95)},
-            "dsr": best.map(|b| b.dsr),
-            "psr": best.map(|b| b.psr),
-            "sr0": self.sr0,
-            "sharpe_std": self.sharpe_std,
-            "trials": {"n": self.trials, "source": if self.trials_given { "--effective-trials" } else { "combos evaluated" }},
-            "bars": self.bars,
-            "skew": best.map(|b| b.skew),
-            "kurtosis": best.map(|b| b.kurtosis),
-            "objective": self.by,
-            "top": self.top,
-            "seconds": self.seconds,
-        });
-        if let Some([pbo, oos]) = &self.plots {
-            json["plots"] = json!({"pbo": pbo, "oos": oos});
+        OverfittingSummary {
+            request: self.options.request(),
+            pbo: self.pbo.pbo,
+            splits: SplitsSummary {
+                count: self.pbo.logits.len() as u64,
+                exhaustive: self.pbo.exhaustive,
+                seed: (!self.pbo.exhaustive).then_some(self.options.seed),
+            },
+            blocks: BlocksSummary {
+                count: self.cuts.count() as u64,
+                bars: self.cuts.bars() as u64,
+                dropped: self.cuts.dropped() as u64,
+            },
+            prob_oos_loss: self.pbo.prob_oos_loss,
+            degradation_slope: self.pbo.slope,
+            degradation_intercept: self.pbo.intercept,
+            logit_quantiles: LogitQuantiles { p05: q(0.05), p25: q(0.25), p50: q(0.5), p75: q(0.75), p95: q(0.95) },
+            dsr: best.map(|b| b.dsr),
+            psr: best.map(|b| b.psr),
+            skew: best.map(|b| b.skew),
+            kurtosis: best.map(|b| b.kurtosis),
+            sr0: self.sr0,
+            sharpe_std: self.sharpe_std,
+            trials: TrialsSummary {
+                n: self.trials,
+                source: if self.trials_given { "--effective-trials" } else { "combos evaluated" }.into(),
+            },
+            bars: self.bars as u64,
+            objective: self.by.clone(),
+            top: self.top.clone(),
+            seconds: self.seconds,
+            plots: self.plots.as_ref().map(|[pbo, oos]| PlotChecksums { pbo: pbo.clone(), oos: oos.clone() }),
         }
-        json
     }
 
     /// The statistics in plain sentences, for the terminal.
@@ -342,10 +303,9 @@ pub(crate) fn top_combos(sweep: &Sweep, best: &[Row], by: &str) -> Result<Vec<To
             let neighbours = sweep.evaluate_on_cpu(&neighbours(sweep.spec().axes(), row.combo));
             let values: Vec<f64> =
                 neighbours.metrics.iter().map(|m| m.values()[index]).filter(|v| !v.is_nan()).collect();
-            let params = sweep.spec().strategy().schema().iter().zip(row.values.iter());
             Ok(TopCombo {
                 combo: row.combo,
-                params: params.map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect(),
+                params: params_json(sweep.spec().strategy(), &row.values),
                 sharpe: row.metrics.sharpe,
                 dsr: f64::NAN,
                 psr: f64::NAN,
@@ -430,12 +390,12 @@ pub fn plot_checksum(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::TopCombo;
+    use crate::summary::TopCombo;
 
     fn shape(objective: f64, neighbour_mean: f64) -> &'static str {
         let top = TopCombo {
             combo: 0,
-            params: serde_json::Map::new(),
+            params: crate::summary::Params::new(),
             sharpe: 0.0,
             dsr: f64::NAN,
             psr: f64::NAN,

@@ -5,14 +5,15 @@
 //! rows ([`MergingBlocks`]) and takes the top combos' details from the shards: the whole
 //! sweep's best are among the shards' bests, so the merged statistics are a whole run's.
 
-use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, TopCombo, blocks_bytes, read_blocks, top_combos};
+use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, blocks_bytes, read_blocks, top_combos};
 use crate::error::{SweepError, io_error};
 use crate::leaderboard::Leaderboard;
 use crate::rows::Row;
 use crate::run_files::OutputOptions;
 use crate::runner::Sweep;
 use crate::spec::SweepSpec;
-use serde_json::{Value, json};
+use crate::summary::TopCombo;
+use crate::summary::{OverfittingShard, Summary};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use threadx_backtest::BlockCuts;
@@ -32,17 +33,16 @@ pub(crate) fn write_shard_part(
     kept: SweepBlocks,
     best: &[Row],
     staged: &mut Vec<Staged>,
-) -> Result<Value, SweepError> {
+) -> Result<OverfittingShard, SweepError> {
     let path = shard_blocks_path(&opts.out);
     let bytes = blocks_bytes(kept.sharpe.iter().copied(), &kept.blocks, cuts);
     staged.push(write_file_staged(&path, &bytes).map_err(io_error(&path))?);
-    let top = top_combos(sweep, best, &opts.by)?;
-    Ok(json!({
-        "blocks": path.file_name().map(|n| n.to_string_lossy().into_owned()),
-        "combos": kept.combos.len(),
-        "by": opts.by,
-        "top": top,
-    }))
+    Ok(OverfittingShard {
+        blocks: path.file_name().map(|n| n.to_string_lossy().into_owned()),
+        combos: kept.combos.len() as u64,
+        by: opts.by.clone(),
+        top: top_combos(sweep, best, &opts.by)?,
+    })
 }
 
 /// One shard's blocks being taken in order: its combos' Sharpe ratios and blocks, and how
@@ -76,7 +76,7 @@ impl MergingBlocks {
     pub fn open(
         spec: &SweepSpec,
         shards: &[PathBuf],
-        summaries: &[Value],
+        summaries: &[Summary],
         bars: usize,
     ) -> Result<Option<Self>, SweepError> {
         let Some(options) = spec.overfitting() else { return Ok(None) };
@@ -84,18 +84,16 @@ impl MergingBlocks {
         let cuts = BlockCuts::new(bars, options.blocks).map_err(|e| bad(format!("--{e}")))?;
         let (mut by, mut keep, mut tops, mut open) = (String::new(), 0, Vec::new(), Vec::new());
         for (path, summary) in shards.iter().zip(summaries) {
-            let part = &summary["overfitting_shard"];
-            let file = shard_blocks_path(path);
-            let combos = part["combos"].as_u64().ok_or_else(|| {
+            let part = summary.overfitting_shard.as_ref().ok_or_else(|| {
                 bad(format!(
                     "{}: its summary has no overfitting part (a shard run with --overfitting writes one)",
                     path.display()
                 ))
             })?;
-            let (sharpe, blocks) = read_blocks(&file, combos as usize, &cuts)?;
-            let top: Vec<TopCombo> = serde_json::from_value(part["top"].clone())
-                .map_err(|e| bad(format!("{}: unreadable top combos ({e})", path.display())))?;
-            by = part["by"].as_str().unwrap_or("sharpe").to_owned();
+            let file = shard_blocks_path(path);
+            let (sharpe, blocks) = read_blocks(&file, part.combos as usize, &cuts)?;
+            let top = part.top.clone();
+            by.clone_from(&part.by);
             keep = keep.max(top.len());
             tops.extend(top);
             open.push(ShardBlocks { path: file, sharpe, blocks, next: 0 });

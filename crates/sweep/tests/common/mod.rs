@@ -53,7 +53,8 @@ pub fn cpu_pool(threads: usize) -> DevicePool {
     DevicePool::new(vec![Worker::cpu_on(Arc::new(threads))]).unwrap()
 }
 
-/// Runs `sweep` to files on `pool` (ratios as given, none saved).
+/// Runs `sweep` to files on `pool` (ratios as given, none saved); returns its summary as
+/// the JSON its file holds.
 pub fn to_files(
     sweep: &Sweep,
     data: &Ohlcv,
@@ -66,7 +67,7 @@ pub fn to_files(
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
     run_to_files(sweep, data, pool, &dispatcher, &distribute, opts, PhaseTimer::start(), &mut |_, _| {}, None)
-        .map(|r| r.summary)
+        .map(|r| serde_json::to_value(r.summary).unwrap())
 }
 
 /// Runs `spec` on `data` into `out` with `threads` CPU threads; returns the CSV bytes.
