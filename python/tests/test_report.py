@@ -145,6 +145,9 @@ def test_the_main_jobs_sweep_report_with_overfitting(cli: Cli, browser: Browser)
     check_page(browser, cli.workdir / "s.html", sections, "sweep")
     shapes = browser.evaluate("Array.from(document.querySelectorAll('#overfitting tbody tr')).map(r => r.cells[8].textContent)")
     assert shapes and set(shapes) <= {"a plateau", "a spike", "no comparison"}, shapes
+    # One verdict heads the section (docs/overfitting.md's rule; the main job reads so).
+    first = browser.evaluate("[document.querySelector('#overfitting dt').textContent, document.querySelector('#overfitting dd').textContent]")
+    assert first[0] == "Verdict" and first[1].startswith("not proven: a better in-sample Sharpe"), first
     for section in ("heatmaps", "overfitting", "equity"):
         browser.screenshot_of(f"#{section}", artifacts() / "report" / f"sweep-{section}.png")
     cells = browser.evaluate("document.querySelectorAll('#heatmaps svg rect > title').length")

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use std::path::{Path, PathBuf};
-use threadx_sweep::{Overfitting, OverfittingRequest, SweepRequest, SweepSpec};
+use threadx_sweep::{Overfitting, OverfittingRequest, SweepRequest, SweepSpec, Verdict};
 
 #[derive(Debug, Args)]
 pub struct OverfitArgs {
@@ -58,6 +58,9 @@ pub fn plots(spec: &SweepSpec, out: &Path) -> Option<(PathBuf, PathBuf)> {
 
 /// The statistics in plain sentences, and where their files went.
 pub fn print(o: &Overfitting, plots: Option<&(PathBuf, PathBuf)>, blocks_out: Option<&Path>) -> anyhow::Result<()> {
+    if let Some(verdict) = Verdict::of(&o.summary()) {
+        outln!("Verdict: {verdict}");
+    }
     for line in o.sentences() {
         outln!("{line}");
     }

@@ -48,6 +48,13 @@ fn the_summary_holds_the_statistics_and_the_terminal_says_them() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
     assert!(said.contains("PBO ") && said.contains("of the splits") && said.contains("DSR "), "{said}");
+    // One verdict above the statistics' own lines, by the documented rule from the summary.
+    let lines: Vec<&str> = said.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("Verdict: ")).expect(&said);
+    assert!(lines[at + 1].starts_with("PBO "), "{said}");
+    let typed = threadx_sweep::Summary::read(&dir.path().join("r.json")).unwrap();
+    let verdict = threadx_sweep::Verdict::of(typed.overfitting.as_ref().unwrap()).unwrap();
+    assert_eq!(lines[at], format!("Verdict: {verdict}"));
     // The time line says what the statistics took.
     assert!(said.lines().any(|l| l.starts_with("time: ") && l.contains(", overfitting statistics ")), "{said}");
     let summary: serde_json::Value =
@@ -188,6 +195,7 @@ fn degenerate_sweeps_say_undefined_and_equal_neighbours_are_a_plateau_whatever_t
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
     assert!(said.contains("PBO: undefined: in each of the") && !said.contains("NaN"), "{said}");
+    assert!(!said.contains("Verdict"), "no PBO, no verdict: {said}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("flat.json")).unwrap()).unwrap();
     assert!(summary["overfitting"]["pbo"].is_null(), "{}", summary["overfitting"]);

@@ -8,7 +8,7 @@ use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines};
 use crate::page::{Cell, Report, facts, figure, note, num, pct, table};
 use std::path::Path;
 use threadx_backtest::{Metrics, ParamCell, Strategy};
-use threadx_sweep::{Heatmap, Row, Summary, SweepError, SweepSpec, for_each_result, metric_index};
+use threadx_sweep::{Heatmap, Row, Summary, SweepError, SweepSpec, Verdict, for_each_result, metric_index};
 
 /// Heatmap cells a page holds at most, over all its heatmaps (each cell is an SVG
 /// rectangle with its hover text: about 100 bytes).
@@ -283,7 +283,9 @@ impl SweepRun<'_> {
     fn add_overfitting(&self, report: &mut Report) {
         let Some(o) = &self.summary.overfitting else { return };
         let q = &o.logit_quantiles;
+        let verdict = Verdict::of(o).map_or_else(|| "none: PBO is undefined".to_owned(), |v| v.to_string());
         let lines = [
+            ("Verdict", verdict),
             (
                 "PBO",
                 match o.pbo {

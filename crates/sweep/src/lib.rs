@@ -60,8 +60,8 @@ pub use memory_tables::{metrics_table, rows_table, universe_table, walk_forward_
 pub use merge::merge;
 pub use output::{SweepReport, run_to_files};
 pub use overfit::{
-    DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, SweepBlocks, logit_histogram_svg,
-    oos_vs_is_svg, plot_checksum, shard_blocks_path,
+    DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, Reading, SweepBlocks, Verdict,
+    logit_histogram_svg, oos_vs_is_svg, plot_checksum, shard_blocks_path,
 };
 pub use request::{SweepRequest, parse_size};
 pub use results_file::{for_each_result, read_results};

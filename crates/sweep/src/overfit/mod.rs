@@ -10,6 +10,7 @@ mod kept;
 pub(crate) mod options;
 mod plot;
 mod shards;
+mod verdict;
 
 pub(crate) use gpu::warm_up;
 pub(crate) use kept::{
@@ -19,6 +20,7 @@ pub use options::{DEFAULT_SPLITS, OverfittingOptions, OverfittingRequest};
 pub use plot::{logit_histogram_svg, oos_vs_is_svg};
 pub use shards::shard_blocks_path;
 pub(crate) use shards::{MergingBlocks, write_shard_part};
+pub use verdict::{Reading, Verdict};
 
 use crate::error::{SweepError, io_error};
 use crate::leaderboard::metric_index;
