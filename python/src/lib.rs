@@ -29,7 +29,7 @@ use pyo3::types::{PyDict, PyList};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use table::Table;
-use threadx_backtest::{Costs, Metrics, ParamKind, ParamSpec, Strategy, check_bars_per_year};
+use threadx_backtest::{Costs, Metrics, ParamKind, ParamSpec, Strategy, Trade, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
 use threadx_indicators::{DataError, Indicator, IndicatorBank};
 use threadx_sweep::{ChunkResult, SweepError, SweepRequest, SweepSpec};
@@ -106,16 +106,7 @@ fn backtest<'py>(
     out.set_item("description", strategy.describe(&values))?;
     out.set_item("metrics", metrics_dict(py, &report.metrics)?)?;
     out.set_item("bars_per_year", report.bars_per_year)?;
-    let trades = PyDict::new(py);
-    let t = &report.trades;
-    trades.set_item("side", t.iter().map(|t| t.side.to_string()).collect::<Vec<_>>())?;
-    trades.set_item("entry_bar", t.iter().map(|t| t.entry_bar as i64).collect::<Vec<_>>().into_pyarray(py))?;
-    trades.set_item("entry_price", t.iter().map(|t| t.entry_price).collect::<Vec<_>>().into_pyarray(py))?;
-    trades.set_item("exit_bar", t.iter().map(|t| t.exit_bar as i64).collect::<Vec<_>>().into_pyarray(py))?;
-    trades.set_item("exit_price", t.iter().map(|t| t.exit_price).collect::<Vec<_>>().into_pyarray(py))?;
-    trades.set_item("return", t.iter().map(|t| t.return_).collect::<Vec<_>>().into_pyarray(py))?;
-    trades.set_item("exit_reason", t.iter().map(|t| t.reason.to_string()).collect::<Vec<_>>())?;
-    out.set_item("trades", trades)?;
+    out.set_item("trades", trades_dict(py, &report.trades)?)?;
     let page = report::BacktestPage {
         data: bars.data.clone(),
         strategy,
@@ -381,6 +372,20 @@ fn param_object<'py>(py: Python<'py>, spec: &ParamSpec, v: f64) -> PyResult<Boun
         ParamKind::Float => v.into_pyobject(py)?.into_any(),
         ParamKind::Choice(_) => spec.format(v).into_pyobject(py)?.into_any(),
     })
+}
+
+/// Trades as columns of numpy arrays (sides and reasons as names), what
+/// `python/threadx/_tables.py::trades_frame` makes a frame of.
+pub(crate) fn trades_dict<'py>(py: Python<'py>, t: &[Trade]) -> PyResult<Bound<'py, PyDict>> {
+    let trades = PyDict::new(py);
+    trades.set_item("side", t.iter().map(|t| t.side.to_string()).collect::<Vec<_>>())?;
+    trades.set_item("entry_bar", t.iter().map(|t| t.entry_bar as i64).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("entry_price", t.iter().map(|t| t.entry_price).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("exit_bar", t.iter().map(|t| t.exit_bar as i64).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("exit_price", t.iter().map(|t| t.exit_price).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("return", t.iter().map(|t| t.return_).collect::<Vec<_>>().into_pyarray(py))?;
+    trades.set_item("exit_reason", t.iter().map(|t| t.reason.to_string()).collect::<Vec<_>>())?;
+    Ok(trades)
 }
 
 /// Whether a metric is a count (`trades`, `closed_trades`): an integer in Python.

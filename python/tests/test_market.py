@@ -75,6 +75,51 @@ def test_simulate_equals_vectorbt(case: str) -> None:
     np.testing.assert_allclose(got["total_return"].to_numpy(), want_return, rtol=1e-9, atol=1e-12)
 
 
+DETAILED = ["both sides, closes", "slippage with stops inside the bar", "trailing stop inside the bar",
+            "trail, tp, slippage, shorts, OHLC"]
+
+
+@pytest.mark.parametrize("case", DETAILED)
+def test_details_give_vectorbts_equity_and_trades_in_currency(case: str) -> None:
+    """``details=True`` with ``init_cash=100``: each column's equity is vectorbt's
+    ``pf.value()`` and each trade's bars, side and profit are its trade records', within
+    1e-9 relative; the metrics rows stay the same bytes as without details."""
+    options, intrabar = {**CASES, **COMBINED}[case]
+    options = dict(options)
+    shorts = options.pop("shorts", False)
+    df = ohlc(2000, seed=7)
+    sig = signals(len(df), 4, seed=8)
+    if not shorts:
+        sig = {"entries": sig["entries"], "exits": sig["exits"]}
+    prices: Dict[str, Any] = {"open": df["open"], "high": df["high"], "low": df["low"]} if intrabar else {}
+    pf = vbt.Portfolio.from_signals(df["close"], **sig, **prices, **options, fees=FEE, init_cash=100.0, freq="1h")
+    got = threadx.simulate(df["close"], **sig, **prices, **options, fee=FEE, init_cash=100.0, details=True)
+    plain = threadx.simulate(df["close"], **sig, **prices, **options, fee=FEE)
+    pd.testing.assert_frame_equal(got, plain, check_exact=True)
+    equity = got.attrs["equity"]
+    assert equity.shape == (len(df), 4) and equity.index.equals(df.index)
+    np.testing.assert_allclose(equity.to_numpy(), pf.value().to_numpy(), rtol=1e-9)
+    trades = got.attrs["trades"]
+    want = pf.trades.records
+    assert len(trades) == len(want) > 100, case
+    np.testing.assert_array_equal(trades["column"].to_numpy(), want["col"])
+    np.testing.assert_array_equal(trades["entry_bar"].to_numpy(), want["entry_idx"])
+    np.testing.assert_array_equal(trades["exit_bar"].to_numpy(), want["exit_idx"])
+    np.testing.assert_array_equal(trades["side"].to_numpy() == "short", want["direction"] == 1)
+    np.testing.assert_allclose(trades["pnl"].to_numpy(), want["pnl"], rtol=1e-9, atol=1e-9)
+    # Each column's profits add up to its equity's change.
+    total = trades.groupby("column")["pnl"].sum().reindex(range(4), fill_value=0.0).to_numpy()
+    np.testing.assert_allclose(total, equity.iloc[-1].to_numpy() - 100.0, rtol=1e-9, atol=1e-9)
+
+
+def test_init_cash_must_be_positive() -> None:
+    df = ohlc(100, seed=3)
+    sig = signals(len(df), 1, seed=4)
+    for bad in (0.0, -5.0, float("nan")):
+        with pytest.raises(ValueError, match="init_cash"):
+            threadx.simulate(df["close"], sig["entries"], sig["exits"], init_cash=bad, details=True)
+
+
 def test_a_frame_of_prices_is_the_same_as_its_columns() -> None:
     df = ohlc(500, seed=3)
     sig = signals(len(df), 3, seed=4)

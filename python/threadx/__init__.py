@@ -54,9 +54,9 @@ __all__ = [
 #: A built-in strategy's name (``"bb_atr"``) or the path of a rule file (``"donchian.toml"``).
 StrategyName = Union[str, "os.PathLike[str]"]
 #: Why a trade ended, the categories of ``Backtest.trades["exit_reason"]``.
-EXIT_REASONS = ["signal", "stop", "trail", "take_profit", "max_bars", "reverse", "end"]
+EXIT_REASONS = _tables.EXIT_REASONS
 #: Which way a trade faced, the categories of ``Backtest.trades["side"]``.
-SIDES = ["long", "short"]
+SIDES = _tables.SIDES
 #: ``(done, total)`` combos, called after each chunk.
 ProgressCallback = Callable[[int, int], None]
 
@@ -145,21 +145,7 @@ def backtest(
     out = _threadx.backtest(
         bars, os.fspath(strategy), pairs, float(fee), float(slippage), _opt_float(periods_per_year), device
     )
-    raw = out["trades"]
-    trades = pd.DataFrame(
-        {
-            "side": pd.Categorical(raw["side"], categories=SIDES),
-            "entry_time": index.take(raw["entry_bar"]),
-            "entry_bar": raw["entry_bar"],
-            "entry_price": raw["entry_price"],
-            "exit_time": index.take(raw["exit_bar"]),
-            "exit_bar": raw["exit_bar"],
-            "exit_price": raw["exit_price"],
-            "return": raw["return"],
-            "exit_reason": pd.Categorical(raw["exit_reason"], categories=EXIT_REASONS),
-        },
-    )
-    trades.index.name = "trade"
+    trades = _tables.trades_frame(out["trades"], index)
     equity = pd.Series(out["equity"], index=index, name="equity", copy=False)
     return Backtest(
         strategy=os.fspath(strategy),

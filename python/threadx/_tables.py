@@ -4,6 +4,8 @@ interface and turns into a DataFrame; choices and symbols become categoricals.""
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 import pandas as pd
 import pyarrow as pa
 
@@ -18,3 +20,30 @@ def frame(table: _threadx.Table) -> pd.DataFrame:
     for name, categories in table.categories:
         out[name] = pd.Categorical(out[name], categories=categories)
     return out
+
+
+#: Why a trade ended, the categories of a trades frame's ``exit_reason``.
+EXIT_REASONS = ["signal", "stop", "trail", "take_profit", "max_bars", "reverse", "end"]
+#: Which way a trade faced, the categories of a trades frame's ``side``.
+SIDES = ["long", "short"]
+
+
+def trades_frame(raw: Dict[str, Any], index: pd.Index) -> pd.DataFrame:
+    """The native module's trades (columns of arrays) as a frame indexed by ``trade``:
+    side, entry and exit times (``index`` at their bars), bars and prices, return and
+    why each ended, sides and reasons categorical."""
+    trades = pd.DataFrame(
+        {
+            "side": pd.Categorical(raw["side"], categories=SIDES),
+            "entry_time": index.take(raw["entry_bar"]),
+            "entry_bar": raw["entry_bar"],
+            "entry_price": raw["entry_price"],
+            "exit_time": index.take(raw["exit_bar"]),
+            "exit_bar": raw["exit_bar"],
+            "exit_price": raw["exit_price"],
+            "return": raw["return"],
+            "exit_reason": pd.Categorical(raw["exit_reason"], categories=EXIT_REASONS),
+        },
+    )
+    trades.index.name = "trade"
+    return trades

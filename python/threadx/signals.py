@@ -1,5 +1,5 @@
 """``simulate``: your own signals (and vectorbt's stop arguments) run by ThreadX's engine,
-one metrics row per column."""
+one metrics row per column, and with ``details=True`` each column's trades and equity."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ def simulate(
     slippage: float = 0.0,
     fill: str = "close",
     periods_per_year: Optional[float] = None,
+    init_cash: float = 1.0,
+    details: bool = False,
 ) -> pd.DataFrame:
     """Your own signals, run by ThreadX's engine (the rules of docs/strategies.md, which
     are vectorbt's ``Portfolio.from_signals`` at its defaults): one metrics row per column.
@@ -50,7 +52,17 @@ def simulate(
     bar's open instead (ThreadX's own; vectorbt has no such argument). ``fee`` (default
     0.001) and ``slippage`` (a fraction of the price, against you) apply to every fill.
     The rows are the same bytes on the CPU and any GPU (``result.attrs["device"]`` says
-    where they ran)."""
+    where they ran).
+
+    ``details=True`` adds ``result.attrs["equity"]`` (each column's equity at every close,
+    bars × columns, starting from ``init_cash``) and ``result.attrs["trades"]`` (every
+    column's trades as ``Backtest.trades`` gives them, with their ``column`` and ``pnl``,
+    the profit in currency out of ``init_cash``), vectorbt's ``pf.value()`` and
+    ``pf.trades.records_readable`` at ``init_cash``. The metrics are ratios, the same for
+    any ``init_cash``."""
+    cash = float(init_cash)
+    if not (np.isfinite(cash) and cash > 0):
+        raise ValueError(f"init_cash={init_cash}: the starting cash must be a positive number")
     if fill not in ("close", "next_open"):
         raise ValueError(f"fill={fill!r}: \"close\" (at the bar's close) or \"next_open\" (at the next bar's open)")
     if fee is not None and fees is not None and float(fee) != float(fees):
@@ -140,7 +152,7 @@ def simulate(
             f"sl_trail has shape {trail.shape}: give one flag for all columns or one per column ({width},); "
             "ThreadX reads it per column, not per bar"
         )
-    rows, device_used = _threadx.simulate(
+    rows, device_used, more = _threadx.simulate(
         bars,
         wide(signals["entries"]),
         wide(signals["exits"]),
@@ -156,9 +168,27 @@ def simulate(
         slippage=float(slippage),
         periods_per_year=_opt_float(periods_per_year),
         device=device,
+        details=bool(details),
     )
     index = labels if labels is not None and len(labels) == width else pd.RangeIndex(width, name="column")
     frame = _tables.frame(rows)
     frame.index = index
     frame.attrs["device"] = device_used
+    if more is not None:
+        bar_index = close_series.index if close_series is not None else pd.RangeIndex(n, name="bar")
+        frame.attrs["equity"] = pd.DataFrame(cash * more["equity"], index=bar_index, columns=index)
+        frame.attrs["trades"] = _column_trades(more["trades"], bar_index, index, cash)
     return frame
+
+
+def _column_trades(raw: Dict[str, Any], bars: pd.Index, columns: pd.Index, cash: float) -> pd.DataFrame:
+    """Every column's trades, each with its column's label and its profit in currency:
+    a column's equity before a trade is ``cash`` times its earlier trades' growth (all
+    cash in, flat between trades), and the trade's return applies to that."""
+    trades = _tables.trades_frame(raw, bars)
+    column = np.asarray(raw["column"])
+    growth = 1.0 + trades["return"].to_numpy()
+    before = pd.Series(growth).groupby(column).cumprod().groupby(column).shift(1, fill_value=1.0).to_numpy()
+    trades.insert(0, "column", columns.take(column))
+    trades.insert(trades.columns.get_loc("return") + 1, "pnl", cash * before * trades["return"].to_numpy())
+    return trades
