@@ -17,13 +17,15 @@ import pytest
 from browser import Browser, artifacts, chromium
 from conftest import REPO, Cli
 
+import threadx
+
 EXECUTABLE = chromium()
 if EXECUTABLE is None:
     if os.environ.get("THREADX_REQUIRE_BROWSER") == "1":
         raise RuntimeError("THREADX_REQUIRE_BROWSER=1 but no chromium on PATH (apt-get install chromium)")
     pytest.skip("no Chromium on PATH", allow_module_level=True)
 
-BACKTEST_SECTIONS = ["metrics", "equity", "trades", "monthly", "trade-returns"]
+BACKTEST_SECTIONS = ["metrics", "equity", "drawdowns", "rolling", "trades", "monthly", "trade-returns"]
 
 # Pixels of each chart's series colour (report.js draws them): lines, bars, fills.
 CHART_MARKS = """
@@ -130,6 +132,16 @@ def test_a_backtest_report_renders_every_section_offline(cli: Cli, browser: Brow
     cards = browser.evaluate("Array.from(document.querySelectorAll('.card .name')).map(e => e.textContent)")
     for name in ["Total return", "Annual return", "Annual volatility", "Sharpe (annual)", "Max drawdown"]:
         assert name in cards
+    # quantstats' comparisons: buy and hold beside the strategy, and the worst drawdowns,
+    # the deepest of which is the max drawdown card's; the deepest first.
+    assert "Buy and hold" in cards and "Buy and hold max drawdown" in cards
+    card = browser.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('.card')).map(c => [c.querySelector('.name').textContent, c.querySelector('.value').textContent]))")
+    depths = browser.evaluate("Array.from(document.querySelectorAll('#drawdowns tbody tr')).map(r => [r.cells[4].textContent, parseFloat(r.cells[4].dataset.v)])")
+    assert 1 <= len(depths) <= 5 and depths[0][0] == card["Max drawdown"], (depths, card)
+    assert [d for _, d in depths] == sorted(d for _, d in depths), depths
+    data = threadx.synthetic(bars=35_040, seed=42)
+    hold = data["close"].iloc[-1] / data["close"].iloc[0] - 1
+    assert card["Buy and hold"] == f"{hold * 100:.2f} %", (card["Buy and hold"], hold)
     # The same page from the backtest's JSON: the same numbers.
     (cli.workdir / "bt.json").write_text(cli.run("--device", "cpu", "backtest", "--set", "bb_period=30", "--json"))
     cli.run("--device", "cpu", "report", "bt.json", "--out", "again.html")

@@ -1,9 +1,11 @@
-//! A backtest's sections: what ran, the key metrics with the annualised figures, the
-//! equity curve over its drawdown, the trades, the monthly returns and the distribution
-//! of trade returns.
+//! A backtest's sections: what ran, the key metrics with the annualised figures and the
+//! buy-and-hold benchmark, the equity curve (with buy and hold) over its drawdown, the
+//! worst drawdowns, a rolling Sharpe ratio, the trades, the monthly returns and the
+//! distribution of trade returns.
 
 use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines, thin};
 use crate::page::{Cell, Report, cards, facts, heat_style, note, num, pct, table};
+use crate::risk::{buy_and_hold, rolling_sharpe, rolling_window, worst_drawdowns};
 use chrono::{DateTime, Datelike};
 use std::time::Instant;
 use threadx_backtest::{BacktestError, BacktestReport, Costs, Strategy, backtest};
@@ -12,6 +14,9 @@ use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 
 /// Trades the table lists at most (all of them are in `--trades`).
 const MAX_TRADES_SHOWN: usize = 2000;
+
+/// Drawdown periods the worst-drawdowns table lists.
+const WORST_DRAWDOWNS: usize = 5;
 
 /// One backtest as the report shows it.
 #[derive(Debug, Clone, Copy)]
@@ -74,6 +79,9 @@ struct Derived {
     best_trade: f64,
     worst_trade: f64,
     mean_bars_held: f64,
+    /// Holding the asset over the same bars, without fees.
+    hold_return: f64,
+    hold_drawdown: f64,
 }
 
 impl BacktestRun<'_> {
@@ -125,6 +133,8 @@ impl BacktestRun<'_> {
             ("Sharpe (annual)", num(m.sharpe_annual, 2), &*annual("mean over deviation of bar returns")),
             ("Sortino (annual)", num(d.sortino, 2), "mean over downside deviation of bar returns"),
             ("Max drawdown", pct(m.max_drawdown), "deepest fall from a running peak"),
+            ("Buy and hold", pct(d.hold_return), "the last close over the first, minus 1 (no fees)"),
+            ("Buy and hold max drawdown", pct(d.hold_drawdown), "its deepest fall from a running peak"),
             ("Calmar", num(d.calmar, 2), "annual return over the max drawdown"),
             ("Win rate", pct(m.win_rate), "closed trades that gained"),
             ("Trades", format!("{} ({} closed)", m.trades, m.closed_trades), "entries, an open one included"),
@@ -148,6 +158,8 @@ impl BacktestRun<'_> {
         html.push_str(&cards(&figures));
         report.section("metrics", &format!("{prefix}Key metrics"), &html);
         self.add_equity(report, prefix);
+        self.add_drawdowns(report, prefix);
+        self.add_rolling(report, prefix);
         self.add_trades(report, prefix);
         self.add_monthly(report, prefix);
         let returns = r.trades.iter().map(|t| t.return_ * 100.0);
@@ -187,7 +199,10 @@ impl BacktestRun<'_> {
         let gains: f64 = trade_returns.clone().filter(|&x| x > 0.0).sum();
         let losses: f64 = -trade_returns.clone().filter(|&x| x < 0.0).sum::<f64>();
         let count = r.trades.len() as f64;
+        let hold = buy_and_hold(self.data.close());
         Derived {
+            hold_return: hold.last().map_or(f64::NAN, |h| h - 1.0),
+            hold_drawdown: worst_drawdowns(&hold, 1).first().map_or(0.0, |p| p.depth),
             cagr,
             volatility: var.sqrt() * per_year.sqrt(),
             sortino: mean / downside * per_year.sqrt(),
@@ -225,7 +240,7 @@ impl BacktestRun<'_> {
             &x,
             &Axis::new("equity (start = 1)", Unit::Number),
             &xs,
-            &[("equity", "#31549B", pick(equity))],
+            &[("equity", "#31549B", pick(equity)), ("buy and hold", "#999999", pick(&buy_and_hold(self.data.close())))],
             sync,
             320,
         );
@@ -248,6 +263,71 @@ impl BacktestRun<'_> {
             )));
         }
         report.section("equity", &format!("{prefix}Equity and drawdown"), &html);
+    }
+
+    /// The deepest drawdown periods: peak, valley, recovery, depth and length.
+    fn add_drawdowns(&self, report: &mut Report, prefix: &str) {
+        let equity = &self.report.equity;
+        let times = self.data.timestamps();
+        let timed = self.report.bars_per_year.is_finite();
+        let at = |bar: usize| match timed {
+            true => Cell::number(format_time(times[bar]), times[bar] as f64),
+            false => Cell::number(bar.to_string(), bar as f64),
+        };
+        let headers: Vec<String> = ["#", "peak", "valley", "recovered", "depth", "bars to valley", "bars under water"]
+            .map(String::from)
+            .to_vec();
+        let rows: Vec<Vec<Cell>> = worst_drawdowns(equity, WORST_DRAWDOWNS)
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let under = p.recovery.unwrap_or(equity.len()) - p.peak;
+                vec![
+                    Cell::number((i + 1).to_string(), (i + 1) as f64),
+                    at(p.peak),
+                    at(p.valley),
+                    p.recovery.map_or_else(|| Cell::text("not yet"), at),
+                    Cell::number(pct(p.depth), p.depth).styled(heat_style(p.depth, 0.2)),
+                    Cell::number((p.valley - p.peak).to_string(), (p.valley - p.peak) as f64),
+                    Cell::number(under.to_string(), under as f64),
+                ]
+            })
+            .collect();
+        let html = if rows.is_empty() { note("Equity never fell below a peak.") } else { table(&headers, &rows, true) };
+        report.section("drawdowns", &format!("{prefix}Worst drawdowns"), &html);
+    }
+
+    /// The Sharpe ratio over a sliding window of bars, annualised.
+    fn add_rolling(&self, report: &mut Report, prefix: &str) {
+        let r = self.report;
+        let window = rolling_window(r.equity.len(), r.bars_per_year);
+        let heading = format!("{prefix}Rolling Sharpe");
+        if r.equity.len() < window {
+            report.section("rolling", &heading, &note(&format!("Fewer bars than one window of {window}.")));
+            return;
+        }
+        let sharpe = rolling_sharpe(&r.equity, window, r.bars_per_year);
+        let keep = thin(&sharpe, &sharpe);
+        let timed = r.bars_per_year.is_finite();
+        let (x, xs): (Axis, Vec<f64>) = match timed {
+            true => {
+                let times = self.data.timestamps();
+                (Axis::time("time (UTC)"), keep.iter().map(|&i| times[i] as f64 / 1000.0).collect())
+            }
+            false => (Axis::new("bar", Unit::Count), keep.iter().map(|&i| i as f64).collect()),
+        };
+        let what = if timed { "annualised" } else { "per bar" };
+        let chart = lines(
+            &format!("Sharpe ratio over the last {window} bars ({what})"),
+            &x,
+            &Axis::new("Sharpe", Unit::Number),
+            &xs,
+            &[("rolling Sharpe", "#31549B", keep.iter().map(|&i| sharpe[i]).collect())],
+            None,
+            220,
+        );
+        let html = report.chart(&chart);
+        report.section("rolling", &heading, &html);
     }
 
     fn add_trades(&self, report: &mut Report, prefix: &str) {

@@ -10,6 +10,7 @@
 mod backtest;
 mod charts;
 mod page;
+mod risk;
 mod sweep;
 
 pub use backtest::{BacktestRun, timed_backtest};
