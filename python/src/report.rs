@@ -105,7 +105,7 @@ pub(crate) fn sweep_report(
             rows: Some(SweepRows::Memory(&rows)),
             by,
             overfitting_figures: Vec::new(),
-            walk_forward_csv: None,
+            out_of_sample: None,
             best,
         };
         Ok(run.report().map_err(sweep_error)?.to_html())

@@ -8,6 +8,7 @@ THREADX_REQUIRE_BROWSER=1, so there the tests cannot be skipped."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Iterator, List
@@ -191,7 +192,19 @@ def test_a_rule_file_search_and_a_walk_forward(cli: Cli, browser: Browser) -> No
     check_page(browser, cli.workdir / "tpe.html", ["run", "best", "heatmaps", "search", *BACKTEST_SECTIONS], "rule-file-search")
     cli.run("--device", "cpu", "sweep", "--data", "synthetic:bars=8000,seed=5", "--grid", "bb_period=10,20,30",
             "--walk-forward", "train=3000,test=1000", "--out", "wf.csv", "--report", "wf.html", "--quiet")
-    check_page(browser, cli.workdir / "wf.html", ["run", "walk-forward"], "walk-forward")
+    check_page(browser, cli.workdir / "wf.html", ["run", "out-of-sample", "walk-forward"], "walk-forward")
+    # The test windows back to back: their totals are the summary's, their equity is drawn,
+    # and every window's row fits the page up to its DSR.
+    summary = json.loads((cli.workdir / "wf.json").read_text())
+    overall = summary["out_of_sample_overall"]
+    facts = browser.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#out-of-sample dt')).map(d => [d.textContent, d.nextElementSibling.textContent]))")
+    assert facts["Total return"] == f"{overall['total_return'] * 100:.2f} %", (facts, overall)
+    assert browser.evaluate("document.querySelectorAll('#out-of-sample canvas').length") >= 1
+    cut = "Array.from(document.querySelectorAll('#walk-forward .table-box')).filter(b => b.scrollWidth > b.clientWidth + 1).length"
+    assert browser.evaluate(cut) == 0, "the windows' right-hand columns are cut off"
+    dsr = browser.evaluate("Array.from(document.querySelectorAll('#walk-forward table.sortable tbody tr')).map(r => parseFloat(r.cells[r.cells.length - 1].dataset.v))")
+    want = [w["out_of_sample_dsr"]["dsr"] for w in summary["windows"]]
+    assert len(dsr) == len(want) == 5 and all(abs(a - b) < 1e-12 for a, b in zip(dsr, want)), (dsr, want)
     # Named for what ran, its dates shown, its metrics formatted as every other table's.
     page = (cli.workdir / "wf.html").read_text()
     assert "<h1>bb_atr walk-forward</h1>" in page and " - to -" not in page

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use threadx_backtest::Strategy;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
-use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
+use threadx_report::{BacktestRun, OutOfSampleCurve, SweepRows, SweepRun, timed_backtest};
 use threadx_sweep::{OutputOptions, Params, Session, Shard, Summary, SweepSpec, plot_checksum};
 
 /// Where a backtest's report says it ran: the device policy picks the indicators' device;
@@ -31,7 +31,8 @@ pub struct SweepPage<'a> {
     pub results: Option<&'a Path>,
     /// The overfitting plots the run wrote (logit histogram, out-of-sample scatter).
     pub overfitting_plots: Option<(PathBuf, PathBuf)>,
-    pub walk_forward_csv: Option<String>,
+    /// A walk-forward's test windows back to back.
+    pub out_of_sample: Option<OutOfSampleCurve>,
 }
 
 /// Writes the page of a sweep to `path`: its sections, then the backtest of its best
@@ -60,7 +61,7 @@ pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMo
         rows: page.results.map(|path| SweepRows::File { path, trials: page.summary.is_search() }),
         by: &by,
         overfitting_figures: figures,
-        walk_forward_csv: page.walk_forward_csv.clone(),
+        out_of_sample: page.out_of_sample.clone(),
         best,
     };
     run.report()?.write(path).with_context(|| format!("writing {}", path.display()))
@@ -116,7 +117,7 @@ pub fn after_sweep(
         summary,
         results: Some(&opts.out),
         overfitting_plots: opts.overfitting_plots.clone(),
-        walk_forward_csv: None,
+        out_of_sample: None,
     };
     write_sweep(&page, session.dispatcher(), mode, path)?;
     outln!("wrote the report to {}", path.display());

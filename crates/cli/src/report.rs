@@ -133,7 +133,7 @@ fn sweep_from_summary(
         summary,
         results: results.as_deref(),
         overfitting_plots,
-        walk_forward_csv: None,
+        out_of_sample: None,
     };
     write_sweep(&page, dispatcher, mode, out).with_context(|| format!("reporting {}", input.display()))
 }

@@ -12,7 +12,9 @@ mod charts;
 mod page;
 mod risk;
 mod sweep;
+mod walk;
 
 pub use backtest::{BacktestRun, timed_backtest};
 pub use page::Report;
 pub use sweep::{SweepRows, SweepRun};
+pub use walk::OutOfSampleCurve;

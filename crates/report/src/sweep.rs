@@ -6,6 +6,7 @@
 use crate::backtest::BacktestRun;
 use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines};
 use crate::page::{Cell, Report, facts, figure, note, num, pct, table};
+use crate::walk::OutOfSampleCurve;
 use std::path::Path;
 use threadx_backtest::{Metrics, ParamCell, Strategy};
 use threadx_sweep::{Heatmap, Row, Summary, SweepError, SweepSpec, Verdict, for_each_result, metric_index};
@@ -29,8 +30,8 @@ pub struct SweepRun<'a> {
     pub by: &'a str,
     /// Pictures of the overfitting statistics the run drew: (caption, SVG).
     pub overfitting_figures: Vec<(String, String)>,
-    /// A walk-forward's windows as CSV text (its `--out`).
-    pub walk_forward_csv: Option<String>,
+    /// A walk-forward's test windows back to back, drawn as its out-of-sample equity.
+    pub out_of_sample: Option<OutOfSampleCurve>,
     /// The backtest of the best combo.
     pub best: Option<BacktestRun<'a>>,
 }
@@ -59,7 +60,7 @@ impl SweepRun<'_> {
     pub fn report(&self) -> Result<Report, SweepError> {
         let strategy = self.spec.strategy();
         let origin = self.summary.data.as_ref().map_or("the data", |d| d.origin.as_str());
-        let kind = match (self.summary.is_search(), &self.walk_forward_csv) {
+        let kind = match (self.summary.is_search(), &self.summary.windows) {
             (true, _) => "search",
             (false, Some(_)) => "walk-forward",
             (false, None) => "sweep",
@@ -72,7 +73,7 @@ impl SweepRun<'_> {
         }
         self.add_overfitting(&mut report);
         self.add_search(&mut report);
-        self.add_walk_forward(&mut report);
+        crate::walk::add_walk_forward(&mut report, self.spec, self.summary, self.out_of_sample.as_ref());
         if let Some(best) = &self.best {
             best.add_sections(&mut report, "Best combo: ");
         }
@@ -402,48 +403,6 @@ impl SweepRun<'_> {
         let html = format!("{lines_html}{}", report.chart(&chart));
         report.section("search", "Search: the best so far", &html);
     }
-
-    fn add_walk_forward(&self, report: &mut Report) {
-        let Some(csv) = &self.walk_forward_csv else { return };
-        let mut lines = csv.lines();
-        let headers: Vec<String> = lines.next().unwrap_or_default().split(',').map(str::to_owned).collect();
-        // A metric's cell as the other tables show it (a percentage, four decimals, a count);
-        // a parameter's and a bar's as written.
-        let rows: Vec<Vec<Cell>> = lines
-            .map(|line| {
-                line.split(',')
-                    .zip(&headers)
-                    .map(|(field, header)| match (field.parse::<f64>(), metric_of_column(header)) {
-                        (Ok(v), Some(metric)) => Cell::number(metric_text(metric, v), v),
-                        (Ok(v), None) => Cell::number(field, v),
-                        (Err(_), _) => Cell::text(field),
-                    })
-                    .collect()
-            })
-            .collect();
-        let windows = self.summary.windows.as_deref().unwrap_or_default();
-        let returns: Vec<f64> = windows.iter().map(|w| w.out_of_sample.total_return * 100.0).collect();
-        let mut html = String::new();
-        if !returns.is_empty() {
-            let xs: Vec<f64> = (0..returns.len()).map(|w| w as f64).collect();
-            html.push_str(&report.chart(&bars(
-                "Out-of-sample return of each window's in-sample best",
-                &Axis::new("window", Unit::Count),
-                &Axis::new("out-of-sample return (%)", Unit::Number),
-                &xs,
-                &returns,
-                "#31549B",
-            )));
-        }
-        html.push_str(&table(&headers, &rows, true));
-        report.section("walk-forward", "Walk-forward windows", &html);
-    }
-}
-
-/// The metric a walk-forward column holds (`is_sharpe`, `oos_total_return`, …), if any.
-fn metric_of_column(header: &str) -> Option<&'static str> {
-    let names = threadx_backtest::Metrics::NAMES.iter().copied();
-    names.clone().find(|m| header == *m).or_else(|| names.into_iter().find(|m| header.ends_with(&format!("_{m}"))))
 }
 
 /// Whether a metric is a fraction shown as a percentage.
@@ -452,7 +411,7 @@ fn is_fraction(metric: &str) -> bool {
 }
 
 /// A metric's value as the tables show it.
-fn metric_text(metric: &str, v: f64) -> String {
+pub(crate) fn metric_text(metric: &str, v: f64) -> String {
     match metric {
         "trades" | "closed_trades" if v.is_finite() => format!("{v:.0}"),
         m if is_fraction(m) => pct(v),

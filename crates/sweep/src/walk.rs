@@ -200,6 +200,14 @@ impl WalkForwardReport {
         [Key, Time, Time, Time, Time, Key].into_iter().chain(params).chain([Float]).chain(metrics).collect()
     }
 
+    /// The test windows back to back (equity carried from one to the next, start = 1), at
+    /// their bars' times: the curve whose metrics are `overall`.
+    pub fn out_of_sample_curve(&self, data: &Ohlcv) -> (Vec<i64>, Vec<f64>) {
+        let tests: Vec<BacktestReport> = self.windows.iter().map(|r| r.test_report.clone()).collect();
+        let times = self.windows.iter().flat_map(|r| data.timestamps()[r.test.clone()].iter().copied()).collect();
+        (times, BacktestReport::chain(&tests).equity)
+    }
+
     /// The walk-forward's summary: its spec, data, ranking metric, windows and the test
     /// windows' metrics back to back.
     pub fn summary(&self, data: &Ohlcv, spec: &SweepSpec) -> Summary {

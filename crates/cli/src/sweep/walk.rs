@@ -18,7 +18,7 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
     let files =
         walk_forward_to_files(data, dispatcher, spec, ranking, out, &mut |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
-    let WalkForwardFiles { report, csv, summary: json, summary_path: summary } = files?;
+    let WalkForwardFiles { report, summary: json, summary_path: summary, .. } = files?;
     if let Some(path) = &args.report {
         let page = crate::pages::SweepPage {
             spec,
@@ -26,7 +26,10 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
             summary: &json,
             results: None,
             overfitting_plots: None,
-            walk_forward_csv: Some(csv),
+            out_of_sample: Some({
+                let (times, equity) = report.out_of_sample_curve(data);
+                threadx_report::OutOfSampleCurve { times, equity }
+            }),
         };
         crate::pages::write_sweep(&page, dispatcher, mode, path)?;
         outln!("wrote the report to {}", path.display());
