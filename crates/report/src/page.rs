@@ -189,6 +189,20 @@ pub(crate) fn pct(v: f64) -> String {
     if v.is_finite() { format!("{:.2} %", v * 100.0) } else { "-".into() }
 }
 
+/// Whether a metric is a fraction shown as a percentage.
+pub(crate) fn is_fraction(metric: &str) -> bool {
+    matches!(metric, "total_return" | "win_rate" | "max_drawdown" | "exposure")
+}
+
+/// A metric's value as the tables show it.
+pub(crate) fn metric_text(metric: &str, v: f64) -> String {
+    match metric {
+        "trades" | "closed_trades" if v.is_finite() => format!("{v:.0}"),
+        m if is_fraction(m) => pct(v),
+        _ => num(v, 4),
+    }
+}
+
 /// A number with `digits` decimals (`-` for no value).
 pub(crate) fn num(v: f64, digits: usize) -> String {
     if v.is_finite() { format!("{v:.digits$}") } else { "-".into() }

@@ -5,7 +5,7 @@
 
 use crate::backtest::BacktestRun;
 use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines};
-use crate::page::{Cell, Report, facts, figure, note, num, pct, table};
+use crate::page::{Cell, Report, facts, figure, is_fraction, metric_text, note, num, pct, table};
 use crate::walk::OutOfSampleCurve;
 use std::path::Path;
 use threadx_backtest::{Metrics, ParamCell, Strategy};
@@ -402,19 +402,5 @@ impl SweepRun<'_> {
         chart["step"] = serde_json::Value::Bool(true);
         let html = format!("{lines_html}{}", report.chart(&chart));
         report.section("search", "Search: the best so far", &html);
-    }
-}
-
-/// Whether a metric is a fraction shown as a percentage.
-fn is_fraction(metric: &str) -> bool {
-    matches!(metric, "total_return" | "win_rate" | "max_drawdown" | "exposure")
-}
-
-/// A metric's value as the tables show it.
-pub(crate) fn metric_text(metric: &str, v: f64) -> String {
-    match metric {
-        "trades" | "closed_trades" if v.is_finite() => format!("{v:.0}"),
-        m if is_fraction(m) => pct(v),
-        _ => num(v, 4),
     }
 }

@@ -3,8 +3,7 @@
 //! back to back, with their totals.
 
 use crate::charts::{Axis, Unit, bars, lines, thin};
-use crate::page::{Cell, Report, facts, note, num, pct, table};
-use crate::sweep::metric_text;
+use crate::page::{Cell, Report, facts, metric_text, note, num, pct, table};
 use threadx_backtest::Metrics;
 use threadx_sweep::{Summary, SweepSpec};
 
