@@ -74,6 +74,17 @@ fn the_summary_holds_the_statistics_and_the_terminal_says_them() {
     for plot in ["r-pbo.svg", "r-oos.svg"] {
         let svg = std::fs::read_to_string(dir.path().join(plot)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("rect"), "{plot}");
+        // The report's type sizes, and counts as whole numbers (`70`, not `70.0`).
+        let sizes: Vec<f64> =
+            svg.split("font-size=\"").skip(1).filter_map(|t| t.split('"').next()?.parse().ok()).collect();
+        assert!(!sizes.is_empty() && sizes.iter().all(|&px| px >= 13.0), "{plot}: font sizes {sizes:?}");
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>')?.1.split_once("</text>").map(|p| p.0))
+            .collect();
+        assert!(texts.iter().any(|t| t.trim().parse::<f64>().is_ok()), "{plot}: no tick labels in {texts:?}");
+        assert!(!texts.iter().any(|t| t.trim().ends_with(".0")), "{plot}: {texts:?}");
     }
     // The blocks CSV: 84 combos × 8 blocks, each block's rows summing to the combo's.
     let blocks = std::fs::read_to_string(dir.path().join("blocks.csv")).unwrap();

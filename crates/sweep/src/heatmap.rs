@@ -289,8 +289,10 @@ fn metric_label(metric: &str) -> String {
 
 /// A metric's colour scale over [lo, hi]: diverging (red below zero, white at zero, blue
 /// above: losses red, gains blue, readable without telling red from green) when the
-/// metric changes sign, else from white at the end nearest zero to blue (positive values)
-/// or red (negative ones); grey where there is no value.
+/// metric changes sign, each side spanning its own extreme so that the best cell is full
+/// blue and the worst full red however lopsided the range; else from white at the end
+/// nearest zero to blue (positive values) or red (negative ones); grey where there is no
+/// value.
 #[derive(Debug, Clone, Copy)]
 struct Scale {
     lo: f64,
@@ -310,7 +312,7 @@ impl Scale {
         let span = |a: f64, b: f64| if b > a { ((v - a) / (b - a)).clamp(0.0, 1.0) } else { 1.0 };
         // t in [0, 1]: 0 blue, 0.5 white, 1 red.
         let t = if self.diverging() {
-            0.5 + 0.5 * (v / lo.abs().max(hi)).clamp(-1.0, 1.0)
+            if v >= 0.0 { 0.5 + 0.5 * (v / hi).min(1.0) } else { 0.5 - 0.5 * (v / lo).min(1.0) }
         } else if lo >= 0.0 {
             0.5 + 0.5 * span(lo, hi)
         } else {

@@ -60,6 +60,10 @@ fn a_large_grid_has_readable_labels_a_zero_centred_scale_and_explained_grey_cell
     // Grey for the empty cell, white (the scale's middle) only near zero.
     assert!(svg.contains("fill=\"#C8C8C8\""), "no grey cell");
     assert!(svg.contains("fill=\"#F7F7F7\""), "no white: the scale is not centred on zero");
+    // Each side spans its own extreme: the best cell (2.0) full blue and the worst
+    // (−0.9986, half the size) full red, not the pale red of a symmetric scale.
+    assert!(svg.contains("fill=\"#31549B\""), "the best cell is not full blue");
+    assert!(svg.contains("fill=\"#B2182B\""), "the worst cell is not full red");
 }
 
 #[test]

@@ -41,6 +41,11 @@ fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
     }
 }
 
+/// The plots' tick labels and axis names in plotters' points (about 14 px): as large as the
+/// report's own charts' (the SVG is drawn at 960 px and shown about that wide).
+const LABELS: (&str, u32) = ("sans-serif", 17);
+const AXIS_NAMES: (&str, u32) = ("sans-serif", 18);
+
 /// The logits' histogram: bars at or below 0 (the IS best at or below the OOS median)
 /// drawn in red, above in blue.
 pub fn logit_histogram_svg(report: &PboReport, title: &str) -> Result<String, SweepError> {
@@ -64,6 +69,11 @@ pub fn logit_histogram_svg(report: &PboReport, title: &str) -> Result<String, Sw
             .configure_mesh()
             .x_desc("logit of the in-sample best's out-of-sample rank (≤ 0: at or below the median)")
             .y_desc("splits")
+            .label_style(LABELS)
+            .axis_desc_style(AXIS_NAMES)
+            .x_label_formatter(&|v| format!("{v:.2}"))
+            // Counts are whole: `1400`, not plotters' `1400.0`.
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()?;
         chart.draw_series(counts.iter().enumerate().map(|(i, &c)| {
             let x0 = lo + i as f64 * width;
@@ -94,6 +104,10 @@ pub fn oos_vs_is_svg(report: &PboReport, title: &str) -> Result<String, SweepErr
             .configure_mesh()
             .x_desc("in-sample Sharpe ratio of the split's best (per bar)")
             .y_desc("its out-of-sample Sharpe ratio (per bar)")
+            .label_style(LABELS)
+            .axis_desc_style(AXIS_NAMES)
+            .x_label_formatter(&|v| format!("{v:.3}"))
+            .y_label_formatter(&|v| format!("{v:.3}"))
             .draw()?;
         let points = report.is_sharpe.iter().zip(&report.oos_sharpe).filter(|(a, b)| a.is_finite() && b.is_finite());
         let mut number = itoa::Buffer::new();
@@ -119,7 +133,12 @@ pub fn oos_vs_is_svg(report: &PboReport, title: &str) -> Result<String, SweepErr
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OVERFIT.stroke_width(2)));
         }
         chart.draw_series(LineSeries::new([(x0, 0.0), (x1, 0.0)], BLACK.stroke_width(1)))?;
-        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        chart
+            .configure_series_labels()
+            .label_font(LABELS)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
         Ok(())
     })?;
     let group = format!("<g fill=\"{}\" fill-opacity=\"{DOT_OPACITY}\">\n{dots}</g>\n", hex(DOT));
