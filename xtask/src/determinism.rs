@@ -90,6 +90,7 @@ pub fn run(args: &[String]) -> Result<()> {
             shard: Shard::WHOLE,
             top: 1,
             by: "sharpe".into(),
+            minimize: false,
             constraints: Vec::new(),
             heatmap: None,
             overfitting_plots: None,

@@ -124,7 +124,6 @@ pub fn search_request(args: &SweepArgs, request: &mut SweepRequest) -> Result<()
             (args.seed.is_some(), "--seed"),
             (args.patience.is_some(), "--patience"),
             (args.target.is_some(), "--target"),
-            (args.minimize, "--minimize"),
             (args.search_plot.is_some(), "--search-plot"),
         ];
         if let Some((_, flag)) = flags.iter().find(|(given, _)| *given) {

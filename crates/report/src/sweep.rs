@@ -98,15 +98,19 @@ impl SweepRun<'_> {
     /// The ranking metric, and the constraints a combo kept to rank, with how many did.
     fn ranked_by(&self) -> String {
         let best = self.summary.best.as_ref();
+        let by = match best.and_then(|b| b.minimize) {
+            Some(true) => format!("{}, smallest first", self.by),
+            _ => self.by.to_owned(),
+        };
         let rules: Vec<&str> = best
             .and_then(|b| b.constraints.as_ref())
             .map(|a| a.iter().map(String::as_str).collect())
             .unwrap_or_default();
         match (rules.is_empty(), best.and_then(|b| b.passing), self.summary.combos.map(|c| c.rows)) {
             (false, Some(passing), Some(rows)) => {
-                format!("{}, among the {passing} of {rows} combos that keep {}", self.by, rules.join(" and "))
+                format!("{by}, among the {passing} of {rows} combos that keep {}", rules.join(" and "))
             }
-            _ => self.by.to_owned(),
+            _ => by,
         }
     }
 

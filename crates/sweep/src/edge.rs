@@ -66,6 +66,7 @@ pub fn best_of(strategy: &Strategy, axes: &[Vec<f64>], by: &str, rows: &[Row]) -
         edge: (!edges.is_empty()).then(|| edges.iter().map(GridEdge::summary).collect()),
         constraints: None,
         passing: None,
+        minimize: None,
     }
 }
 

@@ -24,7 +24,11 @@ pub struct Heatmap {
     best_over: Vec<String>,
     /// Axis positions of the combos offered (a grid's over `axes`).
     cursor: GridCursor,
+    /// Each cell's best (value × `sign`, combo): larger is better in this order.
     cells: Vec<(f64, u64)>,
+    /// −1 when the run ranks smallest first (`--minimize`), else 1: the cells keep and the
+    /// colours show the value times it, so the best is the largest and blue either way.
+    sign: f64,
 }
 
 impl Heatmap {
@@ -82,7 +86,24 @@ impl Heatmap {
             cells: vec![(f64::NAN, u64::MAX); axes[x].len() * axes[y].len()],
             x_values: axes[x].clone(),
             y_values: axes[y].clone(),
+            sign: 1.0,
         })
+    }
+
+    /// The heatmap of a run that ranks its metric smallest first when `minimize`.
+    pub fn minimizing(self, minimize: bool) -> Self {
+        Self { sign: if minimize { -1.0 } else { 1.0 }, ..self }
+    }
+
+    /// A kept value as the metric has it (−0 shown as 0).
+    fn shown(&self, kept: f64) -> f64 {
+        self.sign * kept + 0.0
+    }
+
+    /// Whether the metric has a better side here: a larger value's, or the smaller with
+    /// `--minimize`.
+    fn has_better(&self, metric: &str) -> bool {
+        self.sign < 0.0 || better_higher(metric)
     }
 
     /// Takes a row of combo number `row.combo` of the grid over the heatmap's axes.
@@ -90,7 +111,7 @@ impl Heatmap {
         let index = self.cursor.index(row.combo);
         let (i, j) = (index[self.x], index[self.y]);
         let cell = &mut self.cells[j * self.x_values.len() + i];
-        let key = (row.metrics.values()[self.by], row.combo);
+        let key = (self.sign * row.metrics.values()[self.by], row.combo);
         if rank(key, *cell).is_lt() {
             *cell = key;
         }
@@ -108,7 +129,7 @@ impl Heatmap {
         let Scale { lo, hi } = *scale;
         let style = ("sans-serif", 12).into_font().color(&BLACK);
         legend.draw(&Text::new(metric_label(metric), (10, 14), style.clone()))?;
-        if better_higher(metric) {
+        if self.has_better(metric) {
             legend.draw(&Text::new("better: blue", (10, 28), style.clone()))?;
         }
         let (top, bottom) = (56, 600);
@@ -120,7 +141,7 @@ impl Heatmap {
             let y1 = bottom - s * (bottom - top) / steps;
             legend.draw(&Rectangle::new([(10, y0), (40, y1)], scale.colour(v).filled()))?;
         }
-        let text = |v: f64| if v.is_finite() { format!("{v:.4}") } else { "-".into() };
+        let text = |v: f64| if v.is_finite() { format!("{:.4}", self.shown(v)) } else { "-".into() };
         let mut ticks = vec![(hi, top), (lo, bottom)];
         if scale.diverging() {
             ticks.push((0.0, at(0.0)));
@@ -143,7 +164,7 @@ impl Heatmap {
 
     /// The best value of cell (x position, y position); NaN where no combo had one.
     pub fn cell(&self, i: usize, j: usize) -> f64 {
-        self.cells[j * self.x_values.len() + i].0
+        self.shown(self.cells[j * self.x_values.len() + i].0)
     }
 
     /// The heatmap as an SVG document: labelled axes (every k-th value on large grids),
@@ -246,7 +267,7 @@ impl Heatmap {
             let what = match combo {
                 u64::MAX => "not run".to_owned(),
                 _ if value.is_nan() => format!("no value (combo {combo})"),
-                _ => format!("{value:.4} (combo {combo})"),
+                _ => format!("{:.4} (combo {combo})", self.shown(value)),
             };
             let _ = writeln!(
                 rects,
@@ -258,7 +279,7 @@ impl Heatmap {
                 markup(&py.format(self.y_values[j])),
             );
         }
-        let best = better_higher(metric).then(|| {
+        let best = self.has_better(metric).then(|| {
             (0..self.cells.len())
                 .filter(|&k| self.cells[k].1 != u64::MAX && self.cells[k].0.is_finite())
                 .min_by(|&a, &b| rank(self.cells[a], self.cells[b]))

@@ -30,11 +30,23 @@ pub struct Leaderboard {
     by: usize,
     k: usize,
     rows: Vec<Row>,
+    /// −1 to rank smallest first (`--minimize`; NaN still last), else 1.
+    sign: f64,
 }
 
 impl Leaderboard {
     pub fn new(by: &str, k: usize) -> Result<Self, SweepError> {
-        Ok(Self { by: metric_index(by)?, k, rows: Vec::with_capacity(k + 1) })
+        Ok(Self { by: metric_index(by)?, k, rows: Vec::with_capacity(k + 1), sign: 1.0 })
+    }
+
+    /// The same board ranking smallest first when `minimize`.
+    pub fn minimizing(self, minimize: bool) -> Self {
+        Self { sign: if minimize { -1.0 } else { 1.0 }, ..self }
+    }
+
+    /// Whether it ranks smallest first.
+    pub fn minimizes(&self) -> bool {
+        self.sign < 0.0
     }
 
     pub fn by(&self) -> &'static str {
@@ -42,7 +54,7 @@ impl Leaderboard {
     }
 
     fn key(&self, row: &Row) -> (f64, u64) {
-        (row.metrics.values()[self.by], row.combo)
+        (self.sign * row.metrics.values()[self.by], row.combo)
     }
 
     pub fn offer(&mut self, row: Row) {

@@ -53,16 +53,17 @@ pub fn merge(
         Some(_) if !is_special_file(out) => Some(by_combo(out, by)?),
         _ => None,
     };
-    let mut heatmap =
-        heatmap.filter(|_| symbols.is_none()).map(|h| h.heatmap(&spec, by).map(|m| (m, h.path.clone()))).transpose()?;
+    let (mut ranking, minimize) = shard_ranking(&summaries[0], by, top)?;
+    let mut heatmap = heatmap
+        .filter(|_| symbols.is_none())
+        .map(|h| h.heatmap(&spec, by, minimize).map(|m| (m, h.path.clone())))
+        .transpose()?;
     let kind = match (search, &symbols) {
         (Some(_), _) => ResultsKind::Trials,
         (None, Some(_)) => ResultsKind::Universe,
         (None, None) => ResultsKind::Grid,
     };
     let mut shard_rows = ShardRows::open(shards, strategy, kind, symbols.as_deref(), search.is_some())?;
-    // The shards' `--constraint`s rank the merged rows as they ranked each shard's.
-    let mut ranking = Ranking::new(by, top, shard_constraints(&summaries[0])?)?;
     let mut file = ResultsWriter::create(out, strategy, kind)?;
     let mut trials = Vec::new();
     while let Some((read, i, new_symbol)) = shard_rows.next()? {
@@ -141,10 +142,15 @@ pub fn merge(
     })
 }
 
-/// The constraints a shard's summary says ranked its rows (`best.constraints`).
-fn shard_constraints(summary: &Summary) -> Result<Vec<Constraint>, SweepError> {
-    let texts = summary.best.as_ref().and_then(|b| b.constraints.as_deref()).unwrap_or_default();
-    texts.iter().map(|t| t.parse()).collect()
+/// The merged rows' ranking by `by`, as a shard's summary says its rows were ranked: its
+/// `--constraint`s (`best.constraints`) and `--minimize` (`best.minimize`, which also picks
+/// the heatmap's best: returned beside it).
+fn shard_ranking(summary: &Summary, by: &str, top: usize) -> Result<(Ranking, bool), SweepError> {
+    let best = summary.best.as_ref();
+    let texts = best.and_then(|b| b.constraints.as_deref()).unwrap_or_default();
+    let constraints = texts.iter().map(|t| t.parse()).collect::<Result<Vec<Constraint>, SweepError>>()?;
+    let minimize = best.and_then(|b| b.minimize).unwrap_or(false);
+    Ok((Ranking::new(by, top, constraints, minimize)?, minimize))
 }
 
 /// A merged search's best trials by its objective (not the leaderboard's metric), and its

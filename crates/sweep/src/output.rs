@@ -258,8 +258,8 @@ struct Taken<'a> {
 
 impl<'a> Taken<'a> {
     fn new(sweep: &Sweep, opts: &OutputOptions, keep: KeepFn<'a>) -> Result<Self, SweepError> {
-        let heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(sweep.spec(), &opts.by)).transpose()?;
-        let ranking = Ranking::new(&opts.by, opts.top, opts.constraints.clone())?;
+        let heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(sweep.spec(), &opts.by, opts.minimize)).transpose()?;
+        let ranking = Ranking::new(&opts.by, opts.top, opts.constraints.clone(), opts.minimize)?;
         Ok(Self { ranking, heatmap, keep, rows: 0 })
     }
 
@@ -480,8 +480,10 @@ pub(crate) struct Ranking {
 }
 
 impl Ranking {
-    pub(crate) fn new(by: &str, top: usize, constraints: Vec<Constraint>) -> Result<Self, SweepError> {
-        Ok(Self { leaderboard: Leaderboard::new(by, top)?, constraints, passing: 0 })
+    /// The best `top` by `by`, smallest first when `minimize`, among the rows that keep
+    /// `constraints`.
+    pub(crate) fn new(by: &str, top: usize, constraints: Vec<Constraint>, minimize: bool) -> Result<Self, SweepError> {
+        Ok(Self { leaderboard: Leaderboard::new(by, top)?.minimizing(minimize), constraints, passing: 0 })
     }
 
     pub(crate) fn offer(&mut self, row: Row) {
@@ -506,6 +508,7 @@ impl Ranking {
     pub(crate) fn best(&self, spec: &SweepSpec) -> Best {
         let lb = &self.leaderboard;
         let mut best = crate::edge::best_of(spec.strategy(), spec.axes(), lb.by(), lb.rows());
+        best.minimize = lb.minimizes().then_some(true);
         if !self.constraints.is_empty() {
             best.constraints = Some(self.constraints.iter().map(ToString::to_string).collect());
             best.passing = Some(self.passing);

@@ -31,6 +31,8 @@ pub struct OutputOptions {
     pub top: usize,
     /// The metric that ranks combos (largest first).
     pub by: String,
+    /// Rank `by` smallest first instead (`--minimize` on a grid).
+    pub minimize: bool,
     /// Rules a combo must keep to rank (`--constraint`): every row is written, and only the
     /// combos that keep them all enter the best list.
     pub constraints: Vec<Constraint>,
@@ -55,10 +57,11 @@ pub struct HeatmapOptions {
 }
 
 impl HeatmapOptions {
-    /// The empty heatmap of `by` over this choice of axes of `spec`'s grid, or why the
-    /// choice cannot be drawn.
-    pub fn heatmap(&self, spec: &SweepSpec, by: &str) -> Result<Heatmap, SweepError> {
-        Heatmap::new(spec.strategy().clone(), spec.axes(), self.x.as_deref(), self.y.as_deref(), by)
+    /// The empty heatmap of `by` (its best the smallest when `minimize`) over this choice
+    /// of axes of `spec`'s grid, or why the choice cannot be drawn.
+    pub fn heatmap(&self, spec: &SweepSpec, by: &str, minimize: bool) -> Result<Heatmap, SweepError> {
+        Ok(Heatmap::new(spec.strategy().clone(), spec.axes(), self.x.as_deref(), self.y.as_deref(), by)?
+            .minimizing(minimize))
     }
 }
 

@@ -348,7 +348,7 @@ impl Batches<'_> {
 fn write_trials(session: &Session, opts: &OutputOptions, trials: &[RunTrial]) -> Result<Vec<Staged>, SweepError> {
     let (spec, book) = (session.spec(), session.sweep().book());
     let strategy = spec.strategy();
-    let mut heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(spec, &opts.by)).transpose()?;
+    let mut heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(spec, &opts.by, opts.minimize)).transpose()?;
     let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Trials)?;
     for &(trial, combo, metrics) in trials {
         let row = Row { combo, values: book.combo_values(combo), metrics };

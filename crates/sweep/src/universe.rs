@@ -123,6 +123,7 @@ impl SymbolRuns<'_> {
             shard: opts.shard,
             top: 1,
             by: opts.by.clone(),
+            minimize: opts.minimize,
             constraints: Vec::new(),
             heatmap: None,
             overfitting_plots: None,

@@ -52,6 +52,17 @@ impl SweepFlags {
         if spec.walk_forward().is_some() && !args.constraints.is_empty() {
             bail!("--constraint applies to a grid sweep or a search, not yet to --walk-forward");
         }
+        if args.minimize && spec.search().is_none() {
+            if spec.walk_forward().is_some() {
+                bail!("--minimize applies to a grid sweep or a search, not yet to --walk-forward");
+            }
+            if spec.overfitting().is_some() {
+                bail!(
+                    "--minimize with --overfitting: the statistics read a larger {by} as better (PBO ranks by the \
+                     Sharpe ratio, stability by the objective); rank with --by on a metric where larger is better"
+                );
+            }
+        }
         // --out's folder is made when missing (the default artifacts/sweep/ as any other).
         if let Some(folder) = args.out.parent().filter(|f| !f.as_os_str().is_empty() && !f.exists()) {
             std::fs::create_dir_all(folder).with_context(|| format!("creating --out's folder {}", folder.display()))?;
@@ -120,6 +131,8 @@ fn output_options(
         shard,
         top: args.top,
         by: by.to_owned(),
+        // A search's objective may minimise (its flag or its [search] table).
+        minimize: args.minimize || spec.search().is_some_and(|s| s.objective.minimize()),
         constraints,
         heatmap: heatmap.map(|path| HeatmapOptions { path, x: args.heatmap_x.clone(), y: args.heatmap_y.clone() }),
         overfitting_plots: crate::overfit::plots(spec, &args.out),
@@ -138,7 +151,7 @@ fn check_outputs(args: &SweepArgs, spec: &SweepSpec, opts: &mut OutputOptions) -
     }
     check_output(opts)?;
     if let Some(h) = &opts.heatmap {
-        match h.heatmap(spec, &opts.by) {
+        match h.heatmap(spec, &opts.by, opts.minimize) {
             // Asked for by name: the user must choose; the default one is left out.
             Err(e) if args.heatmap.is_some() || args.heatmap_x.is_some() || args.heatmap_y.is_some() => {
                 return Err(e.into());

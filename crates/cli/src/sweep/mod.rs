@@ -164,7 +164,8 @@ fn print_grid_run(
     report: &SweepReport,
     monitor_plot: Option<&Path>,
 ) -> Result<()> {
-    out!("{}", top_table(spec.strategy(), &report.best, by));
+    let ranked = if opts.minimize { format!("{by}, smallest first") } else { by.to_owned() };
+    out!("{}", top_table(spec.strategy(), &report.best, &ranked));
     if let Some(passing) = report.passing {
         let rules: Vec<String> = opts.constraints.iter().map(ToString::to_string).collect();
         outln!(
@@ -348,7 +349,11 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
     };
     match &report.across {
         Some(across) => out!("{}", universe::across_table(&report.strategy, across)),
-        None => out!("{}", top_table(&report.strategy, &report.best, &args.by)),
+        None => {
+            let minimize = report.summary.best.as_ref().and_then(|b| b.minimize).unwrap_or(false);
+            let ranked = if minimize { format!("{}, smallest first", args.by) } else { args.by.clone() };
+            out!("{}", top_table(&report.strategy, &report.best, &ranked));
+        }
     }
     outln!("merged {} shards, {} rows, into {}", args.shards.len(), report.rows, args.out.display());
     if let Some(across) = &report.across {

@@ -27,6 +27,9 @@ pub fn run(
     if !opts.constraints.is_empty() {
         bail!("--constraint applies to a grid sweep or a search of one data set, not yet to a universe");
     }
+    if opts.minimize {
+        bail!("--minimize applies to a grid sweep or a search of one data set, not yet to a universe");
+    }
     // The default heatmap is one symbol's picture: a universe has the by-combo table instead.
     opts.heatmap = None;
     let per_symbol = spec.sample().map_or(spec.grid_len(), |s| s.n);

@@ -29,6 +29,9 @@ pub struct Best {
     pub constraints: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passing: Option<u64>,
+    /// `true` when the rows rank smallest first (`--minimize`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimize: Option<bool>,
 }
 
 /// One combo's row: its number, parameters and metrics.

@@ -38,6 +38,7 @@ pub fn options(out: &Path) -> OutputOptions {
         shard: Shard::WHOLE,
         top: 5,
         by: "sharpe".into(),
+        minimize: false,
         constraints: Vec::new(),
         heatmap: None,
         overfitting_plots: None,

@@ -1,0 +1,95 @@
+//! `--minimize` on a grid: the best list is the smallest values of `--by` (read back from
+//! the results file), the summary says so, the heatmap's outlined best cell is the smallest
+//! and its colour scale keeps blue for the better side; shards merge to the same ranking;
+//! what it does not yet apply to is refused by name. Without it the summary has no
+//! `minimize` key (its bytes as before).
+
+mod common;
+
+use common::{SMALL, text, threadx};
+use std::path::Path;
+use threadx_sweep::Summary;
+
+/// [`SMALL`]'s grid into `out`, ranked by drawdown, with `more` flags.
+fn sweep(dir: &Path, out: &str, more: &[&str]) -> String {
+    let mut args = SMALL.to_vec();
+    args.extend(["--by", "max_drawdown", "--top", "5", "--out", out]);
+    args.extend(more);
+    let run = threadx(dir, &args);
+    assert!(run.status.success(), "{more:?}: {}", text(&run.stderr));
+    text(&run.stdout)
+}
+
+/// Every row's (combo, max_drawdown) from a results CSV.
+fn drawdowns(path: &Path) -> Vec<(u64, f64)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let (combo, dd) =
+        (header.iter().position(|h| *h == "combo").unwrap(), header.iter().position(|h| *h == "max_drawdown").unwrap());
+    lines
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            (cells[combo].parse().unwrap(), cells[dd].parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_grid_ranked_smallest_first_lists_the_smallest_and_outlines_them_on_the_heatmap() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let said = sweep(d, "min.csv", &["--minimize"]);
+    assert!(said.contains("top 5 by max_drawdown, smallest first:"), "{said}");
+    let summary = Summary::read(&d.join("min.json")).unwrap();
+    let best = summary.best.as_ref().unwrap();
+    assert_eq!(best.minimize, Some(true));
+    // The five smallest drawdowns (deepest), ties by the lower combo, from the rows.
+    let mut rows = drawdowns(&d.join("min.csv"));
+    rows.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let want: Vec<u64> = rows.iter().take(5).map(|r| r.0).collect();
+    assert_eq!(best.rows.iter().map(|r| r.combo).collect::<Vec<_>>(), want);
+    // The heatmap: its outlined cell holds the smallest value, and that cell is blue.
+    let svg = std::fs::read_to_string(d.join("min-heatmap.svg")).unwrap();
+    let outline = svg.split("<rect class=\"best\"").nth(1).expect("an outlined cell");
+    let at =
+        |rect: &str, key: &str| rect.split(&format!("{key}=\"")).nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let (x, y) = (at(outline, "x"), at(outline, "y"));
+    let cells: Vec<(&str, f64)> = svg
+        .split("<rect ")
+        .filter(|r| r.contains("<title>"))
+        .filter_map(|r| Some((r, r.split("max_drawdown ").nth(1)?.split(' ').next()?.parse().ok()?)))
+        .collect();
+    let (smallest, value) = cells.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    assert_eq!((at(smallest, "x"), at(smallest, "y")), (x, y), "the outline is not on the smallest cell");
+    assert!((value - rows[0].1).abs() < 1e-4, "{value} against {}", rows[0].1);
+    assert_eq!(at(smallest, "fill"), "#31549B", "the best cell is not full blue");
+    // Shards merged rank as the whole run did.
+    for i in ["0/2", "1/2"] {
+        sweep(d, &format!("s{}.csv", &i[..1]), &["--minimize", "--shard", i]);
+    }
+    let merged = threadx(d, &["merge", "s0.csv", "s1.csv", "--by", "max_drawdown", "--top", "5", "--out", "m.csv"]);
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    assert!(text(&merged.stdout).contains("smallest first"), "{}", text(&merged.stdout));
+    let merged = Summary::read(&d.join("m.json")).unwrap();
+    assert_eq!(merged.best.as_ref().unwrap().rows, best.rows);
+    // Without --minimize: largest first, and no `minimize` key at all.
+    sweep(d, "max.csv", &[]);
+    assert!(!std::fs::read_to_string(d.join("max.json")).unwrap().contains("minimize"));
+}
+
+#[test]
+fn minimize_is_refused_where_it_does_not_apply_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let fails = |more: &[&str]| {
+        let mut args = SMALL.to_vec();
+        args.extend(["--minimize", "--out", "r.csv"]);
+        args.extend(more);
+        let run = threadx(dir.path(), &args);
+        assert!(!run.status.success(), "{more:?}");
+        text(&run.stderr)
+    };
+    assert!(fails(&["--overfitting"]).contains("--minimize with --overfitting"));
+    assert!(fails(&["--walk-forward", "train=1000,test=500"]).contains("not yet to --walk-forward"));
+    assert!(!dir.path().join("r.csv").exists());
+}
