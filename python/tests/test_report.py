@@ -165,6 +165,12 @@ def test_the_main_jobs_sweep_report_with_overfitting(cli: Cli, browser: Browser)
         browser.screenshot_of(f"#{section}", artifacts() / "report" / f"sweep-{section}.png")
     cells = browser.evaluate("document.querySelectorAll('#heatmaps svg rect > title').length")
     assert cells >= 6 * 25, cells
+    # The pairs that matter most are open, the others one click away, widest spread first.
+    opened = browser.evaluate("Array.from(document.querySelectorAll('#heatmaps > div > figure.svg, #heatmaps figure.svg')).filter(f => !f.closest('details')).length")
+    spreads = browser.evaluate("Array.from(document.querySelectorAll('#heatmaps details summary')).map(s => parseFloat(s.textContent.split(' spreads ')[1]))")
+    assert opened == 2 and len(spreads) == 4 and spreads == sorted(spreads, reverse=True), (opened, spreads)
+    browser.evaluate("document.querySelector('#heatmaps details summary').click()")
+    assert browser.evaluate("document.querySelector('#heatmaps details').open") is True
     # The colours say which way is good: each heatmap's best cell is blue, its worst red
     # (or white, where every value is positive).
     extremes = browser.evaluate("""Array.from(document.querySelectorAll('#heatmaps svg')).map(svg => {

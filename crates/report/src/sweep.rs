@@ -5,7 +5,7 @@
 
 use crate::backtest::BacktestRun;
 use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines};
-use crate::page::{Cell, Report, facts, figure, is_fraction, metric_text, note, num, pct, table};
+use crate::page::{Cell, Report, escape, facts, figure, is_fraction, metric_text, note, num, pct, table};
 use crate::walk::OutOfSampleCurve;
 use std::path::Path;
 use threadx_backtest::{Metrics, ParamCell, Strategy};
@@ -207,6 +207,7 @@ impl SweepRun<'_> {
         let varying: Vec<usize> = (0..axes.len()).filter(|&i| axes[i].len() > 1).collect();
         let mut maps = Vec::new();
         let (mut cells, mut left_out) = (0, Vec::new());
+        let minimize = self.summary.best.as_ref().and_then(|b| b.minimize).unwrap_or(false);
         for (k, &x) in varying.iter().enumerate() {
             for &y in &varying[k + 1..] {
                 let (px, py) = (&strategy.schema()[x].name, &strategy.schema()[y].name);
@@ -216,7 +217,7 @@ impl SweepRun<'_> {
                     continue;
                 }
                 cells += n;
-                maps.push(Heatmap::new(strategy.clone(), axes, Some(px), Some(py), self.by)?);
+                maps.push(Heatmap::new(strategy.clone(), axes, Some(px), Some(py), self.by)?.minimizing(minimize));
             }
         }
         let by = metric_index(self.by)?;
@@ -239,10 +240,7 @@ impl SweepRun<'_> {
             values.push(row.metrics.values()[by]);
             Ok(())
         })?;
-        let mut html = String::new();
-        for map in &maps {
-            html.push_str(&figure(&map.to_svg()?, "Hover over a cell for its parameters, value and combo."));
-        }
+        let mut html = heatmap_figures(&mut maps, self.by)?;
         if maps.is_empty() {
             html.push_str(&note("Fewer than two parameters take several values: no heatmap."));
         }
@@ -407,4 +405,36 @@ impl SweepRun<'_> {
         let html = format!("{lines_html}{}", report.chart(&chart));
         report.section("search", "Search: the best so far", &html);
     }
+}
+
+/// Heatmaps a page shows open: the pairs whose cells spread most; the others are one click
+/// away, each under its name and spread.
+const OPEN_HEATMAPS: usize = 2;
+
+/// The heatmaps, the pairs that matter most first (the widest spread of their cells'
+/// values; ties keep the grid's order), the first [`OPEN_HEATMAPS`] open.
+fn heatmap_figures(maps: &mut [Heatmap], by: &str) -> Result<String, SweepError> {
+    maps.sort_by(|a, b| b.spread().total_cmp(&a.spread()));
+    let caption = "Hover over a cell for its parameters, value and combo.";
+    let mut html = String::new();
+    for (k, map) in maps.iter().enumerate() {
+        let svg = figure(&map.to_svg()?, caption);
+        if k < OPEN_HEATMAPS {
+            html.push_str(&svg);
+            continue;
+        }
+        let (x, y) = map.axes_names();
+        html.push_str(&format!(
+            "<details class=\"heatmap\"><summary>{} × {}: {by} spreads {} across its cells</summary>{svg}</details>\n",
+            escape(x),
+            escape(y),
+            num(map.spread(), 4)
+        ));
+    }
+    if maps.len() > OPEN_HEATMAPS {
+        html.push_str(&note(&format!(
+            "The {OPEN_HEATMAPS} pairs whose best values spread most are open; click a pair above to draw it."
+        )));
+    }
+    Ok(html)
 }

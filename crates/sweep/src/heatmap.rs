@@ -162,6 +162,20 @@ impl Heatmap {
         Ok(())
     }
 
+    /// How much the pair matters: the largest cell's value less the smallest's (0 without
+    /// two cells with values). The report opens the pairs that matter most.
+    pub fn spread(&self) -> f64 {
+        let finite = self.cells.iter().map(|c| c.0).filter(|v| v.is_finite());
+        let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        if hi > lo { hi - lo } else { 0.0 }
+    }
+
+    /// The names of its two parameters, x then y.
+    pub fn axes_names(&self) -> (&str, &str) {
+        let schema = self.strategy.schema();
+        (&schema[self.x].name, &schema[self.y].name)
+    }
+
     /// The best value of cell (x position, y position); NaN where no combo had one.
     pub fn cell(&self, i: usize, j: usize) -> f64 {
         self.shown(self.cells[j * self.x_values.len() + i].0)
