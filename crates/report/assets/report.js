@@ -32,6 +32,18 @@
     var yValue = function (u, v) { return fmt[spec.y.unit](v); };
     var series = [{ label: spec.x.label, value: xValue }];
     spec.series.forEach(function (s) {
+      // A marker series (a trade's entries, its exits) is dots at its values, no line.
+      if (s.marker) {
+        series.push({
+          label: s.label,
+          stroke: s.color,
+          width: 1,
+          paths: function () { return null; },
+          points: { show: true, size: 8, width: 1, stroke: s.color, fill: s.color },
+          value: yValue
+        });
+        return;
+      }
       series.push({
         label: s.label,
         stroke: s.color,

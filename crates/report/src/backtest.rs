@@ -3,12 +3,12 @@
 //! worst drawdowns, a rolling Sharpe ratio, the trades, the monthly returns and the
 //! distribution of trade returns.
 
-use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines, thin};
+use crate::charts::{Axis, Unit, bars, bins_for, histogram, line_with_markers, lines, thin};
 use crate::page::{Cell, Report, cards, facts, heat_style, note, num, pct, table};
 use crate::risk::{buy_and_hold, rolling_sharpe, rolling_window, worst_drawdowns};
 use chrono::{DateTime, Datelike};
 use std::time::Instant;
-use threadx_backtest::{BacktestError, BacktestReport, Costs, Strategy, backtest};
+use threadx_backtest::{BacktestError, BacktestReport, Costs, ExitReason, Strategy, backtest};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 
@@ -157,6 +157,7 @@ impl BacktestRun<'_> {
         }
         html.push_str(&cards(&figures));
         report.section("metrics", &format!("{prefix}Key metrics"), &html);
+        self.add_price(report, prefix);
         self.add_equity(report, prefix);
         self.add_drawdowns(report, prefix);
         self.add_rolling(report, prefix);
@@ -226,13 +227,7 @@ impl BacktestRun<'_> {
             })
             .collect();
         let keep = thin(equity, &drawdown);
-        let timed = self.report.bars_per_year.is_finite();
-        let (x, xs): (Axis, Vec<f64>) = if timed {
-            let times = self.data.timestamps();
-            (Axis::time("time (UTC)"), keep.iter().map(|&i| times[i] as f64 / 1000.0).collect())
-        } else {
-            (Axis::new("bar", Unit::Count), keep.iter().map(|&i| i as f64).collect())
-        };
+        let (x, xs) = self.x_axis(&keep);
         let pick = |values: &[f64]| keep.iter().map(|&i| values[i]).collect::<Vec<f64>>();
         let sync = Some("equity");
         let top = lines(
@@ -263,6 +258,52 @@ impl BacktestRun<'_> {
             )));
         }
         report.section("equity", &format!("{prefix}Equity and drawdown"), &html);
+    }
+
+    /// The closes with each trade's entry and exit as dots at its fill price, on the equity
+    /// charts' time axis (they zoom together). Every marked bar is drawn, however the
+    /// closes are thinned.
+    fn add_price(&self, report: &mut Report, prefix: &str) {
+        let close = self.data.close();
+        let trades = &self.report.trades[..self.report.trades.len().min(MAX_TRADES_SHOWN)];
+        let mut keep = thin(close, close);
+        keep.extend(trades.iter().flat_map(|t| [t.entry_bar, t.exit_bar]).filter(|&b| b < close.len()));
+        keep.sort_unstable();
+        keep.dedup();
+        let (mut entries, mut exits) = (vec![f64::NAN; close.len()], vec![f64::NAN; close.len()]);
+        for t in trades.iter().filter(|t| t.exit_bar < close.len()) {
+            entries[t.entry_bar] = t.entry_price;
+            // An open trade has no exit: its last bar is only where it was marked.
+            if t.reason != ExitReason::OpenAtEnd {
+                exits[t.exit_bar] = t.exit_price;
+            }
+        }
+        let (x, xs) = self.x_axis(&keep);
+        let pick = |values: &[f64]| keep.iter().map(|&i| values[i]).collect::<Vec<f64>>();
+        let chart = line_with_markers(
+            "Price and trades",
+            &x,
+            &Axis::new("price", Unit::Number),
+            &xs,
+            ("close", "#555555", pick(close)),
+            vec![("entry", "#31549B", pick(&entries)), ("exit", "#B2182B", pick(&exits))],
+            Some("equity"),
+        );
+        let mut html = report.chart(&chart);
+        if trades.len() < self.report.trades.len() {
+            html.push_str(&note(&format!("The first {MAX_TRADES_SHOWN} trades are marked.")));
+        }
+        report.section("price", &format!("{prefix}Price and trades"), &html);
+    }
+
+    /// The x axis of the bars `keep`: their times when the data has time, else bars.
+    fn x_axis(&self, keep: &[usize]) -> (Axis, Vec<f64>) {
+        if self.report.bars_per_year.is_finite() {
+            let times = self.data.timestamps();
+            (Axis::time("time (UTC)"), keep.iter().map(|&i| times[i] as f64 / 1000.0).collect())
+        } else {
+            (Axis::new("bar", Unit::Count), keep.iter().map(|&i| i as f64).collect())
+        }
     }
 
     /// The deepest drawdown periods: peak, valley, recovery, depth and length.
@@ -308,15 +349,8 @@ impl BacktestRun<'_> {
         }
         let sharpe = rolling_sharpe(&r.equity, window, r.bars_per_year);
         let keep = thin(&sharpe, &sharpe);
-        let timed = r.bars_per_year.is_finite();
-        let (x, xs): (Axis, Vec<f64>) = match timed {
-            true => {
-                let times = self.data.timestamps();
-                (Axis::time("time (UTC)"), keep.iter().map(|&i| times[i] as f64 / 1000.0).collect())
-            }
-            false => (Axis::new("bar", Unit::Count), keep.iter().map(|&i| i as f64).collect()),
-        };
-        let what = if timed { "annualised" } else { "per bar" };
+        let (x, xs) = self.x_axis(&keep);
+        let what = if r.bars_per_year.is_finite() { "annualised" } else { "per bar" };
         let chart = lines(
             &format!("Sharpe ratio over the last {window} bars ({what})"),
             &x,

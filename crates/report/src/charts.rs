@@ -128,6 +128,26 @@ pub(crate) fn lines(
     })
 }
 
+/// A line of `line` (label, colour, values) with `markers` over it: each a series drawn as
+/// dots at its values (NaN: none), such as a trade's entries and exits over the price.
+pub(crate) fn line_with_markers(
+    title: &str,
+    x: &Axis,
+    y: &Axis,
+    xs: &[f64],
+    line: (&str, &str, Vec<f64>),
+    markers: Vec<(&str, &str, Vec<f64>)>,
+    sync: Option<&str>,
+) -> Value {
+    let count = markers.len();
+    let series: Vec<(&str, &str, Vec<f64>)> = std::iter::once(line).chain(markers).collect();
+    let mut chart = lines(title, x, y, xs, &series, sync, 300);
+    for k in 0..count {
+        chart["series"][k + 1]["marker"] = Value::Bool(true);
+    }
+    chart
+}
+
 /// A histogram: bars of `counts` at bin centres `centres`.
 pub(crate) fn bars(title: &str, x: &Axis, y: &Axis, centres: &[f64], counts: &[f64], colour: &str) -> Value {
     json!({
