@@ -55,16 +55,23 @@ COMBINED = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES) + list(COMBINED))
-def test_simulate_equals_vectorbt(case: str) -> None:
+def case_inputs(case: str, bars: int, columns: int, seed: int) -> Tuple[pd.DataFrame, Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
+    """A case's bars, signals (long-only cases without the short ones), OHLC arguments
+    (stops inside the bar) and the options both engines take."""
     options, intrabar = {**CASES, **COMBINED}[case]
     options = dict(options)
     shorts = options.pop("shorts", False)
-    df = ohlc(3000, seed=1)
-    sig = signals(len(df), 6, seed=2)
+    df = ohlc(bars, seed=seed)
+    sig = signals(len(df), columns, seed=seed + 1)
     if not shorts:
         sig = {"entries": sig["entries"], "exits": sig["exits"]}
     prices: Dict[str, Any] = {"open": df["open"], "high": df["high"], "low": df["low"]} if intrabar else {}
+    return df, sig, prices, options
+
+
+@pytest.mark.parametrize("case", list(CASES) + list(COMBINED))
+def test_simulate_equals_vectorbt(case: str) -> None:
+    df, sig, prices, options = case_inputs(case, 3000, 6, seed=1)
     # vectorbt at its defaults: stops fill at their level without slippage ("stoplimit").
     pf = vbt.Portfolio.from_signals(df["close"], **sig, **prices, **options, fees=FEE, init_cash=100.0, freq="1h")
     got = threadx.simulate(df["close"], **sig, **prices, **options, fee=FEE, device="cpu")
@@ -84,14 +91,7 @@ def test_details_give_vectorbts_equity_and_trades_in_currency(case: str) -> None
     """``details=True`` with ``init_cash=100``: each column's equity is vectorbt's
     ``pf.value()`` and each trade's bars, side and profit are its trade records', within
     1e-9 relative; the metrics rows stay the same bytes as without details."""
-    options, intrabar = {**CASES, **COMBINED}[case]
-    options = dict(options)
-    shorts = options.pop("shorts", False)
-    df = ohlc(2000, seed=7)
-    sig = signals(len(df), 4, seed=8)
-    if not shorts:
-        sig = {"entries": sig["entries"], "exits": sig["exits"]}
-    prices: Dict[str, Any] = {"open": df["open"], "high": df["high"], "low": df["low"]} if intrabar else {}
+    df, sig, prices, options = case_inputs(case, 2000, 4, seed=7)
     pf = vbt.Portfolio.from_signals(df["close"], **sig, **prices, **options, fees=FEE, init_cash=100.0, freq="1h")
     got = threadx.simulate(df["close"], **sig, **prices, **options, fee=FEE, init_cash=100.0, details=True)
     plain = threadx.simulate(df["close"], **sig, **prices, **options, fee=FEE)
