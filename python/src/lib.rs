@@ -188,7 +188,7 @@ fn sweep<'py>(
     })?;
     out.set_item("rows", rows_table(&session, &rows, false)?)?;
     if let Some(o) = session.overfitting(&rows, &by).map_err(sweep_error)? {
-        out.set_item("overfitting", serde_json::to_string(&o.summary()).map_err(value)?)?;
+        out.set_item("overfitting", threadx_sweep::section_json(&o.summary()))?;
     }
     Ok(out)
 }

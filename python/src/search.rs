@@ -1,7 +1,7 @@
 //! `threadx.search`: a session's search, its trials as columns in evaluation order.
 
 use crate::bars::Bars;
-use crate::{detached, dispatcher, note, request, rows_table, sweep_error, value};
+use crate::{detached, dispatcher, note, request, rows_table, sweep_error};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use threadx_sweep::SweepError;
@@ -30,12 +30,12 @@ pub fn search<'py>(
     })?;
     let out = PyDict::new(py);
     if let Some(o) = overfitting {
-        out.set_item("overfitting", serde_json::to_string(&o.summary()).map_err(value)?)?;
+        out.set_item("overfitting", threadx_sweep::section_json(&o.summary()))?;
     }
     out.set_item("trials", rows_table(&session, &rows, true)?)?;
     let grid = session.spec().grid();
     let search = threadx_sweep::search_summary(&options, &report, session.spec().strategy(), |c| grid.values(c));
-    out.set_item("search_json", serde_json::to_string(&search).map_err(value)?)?;
+    out.set_item("search_json", threadx_sweep::section_json(&search))?;
     out.set_item("best", report.best)?;
     out.set_item("stop", report.stop.name())?;
     out.set_item("seconds", report.seconds)?;

@@ -86,7 +86,7 @@ pub use summary::{
     DataSummary, Edge, Identity, LogitQuantiles, Memory, OutOfSampleDsr, OverfittingShard, OverfittingSummary, Params,
     PlotChecksums, SCHEMA, SearchBest, SearchObjective, SearchOutcome, SearchSummary, SearchTimings, ShardSummary,
     SplitsSummary, Summary, SymbolSummary, Timings, TimingsSummary, TopCombo, TrialsSummary, UniverseIdentity,
-    UniverseSections, UniverseTimings, WholeGridSummary, WindowSummary, params_json,
+    UniverseSections, UniverseTimings, WholeGridSummary, WindowSummary, params_json, section_json,
 };
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
 pub use threadx_telemetry::available_memory;

@@ -164,6 +164,12 @@ impl Summary {
     }
 }
 
+/// A section of a summary as compact JSON with its keys sorted, as the summary holds it
+/// (what Python's frames carry in their `attrs`).
+pub fn section_json<T: Serialize>(section: &T) -> String {
+    serde_json::to_value(section).map_or_else(|_| "null".to_owned(), |v| v.to_string())
+}
+
 /// What identifies a run for resume and merge: its spec, its data (one data set's, or a
 /// universe's), the chunking and the shard count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
