@@ -221,7 +221,7 @@ impl Session {
             &best,
             options.objective.metric(),
         )
-        .map(Some)
+        .map(|o| Some(o.minimizing(options.objective.minimize())))
     }
 
     /// The rows of parameter sets (schema order), each value on the grid's axis for its

@@ -56,12 +56,6 @@ impl SweepFlags {
             if spec.walk_forward().is_some() {
                 bail!("--minimize applies to a grid sweep or a search, not yet to --walk-forward");
             }
-            if spec.overfitting().is_some() {
-                bail!(
-                    "--minimize with --overfitting: the statistics read a larger {by} as better (PBO ranks by the \
-                     Sharpe ratio, stability by the objective); rank with --by on a metric where larger is better"
-                );
-            }
         }
         // --out's folder is made when missing (the default artifacts/sweep/ as any other).
         if let Some(folder) = args.out.parent().filter(|f| !f.as_os_str().is_empty() && !f.exists()) {

@@ -121,6 +121,15 @@ impl Overfitting {
         Self::from_parts(Some(dispatcher), cuts, options, kept, top, bars, by, started)
     }
 
+    /// The same statistics of a run that ranked its objective smallest first when
+    /// `minimize`: its top combos read their neighbours that way round.
+    pub fn minimizing(mut self, minimize: bool) -> Self {
+        for t in &mut self.top {
+            t.minimize = minimize;
+        }
+        self
+    }
+
     /// The statistics from the blocks of every combo (`kept`, in combo order) and the top
     /// combos' details (`top` makes them, best first, beside CSCV: a device's waits hide
     /// their re-runs; their DSR and PSR are computed here). CSCV runs where `dispatcher`
@@ -321,6 +330,7 @@ pub(crate) fn top_combos(sweep: &Sweep, best: &[Row], by: &str) -> Result<Vec<To
                     values.iter().sum::<f64>() / values.len() as f64
                 },
                 neighbour_min: values.iter().copied().fold(f64::NAN, f64::min),
+                minimize: false,
             })
         })
         .collect()
@@ -362,7 +372,7 @@ pub(crate) fn write_files(
     if let Some(path) = &opts.blocks_out {
         staged.push(write_blocks_csv(path, &kept, cuts)?);
     }
-    let mut o = Overfitting::compute(sweep, dispatcher, cuts, options, kept, best, &opts.by)?;
+    let mut o = Overfitting::compute(sweep, dispatcher, cuts, options, kept, best, &opts.by)?.minimizing(opts.minimize);
     if let Some(plots) = &opts.overfitting_plots {
         write_plots(&mut o, plots, sweep.spec().strategy().name(), staged)?;
     }
@@ -395,7 +405,11 @@ mod tests {
     use crate::summary::TopCombo;
 
     fn shape(objective: f64, neighbour_mean: f64) -> &'static str {
-        let top = TopCombo {
+        top(objective, neighbour_mean, false).shape()
+    }
+
+    fn top(objective: f64, neighbour_mean: f64, minimize: bool) -> TopCombo {
+        TopCombo {
             combo: 0,
             params: crate::summary::Params::new(),
             sharpe: 0.0,
@@ -407,8 +421,22 @@ mod tests {
             neighbours: 2,
             neighbour_mean,
             neighbour_min: neighbour_mean,
-        };
-        top.shape()
+            minimize,
+        }
+    }
+
+    #[test]
+    fn ranked_smallest_first_a_plateau_is_neighbours_not_much_larger() {
+        // A drawdown minimised (the deepest first): neighbours at most half its size larger.
+        assert_eq!(top(-0.4, -0.4, true).shape(), "a plateau");
+        assert_eq!(top(-0.4, -0.2, true).shape(), "a plateau");
+        assert_eq!(top(-0.4, -0.1999, true).shape(), "a spike");
+        assert_eq!(top(2.0, 2.9, true).shape(), "a plateau");
+        assert_eq!(top(2.0, 3.1, true).shape(), "a spike");
+        // The same neighbours read the other way round when larger is better.
+        assert_eq!(top(2.0, 3.1, false).shape(), "a plateau");
+        assert_eq!(top(-0.4, -0.7, true).shape(), "a plateau");
+        assert_eq!(top(-0.4, -0.7, false).shape(), "a spike");
     }
 
     #[test]

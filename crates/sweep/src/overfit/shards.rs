@@ -41,7 +41,10 @@ pub(crate) fn write_shard_part(
         blocks: path.file_name().map(|n| n.to_string_lossy().into_owned()),
         combos: kept.combos.len() as u64,
         by: opts.by.clone(),
-        top: top_combos(sweep, best, &opts.by)?,
+        top: top_combos(sweep, best, &opts.by)?
+            .into_iter()
+            .map(|t| TopCombo { minimize: opts.minimize, ..t })
+            .collect(),
     })
 }
 
@@ -102,7 +105,8 @@ impl MergingBlocks {
             options: *options,
             cuts,
             bars,
-            best: Leaderboard::new(&by, keep.min(TOP))?,
+            // The shards' own ranking, smallest first where they minimised.
+            best: Leaderboard::new(&by, keep.min(TOP))?.minimizing(tops.first().is_some_and(|t: &TopCombo| t.minimize)),
             by,
             shards: open,
             tops,

@@ -283,18 +283,29 @@ pub struct TopCombo {
     pub neighbour_mean: f64,
     #[serde(deserialize_with = "null_as_nan")]
     pub neighbour_min: f64,
+    /// Whether the run ranked its objective smallest first (`--minimize`): then a smaller
+    /// neighbour is a better one. Absent when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub minimize: bool,
 }
 
 impl TopCombo {
     /// The objective's shape around the combo: "a plateau" when its grid neighbours' mean
-    /// falls below it by at most half its size (`mean ≥ objective − |objective| / 2`;
+    /// falls behind it by at most half its size (`mean ≥ objective − |objective| / 2`;
     /// larger is better for every ranking, a drawdown's shallower included, so this holds
-    /// for objectives of either sign, and equal neighbours are a plateau), else "a spike";
-    /// "no comparison" without them.
+    /// for objectives of either sign, and equal neighbours are a plateau; with
+    /// `--minimize`, `mean ≤ objective + |objective| / 2`), else "a spike"; "no
+    /// comparison" without them.
     pub fn shape(&self) -> &'static str {
+        let half = 0.5 * self.objective.abs();
+        let plateau = if self.minimize {
+            self.neighbour_mean <= self.objective + half
+        } else {
+            self.neighbour_mean >= self.objective - half
+        };
         if self.neighbours == 0 || self.neighbour_min.is_nan() || self.objective.is_nan() {
             "no comparison"
-        } else if self.neighbour_mean >= self.objective - 0.5 * self.objective.abs() {
+        } else if plateau {
             "a plateau"
         } else {
             "a spike"
