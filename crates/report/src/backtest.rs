@@ -117,7 +117,9 @@ impl BacktestRun<'_> {
     pub(crate) fn add_sections(&self, report: &mut Report, prefix: &str) {
         let r = self.report;
         let m = &r.metrics;
-        let d = self.derived();
+        // Holding the asset: the cards' benchmark and the equity chart's second line.
+        let hold = buy_and_hold(self.data.close());
+        let d = self.derived(&hold);
         let per_year = r.bars_per_year;
         let annual = |what: &str| {
             if per_year.is_finite() {
@@ -158,7 +160,7 @@ impl BacktestRun<'_> {
         html.push_str(&cards(&figures));
         report.section("metrics", &format!("{prefix}Key metrics"), &html);
         self.add_price(report, prefix);
-        self.add_equity(report, prefix);
+        self.add_equity(report, prefix, &hold);
         self.add_drawdowns(report, prefix);
         self.add_rolling(report, prefix);
         self.add_trades(report, prefix);
@@ -180,7 +182,7 @@ impl BacktestRun<'_> {
         report.section("trade-returns", &format!("{prefix}Distribution of trade returns"), &html);
     }
 
-    fn derived(&self) -> Derived {
+    fn derived(&self, hold: &[f64]) -> Derived {
         let r = self.report;
         let returns: Vec<f64> = r
             .equity
@@ -200,10 +202,9 @@ impl BacktestRun<'_> {
         let gains: f64 = trade_returns.clone().filter(|&x| x > 0.0).sum();
         let losses: f64 = -trade_returns.clone().filter(|&x| x < 0.0).sum::<f64>();
         let count = r.trades.len() as f64;
-        let hold = buy_and_hold(self.data.close());
         Derived {
             hold_return: hold.last().map_or(f64::NAN, |h| h - 1.0),
-            hold_drawdown: worst_drawdowns(&hold, 1).first().map_or(0.0, |p| p.depth),
+            hold_drawdown: worst_drawdowns(hold, 1).first().map_or(0.0, |p| p.depth),
             cagr,
             volatility: var.sqrt() * per_year.sqrt(),
             sortino: mean / downside * per_year.sqrt(),
@@ -216,7 +217,7 @@ impl BacktestRun<'_> {
         }
     }
 
-    fn add_equity(&self, report: &mut Report, prefix: &str) {
+    fn add_equity(&self, report: &mut Report, prefix: &str, hold: &[f64]) {
         let equity = &self.report.equity;
         let mut peak = f64::NEG_INFINITY;
         let drawdown: Vec<f64> = equity
@@ -235,7 +236,7 @@ impl BacktestRun<'_> {
             &x,
             &Axis::new("equity (start = 1)", Unit::Number),
             &xs,
-            &[("equity", "#31549B", pick(equity)), ("buy and hold", "#999999", pick(&buy_and_hold(self.data.close())))],
+            &[("equity", "#31549B", pick(equity)), ("buy and hold", "#999999", pick(hold))],
             sync,
             320,
         );

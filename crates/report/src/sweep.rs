@@ -9,7 +9,7 @@ use crate::page::{Cell, Report, escape, facts, figure, is_fraction, metric_text,
 use crate::walk::OutOfSampleCurve;
 use std::path::Path;
 use threadx_backtest::{Metrics, ParamCell, Strategy};
-use threadx_sweep::{Heatmap, Row, Summary, SweepError, SweepSpec, Verdict, for_each_result, metric_index};
+use threadx_sweep::{Best, Heatmap, Row, Summary, SweepError, SweepSpec, Verdict, for_each_result, metric_index};
 
 /// Heatmap cells a page holds at most, over all its heatmaps (each cell is an SVG
 /// rectangle with its hover text: about 100 bytes).
@@ -98,10 +98,7 @@ impl SweepRun<'_> {
     /// The ranking metric, and the constraints a combo kept to rank, with how many did.
     fn ranked_by(&self) -> String {
         let best = self.summary.best.as_ref();
-        let by = match best.and_then(|b| b.minimize) {
-            Some(true) => format!("{}, smallest first", self.by),
-            _ => self.by.to_owned(),
-        };
+        let by = best.map_or_else(|| self.by.to_owned(), Best::ranking);
         let rules: Vec<&str> = best
             .and_then(|b| b.constraints.as_ref())
             .map(|a| a.iter().map(String::as_str).collect())

@@ -91,8 +91,8 @@ pub(crate) fn below(rng: &mut SeededRng, n: u64) -> u64 {
     ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
 }
 
-/// One of `count` parts of a sweep (`--shard I/N`, `index` from 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One of `count` parts of a sweep (`--shard I/N`, `index` from 0); a summary's `shard`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Shard {
     pub index: u64,
     pub count: u64,

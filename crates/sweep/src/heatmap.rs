@@ -165,9 +165,14 @@ impl Heatmap {
     /// How much the pair matters: the largest cell's value less the smallest's (0 without
     /// two cells with values). The report opens the pairs that matter most.
     pub fn spread(&self) -> f64 {
-        let finite = self.cells.iter().map(|c| c.0).filter(|v| v.is_finite());
-        let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let (lo, hi) = self.kept_range();
         if hi > lo { hi - lo } else { 0.0 }
+    }
+
+    /// The least and greatest kept cell values (∞ and −∞ without any).
+    fn kept_range(&self) -> (f64, f64) {
+        let finite = self.cells.iter().map(|c| c.0).filter(|v| v.is_finite());
+        finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
     }
 
     /// The names of its two parameters, x then y.
@@ -189,8 +194,7 @@ impl Heatmap {
         let (px, py): (&ParamSpec, &ParamSpec) = (&schema[self.x], &schema[self.y]);
         let metric = Metrics::NAMES[self.by];
         let (nx, ny) = (self.x_values.len(), self.y_values.len());
-        let finite = self.cells.iter().map(|c| c.0).filter(|v| v.is_finite());
-        let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let (lo, hi) = self.kept_range();
         let scale = Scale { lo, hi };
         let title = if self.best_over.is_empty() {
             format!("{} {metric} by {} and {}", self.strategy, px.name, py.name)

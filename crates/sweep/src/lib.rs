@@ -84,9 +84,9 @@ pub use spec::{Sample, SweepSpec, WalkForward, WholeGrid, check_threads};
 pub use summary::{
     Annualisation, BalanceSummary, Best, BestRow, BlocksSummary, ByCombo, Chunks, ComboLine, Combos, DataIdentity,
     DataSummary, Edge, Identity, LogitQuantiles, Memory, OutOfSampleDsr, OverfittingShard, OverfittingSummary, Params,
-    PlotChecksums, SCHEMA, SearchBest, SearchObjective, SearchOutcome, SearchSummary, SearchTimings, ShardSummary,
-    SplitsSummary, Summary, SymbolSummary, Timings, TimingsSummary, TopCombo, TrialsSummary, UniverseIdentity,
-    UniverseSections, UniverseTimings, WholeGridSummary, WindowSummary, params_json, section_json,
+    PlotChecksums, SCHEMA, SearchBest, SearchObjective, SearchOutcome, SearchSummary, SearchTimings, SplitsSummary,
+    Summary, SymbolSummary, Timings, TimingsSummary, TopCombo, TrialsSummary, UniverseIdentity, UniverseSections,
+    UniverseTimings, WholeGridSummary, WindowSummary, params_json, section_json,
 };
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
 pub use threadx_telemetry::available_memory;

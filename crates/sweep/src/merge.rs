@@ -13,7 +13,7 @@ use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
 use crate::rows::Row;
 use crate::run_files::{HeatmapOptions, check_writable, commit_with_summary, summary_path};
 use crate::search::{Constraint, SearchOptions};
-use crate::summary::{Combos, Identity, ShardSummary, Summary, UniverseSections};
+use crate::summary::{Combos, Identity, Summary, UniverseSections};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs;
@@ -44,7 +44,8 @@ pub fn merge(
     let spec = SweepSpec::from_identity(&identity.spec)?;
     let strategy = spec.strategy();
     let bars = summaries[0].data.as_ref().map_or(0, |d| d.bars) as usize;
-    let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars)?;
+    let (mut ranking, minimize) = shard_ranking(&summaries[0], by, top)?;
+    let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars, minimize)?;
     // A search's shards hold trials (numbered in evaluation order) instead of combos.
     let search = spec.search();
     // A universe's rows go by symbol (in the order of its list), then combo.
@@ -53,7 +54,6 @@ pub fn merge(
         Some(_) if !is_special_file(out) => Some(by_combo(out, by)?),
         _ => None,
     };
-    let (mut ranking, minimize) = shard_ranking(&summaries[0], by, top)?;
     let mut heatmap = heatmap
         .filter(|_| symbols.is_none())
         .map(|h| h.heatmap(&spec, by, minimize).map(|m| (m, h.path.clone())))
@@ -112,7 +112,7 @@ pub fn merge(
     let mut summary = Summary {
         identity: Some(identity),
         merged_from: Some(shards.iter().map(|p| p.display().to_string()).collect()),
-        shard: Some(ShardSummary { index: 0, count: 1 }),
+        shard: Some(Shard::WHOLE),
         results: out.file_name().map(|n| n.to_string_lossy().into_owned()),
         combos: Some(Combos { rows, ..Combos::default() }),
         best: Some(ranking.best(&spec)),

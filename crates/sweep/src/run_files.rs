@@ -9,7 +9,7 @@ use crate::error::{SweepError, io_error};
 use crate::heatmap::Heatmap;
 use crate::search::Constraint;
 use crate::spec::{SweepSpec, fnv1a};
-use crate::summary::{Annualisation, DataIdentity, DataSummary, Identity, ShardSummary, Summary, WholeGridSummary};
+use crate::summary::{Annualisation, DataIdentity, DataSummary, Identity, Summary, WholeGridSummary};
 use serde_json::{Value, json};
 use std::fs;
 use std::io::Write;
@@ -114,7 +114,7 @@ pub(crate) fn summary_head(identity: Identity, spec: &SweepSpec, data: &Ohlcv, o
 /// The fields every run's summary opens with: the version, the shard and the results file.
 pub(crate) fn run_head(opts: &OutputOptions) -> Summary {
     Summary {
-        shard: Some(ShardSummary { index: opts.shard.index, count: opts.shard.count }),
+        shard: Some(opts.shard),
         results: opts.out.file_name().map(|n| n.to_string_lossy().into_owned()),
         ..Summary::new()
     }

@@ -377,13 +377,7 @@ fn search_object(
     let (strategy, book) = (session.spec().strategy(), session.sweep().book());
     let mut search = match report {
         Some(r) => search_summary(options, r, strategy, |c| book.combo_values(c)),
-        None => SearchSummary {
-            request: options.request(),
-            method: options.method.name().into(),
-            resumed_batches: None,
-            evaluations_per_s: None,
-            outcome: None,
-        },
+        None => requested(options),
     };
     let searched_s = phases.report().seconds("search");
     search.resumed_batches = Some(resumed as u64);
@@ -426,10 +420,6 @@ pub fn search_summary(
         .map(|(t, &v)| (t as u64, v))
         .collect();
     SearchSummary {
-        request: options.request(),
-        method: options.method.name().into(),
-        resumed_batches: None,
-        evaluations_per_s: None,
         outcome: Some(SearchOutcome {
             objective: SearchObjective {
                 by: options.objective.metric().to_owned(),
@@ -443,6 +433,18 @@ pub fn search_summary(
             search_s: None,
             search_share: None,
         }),
+        ..requested(options)
+    }
+}
+
+/// A search's section with its request alone (a shard's, before its pace is added).
+fn requested(options: &SearchOptions) -> SearchSummary {
+    SearchSummary {
+        request: options.request(),
+        method: options.method.name().into(),
+        resumed_batches: None,
+        evaluations_per_s: None,
+        outcome: None,
     }
 }
 

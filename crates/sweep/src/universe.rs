@@ -101,10 +101,8 @@ impl SymbolRuns<'_> {
         let plan = SweepPlan::new(spec, data.len(), self.dispatcher.policy()).map_err(of_symbol)?;
         // A finished symbol's summary names its data; the fingerprint is taken only then
         // (a symbol run now has its own summary hash it once).
-        let summary_path = out.with_extension("json");
-        let finished = fs::read_to_string(&summary_path)
+        let finished = Summary::read(&out.with_extension("json"))
             .ok()
-            .and_then(|text| Summary::parse(&text, &summary_path).ok())
             .filter(|s| out.exists() && s.identity == Some(identity(spec, plan.combos(), &data, opts.shard)));
         if let Some(summary) = finished {
             let total = summary.combos.and_then(|c| c.positions).unwrap_or(0);

@@ -22,7 +22,7 @@ use threadx_indicators::{MarketData, Ohlcv};
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_sweep::{
-    HeatmapOptions, OutputOptions, Session, Shard, SweepPlan, SweepReport, SweepSpec, checkpoint_dir, merge,
+    Best, HeatmapOptions, OutputOptions, Session, Shard, SweepPlan, SweepReport, SweepSpec, checkpoint_dir, merge,
     metric_index,
 };
 use threadx_telemetry::{
@@ -164,7 +164,7 @@ fn print_grid_run(
     report: &SweepReport,
     monitor_plot: Option<&Path>,
 ) -> Result<()> {
-    let ranked = if opts.minimize { format!("{by}, smallest first") } else { by.to_owned() };
+    let ranked = report.summary.best.as_ref().map_or_else(|| by.to_owned(), Best::ranking);
     out!("{}", top_table(spec.strategy(), &report.best, &ranked));
     if let Some(passing) = report.passing {
         let rules: Vec<String> = opts.constraints.iter().map(ToString::to_string).collect();
@@ -350,8 +350,7 @@ pub fn run_merge(args: &MergeArgs) -> Result<()> {
     match &report.across {
         Some(across) => out!("{}", universe::across_table(&report.strategy, across)),
         None => {
-            let minimize = report.summary.best.as_ref().and_then(|b| b.minimize).unwrap_or(false);
-            let ranked = if minimize { format!("{}, smallest first", args.by) } else { args.by.clone() };
+            let ranked = report.summary.best.as_ref().map_or_else(|| args.by.clone(), Best::ranking);
             out!("{}", top_table(&report.strategy, &report.best, &ranked));
         }
     }

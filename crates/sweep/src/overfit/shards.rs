@@ -75,12 +75,14 @@ pub(crate) struct MergingBlocks {
 
 impl MergingBlocks {
     /// The shards' blocks (`summaries` are theirs, in the same order), or `None` when
-    /// their spec asks for no statistics. `bars` is the data's length.
+    /// their spec asks for no statistics. `bars` is the data's length; `minimize`, whether
+    /// the shards ranked their objective smallest first.
     pub fn open(
         spec: &SweepSpec,
         shards: &[PathBuf],
         summaries: &[Summary],
         bars: usize,
+        minimize: bool,
     ) -> Result<Option<Self>, SweepError> {
         let Some(options) = spec.overfitting() else { return Ok(None) };
         let bad = |problem: String| SweepError::Merge(problem);
@@ -105,8 +107,7 @@ impl MergingBlocks {
             options: *options,
             cuts,
             bars,
-            // The shards' own ranking, smallest first where they minimised.
-            best: Leaderboard::new(&by, keep.min(TOP))?.minimizing(tops.first().is_some_and(|t: &TopCombo| t.minimize)),
+            best: Leaderboard::new(&by, keep.min(TOP))?.minimizing(minimize),
             by,
             shards: open,
             tops,

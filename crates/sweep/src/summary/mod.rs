@@ -15,6 +15,7 @@ pub use sections::{
     SplitsSummary, SymbolSummary, TopCombo, TrialsSummary, UniverseSections, WindowSummary, params_json,
 };
 
+use crate::combos::Shard;
 use crate::error::{SweepError, io_error};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,7 +45,7 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataSummary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<ShardSummary>,
+    pub shard: Option<Shard>,
     /// The results file's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<String>,
@@ -220,12 +221,6 @@ pub struct DataSummary {
     pub bars: u64,
     pub first: Option<String>,
     pub last: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardSummary {
-    pub index: u64,
-    pub count: u64,
 }
 
 /// The bars per year that annualised the figures, and why.

@@ -34,6 +34,17 @@ pub struct Best {
     pub minimize: Option<bool>,
 }
 
+impl Best {
+    /// What ranks the rows, as the terminal and the report say it: `sharpe`, or
+    /// `exposure, smallest first` with `--minimize`.
+    pub fn ranking(&self) -> String {
+        match self.minimize {
+            Some(true) => format!("{}, smallest first", self.by),
+            _ => self.by.clone(),
+        }
+    }
+}
+
 /// One combo's row: its number, parameters and metrics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BestRow {
