@@ -15,67 +15,6 @@
 // at the first close at or below its stop, at or above its take-profit, on an exit bit,
 // or after max_bars bars. No float is used.
 
-struct Params {
-    bars: u32,
-    // u32 words per bit row.
-    words: u32,
-    combos: u32,
-    // Index of this dispatch's first combo in plans/outcomes.
-    first: u32,
-    // Word index of the first exit row in `bits` (entry rows come first).
-    exit_rows: u32,
-    // This dispatch's stretch of bars: [start, until). start 0: runs begin at the plans.
-    until: u32,
-    // −ln(1 + fee) and ln(1 − fee), i64 in 2^-52 units.
-    log_buy: vec2<u32>,
-    log_sell: vec2<u32>,
-    start: u32,
-    // Blocks whose starts are recorded in `snaps` (0: none); block k starts at bar
-    // block_first + k · block_len (crates/backtest/src/blocks.rs).
-    blocks: u32,
-    // The entry bar's return and its square, 2^-64 units.
-    entry_ret: vec4<u32>,
-    entry_ret_sq: vec4<u32>,
-    block_first: u32,
-    block_len: u32,
-    // ln(1 − fee): an exit at a stop or take-profit pays no slippage (vectorbt's
-    // `stoplimit`); and where its terms differ from `sums[t]`'s, the index in `bar` of
-    // bar 0's (exit Σr, exit Σr²), two entries per bar (0: they do not differ).
-    log_sell_stop: vec2<u32>,
-    stop_sums: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-}
-
-struct Plan {
-    entry: u32,
-    exit: u32,
-    stop: u32,
-    warmup: u32,
-    // A level of `stops` like `stop`, exit at a close at or above it; NO_STOP: none.
-    take_profit: u32,
-    // Exit after this many bars in a trade; 0: no limit.
-    max_bars: u32,
-    // Short rows, short levels and the trail (ComboPlan in crates/backtest/src/book/mod.rs):
-    // books that use them run on the CPU, so the kernel never reads them.
-    short_entry: u32,
-    short_exit: u32,
-    short_stop: u32,
-    short_take_profit: u32,
-    trail: u32,
-    pad: u32,
-}
-
-// Prefix sums at one bar (see BarTables): held-bar returns, their squares, and the same
-// with the return of an exit at this bar.
-struct Sums {
-    ret: vec4<u32>,
-    ret_sq: vec4<u32>,
-    exit: vec4<u32>,
-    exit_sq: vec4<u32>,
-}
-
 // A combo's run: its totals so far (Totals in crates/backtest/src/fixed.rs; after the
 // last stretch, the combo's totals), then where it stands between stretches.
 struct Run {
@@ -119,7 +58,6 @@ struct Run {
 @group(0) @binding(8) var<storage, read_write> snaps: array<vec4<u32>>;
 
 const WORKGROUP: u32 = 64u;
-const NO_STOP: u32 = 0xffffffffu;
 
 // The bits of level `stop` of `stops` for a trade entered at bar `e` with close bits
 // `close`: 0 for NO_STOP or a level ≤ 0.

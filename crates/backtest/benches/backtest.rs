@@ -125,13 +125,16 @@ fn gpu(c: &mut Criterion) {
     let data = Ohlcv::load("synthetic").expect("synthetic data");
     let book = book(&data);
     let plans = plans(&book);
-    let gpu = GpuBacktester::new(ctx.clone(), &book, &BarTables::new(&book, FEE)).expect("the book fits the adapter");
+    let tables = BarTables::new(&book, FEE);
+    let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).expect("the book fits the adapter");
     let mut g = c.benchmark_group("bb_atr_gpu");
     g.sample_size(10).measurement_time(Duration::from_secs(5));
     for copies in [1usize, 10] {
         let many: Vec<ComboPlan> = plans.iter().copied().cycle().take(plans.len() * copies).collect();
         g.throughput(Throughput::Elements((book.bars() * many.len()) as u64));
-        g.bench_function(format!("{}_combos", many.len()), |b| b.iter(|| gpu.run(black_box(&many)).expect("GPU run")));
+        g.bench_function(format!("{}_combos", many.len()), |b| {
+            b.iter(|| gpu.run(&book, &tables, black_box(&many)).expect("GPU run"))
+        });
     }
     g.finish();
 }

@@ -1,7 +1,8 @@
-//! The whole-backtest WGSL kernel's host side: the signal book and its [`BarTables`] are
-//! uploaded once per [`GpuBacktester`], then each call uploads only the combos' plans and
-//! reads back only their integer [`Totals`] — the CPU's bits, turned into metrics by the
-//! same host function. Calls are cut into dispatches that fit the adapter's binding, grid
+//! The backtest kernels' host side: the signal book and its [`BarTables`] are uploaded
+//! once per [`GpuBacktester`], then each call uploads only the combos' plans and reads
+//! back only their integer [`Totals`] — the CPU's bits, turned into metrics by the same
+//! host function. A plain book ([`SignalBook::is_plain`]) runs the whole-backtest kernel
+//! (backtest.wgsl); any other, the market kernel (market.wgsl, [`crate::gpu_market`]). Calls are cut into dispatches that fit the adapter's binding, grid
 //! and per-dispatch work limits, and the bars into stretches of at most
 //! [`GpuContext::max_loop_steps`] (fewer when many combos share a dispatch), run one after another with each combo's state kept on the device;
 //! all are submitted before the first read-back, so the upload of one piece overlaps the
@@ -9,8 +10,10 @@
 
 use crate::bar_tables::BarTables;
 use crate::blocks::BlockCuts;
-use crate::book::{ComboPlan, SignalBook, Stop};
+use crate::book::{ComboPlan, SignalBook};
 use crate::fixed::Totals;
+use crate::gpu_market::{self, MarketRun};
+use crate::gpu_tables::{KernelTables, i64_words, u128_words};
 use crate::simulate::BatchTotals;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -20,18 +23,30 @@ pub(crate) const BACKTEST: Kernel = Kernel {
     name: "backtest",
     source: concat!(
         include_str!("../../../kernels-wgsl/exact.wgsl"),
+        include_str!("../../../kernels-wgsl/backtest_common.wgsl"),
         include_str!("../../../kernels-wgsl/backtest.wgsl")
     ),
     entry: "backtest",
+};
+
+pub(crate) const MARKET: Kernel = Kernel {
+    name: "market",
+    source: concat!(
+        include_str!("../../../kernels-wgsl/exact.wgsl"),
+        include_str!("../../../kernels-wgsl/float64.wgsl"),
+        include_str!("../../../kernels-wgsl/backtest_common.wgsl"),
+        include_str!("../../../kernels-wgsl/market.wgsl")
+    ),
+    entry: "market",
 };
 
 /// Bar·combos per dispatch at most, so that no single dispatch runs for long (drivers
 /// reset a GPU that does not answer for a couple of seconds).
 const MAX_WORK_PER_DISPATCH: u64 = 1 << 31;
 
-/// The f64 range in which the kernel's integer stop arithmetic sees only normal numbers
-/// (prices, ATR × multiplier); books outside it run on the CPU.
-const EXACT_RANGE: std::ops::RangeInclusive<f64> = 1e-270..=1e270;
+/// The same for the market kernel, whose bar costs tens of times a plain bar (its f64
+/// arithmetic is done in integers).
+const MAX_MARKET_WORK_PER_DISPATCH: u64 = 1 << 26;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -52,9 +67,12 @@ struct Params {
     block_len: u32,
     log_sell_stop: [u32; 2],
     stop_sums: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
+    fills: u32,
+    buy_factor: [u32; 2],
+    sell_factor: [u32; 2],
+    fee_up: [u32; 2],
+    fee_down: [u32; 2],
+    slip_down: [u32; 2],
 }
 
 /// A combo's run on the device (backtest.wgsl's `Run`): its totals, then the state the
@@ -74,6 +92,8 @@ struct Run {
 }
 
 impl Run {
+    const WORDS: usize = std::mem::size_of::<Run>() / 4;
+
     fn totals(&self) -> Totals {
         let i64_of = |w: [u32; 2]| (u64::from(w[0]) | u64::from(w[1]) << 32) as i64;
         Totals {
@@ -90,16 +110,8 @@ impl Run {
 }
 
 /// A u128 from its four u32 words, least significant first.
-fn u128_of(w: &[u32]) -> u128 {
+pub(crate) fn u128_of(w: &[u32]) -> u128 {
     w.iter().rev().fold(0u128, |acc, &x| acc << 32 | u128::from(x))
-}
-
-fn i64_words(x: i64) -> [u32; 2] {
-    [x as u32, (x as u64 >> 32) as u32]
-}
-
-fn u128_words(x: u128) -> [u32; 4] {
-    [x as u32, (x >> 32) as u32, (x >> 64) as u32, (x >> 96) as u32]
 }
 
 /// A signal book and its tables resident on one GPU, ready to run any of its combos.
@@ -111,6 +123,8 @@ pub struct GpuBacktester {
     shared: [wgpu::Buffer; 5],
     /// The blocks whose starts each run records, if any.
     blocks: Option<BlockCuts>,
+    /// The kernel the book runs on: backtest.wgsl's or market.wgsl's.
+    kernel: &'static Kernel,
 }
 
 impl std::fmt::Debug for GpuBacktester {
@@ -122,46 +136,6 @@ impl std::fmt::Debug for GpuBacktester {
     }
 }
 
-/// The stops' tables as the kernel reads them: every stop series (the book's, then the
-/// levels of its fraction stops, formed once per series and sign on the host as the CPU
-/// forms them) and each stop's entry. WGSL arrays cannot be empty: a book without stops
-/// gets one unused series and stop.
-fn stop_tables(book: &SignalBook) -> Result<(Vec<f64>, Vec<[u32; 4]>), GpuError> {
-    let mut atr: Vec<f64> = book.stop_rows().flatten().copied().collect();
-    let mut series_count = book.stop_rows().len() as u32;
-    // Fraction stops' levels, formed once per (series, sign).
-    let mut formed: std::collections::HashMap<(u32, u64), u32> = std::collections::HashMap::new();
-    let mut stops: Vec<[u32; 4]> = Vec::with_capacity(book.stops().len());
-    for (index, &stop) in book.stops().iter().enumerate() {
-        stops.push(match stop {
-            Stop::Distance { series, mult } => {
-                let [m0, m1] = i64_words(mult.to_bits() as i64);
-                [series, m0, m1, 0]
-            }
-            Stop::Level { series } => [series, 0, 0, 1],
-            // Trails only, whose books are declined above.
-            Stop::Scaled { .. } => return Err(GpuError::Unsupported("the kernel does not trail stops".into())),
-            Stop::Fraction { series, sign } => {
-                // The CPU's levels, formed on the host: a level series of their own.
-                let level_series = *formed.entry((series, sign.to_bits())).or_insert_with(|| {
-                    let rule = book.stop(index as u32).expect("a stop of the book");
-                    atr.extend(book.close().iter().enumerate().map(|(e, &c)| rule.level(e, c)));
-                    series_count += 1;
-                    series_count - 1
-                });
-                [level_series, 0, 0, 1]
-            }
-        });
-    }
-    if atr.is_empty() {
-        atr.push(0.0);
-    }
-    if stops.is_empty() {
-        stops.push([0; 4]);
-    }
-    Ok((atr, stops))
-}
-
 impl GpuBacktester {
     /// Uploads `book` and `tables` to `ctx` (the only upload of shared data). A book
     /// whose prices or stop distances leave [`EXACT_RANGE`] is
@@ -169,67 +143,28 @@ impl GpuBacktester {
     pub fn new(ctx: Arc<GpuContext>, book: &SignalBook, tables: &BarTables) -> Result<Self, GpuError> {
         let bars = u32::try_from(book.bars())
             .map_err(|_| GpuError::Unsupported(format!("{} bars exceed the GPU's u32 indices", book.bars())))?;
-        if !book.is_plain() {
-            return Err(GpuError::Unsupported(format!(
-                "the kernel does not trade {} yet",
-                book.market_features().join(", ")
-            )));
-        }
-        check_exact_range(book)?;
         // Tables of a bar each, formed on the host's pool (millions of bars on long data).
-        let bar: Vec<[u32; 4]> = book
-            .close()
-            .par_iter()
-            .zip(&tables.log)
-            .map(|(&c, &l)| {
-                let [c0, c1] = i64_words(c.to_bits() as i64);
-                let [l0, l1] = i64_words(l);
-                [c0, c1, l0, l1]
-            })
-            .collect();
-        let sums: Vec<[u32; 16]> = (0..book.bars())
-            .into_par_iter()
-            .map(|t| {
-                let mut s = [0u32; 16];
-                for (i, v) in [tables.ret_sum[t], tables.ret_sq_sum[t], tables.exit_sum[t], tables.exit_sq_sum[t]]
-                    .into_iter()
-                    .enumerate()
-                {
-                    s[i * 4..][..4].copy_from_slice(&u128_words(v));
-                }
-                s
-            })
-            .collect();
-        // Where an exit at a level pays other costs (slippage, and stops), its exit terms
-        // per bar follow the bars' own entries (one more binding would pass the 8 storage
-        // buffers every adapter allows).
-        let stop_sums = if tables.stop_exit_sum.is_empty() { 0 } else { bars };
-        let mut bar = bar;
-        if stop_sums != 0 {
-            bar.par_extend((0..book.bars()).into_par_iter().flat_map_iter(|t| {
-                let (exit1, exit2) = tables.exit_sums(t, true);
-                [u128_words(exit1), u128_words(exit2)]
-            }));
-        }
-        let mut bits: Vec<u64> = book.entry_rows().to_vec();
-        let exit_rows = u32::try_from(bits.len() * 2)
-            .map_err(|_| GpuError::Unsupported("the decision rows exceed the GPU's u32 indices".into()))?;
-        bits.extend_from_slice(book.exit_rows());
-        let (atr, stops) = stop_tables(book)?;
+        let (kernel, t) = if book.is_plain() {
+            (&BACKTEST, KernelTables::plain(book, tables)?)
+        } else {
+            (&MARKET, KernelTables::market(book, tables)?)
+        };
         let shared = [
-            ctx.storage_buffer("bars", &bar)?,
-            ctx.storage_buffer("sums", &sums)?,
-            ctx.storage_buffer::<u32>("decision bits", bytemuck::cast_slice(&bits))?,
-            ctx.storage_buffer::<u32>("stop series", bytemuck::cast_slice(&atr))?,
-            ctx.storage_buffer("stops", &stops)?,
+            ctx.storage_buffer("bars", &t.bars)?,
+            ctx.storage_buffer("sums", &t.sums)?,
+            ctx.storage_buffer::<u32>("decision bits", bytemuck::cast_slice(&t.bits))?,
+            ctx.storage_buffer::<u32>("stop series", bytemuck::cast_slice(&t.series))?,
+            ctx.storage_buffer("stops", &t.stops)?,
         ];
-        ctx.pipeline(&BACKTEST)?;
+        ctx.pipeline(kernel)?;
+        let fills = book.fills();
+        let factor = |x: f64| i64_words(x.to_bits() as i64);
         let params = Params {
             bars,
             words: (book.words() * 2) as u32,
             combos: 0,
             first: 0,
-            exit_rows,
+            exit_rows: t.exit_rows,
             until: 0,
             log_buy: i64_words(tables.log_buy),
             log_sell: i64_words(tables.log_sell),
@@ -240,12 +175,16 @@ impl GpuBacktester {
             block_first: tables.blocks().map_or(0, |b| b.dropped() as u32),
             block_len: tables.blocks().map_or(0, |b| b.bars() as u32),
             log_sell_stop: i64_words(tables.log_sell_stop),
-            stop_sums,
-            pad0: 0,
-            pad1: 0,
-            pad2: 0,
+            stop_sums: t.stop_sums,
+            fills: gpu_market::fill_bits(fills),
+            // market_position.rs's factors, formed as it forms them.
+            buy_factor: factor(1.0 + tables.buy),
+            sell_factor: factor(1.0 - tables.sell),
+            fee_up: factor(1.0 + tables.fee),
+            fee_down: factor(1.0 - tables.fee),
+            slip_down: factor(1.0 - tables.slippage),
         };
-        Ok(Self { ctx, params, shared, blocks: tables.blocks().copied() })
+        Ok(Self { ctx, params, shared, blocks: tables.blocks().copied(), kernel })
     }
 
     /// The GPU the book is resident on.
@@ -257,15 +196,24 @@ impl GpuBacktester {
     /// and at least `host_width` (what keeps every host thread busy with the call's rows),
     /// within what its largest buffer holds of their runs and block snapshots.
     pub fn dispatch_combos(&self, host_width: u64) -> u64 {
-        let per_combo =
-            (std::mem::size_of::<Run>() + 16 * self.blocks.as_ref().map_or(0, BlockCuts::snapshot_len)) as u64;
+        let per_combo = (4 * self.run_words() + 16 * self.blocks.as_ref().map_or(0, BlockCuts::snapshot_len)) as u64;
         self.ctx.parallelism().max(host_width).min(self.ctx.limits().max_buffer_size / per_combo).max(1)
     }
 
-    /// The totals of every plan, in order (and their blocks): the same bits as the CPU's.
-    pub fn run(&self, plans: &[ComboPlan]) -> Result<BatchTotals, GpuError> {
+    /// u32 words of one combo's run on the device.
+    fn run_words(&self) -> usize {
+        if self.is_market() { MarketRun::WORDS } else { Run::WORDS }
+    }
+
+    fn is_market(&self) -> bool {
+        std::ptr::eq(self.kernel, &MARKET)
+    }
+
+    /// The totals of every plan of `book` (the book this was made from, with its
+    /// `tables`), in order, and their blocks: the same bits as the CPU's.
+    pub fn run(&self, book: &SignalBook, tables: &BarTables, plans: &[ComboPlan]) -> Result<BatchTotals, GpuError> {
         let pending = self.submit(plans)?;
-        Ok(self.collect(pending, &|| true)?.unwrap_or_default())
+        Ok(self.collect(pending, (book, tables), &|| true)?.unwrap_or_default())
     }
 
     /// Uploads `plans`, submits their kernels and the copies of their totals, and returns
@@ -276,16 +224,18 @@ impl GpuBacktester {
         let max_binding = ctx.max_binding_bytes();
         // Block starts per combo, each Σr and Σr² as 4 words.
         let snaps_per_combo = self.blocks.as_ref().map_or(0, BlockCuts::snapshot_len);
-        let per_combo = std::mem::size_of::<Run>().max(16 * snaps_per_combo) as u64;
+        let run_words = self.run_words();
+        let per_combo = (4 * run_words).max(16 * snaps_per_combo) as u64;
         let per_piece = (max_binding / per_combo).max(1) as usize;
         let bars = self.params.bars;
-        let stretch = stretch_len(ctx.max_loop_steps(), plans.len().min(per_piece) as u64);
+        let max_work = if self.is_market() { MAX_MARKET_WORK_PER_DISPATCH } else { MAX_WORK_PER_DISPATCH };
+        let stretch = stretch_len(ctx.max_loop_steps(), plans.len().min(per_piece) as u64, max_work);
         let stretches = stretches(bars, stretch);
-        let per_dispatch = (MAX_WORK_PER_DISPATCH / u64::from(stretch)).clamp(1, u64::from(u32::MAX)) as usize;
+        let per_dispatch = (max_work / u64::from(stretch)).clamp(1, u64::from(u32::MAX)) as usize;
         let mut reads = Vec::new();
         for piece in plans.chunks(per_piece) {
             let plan_buffer = ctx.storage_buffer("plans", piece)?;
-            let out = ctx.output_buffer::<Run>("runs", piece.len())?;
+            let out = ctx.output_buffer::<u32>("runs", piece.len() * run_words)?;
             // WGSL arrays cannot be empty: one unused entry without blocks.
             let snaps = ctx.output_buffer::<[u32; 4]>("block starts", (piece.len() * snaps_per_combo).max(1))?;
             let firsts: Vec<usize> = (0..piece.len()).step_by(per_dispatch).collect();
@@ -310,31 +260,48 @@ impl GpuBacktester {
             let [a, b, c, d, e] = &self.shared;
             let bindings: Vec<[&wgpu::Buffer; 9]> =
                 uniforms.iter().map(|uniform| [a, b, c, d, e, &plan_buffer, &out, uniform, &snaps]).collect();
+            let kernel = self.kernel;
             let launches = steps
                 .iter()
                 .zip(&bindings)
                 .map(|(&(first, _), buffers)| {
-                    Ok(Dispatch { kernel: &BACKTEST, buffers, workgroups: ctx.grid(&BACKTEST, combos(first) as u64)? })
+                    Ok(Dispatch { kernel, buffers, workgroups: ctx.grid(kernel, combos(first) as u64)? })
                 })
                 .collect::<Result<Vec<_>, GpuError>>()?;
             // One submission per piece: its read-back can be left while its kernels run.
             let words = 4 * piece.len() * snaps_per_combo;
-            reads.push(ctx.dispatch_and_read_back(&launches, &out, piece.len(), Some((&snaps, words)))?);
+            reads.push(ctx.dispatch_and_read_back(&launches, &out, piece.len() * run_words, Some((&snaps, words)))?);
         }
-        Ok(PendingTotals { reads })
+        let plans = if self.is_market() { plans.to_vec() } else { Vec::new() };
+        Ok(PendingTotals { reads, plans })
     }
 
     /// Waits for a submitted run and returns its totals, in plan order, or `None` as soon
     /// as `wanted` says they are no longer needed (see [`GpuContext::finish_read_back`]).
-    pub fn collect(&self, pending: PendingTotals, wanted: &dyn Fn() -> bool) -> Result<Option<BatchTotals>, GpuError> {
+    /// `twin` is the book and tables this was made from: the CPU runs there any combo the
+    /// market kernel's arithmetic could not hold ([`gpu_market::redo_on_cpu`]).
+    pub fn collect(
+        &self,
+        pending: PendingTotals,
+        twin: (&SignalBook, &BarTables),
+        wanted: &dyn Fn() -> bool,
+    ) -> Result<Option<BatchTotals>, GpuError> {
         let mut batch = BatchTotals::default();
+        let mut out_of_range = Vec::new();
         for read in pending.reads {
-            let Some(read) = self.ctx.finish_read_back::<Run>(read, wanted)? else {
+            let Some(read) = self.ctx.finish_read_back::<u32>(read, wanted)? else {
                 return Ok(None);
             };
             // Decoded on the host's pool: a wide dispatch reads back hundreds of thousands.
             let first = batch.totals.len();
-            batch.totals.par_extend(read.items.par_iter().map(Run::totals));
+            if self.is_market() {
+                let runs: &[MarketRun] = bytemuck::cast_slice(&read.items);
+                batch.totals.par_extend(runs.par_iter().map(MarketRun::totals));
+                out_of_range.extend(runs.iter().enumerate().filter(|(_, r)| r.out_of_range()).map(|(i, _)| first + i));
+            } else {
+                let runs: &[Run] = bytemuck::cast_slice(&read.items);
+                batch.totals.par_extend(runs.par_iter().map(Run::totals));
+            }
             if let Some(cuts) = &self.blocks {
                 let (per, len) = (cuts.snapshot_len(), cuts.stats_len());
                 let snapshots: Vec<u128> = read.words.par_chunks_exact(4).map(u128_of).collect();
@@ -346,14 +313,17 @@ impl GpuBacktester {
                     .for_each(|((out, snaps), totals)| cuts.stats(snaps, totals, out));
             }
         }
+        gpu_market::redo_on_cpu(&mut batch, &out_of_range, &pending.plans, twin);
         Ok(Some(batch))
     }
 }
 
-/// Plans submitted by [`GpuBacktester::submit`], their totals not yet read back.
+/// Plans submitted by [`GpuBacktester::submit`], their totals not yet read back (and, for
+/// the market kernel, the plans, for any combo the CPU must run).
 #[derive(Debug)]
 pub struct PendingTotals {
-    reads: Vec<PendingRead<Run>>,
+    reads: Vec<PendingRead<u32>>,
+    plans: Vec<ComboPlan>,
 }
 
 /// Bars a stretch holds at least where the adapter allows it: fewer would mean thousands
@@ -363,10 +333,10 @@ const MIN_STRETCH: u32 = 1 << 12;
 /// The bars of one stretch for dispatches of `combos` combos on an adapter whose
 /// invocations may loop `loop_steps` times (every iteration of the kernel's loop advances
 /// at least one bar): as long as that allows while a dispatch stays within
-/// [`MAX_WORK_PER_DISPATCH`] bar·combos, and not under [`MIN_STRETCH`] (wider work is then
+/// `max_work` bar·combos, and not under [`MIN_STRETCH`] (wider work is then
 /// cut into several dispatches of combos instead).
-fn stretch_len(loop_steps: u32, combos: u64) -> u32 {
-    let by_work = MAX_WORK_PER_DISPATCH / combos.max(1);
+fn stretch_len(loop_steps: u32, combos: u64, max_work: u64) -> u32 {
+    let by_work = max_work / combos.max(1);
     by_work.clamp(u64::from(MIN_STRETCH.min(loop_steps)), u64::from(loop_steps)) as u32
 }
 
@@ -376,60 +346,8 @@ fn stretches(bars: u32, len: u32) -> Vec<std::ops::Range<u32>> {
     (0..bars.max(1)).step_by(len as usize).map(|start| start..bars.min(start.saturating_add(len))).collect()
 }
 
-/// Refuses books whose stop arithmetic would meet subnormal or infinite values: closes
-/// outside [`EXACT_RANGE`], or an ATR × multiplier product leaving it. (A level stop is
-/// compared as it is, with no arithmetic.)
-fn check_exact_range(book: &SignalBook) -> Result<(), GpuError> {
-    let outside = |what: &str, v: f64| {
-        GpuError::Unsupported(format!(
-            "{what} {v:e} is outside the range of the GPU's exact stop arithmetic ({:e} to {:e})",
-            EXACT_RANGE.start(),
-            EXACT_RANGE.end()
-        ))
-    };
-    let (lo, hi) = min_max(book.close().iter().copied());
-    for v in [lo, hi] {
-        if !EXACT_RANGE.contains(&v) {
-            return Err(outside("the price", v));
-        }
-    }
-    let distances: Vec<(u32, f64)> = book
-        .stops()
-        .iter()
-        .filter_map(|&stop| match stop {
-            Stop::Distance { series, mult } if mult > 0.0 => Some((series, mult)),
-            _ => None,
-        })
-        .collect();
-    if distances.is_empty() {
-        return Ok(());
-    }
-    let (m_lo, m_hi) = min_max(distances.iter().map(|&(_, m)| m));
-    if m_lo < f64::MIN_POSITIVE {
-        return Err(outside("the multiplier", m_lo));
-    }
-    let mut series: Vec<u32> = distances.iter().map(|&(s, _)| s).collect();
-    series.sort_unstable();
-    series.dedup();
-    let rows: Vec<&[f64]> = book.stop_rows().collect();
-    for row in series.into_iter().map(|s| rows[s as usize]) {
-        let (a_lo, a_hi) = min_max(row.iter().copied().filter(|&a| a > 0.0));
-        for product in [a_lo * m_lo, a_hi * m_hi] {
-            if product.is_finite() && !EXACT_RANGE.contains(&product) {
-                return Err(outside("the stop distance (ATR × atr_mult)", product));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The least and greatest of `values` (NaN skipped); (∞, −∞) when there are none.
-fn min_max(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
-}
-
-/// The kernel of this crate, for tests that compile it on every adapter.
-pub const KERNELS: [Kernel; 1] = [BACKTEST];
+/// The kernels of this crate, for tests that compile them on every adapter.
+pub const KERNELS: [Kernel; 2] = [BACKTEST, MARKET];
 
 #[cfg(test)]
 mod layout {
@@ -470,9 +388,12 @@ mod layout {
             ("block_len", offset_of!(Params, block_len)),
             ("log_sell_stop", offset_of!(Params, log_sell_stop)),
             ("stop_sums", offset_of!(Params, stop_sums)),
-            ("pad0", offset_of!(Params, pad0)),
-            ("pad1", offset_of!(Params, pad1)),
-            ("pad2", offset_of!(Params, pad2)),
+            ("fills", offset_of!(Params, fills)),
+            ("buy_factor", offset_of!(Params, buy_factor)),
+            ("sell_factor", offset_of!(Params, sell_factor)),
+            ("fee_up", offset_of!(Params, fee_up)),
+            ("fee_down", offset_of!(Params, fee_down)),
+            ("slip_down", offset_of!(Params, slip_down)),
         ]);
         assert_eq!(wgsl("Params"), (size_of::<Params>() as u32, params));
         let plan = members(&[
@@ -511,14 +432,14 @@ mod layout {
     fn a_stretch_is_as_long_as_the_adapter_and_the_work_bound_allow() {
         use threadx_dispatch::{HARDWARE_LOOP_STEPS, MAX_LOOP_STEPS};
         // lavapipe's loop bound holds at any width.
-        assert_eq!(stretch_len(MAX_LOOP_STEPS, 64), MAX_LOOP_STEPS);
-        assert_eq!(stretch_len(MAX_LOOP_STEPS, 8_192), MAX_LOOP_STEPS);
+        assert_eq!(stretch_len(MAX_LOOP_STEPS, 64, MAX_WORK_PER_DISPATCH), MAX_LOOP_STEPS);
+        assert_eq!(stretch_len(MAX_LOOP_STEPS, 8_192, MAX_WORK_PER_DISPATCH), MAX_LOOP_STEPS);
         // Hardware: 64 combos walk 2^20 bars a dispatch; 10,800 a dispatch of 2^31 bar·combos.
-        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 64), HARDWARE_LOOP_STEPS);
-        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 10_800), (MAX_WORK_PER_DISPATCH / 10_800) as u32);
+        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 64, MAX_WORK_PER_DISPATCH), HARDWARE_LOOP_STEPS);
+        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 10_800, MAX_WORK_PER_DISPATCH), (MAX_WORK_PER_DISPATCH / 10_800) as u32);
         // Very wide work keeps stretches of MIN_STRETCH and is cut by combos instead.
-        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 1 << 24), MIN_STRETCH);
-        assert_eq!(stretch_len(1_000, 1 << 24), 1_000);
+        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 1 << 24, MAX_WORK_PER_DISPATCH), MIN_STRETCH);
+        assert_eq!(stretch_len(1_000, 1 << 24, MAX_WORK_PER_DISPATCH), 1_000);
         assert_eq!(stretches(10, 4), [0..4, 4..8, 8..10]);
         assert_eq!(stretches(0, 4), vec![0..0; 1]);
         assert_eq!(

@@ -30,6 +30,8 @@ mod costs;
 mod error;
 mod fixed;
 mod gpu;
+mod gpu_market;
+mod gpu_tables;
 mod grid;
 mod market;
 mod market_long;
@@ -120,7 +122,7 @@ impl<'a> Backtester<'a> {
         dispatcher.run(
             &self.operation(plans.len()),
             || simulate_cpu(self.book, &self.tables, plans),
-            |_| self.on_gpu(dispatcher)?.run(plans),
+            |_| self.on_gpu(dispatcher)?.run(self.book, &self.tables, plans),
         )
     }
 

@@ -48,7 +48,7 @@ fn check(what: &str, book: &SignalBook, s: u32) {
     assert!(plain.blocks.is_empty());
     // Books the kernel does not trade run on the CPU only (tests/long_data.rs).
     for ctx in adapters().iter().filter(|_| book.is_plain()) {
-        let gpu = GpuBacktester::new(ctx.clone(), book, &tables).unwrap().run(&all_plans(book)).unwrap();
+        let gpu = GpuBacktester::new(ctx.clone(), book, &tables).unwrap().run(book, &tables, &all_plans(book)).unwrap();
         assert_eq!(gpu.totals, batch.totals, "{what} on {}", ctx.report().label());
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&gpu.blocks), bits(&batch.blocks), "{what} on {}", ctx.report().label());

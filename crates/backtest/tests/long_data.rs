@@ -27,7 +27,7 @@ fn assert_gpu_matches(what: &str, book: &SignalBook, tables: &BarTables, batch: 
     let plans = all_plans(book);
     let cpu = &batch.totals;
     for ctx in adapters() {
-        let run = GpuBacktester::new(ctx.clone(), book, tables).unwrap().run(&plans).unwrap();
+        let run = GpuBacktester::new(ctx.clone(), book, tables).unwrap().run(book, tables, &plans).unwrap();
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&run.blocks), bits(&batch.blocks), "{what} on {}: blocks differ", ctx.report().label());
         let gpu = run.totals;

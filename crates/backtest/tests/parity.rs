@@ -132,7 +132,7 @@ fn gpu_totals_are_the_cpus_bits_for_every_strategy_and_market() {
         let trades: u64 = cpu.iter().map(|t| u64::from(t.trades)).sum();
         assert!(trades > plans.len() as u64, "{source} {strategy}: the sweep trades ({trades} trades)");
         for ctx in adapters() {
-            let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&plans).unwrap().totals;
+            let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&book, &tables, &plans).unwrap().totals;
             let differ = cpu.iter().zip(&gpu).filter(|(c, g)| c != g).count();
             println!(
                 "{source} {strategy}: {} combos, {trades} trades on {}: {differ} differ",
@@ -157,10 +157,10 @@ fn gpu_results_do_not_depend_on_how_combos_are_cut() {
     let plans = all_plans(&book);
     for ctx in adapters() {
         let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap();
-        let whole = gpu.run(&plans).unwrap().totals;
+        let whole = gpu.run(&book, &tables, &plans).unwrap().totals;
         let mut pieces: Vec<Totals> = Vec::new();
         for chunk in plans.chunks(7) {
-            pieces.extend(gpu.run(chunk).unwrap().totals);
+            pieces.extend(gpu.run(&book, &tables, chunk).unwrap().totals);
         }
         assert_eq!(whole, pieces, "{}", ctx.report().label());
     }

@@ -524,7 +524,8 @@ impl Workload for SweepWork<'_> {
         match (lane, pending) {
             (_, SweepPending::Done(rows)) => Ok(Some(rows)),
             (SweepLane::Gpu(gpu), SweepPending::Gpu(combos, totals)) => {
-                Ok(gpu.collect(totals, wanted)?.map(|batch| self.rows_of_pieces(combos, batch)))
+                let twin = (&self.sweep.book, &self.sweep.tables);
+                Ok(gpu.collect(totals, twin, wanted)?.map(|batch| self.rows_of_pieces(combos, batch)))
             }
             (SweepLane::Cpu, SweepPending::Gpu(..)) => Err(WorkError::Failed("GPU totals on a CPU lane".into())),
         }

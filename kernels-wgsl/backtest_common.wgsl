@@ -1,0 +1,71 @@
+// What both backtest kernels (backtest.wgsl, market.wgsl) read: the dispatch's
+// parameters, a combo's plan and the tables' prefix sums at a bar (the host's Params,
+// ComboPlan and BarTables, crates/backtest/src/gpu.rs).
+
+const NO_STOP: u32 = 0xffffffffu;
+
+struct Params {
+    bars: u32,
+    // u32 words per bit row.
+    words: u32,
+    combos: u32,
+    // Index of this dispatch's first combo in plans/outcomes.
+    first: u32,
+    // Word index of the first exit row in `bits` (entry rows come first).
+    exit_rows: u32,
+    // This dispatch's stretch of bars: [start, until). start 0: runs begin at the plans.
+    until: u32,
+    // −ln(1 + fee) and ln(1 − fee), i64 in 2^-52 units.
+    log_buy: vec2<u32>,
+    log_sell: vec2<u32>,
+    start: u32,
+    // Blocks whose starts are recorded in `snaps` (0: none); block k starts at bar
+    // block_first + k · block_len (crates/backtest/src/blocks.rs).
+    blocks: u32,
+    // The entry bar's return and its square, 2^-64 units.
+    entry_ret: vec4<u32>,
+    entry_ret_sq: vec4<u32>,
+    block_first: u32,
+    block_len: u32,
+    // ln(1 − fee): an exit at a stop or take-profit pays no slippage (vectorbt's
+    // `stoplimit`); and where its terms differ from `sums[t]`'s, the index in `bar` of
+    // bar 0's (exit Σr, exit Σr²), two entries per bar (0: they do not differ).
+    log_sell_stop: vec2<u32>,
+    stop_sums: u32,
+    // The market kernel's: FILL_* bits, and the cost factors its f64 arithmetic uses
+    // (1 + h, 1 − g, 1 + fee, 1 − fee, 1 − slippage; crates/backtest/src/costs.rs).
+    fills: u32,
+    buy_factor: vec2<u32>,
+    sell_factor: vec2<u32>,
+    fee_up: vec2<u32>,
+    fee_down: vec2<u32>,
+    slip_down: vec2<u32>,
+}
+
+struct Plan {
+    entry: u32,
+    exit: u32,
+    stop: u32,
+    warmup: u32,
+    // A level of `stops` like `stop`, exit at a close at or above it; NO_STOP: none.
+    take_profit: u32,
+    // Exit after this many bars in a trade; 0: no limit.
+    max_bars: u32,
+    // Short rows, short levels and the trail (ComboPlan in crates/backtest/src/book/mod.rs):
+    // read by the market kernel only.
+    short_entry: u32,
+    short_exit: u32,
+    short_stop: u32,
+    short_take_profit: u32,
+    trail: u32,
+    pad: u32,
+}
+
+// Prefix sums at one bar (see BarTables): held-bar returns, their squares, and the same
+// with the return of an exit at this bar.
+struct Sums {
+    ret: vec4<u32>,
+    ret_sq: vec4<u32>,
+    exit: vec4<u32>,
+    exit_sq: vec4<u32>,
+}
