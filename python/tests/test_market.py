@@ -129,8 +129,9 @@ def test_a_frame_of_prices_is_the_same_as_its_columns() -> None:
 
 
 def test_the_cpu_and_the_gpu_give_the_same_bytes() -> None:
-    """Books the kernel does not trade (here: shorts) run on the CPU whatever is asked;
-    fraction stops and slippage, alone and together, run on the kernel with the CPU's bytes."""
+    """Fraction stops and slippage, alone and together, run on the whole-backtest kernel,
+    and shorts, a trailing stop and stops inside the bar on the market kernel, with the
+    CPU's bytes."""
     df = ohlc(2000, seed=5)
     sig = signals(len(df), 4, seed=6)
     for options in [
@@ -138,6 +139,8 @@ def test_the_cpu_and_the_gpu_give_the_same_bytes() -> None:
         {"slippage": 0.0005},
         {"sl_stop": 0.01, "tp_stop": 0.02, "slippage": 0.0005},
         {"short_entries": sig["short_entries"]},
+        {"short_entries": sig["short_entries"], "short_exits": sig["short_exits"], "sl_stop": 0.01,
+         "sl_trail": True, "open": df["open"], "high": df["high"], "low": df["low"], "slippage": 0.0005},
     ]:
         cpu = threadx.simulate(df["close"], sig["entries"], sig["exits"], **options, device="cpu")
         gpu = threadx.simulate(df["close"], sig["entries"], sig["exits"], **options, device="gpu")

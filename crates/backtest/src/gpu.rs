@@ -436,7 +436,10 @@ mod layout {
         assert_eq!(stretch_len(MAX_LOOP_STEPS, 8_192, MAX_WORK_PER_DISPATCH), MAX_LOOP_STEPS);
         // Hardware: 64 combos walk 2^20 bars a dispatch; 10,800 a dispatch of 2^31 bar·combos.
         assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 64, MAX_WORK_PER_DISPATCH), HARDWARE_LOOP_STEPS);
-        assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 10_800, MAX_WORK_PER_DISPATCH), (MAX_WORK_PER_DISPATCH / 10_800) as u32);
+        assert_eq!(
+            stretch_len(HARDWARE_LOOP_STEPS, 10_800, MAX_WORK_PER_DISPATCH),
+            (MAX_WORK_PER_DISPATCH / 10_800) as u32
+        );
         // Very wide work keeps stretches of MIN_STRETCH and is cut by combos instead.
         assert_eq!(stretch_len(HARDWARE_LOOP_STEPS, 1 << 24, MAX_WORK_PER_DISPATCH), MIN_STRETCH);
         assert_eq!(stretch_len(1_000, 1 << 24, MAX_WORK_PER_DISPATCH), 1_000);

@@ -137,7 +137,6 @@ pub(crate) fn u128_words(x: u128) -> [u32; 4] {
 /// (prices, ATR × multiplier); books outside it run on the CPU.
 const EXACT_RANGE: std::ops::RangeInclusive<f64> = 1e-270..=1e270;
 
-
 /// The stops' tables as the kernel reads them: every stop series (the book's, then the
 /// levels of its fraction stops, formed once per series and sign on the host as the CPU
 /// forms them) and each stop's entry. WGSL arrays cannot be empty: a book without stops
@@ -177,7 +176,6 @@ fn stop_tables(book: &SignalBook) -> Result<(Vec<f64>, Vec<[u32; 4]>), GpuError>
     }
     Ok((atr, stops))
 }
-
 
 /// Refuses books whose stop arithmetic would meet subnormal or infinite values: closes
 /// outside [`EXACT_RANGE`], or an ATR × multiplier product leaving it. (A level stop is
@@ -230,4 +228,3 @@ fn check_exact_range(book: &SignalBook) -> Result<(), GpuError> {
 fn min_max(values: impl Iterator<Item = f64>) -> (f64, f64) {
     values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
 }
-

@@ -11,9 +11,10 @@
 //! book and its costs), [`Totals`] (a combo's integer totals) and [`Metrics`], and
 //! [`Backtester`], which runs plans on the device the dispatcher picks. [`backtest`] runs
 //! one parameter set with its trades and equity. Plain books (long, filled at the close,
-//! stops on closes) run in the kernel and its CPU twin; books with shorts, trails,
-//! next-open fills or stops inside the bar run in the CPU's market simulation, which the
-//! GPU declines.
+//! stops on closes) run in the whole-backtest kernel and its CPU twin; books with shorts,
+//! trails, next-open fills or stops inside the bar run in the market simulation
+//! (`market.rs`) and its GPU twin, the market kernel (`gpu_market.rs`), whose exact f64
+//! arithmetic in integers gives the CPU's bits.
 //!
 //! Invariant: a combo's metrics are the same bytes on every device: decisions come from
 //! the book's f64 bits, totals are integers, and [`Totals::metrics`] is the one

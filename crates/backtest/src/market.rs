@@ -3,7 +3,8 @@
 //! and take-profits inside the bar. The rules are docs/strategies.md's "Trading like a
 //! market"; they are vectorbt's `Portfolio.from_signals` at its defaults where it has them.
 //!
-//! It runs on the CPU only (the GPU declines these books), bar by bar, equity in f64; its
+//! It is the reference of the GPU's market kernel (market.wgsl, which follows this loop
+//! bar for bar with the same f64 operations), bar by bar, equity in f64; its
 //! results are [`Totals`] like the kernel's, so every metric, block statistic and file
 //! downstream is made the one way. A held long bar's return is the close ratio of the
 //! book's tables, as in the plain simulation; every other bar's is E[t]/E[t−1] − 1 in f64,

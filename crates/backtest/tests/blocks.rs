@@ -46,8 +46,8 @@ fn check(what: &str, book: &SignalBook, s: u32) {
     let plain = simulate_cpu(book, &BarTables::new(book, COSTS), &all_plans(book));
     assert_eq!(plain.totals, batch.totals);
     assert!(plain.blocks.is_empty());
-    // Books the kernel does not trade run on the CPU only (tests/long_data.rs).
-    for ctx in adapters().iter().filter(|_| book.is_plain()) {
+    // Every device's bits: plain books on the whole-backtest kernel, others on the market kernel.
+    for ctx in adapters() {
         let gpu = GpuBacktester::new(ctx.clone(), book, &tables).unwrap().run(book, &tables, &all_plans(book)).unwrap();
         assert_eq!(gpu.totals, batch.totals, "{what} on {}", ctx.report().label());
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

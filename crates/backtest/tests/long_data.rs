@@ -3,7 +3,7 @@
 //! must give the CPU's totals bit for bit on every adapter at lengths around every bound
 //! (a bit-row word, a stretch, the driver's limit) and on two million bars for every
 //! built-in strategy and a rule file, with the block statistics recorded as well; with
-//! slippage and fraction stops too. Books it does not trade are declined and run on the CPU.
+//! slippage and fraction stops too; and the market kernel on two million bars of every market book.
 
 #![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
 
@@ -160,35 +160,58 @@ fn gpu_totals_with_slippage_and_fraction_stops_are_the_cpus_bits_on_two_million_
     }
 }
 
-/// A book the kernel does not trade (shorts, trails, next-open fills, stops inside the
-/// bar) is declined by every adapter with what it uses, and a run asked of the GPU gives
-/// the CPU's bytes, at two million bars.
+/// Market books (shorts and reversals, trails, next-open fills, stops inside the bar) run
+/// on the market kernel: every example rule file that uses them, and `simulate`'s signals
+/// with shorts, a trailing fraction stop and the bars' open, high and low, give the CPU's
+/// totals and blocks on every adapter at two million bars; a run asked of the GPU too.
 #[test]
-fn books_the_kernel_does_not_trade_are_declined_and_run_on_the_cpu_on_two_million_bars() {
+fn market_books_are_the_cpus_bits_on_two_million_bars() {
     let bars = 2_000_000;
     let data = Ohlcv::load(&format!("synthetic:bars={bars},seed=13")).unwrap();
     let example = |name: &str| format!("{}/../../examples/strategies/{name}.toml", env!("CARGO_MANIFEST_DIR"));
+    let costs = Costs { fee: 0.001, slippage: 0.0002 };
+    let blocks = Some(BlockCuts::new(bars, 16).unwrap());
     for (name, features) in [
         ("bb_long_short", "shorts"),
         ("trend_trail", "trailing stops, intrabar stops"),
         ("breakout_next_open", "shorts, next-open fills"),
+        ("macd_tp", ""),
     ] {
         let strategy = Strategy::load(&example(name)).unwrap();
         let axes: Vec<Vec<f64>> = strategy.schema().iter().map(|p| vec![p.default]).collect();
         let book = cpu_book(&data, strategy, &axes);
         assert_eq!(book.market_features().join(", "), features);
-        let costs = Costs { fee: 0.001, slippage: 0.0002 };
-        let tables = BarTables::new(&book, costs).with_blocks(Some(BlockCuts::new(bars, 16).unwrap()));
+        let tables = BarTables::new(&book, costs).with_blocks(blocks);
         let plans = all_plans(&book);
         let cpu = simulate_cpu(&book, &tables, &plans);
+        println!("{name}: {} combos, {} trades on {bars} bars", cpu.totals.len(), cpu.totals[0].trades);
         assert!(cpu.totals.iter().all(|t| t.trades > 1_000), "{name}: {:?}", cpu.totals);
-        for ctx in adapters() {
-            let declined = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap_err().to_string();
-            assert!(declined.contains(&format!("the kernel does not trade {features} yet")), "{declined}");
-        }
+        assert_gpu_matches(&format!("{name}, {bars} bars"), &book, &tables, &cpu);
         let dir = tempfile::tempdir().unwrap();
         let dispatcher = threadx_dispatch::testing::dispatcher_in(dir.path(), threadx_dispatch::DeviceMode::Gpu);
         let run = Backtester::with_tables(&book, &tables).run_batch(&dispatcher, &plans);
         assert_eq!(run.value, cpu, "{name}: the CPU's bytes");
+    }
+    // simulate(short_entries=, sl_stop=, sl_trail=True, open=, high=, low=), filled at the
+    // close and at the next open.
+    let columns = 3;
+    let mut rng = SeededRng::new(17);
+    let mut flags = |p: f64| Array2::from_shape_fn((bars, columns), |_| rng.uniform() < p);
+    let (entries, exits, short_entries, short_exits) = (flags(0.004), flags(0.002), flags(0.004), flags(0.002));
+    let sl = Array2::from_shape_fn((bars, 1), |(t, _)| [0.004, 0.01, f64::NAN, 0.02][t % 4]);
+    for fill in [threadx_backtest::Fill::Close, threadx_backtest::Fill::NextOpen] {
+        let signals = UserSignals {
+            short_entries: Some(short_entries.view()),
+            short_exits: Some(short_exits.view()),
+            sl_stop: Some(sl.broadcast((bars, columns)).unwrap()),
+            sl_trail: &[true],
+            fills: threadx_backtest::Fills { fill, intrabar: true },
+            ..UserSignals::long(entries.view(), exits.view())
+        };
+        let book = SignalBook::from_signals(&data, signals).unwrap();
+        let tables = BarTables::new(&book, costs).with_blocks(blocks);
+        let cpu = simulate_cpu(&book, &tables, &all_plans(&book));
+        assert!(cpu.totals.iter().all(|t| t.trades > 1_000), "{fill:?}: {:?}", cpu.totals);
+        assert_gpu_matches(&format!("simulate's signals, {fill:?}, {bars} bars"), &book, &tables, &cpu);
     }
 }

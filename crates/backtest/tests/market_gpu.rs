@@ -58,10 +58,11 @@ fn cpu_ops(a: f64, b: f64) -> ([u64; 4], u128, [u32; 2]) {
     } else {
         x.round() as i128
     };
-    ([(a + b).to_bits(), (a - b).to_bits(), (a * b).to_bits(), (a / b).to_bits()], units as u128, [
-        u32::from(a < b),
-        u32::from(a <= b),
-    ])
+    (
+        [(a + b).to_bits(), (a - b).to_bits(), (a * b).to_bits(), (a / b).to_bits()],
+        units as u128,
+        [u32::from(a < b), u32::from(a <= b)],
+    )
 }
 
 /// Whether the CPU's results of (a, b) all lie where float64.wgsl computes them: normal

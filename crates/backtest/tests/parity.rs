@@ -132,7 +132,8 @@ fn gpu_totals_are_the_cpus_bits_for_every_strategy_and_market() {
         let trades: u64 = cpu.iter().map(|t| u64::from(t.trades)).sum();
         assert!(trades > plans.len() as u64, "{source} {strategy}: the sweep trades ({trades} trades)");
         for ctx in adapters() {
-            let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&book, &tables, &plans).unwrap().totals;
+            let gpu =
+                GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&book, &tables, &plans).unwrap().totals;
             let differ = cpu.iter().zip(&gpu).filter(|(c, g)| c != g).count();
             println!(
                 "{source} {strategy}: {} combos, {trades} trades on {}: {differ} differ",

@@ -182,7 +182,11 @@ fn gpu_totals_of_rule_files_are_the_cpus_bits_on_every_adapter() {
             let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
             let cpu = simulate_cpu(&book, &tables, &plans).totals;
             for ctx in adapters() {
-                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&book, &tables, &plans).unwrap().totals;
+                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables)
+                    .unwrap()
+                    .run(&book, &tables, &plans)
+                    .unwrap()
+                    .totals;
                 println!("{source} {name}: {} combos on {}", plans.len(), ctx.report().label());
                 assert_eq!(cpu, gpu, "{source} {name} on {}", ctx.report().label());
             }

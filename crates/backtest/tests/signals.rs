@@ -127,7 +127,11 @@ fn gpu_totals_of_user_signals_are_the_cpus_bits() {
             let cpu = simulate_cpu(&book, &tables, &plans).totals;
             let trades: u32 = cpu.iter().map(|t| t.trades).sum();
             for ctx in adapters() {
-                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&book, &tables, &plans).unwrap().totals;
+                let gpu = GpuBacktester::new(ctx.clone(), &book, &tables)
+                    .unwrap()
+                    .run(&book, &tables, &plans)
+                    .unwrap()
+                    .totals;
                 println!(
                     "{source}, stops {}: {} columns, {trades} trades on {}",
                     levels.is_some(),
@@ -158,7 +162,10 @@ fn a_broadcast_stop_is_the_same_levels_in_every_column() {
         let plans: Vec<_> = (0..6).map(|c| book.combo_plan(c)).collect();
         let mut totals = simulate_cpu(&book, &tables, &plans).totals;
         for ctx in adapters() {
-            assert_eq!(GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&book, &tables, &plans).unwrap().totals, totals);
+            assert_eq!(
+                GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&book, &tables, &plans).unwrap().totals,
+                totals
+            );
         }
         totals.dedup();
         totals

@@ -82,7 +82,7 @@ fn trading(strategy: &Strategy) -> String {
     let stops = if fills.intrabar { "stops checked inside the bar" } else { "stops checked at the close" };
     let trail = if strategy.rule(RuleKind::Trail).is_some() { ", a trailing stop" } else { "" };
     let plain = !shorts && fills == Fills::default() && trail.is_empty();
-    let devices = if plain { "every device runs it" } else { "the CPU runs it (the GPU kernel declines it)" };
+    let devices = if plain { "every device runs it" } else { "every device runs it (on a GPU, the market kernel)" };
     format!("{sides}, {fill}, {stops}{trail}; {devices}")
 }
 
