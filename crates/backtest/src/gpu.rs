@@ -12,8 +12,8 @@ use crate::bar_tables::BarTables;
 use crate::blocks::BlockCuts;
 use crate::book::{ComboPlan, SignalBook};
 use crate::fixed::Totals;
-use crate::gpu_market::{self, MarketRun};
-use crate::gpu_tables::{KernelTables, i64_words, u128_words};
+use crate::gpu_market::{self, MARKET, MarketRun};
+use crate::gpu_tables::{KernelTables, i64_words, u128_of, u128_words};
 use crate::simulate::BatchTotals;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -27,17 +27,6 @@ pub(crate) const BACKTEST: Kernel = Kernel {
         include_str!("../../../kernels-wgsl/backtest.wgsl")
     ),
     entry: "backtest",
-};
-
-pub(crate) const MARKET: Kernel = Kernel {
-    name: "market",
-    source: concat!(
-        include_str!("../../../kernels-wgsl/exact.wgsl"),
-        include_str!("../../../kernels-wgsl/float64.wgsl"),
-        include_str!("../../../kernels-wgsl/backtest_common.wgsl"),
-        include_str!("../../../kernels-wgsl/market.wgsl")
-    ),
-    entry: "market",
 };
 
 /// Bar·combos per dispatch at most, so that no single dispatch runs for long (drivers
@@ -107,11 +96,6 @@ impl Run {
             held: self.held,
         }
     }
-}
-
-/// A u128 from its four u32 words, least significant first.
-pub(crate) fn u128_of(w: &[u32]) -> u128 {
-    w.iter().rev().fold(0u128, |acc, &x| acc << 32 | u128::from(x))
 }
 
 /// A signal book and its tables resident on one GPU, ready to run any of its combos.

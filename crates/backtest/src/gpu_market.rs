@@ -7,9 +7,22 @@ use crate::bar_tables::BarTables;
 use crate::book::{ComboPlan, SignalBook};
 use crate::costs::{Fill, Fills};
 use crate::fixed::Totals;
-use crate::gpu::u128_of;
+use crate::gpu_tables::u128_of;
 use crate::simulate::{BatchTotals, simulate_cpu};
 use crate::trade_parts::log_of;
+use threadx_dispatch::Kernel;
+
+/// The market kernel: market.wgsl after the integer and f64 arithmetic it stands on.
+pub(crate) const MARKET: Kernel = Kernel {
+    name: "market",
+    source: concat!(
+        include_str!("../../../kernels-wgsl/exact.wgsl"),
+        include_str!("../../../kernels-wgsl/float64.wgsl"),
+        include_str!("../../../kernels-wgsl/backtest_common.wgsl"),
+        include_str!("../../../kernels-wgsl/market.wgsl")
+    ),
+    entry: "market",
+};
 
 /// A combo's run on the device (market.wgsl's `MarketRun`).
 #[repr(C)]
@@ -90,7 +103,6 @@ pub(crate) fn redo_on_cpu(
 mod layout {
     //! The host's run and constants are the kernel's, byte for byte.
     use super::*;
-    use crate::gpu::MARKET;
     use std::mem::{offset_of, size_of};
     use threadx_dispatch::ShaderInfo;
 

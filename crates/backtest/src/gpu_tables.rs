@@ -125,6 +125,11 @@ impl KernelTables {
     }
 }
 
+/// A u128 from its four u32 words, least significant first.
+pub(crate) fn u128_of(w: &[u32]) -> u128 {
+    w.iter().rev().fold(0u128, |acc, &x| acc << 32 | u128::from(x))
+}
+
 pub(crate) fn i64_words(x: i64) -> [u32; 2] {
     [x as u32, (x as u64 >> 32) as u32]
 }

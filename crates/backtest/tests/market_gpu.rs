@@ -82,7 +82,7 @@ fn in_range(a: f64, b: f64) -> bool {
 fn pairs() -> Vec<(f64, f64)> {
     let mut rng = SeededRng::new(51);
     let mut pairs = Vec::new();
-    let signed = |rng: &mut SeededRng, v: f64| if rng.next_u64() % 2 == 0 { v } else { -v };
+    let signed = |rng: &mut SeededRng, v: f64| if rng.next_u64().is_multiple_of(2) { v } else { -v };
     // Prices, cash and returns as a simulation meets them.
     for _ in 0..20_000 {
         let (price, ratio) = ((1.0 + rng.uniform() * 1e5).round() / 100.0, rng.uniform() * 3.0);
