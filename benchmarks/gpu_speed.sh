@@ -9,7 +9,8 @@
 #   --quick  small sizes that run on lavapipe in CI time (what CI runs; the figures then say
 #            nothing of GPU speed, the byte comparisons still hold)
 # The full run (the default job; 2.9M combos x 960 bars; 10,800 and 108,000 combos x 1M
-# bars) ends within 10 minutes on an H100 machine. Nothing is written outside a scratch folder.
+# bars; issue #51's market-kernel sweeps of trend_trail and bb_long_short, 100,000 combos x
+# 1M bars each) ends within 10 minutes on an H100 machine, RUN_LIMIT=90. Nothing is written outside a scratch folder.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bash benchmarks/gpu_speed.sh BIN_DIR [--quick]" >&2; exit 2; }
 bin="$(cd "$1" && pwd)/threadx"
@@ -39,6 +40,8 @@ if $quick; then
     workloads=(
         "short grid|2000|--grid bb_period=10:30:10 --grid bb_std=1.5,2.5 --grid atr_period=7,14 --grid atr_mult=1:3:1|"
         "long data|100000|--grid bb_period=10,20 --grid bb_std=2 --grid atr_period=14 --grid atr_mult=1:3:1|"
+        "trend_trail (market kernel)|20000|--strategy $here/../examples/strategies/trend_trail.toml --grid fast=5,10 --grid slow=40,60 --grid trail_mult=2,3|"
+        "bb_long_short (market kernel)|20000|--strategy $here/../examples/strategies/bb_long_short.toml --grid bb_period=10,20 --grid bb_std=2 --grid atr_mult=1,2|"
     )
 else
     workloads=(
@@ -46,6 +49,8 @@ else
         "2.9M combos x 960 bars|960|--grid bb_period=5:104:1 --grid bb_std=1:3:0.1 --grid atr_period=5:34:1 --grid atr_mult=1:5.5:0.1|big"
         "10,800 combos x 1M bars|1000000|--grid bb_period=10:105:5 --grid bb_std=1:3:0.25 --grid atr_period=5:30:5 --grid atr_mult=0.5:5:0.5|large"
         "108,000 combos x 1M bars|1000000|--grid bb_period=10:105:5 --grid bb_std=1:3:0.25 --grid atr_period=5:30:5 --grid atr_mult=0.1:10:0.1|xl"
+        "trend_trail 100,000 x 1M (market kernel)|1000000|--strategy $here/../examples/strategies/trend_trail.toml --grid fast=1:50:1 --grid slow=60:255:5 --grid trail_mult=0.2:10:0.2|"
+        "bb_long_short 100,000 x 1M (market kernel)|1000000|--strategy $here/../examples/strategies/bb_long_short.toml --grid bb_period=10:59:1 --grid bb_std=1:2.95:0.05 --grid atr_mult=0.2:10:0.2|"
     )
 fi
 
