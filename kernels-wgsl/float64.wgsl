@@ -133,20 +133,37 @@ fn f64_mul(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
     return f64_round(mul53(significand(a), significand(b)), scale, negative);
 }
 
-// One step of the restoring division: (remainder, quotient) → the next quotient bit.
-fn div_step(s: vec4<u32>, divisor: vec2<u32>) -> vec4<u32> {
-    var r = s.xy;
-    var q = vec2<u32>(s.z << 1u, (s.w << 1u) | (s.z >> 31u));
-    if (le_u64(divisor, r)) {
-        r = sub64(r, divisor);
-        q.x |= 1u;
+// The next `bits` quotient bits of r / d for r < d < 2^53: (digit, new remainder), that
+// is ⌊r · 2^bits / d⌋ and r · 2^bits − digit · d. The digit is estimated in f32 from the
+// reciprocal `inv` ≈ 1/d (off by less than one for bits ≤ 19) and made exact by comparing
+// the remainder with 0 and d, twice each way.
+fn div_digits(r: vec2<u32>, d: vec2<u32>, inv: f32, bits: u32) -> vec3<u32> {
+    let estimate = (f32(r.y) * 4294967296.0 + f32(r.x)) * inv * f32(1u << bits);
+    var digit = u32(max(estimate, 0.0));
+    // r · 2^bits − digit · d, as a 128-bit two's complement integer.
+    let low = mul32(digit, d.x);
+    let high = mul32(digit, d.y);
+    let product = add128(vec4<u32>(low, 0u, 0u), vec4<u32>(0u, high, 0u));
+    var rest = sub128(shl128(vec4<u32>(r, 0u, 0u), bits), product);
+    let divisor = vec4<u32>(d, 0u, 0u);
+    // Written out, not looped (see the top of this file).
+    if ((rest.w >> 31u) == 1u) {
+        rest = add128(rest, divisor);
+        digit -= 1u;
     }
-    return vec4<u32>(r.x << 1u, (r.y << 1u) | (r.x >> 31u), q);
-}
-
-fn div_step8(s: vec4<u32>, divisor: vec2<u32>) -> vec4<u32> {
-    return div_step(div_step(div_step(div_step(div_step(div_step(div_step(div_step(s, divisor), divisor),
-        divisor), divisor), divisor), divisor), divisor), divisor);
+    if ((rest.w >> 31u) == 1u) {
+        rest = add128(rest, divisor);
+        digit -= 1u;
+    }
+    if (!lt_u128(rest, divisor)) {
+        rest = sub128(rest, divisor);
+        digit += 1u;
+    }
+    if (!lt_u128(rest, divisor)) {
+        rest = sub128(rest, divisor);
+        digit += 1u;
+    }
+    return vec3<u32>(digit, rest.xy);
 }
 
 // RN(a / b); b = 0 flags.
@@ -161,16 +178,25 @@ fn f64_div(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
     if (f64_is_zero(a)) {
         return vec2<u32>(0u, select(0u, 0x80000000u, negative));
     }
-    let divisor = significand(b);
-    // 56 quotient bits of significand(a) / significand(b), the first of weight 1, and
-    // the remainder (shifted once more): q = ⌊a/b · 2^55⌋ over the significands.
-    var s = vec4<u32>(significand(a), 0u, 0u);
-    s = div_step8(div_step8(div_step8(div_step8(div_step8(div_step8(div_step8(s, divisor), divisor),
-        divisor), divisor), divisor), divisor), divisor);
-    // Two quotient bits per unit of q, the lower one sticky (the remainder's sign of life).
-    let sticky = select(0u, 1u, (s.x | s.y) != 0u);
-    let q = vec4<u32>((s.z << 1u) | sticky, (s.w << 1u) | (s.z >> 31u), s.w >> 31u, 0u);
-    return f64_round(q, i32(biased_exponent(a)) - i32(biased_exponent(b)) - 56, negative);
+    let d = significand(b);
+    let inv = 1.0 / (f32(d.y) * 4294967296.0 + f32(d.x));
+    // q = ⌊significand(a) · 2^55 / d⌋ (56 bits, the first of weight 1): its leading bit,
+    // then 19 + 18 + 18 bits, and the remainder.
+    var r = significand(a);
+    let first = select(0u, 1u, le_u64(d, r));
+    if (first == 1u) {
+        r = sub64(r, d);
+    }
+    let d1 = div_digits(r, d, inv, 19u);
+    let d2 = div_digits(d1.yz, d, inv, 18u);
+    let d3 = div_digits(d2.yz, d, inv, 18u);
+    // q = first · 2^55 + d1 · 2^36 + d2 · 2^18 + d3, then one more bit, sticky: the
+    // remainder's sign of life.
+    let q = add128(add128(shl128(vec4<u32>(first, 0u, 0u, 0u), 55u), shl128(vec4<u32>(d1.x, 0u, 0u, 0u), 36u)),
+        vec4<u32>(d3.x | (d2.x << 18u), d2.x >> 14u, 0u, 0u));
+    let sticky = select(0u, 1u, (d3.y | d3.z) != 0u);
+    let x = add128(shl128(q, 1u), vec4<u32>(sticky, 0u, 0u, 0u));
+    return f64_round(x, i32(biased_exponent(a)) - i32(biased_exponent(b)) - 56, negative);
 }
 
 // ret_units(x): x · 2^64 rounded half away from zero, as a 128-bit two's complement

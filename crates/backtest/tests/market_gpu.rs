@@ -101,6 +101,19 @@ fn pairs() -> Vec<(f64, f64)> {
         pairs.push((bits(&mut rng, 120), bits(&mut rng, 120)));
         pairs.push((bits(&mut rng, 2040), bits(&mut rng, 2040)));
     }
+    // Divisions: exact quotients, quotients a few units off exact, divisors of every
+    // significand pattern (all ones, one bit), dividends just below and above divisors.
+    for i in 0..4_000u64 {
+        let b = f64::from_bits((rng.next_u64() & 0x000f_ffff_ffff_ffff) | (1023 + i % 40 - 20) << 52);
+        let k = (1 + rng.next_u64() % 1_000) as f64;
+        let nudge = |x: f64, units: i64| f64::from_bits((x.to_bits() as i64 + units) as u64);
+        pairs.push((b * k, b));
+        pairs.push((nudge(b * k, (i % 5) as i64 - 2), b));
+        pairs.push((nudge(b, 1), b));
+        pairs.push((nudge(b, -1), b));
+        pairs.push((b, f64::from_bits(0x3fff_ffff_ffff_ffff - (i % 3))));
+        pairs.push((b, f64::from_bits(0x3ff0_0000_0000_0000 | 1 << (i % 52))));
+    }
     // Ties, exact cancellations, zeros of both signs, powers of two.
     for i in 0..2_000u64 {
         let a = f64::from_bits(0x3ff0_0000_0000_0000 | (i << 40) | 1);
