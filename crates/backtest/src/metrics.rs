@@ -47,6 +47,21 @@ impl Metrics {
         "fraction of bars that end in a position",
     ];
 
+    /// The metrics of a combo that cannot trade (the data is shorter than its indicators
+    /// need): no trade, every other value NaN (an empty cell), so that no ranking takes it.
+    pub fn empty() -> Self {
+        Self {
+            total_return: f64::NAN,
+            trades: 0,
+            closed_trades: 0,
+            win_rate: f64::NAN,
+            max_drawdown: f64::NAN,
+            sharpe: f64::NAN,
+            sharpe_annual: f64::NAN,
+            exposure: f64::NAN,
+        }
+    }
+
     /// Metrics from their [`Metrics::values`] (the counts as whole numbers).
     pub fn from_values(m: [f64; 8]) -> Self {
         Self {

@@ -342,6 +342,14 @@ impl IndicatorValues {
         Self { indicator, rows }
     }
 
+    /// The values of `indicator` over data of `bars` bars too short for its first value
+    /// (its lookback reaches past the last bar): NaN everywhere. A sweep's combos that
+    /// read it cannot trade; the others still run.
+    pub fn unavailable(indicator: Indicator, bars: usize) -> Self {
+        let outputs = indicator.output_names().len();
+        Self { indicator, rows: Array2::from_elem((outputs, bars), f64::NAN) }
+    }
+
     pub fn indicator(&self) -> &Indicator {
         &self.indicator
     }

@@ -59,6 +59,9 @@ pub struct SweepReport {
     /// Combos of the run that the strategy's `require` refused: they have no row (0 for a
     /// search, whose samplers propose only combos it accepts, and for a merge).
     pub skipped: u64,
+    /// Rows of combos that cannot trade: the data is shorter than their indicators need
+    /// (their metrics are empty).
+    pub empty: u64,
     /// With `--constraint`: the rows that kept every constraint, of `rows`.
     pub passing: Option<u64>,
     /// Where the summary was written; `None` when the results went to a device or FIFO,
@@ -178,6 +181,7 @@ pub(crate) fn run_keeping(
             positions: Some(total),
             rows: taken.rows,
             skipped: Some(total - taken.rows),
+            empty: (taken.empty > 0).then_some(taken.empty),
             per_symbol: None,
         }),
         chunks: Some(Chunks {
@@ -211,6 +215,7 @@ pub(crate) fn run_keeping(
         best: taken.ranking.rows().to_vec(),
         rows: taken.rows,
         skipped: total - taken.rows,
+        empty: taken.empty,
         passing: taken.ranking.passing(),
         summary_path,
         across: None,
@@ -254,13 +259,15 @@ struct Taken<'a> {
     heatmap: Option<Heatmap>,
     keep: KeepFn<'a>,
     rows: u64,
+    /// Rows of combos that cannot trade (`Metrics::empty`).
+    empty: u64,
 }
 
 impl<'a> Taken<'a> {
     fn new(sweep: &Sweep, opts: &OutputOptions, keep: KeepFn<'a>) -> Result<Self, SweepError> {
         let heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(sweep.spec(), &opts.by, opts.minimize)).transpose()?;
         let ranking = Ranking::new(&opts.by, opts.top, opts.constraints.clone(), opts.minimize)?;
-        Ok(Self { ranking, heatmap, keep, rows: 0 })
+        Ok(Self { ranking, heatmap, keep, rows: 0, empty: 0 })
     }
 
     fn take(&mut self, row: Row) -> Result<(), SweepError> {
@@ -269,6 +276,7 @@ impl<'a> Taken<'a> {
         }
         (self.keep)(&row)?;
         self.rows += 1;
+        self.empty += u64::from(row.metrics.total_return.is_nan());
         self.ranking.offer(row);
         Ok(())
     }

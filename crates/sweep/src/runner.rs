@@ -442,7 +442,18 @@ pub enum SweepPending {
 impl SweepWork<'_> {
     fn rows(&self, combos: Vec<u64>, batch: BatchTotals) -> ChunkResult {
         let book = &self.sweep.book;
-        let metrics = batch.totals.par_iter().map(|t| t.metrics(book.bars(), book.bars_per_year())).collect();
+        let mut metrics: Vec<Metrics> =
+            batch.totals.par_iter().map(|t| t.metrics(book.bars(), book.bars_per_year())).collect();
+        if book.some_cannot_trade() {
+            // A combo whose indicators need more bars than the data has: an empty row.
+            let grid = self.sweep.spec.grid();
+            let mut cursor = grid.cursor();
+            for (m, &combo) in metrics.iter_mut().zip(&combos) {
+                if book.cannot_trade(&book.plan(cursor.index(combo))) {
+                    *m = Metrics::empty();
+                }
+            }
+        }
         ChunkResult { combos, metrics, blocks: batch.blocks }
     }
 

@@ -16,7 +16,8 @@ impl SignalBook {
     /// Builds the rows for every combo of `axes` (one list of values per parameter of
     /// `strategy`, in schema order), computing the indicators they need through `bank`
     /// (each once). Every value is checked against the schema, and the data must be long
-    /// enough for the slowest combo to trade at least one bar.
+    /// enough for some combo to trade at least one bar (those that cannot are
+    /// [`SignalBook::cannot_trade`]).
     pub fn build(bank: &IndicatorBank<'_>, strategy: &Strategy, axes: &[Vec<f64>]) -> Result<Self, BacktestError> {
         Self::from_layout(bank, BookLayout::new(Grid::new(strategy.clone(), axes)?, None)?)
     }
@@ -40,14 +41,18 @@ impl SignalBook {
         let warmups: [Vec<u32>; 9] = std::array::from_fn(|f| {
             bound[f].iter().map(|b| warmup_of(FAMILIES[f], b).min(u32::MAX as usize) as u32).collect()
         });
-        let needed = warmups.iter().filter_map(|w| w.iter().max()).max().map_or(0, |&w| w as usize) + 1;
+        // Every combo waits at least the longest of its families' shortest warm-ups: when
+        // the data is shorter, none can trade and the grid is refused. Otherwise the combos
+        // that need more bars than the data has are built too (their indicators NaN, their
+        // warm-up past the last bar): they trade nothing and their rows are empty.
+        let needed = warmups.iter().filter_map(|w| w.iter().min()).max().map_or(0, |&w| w as usize) + 1;
         if bars < needed {
-            // The largest value of every axis: the slowest combo for the usual rules.
-            let slowest: Vec<f64> =
-                layout.grid.axes().iter().map(|values| values.iter().copied().fold(f64::MIN, f64::max)).collect();
+            // The smallest value of every axis: the fastest combo for the usual rules.
+            let fastest: Vec<f64> =
+                layout.grid.axes().iter().map(|values| values.iter().copied().fold(f64::MAX, f64::min)).collect();
             return Err(BacktestError::TooShort {
                 strategy: strategy.name().to_owned(),
-                params: strategy.describe(&slowest),
+                params: strategy.describe(&fastest),
                 needed,
                 len: bars,
             });

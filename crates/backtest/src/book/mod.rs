@@ -264,6 +264,23 @@ impl SignalBook {
         self.bars
     }
 
+    /// Whether `plan`'s warm-up reaches past the last bar: the data is shorter than its
+    /// indicators need, so it trades nothing and its metrics are empty.
+    pub fn cannot_trade(&self, plan: &ComboPlan) -> bool {
+        plan.warmup as usize >= self.bars
+    }
+
+    /// Whether some combo of the book may not trade ([`Self::cannot_trade`]): a row whose
+    /// warm-up reaches past the last bar.
+    pub fn some_cannot_trade(&self) -> bool {
+        self.warmups.iter().flatten().any(|&w| w as usize >= self.bars)
+    }
+
+    /// The bars the book's slowest row needs for its combos to trade: its warm-up and one.
+    pub fn bars_needed(&self) -> usize {
+        self.warmups.iter().flatten().max().map_or(0, |&w| w as usize) + 1
+    }
+
     /// The number of combos of the full grid of the axes (a user's signals: the columns).
     pub fn grid_len(&self) -> u64 {
         match &self.combos {

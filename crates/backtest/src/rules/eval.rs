@@ -55,13 +55,19 @@ impl<'a> SeriesTable<'a> {
         rules: impl IntoIterator<Item = &'b Bound>,
     ) -> Result<Self, IndicatorError> {
         let keys = series_of(rules);
-        let indicators = bank_indicators(&keys);
-        let values = bank.get_many_exact(&indicators)?;
-        let mut table = Self {
-            data: bank.data(),
-            indicators: indicators.iter().zip(values).map(|(i, v)| (i.id(), v)).collect(),
-            rolling: HashMap::new(),
-        };
+        let bars = bank.data().len();
+        // An indicator whose first value lies past the last bar is NaN throughout: the
+        // combos that read it cannot trade (their rows are empty), the others run.
+        let (computed, unavailable): (Vec<Indicator>, Vec<Indicator>) =
+            bank_indicators(&keys).into_iter().partition(|i| i.lookback() < bars);
+        let values = bank.get_many_exact(&computed)?;
+        let mut indicators: HashMap<IndicatorId, Arc<IndicatorValues>> =
+            computed.iter().zip(values).map(|(i, v)| (i.id(), v)).collect();
+        for indicator in unavailable {
+            indicator.check_params()?;
+            indicators.insert(indicator.id(), Arc::new(IndicatorValues::unavailable(indicator, bars)));
+        }
+        let mut table = Self { data: bank.data(), indicators, rolling: HashMap::new() };
         // A rolling series comes after the rolling series its source reads.
         for key in keys {
             if let SeriesKey::Rolling { max, period, source } = key

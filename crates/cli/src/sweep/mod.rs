@@ -208,6 +208,13 @@ fn print_grid_run(
         n => format!(" ({} refused by the strategy's `require` rule: no row)", count(n, "combo")),
     };
     outln!("wrote {} rows to {}{refused}", report.rows, opts.out.display());
+    if report.empty > 0 {
+        outln!(
+            "{} need more bars than the data has ({}) for their indicators: they cannot trade and their metrics are empty",
+            count(report.empty, "combo"),
+            report.summary.data.as_ref().map_or(0, |d| d.bars)
+        );
+    }
     print_summary_path(report.summary_path.as_deref(), &opts.out)?;
     if let Some(h) = &opts.heatmap {
         outln!("wrote the {by} heatmap to {}", h.path.display());

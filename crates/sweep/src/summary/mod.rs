@@ -250,6 +250,10 @@ pub struct Combos {
     pub rows: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<u64>,
+    /// Rows of combos that cannot trade (the data is shorter than their indicators need):
+    /// their metrics are empty. Absent when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty: Option<u64>,
 }
 
 /// A grid run's chunks: their size, this shard's, those run now and those resumed.
