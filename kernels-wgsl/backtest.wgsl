@@ -43,22 +43,12 @@ struct Run {
 // (close bits low, high, log close low, high) per bar; then, where an exit at a level
 // pays other costs than one on a signal, its (exit Σr, exit Σr²) per bar (params.stop_sums).
 @group(0) @binding(0) var<storage, read> bar: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> sums: array<Sums>;
-@group(0) @binding(2) var<storage, read> bits: array<u32>;
-// Stop series (ATR rows or level rows) of `bars` f64 values each.
-@group(0) @binding(3) var<storage, read> atr: array<vec2<u32>>;
-// (series, multiplier bits low, high, kind) per stop; kind 0: close − multiplier · ATR,
-// kind 1: the series' level itself.
-@group(0) @binding(4) var<storage, read> stops: array<vec4<u32>>;
-@group(0) @binding(5) var<storage, read> plans: array<Plan>;
 @group(0) @binding(6) var<storage, read_write> runs: array<Run>;
-@group(0) @binding(7) var<uniform> params: Params;
-// Per combo and block start: the run's Σr, then Σr², as they stand just before that bar
-// (2 · blocks entries per combo).
-@group(0) @binding(8) var<storage, read_write> snaps: array<vec4<u32>>;
 
 const WORKGROUP: u32 = 64u;
 
+// This kernel's stop kinds: 0, close − multiplier · the series (an ATR); 1, the series'
+// level itself.
 // The bits of level `stop` of `stops` for a trade entered at bar `e` with close bits
 // `close`: 0 for NO_STOP or a level ≤ 0.
 fn level_at(stop: u32, e: u32, close: vec2<u32>) -> vec2<u32> {
@@ -66,7 +56,7 @@ fn level_at(stop: u32, e: u32, close: vec2<u32>) -> vec2<u32> {
         return vec2<u32>(0u, 0u);
     }
     let s = stops[stop];
-    let value = atr[s.x * params.bars + e];
+    let value = series[s.x * params.bars + e];
     if (s.w == 1u) {
         return value;
     }

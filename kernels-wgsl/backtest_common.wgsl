@@ -69,3 +69,17 @@ struct Sums {
     exit: vec4<u32>,
     exit_sq: vec4<u32>,
 }
+
+// The bindings both kernels share; each declares its own bars (binding 0) and runs
+// (binding 6).
+@group(0) @binding(1) var<storage, read> sums: array<Sums>;
+@group(0) @binding(2) var<storage, read> bits: array<u32>;
+// Stop series (indicator rows or level rows) of `bars` f64 values each.
+@group(0) @binding(3) var<storage, read> series: array<vec2<u32>>;
+// (series, parameter bits low, high, kind) per stop (each kernel's kinds).
+@group(0) @binding(4) var<storage, read> stops: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read> plans: array<Plan>;
+@group(0) @binding(7) var<uniform> params: Params;
+// Per combo and block start: the run's Σr, then Σr², as they stand just before that bar
+// (2 · blocks entries per combo).
+@group(0) @binding(8) var<storage, read_write> snaps: array<vec4<u32>>;

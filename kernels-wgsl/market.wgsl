@@ -61,7 +61,7 @@ const FILL_NEXT_OPEN: u32 = 1u;
 const FILL_INTRABAR: u32 = 2u;
 
 // Stop kinds (crates/backtest/src/book/stops.rs::Stop): close − m · s, s itself,
-// close · (1 ± s), m · s (a trail's distance).
+// close · (1 ± s), m · s (a trail's distance); a stop's parameter is m, or the sign ±1.
 const STOP_DISTANCE: u32 = 0u;
 const STOP_LEVEL: u32 = 1u;
 const STOP_FRACTION: u32 = 2u;
@@ -70,16 +70,7 @@ const STOP_SCALED: u32 = 3u;
 // Per bar (close, open) then (high, low) as f64 bits; from index params.stop_sums, where
 // an exit at a level pays other costs, its (exit Σr, exit Σr²) per bar.
 @group(0) @binding(0) var<storage, read> prices: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> sums: array<Sums>;
-@group(0) @binding(2) var<storage, read> bits: array<u32>;
-// Every stop series, `bars` f64 values each.
-@group(0) @binding(3) var<storage, read> series: array<vec2<u32>>;
-// (series, parameter bits low, high, kind) per stop: the multiplier, or the sign ±1.
-@group(0) @binding(4) var<storage, read> stops: array<vec4<u32>>;
-@group(0) @binding(5) var<storage, read> plans: array<Plan>;
 @group(0) @binding(6) var<storage, read_write> runs: array<MarketRun>;
-@group(0) @binding(7) var<uniform> params: Params;
-@group(0) @binding(8) var<storage, read_write> snaps: array<vec4<u32>>;
 
 const WORKGROUP: u32 = 64u;
 

@@ -11,8 +11,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
 use threadx_backtest::{
-    Backtester, BarTables, BatchTotals, BlockCuts, BookLayout, ComboPlan, GpuBacktester, Metrics, PendingTotals,
-    SignalBook, simulate_cpu,
+    BacktestError, Backtester, BarTables, BatchTotals, BlockCuts, BookLayout, ComboPlan, GpuBacktester, Metrics,
+    PendingTotals, SignalBook, simulate_cpu,
 };
 use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher, format_bytes, thousands};
 use threadx_indicators::IndicatorBank;
@@ -237,6 +237,24 @@ impl Sweep {
 
     pub fn book(&self) -> &SignalBook {
         &self.book
+    }
+
+    /// Refuses a sweep some of whose combos cannot trade on its data, where every combo
+    /// must be comparable (a universe's symbols, a walk-forward's train windows): the
+    /// data too short for the slowest combo (the largest value of every axis).
+    pub fn require_every_combo(&self) -> Result<(), SweepError> {
+        if !self.book.some_cannot_trade() {
+            return Ok(());
+        }
+        let strategy = self.spec.strategy();
+        let slowest: Vec<f64> =
+            self.spec.axes().iter().map(|values| values.iter().copied().fold(f64::MIN, f64::max)).collect();
+        Err(SweepError::Backtest(BacktestError::TooShort {
+            strategy: strategy.name().to_owned(),
+            params: strategy.describe(&slowest),
+            needed: self.book.bars_needed(),
+            len: self.book.bars(),
+        }))
     }
 
     /// The blocks each combo's statistics are kept in, when the spec asks for them.

@@ -114,6 +114,8 @@ impl SymbolRuns<'_> {
             None => Session::from_plan(plan, data.clone(), self.dispatcher.clone(), self.note),
         }
         .map_err(of_symbol)?;
+        // A combo must trade on every symbol to be compared across them.
+        session.sweep().require_every_combo().map_err(of_symbol)?;
         self.devices.get_or_insert_with(|| session.devices().clone());
         let symbol_opts = OutputOptions {
             out: out.to_owned(),

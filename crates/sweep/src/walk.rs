@@ -106,28 +106,20 @@ pub fn walk_forward(
     for (w, &(train_start, test_start, test_end)) in windows.iter().enumerate() {
         let train = data.slice(train_start..test_start);
         let bank = IndicatorBank::new(&train, dispatcher);
-        let too_short = |strategy: &str, params: &str, needed: usize, len: usize| {
-            SweepError::Spec(format!(
-                "--walk-forward train={}: a train window of {len} bars is too short for {strategy} with \
-                 {params}, which needs at least {needed}; use train={needed} or more",
-                wf.train
-            ))
-        };
-        let sweep = Sweep::prepare(&bank, &train_spec).map_err(|e| match e {
-            SweepError::Backtest(BacktestError::TooShort { strategy, params, needed, len }) => {
-                too_short(&strategy, &params, needed, len)
-            }
-            e => SweepError::Spec(format!("walk-forward window {w} (train bars {train_start}..{test_start}): {e}")),
-        })?;
         // Every combo must be able to trade in a train window, or its winner would be
         // chosen among the faster ones only.
-        if sweep.book().some_cannot_trade() {
-            let slowest: Vec<f64> =
-                spec.axes().iter().map(|values| values.iter().copied().fold(f64::MIN, f64::max)).collect();
-            let strategy = spec.strategy();
-            let needed = sweep.book().bars_needed();
-            return Err(too_short(strategy.name(), &strategy.describe(&slowest), needed, train.len()));
-        }
+        let sweep = Sweep::prepare(&bank, &train_spec)
+            .and_then(|sweep| sweep.require_every_combo().map(|()| sweep))
+            .map_err(|e| match e {
+                SweepError::Backtest(BacktestError::TooShort { strategy, params, needed, len }) => {
+                    SweepError::Spec(format!(
+                        "--walk-forward train={}: a train window of {len} bars is too short for {strategy} with \
+                         {params}, which needs at least {needed}; use train={needed} or more",
+                        wf.train
+                    ))
+                }
+                e => SweepError::Spec(format!("walk-forward window {w} (train bars {train_start}..{test_start}): {e}")),
+            })?;
         let result = sweep.run_all(dispatcher)?;
         let mut leaderboard = Leaderboard::new(by, 1)?;
         for (&combo, &metrics) in result.combos.iter().zip(&result.metrics) {
