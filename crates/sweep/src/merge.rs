@@ -66,7 +66,6 @@ pub fn merge(
     let mut shard_rows = ShardRows::open(shards, strategy, kind, symbols.as_deref(), search.is_some())?;
     let mut file = ResultsWriter::create(out, strategy, kind)?;
     let mut trials = Vec::new();
-    let mut empty = 0u64;
     while let Some((read, i, new_symbol)) = shard_rows.next()? {
         if let Some((a, _)) = across.as_mut() {
             if new_symbol {
@@ -77,7 +76,6 @@ pub fn merge(
         // A CSV shard's line goes into a CSV as it was read; otherwise the row is written.
         file.copy(strategy, &read)?;
         let row = read.row;
-        empty += u64::from(row.metrics.total_return.is_nan());
         if let Some((h, _)) = heatmap.as_mut() {
             h.offer(&row);
         }
@@ -116,7 +114,7 @@ pub fn merge(
         merged_from: Some(shards.iter().map(|p| p.display().to_string()).collect()),
         shard: Some(Shard::WHOLE),
         results: out.file_name().map(|n| n.to_string_lossy().into_owned()),
-        combos: Some(Combos { rows, empty: (empty > 0).then_some(empty), ..Combos::default() }),
+        combos: Some(Combos { rows, empty: ranking.empty(), ..Combos::default() }),
         best: Some(ranking.best(&spec)),
         universe,
         overfitting: overfitting.as_ref().map(crate::overfit::Overfitting::summary),
@@ -138,7 +136,6 @@ pub fn merge(
         best,
         rows,
         skipped: 0,
-        empty,
         passing: ranking.passing(),
         summary_path: out_summary,
         across,

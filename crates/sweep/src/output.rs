@@ -59,9 +59,6 @@ pub struct SweepReport {
     /// Combos of the run that the strategy's `require` refused: they have no row (0 for a
     /// search, whose samplers propose only combos it accepts, and for a merge).
     pub skipped: u64,
-    /// Rows of combos that cannot trade: the data is shorter than their indicators need
-    /// (their metrics are empty).
-    pub empty: u64,
     /// With `--constraint`: the rows that kept every constraint, of `rows`.
     pub passing: Option<u64>,
     /// Where the summary was written; `None` when the results went to a device or FIFO,
@@ -181,7 +178,7 @@ pub(crate) fn run_keeping(
             positions: Some(total),
             rows: taken.rows,
             skipped: Some(total - taken.rows),
-            empty: (taken.empty > 0).then_some(taken.empty),
+            empty: taken.ranking.empty(),
             per_symbol: None,
         }),
         chunks: Some(Chunks {
@@ -215,7 +212,6 @@ pub(crate) fn run_keeping(
         best: taken.ranking.rows().to_vec(),
         rows: taken.rows,
         skipped: total - taken.rows,
-        empty: taken.empty,
         passing: taken.ranking.passing(),
         summary_path,
         across: None,
@@ -259,15 +255,13 @@ struct Taken<'a> {
     heatmap: Option<Heatmap>,
     keep: KeepFn<'a>,
     rows: u64,
-    /// Rows of combos that cannot trade (`Metrics::empty`).
-    empty: u64,
 }
 
 impl<'a> Taken<'a> {
     fn new(sweep: &Sweep, opts: &OutputOptions, keep: KeepFn<'a>) -> Result<Self, SweepError> {
         let heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(sweep.spec(), &opts.by, opts.minimize)).transpose()?;
         let ranking = Ranking::new(&opts.by, opts.top, opts.constraints.clone(), opts.minimize)?;
-        Ok(Self { ranking, heatmap, keep, rows: 0, empty: 0 })
+        Ok(Self { ranking, heatmap, keep, rows: 0 })
     }
 
     fn take(&mut self, row: Row) -> Result<(), SweepError> {
@@ -276,7 +270,6 @@ impl<'a> Taken<'a> {
         }
         (self.keep)(&row)?;
         self.rows += 1;
-        self.empty += u64::from(row.metrics.total_return.is_nan());
         self.ranking.offer(row);
         Ok(())
     }
@@ -485,16 +478,19 @@ pub(crate) struct Ranking {
     leaderboard: Leaderboard,
     constraints: Vec<Constraint>,
     passing: u64,
+    /// Rows of combos that cannot trade (`Metrics::empty`: no ranking takes them).
+    empty: u64,
 }
 
 impl Ranking {
     /// The best `top` by `by`, smallest first when `minimize`, among the rows that keep
     /// `constraints`.
     pub(crate) fn new(by: &str, top: usize, constraints: Vec<Constraint>, minimize: bool) -> Result<Self, SweepError> {
-        Ok(Self { leaderboard: Leaderboard::new(by, top)?.minimizing(minimize), constraints, passing: 0 })
+        Ok(Self { leaderboard: Leaderboard::new(by, top)?.minimizing(minimize), constraints, passing: 0, empty: 0 })
     }
 
     pub(crate) fn offer(&mut self, row: Row) {
+        self.empty += u64::from(row.metrics.total_return.is_nan());
         if Constraint::all_hold(&self.constraints, &row.metrics) {
             self.passing += 1;
             self.leaderboard.offer(row);
@@ -504,6 +500,11 @@ impl Ranking {
     /// Best first.
     pub(crate) fn rows(&self) -> &[Row] {
         self.leaderboard.rows()
+    }
+
+    /// The rows of combos that cannot trade; `None` without any.
+    pub(crate) fn empty(&self) -> Option<u64> {
+        (self.empty > 0).then_some(self.empty)
     }
 
     /// The rows that kept the constraints; `None` without any.

@@ -228,7 +228,6 @@ pub fn search_to_files(
             best,
             rows: trials.len() as u64,
             skipped: 0,
-            empty: 0,
             // A search's constraints are its objective's (the summary's `search`).
             passing: None,
             summary_path,

@@ -208,10 +208,10 @@ fn print_grid_run(
         n => format!(" ({} refused by the strategy's `require` rule: no row)", count(n, "combo")),
     };
     outln!("wrote {} rows to {}{refused}", report.rows, opts.out.display());
-    if report.empty > 0 {
+    if let Some(empty) = report.summary.combos.and_then(|c| c.empty) {
         outln!(
             "{} need more bars than the data has ({}) for their indicators: they cannot trade and their metrics are empty",
-            count(report.empty, "combo"),
+            count(empty, "combo"),
             report.summary.data.as_ref().map_or(0, |d| d.bars)
         );
     }
