@@ -140,16 +140,21 @@ def test_a_backtest_report_renders_every_section_offline(cli: Cli, browser: Brow
     depths = browser.evaluate("Array.from(document.querySelectorAll('#drawdowns tbody tr')).map(r => [r.cells[4].textContent, parseFloat(r.cells[4].dataset.v)])")
     assert 1 <= len(depths) <= 5 and depths[0][0] == card["Max drawdown"], (depths, card)
     assert [d for _, d in depths] == sorted(d for _, d in depths), depths
-    # The price with every trade's entry and exit marked at its fill (an open trade: no exit).
+    # The price with every trade's entry and exit marked at its fill (an open trade: no exit),
+    # and the levels the rules compare the close with drawn over it (the bands; not the ATR).
     price = browser.evaluate("""(() => {
       const box = document.querySelector('#price div.chart');
       const spec = JSON.parse(document.querySelector(`script[data-chart="${box.id}"]`).textContent);
-      return [spec.series.map(s => !!s.marker), spec.data.slice(2).map(d => d.filter(v => v !== null).length)];
+      return [spec.series.map(s => !!s.marker),
+              spec.series.map((s, i) => s.marker ? spec.data[i + 1].filter(v => v !== null).length : null)
+                         .filter(v => v !== null),
+              spec.series.map(s => s.label)];
     })()""")
+    assert price[2] == ["close", "bbands_30_2 lower", "bbands_30 middle", "entry", "exit"], price[2]
     trades_said = browser.evaluate("document.querySelector('#trades h2').textContent")
     total = int(trades_said.split("(")[1].rstrip(")"))
     closed = int(card["Trades"].split("(")[1].split()[0])
-    assert price[0] == [False, True, True] and price[1][0] == total and price[1][1] == closed, (price, total, closed)
+    assert price[0] == [False, False, False, True, True] and price[1] == [total, closed], (price, total, closed)
     data = threadx.synthetic(bars=35_040, seed=42)
     hold = data["close"].iloc[-1] / data["close"].iloc[0] - 1
     assert card["Buy and hold"] == f"{hold * 100:.2f} %", (card["Buy and hold"], hold)

@@ -54,7 +54,7 @@ pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
 pub use grid::{Grid, GridCursor};
 pub use metrics::{ExitReason, Metrics, Side, Trade, null_as_nan};
 pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamCell, ParamKind, ParamSpec, ParamValues};
-pub use rules::{RuleKind, rule_functions};
+pub use rules::{RuleKind, price_series, rule_functions};
 pub use simulate::{
     BacktestReport, BatchTotals, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals, simulate_with_blocks,
 };

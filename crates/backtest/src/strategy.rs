@@ -132,6 +132,11 @@ impl Strategy {
         self.0.fills
     }
 
+    /// Every rule of the strategy.
+    pub(crate) fn rules(&self) -> impl Iterator<Item = &Rule> {
+        self.0.rules.iter()
+    }
+
     pub(crate) fn compiled(&self, kind: RuleKind) -> Option<&Rule> {
         self.0.rules.iter().find(|r| r.kind == kind)
     }

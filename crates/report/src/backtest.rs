@@ -8,8 +8,11 @@ use crate::page::{Cell, Report, cards, facts, heat_style, note, num, pct, table}
 use crate::risk::{buy_and_hold, rolling_sharpe, rolling_window, worst_drawdowns};
 use chrono::{DateTime, Datelike};
 use std::time::Instant;
-use threadx_backtest::{BacktestError, BacktestReport, Costs, ExitReason, Strategy, backtest};
-use threadx_dispatch::Dispatcher;
+use threadx_backtest::{BacktestError, BacktestReport, Costs, ExitReason, Strategy, backtest, price_series};
+use threadx_dispatch::{DeviceMode, Dispatcher};
+
+/// The overlaid levels' colours, in turn (the closes are grey, entries blue, exits red).
+const OVERLAY_COLOURS: [&str; 4] = ["#E08214", "#1B7837", "#8073AC", "#D6604D"];
 use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
 
 /// Trades the table lists at most (all of them are in `--trades`).
@@ -281,12 +284,17 @@ impl BacktestRun<'_> {
         }
         let (x, xs) = self.x_axis(&keep);
         let pick = |values: &[f64]| keep.iter().map(|&i| values[i]).collect::<Vec<f64>>();
+        // The levels the rules compare prices with, over the closes.
+        let overlays = self.overlays();
+        let drawn = std::iter::once(("close", "#555555", pick(close)))
+            .chain(overlays.iter().zip(OVERLAY_COLOURS.iter().cycle()).map(|((l, v), &c)| (l.as_str(), c, pick(v))))
+            .collect();
         let chart = line_with_markers(
             "Price and trades",
             &x,
             &Axis::new("price", Unit::Number),
             &xs,
-            ("close", "#555555", pick(close)),
+            drawn,
             vec![("entry", "#31549B", pick(&entries)), ("exit", "#B2182B", pick(&exits))],
             Some("equity"),
         );
@@ -295,6 +303,13 @@ impl BacktestRun<'_> {
             html.push_str(&note(&format!("The first {MAX_TRADES_SHOWN} trades are marked.")));
         }
         report.section("price", &format!("{prefix}Price and trades"), &html);
+    }
+
+    /// The price levels the entry and exit rules compare with (`price_series`), computed
+    /// again on the CPU for the page; none when they cannot be (the page is drawn without).
+    fn overlays(&self) -> Vec<(String, Vec<f64>)> {
+        let Ok(dispatcher) = Dispatcher::from_env(Some(DeviceMode::Cpu)) else { return Vec::new() };
+        price_series(&IndicatorBank::new(self.data, &dispatcher), self.strategy, self.values).unwrap_or_default()
     }
 
     /// The x axis of the bars `keep`: their times when the data has time, else bars.

@@ -128,22 +128,23 @@ pub(crate) fn lines(
     })
 }
 
-/// A line of `line` (label, colour, values) with `markers` over it: each a series drawn as
-/// dots at its values (NaN: none), such as a trade's entries and exits over the price.
+/// Lines of `lines_drawn` (label, colour, values) with `markers` over them: each a series
+/// drawn as dots at its values (NaN: none), such as a trade's entries and exits over the
+/// price and the levels its rules compare it with.
 pub(crate) fn line_with_markers(
     title: &str,
     x: &Axis,
     y: &Axis,
     xs: &[f64],
-    line: (&str, &str, Vec<f64>),
+    lines_drawn: Vec<(&str, &str, Vec<f64>)>,
     markers: Vec<(&str, &str, Vec<f64>)>,
     sync: Option<&str>,
 ) -> Value {
-    let count = markers.len();
-    let series: Vec<(&str, &str, Vec<f64>)> = std::iter::once(line).chain(markers).collect();
+    let (drawn, count) = (lines_drawn.len(), markers.len());
+    let series: Vec<(&str, &str, Vec<f64>)> = lines_drawn.into_iter().chain(markers).collect();
     let mut chart = lines(title, x, y, xs, &series, sync, 300);
     for k in 0..count {
-        chart["series"][k + 1]["marker"] = Value::Bool(true);
+        chart["series"][drawn + k]["marker"] = Value::Bool(true);
     }
     chart
 }

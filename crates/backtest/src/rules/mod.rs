@@ -12,6 +12,7 @@ mod check;
 mod eval;
 mod file;
 mod functions;
+mod overlay;
 mod parse;
 mod program;
 
@@ -20,6 +21,7 @@ pub(crate) use check::nearest;
 pub(crate) use eval::{Eval, SeriesTable, fill_rows, indicators_of};
 pub(crate) use file::{StrategyFile, render};
 use functions::FUNCTIONS;
+pub use overlay::price_series;
 pub(crate) use program::Rule;
 pub use program::RuleKind;
 
