@@ -173,8 +173,8 @@ fn sweep<'py>(
     let dispatcher = dispatcher(spec.device())?;
     if spec.walk_forward().is_some() {
         let (windows, spec) = py.detach(move || -> PyResult<_> {
-            let report =
-                threadx_sweep::walk_forward(&data, &dispatcher, &spec, &by, &mut |_, _| {}).map_err(sweep_error)?;
+            let report = threadx_sweep::walk_forward(&data, &dispatcher, &spec, (&by, false), &mut |_, _| {})
+                .map_err(sweep_error)?;
             flush(&dispatcher);
             Ok((threadx_sweep::walk_forward_table(&report, &data, &spec), spec))
         })?;

@@ -2,8 +2,8 @@
 //! the results file), the summary says so, the heatmap's outlined best cell is the smallest
 //! and its colour scale keeps blue for the better side; shards merge to the same ranking;
 //! the overfitting statistics' top combos are the best list and read their neighbours
-//! smallest first; what it does not yet apply to is refused by name. Without it the
-//! summary has no `minimize` key (its bytes as before).
+//! smallest first; a walk-forward's windows pick their smallest; a universe refuses it by
+//! name. Without it the summary has no `minimize` key (its bytes as before).
 
 mod common;
 
@@ -106,16 +106,38 @@ fn the_overfitting_statistics_of_a_minimised_grid_read_its_neighbours_smallest_f
 }
 
 #[test]
-fn minimize_is_refused_where_it_does_not_apply_yet() {
+fn a_walk_forward_with_minimize_picks_each_train_windows_smallest_and_a_universe_refuses_it() {
     let dir = tempfile::tempdir().unwrap();
-    let fails = |more: &[&str]| {
-        let mut args = SMALL.to_vec();
-        args.extend(["--minimize", "--out", "r.csv"]);
-        args.extend(more);
-        let run = threadx(dir.path(), &args);
-        assert!(!run.status.success(), "{more:?}");
-        text(&run.stderr)
+    let d = dir.path();
+    assert!(threadx(d, &["data", "synth", "--bars", "3000", "--seed", "3", "--out", "d.csv"]).status.success());
+    // The first train window's bars alone, as their own data.
+    let lines: Vec<String> = std::fs::read_to_string(d.join("d.csv")).unwrap().lines().map(str::to_owned).collect();
+    std::fs::write(d.join("t.csv"), lines[..1001].join("\n") + "\n").unwrap();
+    let grid = ["--grid", "bb_period=10:40:10", "--grid", "atr_mult=1,2", "--by", "exposure"];
+    let run = |args: &[&str]| {
+        let mut all = vec!["--device", "cpu", "sweep"];
+        all.extend(grid);
+        all.extend(args);
+        let out = threadx(d, &all);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
     };
-    assert!(fails(&["--walk-forward", "train=1000,test=500"]).contains("not yet to --walk-forward"));
-    assert!(!dir.path().join("r.csv").exists());
+    let said = run(&["--data", "d.csv", "--minimize", "--walk-forward", "train=1000,test=500", "--out", "w.csv"]);
+    assert!(said.contains("best by exposure, smallest first in each train window"), "{said}");
+    let walk = Summary::read(&d.join("w.json")).unwrap();
+    assert_eq!(walk.minimize, Some(true));
+    run(&["--data", "t.csv", "--minimize", "--top", "1", "--out", "g.csv"]);
+    let grid_best = Summary::read(&d.join("g.json")).unwrap().best.unwrap().rows[0].clone();
+    let first = &walk.windows.as_ref().unwrap()[0].best;
+    assert_eq!((first.combo, &first.params), (grid_best.combo, &grid_best.params));
+    // Largest first without it, and no `minimize` key.
+    run(&["--data", "d.csv", "--walk-forward", "train=1000,test=500", "--out", "w2.csv"]);
+    assert!(!std::fs::read_to_string(d.join("w2.json")).unwrap().contains("minimize"));
+    let largest = &Summary::read(&d.join("w2.json")).unwrap().windows.unwrap()[0].best;
+    assert!(largest.metrics.exposure > first.metrics.exposure, "{largest:?} {first:?}");
+    // A universe does not rank that way yet.
+    std::fs::create_dir(d.join("u")).unwrap();
+    std::fs::copy(d.join("d.csv"), d.join("u/AAA.csv")).unwrap();
+    let universe = threadx(d, &["sweep", "--data", "u", "--minimize", "--out", "u.csv"]);
+    assert!(!universe.status.success() && text(&universe.stderr).contains("not yet to a universe"));
 }

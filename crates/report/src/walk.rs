@@ -81,6 +81,9 @@ pub(crate) fn add_walk_forward(
         )));
     }
     html.push_str(&table(&headers, &rows, true));
+    if summary.minimize == Some(true) {
+        html.push_str(&note(&format!("Each train window's winner is its smallest {by} (--minimize).")));
+    }
     html.push_str(&note(
         "is: in sample (the train window); oos: out of sample (the test window). Each window's DSR deflates its \
          out-of-sample Sharpe ratio by the combos its train window chose among (docs/overfitting.md). Every \

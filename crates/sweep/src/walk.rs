@@ -49,6 +49,8 @@ pub struct WalkForwardReport {
     /// The test windows back to back, equity carried from one to the next.
     pub overall: Metrics,
     pub by: &'static str,
+    /// Whether each train window's smallest `by` won.
+    pub minimize: bool,
 }
 
 /// A walk-forward's files: the report, its windows as CSV text, and the summary written
@@ -68,11 +70,11 @@ pub fn walk_forward_to_files(
     data: &Ohlcv,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
-    by: &str,
+    (by, minimize): (&str, bool),
     out: &Path,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<WalkForwardFiles, SweepError> {
-    let report = walk_forward(data, dispatcher, spec, by, progress)?;
+    let report = walk_forward(data, dispatcher, spec, (by, minimize), progress)?;
     let csv = report.to_csv(data, spec);
     let table = stage_table(out, &csv, &report.column_types(spec))?;
     let mut summary = report.summary(data, spec);
@@ -81,12 +83,13 @@ pub fn walk_forward_to_files(
 }
 
 /// Runs the walk-forward of `spec` (which must have `walk_forward` set) ranking combos by
-/// metric `by`, each train window on the dispatcher's devices, calling `progress(window, windows)` after each window.
+/// metric `by` (smallest first when `minimize`), each train window on the dispatcher's
+/// devices, calling `progress(window, windows)` after each window.
 pub fn walk_forward(
     data: &Ohlcv,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
-    by: &str,
+    (by, minimize): (&str, bool),
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<WalkForwardReport, SweepError> {
     let wf = spec.walk_forward().ok_or_else(|| SweepError::Spec("no walk-forward windows were asked for".into()))?;
@@ -121,7 +124,7 @@ pub fn walk_forward(
                 e => SweepError::Spec(format!("walk-forward window {w} (train bars {train_start}..{test_start}): {e}")),
             })?;
         let result = sweep.run_all(dispatcher)?;
-        let mut leaderboard = Leaderboard::new(by, 1)?;
+        let mut leaderboard = Leaderboard::new(by, 1)?.minimizing(minimize);
         for (&combo, &metrics) in result.combos.iter().zip(&result.metrics) {
             leaderboard.offer(Row { combo, values: sweep.book().combo_values(combo), metrics });
         }
@@ -151,6 +154,7 @@ pub fn walk_forward(
         windows: results,
         overall,
         by: crate::leaderboard::metric_index(by).map(|i| Metrics::NAMES[i])?,
+        minimize,
     })
 }
 
@@ -233,6 +237,7 @@ impl WalkForwardReport {
             spec: Some(spec.to_json()),
             data: Some(DataSummary::of(data)),
             by: Some(self.by.to_owned()),
+            minimize: self.minimize.then_some(true),
             windows: Some(windows),
             out_of_sample_overall: Some(self.overall),
             ..Summary::new()

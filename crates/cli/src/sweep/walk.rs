@@ -15,8 +15,9 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
     let (out, quiet, ranking) = (args.out.as_path(), args.quiet, &crate::sweep_args::ranking(args, spec));
     let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
     let bar = progress_bar(windows, quiet, "windows");
-    let files =
-        walk_forward_to_files(data, dispatcher, spec, ranking, out, &mut |done, _| bar.set_position(done as u64));
+    let files = walk_forward_to_files(data, dispatcher, spec, (ranking, args.minimize), out, &mut |done, _| {
+        bar.set_position(done as u64);
+    });
     bar.finish_and_clear();
     let WalkForwardFiles { report, summary: json, summary_path: summary, .. } = files?;
     if let Some(path) = &args.report {
@@ -40,11 +41,12 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
         outln!("removed {}: it drew the sweep whose results these windows replace", stale.display());
     }
     outln!(
-        "{} walk-forward on {} ({} bars), best by {} in each train window:",
+        "{} walk-forward on {} ({} bars), best by {}{} in each train window:",
         spec.strategy(),
         data.origin(),
         data.len(),
-        ranking
+        ranking,
+        if args.minimize { ", smallest first" } else { "" }
     );
     outln!(
         "  {:>3}  {:<52} {:>12} {:>13} {:>7} {:>10} {:>7}",

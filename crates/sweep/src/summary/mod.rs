@@ -82,9 +82,12 @@ pub struct Summary {
     /// A walk-forward's spec (the others keep theirs in `identity`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<Value>,
-    /// A walk-forward's ranking metric.
+    /// A walk-forward's ranking metric, and `true` when each train window's smallest won
+    /// (`--minimize`; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimize: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub windows: Option<Vec<WindowSummary>>,
     /// The test windows back to back.
