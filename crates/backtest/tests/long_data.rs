@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{COSTS, all_plans, cpu_book};
+use common::{COSTS, all_plans, cpu_book, one_test_on_the_gpus};
 use ndarray::Array2;
 use proptest::prelude::*;
 use threadx_backtest::{
@@ -24,6 +24,7 @@ use threadx_stats::SeededRng;
 /// Compares the GPU's totals and block statistics with the CPU's on every adapter; `what`
 /// names the case.
 fn assert_gpu_matches(what: &str, book: &SignalBook, tables: &BarTables, batch: &BatchTotals) {
+    let _gpus = one_test_on_the_gpus();
     let plans = all_plans(book);
     let cpu = &batch.totals;
     for ctx in adapters() {
@@ -189,7 +190,10 @@ fn market_books_are_the_cpus_bits_on_two_million_bars() {
         assert_gpu_matches(&format!("{name}, {bars} bars"), &book, &tables, &cpu);
         let dir = tempfile::tempdir().unwrap();
         let dispatcher = threadx_dispatch::testing::dispatcher_in(dir.path(), threadx_dispatch::DeviceMode::Gpu);
-        let run = Backtester::with_tables(&book, &tables).run_batch(&dispatcher, &plans);
+        let run = {
+            let _gpus = one_test_on_the_gpus();
+            Backtester::with_tables(&book, &tables).run_batch(&dispatcher, &plans)
+        };
         assert_eq!(run.value, cpu, "{name}: the CPU's bytes");
     }
     // simulate(short_entries=, sl_stop=, sl_trail=True, open=, high=, low=), filled at the

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{all_plans, cpu_book};
+use common::{all_plans, cpu_book, one_test_on_the_gpus};
 use ndarray::Array2;
 use proptest::prelude::*;
 use threadx_backtest::{
@@ -132,6 +132,7 @@ fn pairs() -> Vec<(f64, f64)> {
 fn float64_operations_are_the_cpus_bits_or_flagged() {
     let pairs = pairs();
     let inputs: Vec<u64> = pairs.iter().flat_map(|&(a, b)| [a.to_bits(), b.to_bits()]).collect();
+    let _gpus = one_test_on_the_gpus();
     for ctx in adapters() {
         let input = ctx.storage_buffer::<u32>("inputs", bytemuck::cast_slice(&inputs)).unwrap();
         let out = ctx.output_buffer::<[u32; 16]>("out", pairs.len()).unwrap();
@@ -170,6 +171,7 @@ fn example(name: &str) -> Strategy {
 fn assert_gpu_is_cpu(what: &str, book: &SignalBook, tables: &BarTables) {
     let plans = all_plans(book);
     let cpu = simulate_cpu(book, tables, &plans);
+    let _gpus = one_test_on_the_gpus();
     for ctx in adapters() {
         let gpu = GpuBacktester::new(ctx.clone(), book, tables).unwrap().run(book, tables, &plans).unwrap();
         assert_eq!(gpu, cpu, "{what} on {}", ctx.report().label());

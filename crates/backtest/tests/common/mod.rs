@@ -135,3 +135,12 @@ pub fn metrics_of_equity(equity: &[f64], trades: u32, closed: u32, wins: u32, he
         exposure: held as f64 / n as f64,
     }
 }
+
+/// Held by a test while it runs long work on the adapters: one test at a time. wgpu's GL
+/// backend panics when a thread waits more than six seconds for the adapter's context
+/// (`Could not lock adapter context`), which another test's long submission on a busy
+/// 2-core machine can hold that long.
+pub fn one_test_on_the_gpus() -> std::sync::MutexGuard<'static, ()> {
+    static GPUS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    GPUS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
