@@ -256,13 +256,20 @@ fn data_shorter_than_the_warmup_is_refused_before_work() {
     let dir = tempfile::tempdir().unwrap();
     let dispatcher = dispatcher_in(dir.path(), DeviceMode::Cpu);
     let bank = IndicatorBank::new(&data, &dispatcher);
-    let axes = vec![vec![5.0, 13.0], vec![2.0], vec![3.0], vec![2.0]];
+    // No combo can trade: refused, naming the fastest, before any indicator is computed.
+    let axes = vec![vec![13.0, 20.0], vec![2.0], vec![3.0], vec![2.0]];
     let e = SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &axes).unwrap_err();
     assert_eq!(
         e.to_string(),
         "bb_atr with bb_period=13,bb_std=2,atr_period=3,atr_mult=2 needs at least 13 bars to trade; the data has 12"
     );
     assert_eq!(bank.computations(), 0, "nothing computed");
+    // Some can: the book is built, and the combo that needs 13 bars cannot trade.
+    let axes = vec![vec![5.0, 13.0], vec![2.0], vec![3.0], vec![2.0]];
+    let book = SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &axes).unwrap();
+    assert!(book.some_cannot_trade() && book.bars_needed() == 13);
+    let can: Vec<bool> = (0..2).map(|c| !book.cannot_trade(&book.combo_plan(c))).collect();
+    assert_eq!(can, [true, false]);
     let empty =
         SignalBook::build(&bank, &Strategy::parse("bb_atr").unwrap(), &[vec![5.0], vec![], vec![3.0], vec![2.0]])
             .unwrap_err();
