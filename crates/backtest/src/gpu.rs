@@ -2,8 +2,9 @@
 //! once per [`GpuBacktester`], then each call uploads only the combos' plans and reads
 //! back only their integer [`Totals`] — the CPU's bits, turned into metrics by the same
 //! host function. A plain book ([`SignalBook::is_plain`]) runs the whole-backtest kernel
-//! (backtest.wgsl); any other, the market kernel (market.wgsl, [`crate::gpu_market`]). Calls are cut into dispatches that fit the adapter's binding, grid
-//! and per-dispatch work limits, and the bars into stretches of at most
+//! (backtest.wgsl); any other, the market kernel (market.wgsl, [`crate::gpu_market`]).
+//! Calls are cut into dispatches that fit the adapter's binding, grid and per-dispatch
+//! work limits, and the bars into stretches of at most
 //! [`GpuContext::max_loop_steps`] (fewer when many combos share a dispatch), run one after another with each combo's state kept on the device;
 //! all are submitted before the first read-back, so the upload of one piece overlaps the
 //! compute of the previous one.
@@ -107,8 +108,8 @@ pub struct GpuBacktester {
     shared: [wgpu::Buffer; 5],
     /// The blocks whose starts each run records, if any.
     blocks: Option<BlockCuts>,
-    /// The kernel the book runs on: backtest.wgsl's or market.wgsl's.
-    kernel: &'static Kernel,
+    /// Whether the book runs on the market kernel (it is not plain), not the whole-backtest one.
+    market: bool,
 }
 
 impl std::fmt::Debug for GpuBacktester {
@@ -121,18 +122,15 @@ impl std::fmt::Debug for GpuBacktester {
 }
 
 impl GpuBacktester {
-    /// Uploads `book` and `tables` to `ctx` (the only upload of shared data). A book
-    /// whose prices or stop distances leave [`EXACT_RANGE`] is
+    /// Uploads `book` and `tables` to `ctx` (the only upload of shared data). A plain book
+    /// whose prices or stop distances leave the whole-backtest kernel's exact range is
     /// [`GpuError::Unsupported`]: the CPU runs it.
     pub fn new(ctx: Arc<GpuContext>, book: &SignalBook, tables: &BarTables) -> Result<Self, GpuError> {
         let bars = u32::try_from(book.bars())
             .map_err(|_| GpuError::Unsupported(format!("{} bars exceed the GPU's u32 indices", book.bars())))?;
         // Tables of a bar each, formed on the host's pool (millions of bars on long data).
-        let (kernel, t) = if book.is_plain() {
-            (&BACKTEST, KernelTables::plain(book, tables)?)
-        } else {
-            (&MARKET, KernelTables::market(book, tables)?)
-        };
+        let market = !book.is_plain();
+        let t = if market { KernelTables::market(book, tables)? } else { KernelTables::plain(book, tables)? };
         let shared = [
             ctx.storage_buffer("bars", &t.bars)?,
             ctx.storage_buffer("sums", &t.sums)?,
@@ -140,7 +138,6 @@ impl GpuBacktester {
             ctx.storage_buffer::<u32>("stop series", bytemuck::cast_slice(&t.series))?,
             ctx.storage_buffer("stops", &t.stops)?,
         ];
-        ctx.pipeline(kernel)?;
         let fills = book.fills();
         let factor = |x: f64| i64_words(x.to_bits() as i64);
         let params = Params {
@@ -168,7 +165,9 @@ impl GpuBacktester {
             fee_down: factor(1.0 - tables.fee),
             slip_down: factor(1.0 - tables.slippage),
         };
-        Ok(Self { ctx, params, shared, blocks: tables.blocks().copied(), kernel })
+        let gpu = Self { ctx, params, shared, blocks: tables.blocks().copied(), market };
+        gpu.ctx.pipeline(gpu.kernel())?;
+        Ok(gpu)
     }
 
     /// The GPU the book is resident on.
@@ -186,11 +185,12 @@ impl GpuBacktester {
 
     /// u32 words of one combo's run on the device.
     fn run_words(&self) -> usize {
-        if self.is_market() { MarketRun::WORDS } else { Run::WORDS }
+        if self.market { MarketRun::WORDS } else { Run::WORDS }
     }
 
-    fn is_market(&self) -> bool {
-        std::ptr::eq(self.kernel, &MARKET)
+    /// The kernel the book runs on.
+    fn kernel(&self) -> &'static Kernel {
+        if self.market { &MARKET } else { &BACKTEST }
     }
 
     /// The totals of every plan of `book` (the book this was made from, with its
@@ -212,7 +212,7 @@ impl GpuBacktester {
         let per_combo = (4 * run_words).max(16 * snaps_per_combo) as u64;
         let per_piece = (max_binding / per_combo).max(1) as usize;
         let bars = self.params.bars;
-        let max_work = if self.is_market() { MAX_MARKET_WORK_PER_DISPATCH } else { MAX_WORK_PER_DISPATCH };
+        let max_work = if self.market { MAX_MARKET_WORK_PER_DISPATCH } else { MAX_WORK_PER_DISPATCH };
         let stretch = stretch_len(ctx.max_loop_steps(), plans.len().min(per_piece) as u64, max_work);
         let stretches = stretches(bars, stretch);
         let per_dispatch = (max_work / u64::from(stretch)).clamp(1, u64::from(u32::MAX)) as usize;
@@ -244,7 +244,7 @@ impl GpuBacktester {
             let [a, b, c, d, e] = &self.shared;
             let bindings: Vec<[&wgpu::Buffer; 9]> =
                 uniforms.iter().map(|uniform| [a, b, c, d, e, &plan_buffer, &out, uniform, &snaps]).collect();
-            let kernel = self.kernel;
+            let kernel = self.kernel();
             let launches = steps
                 .iter()
                 .zip(&bindings)
@@ -256,7 +256,7 @@ impl GpuBacktester {
             let words = 4 * piece.len() * snaps_per_combo;
             reads.push(ctx.dispatch_and_read_back(&launches, &out, piece.len() * run_words, Some((&snaps, words)))?);
         }
-        let plans = if self.is_market() { plans.to_vec() } else { Vec::new() };
+        let plans = if self.market { plans.to_vec() } else { Vec::new() };
         Ok(PendingTotals { reads, plans })
     }
 
@@ -278,7 +278,7 @@ impl GpuBacktester {
             };
             // Decoded on the host's pool: a wide dispatch reads back hundreds of thousands.
             let first = batch.totals.len();
-            if self.is_market() {
+            if self.market {
                 let runs: &[MarketRun] = bytemuck::cast_slice(&read.items);
                 batch.totals.par_extend(runs.par_iter().map(MarketRun::totals));
                 out_of_range.extend(runs.iter().enumerate().filter(|(_, r)| r.out_of_range()).map(|(i, _)| first + i));

@@ -41,10 +41,10 @@ impl KernelTables {
 
     /// The market kernel's tables: its stops' own series (a fraction stop's level is
     /// formed in the kernel, as the CPU forms it at the entry).
-    pub(crate) fn market(book: &SignalBook, tables: &BarTables) -> Result<Self, GpuError> {
+    pub(crate) fn market<'a>(book: &'a SignalBook, tables: &BarTables) -> Result<Self, GpuError> {
         let close = book.close();
         // Books that fill at the close against closes keep no open, high or low: never read.
-        let or_close = |row: &'_ [f64]| if row.len() == close.len() { row.to_vec() } else { close.to_vec() };
+        let or_close = |row: &'a [f64]| if row.len() == close.len() { row } else { close };
         let (open, high, low) = (or_close(book.open()), or_close(book.high()), or_close(book.low()));
         let bars = (0..close.len())
             .into_par_iter()
@@ -159,7 +159,7 @@ fn stop_tables(book: &SignalBook) -> Result<(Vec<f64>, Vec<[u32; 4]>), GpuError>
                 [series, m0, m1, 0]
             }
             Stop::Level { series } => [series, 0, 0, 1],
-            // Trails only, whose books are declined above.
+            // Trails only: a plain book has none.
             Stop::Scaled { .. } => return Err(GpuError::Unsupported("the kernel does not trail stops".into())),
             Stop::Fraction { series, sign } => {
                 // The CPU's levels, formed on the host: a level series of their own.

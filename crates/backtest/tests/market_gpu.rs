@@ -200,6 +200,31 @@ fn every_example_rule_file_trades_on_the_gpu_as_on_the_cpu() {
     }
 }
 
+/// A short that loses more than the account (the price triples) leaves no cash; the next
+/// short's first return is 0/0, which the kernel flags and the host runs on the CPU: the
+/// CPU's totals and blocks all the same.
+#[test]
+fn a_combo_the_kernel_cannot_hold_is_run_on_the_cpu_with_the_same_bits() {
+    let close = [10.0, 10.0, 30.0, 31.0, 29.0, 28.0, 30.0, 27.0, 26.0, 25.0, 26.0, 24.0];
+    let n = close.len();
+    let ts = (0..n as i64).map(|i| 1_700_000_000_000 + i * 900_000).collect();
+    let data = Ohlcv::new("wipe", ts, close.to_vec(), close.to_vec(), close.to_vec(), close.to_vec(), vec![1.0; n])
+        .unwrap();
+    let at = |bars: &[usize]| Array2::from_shape_fn((n, 2), |(t, c)| c == 0 && bars.contains(&t) || c == 1 && t == 4);
+    let (long_in, long_out, short_in, short_out) = (at(&[]), at(&[]), at(&[1, 4]), at(&[2, 9]));
+    let signals = UserSignals {
+        short_entries: Some(short_in.view()),
+        short_exits: Some(short_out.view()),
+        ..UserSignals::long(long_in.view(), long_out.view())
+    };
+    let book = SignalBook::from_signals(&data, signals).unwrap();
+    let tables = BarTables::new(&book, Costs { fee: 0.001, slippage: 0.0 }).with_blocks(BlockCuts::new(n, 2).ok());
+    let cpu = simulate_cpu(&book, &tables, &all_plans(&book));
+    // Column 0 was wiped out: its log equity is the lowest there is.
+    assert!(cpu.totals[0].log_equity < -1_000 * (1 << 52), "{:?}", cpu.totals[0]);
+    assert_gpu_is_cpu("a wiped-out short", &book, &tables);
+}
+
 /// Random bars whose opens gap away from the last close, and random signals and stops.
 fn random_case(seed: u64, bars: usize, columns: usize) -> (Ohlcv, Vec<Array2<bool>>, Vec<Array2<f64>>) {
     let mut rng = SeededRng::new(seed);
