@@ -233,7 +233,11 @@ fn enter(short: bool, d: u32, e: u32, p: vec2<u32>, plan: Plan) {
     }
     if (has(trail.xy) || has(trail.zw)) {
         state |= STATE_TRAILS;
-        run.trail_factor = select(f64_sub(F64_ONE, trail.xy), f64_add(F64_ONE, trail.xy), short);
+        if (short) {
+            run.trail_factor = f64_add(F64_ONE, trail.xy);
+        } else {
+            run.trail_factor = f64_sub(F64_ONE, trail.xy);
+        }
         run.trail_distance = trail.zw;
     }
     run.state = state;

@@ -208,8 +208,8 @@ fn a_combo_the_kernel_cannot_hold_is_run_on_the_cpu_with_the_same_bits() {
     let close = [10.0, 10.0, 30.0, 31.0, 29.0, 28.0, 30.0, 27.0, 26.0, 25.0, 26.0, 24.0];
     let n = close.len();
     let ts = (0..n as i64).map(|i| 1_700_000_000_000 + i * 900_000).collect();
-    let data = Ohlcv::new("wipe", ts, close.to_vec(), close.to_vec(), close.to_vec(), close.to_vec(), vec![1.0; n])
-        .unwrap();
+    let data =
+        Ohlcv::new("wipe", ts, close.to_vec(), close.to_vec(), close.to_vec(), close.to_vec(), vec![1.0; n]).unwrap();
     let at = |bars: &[usize]| Array2::from_shape_fn((n, 2), |(t, c)| c == 0 && bars.contains(&t) || c == 1 && t == 4);
     let (long_in, long_out, short_in, short_out) = (at(&[]), at(&[]), at(&[1, 4]), at(&[2, 9]));
     let signals = UserSignals {

@@ -14,7 +14,7 @@ use threadx_indicators::{Indicator, IndicatorBank, IndicatorError, IndicatorId, 
 
 /// Every series `rules` read (rolling sources before the rolling series), each as
 /// often as read.
-pub(super) fn series_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> Vec<&'b SeriesKey> {
+fn series_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> Vec<&'b SeriesKey> {
     let mut keys = Vec::new();
     for rule in rules {
         rule.visit_series(&mut keys);
@@ -89,7 +89,7 @@ impl<'a> SeriesTable<'a> {
         self.indicators.get(&indicator.id())
     }
 
-    pub(super) fn values(&self, key: &SeriesKey) -> &[f64] {
+    fn values(&self, key: &SeriesKey) -> &[f64] {
         match key {
             SeriesKey::Price(price) => price.of(self.data),
             SeriesKey::Indicator(indicator, output) => self.indicators[&indicator.id()].output(*output),
