@@ -11,8 +11,8 @@
 //!   bar: a sweep with stops inside the bar and a trailing stop keeps ≥ 70 % of the
 //!   close-only sweep's bar·combos/s): `close_only` is `bb_atr` itself; `intrabar_trail`
 //!   adds `trail = "atr_mult * atr(atr_period)"` and `intrabar = true` (the market rules'
-//!   long-only twin, `market_long.rs`); `long_short` adds the short side (upper band, its
-//!   own ATR stop) and reversals, on closes (the general market simulation).
+//!   fast twin, `market_close.rs`); `long_short` adds the short side (upper band, its
+//!   own ATR stop) and reversals, on closes (the same twin's short loop).
 //! - `bb_atr_gpu/*`: the whole-backtest kernel on the best adapter, plans uploaded and
 //!   metrics read back in the timing.
 //! - `book/*`: building the book (indicators and decision rows) for the same grid, and for

@@ -35,7 +35,7 @@ mod gpu_market;
 mod gpu_tables;
 mod grid;
 mod market;
-mod market_long;
+mod market_close;
 mod market_position;
 mod metrics;
 mod param;

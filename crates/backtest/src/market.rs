@@ -10,8 +10,8 @@
 //! book's tables, as in the plain simulation; every other bar's is E[t]/E[t−1] − 1 in f64,
 //! then fixed point. One pass gives the totals and, through an [`Observer`], the trades
 //! and the equity curve, so the detailed report and the sweep's row cannot disagree.
-//! Sweeps run long-only combos filled at the close in its fast twin
-//! ([`crate::market_long`]), whose totals are this simulation's bits.
+//! Sweeps run combos filled at the close in its fast twin ([`crate::market_close`]),
+//! whose totals are this simulation's bits.
 
 use crate::bar_tables::BarTables;
 use crate::blocks::Snapshots;
@@ -20,7 +20,7 @@ use crate::costs::Fill;
 use crate::fixed::{Totals, ret_units};
 use crate::market_position::{Order, Position, close_out, decide, extreme, intrabar_exit, open};
 use crate::metrics::{ExitReason, Side};
-use crate::trade_parts::{Leg, Observer, at_level, bit, log_of, next_bit, trail_level};
+use crate::trade_parts::{Leg, Observer, at_level, bit, log_of, next_bit, next_bit_where, trail_level};
 
 /// The running totals: equity in f64, drawdown, fixed-point return sums, counts.
 struct Run<'a, O: Observer> {
@@ -413,15 +413,7 @@ fn hold_side<O: Observer, const SHORT: bool>(
 /// The first bar at or after `from` with a bit set in either row (of one length).
 #[inline(always)]
 fn next_bit_of_either(a: &[u64], b: &[u64], from: usize) -> Option<usize> {
-    let mut w = from / 64;
-    let mut word = (*a.get(w)? | b[w]) & (u64::MAX << (from % 64));
-    loop {
-        if word != 0 {
-            return Some(w * 64 + word.trailing_zeros() as usize);
-        }
-        w += 1;
-        word = *a.get(w)? | b[w];
-    }
+    next_bit_where(a.len(), from, |w| a[w] | b[w])
 }
 
 /// The side a flat bar's entries open: one side's entry alone (both at once: neither).

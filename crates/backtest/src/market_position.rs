@@ -111,15 +111,21 @@ pub(crate) fn open(side: Side, cash: f64, p: f64, tables: &BarTables) -> (f64, f
 }
 
 /// The cash a position leaves when closed at price `p` for `reason` (never below 0: a
-/// short that lost more than the equity leaves none). A stop, take-profit or trail fills
-/// at its price with the fee alone, no slippage (vectorbt's `stoplimit`); other exits pay
-/// both. Without slippage the two are the same bits.
+/// short that lost more than the equity leaves none).
 #[inline(always)]
 pub(crate) fn close_out(pos: &Position, p: f64, tables: &BarTables, reason: ExitReason) -> f64 {
-    let at_level = at_level(reason);
-    match pos.side {
-        Side::Long => pos.shares * p * (1.0 - if at_level { tables.fee } else { tables.sell }),
-        Side::Short => (pos.cash - pos.shares * p * (1.0 + if at_level { tables.fee } else { tables.buy })).max(0.0),
+    exit_cash(pos.side, pos.shares, pos.cash, p, tables, at_level(reason))
+}
+
+/// The cash `shares` of `side` with `cash` beside them leave when sold (a short's: bought
+/// back) at price `p`, `at_level` or not. A stop, take-profit or trail fills at its level
+/// with the fee alone, no slippage (vectorbt's `stoplimit`); other exits pay both. Without
+/// slippage the two are the same bits. Never below 0.
+#[inline(always)]
+pub(crate) fn exit_cash(side: Side, shares: f64, cash: f64, p: f64, tables: &BarTables, at_level: bool) -> f64 {
+    match side {
+        Side::Long => shares * p * (1.0 - if at_level { tables.fee } else { tables.sell }),
+        Side::Short => (cash - shares * p * (1.0 + if at_level { tables.fee } else { tables.buy })).max(0.0),
     }
 }
 
@@ -136,27 +142,39 @@ pub(crate) fn extreme(side: Side, high: f64, low: f64) -> f64 {
 /// (the level, or the open when the bar opens beyond it) and why. The stop comes first.
 #[inline(always)]
 pub(crate) fn intrabar_exit(p: &Position, open: f64, high: f64, low: f64) -> Option<(f64, ExitReason)> {
-    let (against, toward) = match p.side {
-        Side::Long => (low, high),
-        Side::Short => (high, low),
-    };
-    if let Some((level, reason)) = p.binding_stop() {
-        if p.stopped(open, level) {
-            return Some((open, reason));
-        }
-        if p.stopped(against, level) {
-            return Some((level, reason));
-        }
+    let (stop, reason) = p.binding_stop().unwrap_or((f64::NAN, ExitReason::Stop));
+    let take_profit = p.take_profit.unwrap_or(f64::NAN);
+    fill_inside(p.side == Side::Short, open, high, low, stop, take_profit)
+        .map(|(price, stopped)| (price, if stopped { reason } else { ExitReason::TakeProfit }))
+}
+
+/// The one rule of a fill inside a bar, for a long or a `short`, with levels `stop` and
+/// `take_profit` (NaN: none, as no comparison with NaN holds): the stop first, at the open
+/// when the bar opens beyond it, else at its level if the bar's low (a short's high)
+/// reaches it; then the take-profit the same way. The fill price, and whether the stop.
+#[inline(always)]
+pub(crate) fn fill_inside(
+    short: bool,
+    open: f64,
+    high: f64,
+    low: f64,
+    stop: f64,
+    take_profit: f64,
+) -> Option<(f64, bool)> {
+    let (against, toward) = if short { (high, low) } else { (low, high) };
+    let stopped = |p: f64| if short { p >= stop } else { p <= stop };
+    let reached = |p: f64| if short { p <= take_profit } else { p >= take_profit };
+    if stopped(open) {
+        Some((open, true))
+    } else if stopped(against) {
+        Some((stop, true))
+    } else if reached(open) {
+        Some((open, false))
+    } else if reached(toward) {
+        Some((take_profit, false))
+    } else {
+        None
     }
-    if let Some(level) = p.take_profit {
-        if p.reached(open, level) {
-            return Some((open, ExitReason::TakeProfit));
-        }
-        if p.reached(toward, level) {
-            return Some((level, ExitReason::TakeProfit));
-        }
-    }
-    None
 }
 
 /// What the close of bar `t` decides for a position: stops against the close (unless

@@ -16,7 +16,7 @@ use crate::book::{ComboPlan, SignalBook};
 use crate::costs::Costs;
 use crate::fixed::{Totals, annualised, sharpe};
 use crate::market::simulate_market;
-use crate::market_long::{runs_long, simulate_long};
+use crate::market_close::{runs_at_close, simulate_at_close};
 use crate::metrics::{ExitReason, Metrics, Side, Trade};
 use crate::trade_parts::{Leg, Nothing, Observer, at_level, bit, last_bar, next_bit};
 use rayon::prelude::*;
@@ -175,14 +175,14 @@ pub fn simulate_with_blocks(
 }
 
 /// The one choice between the simulations: a plain book's integer run (the kernel's
-/// twin), a long-only combo filled at the close by the market rules' fast twin, any other
+/// twin), a combo filled at the close by the market rules' fast twin, any other
 /// combo by the market simulation.
 #[inline(always)]
 fn totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut blocks: Option<Snapshots<'_>>) -> Totals {
     if book.is_plain() {
         run_totals(book, tables, plan, blocks.as_mut())
-    } else if runs_long(book, plan) {
-        simulate_long(book, tables, plan, blocks.as_mut())
+    } else if runs_at_close(book) {
+        simulate_at_close(book, tables, plan, blocks.as_mut())
     } else {
         simulate_market(book, tables, plan, blocks, &mut Nothing)
     }

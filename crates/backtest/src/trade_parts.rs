@@ -1,5 +1,5 @@
 //! What every simulator shares (`simulate.rs`'s plain and f64 loops, `market.rs` and
-//! `market_long.rs`): the [`Observer`] that records a run and the [`Leg`] it is told of,
+//! `market_close.rs`): the [`Observer`] that records a run and the [`Leg`] it is told of,
 //! reading rows of bits, the max-bars limit, which exits fill at a level, a trail's level
 //! and ln in the tables' units. It sits below them all, so none imports another for these.
 
@@ -37,14 +37,27 @@ impl Observer for Nothing {}
 /// The first set bit at or after `from` in a row of bits, if any.
 #[inline(always)]
 pub(crate) fn next_bit(row: &[u64], from: usize) -> Option<usize> {
+    next_bit_where(row.len(), from, |w| row[w])
+}
+
+/// The first set bit at or after `from` in a row of `words` words, word `w` being
+/// `word(w)` (a row formed from others as it is read), if any.
+#[inline(always)]
+pub(crate) fn next_bit_where(words: usize, from: usize, word: impl Fn(usize) -> u64) -> Option<usize> {
     let mut w = from / 64;
-    let mut word = *row.get(w)? & (u64::MAX << (from % 64));
+    if w >= words {
+        return None;
+    }
+    let mut bits = word(w) & (u64::MAX << (from % 64));
     loop {
-        if word != 0 {
-            return Some(w * 64 + word.trailing_zeros() as usize);
+        if bits != 0 {
+            return Some(w * 64 + bits.trailing_zeros() as usize);
         }
         w += 1;
-        word = *row.get(w)?;
+        if w >= words {
+            return None;
+        }
+        bits = word(w);
     }
 }
 
