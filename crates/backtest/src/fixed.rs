@@ -44,12 +44,35 @@ pub(crate) fn log_units(x: f64) -> i64 {
 #[inline(always)]
 pub(crate) fn ret_units(x: f64) -> i128 {
     let v = x * RET_SCALE;
-    if v.abs() < 9_223_372_036_854_775_808.0 {
-        let whole = v as i64;
-        let fraction = v - whole as f64;
-        return i128::from(whole + i64::from(fraction >= 0.5) - i64::from(fraction <= -0.5));
+    if v.abs() < I64_RANGE {
+        return i128::from(round_inside(v));
     }
     v.round() as i128
+}
+
+/// A bar's return E[t]/E[t−1] − 1 from equities `e` and `before`, and its square, in 2^-64
+/// units as [`ret_units`] gives them (mod 2^128): the market simulations' f64 return.
+#[inline(always)]
+pub(crate) fn return_units(e: f64, before: f64) -> (u128, u128) {
+    let x = e / before - 1.0;
+    (ret_units(x) as u128, ret_units(x * x) as u128)
+}
+
+/// 2^63: values of smaller magnitude convert to i64.
+const I64_RANGE: f64 = 9_223_372_036_854_775_808.0;
+
+/// `v` (|v| < 2^63, checked by the caller) rounded to the nearest integer, ties away from
+/// zero: its truncation plus the exact fraction left.
+#[inline(always)]
+fn round_inside(v: f64) -> i64 {
+    debug_assert!(v.abs() < I64_RANGE);
+    // SAFETY: every caller checks |v| < 2^63 (so v is finite, not NaN, and its truncation
+    // is an i64); unchecked, the conversion is one instruction instead of a saturating
+    // sequence, on the market simulations' hottest path.
+    #[allow(unsafe_code)]
+    let whole: i64 = unsafe { v.to_int_unchecked() };
+    let fraction = v - whole as f64;
+    whole + i64::from(fraction >= 0.5) - i64::from(fraction <= -0.5)
 }
 
 #[cfg(test)]
@@ -92,6 +115,16 @@ mod tests {
             let spread = (f64::from_bits(bits >> 12 | 0x3ff0_0000_0000_0000) - 1.5) * 2f64.powi(scale);
             for x in [any, spread, spread * spread] {
                 prop_assert_eq!(ret_units(x), plain(x), "{:e}", x);
+            }
+        }
+
+        #[test]
+        fn return_units_is_the_plain_conversion_of_the_return(e in any::<f64>(), before in any::<f64>(), near in -0.7f64..0.7) {
+            // Equities of any bits, and pairs whose return is within ±70 % (both sides of
+            // the one range check).
+            for (e, before) in [(e, before), (before.abs() * (1.0 + near), before.abs())] {
+                let x = e / before - 1.0;
+                prop_assert_eq!(return_units(e, before), (plain(x) as u128, plain(x * x) as u128), "{:e} / {:e}", e, before);
             }
         }
     }

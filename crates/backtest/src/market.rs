@@ -17,7 +17,7 @@ use crate::bar_tables::BarTables;
 use crate::blocks::Snapshots;
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
-use crate::fixed::{Totals, ret_units};
+use crate::fixed::{Totals, return_units};
 use crate::market_position::{Order, Position, close_out, decide, extreme, intrabar_exit, open};
 use crate::metrics::{ExitReason, Side};
 use crate::trade_parts::{Leg, Observer, at_level, bit, log_of, next_bit, next_bit_where, trail_level};
@@ -44,10 +44,7 @@ impl<O: Observer> Run<'_, O> {
         if let Some(blocks) = self.blocks.as_mut() {
             blocks.bar(t, (self.totals.sum, self.totals.sum_sq));
         }
-        let (r1, r2) = r.unwrap_or_else(|| {
-            let x = e / self.equity - 1.0;
-            (ret_units(x) as u128, ret_units(x * x) as u128)
-        });
+        let (r1, r2) = r.unwrap_or_else(|| return_units(e, self.equity));
         self.totals.sum = self.totals.sum.wrapping_add(r1);
         self.totals.sum_sq = self.totals.sum_sq.wrapping_add(r2);
         self.step(e);

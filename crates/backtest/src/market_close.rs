@@ -13,7 +13,7 @@ use crate::bar_tables::BarTables;
 use crate::blocks::Snapshots;
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
-use crate::fixed::{Totals, ret_units};
+use crate::fixed::{Totals, return_units};
 use crate::market_position::{exit_cash, fill_inside, open};
 use crate::metrics::Side;
 use crate::trade_parts::{last_bar, log_of, next_bit_where, trail_level};
@@ -150,14 +150,6 @@ impl Account<'_, '_> {
         totals.drawdown = log_of(self.worst.min(self.trough / self.peak));
         totals
     }
-}
-
-/// A bar's return E[t]/E[t−1] − 1 and its square in 2^-64 units, in f64 as the market
-/// simulation forms it.
-#[inline(always)]
-fn f64_return(e: f64, before: f64) -> (u128, u128) {
-    let x = e / before - 1.0;
-    (ret_units(x) as u128, ret_units(x * x) as u128)
 }
 
 /// A stop rule's level frozen at entry bar `e` with close `close`; NaN: none.
@@ -312,7 +304,7 @@ impl<'a> Twin<'a> {
         // From flat, the entry bar's return is the tables' (the plain rule's); on a
         // reversal, the bar's return in f64.
         let entry = if reversed {
-            f64_return(shares * close[e], account.equity)
+            return_units(shares * close[e], account.equity)
         } else {
             (tables.entry_ret, tables.entry_ret_sq)
         };
@@ -375,7 +367,7 @@ impl<'a> Twin<'a> {
             if !inside {
                 return End::Reverse(x, after);
             }
-            account.mark(x, after, f64_return(after, account.equity));
+            account.mark(x, after, return_units(after, account.equity));
         } else {
             let (exit1, exit2) = tables.exit_sums(x, hit);
             account.add(before, (entry_sums.0.wrapping_add(exit1), entry_sums.1.wrapping_add(exit2)));
@@ -398,7 +390,7 @@ impl<'a> Twin<'a> {
         let (close, high, low) = (&self.close[..n], &self.high[..n], &self.low[..n]);
         let (shares, cash_beside) = open(Side::Short, cash, close[e], tables);
         let value = cash_beside - shares * close[e];
-        account.mark(e, value, f64_return(value, account.equity));
+        account.mark(e, value, return_units(value, account.equity));
         let Levels { stop: fixed, take_profit, trail: (fraction, distance) } = self.levels(Side::Short, e);
         let stop_at = |best: f64| {
             let trail = trail_level(true, best, fraction, distance);
@@ -418,7 +410,7 @@ impl<'a> Twin<'a> {
                 account.record(t);
                 block = account.block;
             }
-            let (r1, r2) = f64_return(v, equity);
+            let (r1, r2) = return_units(v, equity);
             sums = (sums.0.wrapping_add(r1), sums.1.wrapping_add(r2));
             // `Account::step`, its new peaks (rare on a short's bars) behind a branch.
             if v > peak {
@@ -448,7 +440,7 @@ impl<'a> Twin<'a> {
         if !hit && x == reverse_at {
             return End::Reverse(x, after);
         }
-        account.mark(x, after, f64_return(after, account.equity));
+        account.mark(x, after, return_units(after, account.equity));
         End::Flat(x)
     }
 
