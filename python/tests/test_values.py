@@ -28,6 +28,22 @@ def test_indicators_are_the_clis(cli, data: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(threadx.indicators(data, specs, device="cpu"), got, check_exact=True)
 
 
+def test_cci_and_obv_are_pandas_own(data: pd.DataFrame) -> None:
+    """CCI and OBV (no GPU kernel: a GPU declines them) against their definitions in
+    pandas: OBV the same bits (the same additions in the same order), CCI to 1e-10."""
+    got = threadx.indicators(data, "cci:period=14", "obv", device="gpu" if REQUIRE_GPU else "auto")
+    sign = np.sign(data["close"].diff()).fillna(0.0)
+    obv = (sign * data["volume"]).where(sign != 0, 0.0)
+    obv.iloc[0] = data["volume"].iloc[0]
+    np.testing.assert_array_equal(got["obv"].to_numpy(), obv.cumsum().to_numpy())
+    tp = (data["high"] + data["low"] + data["close"]) / 3
+    mean = tp.rolling(14).mean()
+    deviation = tp.rolling(14).apply(lambda w: np.abs(w - w.mean()).mean(), raw=True)
+    cci = (tp - mean) / (0.015 * deviation)
+    assert got["cci_14"].isna().sum() == 13
+    np.testing.assert_allclose(got["cci_14"].to_numpy()[13:], cci.to_numpy()[13:], rtol=1e-10)
+
+
 def test_one_backtest_is_the_clis(cli, data: pd.DataFrame) -> None:
     bt = threadx.backtest(data, "bb_atr", fee=0.002, bb_period=25, bb_std=1.5, atr_mult=3)
     out = cli.run(

@@ -263,3 +263,48 @@ fn built_in_strategies_are_rule_files_that_read_back_the_same() {
     assert_eq!(bb.depends_on(threadx_backtest::RuleKind::Entry), ["bb_period", "bb_std"]);
     assert_eq!(bb.depends_on(threadx_backtest::RuleKind::Stop), ["atr_period", "atr_mult"]);
 }
+
+/// A strategy written with the indicators users reach for first (stochastic, Williams'
+/// %R, CCI, OBV, Keltner, an average of the volume and of the RSI), both sides: every
+/// adapter gives the CPU's totals, and no decision reads a later bar.
+#[test]
+fn a_strategy_of_the_new_indicators_runs_on_every_device_without_lookahead() {
+    let source = r#"
+name = "oscillators"
+[params]
+k = { kind = "int", default = 14, min = 2, max = 100 }
+level = { kind = "float", default = 100, min = 0, max = 300 }
+[rules]
+entry = "crosses_above(stoch_k(k, 3, 3), stoch_d(k, 3, 3)) and cci(20) < -level and volume > sma(volume, 20)"
+exit = "willr(k) > -20 or close > keltner_upper(20, 2)"
+short_entry = "crosses_below(stoch_k(k, 3, 3), stoch_d(k, 3, 3)) and cci(20) > level and ema(rsi(14), 5) > 60"
+short_exit = "willr(k) < -80 or obv() < sma(obv(), 50)"
+stop = "keltner_lower(20, 3)"
+"#;
+    let strategy = Strategy::from_toml(source, "oscillators.toml").unwrap();
+    let axes = [vec![5.0, 14.0], vec![50.0, 100.0]];
+    let full = Series::new("synthetic:bars=6000,seed=3");
+    let book = full.book(&strategy, &axes);
+    let tables = BarTables::new(&book, COSTS);
+    let plans: Vec<ComboPlan> = (0..book.grid_len()).map(|c| book.combo_plan(c)).collect();
+    let cpu = simulate_cpu(&book, &tables, &plans).totals;
+    assert!(cpu.iter().all(|t| t.trades > 5), "{cpu:?}");
+    for ctx in adapters() {
+        let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&book, &tables, &plans).unwrap().totals;
+        assert_eq!(cpu, gpu, "on {}", ctx.report().label());
+    }
+    let k = 4000;
+    let cut = Series { data: full.data.slice(0..k), dir: tempfile::tempdir().unwrap() };
+    let short = cut.book(&strategy, &axes);
+    for combo in 0..book.grid_len() {
+        let closed_before = |book: &SignalBook| -> Trades {
+            simulate_detailed(book, &book.combo_plan(combo), COSTS)
+                .trades
+                .iter()
+                .filter(|t| t.reason != ExitReason::OpenAtEnd && t.exit_bar < k - 1)
+                .map(|t| (t.entry_bar, t.exit_bar, t.reason))
+                .collect()
+        };
+        assert_eq!(closed_before(&book), closed_before(&short), "combo {combo}");
+    }
+}

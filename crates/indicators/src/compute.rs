@@ -67,7 +67,8 @@ pub(crate) fn compute_dispatched(
             many => json!({ "sets": many.len() }),
         };
         let op = Operation::new(family.op_name(), params, data.len());
-        let (value, device, elapsed_ms) = if exact {
+        // A family without a GPU kernel is declined before any dispatch.
+        let (value, device, elapsed_ms) = if exact || !family.has_gpu_kernel() {
             let start = std::time::Instant::now();
             let value = cpu_batch(data, batch);
             (value, Device::Cpu, start.elapsed().as_secs_f64() * 1e3)
@@ -142,26 +143,12 @@ fn cpu_batch(data: &Ohlcv, indicators: &[Indicator]) -> Vec<IndicatorValues> {
             (Indicator::BollingerBands { std, .. }, [middle, upper, lower], Some((_, mean, dev))) => {
                 bands(std, from, &mean[from..], &dev[from..], [middle, upper, lower]);
             }
-            (Indicator::BollingerBands { period, std }, [middle, upper, lower], None) => {
-                cpu::rolling::<true>(close, period, |t, mean, dev| {
-                    bands(std, t, mean, dev, [&mut **middle, &mut **upper, &mut **lower]);
-                });
-            }
             (Indicator::StdDev { .. }, [out], Some((_, _, dev))) => cpu::put(out, from, &dev[from..]),
-            (Indicator::StdDev { period }, [out], None) => {
-                cpu::rolling::<true>(close, period, |t, _, dev| cpu::put(out, t, dev));
-            }
-            (Indicator::Sma { period }, [out], _) => {
-                cpu::rolling::<false>(close, period, |t, mean, _| cpu::put(out, t, mean));
-            }
-            (Indicator::Ema { period }, [out], _) => cpu::ema(close, period, out),
             (Indicator::TrueRange, [out], _) => cpu::true_range(data.high(), data.low(), close, out),
             (Indicator::Atr { period }, [out], _) => cpu::atr(data.high(), data.low(), close, period, out),
-            (Indicator::Rsi { period }, [out], _) => cpu::rsi(close, period, out),
-            (Indicator::Macd { fast, slow, signal }, [line, sig, hist], _) => {
-                cpu::macd(close, (fast, slow, signal), line, sig, hist);
-            }
-            _ => unreachable!("{indicator}: output rows do not match its outputs"),
+            (Indicator::Cci { period }, [out], _) => cpu::cci(data.high(), data.low(), close, period, out),
+            (Indicator::Obv, [out], _) => cpu::obv(close, data.volume(), out),
+            (_, rows, _) => one_input(indicator, close, rows),
         })
     };
     // One series is one thread's work: computed right here, without a hop into the pool.
@@ -169,6 +156,63 @@ fn cpu_batch(data: &Ohlcv, indicators: &[Indicator]) -> Vec<IndicatorValues> {
         [one] => vec![values(one)],
         many => many.par_iter().with_min_len(grain).map(values).collect(),
     }
+}
+
+/// Writes an indicator that reads one series, `x` (a number on every bar), into its rows
+/// from its first value on. The others read several columns of the bars.
+fn one_input(indicator: Indicator, x: &[f64], rows: &mut [cpu::Row]) {
+    match (indicator, rows) {
+        (Indicator::Sma { period }, [out]) => cpu::rolling::<false>(x, period, |t, mean, _| cpu::put(out, t, mean)),
+        (Indicator::Ema { period }, [out]) => cpu::ema(x, period, out),
+        (Indicator::StdDev { period }, [out]) => cpu::rolling::<true>(x, period, |t, _, dev| cpu::put(out, t, dev)),
+        (Indicator::BollingerBands { period, std }, [middle, upper, lower]) => {
+            cpu::rolling::<true>(x, period, |t, mean, dev| {
+                bands(std, t, mean, dev, [&mut **middle, &mut **upper, &mut **lower]);
+            });
+        }
+        (Indicator::Rsi { period }, [out]) => cpu::rsi(x, period, out),
+        (Indicator::Macd { fast, slow, signal }, [line, sig, hist]) => {
+            cpu::macd(x, (fast, slow, signal), line, sig, hist);
+        }
+        _ => unreachable!("{indicator}: reads more than one series, or its rows do not match its outputs"),
+    }
+}
+
+/// Whether `indicator` reads one series (the close, in the bank), so that it can be
+/// computed on any series ([`compute_on_series`]).
+pub fn reads_one_series(indicator: &Indicator) -> bool {
+    !matches!(indicator, Indicator::TrueRange | Indicator::Atr { .. } | Indicator::Cci { .. } | Indicator::Obv)
+}
+
+/// `indicator` computed on the series `x` instead of the close, one row per output: on
+/// each stretch of bars where `x` is a number (a source's warm-up, or a gap of NaN,
+/// starts it again), from its lookback into the stretch on; NaN elsewhere. The values
+/// are the bank's kernels' on that stretch, so on the close they are the bank's bits.
+pub fn compute_on_series(indicator: Indicator, x: &[f64]) -> Result<Vec<Vec<f64>>, IndicatorError> {
+    if !reads_one_series(&indicator) {
+        return Err(IndicatorError::BadValue {
+            indicator: indicator.short_name().to_owned(),
+            problem: "reads the bars' high, low and close (or volume); it takes no other series".into(),
+        });
+    }
+    indicator.check_params()?;
+    let outputs = indicator.output_names().len();
+    let mut rows = vec![vec![f64::NAN; x.len()]; outputs];
+    let lookback = indicator.lookback();
+    let mut t = 0;
+    while t < x.len() {
+        let start = t + x[t..].iter().position(|v| !v.is_nan()).unwrap_or(x.len() - t);
+        let end = start + x[start..].iter().position(|v| v.is_nan()).unwrap_or(x.len() - start);
+        if end - start > lookback {
+            let stretch = &x[start..end];
+            let values = IndicatorValues::build(indicator, stretch.len(), |out| one_input(indicator, stretch, out));
+            for (k, row) in rows.iter_mut().enumerate() {
+                row[start + lookback..end].copy_from_slice(&values.output(k)[lookback..]);
+            }
+        }
+        t = end;
+    }
+    Ok(rows)
 }
 
 /// Writes the bands `mean ± std · deviation` (and the mean as the middle) from bar `t` on.

@@ -424,3 +424,37 @@ pub(crate) fn macd(x: &[f64], (fast, slow, signal): (usize, usize, usize), line:
         hist.write(l - s);
     }
 }
+
+/// TA-Lib's CCI over the typical price tp = (high + low + close) / 3: at each bar from
+/// `period − 1`, the window's mean and mean absolute deviation, each summed in TA-Lib's
+/// circular-buffer order (bar b in slot b mod period), and (tp − mean) / (0.015 · mean
+/// deviation); 0 where either is 0. O(bars · period), as TA-Lib.
+pub(crate) fn cci(high: &[f64], low: &[f64], close: &[f64], period: usize, out: Row) {
+    let tp: Vec<f64> = high.iter().zip(low).zip(close).map(|((&h, &l), &c)| (h + l + c) / 3.0).collect();
+    let p = period as f64;
+    for t in period - 1..tp.len() {
+        let start = t + 1 - period;
+        // The window's bars in slot order: slot j holds the bar ≡ j (mod period).
+        let first = (period - start % period) % period;
+        let slots = tp[start + first..=t].iter().chain(&tp[start..start + first]);
+        let mean = slots.clone().sum::<f64>() / p;
+        let deviation = slots.map(|&v| (v - mean).abs()).sum::<f64>();
+        let gap = tp[t] - mean;
+        out[t].write(if gap != 0.0 && deviation != 0.0 { gap / (0.015 * (deviation / p)) } else { 0.0 });
+    }
+}
+
+/// TA-Lib's OBV: the first bar's volume, then the volume added on a close above the one
+/// before and taken on one below.
+pub(crate) fn obv(close: &[f64], volume: &[f64], out: Row) {
+    let mut total = volume[0];
+    out[0].write(total);
+    for t in 1..close.len() {
+        if close[t] > close[t - 1] {
+            total += volume[t];
+        } else if close[t] < close[t - 1] {
+            total -= volume[t];
+        }
+        out[t].write(total);
+    }
+}

@@ -84,6 +84,9 @@ pub(crate) fn compute_family(
     family: Family,
     indicators: &[Indicator],
 ) -> Result<Vec<IndicatorValues>, GpuError> {
+    if !family.has_gpu_kernel() {
+        return Err(GpuError::Unsupported(format!("{} has no GPU kernel; the CPU computes it", family.op_name())));
+    }
     let n = data.len();
     let n32 = u32::try_from(n).map_err(|_| GpuError::Unsupported(format!("{n} bars exceed the GPU's u32 indices")))?;
     let steps = loop_steps(family, indicators, n);
@@ -176,6 +179,7 @@ pub(crate) fn compute_family(
                 from_blocks(indicators, &rows, n, |set| set)
             }
         }
+        Family::Cci | Family::Obv => unreachable!("declined above: no GPU kernel"),
     };
     Ok(out)
 }
@@ -189,6 +193,7 @@ fn loop_steps(family: Family, indicators: &[Indicator], n: usize) -> u64 {
         Family::TrueRange => 0,
         Family::Ema | Family::Rsi | Family::Atr => n as u64,
         Family::Macd => n as u64 + 2 * longest(Indicator::lookback),
+        Family::Cci | Family::Obv => 0,
     }
 }
 

@@ -42,6 +42,14 @@ pub enum Indicator {
         slow: usize,
         signal: usize,
     },
+    /// Commodity channel index of the typical price (high + low + close) / 3 (TA-Lib's
+    /// CCI: its deviation from its `period` mean over 0.015 mean absolute deviations).
+    Cci {
+        period: usize,
+    },
+    /// On-balance volume: the running sum of the volume, added on an up close and taken
+    /// on a down close, from the first bar's volume (TA-Lib's OBV).
+    Obv,
 }
 
 /// An indicator's identity as a plain value ([`Indicator::id`]): its family and parameters.
@@ -49,7 +57,7 @@ pub type IndicatorId = (u8, [u64; 3]);
 
 /// The names `--ind` accepts, with their parameters and defaults.
 pub const INDICATOR_HELP: &str = "sma:period=20, ema:period=20, stddev:period=20, bbands:period=20,std=2, \
-trange, atr:period=14, rsi:period=14, macd:fast=12,slow=26,signal=9";
+trange, atr:period=14, rsi:period=14, macd:fast=12,slow=26,signal=9, cci:period=14, obv";
 
 /// The family an indicator's batch runs in: one kernel, one dispatch, one profile name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,6 +70,8 @@ pub(crate) enum Family {
     Atr,
     Rsi,
     Macd,
+    Cci,
+    Obv,
 }
 
 impl Family {
@@ -76,7 +86,15 @@ impl Family {
             Family::Atr => "atr",
             Family::Rsi => "rsi",
             Family::Macd => "macd",
+            Family::Cci => "cci",
+            Family::Obv => "obv",
         }
+    }
+
+    /// Whether a GPU kernel computes the family; the others run on the CPU, declined
+    /// before any dispatch.
+    pub(crate) fn has_gpu_kernel(self) -> bool {
+        !matches!(self, Family::Cci | Family::Obv)
     }
 }
 
@@ -96,9 +114,9 @@ impl Indicator {
             given.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
         }
         let known: &[&str] = match name.as_str() {
-            "sma" | "ema" | "stddev" | "atr" | "rsi" => &["period"],
+            "sma" | "ema" | "stddev" | "atr" | "rsi" | "cci" => &["period"],
             "bbands" => &["period", "std"],
-            "trange" => &[],
+            "trange" | "obv" => &[],
             "macd" => &["fast", "slow", "signal"],
             _ => return Err(IndicatorError::Unknown { name, known: INDICATOR_HELP }),
         };
@@ -130,6 +148,8 @@ impl Indicator {
             "trange" => Indicator::TrueRange,
             "atr" => Indicator::Atr { period: period("period", 14)? },
             "rsi" => Indicator::Rsi { period: period("period", 14)? },
+            "cci" => Indicator::Cci { period: period("period", 14)? },
+            "obv" => Indicator::Obv,
             _ => Indicator::Macd { fast: period("fast", 12)?, slow: period("slow", 26)?, signal: period("signal", 9)? },
         };
         indicator.check_params()?;
@@ -146,6 +166,8 @@ impl Indicator {
             Indicator::Atr { .. } => Family::Atr,
             Indicator::Rsi { .. } => Family::Rsi,
             Indicator::Macd { .. } => Family::Macd,
+            Indicator::Cci { .. } => Family::Cci,
+            Indicator::Obv => Family::Obv,
         }
     }
 
@@ -160,6 +182,8 @@ impl Indicator {
             Indicator::Atr { .. } => "atr",
             Indicator::Rsi { .. } => "rsi",
             Indicator::Macd { .. } => "macd",
+            Indicator::Cci { .. } => "cci",
+            Indicator::Obv => "obv",
         }
     }
 
@@ -171,8 +195,9 @@ impl Indicator {
             | Indicator::StdDev { period }
             | Indicator::BollingerBands { period, .. }
             | Indicator::Atr { period }
-            | Indicator::Rsi { period } => vec![("period", period)],
-            Indicator::TrueRange => Vec::new(),
+            | Indicator::Rsi { period }
+            | Indicator::Cci { period } => vec![("period", period)],
+            Indicator::TrueRange | Indicator::Obv => Vec::new(),
             Indicator::Macd { fast, slow, signal } => vec![("fast", fast), ("slow", slow), ("signal", signal)],
         }
     }
@@ -216,7 +241,9 @@ impl Indicator {
             Indicator::Sma { period }
             | Indicator::Ema { period }
             | Indicator::StdDev { period }
-            | Indicator::BollingerBands { period, .. } => period - 1,
+            | Indicator::BollingerBands { period, .. }
+            | Indicator::Cci { period } => period - 1,
+            Indicator::Obv => 0,
             Indicator::TrueRange => 1,
             Indicator::Atr { period } | Indicator::Rsi { period } => period,
             Indicator::Macd { slow, signal, .. } => slow + signal - 2,
@@ -276,9 +303,10 @@ impl Indicator {
             | Indicator::Ema { period }
             | Indicator::StdDev { period }
             | Indicator::Atr { period }
-            | Indicator::Rsi { period } => (family, [p(period), 0, 0]),
+            | Indicator::Rsi { period }
+            | Indicator::Cci { period } => (family, [p(period), 0, 0]),
             Indicator::BollingerBands { period, std } => (family, [p(period), std.to_bits(), 0]),
-            Indicator::TrueRange => (family, [0; 3]),
+            Indicator::TrueRange | Indicator::Obv => (family, [0; 3]),
             Indicator::Macd { fast, slow, signal } => (family, [p(fast), p(slow), p(signal)]),
         }
     }

@@ -31,7 +31,7 @@ pub use bank::IndicatorBank;
 pub use bar_columns::{columns_help, epoch_to_ms, format_time};
 pub use calendar::{Calendar, TRADING_DAYS};
 pub use columnar::Columnar;
-pub use compute::{FamilyRun, compute_cpu, compute_gpu};
+pub use compute::{FamilyRun, compute_cpu, compute_gpu, compute_on_series, reads_one_series};
 pub use error::{DataError, IndicatorError};
 pub use gpu::KERNELS;
 pub use indicator::{INDICATOR_HELP, Indicator, IndicatorId, IndicatorValues};

@@ -10,7 +10,7 @@
 use serde_json::Value;
 use std::sync::OnceLock;
 use threadx_dispatch::testing::adapters;
-use threadx_indicators::{Indicator, IndicatorValues, Ohlcv, compute_cpu, compute_gpu};
+use threadx_indicators::{Indicator, IndicatorValues, Ohlcv, compute_cpu, compute_gpu, compute_on_series};
 
 fn golden() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
@@ -29,7 +29,7 @@ fn column(section: &str, name: &str) -> Vec<f64> {
 fn bars() -> Ohlcv {
     let close = column("input", "close");
     let ts = (0..close.len() as i64).map(|i| 1_700_000_000_000 + i * 900_000).collect();
-    let volume = vec![1.0; close.len()];
+    let volume = column("input", "volume");
     Ohlcv::new("golden", ts, column("input", "open"), column("input", "high"), column("input", "low"), close, volume)
         .expect("golden bars are valid")
 }
@@ -86,10 +86,75 @@ fn check_all(device: &str, values: &[IndicatorValues], tolerance: f64, floor: f6
     }
 }
 
+/// Indicators without a GPU kernel (the CPU computes them; a GPU declines them).
+fn cpu_only_cases() -> Vec<(Indicator, Vec<&'static str>)> {
+    vec![
+        (Indicator::Cci { period: 14 }, vec!["CCI_14"]),
+        (Indicator::Cci { period: 20 }, vec!["CCI_20"]),
+        (Indicator::Obv, vec!["OBV"]),
+    ]
+}
+
 #[test]
 fn cpu_matches_talib_to_1e_10() {
     let indicators: Vec<Indicator> = cases().into_iter().map(|(i, _)| i).collect();
     check_all("CPU", &compute_cpu(&bars(), &indicators).unwrap(), 1e-10, 0.0);
+    let (cases, indicators): (Vec<_>, Vec<Indicator>) =
+        cpu_only_cases().into_iter().map(|(i, columns)| ((i, columns), i)).unzip();
+    for ((indicator, columns), values) in cases.iter().zip(compute_cpu(&bars(), &indicators).unwrap()) {
+        assert_eq!(values.indicator(), indicator);
+        let worst = worst_error(columns[0], values.output(0), &column("output", columns[0]), 0.0);
+        println!("CPU {}: worst relative error {worst:.2e}", columns[0]);
+        assert!(worst <= 1e-10, "{}: relative error {worst:e}", columns[0]);
+    }
+}
+
+#[test]
+fn indicators_of_other_series_match_talib_to_1e_10() {
+    let data = bars();
+    let rsi = compute_on_series(Indicator::Rsi { period: 14 }, data.close()).unwrap().remove(0);
+    let sma = compute_on_series(Indicator::Sma { period: 5 }, data.close()).unwrap().remove(0);
+    let series_cases = [
+        (Indicator::Sma { period: 20 }, data.volume().to_vec(), "SMA_20_of_volume"),
+        (Indicator::StdDev { period: 10 }, data.volume().to_vec(), "STDDEV_10_of_volume"),
+        // Sources with a warm-up: the indicator starts after it, as TA-Lib's wrapper does.
+        (Indicator::Ema { period: 5 }, rsi, "EMA_5_of_RSI_14"),
+        (Indicator::Rsi { period: 14 }, sma, "RSI_14_of_SMA_5"),
+    ];
+    for (indicator, source, name) in series_cases {
+        let got = compute_on_series(indicator, &source).unwrap().remove(0);
+        let worst = worst_error(name, &got, &column("output", name), 0.0);
+        println!("CPU {name}: worst relative error {worst:.2e}");
+        assert!(worst <= 1e-10, "{name}: relative error {worst:e}");
+    }
+    // On the close, the bank's bits.
+    for (indicator, _) in cases() {
+        if threadx_indicators::reads_one_series(&indicator) {
+            let bank = compute_cpu(&data, &[indicator]).unwrap().remove(0);
+            let of_close = compute_on_series(indicator, data.close()).unwrap();
+            for (k, row) in of_close.iter().enumerate() {
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(row), bits(bank.output(k)), "{indicator} output {k}");
+            }
+        }
+    }
+    // A gap of NaN starts the indicator again, with its own warm-up.
+    let mut gapped = data.close().to_vec();
+    gapped[100] = f64::NAN;
+    let got = compute_on_series(Indicator::Sma { period: 3 }, &gapped).unwrap().remove(0);
+    assert!(got[100..102].iter().all(|v| v.is_nan()) && got[99].is_finite() && got[103].is_finite());
+    assert_eq!(got[103], compute_on_series(Indicator::Sma { period: 3 }, &gapped[101..]).unwrap()[0][2]);
+    // An indicator that reads the bars' columns takes no series.
+    let e = compute_on_series(Indicator::Atr { period: 14 }, data.close()).unwrap_err();
+    assert!(e.to_string().contains("takes no other series"), "{e}");
+}
+
+#[test]
+fn a_gpu_declines_indicators_without_a_kernel() {
+    for ctx in adapters() {
+        let e = compute_gpu(ctx, &bars(), &[Indicator::Obv]).unwrap_err();
+        assert!(e.to_string().contains("obv has no GPU kernel; the CPU computes it"), "{e}");
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! A rule's tree bound to parameter values ([`bind`]), and the parameters it reads.
 
 use super::bound::Bound;
-use super::functions::{Arg, ArgValue, function, named_value};
+use super::functions::{Arg, ArgValue, close, function, named_value};
 use super::parse::{ExprError, Node, NodeKind, error as err};
 use crate::param::{ParamKind, ParamSpec};
 
@@ -107,10 +107,10 @@ pub(super) fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str
                 },
             };
             let skipped = f.args.len() - args.len();
-            let mut bound: Vec<ArgValue> = (0..skipped).map(|_| ArgValue::Period(0)).collect();
+            // A left-out leading series is the close.
+            let mut bound: Vec<ArgValue> = (0..skipped).map(|_| ArgValue::Value(close())).collect();
             for (arg, want) in args.iter().zip(&f.args[skipped..]) {
                 bound.push(match want {
-                    Arg::Close => ArgValue::Period(0),
                     Arg::Period => match sub(arg)? {
                         Bound::Const(p) if p >= 1.0 && p.fract() == 0.0 && p <= MAX_LOOKBACK => {
                             ArgValue::Period(p as usize)
@@ -127,7 +127,7 @@ pub(super) fn bind(node: &Node, values: &[f64], params: &[ParamSpec], text: &str
                         }
                         _ => return err(format!("{}: a period must come from parameters", f.name), arg.span.clone()),
                     },
-                    Arg::Scalar | Arg::Value | Arg::Cond => ArgValue::Value(sub(arg)?),
+                    Arg::Source | Arg::Scalar | Arg::Value | Arg::Cond => ArgValue::Value(sub(arg)?),
                 });
             }
             (f.build)(bound)

@@ -47,6 +47,13 @@ pub(crate) enum SeriesKey {
         period: usize,
         source: Box<Bound>,
     },
+    /// Output `output` of `indicator` (one that reads one series) computed on `source`
+    /// instead of the close (`threadx_indicators::compute_on_series`).
+    Derived {
+        indicator: Indicator,
+        output: usize,
+        source: Box<Bound>,
+    },
 }
 
 impl SeriesKey {
@@ -56,6 +63,7 @@ impl SeriesKey {
             SeriesKey::Price(_) => 0,
             SeriesKey::Indicator(indicator, _) => indicator.lookback(),
             SeriesKey::Rolling { period, source, .. } => source.lookback() + period - 1,
+            SeriesKey::Derived { indicator, source, .. } => source.lookback() + indicator.lookback(),
         }
     }
 
@@ -231,7 +239,7 @@ impl Bound {
         match self {
             Bound::Const(_) => {}
             Bound::Series(key, _) => {
-                if let SeriesKey::Rolling { source, .. } = key.as_ref() {
+                if let SeriesKey::Rolling { source, .. } | SeriesKey::Derived { source, .. } = key.as_ref() {
                     source.visit_series(out);
                 }
                 out.push(key);

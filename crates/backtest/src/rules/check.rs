@@ -212,7 +212,7 @@ impl Checker<'_> {
         span: Range<usize>,
     ) -> Result<Ty, ExprError> {
         let (f, mut deps) = self.callee(name, name_span)?;
-        let optional = usize::from(f.args.first() == Some(&Arg::Close));
+        let optional = usize::from(f.args.first() == Some(&Arg::Source));
         if args.len() + optional < f.args.len() || args.len() > f.args.len() {
             return err(format!("{} takes {}; {} argument(s) given", f.name, f.usage, args.len()), span);
         }
@@ -221,14 +221,16 @@ impl Checker<'_> {
         for (arg, want) in args.iter().zip(wanted) {
             let t = self.check(arg)?;
             let fits = match want {
-                Arg::Close => matches!(&arg.kind, NodeKind::Name(n) if n == "close"),
                 Arg::Period | Arg::Scalar => t.kind == Kind::Number && !t.per_bar,
-                Arg::Value => t.kind == Kind::Number,
+                Arg::Source | Arg::Value => t.kind == Kind::Number,
                 Arg::Cond => t.kind == Kind::Cond,
             };
             if !fits {
                 let problem = match want {
-                    Arg::Close => format!("{} reads the close: write {}", f.name, f.usage),
+                    Arg::Source => format!(
+                        "{} reads a series of numbers here (the close when left out); this is a condition",
+                        f.name
+                    ),
                     Arg::Period => {
                         format!("a period of {} must be a whole number from numbers and parameters", f.name)
                     }

@@ -1,7 +1,8 @@
 //! A bound rule's ([`Bound`]) evaluation over the bars, 64 at a time, in f64.
 //!
 //! Every series a book's rules read is computed once into a [`SeriesTable`]: prices from
-//! the data, indicators from the [`IndicatorBank`], rolling extremes from their source.
+//! the data, indicators from the [`IndicatorBank`], rolling extremes and indicators of
+//! other series from their source.
 //! A value before a series exists (or before the first bar, for a lookback) is NaN, so
 //! a comparison with it is false.
 
@@ -12,8 +13,8 @@ use std::sync::Arc;
 use threadx_dispatch::cpu_grain;
 use threadx_indicators::{Indicator, IndicatorBank, IndicatorError, IndicatorId, IndicatorValues, Ohlcv};
 
-/// Every series `rules` read (rolling sources before the rolling series), each as
-/// often as read.
+/// Every series `rules` read (sources before the series made from them), each as often
+/// as read.
 fn series_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> Vec<&'b SeriesKey> {
     let mut keys = Vec::new();
     for rule in rules {
@@ -44,7 +45,8 @@ pub(crate) fn indicators_of<'b>(rules: impl IntoIterator<Item = &'b Bound>) -> V
 pub(crate) struct SeriesTable<'a> {
     data: &'a Ohlcv,
     indicators: HashMap<IndicatorId, Arc<IndicatorValues>>,
-    rolling: HashMap<String, Vec<f64>>,
+    /// Series made from others (rolling extremes, indicators of a series), by key id.
+    derived: HashMap<String, Vec<f64>>,
 }
 
 impl<'a> SeriesTable<'a> {
@@ -67,15 +69,25 @@ impl<'a> SeriesTable<'a> {
             indicator.check_params()?;
             indicators.insert(indicator.id(), Arc::new(IndicatorValues::unavailable(indicator, bars)));
         }
-        let mut table = Self { data: bank.data(), indicators, rolling: HashMap::new() };
-        // A rolling series comes after the rolling series its source reads.
+        let mut table = Self { data: bank.data(), indicators, derived: HashMap::new() };
+        // A series made from another comes after the series its source reads.
         for key in keys {
-            if let SeriesKey::Rolling { max, period, source } = key
-                && !table.rolling.contains_key(&key.id())
-            {
-                let values = rolling_extreme(&Eval::new(source, &table).values(table.data.len()), *period, *max);
-                table.rolling.insert(key.id(), values);
+            let source = match key {
+                SeriesKey::Rolling { source, .. } | SeriesKey::Derived { source, .. } => source,
+                SeriesKey::Price(_) | SeriesKey::Indicator(..) => continue,
+            };
+            if table.derived.contains_key(&key.id()) {
+                continue;
             }
+            let x = Eval::new(source, &table).values(table.data.len());
+            let values = match key {
+                SeriesKey::Derived { indicator, output, .. } => {
+                    threadx_indicators::compute_on_series(*indicator, &x)?.swap_remove(*output)
+                }
+                SeriesKey::Rolling { max, period, .. } => rolling_extreme(&x, *period, *max),
+                SeriesKey::Price(_) | SeriesKey::Indicator(..) => unreachable!("skipped above"),
+            };
+            table.derived.insert(key.id(), values);
         }
         Ok(table)
     }
@@ -93,7 +105,7 @@ impl<'a> SeriesTable<'a> {
         match key {
             SeriesKey::Price(price) => price.of(self.data),
             SeriesKey::Indicator(indicator, output) => self.indicators[&indicator.id()].output(*output),
-            SeriesKey::Rolling { .. } => &self.rolling[&key.id()],
+            SeriesKey::Rolling { .. } | SeriesKey::Derived { .. } => &self.derived[&key.id()],
         }
     }
 }

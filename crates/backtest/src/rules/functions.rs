@@ -7,8 +7,8 @@ use threadx_indicators::Indicator;
 /// What an argument must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Arg {
-    /// An optional leading `close`: the bank's indicators read the close.
-    Close,
+    /// An optional leading series the indicator reads: the close when left out.
+    Source,
     /// A whole number ≥ 1 from numbers and parameters only.
     Period,
     /// A number from numbers and parameters only.
@@ -71,9 +71,35 @@ fn indicator(indicator: Indicator, output: usize) -> Bound {
     Bound::series(SeriesKey::Indicator(indicator, output))
 }
 
+fn price(price: Price) -> Bound {
+    Bound::series(SeriesKey::Price(price))
+}
+
+/// The series a call reads when its leading series is left out.
+pub(crate) fn close() -> Bound {
+    price(Price::Close)
+}
+
+/// Output `output` of `indicator` of `source`: on the close (or the close some bars ago)
+/// the bank's series, shared by every rule that reads it; on any other series, the
+/// indicator of that series.
+fn of(source: Bound, indicator: Indicator, output: usize) -> Bound {
+    match source {
+        Bound::Series(key, ago) if *key == SeriesKey::Price(Price::Close) => {
+            Bound::Series(Box::new(SeriesKey::Indicator(indicator, output)), ago)
+        }
+        source => Bound::series(SeriesKey::Derived { indicator, output, source: Box::new(source) }),
+    }
+}
+
+/// `of` the call's leading series (argument 0).
+fn of_source(mut args: Vec<ArgValue>, indicator: Indicator, output: usize) -> Bound {
+    of(value(&mut args, 0), indicator, output)
+}
+
 /// The middle band: the window mean, the same bits whatever the band width.
-fn middle(period: usize) -> Bound {
-    indicator(Indicator::BollingerBands { period, std: 1.0 }, 0)
+fn middle(source: Bound, period: usize) -> Bound {
+    of(source, Indicator::BollingerBands { period, std: 1.0 }, 0)
 }
 
 /// `middle ± k · deviation`: the bank's band of width k, bit for bit, formed from the
@@ -82,17 +108,59 @@ fn middle(period: usize) -> Bound {
 fn band(mut args: Vec<ArgValue>, op: Op) -> Bound {
     let p = period(&args, 1);
     let k = value(&mut args, 2);
-    let deviation = indicator(Indicator::StdDev { period: p }, 0);
-    Bound::binary(op, middle(p), Bound::binary(Op::Mul, k, deviation))
+    let source = value(&mut args, 0);
+    let deviation = of(source.clone(), Indicator::StdDev { period: p }, 0);
+    Bound::binary(op, middle(source, p), Bound::binary(Op::Mul, k, deviation))
 }
 
-fn macd(args: &[ArgValue], output: usize) -> Bound {
-    indicator(Indicator::Macd { fast: period(args, 1), slow: period(args, 2), signal: period(args, 3) }, output)
+fn macd(args: Vec<ArgValue>, output: usize) -> Bound {
+    let macd = Indicator::Macd { fast: period(&args, 1), slow: period(&args, 2), signal: period(&args, 3) };
+    of_source(args, macd, output)
 }
 
 fn rolling(mut args: Vec<ArgValue>, max: bool) -> Bound {
     let p = period(&args, 1);
     Bound::series(SeriesKey::Rolling { max, period: p, source: Box::new(value(&mut args, 0)) })
+}
+
+/// `(x − lowest(low, n)) / ((highest(high, n) − lowest(low, n)) / scale)`, 0 where the
+/// range is 0 (TA-Lib's stochastic %K with `x` the close and scale 100; Williams' %R is
+/// the same form from the high, with scale −100), written in TA-Lib's operations.
+fn range_position(n: usize, from_high: bool, scale: f64) -> Bound {
+    let extreme =
+        |max: bool, p: Price| Bound::series(SeriesKey::Rolling { max, period: n, source: Box::new(price(p)) });
+    let (high, low) = (extreme(true, Price::High), extreme(false, Price::Low));
+    let range = Bound::binary(Op::Div, Bound::binary(Op::Sub, high.clone(), low.clone()), Bound::Const(scale));
+    let part = if from_high { Bound::binary(Op::Sub, high, close()) } else { Bound::binary(Op::Sub, close(), low) };
+    // A range still in warm-up (NaN) is `!= 0`: the value is NaN there, as TA-Lib's none.
+    let nonzero = Bound::binary(Op::Ne, range.clone(), Bound::Const(0.0));
+    Bound::choose(nonzero, Bound::binary(Op::Div, part, range), Bound::Const(0.0))
+}
+
+/// TA-Lib's STOCH (its moving averages simple): output 0 slow %K, the `slowk`-bar mean of
+/// %K over `fastk` bars; output 1 slow %D, the `slowd`-bar mean of slow %K. Both start
+/// where slow %D does, as TA-Lib aligns them.
+fn stoch(args: &[ArgValue], output: usize) -> Bound {
+    let (fastk, slowk, slowd) = (period(args, 0), period(args, 1), period(args, 2));
+    let slow_k = of(range_position(fastk, false, 100.0), Indicator::Sma { period: slowk }, 0);
+    let slow_d = of(slow_k.clone(), Indicator::Sma { period: slowd }, 0);
+    if output == 1 {
+        return slow_d;
+    }
+    let started = Bound::binary(Op::Eq, slow_d.clone(), slow_d);
+    Bound::choose(started, slow_k, Bound::Const(f64::NAN))
+}
+
+/// Keltner channel: the `n`-bar EMA of the close ± k ATRs of `n` bars.
+fn keltner(args: &[ArgValue], k: Option<(Bound, Op)>) -> Bound {
+    let n = period(args, 0);
+    let middle = indicator(Indicator::Ema { period: n }, 0);
+    match k {
+        None => middle,
+        Some((k, op)) => {
+            Bound::binary(op, middle, Bound::binary(Op::Mul, k, indicator(Indicator::Atr { period: n }, 0)))
+        }
+    }
 }
 
 /// a crosses above b at t: a[t] > b[t] and a[t−1] ≤ b[t−1].
@@ -101,56 +169,69 @@ fn cross(a: Bound, b: Bound) -> Bound {
     Bound::binary(Op::And, now, Bound::binary(Op::Le, a.ago(1), b.ago(1)))
 }
 
-const CLOSE_PERIOD: &[Arg] = &[Arg::Close, Arg::Period];
-const MACD: &[Arg] = &[Arg::Close, Arg::Period, Arg::Period, Arg::Period];
+const SOURCE_PERIOD: &[Arg] = &[Arg::Source, Arg::Period];
+const MACD: &[Arg] = &[Arg::Source, Arg::Period, Arg::Period, Arg::Period];
+const STOCH: &[Arg] = &[Arg::Period, Arg::Period, Arg::Period];
 
 /// Every function, by name.
 pub(crate) const FUNCTIONS: &[Function] = &[
     Function {
         name: "sma",
-        args: CLOSE_PERIOD,
+        args: SOURCE_PERIOD,
         gives: Gives::Series,
-        usage: "sma([close,] n)",
-        help: "simple moving average of the close",
-        build: |a| indicator(Indicator::Sma { period: period(&a, 1) }, 0),
+        usage: "sma([x,] n)",
+        help: "simple moving average of x (any series; the close when left out)",
+        build: |a| {
+            let n = period(&a, 1);
+            of_source(a, Indicator::Sma { period: n }, 0)
+        },
     },
     Function {
         name: "ema",
-        args: CLOSE_PERIOD,
+        args: SOURCE_PERIOD,
         gives: Gives::Series,
-        usage: "ema([close,] n)",
-        help: "exponential moving average of the close (TA-Lib's, seeded with the SMA)",
-        build: |a| indicator(Indicator::Ema { period: period(&a, 1) }, 0),
+        usage: "ema([x,] n)",
+        help: "exponential moving average of x (TA-Lib's, seeded with the SMA; the close when left out)",
+        build: |a| {
+            let n = period(&a, 1);
+            of_source(a, Indicator::Ema { period: n }, 0)
+        },
     },
     Function {
         name: "stddev",
-        args: CLOSE_PERIOD,
+        args: SOURCE_PERIOD,
         gives: Gives::Series,
-        usage: "stddev([close,] n)",
-        help: "rolling population standard deviation of the close",
-        build: |a| indicator(Indicator::StdDev { period: period(&a, 1) }, 0),
+        usage: "stddev([x,] n)",
+        help: "rolling population standard deviation of x (the close when left out)",
+        build: |a| {
+            let n = period(&a, 1);
+            of_source(a, Indicator::StdDev { period: n }, 0)
+        },
     },
     Function {
         name: "bbands_upper",
-        args: &[Arg::Close, Arg::Period, Arg::Scalar],
+        args: &[Arg::Source, Arg::Period, Arg::Scalar],
         gives: Gives::Series,
-        usage: "bbands_upper([close,] n, k)",
+        usage: "bbands_upper([x,] n, k)",
         help: "Bollinger upper band: sma + k · stddev",
         build: |a| band(a, Op::Add),
     },
     Function {
         name: "bbands_middle",
-        args: CLOSE_PERIOD,
+        args: SOURCE_PERIOD,
         gives: Gives::Series,
-        usage: "bbands_middle([close,] n)",
+        usage: "bbands_middle([x,] n)",
         help: "Bollinger middle band (the sma)",
-        build: |a| middle(period(&a, 1)),
+        build: |mut a| {
+            let n = period(&a, 1);
+            middle(value(&mut a, 0), n)
+        },
     },
     Function {
         name: "bbands_lower",
-        args: &[Arg::Close, Arg::Period, Arg::Scalar],
+        args: &[Arg::Source, Arg::Period, Arg::Scalar],
         gives: Gives::Series,
-        usage: "bbands_lower([close,] n, k)",
+        usage: "bbands_lower([x,] n, k)",
         help: "Bollinger lower band: sma − k · stddev",
         build: |a| band(a, Op::Sub),
     },
@@ -172,35 +253,108 @@ pub(crate) const FUNCTIONS: &[Function] = &[
     },
     Function {
         name: "rsi",
-        args: CLOSE_PERIOD,
+        args: SOURCE_PERIOD,
         gives: Gives::Series,
-        usage: "rsi([close,] n)",
-        help: "Wilder's relative strength index of the close (0 to 100)",
-        build: |a| indicator(Indicator::Rsi { period: period(&a, 1) }, 0),
+        usage: "rsi([x,] n)",
+        help: "Wilder's relative strength index of x (0 to 100; the close when left out)",
+        build: |a| {
+            let n = period(&a, 1);
+            of_source(a, Indicator::Rsi { period: n }, 0)
+        },
     },
     Function {
         name: "macd",
         args: MACD,
         gives: Gives::Series,
-        usage: "macd([close,] fast, slow, signal)",
+        usage: "macd([x,] fast, slow, signal)",
         help: "MACD line: ema(fast) − ema(slow)",
-        build: |a| macd(&a, 0),
+        build: |a| macd(a, 0),
     },
     Function {
         name: "macd_signal",
         args: MACD,
         gives: Gives::Series,
-        usage: "macd_signal([close,] fast, slow, signal)",
+        usage: "macd_signal([x,] fast, slow, signal)",
         help: "MACD signal line: ema(signal) of the MACD line",
-        build: |a| macd(&a, 1),
+        build: |a| macd(a, 1),
     },
     Function {
         name: "macd_hist",
         args: MACD,
         gives: Gives::Series,
-        usage: "macd_hist([close,] fast, slow, signal)",
+        usage: "macd_hist([x,] fast, slow, signal)",
         help: "MACD histogram: line − signal",
-        build: |a| macd(&a, 2),
+        build: |a| macd(a, 2),
+    },
+    Function {
+        name: "cci",
+        args: &[Arg::Period],
+        gives: Gives::Series,
+        usage: "cci(n)",
+        help: "commodity channel index of the typical price (high + low + close) / 3 (TA-Lib's CCI)",
+        build: |a| indicator(Indicator::Cci { period: period(&a, 0) }, 0),
+    },
+    Function {
+        name: "willr",
+        args: &[Arg::Period],
+        gives: Gives::Series,
+        usage: "willr(n)",
+        help: "Williams' %R over n bars (−100 to 0; TA-Lib's WILLR)",
+        build: |a| range_position(period(&a, 0), true, -100.0),
+    },
+    Function {
+        name: "stoch_k",
+        args: STOCH,
+        gives: Gives::Series,
+        usage: "stoch_k(fastk, slowk, slowd)",
+        help: "stochastic slow %K (0 to 100; TA-Lib's STOCH with simple averages)",
+        build: |a| stoch(&a, 0),
+    },
+    Function {
+        name: "stoch_d",
+        args: STOCH,
+        gives: Gives::Series,
+        usage: "stoch_d(fastk, slowk, slowd)",
+        help: "stochastic slow %D: the slowd-bar mean of slow %K",
+        build: |a| stoch(&a, 1),
+    },
+    Function {
+        name: "obv",
+        args: &[],
+        gives: Gives::Series,
+        usage: "obv()",
+        help: "on-balance volume (TA-Lib's OBV)",
+        build: |_| indicator(Indicator::Obv, 0),
+    },
+    Function {
+        name: "keltner_upper",
+        args: &[Arg::Period, Arg::Scalar],
+        gives: Gives::Series,
+        usage: "keltner_upper(n, k)",
+        help: "Keltner upper channel: ema(n) + k · atr(n)",
+        build: |mut a| {
+            let k = value(&mut a, 1);
+            keltner(&a, Some((k, Op::Add)))
+        },
+    },
+    Function {
+        name: "keltner_middle",
+        args: &[Arg::Period],
+        gives: Gives::Series,
+        usage: "keltner_middle(n)",
+        help: "Keltner middle line: ema(n)",
+        build: |a| keltner(&a, None),
+    },
+    Function {
+        name: "keltner_lower",
+        args: &[Arg::Period, Arg::Scalar],
+        gives: Gives::Series,
+        usage: "keltner_lower(n, k)",
+        help: "Keltner lower channel: ema(n) − k · atr(n)",
+        build: |mut a| {
+            let k = value(&mut a, 1);
+            keltner(&a, Some((k, Op::Sub)))
+        },
     },
     Function {
         name: "highest",
@@ -288,7 +442,7 @@ pub(crate) fn named_value(name: &str) -> Option<Bound> {
     if name == "nan" {
         return Some(Bound::Const(f64::NAN));
     }
-    Price::ALL.iter().find(|(n, _)| *n == name).map(|&(_, p)| Bound::series(SeriesKey::Price(p)))
+    Price::ALL.iter().find(|(n, _)| *n == name).map(|&(_, p)| price(p))
 }
 
 /// The names [`named_value`] knows.

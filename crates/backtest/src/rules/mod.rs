@@ -15,6 +15,8 @@ mod functions;
 mod overlay;
 mod parse;
 mod program;
+#[cfg(test)]
+mod talib_tests;
 
 pub(crate) use bound::{Bound, Op, Price, SeriesKey};
 pub(crate) use check::nearest;

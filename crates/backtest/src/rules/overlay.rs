@@ -81,6 +81,10 @@ fn is_level(bound: &Bound) -> bool {
                 matches!(indicator, Indicator::Sma { .. } | Indicator::Ema { .. } | Indicator::BollingerBands { .. })
             }
             SeriesKey::Rolling { source, .. } => is_price(source) || is_level(source),
+            SeriesKey::Derived { indicator, source, .. } => {
+                matches!(indicator, Indicator::Sma { .. } | Indicator::Ema { .. } | Indicator::BollingerBands { .. })
+                    && (is_price(source) || is_level(source))
+            }
             SeriesKey::Price(_) => false,
         },
         Bound::Binary(Op::Add | Op::Sub, a, b) => {
@@ -123,6 +127,10 @@ fn label(bound: &Bound) -> String {
                 SeriesKey::Rolling { max, period, source } => {
                     format!("{}({}, {period})", if *max { "highest" } else { "lowest" }, label(source))
                 }
+                SeriesKey::Derived { indicator, output, source } => match indicator.output_names() {
+                    [_] => format!("{}({})", indicator.label(), label(source)),
+                    names => format!("{}({}) {}", indicator.label(), label(source), names[*output]),
+                },
             };
             if *shift == 0 { name } else { format!("{name}[{shift}]") }
         }

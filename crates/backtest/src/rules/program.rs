@@ -195,14 +195,20 @@ mod tests {
                 "`max_bars` may read only numbers and parameters, not per-bar values",
                 "n + close",
             ),
-            (RuleKind::Entry, "sma() > 1", "sma takes sma([close,] n); 0 argument(s) given", "sma()"),
+            (RuleKind::Entry, "sma() > 1", "sma takes sma([x,] n); 0 argument(s) given", "sma()"),
             (
                 RuleKind::Entry,
                 "sma(close) > 1",
                 "a period of sma must be a whole number from numbers and parameters",
                 "close",
             ),
-            (RuleKind::Entry, "sma(high, n) > 1", "sma reads the close: write sma([close,] n)", "high"),
+            (
+                RuleKind::Entry,
+                "sma(high > low, n) > 1",
+                "sma reads a series of numbers here (the close when left out); this is a condition",
+                "high > low",
+            ),
+            (RuleKind::Entry, "atr(high, 14) > 1", "atr takes atr(n); 2 argument(s) given", "atr(high, 14)"),
             (
                 RuleKind::Entry,
                 "sma(close[1]) > 1",

@@ -39,6 +39,16 @@ def series():
     return [np.array(x, dtype=np.float64) for x in (o, h, l, close)]
 
 
+def volumes():
+    """A volume per bar from its own generator (the prices' stream is left as it was)."""
+    state = 0x9E3779B97F4A7C15
+    out = []
+    for _ in range(BARS):
+        state = (state * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        out.append(float(100 + (state >> 40) % 900))
+    return np.array(out, dtype=np.float64)
+
+
 def clean(arr):
     return [None if math.isnan(v) else float(v) for v in arr]
 
@@ -61,10 +71,25 @@ def main():
     out.update({"BBANDS_20_2_upper": upper, "BBANDS_20_2_middle": middle, "BBANDS_20_2_lower": lower})
     macd, signal, hist = talib.MACD(c, 12, 26, 9)
     out.update({"MACD_12_26_9_macd": macd, "MACD_12_26_9_signal": signal, "MACD_12_26_9_hist": hist})
+    v = volumes()
+    out.update({
+        "CCI_14": talib.CCI(h, l, c, 14),
+        "CCI_20": talib.CCI(h, l, c, 20),
+        "OBV": talib.OBV(c, v),
+        "WILLR_14": talib.WILLR(h, l, c, 14),
+        # Indicators of other series (the wrapper starts after a leading NaN warm-up).
+        "SMA_20_of_volume": talib.SMA(v, 20),
+        "EMA_5_of_RSI_14": talib.EMA(talib.RSI(c, 14), 5),
+        "RSI_14_of_SMA_5": talib.RSI(talib.SMA(c, 5), 14),
+        "STDDEV_10_of_volume": talib.STDDEV(v, 10, 1.0),
+    })
+    for fastk, slowk, slowd in [(5, 3, 3), (14, 3, 3)]:
+        k, d = talib.STOCH(h, l, c, fastk, slowk, 0, slowd, 0)
+        out.update({f"STOCH_{fastk}_{slowk}_{slowd}_slowk": k, f"STOCH_{fastk}_{slowk}_{slowd}_slowd": d})
     doc = {
         "talib": talib.__ta_version__.decode() if isinstance(talib.__ta_version__, bytes) else str(talib.__ta_version__),
         "python_wrapper": talib.__version__,
-        "input": {"open": clean(o), "high": clean(h), "low": clean(l), "close": clean(c)},
+        "input": {"open": clean(o), "high": clean(h), "low": clean(l), "close": clean(c), "volume": clean(v)},
         "output": {k: clean(v) for k, v in out.items()},
     }
     path = pathlib.Path(__file__).with_name("talib.json")
