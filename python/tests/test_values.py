@@ -44,6 +44,18 @@ def test_cci_and_obv_are_pandas_own(data: pd.DataFrame) -> None:
     np.testing.assert_allclose(got["cci_14"].to_numpy()[13:], cci.to_numpy()[13:], rtol=1e-10)
 
 
+def test_vwap_is_pandas_own(data: pd.DataFrame) -> None:
+    """The session VWAP: each UTC day's cumulative Σ tp · volume over Σ volume (pandas'
+    grouped cumulative sums are compensated, ours plain: within 1e-13; the Rust test holds
+    the plain sums' bits)."""
+    got = threadx.indicators(data, "vwap", device="cpu")["vwap"]
+    tp = (data["high"] + data["low"] + data["close"]) / 3
+    day = data.index.floor("D")
+    want = (tp * data["volume"]).groupby(day).cumsum() / data["volume"].groupby(day).cumsum()
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=1e-13)
+    assert day.nunique() > 20
+
+
 def test_one_backtest_is_the_clis(cli, data: pd.DataFrame) -> None:
     bt = threadx.backtest(data, "bb_atr", fee=0.002, bb_period=25, bb_std=1.5, atr_mult=3)
     out = cli.run(

@@ -265,7 +265,8 @@ fn built_in_strategies_are_rule_files_that_read_back_the_same() {
 }
 
 /// A strategy written with the indicators users reach for first (stochastic, Williams'
-/// %R, CCI, OBV, Keltner, an average of the volume and of the RSI), both sides: every
+/// %R, CCI, OBV, ADX and DI, VWAP, Keltner, an average of the volume and of the RSI),
+/// both sides: every
 /// adapter gives the CPU's totals, and no decision reads a later bar.
 #[test]
 fn a_strategy_of_the_new_indicators_runs_on_every_device_without_lookahead() {
@@ -276,9 +277,9 @@ k = { kind = "int", default = 14, min = 2, max = 100 }
 level = { kind = "float", default = 100, min = 0, max = 300 }
 [rules]
 entry = "crosses_above(stoch_k(k, 3, 3), stoch_d(k, 3, 3)) and cci(20) < -level and volume > sma(volume, 20)"
-exit = "willr(k) > -20 or close > keltner_upper(20, 2)"
+exit = "willr(k) > -20 or close > keltner_upper(20, 2) or (adx(14) > 40 and minus_di(14) > plus_di(14))"
 short_entry = "crosses_below(stoch_k(k, 3, 3), stoch_d(k, 3, 3)) and cci(20) > level and ema(rsi(14), 5) > 60"
-short_exit = "willr(k) < -80 or obv() < sma(obv(), 50)"
+short_exit = "willr(k) < -80 or obv() < sma(obv(), 50) or close < vwap() - 2 * atr(14)"
 stop = "keltner_lower(20, 3)"
 "#;
     let strategy = Strategy::from_toml(source, "oscillators.toml").unwrap();

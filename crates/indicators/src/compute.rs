@@ -148,6 +148,14 @@ fn cpu_batch(data: &Ohlcv, indicators: &[Indicator]) -> Vec<IndicatorValues> {
             (Indicator::Atr { period }, [out], _) => cpu::atr(data.high(), data.low(), close, period, out),
             (Indicator::Cci { period }, [out], _) => cpu::cci(data.high(), data.low(), close, period, out),
             (Indicator::Obv, [out], _) => cpu::obv(close, data.volume(), out),
+            (Indicator::Vwap, [out], _) => {
+                cpu::vwap(data.timestamps(), (data.high(), data.low(), close, data.volume()), out);
+            }
+            (Indicator::Adx { period }, [out], _) => cpu::adx(data.high(), data.low(), close, period, out),
+            (Indicator::PlusDi { period } | Indicator::MinusDi { period }, [out], _) => {
+                let plus = matches!(indicator, Indicator::PlusDi { .. });
+                cpu::directional_index(data.high(), data.low(), close, period, plus, out);
+            }
             (_, rows, _) => one_input(indicator, close, rows),
         })
     };
@@ -181,7 +189,17 @@ fn one_input(indicator: Indicator, x: &[f64], rows: &mut [cpu::Row]) {
 /// Whether `indicator` reads one series (the close, in the bank), so that it can be
 /// computed on any series ([`compute_on_series`]).
 pub fn reads_one_series(indicator: &Indicator) -> bool {
-    !matches!(indicator, Indicator::TrueRange | Indicator::Atr { .. } | Indicator::Cci { .. } | Indicator::Obv)
+    !matches!(
+        indicator,
+        Indicator::TrueRange
+            | Indicator::Atr { .. }
+            | Indicator::Cci { .. }
+            | Indicator::Obv
+            | Indicator::Adx { .. }
+            | Indicator::PlusDi { .. }
+            | Indicator::MinusDi { .. }
+            | Indicator::Vwap
+    )
 }
 
 /// `indicator` computed on the series `x` instead of the close, one row per output: on

@@ -458,3 +458,89 @@ pub(crate) fn obv(close: &[f64], volume: &[f64], out: Row) {
         out[t].write(total);
     }
 }
+
+/// TA-Lib's test of a smoothed sum against zero.
+#[inline(always)]
+fn is_zero(v: f64) -> bool {
+    -0.000_000_01 < v && v < 0.000_000_01
+}
+
+/// Wilder's directional movement as TA-Lib forms it for PLUS_DI, MINUS_DI and ADX: the
+/// raw +DM, −DM and true range summed over bars 1..period, then smoothed from bar
+/// `period` on as `s − s / period + today`; `emit(t, +DM, −DM, TR)` gets each bar's
+/// smoothed values from bar `period` on. A bar's move counts for one side at most: −DM
+/// when the low fell more than the high rose, +DM when the high rose more.
+fn directional(high: &[f64], low: &[f64], close: &[f64], period: usize, mut emit: impl FnMut(usize, f64, f64, f64)) {
+    let p = period as f64;
+    let (mut plus, mut minus, mut tr) = (0.0, 0.0, 0.0);
+    for t in 1..high.len() {
+        let (up, down) = (high[t] - high[t - 1], low[t - 1] - low[t]);
+        let range = range(high[t], low[t], close[t - 1]);
+        if t >= period {
+            plus -= plus / p;
+            minus -= minus / p;
+            tr = tr - tr / p + range;
+        } else {
+            tr += range;
+        }
+        if down > 0.0 && up < down {
+            minus += down;
+        } else if up > 0.0 && up > down {
+            plus += up;
+        }
+        if t >= period {
+            emit(t, plus, minus, tr);
+        }
+    }
+}
+
+/// TA-Lib's PLUS_DI (`plus`) or MINUS_DI: 100 · DM / TR from bar `period`, 0 where TR
+/// is (about) zero.
+pub(crate) fn directional_index(high: &[f64], low: &[f64], close: &[f64], period: usize, plus: bool, out: Row) {
+    directional(high, low, close, period, |t, p, m, tr| {
+        out[t].write(if is_zero(tr) { 0.0 } else { 100.0 * ((if plus { p } else { m }) / tr) });
+    });
+}
+
+/// TA-Lib's ADX: DX = 100 · |−DI − +DI| / (−DI + +DI) on each bar from `period`; the
+/// first ADX, at bar 2·period − 1, the sum of the first `period` DX over `period`, then
+/// `(adx · (period − 1) + dx) / period`. A bar whose TR or DI sum is (about) zero adds no
+/// DX and leaves the ADX as it was.
+pub(crate) fn adx(high: &[f64], low: &[f64], close: &[f64], period: usize, out: Row) {
+    let p = period as f64;
+    let (mut sum, mut adx) = (0.0, 0.0);
+    directional(high, low, close, period, |t, plus, minus, tr| {
+        let dx = (!is_zero(tr))
+            .then(|| (100.0 * (minus / tr), 100.0 * (plus / tr)))
+            .filter(|(m, p)| !is_zero(m + p))
+            .map(|(m, p)| 100.0 * ((m - p).abs() / (m + p)));
+        if t < 2 * period {
+            sum += dx.unwrap_or(0.0);
+            if t == 2 * period - 1 {
+                adx = sum / p;
+                out[t].write(adx);
+            }
+        } else {
+            if let Some(dx) = dx {
+                adx = (adx * (p - 1.0) + dx) / p;
+            }
+            out[t].write(adx);
+        }
+    });
+}
+
+/// The volume-weighted average price of each UTC day's session so far: Σ tp · volume over
+/// Σ volume since the day's first bar, tp = (high + low + close) / 3. NaN while the
+/// session has traded no volume.
+pub(crate) fn vwap(timestamps: &[i64], (high, low, close, volume): (&[f64], &[f64], &[f64], &[f64]), out: Row) {
+    const DAY_MS: i64 = 86_400_000;
+    let (mut traded, mut shares) = (0.0, 0.0);
+    for t in 0..close.len() {
+        if t > 0 && timestamps[t].div_euclid(DAY_MS) != timestamps[t - 1].div_euclid(DAY_MS) {
+            (traded, shares) = (0.0, 0.0);
+        }
+        traded += (high[t] + low[t] + close[t]) / 3.0 * volume[t];
+        shares += volume[t];
+        out[t].write(traded / shares);
+    }
+}

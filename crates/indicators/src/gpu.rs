@@ -179,7 +179,9 @@ pub(crate) fn compute_family(
                 from_blocks(indicators, &rows, n, |set| set)
             }
         }
-        Family::Cci | Family::Obv => unreachable!("declined above: no GPU kernel"),
+        Family::Cci | Family::Obv | Family::Adx | Family::PlusDi | Family::MinusDi | Family::Vwap => {
+            unreachable!("declined above: no GPU kernel")
+        }
     };
     Ok(out)
 }
@@ -193,7 +195,7 @@ fn loop_steps(family: Family, indicators: &[Indicator], n: usize) -> u64 {
         Family::TrueRange => 0,
         Family::Ema | Family::Rsi | Family::Atr => n as u64,
         Family::Macd => n as u64 + 2 * longest(Indicator::lookback),
-        Family::Cci | Family::Obv => 0,
+        Family::Cci | Family::Obv | Family::Adx | Family::PlusDi | Family::MinusDi | Family::Vwap => 0,
     }
 }
 

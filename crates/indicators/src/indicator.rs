@@ -50,6 +50,20 @@ pub enum Indicator {
     /// On-balance volume: the running sum of the volume, added on an up close and taken
     /// on a down close, from the first bar's volume (TA-Lib's OBV).
     Obv,
+    /// Wilder's average directional index (TA-Lib's ADX); period ≥ 2.
+    Adx {
+        period: usize,
+    },
+    /// Wilder's directional indicators +DI and −DI (TA-Lib's PLUS_DI, MINUS_DI); period ≥ 2.
+    PlusDi {
+        period: usize,
+    },
+    MinusDi {
+        period: usize,
+    },
+    /// The volume-weighted average price of each UTC day's session so far, of the typical
+    /// price (high + low + close) / 3.
+    Vwap,
 }
 
 /// An indicator's identity as a plain value ([`Indicator::id`]): its family and parameters.
@@ -57,7 +71,7 @@ pub type IndicatorId = (u8, [u64; 3]);
 
 /// The names `--ind` accepts, with their parameters and defaults.
 pub const INDICATOR_HELP: &str = "sma:period=20, ema:period=20, stddev:period=20, bbands:period=20,std=2, \
-trange, atr:period=14, rsi:period=14, macd:fast=12,slow=26,signal=9, cci:period=14, obv";
+trange, atr:period=14, rsi:period=14, macd:fast=12,slow=26,signal=9, cci:period=14, obv, adx:period=14, plus_di:period=14, minus_di:period=14, vwap";
 
 /// The family an indicator's batch runs in: one kernel, one dispatch, one profile name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,6 +86,10 @@ pub(crate) enum Family {
     Macd,
     Cci,
     Obv,
+    Adx,
+    PlusDi,
+    MinusDi,
+    Vwap,
 }
 
 impl Family {
@@ -88,13 +106,17 @@ impl Family {
             Family::Macd => "macd",
             Family::Cci => "cci",
             Family::Obv => "obv",
+            Family::Adx => "adx",
+            Family::PlusDi => "plus_di",
+            Family::MinusDi => "minus_di",
+            Family::Vwap => "vwap",
         }
     }
 
     /// Whether a GPU kernel computes the family; the others run on the CPU, declined
     /// before any dispatch.
     pub(crate) fn has_gpu_kernel(self) -> bool {
-        !matches!(self, Family::Cci | Family::Obv)
+        !matches!(self, Family::Cci | Family::Obv | Family::Adx | Family::PlusDi | Family::MinusDi | Family::Vwap)
     }
 }
 
@@ -114,9 +136,9 @@ impl Indicator {
             given.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
         }
         let known: &[&str] = match name.as_str() {
-            "sma" | "ema" | "stddev" | "atr" | "rsi" | "cci" => &["period"],
+            "sma" | "ema" | "stddev" | "atr" | "rsi" | "cci" | "adx" | "plus_di" | "minus_di" => &["period"],
             "bbands" => &["period", "std"],
-            "trange" | "obv" => &[],
+            "trange" | "obv" | "vwap" => &[],
             "macd" => &["fast", "slow", "signal"],
             _ => return Err(IndicatorError::Unknown { name, known: INDICATOR_HELP }),
         };
@@ -150,6 +172,10 @@ impl Indicator {
             "rsi" => Indicator::Rsi { period: period("period", 14)? },
             "cci" => Indicator::Cci { period: period("period", 14)? },
             "obv" => Indicator::Obv,
+            "vwap" => Indicator::Vwap,
+            "adx" => Indicator::Adx { period: period("period", 14)? },
+            "plus_di" => Indicator::PlusDi { period: period("period", 14)? },
+            "minus_di" => Indicator::MinusDi { period: period("period", 14)? },
             _ => Indicator::Macd { fast: period("fast", 12)?, slow: period("slow", 26)?, signal: period("signal", 9)? },
         };
         indicator.check_params()?;
@@ -168,6 +194,10 @@ impl Indicator {
             Indicator::Macd { .. } => Family::Macd,
             Indicator::Cci { .. } => Family::Cci,
             Indicator::Obv => Family::Obv,
+            Indicator::Adx { .. } => Family::Adx,
+            Indicator::PlusDi { .. } => Family::PlusDi,
+            Indicator::MinusDi { .. } => Family::MinusDi,
+            Indicator::Vwap => Family::Vwap,
         }
     }
 
@@ -184,6 +214,10 @@ impl Indicator {
             Indicator::Macd { .. } => "macd",
             Indicator::Cci { .. } => "cci",
             Indicator::Obv => "obv",
+            Indicator::Adx { .. } => "adx",
+            Indicator::PlusDi { .. } => "plus_di",
+            Indicator::MinusDi { .. } => "minus_di",
+            Indicator::Vwap => "vwap",
         }
     }
 
@@ -196,8 +230,11 @@ impl Indicator {
             | Indicator::BollingerBands { period, .. }
             | Indicator::Atr { period }
             | Indicator::Rsi { period }
-            | Indicator::Cci { period } => vec![("period", period)],
-            Indicator::TrueRange | Indicator::Obv => Vec::new(),
+            | Indicator::Cci { period }
+            | Indicator::Adx { period }
+            | Indicator::PlusDi { period }
+            | Indicator::MinusDi { period } => vec![("period", period)],
+            Indicator::TrueRange | Indicator::Obv | Indicator::Vwap => Vec::new(),
             Indicator::Macd { fast, slow, signal } => vec![("fast", fast), ("slow", slow), ("signal", signal)],
         }
     }
@@ -221,6 +258,9 @@ impl Indicator {
             Indicator::Macd { fast, slow, .. } if fast >= slow => {
                 Err(bad(format!("fast ({fast}) must be shorter than slow ({slow})")))
             }
+            Indicator::Adx { period } | Indicator::PlusDi { period } | Indicator::MinusDi { period } if period < 2 => {
+                Err(bad(format!("period must be at least 2 (Wilder's smoothing), got {period}")))
+            }
             _ => Ok(()),
         }
     }
@@ -243,9 +283,13 @@ impl Indicator {
             | Indicator::StdDev { period }
             | Indicator::BollingerBands { period, .. }
             | Indicator::Cci { period } => period - 1,
-            Indicator::Obv => 0,
+            Indicator::Obv | Indicator::Vwap => 0,
             Indicator::TrueRange => 1,
-            Indicator::Atr { period } | Indicator::Rsi { period } => period,
+            Indicator::Atr { period }
+            | Indicator::Rsi { period }
+            | Indicator::PlusDi { period }
+            | Indicator::MinusDi { period } => period,
+            Indicator::Adx { period } => 2 * period - 1,
             Indicator::Macd { slow, signal, .. } => slow + signal - 2,
         }
     }
@@ -304,9 +348,12 @@ impl Indicator {
             | Indicator::StdDev { period }
             | Indicator::Atr { period }
             | Indicator::Rsi { period }
-            | Indicator::Cci { period } => (family, [p(period), 0, 0]),
+            | Indicator::Cci { period }
+            | Indicator::Adx { period }
+            | Indicator::PlusDi { period }
+            | Indicator::MinusDi { period } => (family, [p(period), 0, 0]),
             Indicator::BollingerBands { period, std } => (family, [p(period), std.to_bits(), 0]),
-            Indicator::TrueRange | Indicator::Obv => (family, [0; 3]),
+            Indicator::TrueRange | Indicator::Obv | Indicator::Vwap => (family, [0; 3]),
             Indicator::Macd { fast, slow, signal } => (family, [p(fast), p(slow), p(signal)]),
         }
     }

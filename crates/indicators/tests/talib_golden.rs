@@ -92,6 +92,11 @@ fn cpu_only_cases() -> Vec<(Indicator, Vec<&'static str>)> {
         (Indicator::Cci { period: 14 }, vec!["CCI_14"]),
         (Indicator::Cci { period: 20 }, vec!["CCI_20"]),
         (Indicator::Obv, vec!["OBV"]),
+        (Indicator::Adx { period: 14 }, vec!["ADX_14"]),
+        (Indicator::Adx { period: 5 }, vec!["ADX_5"]),
+        (Indicator::PlusDi { period: 14 }, vec!["PLUS_DI_14"]),
+        (Indicator::MinusDi { period: 14 }, vec!["MINUS_DI_14"]),
+        (Indicator::MinusDi { period: 2 }, vec!["MINUS_DI_2"]),
     ]
 }
 

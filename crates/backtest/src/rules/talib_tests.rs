@@ -1,7 +1,8 @@
 //! The rule language's indicators against TA-Lib's own outputs (the golden file of the
 //! indicators crate, made by its `make_talib_golden.py` with ta-lib 0.8.2): NaN exactly
 //! where TA-Lib has none, and a relative error of at most 1e-10 elsewhere. Covers the
-//! functions built in the language (willr, stoch_k, stoch_d), the bank's CCI and OBV,
+//! functions built in the language (willr, stoch_k, stoch_d), the bank's CCI, OBV, ADX
+//! and DI,
 //! and indicators of other series (`sma(volume, 20)`, `ema(rsi(14), 5)`).
 
 use super::eval::{Eval, SeriesTable};
@@ -41,6 +42,10 @@ fn rule_indicators_match_talib() {
         ("cci(14)", "CCI_14"),
         ("cci(20)", "CCI_20"),
         ("obv()", "OBV"),
+        ("adx(14)", "ADX_14"),
+        ("adx(5)", "ADX_5"),
+        ("plus_di(14)", "PLUS_DI_14"),
+        ("minus_di(14)", "MINUS_DI_14"),
         ("stoch_k(5, 3, 3)", "STOCH_5_3_3_slowk"),
         ("stoch_d(5, 3, 3)", "STOCH_5_3_3_slowd"),
         ("stoch_k(14, 3, 3)", "STOCH_14_3_3_slowk"),

@@ -77,6 +77,11 @@ def main():
         "CCI_20": talib.CCI(h, l, c, 20),
         "OBV": talib.OBV(c, v),
         "WILLR_14": talib.WILLR(h, l, c, 14),
+        "ADX_14": talib.ADX(h, l, c, 14),
+        "ADX_5": talib.ADX(h, l, c, 5),
+        "PLUS_DI_14": talib.PLUS_DI(h, l, c, 14),
+        "MINUS_DI_14": talib.MINUS_DI(h, l, c, 14),
+        "MINUS_DI_2": talib.MINUS_DI(h, l, c, 2),
         # Indicators of other series (the wrapper starts after a leading NaN warm-up).
         "SMA_20_of_volume": talib.SMA(v, 20),
         "EMA_5_of_RSI_14": talib.EMA(talib.RSI(c, 14), 5),
