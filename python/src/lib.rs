@@ -155,15 +155,17 @@ fn in_python_words(text: &str) -> String {
 }
 
 /// A sweep's rows: `{"rows": Table, "overfitting": JSON}`, or `{"windows": Table}` for a
-/// walk-forward.
+/// walk-forward; `minimize` ranks `by` smallest first (each window's winner, the
+/// overfitting statistics' top combos).
 #[pyfunction]
-#[pyo3(signature = (bars, request_json, by="sharpe", progress=None))]
+#[pyo3(signature = (bars, request_json, by="sharpe", progress=None, minimize=false))]
 fn sweep<'py>(
     py: Python<'py>,
     bars: &Bars,
     request_json: &str,
     by: &str,
     progress: Option<Py<PyAny>>,
+    minimize: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = request(request_json)?;
     threadx_sweep::metric_index(by).map_err(sweep_error)?;
@@ -173,7 +175,7 @@ fn sweep<'py>(
     let dispatcher = dispatcher(spec.device())?;
     if spec.walk_forward().is_some() {
         let (windows, spec) = py.detach(move || -> PyResult<_> {
-            let report = threadx_sweep::walk_forward(&data, &dispatcher, &spec, (&by, false), &mut |_, _| {})
+            let report = threadx_sweep::walk_forward(&data, &dispatcher, &spec, (&by, minimize), &mut |_, _| {})
                 .map_err(sweep_error)?;
             flush(&dispatcher);
             Ok((threadx_sweep::walk_forward_table(&report, &data, &spec), spec))
@@ -187,7 +189,7 @@ fn sweep<'py>(
         Ok((session, rows))
     })?;
     out.set_item("rows", rows_table(&session, &rows, false)?)?;
-    if let Some(o) = session.overfitting(&rows, &by).map_err(sweep_error)? {
+    if let Some(o) = session.overfitting(&rows, &by, minimize).map_err(sweep_error)? {
         out.set_item("overfitting", threadx_sweep::section_json(&o.summary()))?;
     }
     Ok(out)

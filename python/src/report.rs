@@ -10,7 +10,7 @@ use std::sync::Arc;
 use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy};
 use threadx_indicators::Ohlcv;
 use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
-use threadx_sweep::{Combos, DataSummary, Leaderboard, Row, Summary, best_of};
+use threadx_sweep::{Best, Combos, DataSummary, Leaderboard, Row, Summary, best_of};
 
 /// What one backtest ran and gave, kept for its report.
 #[pyclass(frozen, module = "threadx._threadx")]
@@ -34,9 +34,10 @@ impl BacktestPage {
 }
 
 /// The report of a sweep's rows (`combos` and their metrics, [`Metrics::NAMES`] order) as
-/// one HTML document, with the backtest of the best of them by `by`.
+/// one HTML document, with the backtest of the best of them by `by` (the smallest when
+/// `minimize`).
 #[pyfunction]
-#[pyo3(signature = (bars, request_json, by, combos, metrics, overfitting_json=None, search_json=None))]
+#[pyo3(signature = (bars, request_json, by, combos, metrics, overfitting_json=None, search_json=None, minimize=false))]
 #[allow(clippy::too_many_arguments)] // The rows, and what the sweep said of them.
 pub(crate) fn sweep_report(
     py: Python<'_>,
@@ -47,6 +48,7 @@ pub(crate) fn sweep_report(
     metrics: PyReadonlyArray2<'_, f64>,
     overfitting_json: Option<&str>,
     search_json: Option<&str>,
+    minimize: bool,
 ) -> PyResult<String> {
     let spec = request(request_json)?;
     let grid = spec.grid();
@@ -65,12 +67,15 @@ pub(crate) fn sweep_report(
         let values: [f64; Metrics::NAMES.len()] = std::array::from_fn(|i| m[i]);
         rows.push(Row { combo, values: grid.values(combo), metrics: Metrics::from_values(values) });
     }
-    let mut best = Leaderboard::new(by, 10).map_err(sweep_error)?;
+    let mut best = Leaderboard::new(by, 10).map_err(sweep_error)?.minimizing(minimize);
     rows.iter().for_each(|r| best.offer(*r));
     let data = bars.data.clone();
     let summary = Summary {
         data: Some(DataSummary::of(&data)),
-        best: Some(best_of(spec.strategy(), spec.axes(), by, best.rows())),
+        best: Some(Best {
+            minimize: minimize.then_some(true),
+            ..best_of(spec.strategy(), spec.axes(), by, best.rows())
+        }),
         combos: Some(Combos { rows: rows.len() as u64, ..Combos::default() }),
         overfitting: overfitting_json.map(serde_json::from_str).transpose().map_err(value)?,
         search: search_json.map(serde_json::from_str).transpose().map_err(value)?,

@@ -136,6 +136,36 @@ def test_a_random_sample_and_walk_forward_are_the_clis(cli, data: pd.DataFrame) 
     assert len(walk) == 3
 
 
+def test_minimize_ranks_smallest_first_as_the_cli_does(cli, data: pd.DataFrame) -> None:
+    grid = {"bb_period": [10, 20, 30, 40], "atr_mult": [1, 2]}
+    # A walk-forward: each window's winner is its train window's smallest exposure, the
+    # CLI's windows with --minimize.
+    walk = threadx.sweep(data, grid=grid, walk_forward="train=1200,test=600", by="exposure", minimize=True,
+                         device="cpu", progress=False)
+    cli.run("--device", "cpu", "sweep", "--data", DATA, *grid_flags(grid), "--walk-forward", "train=1200,test=600",
+            "--by", "exposure", "--minimize", "--out", "w.csv", "--quiet")
+    times = ["train_start", "train_end", "test_start", "test_end"]
+    pd.testing.assert_frame_equal(walk, cli.csv("w.csv", index_col="window", parse_dates=times), check_exact=True,
+                                  check_dtype=False)
+    largest = threadx.sweep(data, grid=grid, walk_forward="train=1200,test=600", by="exposure", device="cpu",
+                            progress=False)
+    assert (walk["in_sample_exposure"] < largest["in_sample_exposure"]).all()
+    # A grid: the rows are the same; the overfitting statistics' top combos and the
+    # report's best list rank the smallest first, as the CLI's summary does.
+    rows = threadx.sweep(data, grid=grid, by="exposure", minimize=True, overfitting=True, device="cpu",
+                         progress=False)
+    pd.testing.assert_frame_equal(rows, threadx.sweep(data, grid=grid, device="cpu", progress=False),
+                                  check_exact=True)
+    cli.run("--device", "cpu", "sweep", "--data", DATA, *grid_flags(grid), "--by", "exposure", "--minimize",
+            "--overfitting", "--out", "g.csv", "--quiet")
+    summary = json.loads((cli.workdir / "g.json").read_text())
+    top = [t["combo"] for t in rows.attrs["overfitting"]["top"]]
+    assert top == [t["combo"] for t in summary["overfitting"]["top"]]
+    assert top[0] == int(rows["exposure"].idxmin())
+    page = rows._html()
+    assert "exposure, smallest first" in page
+
+
 def test_a_sweep_is_the_same_bytes_on_every_device(data: pd.DataFrame) -> None:
     grid = {"bb_period": [10, 20, 30, 40], "bb_std": [1.5, 2.5], "atr_period": [7, 14], "atr_mult": [1, 2, 3]}
     frames = {d: threadx.sweep(data, grid=grid, device=d, chunk_size=7, progress=False) for d in ["cpu", "gpu", "all", "auto"]}

@@ -59,6 +59,7 @@ def sweep(
     request_json: str,
     by: str = "sharpe",
     progress: Optional[Callable[[int, int], None]] = None,
+    minimize: bool = False,
 ) -> Dict[str, Any]: ...
 def search(
     bars: Bars,
@@ -87,6 +88,7 @@ def sweep_report(
     metrics: npt.NDArray[np.float64],
     overfitting_json: Optional[str] = None,
     search_json: Optional[str] = None,
+    minimize: bool = False,
 ) -> str: ...
 
 def write_page(path: str, page: str) -> None: ...

@@ -2,8 +2,9 @@
 //! the results file), the summary says so, the heatmap's outlined best cell is the smallest
 //! and its colour scale keeps blue for the better side; shards merge to the same ranking;
 //! the overfitting statistics' top combos are the best list and read their neighbours
-//! smallest first; a walk-forward's windows pick their smallest; a universe refuses it by
-//! name. Without it the summary has no `minimize` key (its bytes as before).
+//! smallest first; a walk-forward's windows pick their smallest; a universe's best combos
+//! across its symbols are the smallest medians, and its symbols' rows are the same bytes.
+//! Without it the summary has no `minimize` key (its bytes as before).
 
 mod common;
 
@@ -106,7 +107,7 @@ fn the_overfitting_statistics_of_a_minimised_grid_read_its_neighbours_smallest_f
 }
 
 #[test]
-fn a_walk_forward_with_minimize_picks_each_train_windows_smallest_and_a_universe_refuses_it() {
+fn a_walk_forward_with_minimize_picks_each_train_windows_smallest() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     assert!(threadx(d, &["data", "synth", "--bars", "3000", "--seed", "3", "--out", "d.csv"]).status.success());
@@ -135,9 +136,49 @@ fn a_walk_forward_with_minimize_picks_each_train_windows_smallest_and_a_universe
     assert!(!std::fs::read_to_string(d.join("w2.json")).unwrap().contains("minimize"));
     let largest = &Summary::read(&d.join("w2.json")).unwrap().windows.unwrap()[0].best;
     assert!(largest.metrics.exposure > first.metrics.exposure, "{largest:?} {first:?}");
-    // A universe does not rank that way yet.
+}
+
+#[test]
+fn a_universe_with_minimize_lists_the_smallest_medians_across_its_symbols() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
     std::fs::create_dir(d.join("u")).unwrap();
-    std::fs::copy(d.join("d.csv"), d.join("u/AAA.csv")).unwrap();
-    let universe = threadx(d, &["sweep", "--data", "u", "--minimize", "--out", "u.csv"]);
-    assert!(!universe.status.success() && text(&universe.stderr).contains("not yet to a universe"));
+    for (symbol, seed) in [("AAA", "3"), ("BBB", "4"), ("CCC", "5")] {
+        let out = format!("u/{symbol}.csv");
+        assert!(threadx(d, &["data", "synth", "--bars", "2000", "--seed", seed, "--out", &out]).status.success());
+    }
+    let run = |out: &str, more: &[&str]| {
+        let mut args = vec!["--device", "cpu", "sweep", "--data", "u", "--grid", "bb_period=10:40:10"];
+        args.extend(["--grid", "atr_mult=1,2", "--by", "exposure", "--top", "3", "--out", out]);
+        args.extend(more);
+        let run = threadx(d, &args);
+        assert!(run.status.success(), "{more:?}: {}", text(&run.stderr));
+        text(&run.stdout)
+    };
+    let said = run("min.csv", &["--minimize"]);
+    assert!(said.contains("by median exposure, smallest first:"), "{said}");
+    let by_combo = Summary::read(&d.join("min.json")).unwrap().universe.unwrap().by_combo.unwrap();
+    assert_eq!(by_combo.minimize, Some(true));
+    // The three smallest medians of the by-combo table, ties by the lower combo.
+    let table = std::fs::read_to_string(d.join("min-by-combo.csv")).unwrap();
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (combo, median) = (at("combo"), at("median_exposure"));
+    let mut rows: Vec<(u64, f64)> = lines
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            (cells[combo].parse().unwrap(), cells[median].parse().unwrap())
+        })
+        .collect();
+    rows.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let want: Vec<u64> = rows.iter().take(3).map(|r| r.0).collect();
+    assert_eq!(by_combo.best_by_median.iter().map(|c| c.combo).collect::<Vec<_>>(), want);
+    // Without it: the largest first, no `minimize` key, and the same rows and table.
+    run("max.csv", &[]);
+    let max = Summary::read(&d.join("max.json")).unwrap().universe.unwrap().by_combo.unwrap();
+    assert_eq!(max.minimize, None);
+    assert!(max.best_by_median[0].median > by_combo.best_by_median[0].median);
+    let read = |name: &str| std::fs::read(d.join(name)).unwrap();
+    assert_eq!(read("min-by-combo.csv"), read("max-by-combo.csv"));
 }

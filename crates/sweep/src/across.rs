@@ -33,6 +33,8 @@ pub(crate) struct Across {
     dir: PathBuf,
     by: String,
     by_index: usize,
+    /// Whether the best combos have the smallest median (`--minimize`).
+    minimize: bool,
     return_index: usize,
     files: Vec<(PathBuf, u64)>,
     current: Option<BufWriter<File>>,
@@ -53,11 +55,12 @@ pub struct ComboAcross {
 }
 
 /// What the table holds: where it went, its objective, its row count, the best combos by
-/// median.
+/// median (the smallest first when `minimize`).
 #[derive(Debug, Clone)]
 pub struct AcrossReport {
     pub path: PathBuf,
     pub by: String,
+    pub minimize: bool,
     pub symbols: usize,
     pub rows: u64,
     pub best: Vec<ComboAcross>,
@@ -83,6 +86,7 @@ impl AcrossReport {
         ByCombo {
             file: self.path.display().to_string(),
             by: self.by.clone(),
+            minimize: self.minimize.then_some(true),
             symbols: self.symbols as u64,
             combos: self.rows,
             best_by_median,
@@ -91,13 +95,15 @@ impl AcrossReport {
 }
 
 impl Across {
-    /// Keeps the rows' numbers in the folder `dir` (created when missing); `by` is the objective.
-    pub(crate) fn new(dir: &Path, by: &str) -> Result<Self, SweepError> {
+    /// Keeps the rows' numbers in the folder `dir` (created when missing); `by` is the
+    /// objective, ranked smallest first when `minimize`.
+    pub(crate) fn new(dir: &Path, by: &str, minimize: bool) -> Result<Self, SweepError> {
         std::fs::create_dir_all(dir).map_err(io_error(dir))?;
         Ok(Self {
             dir: dir.to_owned(),
             by: by.to_owned(),
             by_index: metric_index(by)?,
+            minimize,
             return_index: metric_index("total_return")?,
             files: Vec::new(),
             current: None,
@@ -182,13 +188,13 @@ impl Across {
                 let pairs = buffers.iter().map(|b| (f64::from_le_bytes(word(b, 1)), f64::from_le_bytes(word(b, 2))));
                 let line = summarise(combo, grid.values(combo), pairs, &mut values);
                 table.push(strategy, &line)?;
-                keep_best(&mut best, line, top);
+                keep_best(&mut best, line, top, self.minimize);
             }
             start += len;
         }
         table.finish()?;
         std::fs::remove_dir_all(&self.dir).map_err(io_error(&self.dir))?;
-        Ok(AcrossReport { path: path.to_owned(), by: self.by, symbols, rows, best })
+        Ok(AcrossReport { path: path.to_owned(), by: self.by, minimize: self.minimize, symbols, rows, best })
     }
 }
 
@@ -255,11 +261,13 @@ fn summarise(
     }
 }
 
-/// Keeps the `top` best lines by median (larger first, NaN last, then the lower combo).
-fn keep_best(best: &mut Vec<ComboAcross>, line: ComboAcross, top: usize) {
+/// Keeps the `top` best lines by median (larger first, or smaller first when `minimize`;
+/// NaN last, then the lower combo).
+fn keep_best(best: &mut Vec<ComboAcross>, line: ComboAcross, top: usize, minimize: bool) {
     let order = |a: &ComboAcross, b: &ComboAcross| {
         let nan = a.median.is_nan().cmp(&b.median.is_nan());
-        nan.then(b.median.total_cmp(&a.median)).then(a.combo.cmp(&b.combo))
+        let value = if minimize { a.median.total_cmp(&b.median) } else { b.median.total_cmp(&a.median) };
+        nan.then(value).then(a.combo.cmp(&b.combo))
     };
     let at = best.partition_point(|b| order(b, &line).is_lt());
     if at < top {
@@ -382,11 +390,14 @@ mod tests {
         assert_eq!(summarise(1, params, odd.into_iter(), &mut scratch).median, 3.0);
         let none = [(f64::NAN, 0.0); 3];
         assert!(summarise(1, params, none.into_iter(), &mut scratch).median.is_nan());
-        let mut best = Vec::new();
-        for (combo, median) in [(0, 1.0), (1, f64::NAN), (2, 3.0), (3, 1.0), (4, 2.0)] {
-            let line = ComboAcross { combo, median, ..c };
-            keep_best(&mut best, line, 3);
+        // Largest first, or smallest first; NaN last either way, ties by the lower combo.
+        for (minimize, want) in [(false, [2, 4, 0]), (true, [0, 3, 4])] {
+            let mut best = Vec::new();
+            for (combo, median) in [(0, 1.0), (1, f64::NAN), (2, 3.0), (3, 1.0), (4, 2.0)] {
+                let line = ComboAcross { combo, median, ..c };
+                keep_best(&mut best, line, 3, minimize);
+            }
+            assert_eq!(best.iter().map(|b| b.combo).collect::<Vec<_>>(), want, "minimize {minimize}");
         }
-        assert_eq!(best.iter().map(|b| b.combo).collect::<Vec<_>>(), [2, 4, 0]);
     }
 }

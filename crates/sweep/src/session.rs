@@ -275,15 +275,16 @@ impl Session {
     /// The overfitting statistics of `rows` (a run of the whole plan, in memory) with the
     /// best combos by `by`, when the spec asks for them: what a run to files puts in its
     /// summary, from the same numbers.
-    pub fn overfitting(&self, rows: &ChunkResult, by: &str) -> Result<Option<Overfitting>, SweepError> {
+    pub fn overfitting(&self, rows: &ChunkResult, by: &str, minimize: bool) -> Result<Option<Overfitting>, SweepError> {
         let (Some(options), Some(cuts)) = (self.spec().overfitting(), self.sweep.blocks()) else { return Ok(None) };
-        let mut leaderboard = Leaderboard::new(by, crate::overfit::TOP)?;
+        let mut leaderboard = Leaderboard::new(by, crate::overfit::TOP)?.minimizing(minimize);
         let book = self.sweep.book();
         for (&combo, &metrics) in rows.combos.iter().zip(&rows.metrics) {
             leaderboard.offer(Row { combo, values: book.combo_values(combo), metrics });
         }
         let kept = SweepBlocks::of(rows);
-        Overfitting::compute(&self.sweep, self.dispatcher(), cuts, options, kept, leaderboard.rows(), by).map(Some)
+        Overfitting::compute(&self.sweep, self.dispatcher(), cuts, options, kept, leaderboard.rows(), by)
+            .map(|o| Some(o.minimizing(minimize)))
     }
 
     /// The whole plan to files as `opts` says: checkpoints, shards and resume. `phases`

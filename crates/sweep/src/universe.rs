@@ -226,7 +226,7 @@ pub fn universe_to_files(
     let checkpoint = Checkpoint::open(opts, &universe_identity)?;
     let parts = checkpoint.dir();
     let mut across = match across_path {
-        Some(_) => Some(Across::new(&parts.join("across"), &opts.by)?),
+        Some(_) => Some(Across::new(&parts.join("across"), &opts.by, opts.minimize)?),
         None => None,
     };
 

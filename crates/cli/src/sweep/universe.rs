@@ -27,9 +27,6 @@ pub fn run(
     if !opts.constraints.is_empty() {
         bail!("--constraint applies to a grid sweep or a search of one data set, not yet to a universe");
     }
-    if opts.minimize {
-        bail!("--minimize applies to a grid sweep or a search of one data set, not yet to a universe");
-    }
     // The default heatmap is one symbol's picture: a universe has the by-combo table instead.
     opts.heatmap = None;
     let per_symbol = spec.sample().map_or(spec.grid_len(), |s| s.n);
@@ -98,7 +95,8 @@ pub fn run(
 /// The best combos by the median of the objective across the symbols.
 pub fn across_table(strategy: &Strategy, a: &AcrossReport) -> String {
     use std::fmt::Write as _;
-    let mut out = format!("top {} combos across {} symbols, by median {}:\n", a.best.len(), a.symbols, a.by);
+    let order = if a.minimize { ", smallest first" } else { "" };
+    let mut out = format!("top {} combos across {} symbols, by median {}{order}:\n", a.best.len(), a.symbols, a.by);
     let _ = writeln!(
         out,
         "  {:>4} {:>9}  {:<52} {:>8} {:>10} {:>10} {:>10} {:>9}",

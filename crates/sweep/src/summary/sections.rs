@@ -241,6 +241,9 @@ pub struct SymbolSummary {
 pub struct ByCombo {
     pub file: String,
     pub by: String,
+    /// `true` when the best combos have the smallest median (`--minimize`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimize: Option<bool>,
     pub symbols: u64,
     pub combos: u64,
     pub best_by_median: Vec<ComboLine>,
