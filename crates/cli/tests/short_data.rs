@@ -1,7 +1,8 @@
 //! A grid some of whose combos need more bars than the data has: the rest run, those rows
 //! are empty (no trade, every other metric an empty cell) and counted in the terminal and
-//! the summary, every device gives the same bytes, shards merge to them; a grid none of
-//! whose combos can trade is refused, naming its fastest combo.
+//! the summary, every device gives the same bytes, shards merge to them; they are no
+//! trials of the deflated Sharpe ratio; a grid none of whose combos can trade is refused,
+//! naming its fastest combo.
 
 mod common;
 
@@ -77,6 +78,33 @@ fn combos_that_need_more_bars_than_the_data_has_get_empty_rows_and_the_rest_run(
     assert!(run.status.success(), "{}", text(&run.stderr));
     assert!(!std::fs::read_to_string(dir.path().join("n.json")).unwrap().contains("\"empty\""));
     assert!(!text(&run.stdout).contains("need more bars"));
+}
+
+#[test]
+fn combos_that_cannot_trade_are_no_trials_of_the_deflated_sharpe_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let trials = |name: &str| {
+        let summary = Summary::read(&dir.path().join(name)).unwrap();
+        let o = summary.overfitting.unwrap();
+        (o.trials.n, o.top.len())
+    };
+    let run = sweep(dir.path(), "bb_period=10:500:10", "o.csv", &["--overfitting", "--blocks", "4"]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    // 100 combos, 62 of which cannot trade: 38 trials.
+    assert_eq!(trials("o.json").0, 38.0);
+    // Shards merged count the same.
+    for shard in ["0/2", "1/2"] {
+        let out = format!("o{}.csv", &shard[..1]);
+        let run = sweep(dir.path(), "bb_period=10:500:10", &out, &["--overfitting", "--blocks", "4", "--shard", shard]);
+        assert!(run.status.success(), "{shard}: {}", text(&run.stderr));
+    }
+    let merged = threadx(dir.path(), &["merge", "o0.csv", "o1.csv", "--out", "om.csv"]);
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    assert_eq!(trials("om.json"), trials("o.json"));
+    // A grid whose combos all trade counts them all.
+    let run = sweep(dir.path(), "bb_period=10:100:10", "a.csv", &["--overfitting", "--blocks", "4"]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert_eq!(trials("a.json").0, 20.0);
 }
 
 #[test]

@@ -61,7 +61,7 @@ pub(crate) fn verified_blocks(path: &Path) -> Result<Vec<u8>, SweepError> {
 /// Reads a chunk's blocks back for its `combos`, or why they cannot be trusted.
 pub(crate) fn read_chunk_blocks(path: &Path, combos: Vec<u64>, cuts: &BlockCuts) -> Result<SweepBlocks, SweepError> {
     let (sharpe, blocks) = read_blocks(path, combos.len(), cuts)?;
-    Ok(SweepBlocks { combos, blocks, sharpe })
+    Ok(SweepBlocks { combos, blocks, sharpe, untradeable: 0 })
 }
 
 /// Reads a blocks file of [`blocks_bytes`] back for `count` combos: their Sharpe ratios

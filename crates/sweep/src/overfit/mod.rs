@@ -49,6 +49,9 @@ pub struct SweepBlocks {
     pub combos: Vec<u64>,
     pub blocks: Vec<f64>,
     pub sharpe: Vec<f64>,
+    /// How many of the combos cannot trade (their indicators need more bars than the
+    /// data has): they enter CSCV flat but are no trials of the deflated Sharpe ratio.
+    pub untradeable: u64,
 }
 
 impl SweepBlocks {
@@ -63,7 +66,12 @@ impl SweepBlocks {
     }
 
     fn without_blocks(r: &ChunkResult) -> Self {
-        Self { combos: r.combos.clone(), blocks: Vec::new(), sharpe: r.metrics.iter().map(|m| m.sharpe).collect() }
+        Self {
+            combos: r.combos.clone(),
+            blocks: Vec::new(),
+            sharpe: r.metrics.iter().map(|m| m.sharpe).collect(),
+            untradeable: 0,
+        }
     }
 
     /// Appends `part` (the next combos in order).
@@ -71,6 +79,7 @@ impl SweepBlocks {
         self.combos.extend(part.combos);
         self.blocks.extend(part.blocks);
         self.sharpe.extend(part.sharpe);
+        self.untradeable += part.untradeable;
     }
 
     /// Keeps the first `n` combos' (a search that stopped inside its last batch).
@@ -116,7 +125,12 @@ impl Overfitting {
         by: &str,
     ) -> Result<Self, SweepError> {
         let started = Instant::now();
-        let bars = sweep.book().bars();
+        let book = sweep.book();
+        let bars = book.bars();
+        let mut kept = kept;
+        if book.some_cannot_trade() {
+            kept.untradeable = kept.combos.iter().filter(|&&c| book.cannot_trade(&book.combo_plan(c))).count() as u64;
+        }
         let top = || top_combos(sweep, best, by);
         Self::from_parts(Some(dispatcher), cuts, options, kept, top, bars, by, started)
     }
@@ -147,7 +161,7 @@ impl Overfitting {
     ) -> Result<Self, SweepError> {
         let s = cuts.count() as usize;
         let stats = |e: threadx_stats::StatsError| SweepError::Spec(format!("overfitting: {e}"));
-        let SweepBlocks { combos, blocks, sharpe } = kept;
+        let SweepBlocks { combos, blocks, sharpe, untradeable } = kept;
         let matrix = BlockMatrix::new(s, cuts.bars(), blocks).map_err(stats)?;
         let mut rng = SeededRng::new(options.seed);
         let splits =
@@ -158,7 +172,7 @@ impl Overfitting {
         });
         let (mut top, report) = (top?, report.map_err(stats)?);
         let sharpe_std = sample_std(&sharpe);
-        let trials = options.effective_trials.unwrap_or(combos.len() as f64);
+        let trials = options.effective_trials.unwrap_or((combos.len() as u64 - untradeable) as f64);
         let (_, sr0) = deflated_sharpe(0.0, bars as f64, 0.0, 3.0, sharpe_std, trials);
         for t in &mut top {
             t.dsr = psr(t.sharpe, bars as f64, t.skew, t.kurtosis, sr0);

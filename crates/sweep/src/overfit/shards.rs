@@ -127,6 +127,8 @@ impl MergingBlocks {
         };
         shard.next += 1;
         self.kept.combos.push(row.combo);
+        // A combo that cannot trade has empty metrics: no total return.
+        self.kept.untradeable += u64::from(row.metrics.total_return.is_nan());
         self.kept.sharpe.push(sharpe);
         self.kept.blocks.extend_from_slice(blocks);
         self.best.offer(*row);
