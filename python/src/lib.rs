@@ -175,8 +175,9 @@ fn sweep<'py>(
     let dispatcher = dispatcher(spec.device())?;
     if spec.walk_forward().is_some() {
         let (windows, spec) = py.detach(move || -> PyResult<_> {
-            let report = threadx_sweep::walk_forward(&data, &dispatcher, &spec, (&by, minimize), &mut |_, _| {})
-                .map_err(sweep_error)?;
+            let ranking = threadx_sweep::WindowRanking { by: &by, minimize, constraints: &[] };
+            let report =
+                threadx_sweep::walk_forward(&data, &dispatcher, &spec, ranking, &mut |_, _| {}).map_err(sweep_error)?;
             flush(&dispatcher);
             Ok((threadx_sweep::walk_forward_table(&report, &data, &spec), spec))
         })?;

@@ -182,3 +182,47 @@ fn a_universe_with_minimize_lists_the_smallest_medians_across_its_symbols() {
     let read = |name: &str| std::fs::read(d.join(name)).unwrap();
     assert_eq!(read("min-by-combo.csv"), read("max-by-combo.csv"));
 }
+
+#[test]
+fn a_walk_forward_with_a_constraint_picks_each_windows_best_among_the_combos_that_keep_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(threadx(d, &["data", "synth", "--bars", "3000", "--seed", "3", "--out", "d.csv"]).status.success());
+    let lines: Vec<String> = std::fs::read_to_string(d.join("d.csv")).unwrap().lines().map(str::to_owned).collect();
+    std::fs::write(d.join("t.csv"), lines[..1001].join("\n") + "\n").unwrap();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--device", "cpu", "sweep", "--grid", "bb_period=10:40:10", "--grid", "atr_mult=1,2"];
+        all.extend(["--by", "total_return"]);
+        all.extend(args);
+        let out = threadx(d, &all);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    // The first window's trade counts, from a grid of its train bars alone.
+    run(&["--data", "t.csv", "--top", "8", "--out", "g.csv"]);
+    let rows = std::fs::read_to_string(d.join("g.csv")).unwrap();
+    let header: Vec<&str> = rows.lines().next().unwrap().split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut trades: Vec<u32> =
+        rows.lines().skip(1).map(|l| l.split(',').nth(at("trades")).unwrap().parse().unwrap()).collect();
+    trades.sort_unstable();
+    // A bound that the fewest-trading combos of the first window break.
+    let bound = trades[2];
+    assert!(trades[0] < bound, "{trades:?}");
+    let rule = format!("trades >= {bound}");
+    run(&["--data", "t.csv", "--top", "1", "--constraint", &rule, "--out", "k.csv"]);
+    let kept_best = Summary::read(&d.join("k.json")).unwrap().best.unwrap().rows[0].clone();
+    let said = run(&["--data", "d.csv", "--walk-forward", "train=1000,test=500", "--constraint", &rule, "--out", "w.csv"]);
+    assert!(said.contains(&format!("best by total_return among combos keeping {rule} in each train window")), "{said}");
+    let walk = Summary::read(&d.join("w.json")).unwrap();
+    assert_eq!(walk.constraints, Some(vec![rule.clone()]));
+    let first = &walk.windows.as_ref().unwrap()[0].best;
+    assert_eq!((first.combo, &first.params), (kept_best.combo, &kept_best.params));
+    assert!(walk.windows.unwrap().iter().all(|w| w.best.metrics.trades >= bound));
+    // No combo keeps an impossible rule: the window is named.
+    let mut all = vec!["--device", "cpu", "sweep", "--data", "d.csv", "--grid", "bb_period=10:40:10"];
+    all.extend(["--walk-forward", "train=1000,test=500", "--constraint", "trades >= 100000", "--out", "x.csv"]);
+    let refused = threadx(d, &all);
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("walk-forward window 0") && said.contains("keeps trades >= 100000"), "{said}");
+}

@@ -84,6 +84,12 @@ pub(crate) fn add_walk_forward(
     if summary.minimize == Some(true) {
         html.push_str(&note(&format!("Each train window's winner is its smallest {by} (--minimize).")));
     }
+    if let Some(rules) = &summary.constraints {
+        html.push_str(&note(&format!(
+            "Each train window's winner is chosen among its combos that keep {} (--constraint).",
+            rules.join(" and ")
+        )));
+    }
     html.push_str(&note(
         "is: in sample (the train window); oos: out of sample (the test window). Each window's DSR deflates its \
          out-of-sample Sharpe ratio by the combos its train window chose among (docs/overfitting.md). Every \

@@ -91,4 +91,4 @@ pub use summary::{
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
 pub use threadx_telemetry::available_memory;
 pub use universe::{UniverseProgress, UniverseReport, universe_in_memory, universe_to_files};
-pub use walk::{WalkForwardFiles, WalkForwardReport, WindowResult, walk_forward, walk_forward_to_files};
+pub use walk::{WalkForwardFiles, WalkForwardReport, WindowRanking, WindowResult, walk_forward, walk_forward_to_files};

@@ -11,6 +11,7 @@ use crate::leaderboard::Leaderboard;
 use crate::rows::Row;
 use crate::run_files::commit_with_summary;
 use crate::runner::Sweep;
+use crate::search::Constraint;
 use crate::spec::SweepSpec;
 use crate::summary::{BestRow, DataSummary, OutOfSampleDsr, Summary, WindowSummary};
 use crate::table::{ColumnType, stage_table};
@@ -51,6 +52,24 @@ pub struct WalkForwardReport {
     pub by: &'static str,
     /// Whether each train window's smallest `by` won.
     pub minimize: bool,
+    /// The rules each train window's winner kept (`--constraint`).
+    pub constraints: Vec<Constraint>,
+}
+
+/// How each train window picks its winner: the best `by` (the smallest when `minimize`)
+/// among its combos that keep every one of `constraints`.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowRanking<'a> {
+    pub by: &'a str,
+    pub minimize: bool,
+    pub constraints: &'a [Constraint],
+}
+
+impl<'a> WindowRanking<'a> {
+    /// The largest `by` wins, no constraint.
+    pub fn by(by: &'a str) -> Self {
+        Self { by, minimize: false, constraints: &[] }
+    }
 }
 
 /// A walk-forward's files: the report, its windows as CSV text, and the summary written
@@ -70,11 +89,11 @@ pub fn walk_forward_to_files(
     data: &Ohlcv,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
-    (by, minimize): (&str, bool),
+    ranking: WindowRanking<'_>,
     out: &Path,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<WalkForwardFiles, SweepError> {
-    let report = walk_forward(data, dispatcher, spec, (by, minimize), progress)?;
+    let report = walk_forward(data, dispatcher, spec, ranking, progress)?;
     let csv = report.to_csv(data, spec);
     let table = stage_table(out, &csv, &report.column_types(spec))?;
     let mut summary = report.summary(data, spec);
@@ -82,16 +101,18 @@ pub fn walk_forward_to_files(
     Ok(WalkForwardFiles { report, csv, summary, summary_path })
 }
 
-/// Runs the walk-forward of `spec` (which must have `walk_forward` set) ranking combos by
-/// metric `by` (smallest first when `minimize`), each train window on the dispatcher's
-/// devices, calling `progress(window, windows)` after each window.
+/// Runs the walk-forward of `spec` (which must have `walk_forward` set), each train
+/// window's winner picked by `ranking`, on the dispatcher's devices, calling
+/// `progress(window, windows)` after each window. A train window none of whose combos
+/// keeps the constraints is refused, naming it.
 pub fn walk_forward(
     data: &Ohlcv,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
-    (by, minimize): (&str, bool),
+    ranking: WindowRanking<'_>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<WalkForwardReport, SweepError> {
+    let WindowRanking { by, minimize, constraints } = ranking;
     let wf = spec.walk_forward().ok_or_else(|| SweepError::Spec("no walk-forward windows were asked for".into()))?;
     let windows = wf.windows(data.len());
     if windows.is_empty() {
@@ -126,9 +147,19 @@ pub fn walk_forward(
         let result = sweep.run_all(dispatcher)?;
         let mut leaderboard = Leaderboard::new(by, 1)?.minimizing(minimize);
         for (&combo, &metrics) in result.combos.iter().zip(&result.metrics) {
-            leaderboard.offer(Row { combo, values: sweep.book().combo_values(combo), metrics });
+            if Constraint::all_hold(constraints, &metrics) {
+                leaderboard.offer(Row { combo, values: sweep.book().combo_values(combo), metrics });
+            }
         }
-        let best = leaderboard.rows()[0];
+        let Some(&best) = leaderboard.rows().first() else {
+            let rules: Vec<String> = constraints.iter().map(ToString::to_string).collect();
+            return Err(SweepError::Spec(format!(
+                "walk-forward window {w} (train bars {train_start}..{test_start}): none of its {} combos keeps {}; \
+                 loosen the constraint or lengthen the train windows",
+                result.combos.len(),
+                rules.join(" and ")
+            )));
+        };
 
         let history = data.slice(0..test_end);
         let bank = IndicatorBank::new(&history, dispatcher);
@@ -155,6 +186,7 @@ pub fn walk_forward(
         overall,
         by: crate::leaderboard::metric_index(by).map(|i| Metrics::NAMES[i])?,
         minimize,
+        constraints: constraints.to_vec(),
     })
 }
 
@@ -238,6 +270,8 @@ impl WalkForwardReport {
             data: Some(DataSummary::of(data)),
             by: Some(self.by.to_owned()),
             minimize: self.minimize.then_some(true),
+            constraints: (!self.constraints.is_empty())
+                .then(|| self.constraints.iter().map(ToString::to_string).collect()),
             windows: Some(windows),
             out_of_sample_overall: Some(self.overall),
             ..Summary::new()

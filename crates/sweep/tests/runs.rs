@@ -8,7 +8,8 @@ use threadx_dispatch::{DeviceMode, DevicePolicy};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
 use threadx_sweep::{
-    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, merge, parse_row, walk_forward,
+    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, WindowRanking, merge, parse_row,
+    walk_forward,
 };
 
 mod common;
@@ -200,7 +201,8 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     spec.walk_forward = Some(threadx_sweep::WalkForward { train: 2000, test: 1000, step: 1000 });
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
-    let report = walk_forward(&d, &dispatcher, &checked(&spec), ("total_return", false), &mut |_, _| {}).unwrap();
+    let report =
+        walk_forward(&d, &dispatcher, &checked(&spec), WindowRanking::by("total_return"), &mut |_, _| {}).unwrap();
     assert_eq!(report.windows.len(), 4);
     let mut growth = 1.0;
     for (w, window) in report.windows.iter().enumerate() {
@@ -236,8 +238,9 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     assert!((report.overall.total_return - (growth - 1.0)).abs() < 1e-12);
     let too_long = threadx_sweep::WalkForward { train: 5000, test: 2000, step: 2000 };
     spec.walk_forward = Some(too_long);
-    let err =
-        walk_forward(&d, &dispatcher, &checked(&spec), ("sharpe", false), &mut |_, _| {}).unwrap_err().to_string();
+    let err = walk_forward(&d, &dispatcher, &checked(&spec), WindowRanking::by("sharpe"), &mut |_, _| {})
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("fewer than one train and one test window"), "{err}");
 }
 

@@ -49,9 +49,6 @@ impl SweepFlags {
             Some(_) => Vec::new(),
             None => args.constraints.iter().map(|c| c.parse()).collect::<Result<_, SweepError>>()?,
         };
-        if spec.walk_forward().is_some() && !args.constraints.is_empty() {
-            bail!("--constraint applies to a grid sweep or a search, not yet to --walk-forward");
-        }
         // --out's folder is made when missing (the default artifacts/sweep/ as any other).
         if let Some(folder) = args.out.parent().filter(|f| !f.as_os_str().is_empty() && !f.exists()) {
             std::fs::create_dir_all(folder).with_context(|| format!("creating --out's folder {}", folder.display()))?;

@@ -7,7 +7,9 @@ use crate::sweep_args::SweepArgs;
 use anyhow::Result;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
-use threadx_sweep::{SweepSpec, WalkForwardFiles, WindowResult, walk_forward_to_files};
+use threadx_sweep::{
+    Constraint, SweepError, SweepSpec, WalkForwardFiles, WindowRanking, WindowResult, walk_forward_to_files,
+};
 
 /// Runs `spec`'s walk-forward (winners by `args`' ranking), writes the windows to
 /// `args.out` (and the report where asked) and prints each with its out-of-sample DSR.
@@ -15,7 +17,9 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
     let (out, quiet, ranking) = (args.out.as_path(), args.quiet, &crate::sweep_args::ranking(args, spec));
     let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
     let bar = progress_bar(windows, quiet, "windows");
-    let files = walk_forward_to_files(data, dispatcher, spec, (ranking, args.minimize), out, &mut |done, _| {
+    let constraints: Vec<Constraint> = args.constraints.iter().map(|c| c.parse()).collect::<Result<_, SweepError>>()?;
+    let window_ranking = WindowRanking { by: ranking, minimize: args.minimize, constraints: &constraints };
+    let files = walk_forward_to_files(data, dispatcher, spec, window_ranking, out, &mut |done, _| {
         bar.set_position(done as u64);
     });
     bar.finish_and_clear();
@@ -40,8 +44,14 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
     if stale.is_file() && std::fs::remove_file(&stale).is_ok() {
         outln!("removed {}: it drew the sweep whose results these windows replace", stale.display());
     }
+    let keeping = match constraints.as_slice() {
+        [] => String::new(),
+        rules => {
+            format!(" among combos keeping {}", rules.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and "))
+        }
+    };
     outln!(
-        "{} walk-forward on {} ({} bars), best by {}{} in each train window:",
+        "{} walk-forward on {} ({} bars), best by {}{}{keeping} in each train window:",
         spec.strategy(),
         data.origin(),
         data.len(),

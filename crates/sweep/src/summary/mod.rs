@@ -88,6 +88,10 @@ pub struct Summary {
     pub by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minimize: Option<bool>,
+    /// A walk-forward's `--constraint` rules, which each train window's winner kept
+    /// (absent without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub windows: Option<Vec<WindowSummary>>,
     /// The test windows back to back.
