@@ -212,7 +212,8 @@ fn a_walk_forward_with_a_constraint_picks_each_windows_best_among_the_combos_tha
     let rule = format!("trades >= {bound}");
     run(&["--data", "t.csv", "--top", "1", "--constraint", &rule, "--out", "k.csv"]);
     let kept_best = Summary::read(&d.join("k.json")).unwrap().best.unwrap().rows[0].clone();
-    let said = run(&["--data", "d.csv", "--walk-forward", "train=1000,test=500", "--constraint", &rule, "--out", "w.csv"]);
+    let said =
+        run(&["--data", "d.csv", "--walk-forward", "train=1000,test=500", "--constraint", &rule, "--out", "w.csv"]);
     assert!(said.contains(&format!("best by total_return among combos keeping {rule} in each train window")), "{said}");
     let walk = Summary::read(&d.join("w.json")).unwrap();
     assert_eq!(walk.constraints, Some(vec![rule.clone()]));
@@ -224,5 +225,8 @@ fn a_walk_forward_with_a_constraint_picks_each_windows_best_among_the_combos_tha
     all.extend(["--walk-forward", "train=1000,test=500", "--constraint", "trades >= 100000", "--out", "x.csv"]);
     let refused = threadx(d, &all);
     let said = text(&refused.stderr);
-    assert!(!refused.status.success() && said.contains("walk-forward window 0") && said.contains("keeps trades >= 100000"), "{said}");
+    assert!(
+        !refused.status.success() && said.contains("walk-forward window 0") && said.contains("keeps trades >= 100000"),
+        "{said}"
+    );
 }

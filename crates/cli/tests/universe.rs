@@ -238,3 +238,89 @@ fn what_a_universe_cannot_do_is_refused_by_name() {
     assert!(!run.status.success() && stderr.contains("symbol `BBB` (short/BBB.csv, 150 bars): "), "{stderr}");
     assert!(stderr.contains("needs at least 200 bars"), "{stderr}");
 }
+
+#[test]
+fn a_universe_with_a_constraint_ranks_the_combos_that_keep_it_on_every_symbol() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let symbols = make_data(d);
+    // A bound some combos keep on every symbol and some do not: the median trade count
+    // of the single-symbol runs.
+    let alone = single_runs(d, &symbols);
+    let mut lines = alone.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<(String, u64, u32)> = lines
+        .map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            (c[0].to_owned(), c[at("combo")].parse().unwrap(), c[at("trades")].parse().unwrap())
+        })
+        .collect();
+    let mut trades: Vec<u32> = rows.iter().map(|r| r.2).collect();
+    trades.sort_unstable();
+    let bound = trades[trades.len() / 2];
+    let rule = format!("trades >= {bound}");
+    let said = sweep(d, "data", "k.csv", &["--constraint", &rule, "--top", "50"]);
+    assert!(said.contains(&format!("among combos keeping {rule} on every symbol")), "{said}");
+    // The table's passing_symbols: the symbols on which each combo keeps the rule.
+    let table = read(&d.join("k-by-combo.csv"));
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let (combo_at, passing_at) = (
+        header.iter().position(|h| *h == "combo").unwrap(),
+        header.iter().position(|h| *h == "passing_symbols").unwrap(),
+    );
+    let mut everywhere = Vec::new();
+    for line in lines {
+        let c: Vec<&str> = line.split(',').collect();
+        let combo: u64 = c[combo_at].parse().unwrap();
+        let want = rows.iter().filter(|r| r.1 == combo && r.2 >= bound).count();
+        assert_eq!(c[passing_at].parse::<usize>().unwrap(), want, "combo {combo}");
+        if want == symbols.len() {
+            everywhere.push(combo);
+        }
+    }
+    assert!(!everywhere.is_empty() && everywhere.len() < table.lines().count() - 1, "{everywhere:?}");
+    let summary: serde_json::Value = serde_json::from_str(&read(&d.join("k.json"))).unwrap();
+    let by_combo = &summary["by_combo"];
+    assert_eq!(by_combo["constraints"], serde_json::json!([rule]));
+    let best: Vec<u64> =
+        by_combo["best_by_median"].as_array().unwrap().iter().map(|c| c["combo"].as_u64().unwrap()).collect();
+    assert!(!best.is_empty() && best.iter().all(|c| everywhere.contains(c)), "{best:?} {everywhere:?}");
+    assert_eq!(best.len(), everywhere.len().min(50));
+    // Shards merge to the same table and the same best list, smallest first too.
+    for minimize in [false, true] {
+        let mut flags = vec!["--constraint", rule.as_str(), "--top", "50"];
+        if minimize {
+            flags.push("--minimize");
+        }
+        let whole = format!("w{minimize}.csv");
+        sweep(d, "data", &whole, &flags);
+        let mut shards = Vec::new();
+        for i in 0..2 {
+            let out = format!("s{minimize}{i}.csv");
+            let shard = format!("{i}/2");
+            let mut more = flags.clone();
+            more.extend(["--shard", shard.as_str()]);
+            sweep(d, "data", &out, &more);
+            shards.push(out);
+        }
+        let merged = format!("m{minimize}.csv");
+        let run = threadx(d, &["merge", &shards[0], &shards[1], "--top", "50", "--out", &merged]);
+        assert!(run.status.success(), "{}", text(&run.stderr));
+        let stem = |name: &str| name.trim_end_matches(".csv").to_owned();
+        assert_eq!(
+            read(&d.join(format!("{}-by-combo.csv", stem(&merged)))),
+            read(&d.join(format!("{}-by-combo.csv", stem(&whole))))
+        );
+        let by_combo = |name: &str| {
+            let s: serde_json::Value = serde_json::from_str(&read(&d.join(format!("{}.json", stem(name))))).unwrap();
+            s["by_combo"].clone()
+        };
+        let (a, b) = (by_combo(&whole), by_combo(&merged));
+        assert_eq!(
+            (&a["best_by_median"], &a["minimize"], &a["constraints"]),
+            (&b["best_by_median"], &b["minimize"], &b["constraints"])
+        );
+    }
+}

@@ -4,14 +4,18 @@
 //! and the share of symbols whose total return is positive: the parameters that hold
 //! across a universe.
 //!
-//! It is made from three numbers per row (combo, objective, total return) kept as each
-//! symbol's rows go by, one small file per symbol, then read back in blocks of combos
-//! side by side: memory holds a block, never every symbol's rows.
+//! With `--constraint`, it also counts the symbols on which each combo keeps the rules
+//! (`passing_symbols`), and the best combos are those that keep them on every symbol.
+//!
+//! It is made from four numbers per row (combo, objective, total return, whether it keeps
+//! the constraints) kept as each symbol's rows go by, one small file per symbol, then read
+//! back in blocks of combos side by side: memory holds a block, never every symbol's rows.
 
 use crate::error::{SweepError, io_error};
 use crate::leaderboard::metric_index;
 use crate::rows::{Row, combo_param_columns, param_cell, push_combo_params};
 use crate::runner::ChunkResult;
+use crate::search::Constraint;
 use crate::summary::{ByCombo, ComboLine, params_json};
 use crate::table::{ArrowTable, Cell, ColumnType, ColumnarWriter, TableFormat};
 use std::fs::File;
@@ -20,8 +24,8 @@ use std::path::{Path, PathBuf};
 use threadx_backtest::{Grid, ParamValues, Strategy};
 use threadx_profile_store::AtomicFile;
 
-/// Bytes of a kept row: combo, objective, total return.
-const RECORD: usize = 24;
+/// Bytes of a kept row: combo, objective, total return, whether it keeps the constraints.
+const RECORD: usize = 32;
 
 /// Rows of every symbol read side by side at a time: about this many bytes.
 const BLOCK_BYTES: usize = 32 << 20;
@@ -35,6 +39,8 @@ pub(crate) struct Across {
     by_index: usize,
     /// Whether the best combos have the smallest median (`--minimize`).
     minimize: bool,
+    /// The rules a best combo keeps on every symbol (`--constraint`).
+    constraints: Vec<Constraint>,
     return_index: usize,
     files: Vec<(PathBuf, u64)>,
     current: Option<BufWriter<File>>,
@@ -52,6 +58,8 @@ pub struct ComboAcross {
     pub min: f64,
     /// The share of the symbols (with a row for the combo) whose total return is positive.
     pub positive_return_share: f64,
+    /// The symbols on which the combo keeps the constraints (all of them without any).
+    pub passing: u64,
 }
 
 /// What the table holds: where it went, its objective, its row count, the best combos by
@@ -61,6 +69,8 @@ pub struct AcrossReport {
     pub path: PathBuf,
     pub by: String,
     pub minimize: bool,
+    /// The rules the best combos keep on every symbol.
+    pub constraints: Vec<Constraint>,
     pub symbols: usize,
     pub rows: u64,
     pub best: Vec<ComboAcross>,
@@ -87,6 +97,8 @@ impl AcrossReport {
             file: self.path.display().to_string(),
             by: self.by.clone(),
             minimize: self.minimize.then_some(true),
+            constraints: (!self.constraints.is_empty())
+                .then(|| self.constraints.iter().map(ToString::to_string).collect()),
             symbols: self.symbols as u64,
             combos: self.rows,
             best_by_median,
@@ -96,14 +108,16 @@ impl AcrossReport {
 
 impl Across {
     /// Keeps the rows' numbers in the folder `dir` (created when missing); `by` is the
-    /// objective, ranked smallest first when `minimize`.
-    pub(crate) fn new(dir: &Path, by: &str, minimize: bool) -> Result<Self, SweepError> {
+    /// objective, ranked smallest first when `minimize`, among the combos that keep
+    /// `constraints` on every symbol.
+    pub(crate) fn new(dir: &Path, by: &str, minimize: bool, constraints: Vec<Constraint>) -> Result<Self, SweepError> {
         std::fs::create_dir_all(dir).map_err(io_error(dir))?;
         Ok(Self {
             dir: dir.to_owned(),
             by: by.to_owned(),
             by_index: metric_index(by)?,
             minimize,
+            constraints,
             return_index: metric_index("total_return")?,
             files: Vec::new(),
             current: None,
@@ -129,7 +143,9 @@ impl Across {
         let mut record = [0u8; RECORD];
         record[..8].copy_from_slice(&row.combo.to_le_bytes());
         record[8..16].copy_from_slice(&values[self.by_index].to_le_bytes());
-        record[16..].copy_from_slice(&values[self.return_index].to_le_bytes());
+        record[16..24].copy_from_slice(&values[self.return_index].to_le_bytes());
+        let keeps = Constraint::all_hold(&self.constraints, &row.metrics);
+        record[24..].copy_from_slice(&f64::from(u8::from(keeps)).to_le_bytes());
         out.write_all(&record).map_err(io_error(path))?;
         *rows += 1;
         Ok(())
@@ -161,7 +177,8 @@ impl Across {
             )));
         }
         let symbols = self.files.len();
-        let mut table = AcrossTable::create(path, strategy, &self.by)?;
+        let passing = !self.constraints.is_empty();
+        let mut table = AcrossTable::create(path, strategy, &self.by, passing)?;
         let mut best: Vec<ComboAcross> = Vec::with_capacity(top + 1);
         let block = (BLOCK_BYTES / (RECORD * symbols.max(1))).max(1) as u64;
         let mut buffers = vec![Vec::new(); symbols];
@@ -185,16 +202,32 @@ impl Across {
                         start + r as u64
                     )));
                 }
-                let pairs = buffers.iter().map(|b| (f64::from_le_bytes(word(b, 1)), f64::from_le_bytes(word(b, 2))));
-                let line = summarise(combo, grid.values(combo), pairs, &mut values);
+                let each = buffers.iter().map(|b| {
+                    (
+                        f64::from_le_bytes(word(b, 1)),
+                        f64::from_le_bytes(word(b, 2)),
+                        f64::from_le_bytes(word(b, 3)) > 0.0,
+                    )
+                });
+                let line = summarise(combo, grid.values(combo), each, &mut values);
                 table.push(strategy, &line)?;
-                keep_best(&mut best, line, top, self.minimize);
+                if line.passing == symbols as u64 {
+                    keep_best(&mut best, line, top, self.minimize);
+                }
             }
             start += len;
         }
         table.finish()?;
         std::fs::remove_dir_all(&self.dir).map_err(io_error(&self.dir))?;
-        Ok(AcrossReport { path: path.to_owned(), by: self.by, minimize: self.minimize, symbols, rows, best })
+        Ok(AcrossReport {
+            path: path.to_owned(),
+            by: self.by,
+            minimize: self.minimize,
+            constraints: self.constraints,
+            symbols,
+            rows,
+            best,
+        })
     }
 }
 
@@ -215,29 +248,31 @@ pub fn across_in_memory(rows: &[ChunkResult], grid: &Grid, by: &str) -> Result<V
         .iter()
         .enumerate()
         .map(|(r, &combo)| {
-            let pairs = rows.iter().map(|symbol| {
+            let each = rows.iter().map(|symbol| {
                 let m = symbol.metrics[r].values();
-                (m[by], m[total_return])
+                (m[by], m[total_return], true)
             });
-            summarise(combo, grid.values(combo), pairs, &mut values)
+            summarise(combo, grid.values(combo), each, &mut values)
         })
         .collect();
     Ok(lines)
 }
 
-/// One combo's line from each symbol's (objective, total return): a NaN objective is left
-/// out of the statistics, a return above 0 counts as positive. `values` is scratch space.
+/// One combo's line from each symbol's (objective, total return, whether it keeps the
+/// constraints): a NaN objective is left out of the statistics, a return above 0 counts
+/// as positive. `values` is scratch space.
 fn summarise(
     combo: u64,
     params: ParamValues,
-    pairs: impl Iterator<Item = (f64, f64)>,
+    each: impl Iterator<Item = (f64, f64, bool)>,
     values: &mut Vec<f64>,
 ) -> ComboAcross {
     values.clear();
-    let (mut symbols, mut positive) = (0usize, 0u64);
-    for (objective, total_return) in pairs {
+    let (mut symbols, mut positive, mut passing) = (0usize, 0u64, 0u64);
+    for (objective, total_return, keeps) in each {
         symbols += 1;
         positive += u64::from(total_return > 0.0);
+        passing += u64::from(keeps);
         if !objective.is_nan() {
             values.push(objective);
         }
@@ -258,6 +293,7 @@ fn summarise(
         median,
         min: values.first().copied().unwrap_or(f64::NAN),
         positive_return_share: if symbols == 0 { f64::NAN } else { positive as f64 / symbols as f64 },
+        passing,
     }
 }
 
@@ -276,21 +312,26 @@ fn keep_best(best: &mut Vec<ComboAcross>, line: ComboAcross, top: usize, minimiz
     }
 }
 
-/// The table's file as it is written: CSV text, or a columnar table.
+/// The table's file as it is written: CSV text, or a columnar table; each with or
+/// without the `passing_symbols` column.
 enum AcrossTable {
-    Csv { path: PathBuf, file: AtomicFile, text: String },
-    Columnar(Box<ColumnarWriter<AtomicFile>>),
+    Csv { path: PathBuf, file: AtomicFile, text: String, passing: bool },
+    Columnar(Box<ColumnarWriter<AtomicFile>>, bool),
 }
 
 /// The by-combo table's columns: combo, the parameters, `symbols`, the objective's mean,
-/// median and minimum, `positive_return_share`.
-fn across_columns(strategy: &Strategy, by: &str) -> Vec<(String, ColumnType)> {
+/// median and minimum, `positive_return_share`, and `passing_symbols` with constraints
+/// (`passing`).
+fn across_columns(strategy: &Strategy, by: &str, passing: bool) -> Vec<(String, ColumnType)> {
     let mut columns = combo_param_columns(strategy, &[]);
     columns.push(("symbols".into(), ColumnType::Int));
     for stat in ["mean", "median", "min"] {
         columns.push((format!("{stat}_{by}"), ColumnType::Float));
     }
     columns.push(("positive_return_share".into(), ColumnType::Float));
+    if passing {
+        columns.push(("passing_symbols".into(), ColumnType::Int));
+    }
     columns
 }
 
@@ -299,41 +340,45 @@ fn push_across<W: Write + Send>(
     w: &mut ColumnarWriter<W>,
     strategy: &Strategy,
     c: &ComboAcross,
+    passing: bool,
 ) -> Result<(), SweepError> {
-    let mut cells: Vec<Cell<'_>> = Vec::with_capacity(6 + c.values.len());
+    let mut cells: Vec<Cell<'_>> = Vec::with_capacity(7 + c.values.len());
     cells.push(Cell::Int(c.combo as i64));
     cells.extend(strategy.schema().iter().zip(c.values.iter()).map(|(p, &v)| param_cell(p, v)));
     cells.push(Cell::Int(c.symbols as i64));
     cells.extend([c.mean, c.median, c.min, c.positive_return_share].map(Cell::Float));
+    if passing {
+        cells.push(Cell::Int(c.passing as i64));
+    }
     w.push(&cells)
 }
 
 /// The by-combo lines as a table in memory, the columns of `<out>-by-combo.parquet`.
 pub fn across_table(strategy: &Strategy, by: &str, lines: &[ComboAcross]) -> Result<ArrowTable, SweepError> {
-    let mut table = ColumnarWriter::in_memory("the by-combo table", &across_columns(strategy, by));
+    let mut table = ColumnarWriter::in_memory("the by-combo table", &across_columns(strategy, by, false));
     for line in lines {
-        push_across(&mut table, strategy, line)?;
+        push_across(&mut table, strategy, line, false)?;
     }
     table.into_table()
 }
 
 impl AcrossTable {
-    fn create(path: &Path, strategy: &Strategy, by: &str) -> Result<Self, SweepError> {
-        let columns = across_columns(strategy, by);
+    fn create(path: &Path, strategy: &Strategy, by: &str, passing: bool) -> Result<Self, SweepError> {
+        let columns = across_columns(strategy, by, passing);
         match TableFormat::of(path) {
             TableFormat::Csv => {
                 let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
                 let file = AtomicFile::create(path).map_err(io_error(path))?;
-                Ok(Self::Csv { path: path.to_owned(), file, text: format!("{}\n", names.join(",")) })
+                Ok(Self::Csv { path: path.to_owned(), file, text: format!("{}\n", names.join(",")), passing })
             }
-            format => Ok(Self::Columnar(Box::new(ColumnarWriter::create(path, format, &columns)?))),
+            format => Ok(Self::Columnar(Box::new(ColumnarWriter::create(path, format, &columns)?), passing)),
         }
     }
 
     fn push(&mut self, strategy: &Strategy, c: &ComboAcross) -> Result<(), SweepError> {
         let numbers = [c.mean, c.median, c.min, c.positive_return_share];
         match self {
-            Self::Csv { path, file, text } => {
+            Self::Csv { path, file, text, passing } => {
                 push_combo_params(text, strategy, c.combo, &c.values);
                 text.push(',');
                 crate::decimal::push_u64(text, c.symbols);
@@ -343,6 +388,10 @@ impl AcrossTable {
                         crate::decimal::push_f64(text, v);
                     }
                 }
+                if *passing {
+                    text.push(',');
+                    crate::decimal::push_u64(text, c.passing);
+                }
                 text.push('\n');
                 if text.len() >= crate::results_file::TEXT_PIECE {
                     file.write_all(text.as_bytes()).map_err(io_error(path))?;
@@ -350,17 +399,17 @@ impl AcrossTable {
                 }
                 Ok(())
             }
-            Self::Columnar(w) => push_across(w, strategy, c),
+            Self::Columnar(w, passing) => push_across(w, strategy, c, *passing),
         }
     }
 
     fn finish(self) -> Result<(), SweepError> {
         match self {
-            Self::Csv { path, mut file, text } => {
+            Self::Csv { path, mut file, text, .. } => {
                 file.write_all(text.as_bytes()).map_err(io_error(&path))?;
                 file.commit().map_err(io_error(&path))
             }
-            Self::Columnar(w) => w.commit(),
+            Self::Columnar(w, _) => w.commit(),
         }
     }
 }
@@ -383,12 +432,13 @@ mod tests {
     fn median_mean_min_and_the_best_list() {
         let params = ParamValues::new(&[1.0]);
         let mut scratch = Vec::new();
-        let pairs = [(3.0, 0.1), (-1.0, 0.2), (2.0, 0.3), (10.0, -0.1), (f64::NAN, 0.0)];
-        let c = summarise(7, params, pairs.into_iter(), &mut scratch);
+        let each = [(3.0, 0.1, true), (-1.0, 0.2, false), (2.0, 0.3, true), (10.0, -0.1, true), (f64::NAN, 0.0, true)];
+        let c = summarise(7, params, each.into_iter(), &mut scratch);
         assert_eq!((c.symbols, c.mean, c.median, c.min, c.positive_return_share), (4, 3.5, 2.5, -1.0, 0.6));
-        let odd = [(5.0, 0.0), (1.0, 0.0), (3.0, 0.0)];
+        assert_eq!(c.passing, 4);
+        let odd = [(5.0, 0.0, true), (1.0, 0.0, true), (3.0, 0.0, true)];
         assert_eq!(summarise(1, params, odd.into_iter(), &mut scratch).median, 3.0);
-        let none = [(f64::NAN, 0.0); 3];
+        let none = [(f64::NAN, 0.0, true); 3];
         assert!(summarise(1, params, none.into_iter(), &mut scratch).median.is_nan());
         // Largest first, or smallest first; NaN last either way, ties by the lower combo.
         for (minimize, want) in [(false, [2, 4, 0]), (true, [0, 3, 4])] {

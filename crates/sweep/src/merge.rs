@@ -51,7 +51,7 @@ pub fn merge(
     // A universe's rows go by symbol (in the order of its list), then combo.
     let symbols: Option<Vec<String>> = identity.universe.as_ref().map(|u| u.symbols.clone());
     let mut across = match &symbols {
-        Some(_) if !is_special_file(out) => Some(by_combo(out, by, minimize)?),
+        Some(_) if !is_special_file(out) => Some(by_combo(out, by, universe_ranking(&summaries[0])?)?),
         _ => None,
     };
     let mut heatmap = heatmap
@@ -171,12 +171,24 @@ fn search_best(
 }
 
 /// A merged universe's by-combo table, made in its own folder beside `out`, and its path.
-fn by_combo(out: &Path, by: &str, minimize: bool) -> Result<(Across, PathBuf), SweepError> {
+/// How a universe's shard ranked its best combos across the symbols: `--minimize`, and
+/// its `--constraint`s (its summary's `minimize` and `constraints`).
+fn universe_ranking(summary: &Summary) -> Result<(bool, Vec<Constraint>), SweepError> {
+    let texts = summary.constraints.as_deref().unwrap_or_default();
+    let constraints = texts.iter().map(|t| t.parse()).collect::<Result<Vec<Constraint>, SweepError>>()?;
+    Ok((summary.minimize.unwrap_or(false), constraints))
+}
+
+fn by_combo(
+    out: &Path,
+    by: &str,
+    (minimize, constraints): (bool, Vec<Constraint>),
+) -> Result<(Across, PathBuf), SweepError> {
     let path = by_combo_path(out);
     check_writable(&path)?;
     let mut parts = out.as_os_str().to_owned();
     parts.push(".by-combo.parts");
-    Ok((Across::new(Path::new(&parts), by, minimize)?, path))
+    Ok((Across::new(Path::new(&parts), by, minimize, constraints)?, path))
 }
 
 fn bad(problem: String) -> SweepError {

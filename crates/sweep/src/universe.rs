@@ -124,7 +124,7 @@ impl SymbolRuns<'_> {
             top: 1,
             by: opts.by.clone(),
             minimize: opts.minimize,
-            constraints: Vec::new(),
+            constraints: opts.constraints.clone(),
             heatmap: None,
             overfitting_plots: None,
             blocks_out: None,
@@ -226,7 +226,7 @@ pub fn universe_to_files(
     let checkpoint = Checkpoint::open(opts, &universe_identity)?;
     let parts = checkpoint.dir();
     let mut across = match across_path {
-        Some(_) => Some(Across::new(&parts.join("across"), &opts.by, opts.minimize)?),
+        Some(_) => Some(Across::new(&parts.join("across"), &opts.by, opts.minimize, opts.constraints.clone())?),
         None => None,
     };
 
@@ -271,6 +271,9 @@ pub fn universe_to_files(
             by_combo: across.as_ref().map(|a| a.summary(strategy)),
         }),
         combos: Some(Combos { rows, ..combos }),
+        // How the best combos across the symbols rank, for a merge of shards to rank alike.
+        minimize: opts.minimize.then_some(true),
+        constraints: (!opts.constraints.is_empty()).then(|| opts.constraints.iter().map(ToString::to_string).collect()),
         timings_s: Some(TimingsSummary::Universe(UniverseTimings {
             total: total_s,
             symbols_run: symbols_run as u64,

@@ -24,9 +24,6 @@ pub fn run(
     if args.heatmap.is_some() || args.monitor {
         bail!("--heatmap and --monitor draw one symbol's sweep; this --data holds {} symbols", universe.len());
     }
-    if !opts.constraints.is_empty() {
-        bail!("--constraint applies to a grid sweep or a search of one data set, not yet to a universe");
-    }
     // The default heatmap is one symbol's picture: a universe has the by-combo table instead.
     opts.heatmap = None;
     let per_symbol = spec.sample().map_or(spec.grid_len(), |s| s.n);
@@ -96,7 +93,15 @@ pub fn run(
 pub fn across_table(strategy: &Strategy, a: &AcrossReport) -> String {
     use std::fmt::Write as _;
     let order = if a.minimize { ", smallest first" } else { "" };
-    let mut out = format!("top {} combos across {} symbols, by median {}{order}:\n", a.best.len(), a.symbols, a.by);
+    let keeping = match a.constraints.as_slice() {
+        [] => String::new(),
+        rules => format!(
+            ", among combos keeping {} on every symbol",
+            rules.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and ")
+        ),
+    };
+    let mut out =
+        format!("top {} combos across {} symbols, by median {}{order}{keeping}:\n", a.best.len(), a.symbols, a.by);
     let _ = writeln!(
         out,
         "  {:>4} {:>9}  {:<52} {:>8} {:>10} {:>10} {:>10} {:>9}",

@@ -88,8 +88,8 @@ pub struct Summary {
     pub by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minimize: Option<bool>,
-    /// A walk-forward's `--constraint` rules, which each train window's winner kept
-    /// (absent without).
+    /// A walk-forward's or a universe's `--constraint` rules, which each train window's
+    /// winner, or each best combo across the symbols, kept (absent without).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraints: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -244,6 +244,9 @@ pub struct ByCombo {
     /// `true` when the best combos have the smallest median (`--minimize`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minimize: Option<bool>,
+    /// The `--constraint` rules the best combos keep on every symbol; absent without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<Vec<String>>,
     pub symbols: u64,
     pub combos: u64,
     pub best_by_median: Vec<ComboLine>,
