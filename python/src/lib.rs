@@ -131,6 +131,11 @@ fn request(json: &str) -> PyResult<SweepSpec> {
     request.check().map_err(sweep_error)
 }
 
+/// `constraints` (`"trades >= 30"`) parsed, or the first bad one named.
+pub(crate) fn constraints_of(constraints: &[String]) -> PyResult<Vec<threadx_sweep::Constraint>> {
+    constraints.iter().map(|c| c.parse().map_err(sweep_error)).collect()
+}
+
 /// The engine's message with each command-line flag named as the keyword a Python caller
 /// passes: `--trials 500` → `trials 500`, `--search` → `method`, `--pbo-splits` →
 /// `pbo_splits`.
@@ -155,10 +160,12 @@ fn in_python_words(text: &str) -> String {
 }
 
 /// A sweep's rows: `{"rows": Table, "overfitting": JSON}`, or `{"windows": Table}` for a
-/// walk-forward; `minimize` ranks `by` smallest first (each window's winner, the
-/// overfitting statistics' top combos).
+/// walk-forward; `minimize` ranks `by` smallest first and `constraints` (`trades >= 30`)
+/// rank only the combos that keep them (each window's winner, the overfitting
+/// statistics' top combos).
 #[pyfunction]
-#[pyo3(signature = (bars, request_json, by="sharpe", progress=None, minimize=false))]
+#[pyo3(signature = (bars, request_json, by="sharpe", progress=None, minimize=false, constraints=Vec::new()))]
+#[allow(clippy::too_many_arguments)] // The data, the request, and how the rows rank.
 fn sweep<'py>(
     py: Python<'py>,
     bars: &Bars,
@@ -166,8 +173,10 @@ fn sweep<'py>(
     by: &str,
     progress: Option<Py<PyAny>>,
     minimize: bool,
+    constraints: Vec<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = request(request_json)?;
+    let constraints = constraints_of(&constraints)?;
     threadx_sweep::metric_index(by).map_err(sweep_error)?;
     let data = bars.data.clone();
     let by = by.to_owned();
@@ -175,7 +184,7 @@ fn sweep<'py>(
     let dispatcher = dispatcher(spec.device())?;
     if spec.walk_forward().is_some() {
         let (windows, spec) = py.detach(move || -> PyResult<_> {
-            let ranking = threadx_sweep::WindowRanking { by: &by, minimize, constraints: &[] };
+            let ranking = threadx_sweep::WindowRanking { by: &by, minimize, constraints: &constraints };
             let report =
                 threadx_sweep::walk_forward(&data, &dispatcher, &spec, ranking, &mut |_, _| {}).map_err(sweep_error)?;
             flush(&dispatcher);
@@ -190,7 +199,7 @@ fn sweep<'py>(
         Ok((session, rows))
     })?;
     out.set_item("rows", rows_table(&session, &rows, false)?)?;
-    if let Some(o) = session.overfitting(&rows, &by, minimize).map_err(sweep_error)? {
+    if let Some(o) = session.overfitting(&rows, &by, minimize, &constraints).map_err(sweep_error)? {
         out.set_item("overfitting", threadx_sweep::section_json(&o.summary()))?;
     }
     Ok(out)

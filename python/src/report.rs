@@ -10,7 +10,7 @@ use std::sync::Arc;
 use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy};
 use threadx_indicators::Ohlcv;
 use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
-use threadx_sweep::{Best, Combos, DataSummary, Leaderboard, Row, Summary, best_of};
+use threadx_sweep::{Best, Combos, Constraint, DataSummary, Leaderboard, Row, Summary, best_of};
 
 /// What one backtest ran and gave, kept for its report.
 #[pyclass(frozen, module = "threadx._threadx")]
@@ -35,9 +35,9 @@ impl BacktestPage {
 
 /// The report of a sweep's rows (`combos` and their metrics, [`Metrics::NAMES`] order) as
 /// one HTML document, with the backtest of the best of them by `by` (the smallest when
-/// `minimize`).
+/// `minimize`) among those that keep `constraints`.
 #[pyfunction]
-#[pyo3(signature = (bars, request_json, by, combos, metrics, overfitting_json=None, search_json=None, minimize=false))]
+#[pyo3(signature = (bars, request_json, by, combos, metrics, overfitting_json=None, search_json=None, minimize=false, constraints=Vec::new()))]
 #[allow(clippy::too_many_arguments)] // The rows, and what the sweep said of them.
 pub(crate) fn sweep_report(
     py: Python<'_>,
@@ -49,7 +49,9 @@ pub(crate) fn sweep_report(
     overfitting_json: Option<&str>,
     search_json: Option<&str>,
     minimize: bool,
+    constraints: Vec<String>,
 ) -> PyResult<String> {
+    let rules = crate::constraints_of(&constraints)?;
     let spec = request(request_json)?;
     let grid = spec.grid();
     let metrics = metrics.as_array();
@@ -68,12 +70,15 @@ pub(crate) fn sweep_report(
         rows.push(Row { combo, values: grid.values(combo), metrics: Metrics::from_values(values) });
     }
     let mut best = Leaderboard::new(by, 10).map_err(sweep_error)?.minimizing(minimize);
-    rows.iter().for_each(|r| best.offer(*r));
+    let keeping: Vec<&Row> = rows.iter().filter(|r| Constraint::all_hold(&rules, &r.metrics)).collect();
+    keeping.iter().for_each(|r| best.offer(**r));
     let data = bars.data.clone();
     let summary = Summary {
         data: Some(DataSummary::of(&data)),
         best: Some(Best {
             minimize: minimize.then_some(true),
+            constraints: (!rules.is_empty()).then(|| rules.iter().map(ToString::to_string).collect()),
+            passing: (!rules.is_empty()).then_some(keeping.len() as u64),
             ..best_of(spec.strategy(), spec.axes(), by, best.rows())
         }),
         combos: Some(Combos { rows: rows.len() as u64, ..Combos::default() }),

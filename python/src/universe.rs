@@ -59,30 +59,34 @@ pub(crate) fn market_from_arrow<'py>(py: Python<'py>, origin: String, stream: Ve
 }
 
 /// Every symbol's rows and the by-combo lines, `{"rows": Table, "by_combo": Table}`: the
-/// universe's results file and its `-by-combo` table.
+/// universe's results file and its `-by-combo` table (with `passing_symbols` when
+/// `constraints` are given).
 #[pyfunction]
-#[pyo3(signature = (universe, request_json, by="sharpe", progress=None))]
+#[pyo3(signature = (universe, request_json, by="sharpe", progress=None, constraints=Vec::new()))]
 pub(crate) fn sweep_universe<'py>(
     py: Python<'py>,
     universe: &Universe,
     request_json: &str,
     by: &str,
     progress: Option<Py<PyAny>>,
+    constraints: Vec<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = request(request_json)?;
+    let constraints = crate::constraints_of(&constraints)?;
     let dispatcher = dispatcher(spec.device())?;
     let (rows, across) = detached(py, &dispatcher, progress, |report| {
         let mut hook = |p: threadx_sweep::UniverseProgress<'_>| -> Result<(), SweepError> {
             let symbols = p.symbols as u64;
             report(p.total * p.symbol as u64 + p.done, p.total * symbols)
         };
-        threadx_sweep::universe_in_memory(&universe.universe, &spec, dispatcher.clone(), by, &mut hook, &mut note)
+        let ranking = (by, constraints.as_slice());
+        threadx_sweep::universe_in_memory(&universe.universe, &spec, dispatcher.clone(), ranking, &mut hook, &mut note)
     })?;
     let out = PyDict::new(py);
     let names = universe.names();
     let rows = threadx_sweep::universe_table(&spec, &names, &rows);
     out.set_item("rows", Table::new(rows, &spec, Some(names))?)?;
-    let across = threadx_sweep::across_table(spec.strategy(), by, &across);
+    let across = threadx_sweep::across_table(spec.strategy(), by, &across, !constraints.is_empty());
     out.set_item("by_combo", Table::new(across, &spec, None)?)?;
     Ok(out)
 }

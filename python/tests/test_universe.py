@@ -82,3 +82,17 @@ def test_what_many_symbols_cannot_do_is_refused() -> None:
         threadx.sweep(symbols, grid=GRID, device="cpu", progress=False, walk_forward="train=1000,test=500")
     with pytest.raises(ValueError, match='the symbol name "a,b"'):
         _sweep({"a,b": symbols["BTC"], "c": symbols["ETH"]})
+
+
+def test_constraints_count_the_symbols_each_combo_keeps_them_on() -> None:
+    symbols = _symbols()
+    rows = _sweep(symbols)
+    bound = int(rows["trades"].median())
+    kept = threadx.sweep(symbols, grid=GRID, device="cpu", progress=False, constraints=f"trades >= {bound}")
+    pd.testing.assert_frame_equal(kept, rows, check_exact=True)
+    by_combo = kept.attrs["by_combo"]
+    passing = rows["trades"].ge(bound).groupby(level="combo").sum()
+    assert by_combo["passing_symbols"].tolist() == passing.loc[by_combo.index].tolist()
+    assert by_combo["passing_symbols"].nunique() > 1
+    # Without constraints, no such column (the CLI's table as before).
+    assert "passing_symbols" not in rows.attrs["by_combo"].columns

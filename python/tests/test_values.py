@@ -166,6 +166,41 @@ def test_minimize_ranks_smallest_first_as_the_cli_does(cli, data: pd.DataFrame) 
     assert "exposure, smallest first" in page
 
 
+def test_constraints_rank_as_the_cli_does(cli, data: pd.DataFrame) -> None:
+    grid = {"bb_period": [10, 20, 30, 40], "atr_mult": [1, 2]}
+    rows = threadx.sweep(data, grid=grid, device="cpu", progress=False)
+    # A bound the fewest-trading combos of some train window (bars 0..1200, 600..1800,
+    # 1200..2400) break, and most combos of each keep.
+    trains = [threadx.sweep(data.iloc[a:a + 1200], grid=grid, device="cpu", progress=False) for a in (0, 600, 1200)]
+    bound = min(int(np.sort(t["trades"].to_numpy())[2]) for t in trains)
+    assert any((t["trades"] < bound).any() for t in trains)
+    rule = f"trades >= {bound}"
+    # A walk-forward's winners keep the rule: the CLI's windows with --constraint.
+    walk = threadx.sweep(data, grid=grid, walk_forward="train=1200,test=600", by="total_return", constraints=rule,
+                         device="cpu", progress=False)
+    cli.run("--device", "cpu", "sweep", "--data", DATA, *grid_flags(grid), "--walk-forward", "train=1200,test=600",
+            "--by", "total_return", "--constraint", rule, "--out", "w.csv", "--quiet")
+    times = ["train_start", "train_end", "test_start", "test_end"]
+    pd.testing.assert_frame_equal(walk, cli.csv("w.csv", index_col="window", parse_dates=times), check_exact=True,
+                                  check_dtype=False)
+    # A grid: the overfitting statistics' top combos are the CLI's, all keeping a rule
+    # that the fewest-trading combos of the whole data break.
+    bound = int(np.sort(rows["trades"].to_numpy())[2])
+    rule = f"trades >= {bound}"
+    kept = threadx.sweep(data, grid=grid, constraints=[rule], overfitting=True, device="cpu", progress=False)
+    pd.testing.assert_frame_equal(kept, rows, check_exact=True)
+    cli.run("--device", "cpu", "sweep", "--data", DATA, *grid_flags(grid), "--constraint", rule, "--overfitting",
+            "--out", "g.csv", "--quiet")
+    summary = json.loads((cli.workdir / "g.json").read_text())
+    top = [t["combo"] for t in kept.attrs["overfitting"]["top"]]
+    assert top == [t["combo"] for t in summary["overfitting"]["top"]]
+    assert all(rows.loc[c, "trades"] >= bound for c in top) and len(top) < len(rows)
+    page = kept._html()
+    assert f"among the {int((rows['trades'] >= bound).sum())} of 8 combos that keep trades &gt;= {bound}" in page
+    with pytest.raises(ValueError, match="constraint `trades >> 3`"):
+        threadx.sweep(data, grid=grid, constraints="trades >> 3", progress=False)
+
+
 def test_a_sweep_is_the_same_bytes_on_every_device(data: pd.DataFrame) -> None:
     grid = {"bb_period": [10, 20, 30, 40], "bb_std": [1.5, 2.5], "atr_period": [7, 14], "atr_mult": [1, 2, 3]}
     frames = {d: threadx.sweep(data, grid=grid, device=d, chunk_size=7, progress=False) for d in ["cpu", "gpu", "all", "auto"]}

@@ -174,6 +174,7 @@ def sweep(
     threads: Optional[int] = None,
     by: str = "sharpe",
     minimize: bool = False,
+    constraints: Union[str, Iterable[str]] = (),
     overfitting: Union[bool, Mapping[str, Any]] = False,
 ) -> SweepFrame:
     """Every combo of a parameter grid, one row per combo: index ``combo`` (the CLI's
@@ -185,9 +186,10 @@ def sweep(
     at all runs the strategy's own grid (its file's ``grid`` values). ``random=N`` runs N distinct combos drawn
     with ``seed`` (the whole grid, each combo once, when N is more than it has). ``walk_forward="train=BARS,test=BARS[,step=BARS]"`` returns one row
     per window instead (best combo by ``by`` in sample, its out-of-sample metrics).
-    ``minimize=True`` ranks ``by`` smallest first (``--minimize``): each window's winner,
-    the overfitting statistics' top combos and the report's best combos; the rows are
-    the same.
+    ``minimize=True`` ranks ``by`` smallest first (``--minimize``), and ``constraints``
+    (``"trades >= 30"``, one or a list: ``--constraint``) rank only the combos that keep
+    them: each window's winner, the overfitting statistics' top combos and the report's
+    best combos (and a universe's ``passing_symbols``); the rows are the same.
     ``progress``: a bar (tqdm when installed, else text on stderr), False for none, or a
     callable ``(done, total)``. ``device``: ``"auto"``, ``"cpu"``, ``"gpu"`` or ``"all"``
     (every GPU and the CPU). ``overfitting=True`` (or a dict of ``blocks``,
@@ -204,6 +206,7 @@ def sweep(
     with a positive return (``threadx sweep``'s ``-by-combo`` table)."""
     market = _market(data)
     request = _request(strategy, grid, fee, device, random, seed, walk_forward, periods_per_year, chunk_size, threads)
+    rules = [constraints] if isinstance(constraints, str) else [str(c) for c in constraints]
     if isinstance(market, _threadx.Universe):
         if overfitting is not False:
             raise ValueError("overfitting statistics run on one symbol's data: sweep one symbol's frame")
@@ -211,7 +214,7 @@ def sweep(
         try:
             # Every symbol's rows and the by-combo statistics are the same whichever way
             # `by` ranks.
-            out = _threadx.sweep_universe(market, request, by, callback)
+            out = _threadx.sweep_universe(market, request, by, callback, rules)
         finally:
             finish()
         # The frame type of every sweep's rows; a universe's draw no report of their own.
@@ -224,12 +227,12 @@ def sweep(
         request = json.dumps({**json.loads(request), "overfitting": fields})
     callback, finish = _progress(progress, "combos")
     try:
-        out = _threadx.sweep(bars, request, by, callback, minimize)
+        out = _threadx.sweep(bars, request, by, callback, minimize, rules)
     finally:
         finish()
     if "windows" in out:
         return _report.sweep_frame(_tables.frame(out["windows"]).set_index("window"), None)
-    rows = _report.sweep_frame(_tables.frame(out["rows"]).set_index("combo"), (bars, request, by, minimize))
+    rows = _report.sweep_frame(_tables.frame(out["rows"]).set_index("combo"), (bars, request, by, minimize, rules))
     if "overfitting" in out:
         rows.attrs["overfitting"] = json.loads(out["overfitting"])
     return rows
@@ -324,7 +327,7 @@ def search(
         frame.attrs["overfitting"] = json.loads(out["overfitting"])
     best = None if out["best"] is None else frame.iloc[int(out["best"])]
     rows = _report.sweep_frame(
-        frame.set_index("combo"), (bars, json.dumps(request, allow_nan=True), str(by), bool(minimize))
+        frame.set_index("combo"), (bars, json.dumps(request, allow_nan=True), str(by), bool(minimize), [])
     )
     page = lambda: rows._html(search_json=out["search_json"])  # noqa: E731
     return SearchResult(frame, best, out["stop"], float(out["seconds"]), float(out["search_seconds"]), page)
@@ -360,7 +363,7 @@ class Session:
         )
         self._native = _threadx.Session(bars, request)
         self._parameters = self._native.parameters()
-        self._sweep = (bars, request, "sharpe", False)
+        self._sweep = (bars, request, "sharpe", False, [])
 
     @property
     def parameters(self) -> Dict[str, List[Any]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import json
 import os
-from typing import Any, Optional, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -22,7 +22,7 @@ class SweepFrame(pd.DataFrame):
     ``rows.report("r.html")``. A filtered frame reports the rows it keeps."""
 
     _metadata = ["_threadx_sweep"]
-    _threadx_sweep: Optional[Tuple[Any, str, str, bool]] = None
+    _threadx_sweep: Optional[Tuple[Any, str, str, bool, List[str]]] = None
 
     @property
     def _constructor(self) -> Any:
@@ -41,7 +41,7 @@ class SweepFrame(pd.DataFrame):
                 "these rows draw no report: a universe's rows (report one symbol's sweep), a walk-forward's windows "
                 "(`threadx sweep --walk-forward ... --report FILE.html` draws them), or a frame made by hand"
             )
-        bars, request, by, minimize = self._threadx_sweep
+        bars, request, by, minimize, constraints = self._threadx_sweep
         missing = [m for m in METRICS if m not in self.columns]
         if missing:
             raise ValueError(f"the rows need every metric column to draw a report; missing {missing}")
@@ -49,13 +49,13 @@ class SweepFrame(pd.DataFrame):
         metrics = np.ascontiguousarray(self[METRICS].to_numpy(dtype=np.float64, na_value=np.nan))
         overfitting = self.attrs.get("overfitting")
         text = None if overfitting is None else json.dumps(overfitting, allow_nan=True)
-        return _threadx.sweep_report(bars, request, by, combos, metrics, text, search_json, minimize)
+        return _threadx.sweep_report(bars, request, by, combos, metrics, text, search_json, minimize, constraints)
 
 
-def sweep_frame(frame: pd.DataFrame, sweep: Optional[Tuple[Any, str, str, bool]]) -> SweepFrame:
+def sweep_frame(frame: pd.DataFrame, sweep: Optional[Tuple[Any, str, str, bool, List[str]]]) -> SweepFrame:
     """`frame` as a SweepFrame of `sweep` (bars, request JSON, ranking metric, whether it
-    ranks smallest first; None: rows that draw no report, a universe's or a
-    walk-forward's windows)."""
+    ranks smallest first, the constraints it ranks by; None: rows that draw no report, a
+    universe's or a walk-forward's windows)."""
     out = SweepFrame(frame)
     out._threadx_sweep = sweep
     return out

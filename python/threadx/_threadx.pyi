@@ -60,6 +60,7 @@ def sweep(
     by: str = "sharpe",
     progress: Optional[Callable[[int, int], None]] = None,
     minimize: bool = False,
+    constraints: List[str] = ...,
 ) -> Dict[str, Any]: ...
 def search(
     bars: Bars,
@@ -89,6 +90,7 @@ def sweep_report(
     overfitting_json: Optional[str] = None,
     search_json: Optional[str] = None,
     minimize: bool = False,
+    constraints: List[str] = ...,
 ) -> str: ...
 
 def write_page(path: str, page: str) -> None: ...
@@ -109,6 +111,7 @@ def sweep_universe(
     request_json: str,
     by: str = "sharpe",
     progress: Optional[Callable[[int, int], None]] = None,
+    constraints: List[str] = ...,
 ) -> Dict[str, Any]: ...
 
 class Session:

@@ -149,10 +149,10 @@ fn cscv(c: &mut Criterion) {
         // The rows are the same on every device: run them once, on the CPU.
         let rows = rows.get_or_insert_with(|| session.run_in_memory(&mut |_, _| Ok(())).expect("the default job"));
         group.bench_function(name, |b| {
-            b.iter(|| black_box(session.overfitting(rows, "sharpe", false).expect("statistics")))
+            b.iter(|| black_box(session.overfitting(rows, "sharpe", false, &[]).expect("statistics")))
         });
         if mode == DeviceMode::Cpu {
-            let report = session.overfitting(rows, "sharpe", false).expect("statistics").expect("asked for").pbo;
+            let report = session.overfitting(rows, "sharpe", false, &[]).expect("statistics").expect("asked for").pbo;
             group.bench_function("plots", |b| {
                 b.iter(|| {
                     let histogram = logit_histogram_svg(&report, "logits").expect("a histogram");

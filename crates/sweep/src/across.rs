@@ -232,9 +232,15 @@ impl Across {
 }
 
 /// The table's lines from every symbol's rows held in memory (symbol order; each
-/// symbol's rows in combo order, the same combos), with the objective `by`: the lines
-/// [`Across`] writes, from the same arithmetic.
-pub fn across_in_memory(rows: &[ChunkResult], grid: &Grid, by: &str) -> Result<Vec<ComboAcross>, SweepError> {
+/// symbol's rows in combo order, the same combos), with the objective `by` and the
+/// `constraints` counted in `passing`: the lines [`Across`] writes, from the same
+/// arithmetic.
+pub fn across_in_memory(
+    rows: &[ChunkResult],
+    grid: &Grid,
+    by: &str,
+    constraints: &[Constraint],
+) -> Result<Vec<ComboAcross>, SweepError> {
     let (by, total_return) = (metric_index(by)?, metric_index("total_return")?);
     let Some(first) = rows.first() else { return Ok(Vec::new()) };
     if rows.iter().any(|r| r.combos != first.combos) {
@@ -249,8 +255,9 @@ pub fn across_in_memory(rows: &[ChunkResult], grid: &Grid, by: &str) -> Result<V
         .enumerate()
         .map(|(r, &combo)| {
             let each = rows.iter().map(|symbol| {
-                let m = symbol.metrics[r].values();
-                (m[by], m[total_return], true)
+                let metrics = &symbol.metrics[r];
+                let m = metrics.values();
+                (m[by], m[total_return], Constraint::all_hold(constraints, metrics))
             });
             summarise(combo, grid.values(combo), each, &mut values)
         })
@@ -353,11 +360,17 @@ fn push_across<W: Write + Send>(
     w.push(&cells)
 }
 
-/// The by-combo lines as a table in memory, the columns of `<out>-by-combo.parquet`.
-pub fn across_table(strategy: &Strategy, by: &str, lines: &[ComboAcross]) -> Result<ArrowTable, SweepError> {
-    let mut table = ColumnarWriter::in_memory("the by-combo table", &across_columns(strategy, by, false));
+/// The by-combo lines as a table in memory, the columns of `<out>-by-combo.parquet`
+/// (`passing_symbols` with `passing`: a run with constraints).
+pub fn across_table(
+    strategy: &Strategy,
+    by: &str,
+    lines: &[ComboAcross],
+    passing: bool,
+) -> Result<ArrowTable, SweepError> {
+    let mut table = ColumnarWriter::in_memory("the by-combo table", &across_columns(strategy, by, passing));
     for line in lines {
-        push_across(&mut table, strategy, line, false)?;
+        push_across(&mut table, strategy, line, passing)?;
     }
     table.into_table()
 }

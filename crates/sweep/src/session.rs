@@ -12,7 +12,7 @@ use crate::overfit::{Overfitting, SweepBlocks, warm_up};
 use crate::rows::Row;
 use crate::run_files::{OutputOptions, ProgressFn};
 use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};
-use crate::search::{SearchOptions, SearchReport, SearchSpace};
+use crate::search::{Constraint, SearchOptions, SearchReport, SearchSpace};
 use crate::spec::SweepSpec;
 use std::sync::Arc;
 use std::time::Instant;
@@ -273,14 +273,23 @@ impl Session {
     }
 
     /// The overfitting statistics of `rows` (a run of the whole plan, in memory) with the
-    /// best combos by `by`, when the spec asks for them: what a run to files puts in its
+    /// best combos by `by` (the smallest when `minimize`) among those that keep
+    /// `constraints`, when the spec asks for them: what a run to files puts in its
     /// summary, from the same numbers.
-    pub fn overfitting(&self, rows: &ChunkResult, by: &str, minimize: bool) -> Result<Option<Overfitting>, SweepError> {
+    pub fn overfitting(
+        &self,
+        rows: &ChunkResult,
+        by: &str,
+        minimize: bool,
+        constraints: &[Constraint],
+    ) -> Result<Option<Overfitting>, SweepError> {
         let (Some(options), Some(cuts)) = (self.spec().overfitting(), self.sweep.blocks()) else { return Ok(None) };
         let mut leaderboard = Leaderboard::new(by, crate::overfit::TOP)?.minimizing(minimize);
         let book = self.sweep.book();
         for (&combo, &metrics) in rows.combos.iter().zip(&rows.metrics) {
-            leaderboard.offer(Row { combo, values: book.combo_values(combo), metrics });
+            if Constraint::all_hold(constraints, &metrics) {
+                leaderboard.offer(Row { combo, values: book.combo_values(combo), metrics });
+            }
         }
         let kept = SweepBlocks::of(rows);
         Overfitting::compute(&self.sweep, self.dispatcher(), cuts, options, kept, leaderboard.rows(), by)

@@ -20,6 +20,7 @@ use crate::run_files::{
     Checkpoint, OutputOptions, ProgressFn, check_output, check_writable, checkpoint_dir, identity, run_head,
 };
 use crate::runner::{ChunkResult, SweepPlan};
+use crate::search::Constraint;
 use crate::session::{Devices, Session};
 use crate::spec::SweepSpec;
 use crate::summary::{
@@ -296,13 +297,14 @@ pub fn universe_to_files(
 }
 
 /// Every symbol's rows of `spec`'s grid, in memory (symbol order), on devices opened once
-/// through `dispatcher`, with the by-combo lines over them by `by`: what Python's sweep
-/// of many symbols returns. `progress` may stop the run between chunks.
+/// through `dispatcher`, with the by-combo lines over them by `by` (and the symbols on
+/// which each keeps `constraints`): what Python's sweep of many symbols returns.
+/// `progress` may stop the run between chunks.
 pub fn universe_in_memory(
     universe: &Universe,
     spec: &SweepSpec,
     dispatcher: Arc<Dispatcher>,
-    by: &str,
+    (by, constraints): (&str, &[Constraint]),
     progress: &mut dyn FnMut(UniverseProgress<'_>) -> Result<(), SweepError>,
     note: &mut dyn FnMut(&str),
 ) -> Result<(Vec<ChunkResult>, Vec<ComboAcross>), SweepError> {
@@ -325,7 +327,7 @@ pub fn universe_in_memory(
             })?,
         );
     }
-    let across = across_in_memory(&rows, spec.grid(), by)?;
+    let across = across_in_memory(&rows, spec.grid(), by, constraints)?;
     Ok((rows, across))
 }
 

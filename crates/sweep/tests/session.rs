@@ -85,7 +85,7 @@ fn a_batch_gives_the_full_sweeps_blocks_on_every_device() {
 
 /// The overfitting object without its timing.
 fn statistics(s: &Session, rows: &ChunkResult) -> String {
-    let mut summary = s.overfitting(rows, "sharpe", false).unwrap().unwrap().summary();
+    let mut summary = s.overfitting(rows, "sharpe", false, &[]).unwrap().unwrap().summary();
     summary.seconds = 0.0;
     serde_json::to_string(&summary).unwrap()
 }
