@@ -563,13 +563,8 @@ fn a_grid_ranks_only_the_combos_that_keep_its_constraints() {
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("m.json")).unwrap()).unwrap();
     assert_eq!(m["best"], summary["best"]);
-    // Refused where it does not apply yet, and a malformed rule names itself.
-    let mut walk = SMALL.to_vec();
-    walk.extend(["--walk-forward", "train=1000,test=500", "--constraint", "trades >= 5", "--out", "w.csv"]);
-    let refused = threadx(dir.path(), &walk);
-    assert!(
-        text(&refused.stderr).contains("--constraint applies to a grid sweep or a search, not yet to --walk-forward")
-    );
+    // A malformed rule names itself (a walk-forward and a universe take rules: tests/minimize.rs
+    // and tests/universe.rs).
     let mut bad = SMALL.to_vec();
     bad.extend(["--constraint", "trades ~ 5", "--out", "b.csv"]);
     assert!(text(&threadx(dir.path(), &bad).stderr).contains("constraint `trades ~ 5`: expected METRIC OP VALUE"));
