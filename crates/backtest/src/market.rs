@@ -20,19 +20,15 @@ use crate::costs::Fill;
 use crate::fixed::{Totals, return_units};
 use crate::market_position::{Order, Position, close_out, decide, extreme, intrabar_exit, open};
 use crate::metrics::{ExitReason, Side};
-use crate::trade_parts::{Leg, Observer, at_level, bit, log_of, next_bit, next_bit_where, trail_level};
+use crate::trade_parts::{Drawdown, Leg, Observer, at_level, bit, log_of, next_bit, next_bit_where, trail_level};
 
 /// The running totals: equity in f64, drawdown, fixed-point return sums, counts.
 struct Run<'a, O: Observer> {
     tables: &'a BarTables,
     totals: Totals,
-    /// Equity at the last mark (E[t−1]), its running peak, the lowest equity since that
-    /// peak, and the lowest ratio of a trough to its peak before it (divided only when a
-    /// new peak starts: the same bits as min over t of E[t]/peak).
+    /// Equity at the last mark (E[t−1]) and the drawdown.
     equity: f64,
-    peak: f64,
-    trough: f64,
-    worst: f64,
+    drawdown: Drawdown,
     blocks: Option<Snapshots<'a>>,
     obs: &'a mut O,
 }
@@ -53,13 +49,7 @@ impl<O: Observer> Run<'_, O> {
     /// Equity `e` at a bar's close: peak, trough and drawdown.
     #[inline(always)]
     fn step(&mut self, e: f64) {
-        if e > self.peak {
-            self.worst = self.worst.min(self.trough / self.peak);
-            self.peak = e;
-            self.trough = e;
-        } else if e < self.trough {
-            self.trough = e;
-        }
+        self.drawdown.step(e);
         self.equity = e;
     }
 }
@@ -115,16 +105,8 @@ pub(crate) fn simulate_market<O: Observer>(
             best: p,
         }
     };
-    let mut run = Run {
-        tables,
-        totals: Totals::default(),
-        equity: 1.0,
-        peak: 1.0,
-        trough: 1.0,
-        worst: 1.0,
-        blocks: snapshots,
-        obs,
-    };
+    let mut run =
+        Run { tables, totals: Totals::default(), equity: 1.0, drawdown: Drawdown::START, blocks: snapshots, obs };
     let mut cash = 1.0;
     let mut pos: Option<Position> = None;
     let mut pending: Option<Order> = None;
@@ -266,7 +248,7 @@ pub(crate) fn simulate_market<O: Observer>(
     }
     let mut totals = run.totals;
     totals.log_equity = log_of(run.equity);
-    totals.drawdown = log_of(run.worst.min(run.trough / run.peak));
+    totals.drawdown = log_of(run.drawdown.worst());
     totals
 }
 
@@ -352,7 +334,7 @@ fn hold_side<O: Observer, const SHORT: bool>(
     // A long's drawdown in registers, without branches: the running peak and the lowest
     // equity-to-peak ratio (the same bits as the trough's ratio: division by one positive
     // peak is monotonic); folded back after the stretch.
-    let (mut peak, mut worst) = (run.peak, run.worst.min(run.trough / run.peak));
+    let (mut peak, mut worst) = (run.drawdown.peak, run.drawdown.worst());
     let mut e = run.equity;
     while t < last {
         let c = close[t];
@@ -399,9 +381,7 @@ fn hold_side<O: Observer, const SHORT: bool>(
     p.best = best;
     if !SHORT && t > from {
         (run.totals.sum, run.totals.sum_sq) = sums_before(run, t);
-        run.peak = peak;
-        run.trough = peak;
-        run.worst = worst;
+        run.drawdown = Drawdown::folded(peak, worst);
         run.equity = e;
     }
     t

@@ -16,7 +16,7 @@ use crate::costs::Fill;
 use crate::fixed::{Totals, return_units};
 use crate::market_position::{exit_cash, fill_inside, open};
 use crate::metrics::Side;
-use crate::trade_parts::{last_bar, log_of, next_bit_where, trail_level};
+use crate::trade_parts::{Drawdown, last_bar, log_of, next_bit_where, trail_level};
 
 /// Whether [`simulate_at_close`] runs the combos of `book` (a book that is not plain):
 /// those filled at the close.
@@ -81,15 +81,11 @@ enum End {
 }
 
 /// The account between trades: the totals (with the return sums), equity at the last
-/// marked close, and the drawdown as the reference keeps it (`market.rs`'s `Run::step`):
-/// the running peak, the lowest equity since it, and the lowest ratio of a trough to its
-/// peak before it.
+/// marked close, and the drawdown as the reference keeps it.
 struct Account<'s, 'c> {
     totals: Totals,
     equity: f64,
-    peak: f64,
-    trough: f64,
-    worst: f64,
+    drawdown: Drawdown,
     blocks: Option<&'s mut Snapshots<'c>>,
     /// The next block start to record (`usize::MAX`: none).
     block: usize,
@@ -111,13 +107,7 @@ impl Account<'_, '_> {
     /// A marked equity `e`: the peak, trough and drawdown.
     #[inline(always)]
     fn step(&mut self, e: f64) {
-        if e > self.peak {
-            self.worst = self.worst.min(self.trough / self.peak);
-            self.peak = e;
-            self.trough = e;
-        } else if e < self.trough {
-            self.trough = e;
-        }
+        self.drawdown.step(e);
         self.equity = e;
     }
 
@@ -147,7 +137,7 @@ impl Account<'_, '_> {
         }
         let mut totals = self.totals;
         totals.log_equity = log_of(self.equity);
-        totals.drawdown = log_of(self.worst.min(self.trough / self.peak));
+        totals.drawdown = log_of(self.drawdown.worst());
         totals
     }
 }
@@ -246,8 +236,7 @@ impl<'a> Twin<'a> {
         let mut long_exits = NextBit::new(self.long_exits, self.no_row, from);
         let mut short_exits = NextBit::new(self.short_exits, self.no_row, from);
         let block = blocks.as_ref().and_then(|b| b.pending()).unwrap_or(usize::MAX);
-        let mut account =
-            Account { totals: Totals::default(), equity: 1.0, peak: 1.0, trough: 1.0, worst: 1.0, blocks, block };
+        let mut account = Account { totals: Totals::default(), equity: 1.0, drawdown: Drawdown::START, blocks, block };
         // A reversal's side, bar and cash: the next trade's entry.
         let mut reversal = None;
         loop {
@@ -324,8 +313,7 @@ impl<'a> Twin<'a> {
         // The drawdown in registers, without branches: the running peak and the lowest
         // ratio of an equity to it (the same bits as the trough's ratio: division by one
         // positive peak is monotonic), folded back after the stretch.
-        let (mut equity, mut peak) = (account.equity, account.peak);
-        let mut worst = account.worst.min(account.trough / peak);
+        let (mut equity, mut peak, mut worst) = (account.equity, account.drawdown.peak, account.drawdown.worst());
         while t < end && !(low[t] <= stop || high[t] >= take_profit) {
             equity = shares * close[t];
             // Selects, not f64::max/min: no NaN here, and one instruction each.
@@ -338,7 +326,7 @@ impl<'a> Twin<'a> {
             }
             t += 1;
         }
-        (account.equity, account.peak, account.trough, account.worst) = (equity, peak, peak, worst);
+        (account.equity, account.drawdown) = (equity, Drawdown::folded(peak, worst));
         // A level reached comes before the exit rule, a reversal and max_bars.
         let exit = (t < n).then(|| (t, low[t] <= stop || high[t] >= take_profit));
         // Σ of the trade's returns over bars e..=t while held (t < its exit).
@@ -402,7 +390,7 @@ impl<'a> Twin<'a> {
         let mut t = e + 1;
         // The account in registers.
         let (mut sums, mut equity, mut block) = (account.sums(), account.equity, account.block);
-        let (mut peak, mut trough, mut worst) = (account.peak, account.trough, account.worst);
+        let mut drawdown = account.drawdown;
         while t < end && !(high[t] >= stop || low[t] <= take_profit) {
             let v = cash_beside - shares * close[t];
             if t >= block {
@@ -412,12 +400,7 @@ impl<'a> Twin<'a> {
             }
             let (r1, r2) = return_units(v, equity);
             sums = (sums.0.wrapping_add(r1), sums.1.wrapping_add(r2));
-            // `Account::step`, its new peaks (rare on a short's bars) behind a branch.
-            if v > peak {
-                worst = worst.min(trough / peak);
-                (peak, trough) = (v, v);
-            }
-            trough = if v < trough { v } else { trough };
+            drawdown.step(v);
             equity = v;
             best = if low[t] < best { low[t] } else { best };
             if TRAILS {
@@ -426,7 +409,7 @@ impl<'a> Twin<'a> {
             t += 1;
         }
         (account.totals.sum, account.totals.sum_sq) = sums;
-        (account.equity, account.peak, account.trough, account.worst) = (equity, peak, trough, worst);
+        (account.equity, account.drawdown) = (equity, drawdown);
         let exit = (t < n).then(|| (t, high[t] >= stop || low[t] <= take_profit));
         let Some((x, hit)) = exit else {
             account.totals.held += (n - e) as u32;

@@ -29,6 +29,48 @@ pub(crate) struct Leg {
     pub gain: f64,
 }
 
+/// A run's drawdown as its equities go by: the running peak, the lowest equity since it,
+/// and the lowest ratio of a trough to its peak before it (divided only when a new peak
+/// starts: the same bits as min over t of E[t]/peak, division by one positive peak
+/// being monotonic). The market simulation and its fast twin keep it alike.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Drawdown {
+    pub(crate) peak: f64,
+    pub(crate) trough: f64,
+    pub(crate) worst: f64,
+}
+
+impl Drawdown {
+    /// From an equity of 1.
+    pub(crate) const START: Self = Self { peak: 1.0, trough: 1.0, worst: 1.0 };
+
+    /// A marked equity `e`: a new peak behind a branch (rare where it matters, on a
+    /// short's bars), the trough a select.
+    #[inline(always)]
+    pub(crate) fn step(&mut self, e: f64) {
+        if e > self.peak {
+            self.worst = self.worst.min(self.trough / self.peak);
+            self.peak = e;
+            self.trough = e;
+        }
+        self.trough = if e < self.trough { e } else { self.trough };
+    }
+
+    /// The lowest ratio so far, the trough since the last peak included; a run that keeps
+    /// it in registers as that ratio folds it back with [`Self::folded`].
+    #[inline(always)]
+    pub(crate) fn worst(&self) -> f64 {
+        self.worst.min(self.trough / self.peak)
+    }
+
+    /// The state after a stretch whose peak and lowest ratio were kept in registers: its
+    /// trough is the peak (every ratio is already in `worst`).
+    #[inline(always)]
+    pub(crate) fn folded(peak: f64, worst: f64) -> Self {
+        Self { peak, trough: peak, worst }
+    }
+}
+
 /// An observer that records nothing (sweeps).
 pub(crate) struct Nothing;
 

@@ -194,6 +194,17 @@ fn gpu_totals_of_rule_files_are_the_cpus_bits_on_every_adapter() {
     }
 }
 
+/// The trades of `combo` of `book` closed before bar `k − 1`: what bars from `k` on must
+/// not change.
+fn closed_before(book: &SignalBook, combo: u64, k: usize) -> Trades {
+    simulate_detailed(book, &book.combo_plan(combo), COSTS)
+        .trades
+        .iter()
+        .filter(|t| t.reason != ExitReason::OpenAtEnd && t.exit_bar < k - 1)
+        .map(|t| (t.entry_bar, t.exit_bar, t.reason))
+        .collect()
+}
+
 #[test]
 fn no_decision_reads_a_later_bar() {
     // Bars after k must not change a trade closed by bar k: the rules only look back.
@@ -204,15 +215,7 @@ fn no_decision_reads_a_later_bar() {
         let strategy = example(name);
         let (a, b) = (full.book(&strategy, &axes), cut.book(&strategy, &axes));
         for combo in 0..a.grid_len() {
-            let closed_before = |book: &SignalBook| -> Trades {
-                simulate_detailed(book, &book.combo_plan(combo), COSTS)
-                    .trades
-                    .iter()
-                    .filter(|t| t.reason != ExitReason::OpenAtEnd && t.exit_bar < k - 1)
-                    .map(|t| (t.entry_bar, t.exit_bar, t.reason))
-                    .collect()
-            };
-            assert_eq!(closed_before(&a), closed_before(&b), "{name} combo {combo}");
+            assert_eq!(closed_before(&a, combo, k), closed_before(&b, combo, k), "{name} combo {combo}");
         }
     }
 }
@@ -298,14 +301,6 @@ stop = "keltner_lower(20, 3)"
     let cut = Series { data: full.data.slice(0..k), dir: tempfile::tempdir().unwrap() };
     let short = cut.book(&strategy, &axes);
     for combo in 0..book.grid_len() {
-        let closed_before = |book: &SignalBook| -> Trades {
-            simulate_detailed(book, &book.combo_plan(combo), COSTS)
-                .trades
-                .iter()
-                .filter(|t| t.reason != ExitReason::OpenAtEnd && t.exit_bar < k - 1)
-                .map(|t| (t.entry_bar, t.exit_bar, t.reason))
-                .collect()
-        };
-        assert_eq!(closed_before(&book), closed_before(&short), "combo {combo}");
+        assert_eq!(closed_before(&book, combo, k), closed_before(&short, combo, k), "combo {combo}");
     }
 }

@@ -144,7 +144,10 @@ fn specs_parse_with_defaults_and_refuse_what_is_unknown() {
     assert_eq!(Indicator::parse("BBANDS"), Ok(Indicator::BollingerBands { period: 20, std: 2.0 }));
     assert_eq!(Indicator::parse("macd:slow=30"), Ok(Indicator::Macd { fast: 12, slow: 30, signal: 9 }));
     assert_eq!(Indicator::parse("trange"), Ok(Indicator::TrueRange));
-    assert!(matches!(Indicator::parse("vwap"), Err(IndicatorError::Unknown { .. })));
+    assert_eq!(Indicator::parse("vwap"), Ok(Indicator::Vwap));
+    assert_eq!(Indicator::parse("cci"), Ok(Indicator::Cci { period: 14 }));
+    assert!(matches!(Indicator::parse("kama"), Err(IndicatorError::Unknown { .. })));
+    assert!(matches!(Indicator::parse("adx:period=1"), Err(IndicatorError::BadValue { .. })));
     assert!(matches!(Indicator::parse("rsi:length=3"), Err(IndicatorError::UnknownParam { .. })));
     assert!(matches!(Indicator::parse("rsi:period"), Err(IndicatorError::Syntax { .. })));
     assert!(matches!(Indicator::parse("rsi:period=-1"), Err(IndicatorError::BadValue { .. })));
