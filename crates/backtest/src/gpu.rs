@@ -212,7 +212,8 @@ impl GpuBacktester {
         let per_combo = (4 * run_words).max(16 * snaps_per_combo) as u64;
         let per_piece = (max_binding / per_combo).max(1) as usize;
         let bars = self.params.bars;
-        let max_work = if self.market { MAX_MARKET_WORK_PER_DISPATCH } else { MAX_WORK_PER_DISPATCH };
+        let max_work =
+            ctx.max_dispatch_work(if self.market { MAX_MARKET_WORK_PER_DISPATCH } else { MAX_WORK_PER_DISPATCH });
         let stretch = stretch_len(ctx.max_loop_steps(), plans.len().min(per_piece) as u64, max_work);
         let stretches = stretches(bars, stretch);
         let per_dispatch = (max_work / u64::from(stretch)).clamp(1, u64::from(u32::MAX)) as usize;

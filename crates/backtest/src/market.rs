@@ -57,8 +57,8 @@ impl<O: Observer> Run<'_, O> {
 /// One combo of a book that is not plain: its totals, its trades and equity through `obs`,
 /// and its block snapshots when `snapshots` is given.
 // The reference's one bar loop, its position and levels in locals that every rule reads:
-// cut into functions, each would take the whole state. Issue #51 writes the rules of a
-// trade once for both sides and the kernel; this loop goes with it.
+// cut into functions, each would take the whole state. The rules of a fill and of the
+// drawdown live once, in `market_position.rs` and `trade_parts.rs`, for it and its twin.
 #[allow(clippy::too_many_lines)]
 pub(crate) fn simulate_market<O: Observer>(
     book: &SignalBook,

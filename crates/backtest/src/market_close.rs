@@ -6,8 +6,8 @@
 //! per trade, a short's in f64 bar by bar as the reference has them), and each row of bits
 //! (entries of one side alone, exits) is scanned once per run, its next bit looked up
 //! again only once passed. Its [`Totals`] and block snapshots are the market simulation's
-//! bits: the tests below hold it to them. A detailed report (trades, equity) of such a
-//! combo still comes from the market simulation.
+//! bits: its tests (`market_close/tests.rs`) hold it to them. A detailed report (trades,
+//! equity) of such a combo still comes from the market simulation.
 
 use crate::bar_tables::BarTables;
 use crate::blocks::Snapshots;

@@ -168,6 +168,22 @@ impl GpuContext {
         if self.report.software { MAX_LOOP_STEPS } else { HARDWARE_LOOP_STEPS }
     }
 
+    /// Whether each dispatch goes in a submission of its own, and callers keep a dispatch's
+    /// work short ([`Self::max_dispatch_work`]): on OpenGL, wgpu holds the adapter's one
+    /// context for a whole submission (llvmpipe runs the kernels inside it), and panics in
+    /// another thread of the process that waits more than 6 s for it.
+    pub fn submits_each_dispatch(&self) -> bool {
+        self.report.backend == "gl"
+    }
+
+    /// The most work (in a kernel's own units, e.g. bar·combos) one dispatch should take,
+    /// from the kernel's bound `hardware` where dispatches share a submission: a 64th of
+    /// it where each holds the context alone ([`Self::submits_each_dispatch`]), so that a
+    /// dispatch ends within about a second on a CPU-software adapter.
+    pub fn max_dispatch_work(&self, hardware: u64) -> u64 {
+        if self.submits_each_dispatch() { (hardware / 64).max(1) } else { hardware }
+    }
+
     /// The largest storage buffer one binding can hold, in bytes (callers cut work to it).
     pub fn max_binding_bytes(&self) -> u64 {
         self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
@@ -253,9 +269,10 @@ impl GpuContext {
     }
 
     /// `dispatches` in order, then the copy of `len` elements of `out` to the host (and of
-    /// the first `words` u32 of a second output, `also`), in one submission: only these
-    /// kernels stand between the caller and its data, and [`Self::finish_read_back`] can
-    /// leave them running when the data is no longer wanted.
+    /// the first `words` u32 of a second output, `also`), in one submission (one per
+    /// dispatch where [`Self::submits_each_dispatch`]): only these kernels stand between
+    /// the caller and its data, and [`Self::finish_read_back`] can leave them running when
+    /// the data is no longer wanted.
     pub fn dispatch_and_read_back<T: bytemuck::Pod>(
         &self,
         dispatches: &[Dispatch<'_>],
@@ -263,6 +280,21 @@ impl GpuContext {
         len: usize,
         also: Option<(&wgpu::Buffer, usize)>,
     ) -> Result<PendingRead<T>, GpuError> {
+        if self.submits_each_dispatch() {
+            // Each but the last alone; the last with the copy. No kernel timing here: its
+            // two timestamps would fall in different submissions.
+            let Some((last, head)) = dispatches.split_last() else {
+                return self.submit_read_back(self.encoder("read_back"), out, len, also, None);
+            };
+            for d in head {
+                let mut encoder = self.encoder("dispatch");
+                self.encode_dispatch(&mut encoder, d.kernel, d.buffers, d.workgroups, None)?;
+                self.submit(encoder);
+            }
+            let mut encoder = self.encoder("dispatch_and_read_back");
+            self.encode_dispatch(&mut encoder, last.kernel, last.buffers, last.workgroups, None)?;
+            return self.submit_read_back(encoder, out, len, also, None);
+        }
         let mut encoder = self.encoder("dispatch_and_read_back");
         // Timestamps at the start of the first pass and the end of the last.
         let queries = (self.timestamps && !dispatches.is_empty()).then(|| {
