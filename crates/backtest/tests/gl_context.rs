@@ -3,6 +3,8 @@
 //! than 6 s for it): another thread that uses the same context while the run goes on gets
 //! it between the run's submissions, and the run gives the CPU's totals.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)] // The wait measured, or why nothing was, for the record.
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
