@@ -280,21 +280,6 @@ impl GpuContext {
         len: usize,
         also: Option<(&wgpu::Buffer, usize)>,
     ) -> Result<PendingRead<T>, GpuError> {
-        if self.submits_each_dispatch() {
-            // Each but the last alone; the last with the copy. No kernel timing here: its
-            // two timestamps would fall in different submissions.
-            let Some((last, head)) = dispatches.split_last() else {
-                return self.submit_read_back(self.encoder("read_back"), out, len, also, None);
-            };
-            for d in head {
-                let mut encoder = self.encoder("dispatch");
-                self.encode_dispatch(&mut encoder, d.kernel, d.buffers, d.workgroups, None)?;
-                self.submit(encoder);
-            }
-            let mut encoder = self.encoder("dispatch_and_read_back");
-            self.encode_dispatch(&mut encoder, last.kernel, last.buffers, last.workgroups, None)?;
-            return self.submit_read_back(encoder, out, len, also, None);
-        }
         let mut encoder = self.encoder("dispatch_and_read_back");
         // Timestamps at the start of the first pass and the end of the last.
         let queries = (self.timestamps && !dispatches.is_empty()).then(|| {
@@ -314,6 +299,10 @@ impl GpuContext {
                 end_of_pass_write_index: (i == last).then_some(1),
             });
             self.encode_dispatch(&mut encoder, d.kernel, d.buffers, d.workgroups, writes)?;
+            // Each but the last in a submission of its own (the last goes with the copy).
+            if i < last && self.submits_each_dispatch() {
+                self.submit(std::mem::replace(&mut encoder, self.encoder("dispatch_and_read_back")));
+            }
         }
         let stamps = queries.map(|q| {
             let resolved = self.device.create_buffer(&wgpu::BufferDescriptor {
