@@ -56,17 +56,25 @@ struct NextBit<'a> {
 
 impl<'a> NextBit<'a> {
     fn new(a: &'a [u64], b: &'a [u64], from: usize) -> Self {
-        Self { a, b, at: next_bit_where(a.len(), from, |w| a[w] & !b[w]).unwrap_or(usize::MAX) }
+        let mut next = Self { a, b, at: 0 };
+        next.at = next.look(from);
+        next
     }
 
     /// The first such bar at or after `t` (no earlier than any `t` asked before).
     #[inline(always)]
     fn from(&mut self, t: usize) -> usize {
         if self.at < t {
-            let (a, b) = (self.a, self.b);
-            self.at = next_bit_where(a.len(), t, |w| a[w] & !b[w]).unwrap_or(usize::MAX);
+            self.at = self.look(t);
         }
         self.at
+    }
+
+    /// The rows read from bar `t` on.
+    #[inline(always)]
+    fn look(&self, t: usize) -> usize {
+        let (a, b) = (self.a, self.b);
+        next_bit_where(a.len(), t, |w| a[w] & !b[w]).unwrap_or(usize::MAX)
     }
 }
 
@@ -267,10 +275,7 @@ impl<'a> Twin<'a> {
             match end {
                 End::Open => break,
                 End::Flat(x) => from = x + 1,
-                End::Reverse(x, cash) => {
-                    let other = if side == Side::Long { Side::Short } else { Side::Long };
-                    reversal = Some((other, x, cash));
-                }
+                End::Reverse(x, cash) => reversal = Some((side.opposite(), x, cash)),
             }
         }
         account.finish()

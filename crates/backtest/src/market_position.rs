@@ -204,11 +204,7 @@ pub(crate) fn decide(
         Side::Short => (long_in && !short_in, bit(short_exits, t)),
     };
     if opposite {
-        let other = match p.side {
-            Side::Long => Side::Short,
-            Side::Short => Side::Long,
-        };
-        return Some(Order { exit: Some(ExitReason::Reverse), enter: Some(other) });
+        return Some(Order { exit: Some(ExitReason::Reverse), enter: Some(p.side.opposite()) });
     }
     if own_exit {
         return exit(ExitReason::Signal);

@@ -156,6 +156,14 @@ pub enum Side {
 }
 
 impl Side {
+    /// The other side: what a reversal opens.
+    pub fn opposite(self) -> Side {
+        match self {
+            Side::Long => Side::Short,
+            Side::Short => Side::Long,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Side::Long => "long",

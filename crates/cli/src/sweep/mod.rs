@@ -60,7 +60,7 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
     };
     if spec.walk_forward().is_some() {
         let threads = threadx_sweep::thread_pool(&spec)?;
-        let walk = || walk::run(&data, &dispatcher, &spec, args, mode);
+        let walk = || walk::run(&data, &dispatcher, &spec, (args, &opts.constraints), mode);
         return match threads {
             Some(pool) => pool.install(walk),
             None => walk(),

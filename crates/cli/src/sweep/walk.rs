@@ -7,18 +7,22 @@ use crate::sweep_args::SweepArgs;
 use anyhow::Result;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
-use threadx_sweep::{
-    Constraint, SweepError, SweepSpec, WalkForwardFiles, WindowRanking, WindowResult, walk_forward_to_files,
-};
+use threadx_sweep::{Constraint, SweepSpec, WalkForwardFiles, WindowRanking, WindowResult, walk_forward_to_files};
 
-/// Runs `spec`'s walk-forward (winners by `args`' ranking), writes the windows to
+/// Runs `spec`'s walk-forward (winners by `args`' ranking among the combos that keep
+/// `constraints`, parsed once with the other flags), writes the windows to
 /// `args.out` (and the report where asked) and prints each with its out-of-sample DSR.
-pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &SweepArgs, mode: DeviceMode) -> Result<()> {
+pub fn run(
+    data: &Ohlcv,
+    dispatcher: &Dispatcher,
+    spec: &SweepSpec,
+    (args, constraints): (&SweepArgs, &[Constraint]),
+    mode: DeviceMode,
+) -> Result<()> {
     let (out, quiet, ranking) = (args.out.as_path(), args.quiet, &crate::sweep_args::ranking(args, spec));
     let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
     let bar = progress_bar(windows, quiet, "windows");
-    let constraints: Vec<Constraint> = args.constraints.iter().map(|c| c.parse()).collect::<Result<_, SweepError>>()?;
-    let window_ranking = WindowRanking { by: ranking, minimize: args.minimize, constraints: &constraints };
+    let window_ranking = WindowRanking { by: ranking, minimize: args.minimize, constraints };
     let files = walk_forward_to_files(data, dispatcher, spec, window_ranking, out, &mut |done, _| {
         bar.set_position(done as u64);
     });
@@ -44,7 +48,7 @@ pub fn run(data: &Ohlcv, dispatcher: &Dispatcher, spec: &SweepSpec, args: &Sweep
     if stale.is_file() && std::fs::remove_file(&stale).is_ok() {
         outln!("removed {}: it drew the sweep whose results these windows replace", stale.display());
     }
-    let keeping = match constraints.as_slice() {
+    let keeping = match constraints {
         [] => String::new(),
         rules => {
             format!(" among combos keeping {}", rules.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and "))
