@@ -13,7 +13,9 @@
 // f64 arithmetic does (exact.wgsl, put in front of this file at compile time), or a
 // user's or a rule's levels (positive, or 0 for none), used as they are. A trade exits
 // at the first close at or below its stop, at or above its take-profit, on an exit bit,
-// or after max_bars bars. No float is used.
+// or after max_bars bars. No float is used: a closed trade's return is formed in f64 by
+// float64.wgsl's exact operations (the host keeps a book's prices within a ratio where
+// they cannot leave its range, crates/backtest/src/gpu_tables.rs).
 
 // A combo's run: its totals so far (Totals in crates/backtest/src/fixed.rs; after the
 // last stretch, the combo's totals), then where it stands between stretches.
@@ -22,6 +24,10 @@ struct Run {
     drawdown: vec2<u32>,
     sum: vec4<u32>,
     sum_sq: vec4<u32>,
+    down_sq: vec4<u32>,
+    trade_sum: vec4<u32>,
+    trade_sq: vec4<u32>,
+    trade_gain: vec4<u32>,
     trades: u32,
     closed: u32,
     wins: u32,
@@ -42,6 +48,8 @@ struct Run {
 
 // (close bits low, high, log close low, high) per bar; then, where an exit at a level
 // pays other costs than one on a signal, its (exit Σr, exit Σr²) per bar (params.stop_sums).
+// Between the two, from index `bars`, the prefix sums of the downside per bar
+// (BarTables::down_sq_sum).
 @group(0) @binding(0) var<storage, read> bar: array<vec4<u32>>;
 @group(0) @binding(6) var<storage, read_write> runs: array<Run>;
 
@@ -75,7 +83,8 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     let exit_base = params.exit_rows + plan.exit * params.words;
     let zero2 = vec2<u32>(0u, 0u);
     let zero4 = vec4<u32>(0u, 0u, 0u, 0u);
-    var r = Run(zero2, zero2, zero4, zero4, 0u, 0u, 0u, 0u, zero2, zero2, zero2, zero2, zero2, zero2, plan.warmup, 0u, 0u, 0u);
+    var r = Run(zero2, zero2, zero4, zero4, zero4, zero4, zero4, zero4, 0u, 0u, 0u, 0u, zero2, zero2, zero2, zero2, zero2,
+        zero2, plan.warmup, 0u, 0u, 0u);
     if (params.start != 0u) {
         r = runs[params.first + i];
     }
@@ -86,6 +95,12 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     var drawdown = r.drawdown;
     var sum = r.sum;
     var sum_sq = r.sum_sq;
+    var down_sq = r.down_sq;
+    var trade_sum = r.trade_sum;
+    var trade_sq = r.trade_sq;
+    var trade_gain = r.trade_gain;
+    // The entry bar's downside (BarTables::entry_down).
+    let entry_down = down_part(params.entry_ret, params.entry_ret_sq);
     var equity = r.log_equity;
     var peak = r.peak;
     // One flat loop over the bars, a state machine (flat or in a position): lavapipe
@@ -165,8 +180,10 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
                 var exit_sum = sums[t].exit;
                 var exit_sq = sums[t].exit_sq;
                 var sell = params.log_sell;
+                var sell_factor = params.sell_factor;
                 if (at_level) {
                     sell = params.log_sell_stop;
+                    sell_factor = params.fee_down;
                     if (params.stop_sums != 0u) {
                         exit_sum = bar[params.stop_sums + 2u * t];
                         exit_sq = bar[params.stop_sums + 2u * t + 1u];
@@ -174,6 +191,16 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
                 }
                 sum = add128(sum, add128(sub128(params.entry_ret, sums[e].ret), exit_sum));
                 sum_sq = add128(sum_sq, add128(sub128(params.entry_ret_sq, sums[e].ret_sq), exit_sq));
+                // The exit bar's downside from its own terms (BarTables::exit_down_sum).
+                let exit_down = down_part(sub128(exit_sum, sums[t - 1u].ret), sub128(exit_sq, sums[t - 1u].ret_sq));
+                down_sq = add128(down_sq, add128(sub128(entry_down, bar[n + e]), add128(bar[n + t - 1u], exit_down)));
+                // The trade's return, (close[x] · sell) / (close[e] · buy) − 1
+                // (fixed.rs::plain_trade_return).
+                let gain = f64_sub(f64_div(f64_mul(b.xy, sell_factor), f64_mul(bar[e].xy, params.buy_factor)), F64_ONE);
+                let terms = trade_terms(gain);
+                trade_sum = add128(trade_sum, terms[0]);
+                trade_sq = add128(trade_sq, terms[1]);
+                trade_gain = add128(trade_gain, terms[2]);
                 let after = add64(add64(base, sell), b.zw);
                 if (lt_i64(zero2, sub64(after, equity))) {
                     wins += 1u;
@@ -197,6 +224,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
         held += n - e;
         sum = add128(sum, add128(sub128(params.entry_ret, sums[e].ret), sums[n - 1u].ret));
         sum_sq = add128(sum_sq, add128(sub128(params.entry_ret_sq, sums[e].ret_sq), sums[n - 1u].ret_sq));
+        down_sq = add128(down_sq, add128(sub128(entry_down, bar[n + e]), bar[n + n - 1u]));
         equity = add64(base, bar[n - 1u].zw);
         in_position = false;
     }
@@ -211,6 +239,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
             block += 1u;
         }
     }
-    runs[params.first + i] = Run(equity, drawdown, sum, sum_sq, trades, closed, wins, held, peak, level,
+    runs[params.first + i] = Run(equity, drawdown, sum, sum_sq, down_sq, trade_sum, trade_sq, trade_gain, trades, closed,
+        wins, held, peak, level,
         take_profit_level, base, hi, low, t, e, select(0u, 1u, in_position), block);
 }

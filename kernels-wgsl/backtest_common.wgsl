@@ -70,6 +70,20 @@ struct Sums {
     exit_sq: vec4<u32>,
 }
 
+const ZERO4: vec4<u32> = vec4<u32>(0u, 0u, 0u, 0u);
+
+// A bar's part of the downside (fixed.rs::down_part): r² when r (units) is below 0.
+fn down_part(r: vec4<u32>, r_sq: vec4<u32>) -> vec4<u32> {
+    return select(ZERO4, r_sq, (r.w >> 31u) == 1u);
+}
+
+// A closed trade's terms (fixed.rs::Totals::close_trade) from its f64 return r: the
+// units of r and of r², and r's again where above 0.
+fn trade_terms(r: vec2<u32>) -> array<vec4<u32>, 3> {
+    let r1 = f64_ret_units(r);
+    return array<vec4<u32>, 3>(r1, f64_ret_units(f64_mul(r, r)), select(r1, ZERO4, (r1.w >> 31u) == 1u));
+}
+
 // The bindings both kernels share; each declares its own bars (binding 0) and runs
 // (binding 6).
 @group(0) @binding(1) var<storage, read> sums: array<Sums>;

@@ -15,6 +15,10 @@
 struct MarketRun {
     sum: vec4<u32>,
     sum_sq: vec4<u32>,
+    down_sq: vec4<u32>,
+    trade_sum: vec4<u32>,
+    trade_sq: vec4<u32>,
+    trade_gain: vec4<u32>,
     trades: u32,
     closed: u32,
     wins: u32,
@@ -263,6 +267,10 @@ fn close_position(x: u32, p: vec2<u32>, at_level: bool) {
     }
     run.held += x - run.entry;
     run.closed += 1u;
+    let terms = trade_terms(f64_sub(f64_div(after, run.before), F64_ONE));
+    run.trade_sum = add128(run.trade_sum, terms[0]);
+    run.trade_sq = add128(run.trade_sq, terms[1]);
+    run.trade_gain = add128(run.trade_gain, terms[2]);
     if (f64_lt(run.before, after)) {
         run.wins += 1u;
     }
@@ -282,6 +290,7 @@ fn mark(e: vec2<u32>, given: bool, r1: vec4<u32>, r2: vec4<u32>) {
     }
     run.sum = add128(run.sum, ret);
     run.sum_sq = add128(run.sum_sq, ret_sq);
+    run.down_sq = add128(run.down_sq, down_part(ret, ret_sq));
     if (f64_lt(run.peak, e)) {
         // A trough equal to its peak is a ratio of 1: no lower than `worst` (≤ 1).
         if (any(run.trough != run.peak)) {
@@ -505,7 +514,7 @@ fn market(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     if (params.start == 0u) {
         let zero2 = vec2<u32>(0u, 0u);
         let zero4 = vec4<u32>(0u, 0u, 0u, 0u);
-        run = MarketRun(zero4, zero4, 0u, 0u, 0u, 0u, F64_ONE, F64_ONE, F64_ONE, F64_ONE, F64_ONE, zero2, zero2,
+        run = MarketRun(zero4, zero4, zero4, zero4, zero4, zero4, 0u, 0u, 0u, 0u, F64_ONE, F64_ONE, F64_ONE, F64_ONE, F64_ONE, zero2, zero2,
             zero2, zero2, zero2, zero2, zero2, zero2, plan.warmup, 0u, 0u, 0u, 0u, 0u);
     } else {
         run = runs[params.first + i];

@@ -21,7 +21,7 @@
 //! - The f64 conversions (i64/i128 → f64, exp, division, square root) run once per combo
 //!   on the host, with `libm`'s pure-Rust exp, so every machine gives the same bits.
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RunSums};
 
 /// Fraction bits of log prices and log equity.
 pub const LOG_BITS: u32 = 52;
@@ -141,6 +141,13 @@ pub struct Totals {
     /// Σ r and Σ r² over all bars, 2^-64 units (mod 2^128).
     pub sum: u128,
     pub sum_sq: u128,
+    /// Σ r² over the bars whose r (in units) is below 0: the Sortino ratio's downside.
+    pub down_sq: u128,
+    /// Over the closed trades: Σ of their returns, of their squares, and of the returns
+    /// above 0, 2^-64 units ([`Totals::close_trade`]).
+    pub trade_sum: u128,
+    pub trade_sq: u128,
+    pub trade_gain: u128,
     pub trades: u32,
     pub closed: u32,
     pub wins: u32,
@@ -149,32 +156,89 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// The metrics of a run measured over `bars` bars, the Sharpe ratio annualised with
-    /// `bars_per_year`: the one conversion from integer totals to reported values, on
-    /// every device.
+    /// The metrics of a run measured over `bars` bars, annualised with `bars_per_year`:
+    /// the one conversion from integer totals to reported values, on every device.
     pub fn metrics(&self, bars: usize, bars_per_year: f64) -> Metrics {
         let log = |units: i64| units as f64 / LOG_SCALE;
         let ret = |units: u128| units as i128 as f64 / RET_SCALE;
-        let sharpe = sharpe(ret(self.sum), ret(self.sum_sq), bars);
-        Metrics {
+        RunSums {
             total_return: libm::expm1(log(self.log_equity)),
-            trades: self.trades,
-            closed_trades: self.closed,
-            win_rate: if self.closed > 0 { f64::from(self.wins) / f64::from(self.closed) } else { f64::NAN },
             max_drawdown: libm::expm1(log(self.drawdown)),
-            sharpe,
-            sharpe_annual: annualised(sharpe, bars_per_year),
-            exposure: if bars > 0 { f64::from(self.held) / bars as f64 } else { f64::NAN },
+            trades: self.trades,
+            closed: self.closed,
+            wins: self.wins,
+            held: self.held as usize,
+            bars,
+            bars_per_year,
+            sum: ret(self.sum),
+            sum_sq: ret(self.sum_sq),
+            down_sq: ret(self.down_sq),
+            trade_sum: ret(self.trade_sum),
+            trade_sq: ret(self.trade_sq),
+            trade_gain: ret(self.trade_gain),
         }
+        .metrics()
+    }
+
+    /// Adds one bar's return terms `(r, r²)` in units ([`return_units`]'s), its square to
+    /// the downside when r is below 0.
+    #[inline(always)]
+    pub(crate) fn add_bar(&mut self, (r1, r2): (u128, u128)) {
+        self.sum = self.sum.wrapping_add(r1);
+        self.sum_sq = self.sum_sq.wrapping_add(r2);
+        self.down_sq = self.down_sq.wrapping_add(down_part(r1, r2));
+    }
+
+    /// Adds a stretch's terms, formed from the tables.
+    #[inline(always)]
+    pub(crate) fn add_terms(&mut self, terms: Terms) {
+        [self.sum, self.sum_sq, self.down_sq] = plus([self.sum, self.sum_sq, self.down_sq], terms);
+    }
+
+    /// The run's (Σr, Σr², downside) so far.
+    #[inline(always)]
+    pub(crate) fn terms(&self) -> Terms {
+        [self.sum, self.sum_sq, self.down_sq]
+    }
+
+    /// Counts a closed trade whose return is `r` (f64, computed as each simulation
+    /// defines it): Σr, Σr² and the gains, each term in [`ret_units`].
+    #[inline(always)]
+    pub(crate) fn close_trade(&mut self, r: f64) {
+        let (r1, r2) = (ret_units(r), ret_units(r * r));
+        self.closed += 1;
+        self.trade_sum = self.trade_sum.wrapping_add(r1 as u128);
+        self.trade_sq = self.trade_sq.wrapping_add(r2 as u128);
+        self.trade_gain = self.trade_gain.wrapping_add(r1.max(0) as u128);
     }
 }
 
-/// A per-bar Sharpe ratio annualised: times √(bars per year) (a correctly rounded square
-/// root, so the same bits everywhere).
-pub(crate) fn annualised(sharpe: f64, bars_per_year: f64) -> f64 {
-    sharpe * bars_per_year.sqrt()
+/// A stretch's (Σr, Σr², downside) terms, 2^-64 units (mod 2^128): what the prefix
+/// tables of [`crate::bar_tables::BarTables`] hold per bar.
+pub(crate) type Terms = [u128; 3];
+
+/// `a + b`, term by term (mod 2^128).
+#[inline(always)]
+pub(crate) fn plus(a: Terms, b: Terms) -> Terms {
+    [a[0].wrapping_add(b[0]), a[1].wrapping_add(b[1]), a[2].wrapping_add(b[2])]
 }
 
-/// mean(r) / std(r, ddof = 1) from the sums of r and r² over `n` bars; NaN when the
-/// standard deviation is 0 (or `n` < 2): ThreadX's one Sharpe ratio, `threadx_stats`'s.
-pub(crate) use threadx_stats::sharpe;
+/// `a − b`, term by term (mod 2^128).
+#[inline(always)]
+pub(crate) fn minus(a: Terms, b: Terms) -> Terms {
+    [a[0].wrapping_sub(b[0]), a[1].wrapping_sub(b[1]), a[2].wrapping_sub(b[2])]
+}
+
+/// A bar's part of the downside: r² (units) when r's units are below 0, else 0.
+#[inline(always)]
+pub(crate) fn down_part(r1: u128, r2: u128) -> u128 {
+    if (r1 as i128) < 0 { r2 } else { 0 }
+}
+
+/// A plain trade's return: its exit value over its entry cost, minus 1, as
+/// `(close[x] · sell) / (close[e] · buy) − 1` in f64 (`sell` = 1 − g, or 1 − fee at a
+/// level; `buy` = 1 + h): the whole-backtest kernel forms the same four operations.
+#[inline(always)]
+pub(crate) fn plain_trade_return(entry_close: f64, exit_close: f64, buy: f64, sell: f64) -> f64 {
+    (exit_close * sell) / (entry_close * buy) - 1.0
+}

@@ -11,8 +11,8 @@ use threadx_dispatch::GpuError;
 /// What one kernel reads of a book, ready to upload.
 pub(crate) struct KernelTables {
     /// Per bar: plain, (close bits, log close); market, (close, open) then (high, low).
-    /// Then, where an exit at a level pays other costs, its (exit Σr, exit Σr²) per bar
-    /// from index `stop_sums` (0: none).
+    /// Plain, then the downside's prefix sums per bar. Then, where an exit at a level pays
+    /// other costs, its (exit Σr, exit Σr²) per bar from index `stop_sums` (0: none).
     pub(crate) bars: Vec<[u32; 4]>,
     pub(crate) stop_sums: u32,
     /// Per bar: Σr, Σr², exit Σr, exit Σr² (backtest_common.wgsl's `Sums`).
@@ -35,8 +35,10 @@ impl KernelTables {
             let [l0, l1] = i64_words(l);
             [c0, c1, l0, l1]
         });
+        let mut bars: Vec<[u32; 4]> = bars.collect();
+        bars.par_extend(tables.down_sq_sum.par_iter().map(|&d| u128_words(d)));
         let (series, stops) = stop_tables(book)?;
-        Self::with_bars(book, tables, bars.collect(), series, stops)
+        Self::with_bars(book, tables, bars, series, stops)
     }
 
     /// The market kernel's tables: its stops' own series (a fraction stop's level is
@@ -93,10 +95,9 @@ impl KernelTables {
             .into_par_iter()
             .map(|t| {
                 let mut s = [0u32; 16];
-                for (i, v) in [tables.ret_sum[t], tables.ret_sq_sum[t], tables.exit_sum[t], tables.exit_sq_sum[t]]
-                    .into_iter()
-                    .enumerate()
-                {
+                let [held1, held2, _] = tables.held_sums(t);
+                let [exit1, exit2, _] = tables.exit_sums(t, false);
+                for (i, v) in [held1, held2, exit1, exit2].into_iter().enumerate() {
                     s[i * 4..][..4].copy_from_slice(&u128_words(v));
                 }
                 s
@@ -113,7 +114,7 @@ impl KernelTables {
         };
         if stop_sums != 0 {
             bars.par_extend((0..book.bars()).into_par_iter().flat_map_iter(|t| {
-                let (exit1, exit2) = tables.exit_sums(t, true);
+                let [exit1, exit2, _] = tables.exit_sums(t, true);
                 [u128_words(exit1), u128_words(exit2)]
             }));
         }
@@ -141,6 +142,10 @@ pub(crate) fn u128_words(x: u128) -> [u32; 4] {
 /// The f64 range in which the kernel's integer stop arithmetic sees only normal numbers
 /// (prices, ATR × multiplier); books outside it run on the CPU.
 const EXACT_RANGE: std::ops::RangeInclusive<f64> = 1e-270..=1e270;
+
+/// The greatest ratio of a plain book's closes: a trade's return stays under 2^31 and its
+/// square under 2^62, where float64.wgsl's return units are exact.
+const MAX_PRICE_RATIO: f64 = 2_147_483_648.0;
 
 /// The stops' tables as the kernel reads them: every stop series (the book's, then the
 /// levels of its fraction stops, formed once per series and sign on the host as the CPU
@@ -198,6 +203,12 @@ fn check_exact_range(book: &SignalBook) -> Result<(), GpuError> {
         if !EXACT_RANGE.contains(&v) {
             return Err(outside("the price", v));
         }
+    }
+    if hi / lo > MAX_PRICE_RATIO {
+        return Err(GpuError::Unsupported(format!(
+            "the prices span a ratio of {:e}, past the {MAX_PRICE_RATIO:e} within which the GPU forms a trade's return exactly",
+            hi / lo
+        )));
     }
     let distances: Vec<(u32, f64)> = book
         .stops()

@@ -17,7 +17,7 @@ use crate::bar_tables::BarTables;
 use crate::blocks::Snapshots;
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
-use crate::fixed::{Totals, return_units};
+use crate::fixed::{Totals, minus, plus, return_units};
 use crate::market_position::{Order, Position, close_out, decide, extreme, intrabar_exit, open};
 use crate::metrics::{ExitReason, Side};
 use crate::trade_parts::{Drawdown, Leg, Observer, at_level, bit, log_of, next_bit, next_bit_where, trail_level};
@@ -40,9 +40,7 @@ impl<O: Observer> Run<'_, O> {
         if let Some(blocks) = self.blocks.as_mut() {
             blocks.bar(t, (self.totals.sum, self.totals.sum_sq));
         }
-        let (r1, r2) = r.unwrap_or_else(|| return_units(e, self.equity));
-        self.totals.sum = self.totals.sum.wrapping_add(r1);
-        self.totals.sum_sq = self.totals.sum_sq.wrapping_add(r2);
+        self.totals.add_bar(r.unwrap_or_else(|| return_units(e, self.equity)));
         self.step(e);
     }
 
@@ -185,7 +183,7 @@ pub(crate) fn simulate_market<O: Observer>(
                     cash = close_position(&mut run, &p, t, close[t], reason);
                     flat_from = t;
                     if alone && p.side == Side::Long && order.enter.is_none() {
-                        let (exit1, exit2) = tables.exit_sums(t, at_level(reason));
+                        let [exit1, exit2, _] = tables.exit_sums(t, at_level(reason));
                         table_return = Some((
                             exit1.wrapping_sub(tables.ret_sum[t - 1]),
                             exit2.wrapping_sub(tables.ret_sq_sum[t - 1]),
@@ -256,8 +254,9 @@ pub(crate) fn simulate_market<O: Observer>(
 /// cash it leaves.
 fn close_position<O: Observer>(run: &mut Run<'_, O>, p: &Position, x: usize, price: f64, reason: ExitReason) -> f64 {
     let after = close_out(p, price, run.tables, reason);
+    let gain = after / p.before - 1.0;
     run.totals.held += (x - p.entry) as u32;
-    run.totals.closed += 1;
+    run.totals.close_trade(gain);
     run.totals.wins += u32::from(after > p.before);
     run.obs.trade(Leg {
         entry: p.entry,
@@ -266,7 +265,7 @@ fn close_position<O: Observer>(run: &mut Run<'_, O>, p: &Position, x: usize, pri
         entry_price: p.entry_price,
         exit_price: price,
         reason,
-        gain: after / p.before - 1.0,
+        gain,
     });
     after
 }
@@ -326,10 +325,7 @@ fn hold_side<O: Observer, const SHORT: bool>(
     let from = t;
     let mut block = run.blocks.as_ref().and_then(Snapshots::pending).unwrap_or(usize::MAX);
     let sums_before = |run: &Run<'_, O>, t: usize| {
-        (
-            run.totals.sum.wrapping_add(tables.ret_sum[t - 1].wrapping_sub(tables.ret_sum[from - 1])),
-            run.totals.sum_sq.wrapping_add(tables.ret_sq_sum[t - 1].wrapping_sub(tables.ret_sq_sum[from - 1])),
-        )
+        plus(run.totals.terms(), minus(tables.held_sums(t - 1), tables.held_sums(from - 1)))
     };
     // A long's drawdown in registers, without branches: the running peak and the lowest
     // equity-to-peak ratio (the same bits as the trough's ratio: division by one positive
@@ -354,9 +350,9 @@ fn hold_side<O: Observer, const SHORT: bool>(
             run.mark(t, e, None);
         } else {
             if t >= block {
-                let sums = sums_before(run, t);
+                let [s1, s2, _] = sums_before(run, t);
                 if let Some(blocks) = run.blocks.as_mut() {
-                    blocks.bar(t, sums);
+                    blocks.bar(t, (s1, s2));
                     block = blocks.pending().unwrap_or(usize::MAX);
                 }
             }
@@ -380,7 +376,7 @@ fn hold_side<O: Observer, const SHORT: bool>(
     }
     p.best = best;
     if !SHORT && t > from {
-        (run.totals.sum, run.totals.sum_sq) = sums_before(run, t);
+        [run.totals.sum, run.totals.sum_sq, run.totals.down_sq] = sums_before(run, t);
         run.drawdown = Drawdown::folded(peak, worst);
         run.equity = e;
     }

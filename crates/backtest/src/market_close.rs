@@ -13,7 +13,7 @@ use crate::bar_tables::BarTables;
 use crate::blocks::Snapshots;
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
-use crate::fixed::{Totals, return_units};
+use crate::fixed::{Terms, Totals, down_part, minus, plus, return_units};
 use crate::market_position::{exit_cash, fill_inside, open};
 use crate::metrics::Side;
 use crate::trade_parts::{Drawdown, last_bar, log_of, next_bit_where, trail_level};
@@ -107,8 +107,7 @@ impl Account<'_, '_> {
         if t >= self.block {
             self.record(t);
         }
-        self.totals.sum = self.totals.sum.wrapping_add(r.0);
-        self.totals.sum_sq = self.totals.sum_sq.wrapping_add(r.1);
+        self.totals.add_bar(r);
         self.step(e);
     }
 
@@ -127,15 +126,21 @@ impl Account<'_, '_> {
         }
     }
 
-    fn sums(&self) -> (u128, u128) {
-        (self.totals.sum, self.totals.sum_sq)
+    fn sums(&self) -> Terms {
+        self.totals.terms()
     }
 
     /// The sums become `before` plus a trade's `part`.
     #[inline(always)]
-    fn add(&mut self, before: (u128, u128), part: (u128, u128)) {
-        self.totals.sum = before.0.wrapping_add(part.0);
-        self.totals.sum_sq = before.1.wrapping_add(part.1);
+    fn add(&mut self, before: Terms, part: Terms) {
+        [self.totals.sum, self.totals.sum_sq, self.totals.down_sq] = plus(before, part);
+    }
+
+    /// A closed trade: entered with `cash`, left with `after`.
+    #[inline(always)]
+    fn close_trade(&mut self, cash: f64, after: f64) {
+        self.totals.close_trade(after / cash - 1.0);
+        self.totals.wins += u32::from(after > cash);
     }
 
     /// The run's totals, its sums and snapshots final.
@@ -298,12 +303,13 @@ impl<'a> Twin<'a> {
         // From flat, the entry bar's return is the tables' (the plain rule's); on a
         // reversal, the bar's return in f64.
         let entry = if reversed {
-            return_units(shares * close[e], account.equity)
+            let (r1, r2) = return_units(shares * close[e], account.equity);
+            [r1, r2, down_part(r1, r2)]
         } else {
-            (tables.entry_ret, tables.entry_ret_sq)
+            tables.entry_sums()
         };
         let before = account.sums();
-        account.mark(e, shares * close[e], entry);
+        account.mark(e, shares * close[e], (entry[0], entry[1]));
         let Levels { stop: fixed, take_profit, trail: (fraction, distance) } = self.levels(Side::Long, e);
         // The binding stop: the tighter of the stop and the trail (a NaN stop: the trail).
         let stop_at = |best: f64| {
@@ -335,11 +341,14 @@ impl<'a> Twin<'a> {
         // A level reached comes before the exit rule, a reversal and max_bars.
         let exit = (t < n).then(|| (t, low[t] <= stop || high[t] >= take_profit));
         // Σ of the trade's returns over bars e..=t while held (t < its exit).
-        let entry_sums = (entry.0.wrapping_sub(tables.ret_sum[e]), entry.1.wrapping_sub(tables.ret_sq_sum[e]));
-        let held =
-            |t: usize| (entry_sums.0.wrapping_add(tables.ret_sum[t]), entry_sums.1.wrapping_add(tables.ret_sq_sum[t]));
+        let entry_sums = minus(entry, tables.held_sums(e));
+        let held = |t: usize| plus(entry_sums, tables.held_sums(t));
         if let Some(blocks) = account.blocks.as_deref_mut() {
-            blocks.trade(e, exit.map(|(x, _)| x), before, held);
+            let pair = |t: usize| {
+                let [s1, s2, _] = held(t);
+                (s1, s2)
+            };
+            blocks.trade(e, exit.map(|(x, _)| x), (before[0], before[1]), pair);
             account.block = blocks.pending().unwrap_or(usize::MAX);
         }
         let Some((x, hit)) = exit else {
@@ -348,12 +357,11 @@ impl<'a> Twin<'a> {
             return End::Open;
         };
         account.totals.held += (x - e) as u32;
-        account.totals.closed += 1;
         let inside = hit && self.intrabar;
         let price = if inside { self.fill_inside(false, x, stop, take_profit) } else { close[x] };
         // A stop or take-profit fills with the fee alone (see `trade_parts::at_level`).
         let after = exit_cash(Side::Long, shares, 0.0, price, tables, hit);
-        account.totals.wins += u32::from(after > cash);
+        account.close_trade(cash, after);
         if inside || (!hit && x == reverse_at) {
             // The exit bar's return in f64 (a reversal's: the next trade's entry forms it).
             account.add(before, held(x - 1));
@@ -362,8 +370,7 @@ impl<'a> Twin<'a> {
             }
             account.mark(x, after, return_units(after, account.equity));
         } else {
-            let (exit1, exit2) = tables.exit_sums(x, hit);
-            account.add(before, (entry_sums.0.wrapping_add(exit1), entry_sums.1.wrapping_add(exit2)));
+            account.add(before, plus(entry_sums, tables.exit_sums(x, hit)));
             account.mark(x, after, (0, 0));
         }
         End::Flat(x)
@@ -399,12 +406,12 @@ impl<'a> Twin<'a> {
         while t < end && !(high[t] >= stop || low[t] <= take_profit) {
             let v = cash_beside - shares * close[t];
             if t >= block {
-                (account.totals.sum, account.totals.sum_sq) = sums;
+                [account.totals.sum, account.totals.sum_sq, account.totals.down_sq] = sums;
                 account.record(t);
                 block = account.block;
             }
             let (r1, r2) = return_units(v, equity);
-            sums = (sums.0.wrapping_add(r1), sums.1.wrapping_add(r2));
+            sums = plus(sums, [r1, r2, down_part(r1, r2)]);
             drawdown.step(v);
             equity = v;
             best = if low[t] < best { low[t] } else { best };
@@ -413,7 +420,7 @@ impl<'a> Twin<'a> {
             }
             t += 1;
         }
-        (account.totals.sum, account.totals.sum_sq) = sums;
+        [account.totals.sum, account.totals.sum_sq, account.totals.down_sq] = sums;
         (account.equity, account.drawdown) = (equity, drawdown);
         let exit = (t < n).then(|| (t, high[t] >= stop || low[t] <= take_profit));
         let Some((x, hit)) = exit else {
@@ -421,10 +428,9 @@ impl<'a> Twin<'a> {
             return End::Open;
         };
         account.totals.held += (x - e) as u32;
-        account.totals.closed += 1;
         let price = if hit && self.intrabar { self.fill_inside(true, x, stop, take_profit) } else { close[x] };
         let after = exit_cash(Side::Short, shares, cash_beside, price, tables, hit);
-        account.totals.wins += u32::from(after > cash);
+        account.close_trade(cash, after);
         if !hit && x == reverse_at {
             return End::Reverse(x, after);
         }

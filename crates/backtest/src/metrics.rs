@@ -28,15 +28,53 @@ pub struct Metrics {
     /// Fraction of bars that end in a position.
     #[serde(deserialize_with = "null_as_nan")]
     pub exposure: f64,
+    /// Compound annual growth: (1 + total_return)^(bars per year / bars) − 1.
+    #[serde(default = "nan", deserialize_with = "null_as_nan")]
+    pub cagr: f64,
+    /// std(r, ddof = 1) of the per-bar returns · √(bars per year): annual volatility.
+    #[serde(default = "nan", deserialize_with = "null_as_nan")]
+    pub volatility: f64,
+    /// mean(r) / √(Σ min(r, 0)² / N) · √(bars per year): quantstats' annual Sortino
+    /// ratio; NaN without a falling bar.
+    #[serde(default = "nan", deserialize_with = "null_as_nan")]
+    pub sortino: f64,
+    /// cagr / |max_drawdown|; NaN without a drawdown.
+    #[serde(default = "nan", deserialize_with = "null_as_nan")]
+    pub calmar: f64,
+    /// Σ of the closed trades' gains over Σ of their losses; NaN without a losing trade.
+    #[serde(default = "nan", deserialize_with = "null_as_nan")]
+    pub profit_factor: f64,
+    /// Mean return of a closed trade; NaN without one.
+    #[serde(default = "nan", deserialize_with = "null_as_nan")]
+    pub expectancy: f64,
+    /// System quality number: √(closed trades) · mean / std (ddof = 1) of the closed
+    /// trades' returns; NaN under two closed trades.
+    #[serde(default = "nan", deserialize_with = "null_as_nan")]
+    pub sqn: f64,
 }
 
 impl Metrics {
     /// Names as they appear in results files and JSON, in [`Metrics::values`] order.
-    pub const NAMES: [&'static str; 8] =
-        ["total_return", "trades", "closed_trades", "win_rate", "max_drawdown", "sharpe", "sharpe_annual", "exposure"];
+    pub const NAMES: [&'static str; 15] = [
+        "total_return",
+        "trades",
+        "closed_trades",
+        "win_rate",
+        "max_drawdown",
+        "sharpe",
+        "sharpe_annual",
+        "exposure",
+        "cagr",
+        "volatility",
+        "sortino",
+        "calmar",
+        "profit_factor",
+        "expectancy",
+        "sqn",
+    ];
 
     /// What each of [`Metrics::NAMES`] means, for `--help`.
-    pub const HELP: [&'static str; 8] = [
+    pub const HELP: [&'static str; 15] = [
         "equity at the end over equity at the start, minus 1",
         "entries, a position open at the end included",
         "trades that exited",
@@ -45,6 +83,13 @@ impl Metrics {
         "mean over standard deviation of the per-bar returns (per bar, not annualised)",
         "sharpe × √(bars per year): annualised",
         "fraction of bars that end in a position",
+        "compound annual growth rate",
+        "annual volatility: standard deviation of the per-bar returns × √(bars per year)",
+        "annual Sortino ratio: mean over downside deviation of the per-bar returns",
+        "cagr over the max drawdown's depth",
+        "closed trades' gains over their losses",
+        "mean return of a closed trade",
+        "system quality number: √(closed trades) × mean over std of their returns",
     ];
 
     /// The metrics of a combo that cannot trade (the data is shorter than its indicators
@@ -59,11 +104,18 @@ impl Metrics {
             sharpe: f64::NAN,
             sharpe_annual: f64::NAN,
             exposure: f64::NAN,
+            cagr: f64::NAN,
+            volatility: f64::NAN,
+            sortino: f64::NAN,
+            calmar: f64::NAN,
+            profit_factor: f64::NAN,
+            expectancy: f64::NAN,
+            sqn: f64::NAN,
         }
     }
 
     /// Metrics from their [`Metrics::values`] (the counts as whole numbers).
-    pub fn from_values(m: [f64; 8]) -> Self {
+    pub fn from_values(m: [f64; 15]) -> Self {
         Self {
             total_return: m[0],
             trades: m[1] as u32,
@@ -73,10 +125,17 @@ impl Metrics {
             sharpe: m[5],
             sharpe_annual: m[6],
             exposure: m[7],
+            cagr: m[8],
+            volatility: m[9],
+            sortino: m[10],
+            calmar: m[11],
+            profit_factor: m[12],
+            expectancy: m[13],
+            sqn: m[14],
         }
     }
 
-    pub fn values(&self) -> [f64; 8] {
+    pub fn values(&self) -> [f64; 15] {
         [
             self.total_return,
             self.trades.into(),
@@ -86,6 +145,13 @@ impl Metrics {
             self.sharpe,
             self.sharpe_annual,
             self.exposure,
+            self.cagr,
+            self.volatility,
+            self.sortino,
+            self.calmar,
+            self.profit_factor,
+            self.expectancy,
+            self.sqn,
         ]
     }
 
@@ -102,6 +168,67 @@ impl Metrics {
     pub fn get(&self, name: &str) -> Option<f64> {
         Self::NAMES.iter().position(|n| *n == name).map(|i| self.values()[i])
     }
+}
+
+/// What a run sums up, in f64: every metric's one definition (docs/strategies.md), for
+/// the integer totals of every device ([`crate::fixed::Totals::metrics`]) and for the f64
+/// oracles alike. Returns r are per bar (N bars, E[−1] = 1); trade returns are those of
+/// the closed trades.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunSums {
+    pub total_return: f64,
+    pub max_drawdown: f64,
+    pub trades: u32,
+    pub closed: u32,
+    pub wins: u32,
+    /// Bars that end in a position.
+    pub held: usize,
+    pub bars: usize,
+    pub bars_per_year: f64,
+    /// Σr, Σr² and Σ min(r, 0)² over the bars.
+    pub sum: f64,
+    pub sum_sq: f64,
+    pub down_sq: f64,
+    /// Σ of the trade returns, of their squares, and of the positive ones.
+    pub trade_sum: f64,
+    pub trade_sq: f64,
+    pub trade_gain: f64,
+}
+
+impl RunSums {
+    pub(crate) fn metrics(&self) -> Metrics {
+        let n = self.bars as f64;
+        let closed = f64::from(self.closed);
+        let per_year = self.bars_per_year.sqrt();
+        let sharpe = threadx_stats::sharpe(self.sum, self.sum_sq, self.bars);
+        let cagr = libm::expm1(libm::log1p(self.total_return) * self.bars_per_year / n);
+        let mean = self.sum / n;
+        let volatility =
+            if self.bars < 2 { f64::NAN } else { ((self.sum_sq - self.sum * mean) / (n - 1.0)).max(0.0).sqrt() };
+        let losses = self.trade_gain - self.trade_sum;
+        let positive = |x: f64| x > 0.0;
+        Metrics {
+            total_return: self.total_return,
+            trades: self.trades,
+            closed_trades: self.closed,
+            win_rate: if self.closed > 0 { f64::from(self.wins) / closed } else { f64::NAN },
+            max_drawdown: self.max_drawdown,
+            sharpe,
+            sharpe_annual: sharpe * per_year,
+            exposure: if self.bars > 0 { self.held as f64 / n } else { f64::NAN },
+            cagr,
+            volatility: volatility * per_year,
+            sortino: if positive(self.down_sq) { mean / (self.down_sq / n).sqrt() * per_year } else { f64::NAN },
+            calmar: if self.max_drawdown < 0.0 { cagr / -self.max_drawdown } else { f64::NAN },
+            profit_factor: if positive(losses) { self.trade_gain / losses } else { f64::NAN },
+            expectancy: if self.closed > 0 { self.trade_sum / closed } else { f64::NAN },
+            sqn: threadx_stats::sharpe(self.trade_sum, self.trade_sq, self.closed as usize) * closed.sqrt(),
+        }
+    }
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 /// Reads a JSON null (how serde_json writes a NaN) as NaN, a number as itself.

@@ -14,29 +14,82 @@ use crate::bar_tables::BarTables;
 use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook};
 use crate::costs::Costs;
-use crate::fixed::{Totals, annualised, sharpe};
+use crate::fixed::{Totals, minus, plain_trade_return, plus};
 use crate::market::simulate_market;
 use crate::market_close::{runs_at_close, simulate_at_close};
-use crate::metrics::{ExitReason, Metrics, Side, Trade};
+use crate::metrics::{ExitReason, Metrics, RunSums, Side, Trade};
 use crate::trade_parts::{Leg, Nothing, Observer, at_level, bit, last_bar, next_bit};
 use rayon::prelude::*;
 
 /// Running drawdown and return sums. Drawdown is tracked as the lowest equity since the
 /// last peak, divided only when a new peak starts or at the end; since division by a
 /// positive number is monotonic, this gives the same bits as min over t of E[t]/peak − 1.
+/// The closed trades' returns are summed beside them.
 struct Accumulator {
     sum: f64,
     sum_sq: f64,
+    down_sq: f64,
     peak: f64,
     trough: f64,
     max_drawdown: f64,
+    trade_sum: f64,
+    trade_sq: f64,
+    trade_gain: f64,
 }
 
 impl Accumulator {
+    fn new() -> Self {
+        Self {
+            sum: 0.0,
+            sum_sq: 0.0,
+            down_sq: 0.0,
+            peak: 1.0,
+            trough: 1.0,
+            max_drawdown: 0.0,
+            trade_sum: 0.0,
+            trade_sq: 0.0,
+            trade_gain: 0.0,
+        }
+    }
+
+    /// A closed trade's return.
+    fn trade(&mut self, r: f64) {
+        self.trade_sum += r;
+        self.trade_sq += r * r;
+        self.trade_gain += r.max(0.0);
+    }
+
+    /// The run's sums, its equity `end` and its counts as given.
+    fn sums(
+        &self,
+        end: f64,
+        (trades, closed, wins, held): (u32, u32, u32, usize),
+        bars: usize,
+        bars_per_year: f64,
+    ) -> RunSums {
+        RunSums {
+            total_return: end - 1.0,
+            max_drawdown: self.max_drawdown.min(self.trough / self.peak - 1.0),
+            trades,
+            closed,
+            wins,
+            held,
+            bars,
+            bars_per_year,
+            sum: self.sum,
+            sum_sq: self.sum_sq,
+            down_sq: self.down_sq,
+            trade_sum: self.trade_sum,
+            trade_sq: self.trade_sq,
+            trade_gain: self.trade_gain,
+        }
+    }
+
     #[inline(always)]
     fn step(&mut self, r: f64, equity: f64) {
         self.sum += r;
         self.sum_sq += r * r;
+        self.down_sq += r.min(0.0) * r.min(0.0);
         if equity > self.peak {
             self.max_drawdown = self.max_drawdown.min(self.trough / self.peak - 1.0);
             self.peak = equity;
@@ -58,7 +111,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, costs: 
     let stop = book.stop(plan.stop);
     let target = book.stop(plan.take_profit);
     let (buy, sell) = (1.0 + costs.buy(), 1.0 - costs.sell());
-    let mut acc = Accumulator { sum: 0.0, sum_sq: 0.0, peak: 1.0, trough: 1.0, max_drawdown: 0.0 };
+    let mut acc = Accumulator::new();
     let (mut trades, mut closed, mut wins, mut held) = (0u32, 0u32, 0u32, 0usize);
     let mut cash = 1.0;
     let mut flat_from = 0;
@@ -121,6 +174,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, costs: 
         closed += 1;
         wins += u32::from(proceeds > cash);
         let gain = proceeds / cash - 1.0;
+        acc.trade(gain);
         obs.trade(Leg {
             entry: e,
             exit: x,
@@ -135,18 +189,7 @@ pub(crate) fn simulate<O: Observer>(book: &SignalBook, plan: &ComboPlan, costs: 
         // No new entry on the bar of an exit.
         from = x + 1;
     };
-    let max_drawdown = acc.max_drawdown.min(acc.trough / acc.peak - 1.0);
-    let sharpe = sharpe(acc.sum, acc.sum_sq, n);
-    Metrics {
-        total_return: equity - 1.0,
-        trades,
-        closed_trades: closed,
-        win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
-        max_drawdown,
-        sharpe,
-        sharpe_annual: annualised(sharpe, book.bars_per_year()),
-        exposure: held as f64 / n as f64,
-    }
+    acc.sums(equity, (trades, closed, wins, held), n, book.bars_per_year()).metrics()
 }
 
 /// One combo's integer totals on the CPU: the decisions of [`simulate_detailed`], with
@@ -223,26 +266,26 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
             low = low.min(l.wrapping_sub(hi));
         }
         totals.drawdown = totals.drawdown.min(low);
-        let entry_sums =
-            (tables.entry_ret.wrapping_sub(tables.ret_sum[e]), tables.entry_ret_sq.wrapping_sub(tables.ret_sq_sum[e]));
+        // The entry bar's terms less the held sums through it: plus the held sums through
+        // t, the terms of bars e..=t.
+        let entry_sums = minus(tables.entry_sums(), tables.held_sums(e));
         if let Some(blocks) = blocks.as_deref_mut() {
             let held = |t: usize| {
-                (entry_sums.0.wrapping_add(tables.ret_sum[t]), entry_sums.1.wrapping_add(tables.ret_sq_sum[t]))
+                let [s1, s2, _] = plus(entry_sums, tables.held_sums(t));
+                (s1, s2)
             };
             blocks.trade(e, exit.map(|(x, _)| x), (totals.sum, totals.sum_sq), held);
         }
         let Some((x, at_level)) = exit else {
             totals.held += (n - e) as u32;
-            totals.sum = totals.sum.wrapping_add(entry_sums.0).wrapping_add(tables.ret_sum[n - 1]);
-            totals.sum_sq = totals.sum_sq.wrapping_add(entry_sums.1).wrapping_add(tables.ret_sq_sum[n - 1]);
+            totals.add_terms(plus(entry_sums, tables.held_sums(n - 1)));
             equity = base.wrapping_add(log[n - 1]);
             break;
         };
         totals.held += (x - e) as u32;
-        totals.closed += 1;
-        let (exit1, exit2) = tables.exit_sums(x, at_level);
-        totals.sum = totals.sum.wrapping_add(entry_sums.0).wrapping_add(exit1);
-        totals.sum_sq = totals.sum_sq.wrapping_add(entry_sums.1).wrapping_add(exit2);
+        totals.add_terms(plus(entry_sums, tables.exit_sums(x, at_level)));
+        let sell = if at_level { 1.0 - tables.fee } else { 1.0 - tables.sell };
+        totals.close_trade(plain_trade_return(close[e], close[x], 1.0 + tables.buy, sell));
         let after = base.wrapping_add(tables.log_sell_at(at_level)).wrapping_add(log[x]);
         totals.wins += u32::from(after.wrapping_sub(equity) > 0);
         peak = base.wrapping_add(hi).max(after);
@@ -407,28 +450,20 @@ impl BacktestReport {
 /// `bars_per_year` annualises the Sharpe ratio.
 pub fn curve_metrics(equity: &[f64], trades: &[Trade], bars_per_year: f64) -> Metrics {
     let n = equity.len();
-    let mut acc = Accumulator { sum: 0.0, sum_sq: 0.0, peak: 1.0, trough: 1.0, max_drawdown: 0.0 };
+    let mut acc = Accumulator::new();
     let mut prev = 1.0;
     for &e in equity {
         acc.step(e / prev - 1.0, e);
         prev = e;
     }
-    let closed = trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd);
-    let wins = closed.clone().filter(|t| t.return_ > 0.0).count() as u32;
-    let closed_trades = closed.count() as u32;
+    let closed: Vec<f64> = trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd).map(|t| t.return_).collect();
+    for &r in &closed {
+        acc.trade(r);
+    }
+    let wins = closed.iter().filter(|&&r| r > 0.0).count() as u32;
     let held: usize = trades
         .iter()
         .map(|t| if t.reason == ExitReason::OpenAtEnd { n - t.entry_bar } else { t.exit_bar - t.entry_bar })
         .sum();
-    let sharpe = sharpe(acc.sum, acc.sum_sq, n);
-    Metrics {
-        total_return: prev - 1.0,
-        trades: trades.len() as u32,
-        closed_trades,
-        win_rate: if closed_trades > 0 { f64::from(wins) / f64::from(closed_trades) } else { f64::NAN },
-        max_drawdown: acc.max_drawdown.min(acc.trough / acc.peak - 1.0),
-        sharpe,
-        sharpe_annual: annualised(sharpe, bars_per_year),
-        exposure: if n > 0 { held as f64 / n as f64 } else { f64::NAN },
-    }
+    acc.sums(prev, (trades.len() as u32, closed.len() as u32, wins, held), n, bars_per_year).metrics()
 }

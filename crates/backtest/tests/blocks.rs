@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{COSTS, all_plans, cpu_book, range};
+use common::{COSTS, all_plans, cpu_book, one_test_on_the_gpus, range};
 use ndarray::Array2;
 use threadx_backtest::{
     BarTables, BlockCuts, GpuBacktester, SignalBook, Strategy, UserSignals, simulate_cpu, simulate_detailed,
@@ -47,6 +47,7 @@ fn check(what: &str, book: &SignalBook, s: u32) {
     assert_eq!(plain.totals, batch.totals);
     assert!(plain.blocks.is_empty());
     // Every device's bits: plain books on the whole-backtest kernel, others on the market kernel.
+    let _gpus = one_test_on_the_gpus();
     for ctx in adapters() {
         let gpu = GpuBacktester::new(ctx.clone(), book, &tables).unwrap().run(book, &tables, &all_plans(book)).unwrap();
         assert_eq!(gpu.totals, batch.totals, "{what} on {}", ctx.report().label());

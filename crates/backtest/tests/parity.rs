@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{all_plans, cpu_book, range};
+use common::{all_plans, cpu_book, one_test_on_the_gpus, range};
 use threadx_backtest::{Backtester, BarTables, Costs, GpuBacktester, KERNELS, Strategy, Totals, simulate_cpu};
 use threadx_dispatch::testing::{adapters, dispatcher_in};
 use threadx_dispatch::{Device, DeviceMode, Kernel};
@@ -19,6 +19,7 @@ const FEE: Costs = Costs { fee: 0.001, slippage: 0.0 };
 
 #[test]
 fn kernels_compile_on_every_adapter() {
+    let _gpus = one_test_on_the_gpus();
     for ctx in adapters() {
         for kernel in KERNELS {
             ctx.pipeline(&kernel).unwrap_or_else(|e| panic!("{} on {}: {e}", kernel.name, ctx.report().label()));
@@ -55,6 +56,7 @@ fn cpu_level(close: f64, atr: f64, mult: f64) -> u64 {
 
 #[test]
 fn gpu_stop_levels_are_the_cpus_f64_bits() {
+    let _gpus = one_test_on_the_gpus();
     let mut rng = SeededRng::new(9);
     let mut triples: Vec<(f64, f64, f64)> = Vec::new();
     // Prices and ATRs as markets make them (decimal ticks), multipliers on grids.
@@ -123,6 +125,7 @@ fn cases() -> Vec<(&'static str, Strategy, Vec<Vec<f64>>)> {
 
 #[test]
 fn gpu_totals_are_the_cpus_bits_for_every_strategy_and_market() {
+    let _gpus = one_test_on_the_gpus();
     for (source, strategy, axes) in cases() {
         let data = Ohlcv::load(source).unwrap();
         let book = cpu_book(&data, strategy.clone(), &axes);
@@ -148,6 +151,7 @@ fn gpu_totals_are_the_cpus_bits_for_every_strategy_and_market() {
 
 #[test]
 fn gpu_results_do_not_depend_on_how_combos_are_cut() {
+    let _gpus = one_test_on_the_gpus();
     let data = Ohlcv::load("synthetic:bars=3000,seed=11").unwrap();
     let book = cpu_book(
         &data,
@@ -169,6 +173,7 @@ fn gpu_results_do_not_depend_on_how_combos_are_cut() {
 
 #[test]
 fn backtester_runs_where_the_dispatcher_says_with_the_same_bytes() {
+    let _gpus = one_test_on_the_gpus();
     let data = Ohlcv::load("synthetic:bars=5000,seed=5").unwrap();
     let book = cpu_book(
         &data,

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{all_plans, cpu_book, metrics_of_equity};
+use common::{QUARTER_HOURS_PER_YEAR, all_plans, cpu_book, metrics_of_equity};
 use proptest::prelude::*;
 use threadx_backtest::{
     BacktestReport, BarTables, Costs, Metrics, Strategy, curve_metrics, simulate_cpu, simulate_detailed,
@@ -25,14 +25,15 @@ fn reference_bb_atr(data: &Ohlcv, p: usize, k: f64, a: usize, m: f64, fee: f64) 
     let n = close.len();
     let w = (p - 1).max(a);
     let (mut cash, mut shares, mut entry_cash, mut stop) = (1.0, 0.0, 0.0, 0.0);
-    let (mut trades, mut closed, mut wins, mut held) = (0u32, 0u32, 0u32, 0usize);
+    let (mut trades, mut wins, mut held) = (0u32, 0u32, 0usize);
+    let mut closed = Vec::new();
     let mut equity = Vec::with_capacity(n);
     for t in 0..n {
         let c = close[t];
         if shares > 0.0 {
             if c > middle[t] || c <= stop {
                 let proceeds = shares * c * (1.0 - fee);
-                closed += 1;
+                closed.push(proceeds / entry_cash - 1.0);
                 wins += u32::from(proceeds > entry_cash);
                 cash = proceeds;
                 shares = 0.0;
@@ -49,7 +50,7 @@ fn reference_bb_atr(data: &Ohlcv, p: usize, k: f64, a: usize, m: f64, fee: f64) 
         }
         equity.push(if shares > 0.0 { shares * c } else { cash });
     }
-    metrics_of_equity(&equity, trades, closed, wins, held)
+    metrics_of_equity(&equity, (trades, wins, held), &closed, QUARTER_HOURS_PER_YEAR)
 }
 
 proptest! {
@@ -70,8 +71,9 @@ proptest! {
         for (name, (g, w)) in Metrics::NAMES.iter().zip(got.values().into_iter().zip(want.values())) {
             // Relative, plus an absolute floor for values near 0 (a Sharpe ratio of 6e-6
             // is a mean return of ~1e-8 that the f64 reference sums with ~1e-16 rounding;
-            // the annualised one scales that by the square root of the bars per year).
-            let scale = if *name == "sharpe_annual" { report.bars_per_year.sqrt() } else { 1.0 };
+            // the annualised ratios scale that by the square root of the bars per year).
+            let annual = ["sharpe_annual", "sortino", "volatility"].contains(name);
+            let scale = if annual { report.bars_per_year.sqrt() } else { 1.0 };
             let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= 1e-10 * w.abs() + 1e-14 * scale;
             prop_assert!(ok, "{}: engine {} vs reference {}", name, g, w);
         }

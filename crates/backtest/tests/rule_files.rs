@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{Rules, Trades, metrics_of_equity, plain_loop};
+use common::{
+    Rules, Trades, assert_close_metrics, closed_returns, metrics_of_equity, one_test_on_the_gpus, plain_loop,
+};
 use threadx_backtest::{
     BarTables, ComboPlan, ExitReason, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_detailed,
 };
@@ -138,24 +140,16 @@ fn rule_files_trade_as_plain_loops_of_their_definitions() {
                 let got: Trades = report.trades.iter().map(|t| (t.entry_bar, t.exit_bar, t.reason)).collect();
                 assert_eq!(got, trades, "{source} {name} {}", strategy.describe(&values));
                 reasons.extend(trades.iter().map(|t| t.2.name()));
-                let closed = trades.iter().filter(|t| t.2 != ExitReason::OpenAtEnd).count() as u32;
                 let wins =
                     report.trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd && t.return_ > 0.0).count();
                 let n = series.data.len();
                 let held: usize =
                     trades.iter().map(|&(e, x, r)| if r == ExitReason::OpenAtEnd { n - e } else { x - e }).sum();
-                let want = metrics_of_equity(&equity, trades.len() as u32, closed, wins as u32, held);
+                let closed = closed_returns(&equity, &trades);
+                let want =
+                    metrics_of_equity(&equity, (trades.len() as u32, wins as u32, held), &closed, book.bars_per_year());
                 let m = totals[combo as usize].metrics(book.bars(), book.bars_per_year());
-                assert_eq!((m.trades, m.closed_trades), (want.trades, want.closed_trades), "{name} {values:?}");
-                for (metric, got, want) in [
-                    ("total_return", m.total_return, want.total_return),
-                    ("max_drawdown", m.max_drawdown, want.max_drawdown),
-                    ("sharpe", m.sharpe, want.sharpe),
-                    ("exposure", m.exposure, want.exposure),
-                ] {
-                    let close = (got - want).abs() <= 1e-9 * want.abs().max(1.0) || (got.is_nan() && want.is_nan());
-                    assert!(close, "{name} {values:?} {metric}: {got} vs {want}");
-                }
+                assert_close_metrics(&m, &want, 1e-9, &format!("{name} {values:?}"));
             }
             let trades: u32 = totals.iter().map(|t| t.trades).sum();
             println!("{source} {name}: {} combos, {trades} trades, exits {reasons:?}", plans.len());
@@ -174,6 +168,7 @@ fn rule_files_trade_as_plain_loops_of_their_definitions() {
 
 #[test]
 fn gpu_totals_of_rule_files_are_the_cpus_bits_on_every_adapter() {
+    let _gpus = one_test_on_the_gpus();
     for source in ["synthetic:bars=12000,seed=8", "synthetic:bars=6000,seed=2,market=fx"] {
         let series = Series::new(source);
         for (name, axes) in cases() {
@@ -273,6 +268,7 @@ fn built_in_strategies_are_rule_files_that_read_back_the_same() {
 /// adapter gives the CPU's totals, and no decision reads a later bar.
 #[test]
 fn a_strategy_of_the_new_indicators_runs_on_every_device_without_lookahead() {
+    let _gpus = one_test_on_the_gpus();
     let source = r#"
 name = "oscillators"
 [params]

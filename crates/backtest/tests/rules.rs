@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::metrics_of_equity;
+use common::{QUARTER_HOURS_PER_YEAR, closed_returns, metrics_of_equity};
 use threadx_backtest::{BacktestError, BacktestReport, Costs, ExitReason, Metrics, SignalBook, Strategy, backtest};
 use threadx_dispatch::DeviceMode;
 use threadx_dispatch::testing::dispatcher_in;
@@ -104,7 +104,8 @@ fn bb_atr_entry_middle_exit_exact_stop_no_reentry_open_end_fees() {
     assert!(close_to(t[1].return_, 80.0 / 74.0 * SELL / BUY - 1.0));
     assert!(close_to(t[3].return_, 1.0 / BUY - 1.0), "an open trade is marked without the exit fee");
     // Held bars: 2, 4, 8–9, 11 → 5 of 12; wins: trades 2 and 3 of the 3 closed.
-    let want = metrics_of_equity(&equity, 4, 3, 2, 5);
+    let want =
+        metrics_of_equity(&equity, (4, 2, 5), &closed_returns(&equity, &trades(&report)), QUARTER_HOURS_PER_YEAR);
     assert_metrics(&report.metrics, &want);
     assert!(close_to(report.metrics.total_return, cash3 / BUY - 1.0));
 }
@@ -155,7 +156,10 @@ fn ma_cross_enters_on_cross_above_exits_on_cross_below() {
     assert_eq!(trades(&report), [(2, 4, ExitReason::Signal), (6, 6, ExitReason::OpenAtEnd)]);
     let cash = SELL / BUY; // 10 → 10
     let equity = [1.0, 1.0, 1.0 / BUY, 11.0 / 10.0 / BUY, cash, cash, cash / BUY];
-    assert_metrics(&report.metrics, &metrics_of_equity(&equity, 2, 1, 0, 3));
+    assert_metrics(
+        &report.metrics,
+        &metrics_of_equity(&equity, (2, 0, 3), &closed_returns(&equity, &trades(&report)), QUARTER_HOURS_PER_YEAR),
+    );
 }
 
 #[test]
@@ -182,7 +186,10 @@ fn rsi_reversion_thresholds_and_optional_stop() {
     assert_eq!(trades(&no_stop), [(2, 4, ExitReason::Signal), (7, 8, ExitReason::OpenAtEnd)]);
     let cash = 10.0 / 8.0 * SELL / BUY;
     let equity = [1.0, 1.0, 1.0 / BUY, 9.0 / 8.0 / BUY, cash, cash, cash, cash / BUY, cash / BUY * 8.0 / 9.0];
-    assert_metrics(&no_stop.metrics, &metrics_of_equity(&equity, 2, 1, 1, 4));
+    assert_metrics(
+        &no_stop.metrics,
+        &metrics_of_equity(&equity, (2, 1, 4), &closed_returns(&equity, &trades(&no_stop)), QUARTER_HOURS_PER_YEAR),
+    );
     // With atr_mult 1 (ATR(1) at bar 7 = |9 − 10| = 1): stop 8, hit exactly at bar 8.
     let stopped =
         run(&data, Strategy::parse("rsi_reversion").unwrap(), &[base.as_slice(), &[("atr_mult", "1")]].concat(), FEE);

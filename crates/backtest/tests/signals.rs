@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{COSTS, Rules, Trades, metrics_of_equity, plain_loop};
+use common::{
+    COSTS, Rules, Trades, assert_close_metrics, closed_returns, metrics_of_equity, one_test_on_the_gpus, plain_loop,
+};
 use ndarray::{Array2, ArrayView2, Axis};
 use threadx_backtest::{
     BacktestError, BarTables, ExitReason, GpuBacktester, SignalBook, UserSignals, simulate_cpu, simulate_detailed,
@@ -91,28 +93,21 @@ fn user_signals_run_by_the_rules_of_a_plain_loop() {
             if with_stop {
                 assert!(trades.iter().any(|t| t.2 == ExitReason::Stop), "column {c}: some stop fires");
             }
-            let closed = trades.iter().filter(|t| t.2 != ExitReason::OpenAtEnd).count() as u32;
             let wins = report.trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd && t.return_ > 0.0).count();
             let held: usize =
                 trades.iter().map(|&(e, x, r)| if r == ExitReason::OpenAtEnd { data.len() - e } else { x - e }).sum();
-            let want = metrics_of_equity(&equity, trades.len() as u32, closed, wins as u32, held);
+            let closed = closed_returns(&equity, &trades);
+            let want =
+                metrics_of_equity(&equity, (trades.len() as u32, wins as u32, held), &closed, book.bars_per_year());
             let m = totals[c].metrics(book.bars(), book.bars_per_year());
-            assert_eq!((m.trades, m.closed_trades), (want.trades, want.closed_trades));
-            for (name, got, want) in [
-                ("total_return", m.total_return, want.total_return),
-                ("max_drawdown", m.max_drawdown, want.max_drawdown),
-                ("sharpe", m.sharpe, want.sharpe),
-                ("win_rate", m.win_rate, want.win_rate),
-                ("exposure", m.exposure, want.exposure),
-            ] {
-                assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0), "column {c} {name}: {got} vs {want}");
-            }
+            assert_close_metrics(&m, &want, 1e-9, &format!("column {c}"));
         }
     }
 }
 
 #[test]
 fn gpu_totals_of_user_signals_are_the_cpus_bits() {
+    let _gpus = one_test_on_the_gpus();
     for source in ["synthetic:bars=20000,seed=8", "synthetic:bars=9000,seed=2,market=fx"] {
         let data = Ohlcv::load(source).unwrap();
         let (entries, exits, stop) = random_signals(&data, 24, 17);
@@ -146,6 +141,7 @@ fn gpu_totals_of_user_signals_are_the_cpus_bits() {
 
 #[test]
 fn a_broadcast_stop_is_the_same_levels_in_every_column() {
+    let _gpus = one_test_on_the_gpus();
     let data = Ohlcv::load("synthetic:bars=4000,seed=5").unwrap();
     let (entries, exits, stop) = random_signals(&data, 6, 9);
     let one = stop.column(0).insert_axis(Axis(1));

@@ -87,7 +87,7 @@ pub(crate) fn chunk_path(parts: &Path, chunk: u64) -> PathBuf {
 }
 
 /// The first bytes of a binary chunk.
-const MAGIC: &[u8; 8] = b"TXROWZ01";
+const MAGIC: &[u8; 8] = b"TXROWZ02";
 
 /// The zstd level of a binary chunk's rows: a chunk's metrics repeat (trade counts, the
 /// returns of neighbouring combos), so level 1 shrinks them ~17 times in about a

@@ -273,7 +273,23 @@ mod tests {
             let spec = SweepRequest::new(strategy, &grid).check().expect("a grid");
             let grid = spec.grid();
             let mut texts = ParamTexts::new(grid);
-            let metrics = Metrics::from_values([0.1, 3.0, 2.0, f64::NAN, -0.25, 1e-7, 12.5, 0.3]);
+            let metrics = Metrics::from_values([
+                0.1,
+                3.0,
+                2.0,
+                f64::NAN,
+                -0.25,
+                1e-7,
+                12.5,
+                0.3,
+                0.05,
+                0.2,
+                1.5,
+                0.2,
+                f64::NAN,
+                0.01,
+                2.5,
+            ]);
             for combo in 0..grid.len() {
                 let (mut fast, mut slow) = (String::new(), String::new());
                 texts.write_row(&mut fast, combo, &metrics);

@@ -23,6 +23,7 @@ fn metrics(value: f64, trades: u32) -> Metrics {
         sharpe: value,
         sharpe_annual: value,
         exposure: 0.5,
+        ..Metrics::empty()
     }
 }
 
@@ -185,14 +186,14 @@ fn a_search_over_a_session_is_the_same_on_every_device() {
         modes.push(DeviceMode::Gpu);
     }
     for method in [SearchMethod::Random, SearchMethod::Sobol, SearchMethod::Lhs, SearchMethod::Tpe] {
-        let mut seen: Option<Vec<(u64, [u64; 8])>> = None;
+        let mut seen: Option<Vec<(u64, [u64; 15])>> = None;
         for &mode in &modes {
             let spec = request(mode).check().unwrap();
             let dispatcher = Arc::new(dispatcher_in(dir.path(), mode));
             let session = Session::new(&spec, data.clone(), dispatcher, &mut |_| {}).unwrap();
             let (report, trials) = session.search(&options(method, 120, 32, 9), &mut |_| Ok(())).unwrap();
             assert_eq!(trials.combos, report.trials.iter().map(|t| t.combo).collect::<Vec<_>>());
-            let rows: Vec<(u64, [u64; 8])> =
+            let rows: Vec<(u64, [u64; 15])> =
                 report.trials.iter().map(|t| (t.combo, t.metrics.values().map(f64::to_bits))).collect();
             assert_eq!(rows.len(), 120);
             // Each row is the full evaluation's row for its combo.

@@ -102,10 +102,15 @@ pub fn all_plans(book: &SignalBook) -> Vec<ComboPlan> {
 /// Bars per year of bars 15 minutes apart: 365 days of 96.
 pub const QUARTER_HOURS_PER_YEAR: f64 = 365.0 * 96.0;
 
-/// Metrics by docs/strategies.md's definitions from the equity at every close (E[−1] = 1), with
-/// two-pass mean and standard deviation and a running peak; 15-minute bars (the Sharpe
-/// ratio annualised with [`QUARTER_HOURS_PER_YEAR`]).
-pub fn metrics_of_equity(equity: &[f64], trades: u32, closed: u32, wins: u32, held: usize) -> Metrics {
+/// Metrics by docs/strategies.md's definitions from the equity at every close (E[−1] = 1)
+/// and the closed trades' returns, with two-pass means and standard deviations and a
+/// running peak; annualised with `per_year` bars a year.
+pub fn metrics_of_equity(
+    equity: &[f64],
+    (trades, wins, held): (u32, u32, usize),
+    closed_returns: &[f64],
+    per_year: f64,
+) -> Metrics {
     let n = equity.len();
     let mut prev = 1.0;
     let r: Vec<f64> = equity
@@ -116,14 +121,19 @@ pub fn metrics_of_equity(equity: &[f64], trades: u32, closed: u32, wins: u32, he
             r
         })
         .collect();
-    let mean = r.iter().sum::<f64>() / n as f64;
-    let var = r.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let (mean, std) = mean_std(&r);
     let (mut peak, mut mdd) = (f64::MIN, 0.0f64);
     for &e in equity {
         peak = peak.max(e);
         mdd = mdd.min(e / peak - 1.0);
     }
-    let sharpe = if var > 0.0 { mean / var.sqrt() } else { f64::NAN };
+    let sharpe = if std > 0.0 { mean / std } else { f64::NAN };
+    let cagr = equity[n - 1].powf(per_year / n as f64) - 1.0;
+    let downside = (r.iter().map(|x| x.min(0.0).powi(2)).sum::<f64>() / n as f64).sqrt();
+    let closed = closed_returns.len() as u32;
+    let (trade_mean, trade_std) = mean_std(closed_returns);
+    let gains: f64 = closed_returns.iter().filter(|&&x| x > 0.0).sum();
+    let losses: f64 = -closed_returns.iter().filter(|&&x| x < 0.0).sum::<f64>();
     Metrics {
         total_return: equity[n - 1] - 1.0,
         trades,
@@ -131,9 +141,44 @@ pub fn metrics_of_equity(equity: &[f64], trades: u32, closed: u32, wins: u32, he
         win_rate: if closed > 0 { f64::from(wins) / f64::from(closed) } else { f64::NAN },
         max_drawdown: mdd,
         sharpe,
-        sharpe_annual: sharpe * QUARTER_HOURS_PER_YEAR.sqrt(),
+        sharpe_annual: sharpe * per_year.sqrt(),
         exposure: held as f64 / n as f64,
+        cagr,
+        volatility: std * per_year.sqrt(),
+        sortino: if downside > 0.0 { mean / downside * per_year.sqrt() } else { f64::NAN },
+        calmar: if mdd < 0.0 { cagr / -mdd } else { f64::NAN },
+        profit_factor: if losses > 0.0 { gains / losses } else { f64::NAN },
+        expectancy: if closed > 0 { trade_mean } else { f64::NAN },
+        sqn: if trade_std > 0.0 { f64::from(closed).sqrt() * trade_mean / trade_std } else { f64::NAN },
     }
+}
+
+/// The returns of the closed trades of `trades` from the equity curve they made: the
+/// equity at the exit over the equity before the entry, minus 1.
+pub fn closed_returns(equity: &[f64], trades: &[(usize, usize, ExitReason)]) -> Vec<f64> {
+    trades
+        .iter()
+        .filter(|t| t.2 != ExitReason::OpenAtEnd)
+        .map(|&(e, x, _)| equity[x] / if e == 0 { 1.0 } else { equity[e - 1] } - 1.0)
+        .collect()
+}
+
+/// Every metric of `got` within `tolerance` (relative, or absolute below 1) of `want`'s,
+/// NaN where it is NaN.
+pub fn assert_close_metrics(got: &Metrics, want: &Metrics, tolerance: f64, what: &str) {
+    assert_eq!((got.trades, got.closed_trades), (want.trades, want.closed_trades), "{what}");
+    for (name, (g, w)) in Metrics::NAMES.iter().zip(got.values().into_iter().zip(want.values())) {
+        let ok = (g.is_nan() && w.is_nan()) || (g - w).abs() <= tolerance * w.abs().max(1.0);
+        assert!(ok, "{what} {name}: got {g}, want {w}");
+    }
+}
+
+/// The mean and the standard deviation (ddof 1, NaN under two values), in two passes.
+fn mean_std(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, if x.len() < 2 { f64::NAN } else { var.sqrt() })
 }
 
 /// Held by a test while it runs long work on the adapters: one test at a time. wgpu's GL
