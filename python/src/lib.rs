@@ -452,6 +452,8 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .without_time()
         .try_init();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The metrics' columns in the engine's order: Python reads them here, not from a copy.
+    m.add("METRICS", Metrics::NAMES.to_vec())?;
     m.add_class::<Bars>()?;
     m.add_class::<Session>()?;
     m.add_class::<table::Table>()?;

@@ -166,3 +166,34 @@ def test_bad_arguments_are_refused_with_what_is_wrong() -> None:
         threadx.simulate(df["close"], sig["entries"], sl_stop=0.01, sl_trail=np.ones((100, 2), dtype=bool))
     with pytest.raises(ValueError, match='fill="next_open" needs the opens'):
         threadx.simulate(df["close"], sig["entries"], fill="next_open")
+
+
+RATIO_CASES = ["long only, closes", "both sides, closes", "trail, tp, slippage, shorts, OHLC", "stop, no tp, slippage, long, OHLC"]
+
+
+@pytest.mark.parametrize("case", RATIO_CASES)
+def test_the_ratios_are_vectorbts_and_the_trade_statistics_its_trades(case: str) -> None:
+    """CAGR, annual volatility, Sortino and Calmar equal vectorbt's returns accessor on its
+    own per-bar returns, annualised with ThreadX's bars per year; profit factor,
+    expectancy and SQN equal those of vectorbt's closed trades (gains over losses, mean,
+    √n · mean / std of their returns on the cash each took), within 1e-9 relative."""
+    df, sig, prices, options = case_inputs(case, 3000, 6, seed=3)
+    pf = vbt.Portfolio.from_signals(df["close"], **sig, **prices, **options, fees=FEE, init_cash=100.0, freq="1h")
+    got = threadx.simulate(df["close"], **sig, **prices, **options, fee=FEE, device="cpu")
+    per_year = float((got["sharpe_annual"] / got["sharpe"]).iloc[0] ** 2)
+    assert abs(per_year - 8760.0) < 1e-6, "hourly bars round the clock"
+    rets = pf.returns().vbt.returns(freq="1h", year_freq=pd.Timedelta(hours=8760))
+    for ours, theirs in [("cagr", rets.annualized()), ("volatility", rets.annualized_volatility()),
+                         ("sortino", rets.sortino_ratio()), ("calmar", rets.calmar_ratio())]:
+        np.testing.assert_allclose(got[ours].to_numpy(), theirs.to_numpy(), rtol=1e-9, err_msg=ours)
+    # A trade's return on the cash it took: its profit over its entry value with the fee.
+    records = pf.trades.closed.records
+    returns = records["pnl"] / (records["size"] * records["entry_price"] + records["entry_fees"])
+    for column in range(6):
+        r = pd.Series(returns[records["col"] == column])
+        row = got.iloc[column]
+        assert len(r) == row["closed_trades"] > 10, (case, column, len(r), row["closed_trades"])
+        gains, losses = r[r > 0].sum(), -r[r < 0].sum()
+        np.testing.assert_allclose(row["profit_factor"], gains / losses, rtol=1e-9)
+        np.testing.assert_allclose(row["expectancy"], r.mean(), rtol=1e-9)
+        np.testing.assert_allclose(row["sqn"], np.sqrt(len(r)) * r.mean() / r.std(ddof=1), rtol=1e-9)

@@ -14,7 +14,7 @@ import pandas as pd
 from . import _threadx
 
 #: The metrics' columns, in the engine's order (Metrics::NAMES).
-METRICS = ["total_return", "trades", "closed_trades", "win_rate", "max_drawdown", "sharpe", "sharpe_annual", "exposure"]
+METRICS: List[str] = list(_threadx.METRICS)
 
 
 class SweepFrame(pd.DataFrame):

@@ -6,6 +6,8 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+#: The metrics' columns of a results row, in the engine's order.
+METRICS: List[str]
 
 class Bars:
     """Validated bars (timestamps in epoch ms UTC, prices, volumes)."""

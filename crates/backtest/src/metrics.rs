@@ -164,6 +164,12 @@ impl Metrics {
         }
     }
 
+    /// Whether metric `name` is a fraction that reads as a percentage (a return, a rate,
+    /// a share of bars), not a ratio or a count.
+    pub fn is_fraction(name: &str) -> bool {
+        matches!(name, "total_return" | "win_rate" | "max_drawdown" | "exposure" | "cagr" | "volatility" | "expectancy")
+    }
+
     /// The metric called `name`, if there is one.
     pub fn get(&self, name: &str) -> Option<f64> {
         Self::NAMES.iter().position(|n| *n == name).map(|i| self.values()[i])

@@ -114,6 +114,13 @@ fn metrics_table(m: &Metrics, bars_per_year: f64) -> String {
         ("sharpe", ratio(m.sharpe, "per bar".into())),
         ("sharpe_annual", ratio(m.sharpe_annual, format!("× √{bars_per_year:.0} bars per year"))),
         ("exposure", pct(m.exposure)),
+        ("cagr", pct(m.cagr)),
+        ("volatility", pct(m.volatility)),
+        ("sortino", ratio(m.sortino, "annual".into())),
+        ("calmar", ratio(m.calmar, "cagr over max drawdown".into())),
+        ("profit_factor", ratio(m.profit_factor, "gains over losses of closed trades".into())),
+        ("expectancy", pct(m.expectancy)),
+        ("sqn", ratio(m.sqn, format!("over {} closed trades", m.closed_trades))),
     ];
     let mut out = String::new();
     for (name, value) in rows {

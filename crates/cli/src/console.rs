@@ -41,17 +41,24 @@ pub fn num(v: f64) -> String {
     if v.is_nan() { "-".into() } else { format!("{v:.4}") }
 }
 
+/// The best rows as a table; a ranking metric that is not among its columns (`by`, or
+/// `by, smallest first`) gets one more, last.
 pub fn top_table(strategy: &Strategy, rows: &[Row], by: &str) -> String {
     use std::fmt::Write;
+    const SHOWN: [&str; 8] =
+        ["total_return", "trades", "closed_trades", "win_rate", "max_drawdown", "sharpe", "sharpe_annual", "exposure"];
+    let metric = by.split(',').next().unwrap_or(by);
+    let extra = (!SHOWN.contains(&metric)).then_some(metric);
     let mut out = format!("top {} by {by}:\n", rows.len());
-    let _ = writeln!(
+    let _ = write!(
         out,
         "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9}",
         "rank", "combo", "parameters", "return", "trades", "win", "max dd", "sharpe/bar", "sharpe/yr", "exposure"
     );
+    let _ = writeln!(out, "{}", extra.map_or(String::new(), |m| format!(" {m:>13}")));
     for (i, r) in rows.iter().enumerate() {
         let m: &Metrics = &r.metrics;
-        let _ = writeln!(
+        let _ = write!(
             out,
             "  {:>4} {:>9}  {:<52} {:>10} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9}",
             i + 1,
@@ -65,6 +72,9 @@ pub fn top_table(strategy: &Strategy, rows: &[Row], by: &str) -> String {
             num(m.sharpe_annual),
             pct(m.exposure)
         );
+        let value = extra.and_then(|name| Some((m.get(name)?, Metrics::is_fraction(name))));
+        let value = value.map(|(v, fraction)| if fraction { pct(v) } else { num(v) });
+        let _ = writeln!(out, "{}", value.map_or(String::new(), |v| format!(" {v:>13}")));
     }
     out
 }

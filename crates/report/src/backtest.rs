@@ -70,14 +70,10 @@ pub fn timed_backtest(
     Ok((report, started.elapsed().as_secs_f64()))
 }
 
-/// Figures derived from the equity curve and the trades, beside the engine's metrics.
+/// Figures derived from the trades and the data, beside the engine's metrics (which hold
+/// every ratio a sweep can rank by: one definition, the engine's).
 #[derive(Debug, Clone, Copy)]
 struct Derived {
-    cagr: f64,
-    volatility: f64,
-    sortino: f64,
-    calmar: f64,
-    profit_factor: f64,
     mean_trade: f64,
     best_trade: f64,
     worst_trade: f64,
@@ -133,20 +129,22 @@ impl BacktestRun<'_> {
         };
         let figures = [
             ("Total return", pct(m.total_return), "equity at the end over the start, minus 1"),
-            ("Annual return", pct(d.cagr), &*annual("compounded (CAGR)")),
-            ("Annual volatility", pct(d.volatility), &*annual("standard deviation of bar returns")),
+            ("Annual return", pct(m.cagr), &*annual("compounded (CAGR)")),
+            ("Annual volatility", pct(m.volatility), &*annual("standard deviation of bar returns")),
             ("Sharpe (annual)", num(m.sharpe_annual, 2), &*annual("mean over deviation of bar returns")),
-            ("Sortino (annual)", num(d.sortino, 2), "mean over downside deviation of bar returns"),
+            ("Sortino (annual)", num(m.sortino, 2), "mean over downside deviation of bar returns"),
             ("Max drawdown", pct(m.max_drawdown), "deepest fall from a running peak"),
             ("Buy and hold", pct(d.hold_return), "the last close over the first, minus 1 (no fees)"),
             ("Buy and hold max drawdown", pct(d.hold_drawdown), "its deepest fall from a running peak"),
-            ("Calmar", num(d.calmar, 2), "annual return over the max drawdown"),
+            ("Calmar", num(m.calmar, 2), "annual return over the max drawdown"),
             ("Win rate", pct(m.win_rate), "closed trades that gained"),
             ("Trades", format!("{} ({} closed)", m.trades, m.closed_trades), "entries, an open one included"),
             ("Exposure", pct(m.exposure), "bars that end in a position"),
             ("Mean trade", pct(d.mean_trade), "return per trade, fees included"),
             ("Best / worst trade", format!("{} / {}", pct(d.best_trade), pct(d.worst_trade)), "one trade's return"),
-            ("Profit factor", num(d.profit_factor, 2), "gains over losses, summed over trades"),
+            ("Profit factor", num(m.profit_factor, 2), "gains over losses, summed over closed trades"),
+            ("Expectancy", pct(m.expectancy), "mean return of a closed trade"),
+            ("SQN", num(m.sqn, 2), "√(closed trades) × mean over std of their returns"),
             ("Mean bars held", num(d.mean_bars_held, 1), "bars from entry to exit"),
         ];
         let figures: Vec<(&str, String, &str)> = figures.into_iter().collect();
@@ -187,32 +185,11 @@ impl BacktestRun<'_> {
 
     fn derived(&self, hold: &[f64]) -> Derived {
         let r = self.report;
-        let returns: Vec<f64> = r
-            .equity
-            .iter()
-            .scan(1.0, |prev, &e| Some(std::mem::replace(prev, e)))
-            .zip(&r.equity)
-            .map(|(p, &e)| e / p - 1.0)
-            .collect();
-        let n = returns.len() as f64;
-        let mean = returns.iter().sum::<f64>() / n;
-        let var = returns.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        let downside = (returns.iter().map(|x| x.min(0.0).powi(2)).sum::<f64>() / n).sqrt();
-        let per_year = r.bars_per_year;
-        let end = r.equity.last().copied().unwrap_or(1.0);
-        let cagr = end.powf(per_year / n) - 1.0;
         let trade_returns = r.trades.iter().map(|t| t.return_);
-        let gains: f64 = trade_returns.clone().filter(|&x| x > 0.0).sum();
-        let losses: f64 = -trade_returns.clone().filter(|&x| x < 0.0).sum::<f64>();
         let count = r.trades.len() as f64;
         Derived {
             hold_return: hold.last().map_or(f64::NAN, |h| h - 1.0),
             hold_drawdown: worst_drawdowns(hold, 1).first().map_or(0.0, |p| p.depth),
-            cagr,
-            volatility: var.sqrt() * per_year.sqrt(),
-            sortino: mean / downside * per_year.sqrt(),
-            calmar: cagr / r.metrics.max_drawdown.abs(),
-            profit_factor: if losses > 0.0 { gains / losses } else { f64::NAN },
             mean_trade: trade_returns.clone().sum::<f64>() / count,
             best_trade: trade_returns.clone().fold(f64::NAN, f64::max),
             worst_trade: trade_returns.fold(f64::NAN, f64::min),

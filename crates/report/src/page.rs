@@ -5,6 +5,7 @@
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::Path;
+use threadx_backtest::Metrics;
 
 /// uPlot 1.6.32 (MIT, `assets/LICENSE-uPlot`), as published on npm.
 const UPLOT_JS: &str = include_str!("../assets/uPlot.iife.min.js");
@@ -189,16 +190,11 @@ pub(crate) fn pct(v: f64) -> String {
     if v.is_finite() { format!("{:.2} %", v * 100.0) } else { "-".into() }
 }
 
-/// Whether a metric is a fraction shown as a percentage.
-pub(crate) fn is_fraction(metric: &str) -> bool {
-    matches!(metric, "total_return" | "win_rate" | "max_drawdown" | "exposure")
-}
-
 /// A metric's value as the tables show it.
 pub(crate) fn metric_text(metric: &str, v: f64) -> String {
     match metric {
         "trades" | "closed_trades" if v.is_finite() => format!("{v:.0}"),
-        m if is_fraction(m) => pct(v),
+        m if Metrics::is_fraction(m) => pct(v),
         _ => num(v, 4),
     }
 }

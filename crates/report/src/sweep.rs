@@ -5,7 +5,7 @@
 
 use crate::backtest::BacktestRun;
 use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines};
-use crate::page::{Cell, Report, escape, facts, figure, is_fraction, metric_text, note, num, pct, table};
+use crate::page::{Cell, Report, escape, facts, figure, metric_text, note, num, pct, table};
 use crate::walk::OutOfSampleCurve;
 use std::path::Path;
 use threadx_backtest::{Metrics, ParamCell, Strategy};
@@ -251,12 +251,13 @@ impl SweepRun<'_> {
         report.section("heatmaps", &format!("Heatmaps of {} across the parameters", self.by), &html);
         let (centres, counts) = histogram(values.iter().copied(), bins_for(values.len()));
         let unit = match self.by {
-            m if is_fraction(m) => "%",
+            m if Metrics::is_fraction(m) => "%",
             "sharpe" => "per bar",
-            "sharpe_annual" => "annualised",
+            "sharpe_annual" | "sortino" => "annualised",
+            "calmar" | "profit_factor" | "sqn" => "ratio",
             _ => "count",
         };
-        let scale = if is_fraction(self.by) { 100.0 } else { 1.0 };
+        let scale = if Metrics::is_fraction(self.by) { 100.0 } else { 1.0 };
         let centres: Vec<f64> = centres.iter().map(|c| c * scale).collect();
         let html = if counts.is_empty() {
             note(&format!("No combo has a {}.", self.by))

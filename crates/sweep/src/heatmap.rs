@@ -322,6 +322,8 @@ fn metric_label(metric: &str) -> String {
     match metric {
         "sharpe" => "sharpe (per bar)".to_owned(),
         "sharpe_annual" => "sharpe (annualised)".to_owned(),
+        "sortino" => "sortino (annualised)".to_owned(),
+        "cagr" | "volatility" => format!("{metric} (annual)"),
         other => other.to_owned(),
     }
 }

@@ -15,7 +15,7 @@ fn metrics(sharpe: f64) -> Metrics {
         sharpe,
         sharpe_annual: sharpe,
         exposure: 0.5,
-        ..Metrics::empty()
+        ..Metrics::from_values([0.0; Metrics::NAMES.len()])
     }
 }
 

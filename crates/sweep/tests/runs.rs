@@ -24,7 +24,7 @@ fn rows_are_single_backtests_in_combo_order() {
     let csv = lines(&run(&d, &spec, &options(&dir.path().join("r.csv")), 2));
     assert_eq!(
         csv[0],
-        "combo,bb_period,bb_std,atr_period,atr_mult,total_return,trades,closed_trades,win_rate,max_drawdown,sharpe,sharpe_annual,exposure"
+        "combo,bb_period,bb_std,atr_period,atr_mult,total_return,trades,closed_trades,win_rate,max_drawdown,sharpe,sharpe_annual,exposure,cagr,volatility,sortino,calmar,profit_factor,expectancy,sqn"
     );
     assert_eq!(csv.len(), 1 + 4 * 3 * 2 * 3);
     let profile = tempfile::tempdir().unwrap();

@@ -23,7 +23,7 @@ fn metrics(value: f64, trades: u32) -> Metrics {
         sharpe: value,
         sharpe_annual: value,
         exposure: 0.5,
-        ..Metrics::empty()
+        ..Metrics::from_values([0.0; Metrics::NAMES.len()])
     }
 }
 
