@@ -158,6 +158,8 @@ def test_the_stubs_name_what_the_native_module_has() -> None:
     stub = Path(threadx.__file__).with_name("_threadx.pyi")
     tree = ast.parse(stub.read_text())
     names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    names |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    names.discard("__version__")
     native = {n for n in dir(_threadx) if not n.startswith("_")}
     assert names == native
     methods = {n.name for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body if isinstance(n, ast.FunctionDef)}

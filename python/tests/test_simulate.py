@@ -22,6 +22,7 @@ def plain_loop(close: np.ndarray, entries: np.ndarray, exits: np.ndarray, stop: 
     equity: List[float] = []
     cash, t = 1.0, 0
     trades = closed = wins = held = 0
+    trade_returns: List[float] = []
     while t < n:
         if not entries[t]:
             equity.append(cash)
@@ -46,13 +47,19 @@ def plain_loop(close: np.ndarray, entries: np.ndarray, exits: np.ndarray, stop: 
         held += exit_bar - e
         closed += 1
         wins += proceeds > cash
+        trade_returns.append(proceeds / cash - 1)
         cash = proceeds
         t = exit_bar + 1
     returns = np.diff(np.concatenate([[1.0], equity])) / np.concatenate([[1.0], equity[:-1]])
     peak = np.maximum.accumulate(np.maximum(equity, 1.0))
     std = returns.std(ddof=1)
     sharpe = returns.mean() / std if std > 0 else math.nan
+    x = np.array(trade_returns)
+    losses = -x[x < 0].sum()
     return {
+        "profit_factor": x[x > 0].sum() / losses if losses > 0 else math.nan,
+        "expectancy": x.mean() if len(x) else math.nan,
+        "sqn": math.sqrt(len(x)) * x.mean() / x.std(ddof=1) if len(x) > 1 else math.nan,
         "total_return": equity[-1] - 1,
         "trades": trades,
         "closed_trades": closed,
@@ -80,7 +87,7 @@ def test_random_signals_are_the_plain_loops(data: pd.DataFrame) -> None:
     stop[rng.random(stop.shape) < 0.05] = -1.0
     for levels in [None, stop]:
         got = threadx.simulate(close, entries, exits, stop=levels, fee=FEE)
-        assert got.shape == (6, 8) and got.index.name == "column"
+        assert got.shape == (6, len(threadx.METRICS)) and got.index.name == "column"
         assert got["trades"].dtype == np.int64 and got["sharpe"].dtype == np.float64
         for c in range(6):
             want = plain_loop(close.to_numpy(), entries[:, c], exits[:, c], None if levels is None else levels[:, c])

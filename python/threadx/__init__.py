@@ -28,11 +28,12 @@ from . import _report, _tables, _threadx
 __version__: str = _threadx.__version__
 
 from ._inputs import Data, _bars, _f64, _finite, _market, _opt_float, _utc_index
-from ._report import SweepFrame
+from ._report import METRICS, SweepFrame
 from .overfitting import PboResult, deflated_sharpe, pbo
 from .signals import simulate
 
 __all__ = [
+    "METRICS",
     "Backtest",
     "PboResult",
     "SearchResult",

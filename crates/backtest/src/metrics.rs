@@ -73,6 +73,11 @@ impl Metrics {
         "sqn",
     ];
 
+    /// The metrics compact tables show (the terminal's best list, the report's): the
+    /// first eight; a table ranked by another adds that one.
+    pub const HEADLINE: [&'static str; 8] =
+        ["total_return", "trades", "closed_trades", "win_rate", "max_drawdown", "sharpe", "sharpe_annual", "exposure"];
+
     /// What each of [`Metrics::NAMES`] means, for `--help`.
     pub const HELP: [&'static str; 15] = [
         "equity at the end over equity at the start, minus 1",

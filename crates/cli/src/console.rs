@@ -45,10 +45,8 @@ pub fn num(v: f64) -> String {
 /// `by, smallest first`) gets one more, last.
 pub fn top_table(strategy: &Strategy, rows: &[Row], by: &str) -> String {
     use std::fmt::Write;
-    const SHOWN: [&str; 8] =
-        ["total_return", "trades", "closed_trades", "win_rate", "max_drawdown", "sharpe", "sharpe_annual", "exposure"];
     let metric = by.split(',').next().unwrap_or(by);
-    let extra = (!SHOWN.contains(&metric)).then_some(metric);
+    let extra = (!Metrics::HEADLINE.contains(&metric)).then_some(metric);
     let mut out = format!("top {} by {by}:\n", rows.len());
     let _ = write!(
         out,

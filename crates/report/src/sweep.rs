@@ -157,7 +157,12 @@ impl SweepRun<'_> {
         let schema = self.spec.strategy().schema();
         let mut headers = vec!["rank".to_owned(), "combo".to_owned()];
         headers.extend(schema.iter().map(|p| p.name.clone()));
-        headers.extend(Metrics::NAMES.iter().map(|&m| m.to_owned()));
+        // The headline metrics, and the ranking one where it is another.
+        let mut shown = Metrics::HEADLINE.to_vec();
+        if !shown.contains(&self.by) {
+            shown.extend(Metrics::NAMES.iter().copied().filter(|&m| m == self.by));
+        }
+        headers.extend(shown.iter().map(|&m| m.to_owned()));
         let cells: Vec<Vec<Cell>> = rows
             .iter()
             .enumerate()
@@ -171,7 +176,8 @@ impl SweepRun<'_> {
                         None => Cell::text("-"),
                     });
                 }
-                for (&m, v) in Metrics::NAMES.iter().zip(row.metrics.values()) {
+                for &m in &shown {
+                    let v = row.metrics.get(m).unwrap_or(f64::NAN);
                     cells.push(Cell::number(metric_text(m, v), v));
                 }
                 cells
