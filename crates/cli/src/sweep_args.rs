@@ -61,8 +61,9 @@ pub struct SweepArgs {
     /// Stop a search once the --by value reaches this.
     #[arg(long, value_name = "VALUE", allow_hyphen_values = true)]
     pub(crate) target: Option<f64>,
-    /// Rank --by smallest first: a grid's best list, heatmap and overfitting top combos (not
-    /// yet a universe or --walk-forward), a search's objective.
+    /// Rank --by smallest first (e.g. --by volatility): a grid's best list, heatmap and
+    /// overfitting top combos, a universe's best combos, each walk-forward train window's
+    /// winner, a search's objective.
     #[arg(long)]
     pub(crate) minimize: bool,
     /// A rule a combo must obey to rank, repeatable, e.g. "trades >= 30" (a metric, one of

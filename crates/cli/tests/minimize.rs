@@ -4,7 +4,8 @@
 //! the overfitting statistics' top combos are the best list and read their neighbours
 //! smallest first; a walk-forward's windows pick their smallest; a universe's best combos
 //! across its symbols are the smallest medians, and its symbols' rows are the same bytes.
-//! Without it the summary has no `minimize` key (its bytes as before).
+//! Without it the summary has no `minimize` key (its bytes as before). Every metric ranks,
+//! either way, and the terminal's table shows the ranking one.
 
 mod common;
 
@@ -24,17 +25,58 @@ fn sweep(dir: &Path, out: &str, more: &[&str]) -> String {
 
 /// Every row's (combo, max_drawdown) from a results CSV.
 fn drawdowns(path: &Path) -> Vec<(u64, f64)> {
+    column(path, "max_drawdown")
+}
+
+/// Every row's (combo, `name`) from a results CSV (an empty cell as NaN).
+fn column(path: &Path, name: &str) -> Vec<(u64, f64)> {
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let (combo, dd) =
-        (header.iter().position(|h| *h == "combo").unwrap(), header.iter().position(|h| *h == "max_drawdown").unwrap());
+    let (combo, at) =
+        (header.iter().position(|h| *h == "combo").unwrap(), header.iter().position(|h| *h == name).unwrap());
     lines
         .map(|l| {
             let cells: Vec<&str> = l.split(',').collect();
-            (cells[combo].parse().unwrap(), cells[dd].parse().unwrap())
+            (cells[combo].parse().unwrap(), cells[at].parse().unwrap_or(f64::NAN))
         })
         .collect()
+}
+
+#[test]
+fn every_metric_ranks_largest_or_smallest_first_and_the_terminal_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (by, minimize) in [
+        ("cagr", false),
+        ("volatility", true),
+        ("sortino", false),
+        ("calmar", false),
+        ("profit_factor", false),
+        ("expectancy", true),
+        ("sqn", false),
+    ] {
+        let mut args = SMALL.to_vec();
+        let out = format!("{by}.csv");
+        args.extend(["--by", by, "--top", "5", "--out", &out]);
+        if minimize {
+            args.push("--minimize");
+        }
+        let run = threadx(d, &args);
+        assert!(run.status.success(), "{by}: {}", text(&run.stderr));
+        let said = text(&run.stdout);
+        let header = said.lines().find(|l| l.trim_start().starts_with("rank")).unwrap();
+        assert!(header.trim_end().ends_with(by), "{by}: the table's last column: {header}");
+        // The best five from the rows: largest (or smallest) first, ties by the lower
+        // combo, NaN never ranked.
+        let mut rows: Vec<(u64, f64)> = column(&d.join(&out), by).into_iter().filter(|r| !r.1.is_nan()).collect();
+        rows.sort_by(|a, b| if minimize { a.1.total_cmp(&b.1) } else { b.1.total_cmp(&a.1) }.then(a.0.cmp(&b.0)));
+        assert!(rows.len() >= 5 && rows[0].1 != rows[4].1, "{by}: values to rank");
+        let want: Vec<u64> = rows.iter().take(5).map(|r| r.0).collect();
+        let summary = Summary::read(&d.join(format!("{by}.json"))).unwrap();
+        let best: Vec<u64> = summary.best.as_ref().unwrap().rows.iter().map(|r| r.combo).collect();
+        assert_eq!(best, want, "{by}");
+    }
 }
 
 #[test]
