@@ -13,9 +13,9 @@
 // f64 arithmetic does (exact.wgsl, put in front of this file at compile time), or a
 // user's or a rule's levels (positive, or 0 for none), used as they are. A trade exits
 // at the first close at or below its stop, at or above its take-profit, on an exit bit,
-// or after max_bars bars. No float is used: a closed trade's return is formed in f64 by
-// float64.wgsl's exact operations (the host keeps a book's prices within a ratio where
-// they cannot leave its range, crates/backtest/src/gpu_tables.rs).
+// or after max_bars bars. No float is used: a closed trade's return is the exact product
+// of the exit close and the entry bar's gain factor, in integers (the host keeps a book's
+// prices within a ratio where it stays under 2^31, crates/backtest/src/gpu_tables.rs).
 
 // A combo's run: its totals so far (Totals in crates/backtest/src/fixed.rs; after the
 // last stretch, the combo's totals), then where it stands between stretches.
@@ -54,6 +54,21 @@ struct Run {
 @group(0) @binding(6) var<storage, read_write> runs: array<Run>;
 
 const WORKGROUP: u32 = 64u;
+
+// close · gain · 2^64, rounded half up, less 2^64 (fixed.rs::product_units), for a
+// positive normal close and gain whose product is under 2^31.
+fn product_units(close: vec2<u32>, gain: vec2<u32>) -> vec4<u32> {
+    let m = mul53(significand(close), significand(gain));
+    let shift = i32(biased_exponent(close)) + i32(biased_exponent(gain)) - 2086;
+    var units = ZERO4;
+    if (shift >= 0) {
+        units = shl128(m, u32(shift));
+    } else if (shift >= -107) {
+        let k = u32(-shift);
+        units = add128(shr128(m, k), vec4<u32>(shr128(m, k - 1u).x & 1u, 0u, 0u, 0u));
+    }
+    return sub128(units, vec4<u32>(0u, 0u, 1u, 0u));
+}
 
 // This kernel's stop kinds: 0, close − multiplier · the series (an ATR); 1, the series'
 // level itself.
@@ -180,10 +195,10 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
                 var exit_sum = sums[t].exit;
                 var exit_sq = sums[t].exit_sq;
                 var sell = params.log_sell;
-                var sell_factor = params.sell_factor;
+                var gain_at = params.gain_at;
                 if (at_level) {
                     sell = params.log_sell_stop;
-                    sell_factor = params.fee_down;
+                    gain_at = params.gain_at_level;
                     if (params.stop_sums != 0u) {
                         exit_sum = bar[params.stop_sums + 2u * t];
                         exit_sq = bar[params.stop_sums + 2u * t + 1u];
@@ -194,10 +209,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
                 // The exit bar's downside from its own terms (BarTables::exit_down_sum).
                 let exit_down = down_part(sub128(exit_sum, sums[t - 1u].ret), sub128(exit_sq, sums[t - 1u].ret_sq));
                 down_sq = add128(down_sq, add128(sub128(entry_down, bar[n + e]), add128(bar[n + t - 1u], exit_down)));
-                // The trade's return, (close[x] · sell) / (close[e] · buy) − 1
-                // (fixed.rs::plain_trade_return).
-                let gain = f64_sub(f64_div(f64_mul(b.xy, sell_factor), f64_mul(bar[e].xy, params.buy_factor)), F64_ONE);
-                let terms = trade_terms(gain);
+                let terms = trade_terms(product_units(b.xy, series[gain_at + e]));
                 trade_sum = add128(trade_sum, terms[0]);
                 trade_sq = add128(trade_sq, terms[1]);
                 trade_gain = add128(trade_gain, terms[2]);

@@ -40,6 +40,11 @@ struct Params {
     fee_up: vec2<u32>,
     fee_down: vec2<u32>,
     slip_down: vec2<u32>,
+    // The whole-backtest kernel's: where in `series` each entry bar's gain factor starts
+    // (BarTables::entry_gain), for an exit on a signal and at a level (the same index
+    // where they do not differ).
+    gain_at: u32,
+    gain_at_level: u32,
 }
 
 struct Plan {
@@ -77,18 +82,33 @@ fn down_part(r: vec4<u32>, r_sq: vec4<u32>) -> vec4<u32> {
     return select(ZERO4, r_sq, (r.w >> 31u) == 1u);
 }
 
-// A closed trade's terms (fixed.rs::Totals::close_trade) from its f64 return r: the
-// units of r and of r², and r's again where above 0.
-fn trade_terms(r: vec2<u32>) -> array<vec4<u32>, 3> {
-    let r1 = f64_ret_units(r);
-    return array<vec4<u32>, 3>(r1, f64_ret_units(f64_mul(r, r)), select(r1, ZERO4, (r1.w >> 31u) == 1u));
+// A trade return's square term from its units x (fixed.rs::square_units), for |x| < 2^95:
+// (|x| >> 16)² >> 32 below 2^79, else (|x| >> 32)².
+fn square_units(x: vec4<u32>) -> vec4<u32> {
+    var a = x;
+    if ((x.w >> 31u) == 1u) {
+        a = sub128(ZERO4, x);
+    }
+    if (a.w == 0u && a.z < 0x8000u) {
+        let q = shr128(a, 16u);
+        return shr128(mul53(q.xy, q.xy), 32u);
+    }
+    let q = shr128(a, 32u);
+    return mul53(q.xy, q.xy);
+}
+
+// A closed trade's terms (fixed.rs::Totals::close_trade_units) from its return's units x:
+// x, its square term, and x again where above 0.
+fn trade_terms(x: vec4<u32>) -> array<vec4<u32>, 3> {
+    return array<vec4<u32>, 3>(x, square_units(x), select(x, ZERO4, (x.w >> 31u) == 1u));
 }
 
 // The bindings both kernels share; each declares its own bars (binding 0) and runs
 // (binding 6).
 @group(0) @binding(1) var<storage, read> sums: array<Sums>;
 @group(0) @binding(2) var<storage, read> bits: array<u32>;
-// Stop series (indicator rows or level rows) of `bars` f64 values each.
+// Stop series (indicator rows or level rows) of `bars` f64 values each; the whole-backtest
+// kernel's entry gain factors after them (params.gain_at).
 @group(0) @binding(3) var<storage, read> series: array<vec2<u32>>;
 // (series, parameter bits low, high, kind) per stop (each kernel's kinds).
 @group(0) @binding(4) var<storage, read> stops: array<vec4<u32>>;

@@ -267,7 +267,13 @@ fn close_position(x: u32, p: vec2<u32>, at_level: bool) {
     }
     run.held += x - run.entry;
     run.closed += 1u;
-    let terms = trade_terms(f64_sub(f64_div(after, run.before), F64_ONE));
+    let gain = f64_ret_units(f64_sub(f64_div(after, run.before), F64_ONE));
+    // square_units holds |gain| < 2^95 (a return under 2^31); past it the CPU runs the combo.
+    let magnitude = select(gain, sub128(ZERO4, gain), (gain.w >> 31u) == 1u);
+    if (magnitude.w != 0u || magnitude.z >= 0x80000000u) {
+        out_of_range = true;
+    }
+    let terms = trade_terms(gain);
     run.trade_sum = add128(run.trade_sum, terms[0]);
     run.trade_sq = add128(run.trade_sq, terms[1]);
     run.trade_gain = add128(run.trade_gain, terms[2]);

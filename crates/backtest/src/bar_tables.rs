@@ -5,7 +5,7 @@
 use crate::blocks::BlockCuts;
 use crate::book::SignalBook;
 use crate::costs::Costs;
-use crate::fixed::{down_part, log_units, ret_units};
+use crate::fixed::{down_part, log_units, product_units, ret_units};
 
 /// The per-bar tables of one signal book and its costs, in fixed point (module docs).
 /// Built once per book and costs on the CPU; the GPU uploads them as they are.
@@ -38,6 +38,12 @@ pub struct BarTables {
     pub(crate) stop_exit_sum: Vec<u128>,
     pub(crate) stop_exit_sq_sum: Vec<u128>,
     pub(crate) stop_exit_down_sum: Vec<u128>,
+    /// Per entry bar e, (1 − g) / (close[e] · (1 + h)): a plain trade's return is
+    /// close[x] times it, minus 1 ([`crate::fixed::product_units`]). And the same with
+    /// 1 − fee for an exit at a level, where that differs (slippage, and stops), else
+    /// empty.
+    pub(crate) entry_gain: Vec<f64>,
+    pub(crate) entry_gain_level: Vec<f64>,
     /// −ln(1 + h) and ln(1 − g), 2^-52 units: what buying and selling do to log equity.
     pub(crate) log_buy: i64,
     pub(crate) log_sell: i64,
@@ -103,6 +109,9 @@ impl BarTables {
             down_sq_sum.push(s3);
         }
         let entry_terms = terms(-buy / (1.0 + buy));
+        let gain = |sell: f64| close.iter().map(|&c| sell / (c * (1.0 + buy))).collect::<Vec<f64>>();
+        let entry_gain = gain(1.0 - sell);
+        let entry_gain_level = if stops_differ { gain(1.0 - costs.fee) } else { Vec::new() };
         Self {
             costs,
             fee: costs.fee,
@@ -119,6 +128,8 @@ impl BarTables {
             stop_exit_sum,
             stop_exit_sq_sum,
             stop_exit_down_sum,
+            entry_gain,
+            entry_gain_level,
             log_buy: log_units(-libm::log1p(buy)),
             log_sell: log_units(libm::log1p(-sell)),
             log_sell_stop: log_units(libm::log1p(-costs.fee)),
@@ -137,6 +148,15 @@ impl BarTables {
             true => [self.stop_exit_sum[x], self.stop_exit_sq_sum[x], self.stop_exit_down_sum[x]],
             false => [self.exit_sum[x], self.exit_sq_sum[x], self.exit_down_sum[x]],
         }
+    }
+
+    /// A plain trade's return from entry bar `e` to an exit at `exit_close`, at a level
+    /// or not, in 2^-64 units.
+    #[inline(always)]
+    pub(crate) fn trade_units(&self, e: usize, exit_close: f64, at_level: bool) -> i128 {
+        let gain =
+            if at_level && !self.entry_gain_level.is_empty() { &self.entry_gain_level } else { &self.entry_gain };
+        product_units(exit_close, gain[e])
     }
 
     /// Σ of returns, squares and downside over the held bars 1..=t.

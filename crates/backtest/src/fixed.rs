@@ -105,8 +105,46 @@ mod tests {
         }
     }
 
+    #[test]
+    fn product_units_is_the_exact_product_rounded_half_up() {
+        // 1.5 · 1.25 = 1.875 exactly: 0.875 · 2^64.
+        assert_eq!(product_units(1.5, 1.25), 7 << 61);
+        // (1 + 2^-52)² = 1 + 2^-51 + 2^-104: the 2^-104 is below half a unit (2^-65).
+        let next = f64::from_bits(1f64.to_bits() + 1);
+        assert_eq!(product_units(next, next), 1 << 13);
+        // (1 + 2^-32)(1 + 2^-33) = 1 + 2^-32 + 2^-33 + 2^-65: half a unit, rounded up.
+        let (a, b) = (1.0 + 2f64.powi(-32), 1.0 + 2f64.powi(-33));
+        assert_eq!(product_units(a, b), (1 << 32) + (1 << 31) + 1);
+        // A loss: 0.5 · 0.5 − 1 = −0.75.
+        assert_eq!(product_units(0.5, 0.5), -(3 << 62));
+        // Not normal: the f64 product's units.
+        assert_eq!(product_units(0.0, 2.0), ret_units(-1.0));
+    }
+
+    #[test]
+    fn square_units_are_the_squares_of_the_truncated_returns() {
+        for x in [0i128, 1, -1, 1 << 64, -(1 << 64), (1 << 79) - 1, 1 << 79, -(3 << 90), (1 << 95) - 1] {
+            let a = x.unsigned_abs();
+            let want = if a < 1 << 79 { ((a >> 16) * (a >> 16)) >> 32 } else { (a >> 32) * (a >> 32) };
+            assert_eq!(square_units(x), want, "{x}");
+        }
+        // Within 2^-47 · |x| of x² for returns under 2^15 (x = 0.3: 0.09).
+        let x = ret_units(0.3);
+        let got = square_units(x) as f64 / RET_SCALE;
+        assert!((got - 0.09).abs() < 1e-14, "{got}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 20_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn product_units_is_within_rounding_of_the_f64_product(a in 1e-3f64..1e3, b in 1e-3f64..1e3) {
+            // The exact product, rounded once, against the f64 product rounded twice.
+            let exact = product_units(a, b);
+            let f64_units = ret_units(a * b - 1.0);
+            let ulp = (a * b).abs() * f64::EPSILON * RET_SCALE;
+            prop_assert!(((exact - f64_units) as f64).abs() <= ulp + 1.0, "{} vs {}", exact, f64_units);
+        }
 
         #[test]
         fn ret_units_is_the_plain_conversion(bits in any::<u64>(), scale in -120i32..40) {
@@ -201,16 +239,68 @@ impl Totals {
         [self.sum, self.sum_sq, self.down_sq]
     }
 
-    /// Counts a closed trade whose return is `r` (f64, computed as each simulation
-    /// defines it): Σr, Σr² and the gains, each term in [`ret_units`].
+    /// Counts a closed trade whose return is `r` (f64, a market simulation's exit cash
+    /// over entry cash, minus 1), in [`ret_units`].
     #[inline(always)]
     pub(crate) fn close_trade(&mut self, r: f64) {
-        let (r1, r2) = (ret_units(r), ret_units(r * r));
-        self.closed += 1;
-        self.trade_sum = self.trade_sum.wrapping_add(r1 as u128);
-        self.trade_sq = self.trade_sq.wrapping_add(r2 as u128);
-        self.trade_gain = self.trade_gain.wrapping_add(r1.max(0) as u128);
+        self.close_trade_units(ret_units(r));
     }
+
+    /// Counts a closed trade whose return is `x` in 2^-64 units: Σx, the square term
+    /// ([`square_units`]) and the gains.
+    #[inline(always)]
+    pub(crate) fn close_trade_units(&mut self, x: i128) {
+        self.closed += 1;
+        self.trade_sum = self.trade_sum.wrapping_add(x as u128);
+        self.trade_sq = self.trade_sq.wrapping_add(square_units(x));
+        self.trade_gain = self.trade_gain.wrapping_add(x.max(0) as u128);
+    }
+}
+
+/// A trade return's square in 2^-64 units from its units `x`: (|x| >> 16)² >> 32 below
+/// 2^79 (a return under 2^15, where this is within 2^-47·|x| of x²), else (|x| >> 32)²
+/// (mod 2^128). Integers only, so that the kernels form the same bits cheaply (the GPU
+/// computes them for |x| < 2^95; a market combo past that runs on the CPU).
+#[inline(always)]
+pub(crate) fn square_units(x: i128) -> u128 {
+    let a = x.unsigned_abs();
+    if a < 1 << 79 {
+        let q = a >> 16;
+        (q * q) >> 32
+    } else {
+        let q = a >> 32;
+        q.wrapping_mul(q)
+    }
+}
+
+/// A plain trade's return in 2^-64 units: `close · gain − 1`, with `gain` the entry bar's
+/// (1 − g) / (close[e] · (1 + h)) ([`crate::bar_tables::BarTables`]'s `entry_gain`) and
+/// the product exact: both significands multiplied as integers, times 2^64 rounded half
+/// up, less 2^64. The whole-backtest kernel forms the same integers (a division and f64
+/// rounding per trade would cost it more than the rest of a bar). Values that are not
+/// positive normal numbers (CPU-only books) take [`ret_units`] of the f64 product.
+#[inline(always)]
+pub(crate) fn product_units(close: f64, gain: f64) -> i128 {
+    if !(close.is_normal() && gain.is_normal() && close > 0.0 && gain > 0.0) {
+        return ret_units(close * gain - 1.0);
+    }
+    let parts = |v: f64| {
+        let bits = v.to_bits();
+        ((bits & ((1 << 52) - 1)) | 1 << 52, ((bits >> 52) & 0x7ff) as i32)
+    };
+    let ((ma, ea), (mb, eb)) = (parts(close), parts(gain));
+    let m = u128::from(ma) * u128::from(mb);
+    // close · gain · 2^64 = m · 2^shift.
+    let shift = ea + eb - 2086;
+    let units = match shift {
+        0.. => m.checked_shl(shift as u32).filter(|&u| u >> shift == m).unwrap_or(u128::MAX),
+        -107..0 => {
+            let k = (-shift) as u32;
+            (m >> k) + ((m >> (k - 1)) & 1)
+        }
+        _ => 0,
+    };
+    (units as i128).wrapping_sub(1 << 64)
 }
 
 /// A stretch's (Σr, Σr², downside) terms, 2^-64 units (mod 2^128): what the prefix
@@ -233,12 +323,4 @@ pub(crate) fn minus(a: Terms, b: Terms) -> Terms {
 #[inline(always)]
 pub(crate) fn down_part(r1: u128, r2: u128) -> u128 {
     if (r1 as i128) < 0 { r2 } else { 0 }
-}
-
-/// A plain trade's return: its exit value over its entry cost, minus 1, as
-/// `(close[x] · sell) / (close[e] · buy) − 1` in f64 (`sell` = 1 − g, or 1 − fee at a
-/// level; `buy` = 1 + h): the whole-backtest kernel forms the same four operations.
-#[inline(always)]
-pub(crate) fn plain_trade_return(entry_close: f64, exit_close: f64, buy: f64, sell: f64) -> f64 {
-    (exit_close * sell) / (entry_close * buy) - 1.0
 }

@@ -24,7 +24,6 @@ pub(crate) const BACKTEST: Kernel = Kernel {
     name: "backtest",
     source: concat!(
         include_str!("../../../kernels-wgsl/exact.wgsl"),
-        include_str!("../../../kernels-wgsl/float64.wgsl"),
         include_str!("../../../kernels-wgsl/backtest_common.wgsl"),
         include_str!("../../../kernels-wgsl/backtest.wgsl")
     ),
@@ -64,6 +63,10 @@ struct Params {
     fee_up: [u32; 2],
     fee_down: [u32; 2],
     slip_down: [u32; 2],
+    gain_at: u32,
+    gain_at_level: u32,
+    /// WGSL rounds a uniform struct up to 16 bytes.
+    pad: [u32; 2],
 }
 
 /// A combo's run on the device (backtest.wgsl's `Run`): its totals, then the state the
@@ -173,6 +176,9 @@ impl GpuBacktester {
             fee_up: factor(1.0 + tables.fee),
             fee_down: factor(1.0 - tables.fee),
             slip_down: factor(1.0 - tables.slippage),
+            gain_at: t.gain_at,
+            gain_at_level: t.gain_at_level,
+            pad: [0; 2],
         };
         let gpu = Self { ctx, params, shared, blocks: tables.blocks().copied(), market };
         gpu.ctx.pipeline(gpu.kernel())?;
@@ -388,6 +394,8 @@ mod layout {
             ("fee_up", offset_of!(Params, fee_up)),
             ("fee_down", offset_of!(Params, fee_down)),
             ("slip_down", offset_of!(Params, slip_down)),
+            ("gain_at", offset_of!(Params, gain_at)),
+            ("gain_at_level", offset_of!(Params, gain_at_level)),
         ]);
         assert_eq!(wgsl("Params"), (size_of::<Params>() as u32, params));
         let plan = members(&[

@@ -21,8 +21,12 @@ pub(crate) struct KernelTables {
     pub(crate) bits: Vec<u64>,
     pub(crate) exit_rows: u32,
     /// Stop series, `bars` f64 values each, and (series, parameter bits, kind) per stop.
+    /// Plain, then each entry bar's gain factor from index `gain_at` (and for an exit at a
+    /// level from `gain_at_level`, the same index where they do not differ).
     pub(crate) series: Vec<f64>,
     pub(crate) stops: Vec<[u32; 4]>,
+    pub(crate) gain_at: u32,
+    pub(crate) gain_at_level: u32,
 }
 
 impl KernelTables {
@@ -37,8 +41,17 @@ impl KernelTables {
         });
         let mut bars: Vec<[u32; 4]> = bars.collect();
         bars.par_extend(tables.down_sq_sum.par_iter().map(|&d| u128_words(d)));
-        let (series, stops) = stop_tables(book)?;
-        Self::with_bars(book, tables, bars, series, stops)
+        let (mut series, stops) = stop_tables(book)?;
+        let index = |len: usize| {
+            u32::try_from(len).map_err(|_| GpuError::Unsupported("the stop series exceed the GPU's u32 indices".into()))
+        };
+        let gain_at = index(series.len())?;
+        series.extend_from_slice(&tables.entry_gain);
+        let gain_at_level = if tables.entry_gain_level.is_empty() { gain_at } else { index(series.len())? };
+        series.extend_from_slice(&tables.entry_gain_level);
+        let mut t = Self::with_bars(book, tables, bars, series, stops)?;
+        (t.gain_at, t.gain_at_level) = (gain_at, gain_at_level);
+        Ok(t)
     }
 
     /// The market kernel's tables: its stops' own series (a fraction stop's level is
@@ -122,7 +135,7 @@ impl KernelTables {
         let exit_rows = u32::try_from(bits.len() * 2)
             .map_err(|_| GpuError::Unsupported("the decision rows exceed the GPU's u32 indices".into()))?;
         bits.extend_from_slice(book.exit_rows());
-        Ok(Self { bars, stop_sums, sums, bits, exit_rows, series, stops })
+        Ok(Self { bars, stop_sums, sums, bits, exit_rows, series, stops, gain_at: 0, gain_at_level: 0 })
     }
 }
 

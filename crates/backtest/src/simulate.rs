@@ -14,7 +14,7 @@ use crate::bar_tables::BarTables;
 use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook};
 use crate::costs::Costs;
-use crate::fixed::{Totals, minus, plain_trade_return, plus};
+use crate::fixed::{Totals, minus, plus};
 use crate::market::simulate_market;
 use crate::market_close::{runs_at_close, simulate_at_close};
 use crate::metrics::{ExitReason, Metrics, RunSums, Side, Trade};
@@ -284,8 +284,7 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
         };
         totals.held += (x - e) as u32;
         totals.add_terms(plus(entry_sums, tables.exit_sums(x, at_level)));
-        let sell = if at_level { 1.0 - tables.fee } else { 1.0 - tables.sell };
-        totals.close_trade(plain_trade_return(close[e], close[x], 1.0 + tables.buy, sell));
+        totals.close_trade_units(tables.trade_units(e, close[x], at_level));
         let after = base.wrapping_add(tables.log_sell_at(at_level)).wrapping_add(log[x]);
         totals.wins += u32::from(after.wrapping_sub(equity) > 0);
         peak = base.wrapping_add(hi).max(after);

@@ -197,3 +197,46 @@ fn backtester_runs_where_the_dispatcher_says_with_the_same_bytes() {
     assert_eq!(out.device, expected, "no GPU: a complete result from the CPU");
     assert_eq!(bits(out.value), cpu, "the same bytes on {:?}", out.device);
 }
+
+/// Closes that grow or fall 2^30-fold: each trade's return, formed in f64 by the kernel,
+/// and its square reach magnitudes near the top of float64.wgsl's exact units, and the
+/// totals are still the CPU's bits. Past a ratio of 2^31 the kernel declines the book,
+/// saying why, and the CPU runs it.
+#[test]
+fn trades_of_extreme_returns_are_the_cpus_bits_and_past_the_kernels_range_it_declines() {
+    let _gpus = one_test_on_the_gpus();
+    let mut rng = SeededRng::new(9);
+    let book_of = |span: f64, rng: &mut SeededRng| {
+        let n = 3000;
+        // Up to `span`, back down to 1, twice, with noise: trades in both directions.
+        let close: Vec<f64> = (0..n)
+            .map(|t| {
+                let phase = (t as f64 / n as f64 * 4.0 * std::f64::consts::PI).sin().abs();
+                span.powf(phase) * (1.0 + 0.05 * (rng.uniform() - 0.5))
+            })
+            .collect();
+        let ts: Vec<i64> = (0..n as i64).map(|t| t * 900_000).collect();
+        let data = Ohlcv::new("extreme", ts, close.clone(), close.clone(), close.clone(), close, vec![1.0; n]).unwrap();
+        cpu_book(
+            &data,
+            Strategy::parse("ma_cross").unwrap(),
+            &[vec![0.0, 1.0], range(3.0, 4.0, 4), range(20.0, 40.0, 4)],
+        )
+    };
+    let book = book_of(2f64.powi(30), &mut rng);
+    let tables = BarTables::new(&book, FEE);
+    let plans = all_plans(&book);
+    let cpu = simulate_cpu(&book, &tables, &plans).totals;
+    let biggest = cpu.iter().map(|t| t.metrics(book.bars(), book.bars_per_year()).expectancy).fold(0.0, f64::max);
+    assert!(biggest > 1e3, "the trades' returns are extreme (mean {biggest})");
+    for ctx in adapters() {
+        let gpu = GpuBacktester::new(ctx.clone(), &book, &tables).unwrap().run(&book, &tables, &plans).unwrap();
+        assert_eq!(gpu.totals, cpu, "{}", ctx.report().label());
+    }
+    let past = book_of(2f64.powi(32), &mut rng);
+    let tables = BarTables::new(&past, FEE);
+    for ctx in adapters() {
+        let refused = GpuBacktester::new(ctx.clone(), &past, &tables).unwrap_err().to_string();
+        assert!(refused.contains("the prices span a ratio of"), "{}: {refused}", ctx.report().label());
+    }
+}
