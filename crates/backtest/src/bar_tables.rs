@@ -5,7 +5,7 @@
 use crate::blocks::BlockCuts;
 use crate::book::SignalBook;
 use crate::costs::Costs;
-use crate::fixed::{down_part, log_units, product_units, ret_units};
+use crate::fixed::{Terms, down_part, log_units, plus, ret_units};
 
 /// The per-bar tables of one signal book and its costs, in fixed point (module docs).
 /// Built once per book and costs on the CPU; the GPU uploads them as they are.
@@ -19,31 +19,17 @@ pub struct BarTables {
     pub(crate) sell: f64,
     /// `ln(close[t] / close[0])`, 2^-52 units.
     pub(crate) log: Vec<i64>,
-    /// Σ over bars 1..=t of the held bar's return `close[t]/close[t−1] − 1` (2^-64 units,
-    /// mod 2^128); bar 0 has no return.
-    pub(crate) ret_sum: Vec<u128>,
-    /// The same for the squared returns, and for the squares of the falling ones
-    /// ([`down_part`]).
-    pub(crate) ret_sq_sum: Vec<u128>,
-    pub(crate) down_sq_sum: Vec<u128>,
-    /// `ret_sum[t−1]` plus the return of an exit at bar t, `ret[t]·(1 − g) − g`: a
-    /// trade entered at e and left at x adds `exit_sum[x] − ret_sum[e]` (held bars and
-    /// the exit bar).
-    pub(crate) exit_sum: Vec<u128>,
-    pub(crate) exit_sq_sum: Vec<u128>,
-    pub(crate) exit_down_sum: Vec<u128>,
+    /// Per bar t, where a trade starts or is held through: the prefix sums over bars 1..=t
+    /// and the entry gain factors ([`HeldRow`]), one cache line a bar.
+    pub(crate) held: Vec<HeldRow>,
+    /// Per bar t, the held sums through t − 1 plus the terms of an exit at bar t,
+    /// `ret[t]·(1 − g) − g`: a trade entered at e and left at x adds `exit[x] − held[e]`
+    /// (held bars and the exit bar).
+    pub(crate) exit: Vec<ExitRow>,
     /// The same for an exit at a stop, take-profit or trail level, which pays the fee
     /// alone (g = fee, no slippage: vectorbt's `stoplimit`); kept only where that differs
-    /// (slippage, and a book with stops), else empty and the exit tables hold it.
-    pub(crate) stop_exit_sum: Vec<u128>,
-    pub(crate) stop_exit_sq_sum: Vec<u128>,
-    pub(crate) stop_exit_down_sum: Vec<u128>,
-    /// Per entry bar e, (1 − g) / (close[e] · (1 + h)): a plain trade's return is
-    /// close[x] times it, minus 1 ([`crate::fixed::product_units`]). And the same with
-    /// 1 − fee for an exit at a level, where that differs (slippage, and stops), else
-    /// empty.
-    pub(crate) entry_gain: Vec<f64>,
-    pub(crate) entry_gain_level: Vec<f64>,
+    /// (slippage, and a book with stops), else empty and `exit` holds it.
+    pub(crate) stop_exit: Vec<ExitRow>,
     /// −ln(1 + h) and ln(1 − g), 2^-52 units: what buying and selling do to log equity.
     pub(crate) log_buy: i64,
     pub(crate) log_sell: i64,
@@ -58,6 +44,27 @@ pub struct BarTables {
     pub(crate) blocks: Option<BlockCuts>,
 }
 
+/// Bar t's held sums, Σ over bars 1..=t of the held bar's return `close[t]/close[t−1] − 1`,
+/// of its square and of its downside part ([`down_part`]) (2^-64 units, mod 2^128; bar 0
+/// has no return), and its gain factors as an entry bar: (1 − g) / (close[t] · (1 + h)),
+/// and with 1 − fee for an exit at a level (the same where that does not differ). A
+/// plain trade's return is close[x] times one of them, minus 1
+/// ([`crate::fixed::product_units`]). What a trade reads at its entry, in one cache line.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+pub(crate) struct HeldRow {
+    pub(crate) sums: Terms,
+    pub(crate) gain: f64,
+    pub(crate) gain_level: f64,
+}
+
+/// An exit bar's sums (see [`BarTables::exit`]), in one cache line.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+pub(crate) struct ExitRow {
+    pub(crate) sums: Terms,
+}
+
 impl BarTables {
     pub fn new(book: &SignalBook, costs: Costs) -> Self {
         let (buy, sell) = (costs.buy(), costs.sell());
@@ -66,52 +73,35 @@ impl BarTables {
         let c0 = close[0];
         let log = close.iter().map(|&c| log_units(libm::log(c / c0))).collect();
         let bars = close.len();
-        let table = || Vec::with_capacity(bars);
-        let (mut ret_sum, mut ret_sq_sum, mut down_sq_sum) = (table(), table(), table());
-        let (mut exit_sum, mut exit_sq_sum, mut exit_down_sum) = (table(), table(), table());
         let stops_differ = costs.slippage > 0.0 && !book.stops().is_empty();
-        let (mut stop_exit_sum, mut stop_exit_sq_sum, mut stop_exit_down_sum) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut held, mut exit) = (Vec::with_capacity(bars), Vec::with_capacity(bars));
+        let mut stop_exit = Vec::with_capacity(if stops_differ { bars } else { 0 });
         // The running sums through the bar before, and one bar's (r, r², downside) terms.
-        let (mut s1, mut s2, mut s3) = (0u128, 0u128, 0u128);
+        let mut sums: Terms = [0; 3];
         let terms = |x: f64| {
             let (r1, r2) = (ret_units(x) as u128, ret_units(x * x) as u128);
-            (r1, r2, down_part(r1, r2))
+            [r1, r2, down_part(r1, r2)]
         };
-        for (t, &r) in ret.iter().enumerate() {
+        let gain = |sell: f64, c: f64| sell / (c * (1.0 + buy));
+        for (t, (&r, &c)) in ret.iter().zip(close).enumerate() {
             if t == 0 {
                 // A trade never exits on bar 0 (it would have to be entered before it).
-                exit_sum.push(0);
-                exit_sq_sum.push(0);
-                exit_down_sum.push(0);
+                exit.push(ExitRow::default());
                 if stops_differ {
-                    stop_exit_sum.push(0);
-                    stop_exit_sq_sum.push(0);
-                    stop_exit_down_sum.push(0);
+                    stop_exit.push(ExitRow::default());
                 }
             } else {
-                let (x1, x2, x3) = terms(r * (1.0 - sell) - sell);
-                exit_sum.push(s1.wrapping_add(x1));
-                exit_sq_sum.push(s2.wrapping_add(x2));
-                exit_down_sum.push(s3.wrapping_add(x3));
+                exit.push(ExitRow { sums: plus(sums, terms(r * (1.0 - sell) - sell)) });
                 if stops_differ {
-                    let (x1, x2, x3) = terms(r * (1.0 - costs.fee) - costs.fee);
-                    stop_exit_sum.push(s1.wrapping_add(x1));
-                    stop_exit_sq_sum.push(s2.wrapping_add(x2));
-                    stop_exit_down_sum.push(s3.wrapping_add(x3));
+                    stop_exit.push(ExitRow { sums: plus(sums, terms(r * (1.0 - costs.fee) - costs.fee)) });
                 }
-                let (r1, r2, r3) = terms(r);
-                s1 = s1.wrapping_add(r1);
-                s2 = s2.wrapping_add(r2);
-                s3 = s3.wrapping_add(r3);
+                sums = plus(sums, terms(r));
             }
-            ret_sum.push(s1);
-            ret_sq_sum.push(s2);
-            down_sq_sum.push(s3);
+            let signal = gain(1.0 - sell, c);
+            let level = if stops_differ { gain(1.0 - costs.fee, c) } else { signal };
+            held.push(HeldRow { sums, gain: signal, gain_level: level });
         }
         let entry_terms = terms(-buy / (1.0 + buy));
-        let gain = |sell: f64| close.iter().map(|&c| sell / (c * (1.0 + buy))).collect::<Vec<f64>>();
-        let entry_gain = gain(1.0 - sell);
-        let entry_gain_level = if stops_differ { gain(1.0 - costs.fee) } else { Vec::new() };
         Self {
             costs,
             fee: costs.fee,
@@ -119,50 +109,33 @@ impl BarTables {
             buy,
             sell,
             log,
-            ret_sum,
-            ret_sq_sum,
-            down_sq_sum,
-            exit_sum,
-            exit_sq_sum,
-            exit_down_sum,
-            stop_exit_sum,
-            stop_exit_sq_sum,
-            stop_exit_down_sum,
-            entry_gain,
-            entry_gain_level,
+            held,
+            exit,
+            stop_exit,
             log_buy: log_units(-libm::log1p(buy)),
             log_sell: log_units(libm::log1p(-sell)),
             log_sell_stop: log_units(libm::log1p(-costs.fee)),
-            entry_ret: entry_terms.0,
-            entry_ret_sq: entry_terms.1,
-            entry_down: entry_terms.2,
+            entry_ret: entry_terms[0],
+            entry_ret_sq: entry_terms[1],
+            entry_down: entry_terms[2],
             blocks: None,
         }
     }
 
-    /// Σ of returns, squares and downside through an exit at bar `x` (see `exit_sum`), at
-    /// a level or not.
+    /// Σ of returns, squares and downside through an exit at bar `x` (see `exit`), at a
+    /// level or not.
     #[inline(always)]
-    pub(crate) fn exit_sums(&self, x: usize, at_level: bool) -> [u128; 3] {
-        match at_level && !self.stop_exit_sum.is_empty() {
-            true => [self.stop_exit_sum[x], self.stop_exit_sq_sum[x], self.stop_exit_down_sum[x]],
-            false => [self.exit_sum[x], self.exit_sq_sum[x], self.exit_down_sum[x]],
+    pub(crate) fn exit_sums(&self, x: usize, at_level: bool) -> Terms {
+        match at_level && !self.stop_exit.is_empty() {
+            true => self.stop_exit[x].sums,
+            false => self.exit[x].sums,
         }
-    }
-
-    /// A plain trade's return from entry bar `e` to an exit at `exit_close`, at a level
-    /// or not, in 2^-64 units.
-    #[inline(always)]
-    pub(crate) fn trade_units(&self, e: usize, exit_close: f64, at_level: bool) -> i128 {
-        let gain =
-            if at_level && !self.entry_gain_level.is_empty() { &self.entry_gain_level } else { &self.entry_gain };
-        product_units(exit_close, gain[e])
     }
 
     /// Σ of returns, squares and downside over the held bars 1..=t.
     #[inline(always)]
-    pub(crate) fn held_sums(&self, t: usize) -> [u128; 3] {
-        [self.ret_sum[t], self.ret_sq_sum[t], self.down_sq_sum[t]]
+    pub(crate) fn held_sums(&self, t: usize) -> Terms {
+        self.held[t].sums
     }
 
     /// The entry bar's terms.

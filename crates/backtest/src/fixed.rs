@@ -274,7 +274,7 @@ pub(crate) fn square_units(x: i128) -> u128 {
 }
 
 /// A plain trade's return in 2^-64 units: `close · gain − 1`, with `gain` the entry bar's
-/// (1 − g) / (close[e] · (1 + h)) ([`crate::bar_tables::BarTables`]'s `entry_gain`) and
+/// (1 − g) / (close[e] · (1 + h)) ([`crate::bar_tables::HeldRow`]) and
 /// the product exact: both significands multiplied as integers, times 2^64 rounded half
 /// up, less 2^64. The whole-backtest kernel forms the same integers (a division and f64
 /// rounding per trade would cost it more than the rest of a bar). Values that are not

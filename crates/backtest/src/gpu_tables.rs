@@ -40,15 +40,17 @@ impl KernelTables {
             [c0, c1, l0, l1]
         });
         let mut bars: Vec<[u32; 4]> = bars.collect();
-        bars.par_extend(tables.down_sq_sum.par_iter().map(|&d| u128_words(d)));
+        bars.par_extend(tables.held.par_iter().map(|row| u128_words(row.sums[2])));
         let (mut series, stops) = stop_tables(book)?;
         let index = |len: usize| {
             u32::try_from(len).map_err(|_| GpuError::Unsupported("the stop series exceed the GPU's u32 indices".into()))
         };
         let gain_at = index(series.len())?;
-        series.extend_from_slice(&tables.entry_gain);
-        let gain_at_level = if tables.entry_gain_level.is_empty() { gain_at } else { index(series.len())? };
-        series.extend_from_slice(&tables.entry_gain_level);
+        series.extend(tables.held.iter().map(|row| row.gain));
+        let gain_at_level = if tables.stop_exit.is_empty() { gain_at } else { index(series.len())? };
+        if !tables.stop_exit.is_empty() {
+            series.extend(tables.held.iter().map(|row| row.gain_level));
+        }
         let mut t = Self::with_bars(book, tables, bars, series, stops)?;
         (t.gain_at, t.gain_at_level) = (gain_at, gain_at_level);
         Ok(t)
@@ -119,7 +121,7 @@ impl KernelTables {
         // Where an exit at a level pays other costs (slippage, and stops), its exit terms
         // per bar follow the bars' own entries (one more binding would pass the 8 storage
         // buffers every adapter allows).
-        let stop_sums = if tables.stop_exit_sum.is_empty() {
+        let stop_sums = if tables.stop_exit.is_empty() {
             0
         } else {
             u32::try_from(bars.len())

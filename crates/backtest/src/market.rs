@@ -183,11 +183,8 @@ pub(crate) fn simulate_market<O: Observer>(
                     cash = close_position(&mut run, &p, t, close[t], reason);
                     flat_from = t;
                     if alone && p.side == Side::Long && order.enter.is_none() {
-                        let [exit1, exit2, _] = tables.exit_sums(t, at_level(reason));
-                        table_return = Some((
-                            exit1.wrapping_sub(tables.ret_sum[t - 1]),
-                            exit2.wrapping_sub(tables.ret_sq_sum[t - 1]),
-                        ));
+                        let [r1, r2, _] = minus(tables.exit_sums(t, at_level(reason)), tables.held_sums(t - 1));
+                        table_return = Some((r1, r2));
                     }
                 }
                 if let Some(side) = order.enter {
@@ -208,10 +205,8 @@ pub(crate) fn simulate_market<O: Observer>(
                 let e = p.value(close[t]);
                 let r = table_return.or_else(|| {
                     (!traded && p.side == Side::Long).then(|| {
-                        (
-                            tables.ret_sum[t].wrapping_sub(tables.ret_sum[t - 1]),
-                            tables.ret_sq_sum[t].wrapping_sub(tables.ret_sq_sum[t - 1]),
-                        )
+                        let [r1, r2, _] = minus(tables.held_sums(t), tables.held_sums(t - 1));
+                        (r1, r2)
                     })
                 });
                 run.obs.held(t, e);

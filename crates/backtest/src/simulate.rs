@@ -14,7 +14,7 @@ use crate::bar_tables::BarTables;
 use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook};
 use crate::costs::Costs;
-use crate::fixed::{Totals, minus, plus};
+use crate::fixed::{Totals, minus, plus, product_units};
 use crate::market::simulate_market;
 use crate::market_close::{runs_at_close, simulate_at_close};
 use crate::metrics::{ExitReason, Metrics, RunSums, Side, Trade};
@@ -247,6 +247,8 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
         totals.trades += 1;
         let level = stop.map_or(f64::NEG_INFINITY, |s| s.level(e, close[e]));
         let target = target.map_or(0.0, |s| s.level(e, close[e]));
+        // The entry bar's row, read once (its sums and gain factors share a cache line).
+        let entry_row = tables.held[e];
         let last = last_bar(e, plan.max_bars);
         let base = equity.wrapping_add(tables.log_buy).wrapping_sub(log[e]);
         let mut hi = log[e].max(peak.wrapping_sub(base));
@@ -268,7 +270,7 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
         totals.drawdown = totals.drawdown.min(low);
         // The entry bar's terms less the held sums through it: plus the held sums through
         // t, the terms of bars e..=t.
-        let entry_sums = minus(tables.entry_sums(), tables.held_sums(e));
+        let entry_sums = minus(tables.entry_sums(), entry_row.sums);
         if let Some(blocks) = blocks.as_deref_mut() {
             let held = |t: usize| {
                 let [s1, s2, _] = plus(entry_sums, tables.held_sums(t));
@@ -284,7 +286,8 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
         };
         totals.held += (x - e) as u32;
         totals.add_terms(plus(entry_sums, tables.exit_sums(x, at_level)));
-        totals.close_trade_units(tables.trade_units(e, close[x], at_level));
+        let gain = if at_level { entry_row.gain_level } else { entry_row.gain };
+        totals.close_trade_units(product_units(close[x], gain));
         let after = base.wrapping_add(tables.log_sell_at(at_level)).wrapping_add(log[x]);
         totals.wins += u32::from(after.wrapping_sub(equity) > 0);
         peak = base.wrapping_add(hi).max(after);
