@@ -48,7 +48,10 @@ fn a_sigkilled_sweep_resumes_to_the_same_bytes() {
     assert_eq!(std::fs::read(dir.path().join("r.csv")).unwrap(), whole, "resumed results differ");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
-    assert!(summary["chunks"]["resumed"].as_u64().unwrap() + 1 >= done as u64);
+    // Every checkpointed chunk is taken but the edited one and, at most, the one the kill
+    // cut short (checkpoints are written in place and checked by their checksum; one
+    // worker writes one at a time).
+    assert!(summary["chunks"]["resumed"].as_u64().unwrap() + 2 >= done as u64);
     assert_eq!(summary["chunks"]["run"].as_u64().unwrap() + summary["chunks"]["resumed"].as_u64().unwrap(), 576);
 }
 
