@@ -49,7 +49,7 @@ struct Run {
 // (close bits low, high, log close low, high) per bar; then, where an exit at a level
 // pays other costs than one on a signal, its (exit Σr, exit Σr²) per bar (params.stop_sums).
 // Between the two, from index `bars`, the prefix sums of the downside per bar
-// (BarTables::down_sq_sum).
+// (BarTables::held: each HeldRow's third sum).
 @group(0) @binding(0) var<storage, read> bar: array<vec4<u32>>;
 @group(0) @binding(6) var<storage, read_write> runs: array<Run>;
 
@@ -114,7 +114,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     var trade_sum = r.trade_sum;
     var trade_sq = r.trade_sq;
     var trade_gain = r.trade_gain;
-    // The entry bar's downside (BarTables::entry_down).
+    // The entry bar's downside (the third of BarTables::entry).
     let entry_down = down_part(params.entry_ret, params.entry_ret_sq);
     var equity = r.log_equity;
     var peak = r.peak;
@@ -206,7 +206,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
                 }
                 sum = add128(sum, add128(sub128(params.entry_ret, sums[e].ret), exit_sum));
                 sum_sq = add128(sum_sq, add128(sub128(params.entry_ret_sq, sums[e].ret_sq), exit_sq));
-                // The exit bar's downside from its own terms (BarTables::exit_down_sum).
+                // The exit bar's downside from its own terms (the third of BarTables::exit's sums).
                 let exit_down = down_part(sub128(exit_sum, sums[t - 1u].ret), sub128(exit_sq, sums[t - 1u].ret_sq));
                 down_sq = add128(down_sq, add128(sub128(entry_down, bar[n + e]), add128(bar[n + t - 1u], exit_down)));
                 let terms = trade_terms(product_units(b.xy, series[gain_at + e]));

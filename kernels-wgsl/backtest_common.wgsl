@@ -41,7 +41,7 @@ struct Params {
     fee_down: vec2<u32>,
     slip_down: vec2<u32>,
     // The whole-backtest kernel's: where in `series` each entry bar's gain factor starts
-    // (BarTables::entry_gain), for an exit on a signal and at a level (the same index
+    // (bar_tables.rs::HeldRow's gain), for an exit on a signal and at a level (the same index
     // where they do not differ).
     gain_at: u32,
     gain_at_level: u32,

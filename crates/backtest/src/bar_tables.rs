@@ -36,10 +36,9 @@ pub struct BarTables {
     /// ln(1 − fee): what selling at a level does to log equity (`log_sell`'s bits without
     /// slippage).
     pub(crate) log_sell_stop: i64,
-    /// The entry bar's return, 1/(1 + h) − 1, its square and its downside part, 2^-64 units.
-    pub(crate) entry_ret: u128,
-    pub(crate) entry_ret_sq: u128,
-    pub(crate) entry_down: u128,
+    /// The entry bar's terms: its return, 1/(1 + h) − 1, its square and its downside part,
+    /// 2^-64 units.
+    pub(crate) entry: Terms,
     /// The blocks whose statistics a run records as well, if any.
     pub(crate) blocks: Option<BlockCuts>,
 }
@@ -101,7 +100,6 @@ impl BarTables {
             let level = if stops_differ { gain(1.0 - costs.fee, c) } else { signal };
             held.push(HeldRow { sums, gain: signal, gain_level: level });
         }
-        let entry_terms = terms(-buy / (1.0 + buy));
         Self {
             costs,
             fee: costs.fee,
@@ -115,9 +113,7 @@ impl BarTables {
             log_buy: log_units(-libm::log1p(buy)),
             log_sell: log_units(libm::log1p(-sell)),
             log_sell_stop: log_units(libm::log1p(-costs.fee)),
-            entry_ret: entry_terms[0],
-            entry_ret_sq: entry_terms[1],
-            entry_down: entry_terms[2],
+            entry: terms(-buy / (1.0 + buy)),
             blocks: None,
         }
     }
@@ -136,12 +132,6 @@ impl BarTables {
     #[inline(always)]
     pub(crate) fn held_sums(&self, t: usize) -> Terms {
         self.held[t].sums
-    }
-
-    /// The entry bar's terms.
-    #[inline(always)]
-    pub(crate) fn entry_sums(&self) -> [u128; 3] {
-        [self.entry_ret, self.entry_ret_sq, self.entry_down]
     }
 
     /// What an exit at a level, or not, does to log equity.

@@ -158,8 +158,8 @@ pub(crate) fn u128_words(x: u128) -> [u32; 4] {
 /// (prices, ATR × multiplier); books outside it run on the CPU.
 const EXACT_RANGE: std::ops::RangeInclusive<f64> = 1e-270..=1e270;
 
-/// The greatest ratio of a plain book's closes: a trade's return stays under 2^31 and its
-/// square under 2^62, where float64.wgsl's return units are exact.
+/// The greatest ratio of a plain book's closes: a trade's return stays under 2^31, its
+/// units under 2^95, where the kernel's `square_units` is exact (fixed.rs::square_units).
 const MAX_PRICE_RATIO: f64 = 2_147_483_648.0;
 
 /// The stops' tables as the kernel reads them: every stop series (the book's, then the

@@ -193,7 +193,7 @@ pub(crate) fn simulate_market<O: Observer>(
                     run.totals.trades += 1;
                     entered_at_close = true;
                     if alone && side == Side::Long && order.exit.is_none() {
-                        table_return = Some((tables.entry_ret, tables.entry_ret_sq));
+                        table_return = Some((tables.entry[0], tables.entry[1]));
                     }
                 }
             }

@@ -306,7 +306,7 @@ impl<'a> Twin<'a> {
             let (r1, r2) = return_units(shares * close[e], account.equity);
             [r1, r2, down_part(r1, r2)]
         } else {
-            tables.entry_sums()
+            tables.entry
         };
         let before = account.sums();
         account.mark(e, shares * close[e], (entry[0], entry[1]));

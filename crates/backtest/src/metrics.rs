@@ -75,8 +75,7 @@ impl Metrics {
 
     /// The metrics compact tables show (the terminal's best list, the report's): the
     /// first eight; a table ranked by another adds that one.
-    pub const HEADLINE: [&'static str; 8] =
-        ["total_return", "trades", "closed_trades", "win_rate", "max_drawdown", "sharpe", "sharpe_annual", "exposure"];
+    pub const HEADLINE: &'static [&'static str] = Self::NAMES.split_at(8).0;
 
     /// What each of [`Metrics::NAMES`] means, for `--help`.
     pub const HELP: [&'static str; 15] = [

@@ -270,7 +270,7 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
         totals.drawdown = totals.drawdown.min(low);
         // The entry bar's terms less the held sums through it: plus the held sums through
         // t, the terms of bars e..=t.
-        let entry_sums = minus(tables.entry_sums(), entry_row.sums);
+        let entry_sums = minus(tables.entry, entry_row.sums);
         if let Some(blocks) = blocks.as_deref_mut() {
             let held = |t: usize| {
                 let [s1, s2, _] = plus(entry_sums, tables.held_sums(t));

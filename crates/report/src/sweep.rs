@@ -159,8 +159,8 @@ impl SweepRun<'_> {
         headers.extend(schema.iter().map(|p| p.name.clone()));
         // The headline metrics, and the ranking one where it is another.
         let mut shown = Metrics::HEADLINE.to_vec();
-        if !shown.contains(&self.by) {
-            shown.extend(Metrics::NAMES.iter().copied().filter(|&m| m == self.by));
+        if !shown.contains(&self.by) && Metrics::NAMES.contains(&self.by) {
+            shown.push(self.by);
         }
         headers.extend(shown.iter().map(|&m| m.to_owned()));
         let cells: Vec<Vec<Cell>> = rows
