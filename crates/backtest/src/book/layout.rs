@@ -117,9 +117,16 @@ pub struct BookLayout {
     stop_series: u64,
 }
 
+/// Bytes per bar of the tables a GPU run forms for its upload (gpu_tables.rs): close and
+/// log close, the downside sums, four prefix sums, a gain factor.
+const UPLOAD_BYTES_PER_BAR: u64 = 16 + 16 + 4 * 16 + 8;
+
 /// Bytes per bar a book holds whatever its rows: close, returns and timestamps, and its
-/// fixed-point tables ([`BarTables`](crate::BarTables)).
-const BYTES_PER_BAR: u64 = 3 * 8 + 8 + 4 * 16;
+/// fixed-point tables ([`BarTables`](crate::BarTables): log close, a held row and an exit
+/// row).
+const BYTES_PER_BAR: u64 = 3 * 8
+    + 8
+    + (std::mem::size_of::<crate::bar_tables::HeldRow>() + std::mem::size_of::<crate::bar_tables::ExitRow>()) as u64;
 
 impl BookLayout {
     /// The layout of the whole `grid` (`combos: None`) or of the listed combos only
@@ -273,7 +280,7 @@ impl BookLayout {
         let bars = bars as u64;
         let rows = self.decision_rows().saturating_mul(bars.div_ceil(64) * 8);
         let series = self.stop_series.saturating_mul(bars * 8);
-        rows.saturating_add(series).saturating_add(bars * 80).saturating_mul(2)
+        rows.saturating_add(series).saturating_add(bars * UPLOAD_BYTES_PER_BAR).saturating_mul(2)
     }
 
     /// About how many bytes building the book on `bars` bars takes at its peak: the
