@@ -461,8 +461,8 @@ fn the_estimate_counts_the_gpu_upload_where_a_gpu_may_run() {
         |mode| plan(&SweepRequest { device: Some(mode), ..spec.clone() }, 35_040, u64::MAX).unwrap().data_bytes();
     let (cpu, gpu) = (bytes(DeviceMode::Cpu), bytes(DeviceMode::Gpu));
     // 10,200 bit rows of 548 words and 100 ATR series of 35,040 bars, twice, and the
-    // per-bar tables, and the stack.
-    let upload = 2 * (10_200 * 548 * 8 + 100 * 35_040 * 8 + 35_040 * 80) + (96 << 20);
+    // per-bar tables (104 bytes: close and log, downside, four sums, a gain), and the stack.
+    let upload = 2 * (10_200 * 548 * 8 + 100 * 35_040 * 8 + 35_040 * 104) + (96 << 20);
     assert_eq!(gpu - cpu, upload);
     assert_eq!(bytes(DeviceMode::Auto), gpu, "10^9 combos: auto may use a GPU");
     let small = SweepRequest::new("bb_atr", &[("bb_period", "10,20")]);
