@@ -39,6 +39,7 @@ mod market_close;
 mod market_position;
 mod metrics;
 mod param;
+mod portfolio;
 mod rules;
 mod simulate;
 mod strategy;
@@ -54,6 +55,10 @@ pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
 pub use grid::{Grid, GridCursor};
 pub use metrics::{ExitReason, Metrics, Side, Trade, null_as_nan};
 pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamCell, ParamKind, ParamSpec, ParamValues};
+pub use portfolio::{
+    Account, Filled, PortfolioRecord, PortfolioRun, PortfolioSignals, PortfolioTrade, SizeType, Sizing,
+    simulate_portfolio,
+};
 pub use rules::{RuleKind, price_series, rule_functions};
 pub use simulate::{
     BacktestReport, BatchTotals, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals, simulate_with_blocks,

@@ -1,0 +1,92 @@
+//! How much an entry buys: [`Sizing`], vectorbt's `size` and `size_type` with its lot step
+//! (`size_granularity`) and minimum size, checked once.
+
+use crate::error::BacktestError;
+use crate::portfolio::orders::Limits;
+
+/// What `size` means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeType {
+    /// A fraction of the cash at the order (vectorbt's `"percent"`): 1.0 is all of it.
+    Percent,
+    /// A cash value to buy (vectorbt's `"value"`), in the account's currency.
+    Value,
+    /// A fraction of the account's value at the bar's close before its orders (vectorbt's
+    /// `"targetpercent"`): from flat, that fraction of equity goes into the position.
+    TargetPercent,
+}
+
+impl SizeType {
+    /// The names Python and the rule files use (vectorbt's).
+    pub const NAMES: [&'static str; 3] = ["percent", "value", "targetpercent"];
+
+    pub fn parse(name: &str) -> Result<Self, BacktestError> {
+        match name.to_ascii_lowercase().as_str() {
+            "percent" => Ok(Self::Percent),
+            "value" => Ok(Self::Value),
+            "targetpercent" => Ok(Self::TargetPercent),
+            _ => Err(BacktestError::BadValue {
+                param: "size_type".into(),
+                value: name.into(),
+                problem: format!("one of {}", Self::NAMES.join(", ")),
+            }),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Percent => "percent",
+            Self::Value => "value",
+            Self::TargetPercent => "targetpercent",
+        }
+    }
+}
+
+/// An entry's size, checked: `size` of `kind`, bought in lots of `lot` units (NaN: any
+/// fraction), at least `min_size` units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sizing {
+    pub size: f64,
+    pub kind: SizeType,
+    pub lot: f64,
+    pub min_size: f64,
+}
+
+impl Default for Sizing {
+    /// All the cash into each entry: the one account of a single symbol as today.
+    fn default() -> Self {
+        Self { size: 1.0, kind: SizeType::Percent, lot: f64::NAN, min_size: 0.0 }
+    }
+}
+
+impl Sizing {
+    /// Checked sizing: a positive size (a fraction in (0, 1] for `percent` and
+    /// `targetpercent`), a positive lot step or none, a minimum size ≥ 0.
+    pub fn new(size: f64, kind: SizeType, lot: Option<f64>, min_size: f64) -> Result<Self, BacktestError> {
+        let bad = |param: &str, value: f64, problem: &str| {
+            Err(BacktestError::BadValue { param: param.into(), value: value.to_string(), problem: problem.into() })
+        };
+        let fraction = kind != SizeType::Value;
+        if !(size.is_finite() && size > 0.0) || (fraction && size > 1.0) {
+            let what = if fraction {
+                format!("a {} size is a fraction of the account in (0, 1] (e.g. 0.2)", kind.name())
+            } else {
+                "a value size is a positive cash amount (e.g. 1000)".into()
+            };
+            return bad("size", size, &what);
+        }
+        if let Some(lot) = lot
+            && !(lot.is_finite() && lot > 0.0)
+        {
+            return bad("lot", lot, "a lot step is a positive number of units (e.g. 1 or 0.01)");
+        }
+        if !(min_size.is_finite() && min_size >= 0.0) {
+            return bad("min_size", min_size, "a minimum size is a number of units ≥ 0");
+        }
+        Ok(Self { size, kind, lot: lot.unwrap_or(f64::NAN), min_size })
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        Limits { lot: self.lot, min_size: self.min_size }
+    }
+}

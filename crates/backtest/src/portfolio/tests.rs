@@ -1,0 +1,117 @@
+//! The portfolio's rules on hand-worked bars: sizes, the shared cash running out, the order
+//! of a bar's orders, bars a symbol lacks, and the totals from the equity curve.
+
+use super::*;
+use crate::metrics::Metrics;
+use ndarray::{Array2, array};
+
+const NAN: f64 = f64::NAN;
+
+fn run(close: &Array2<f64>, entries: &Array2<bool>, exits: &Array2<bool>, account: Account) -> PortfolioRun {
+    let signals = PortfolioSignals { close: close.view(), entries: entries.view(), exits: exits.view() };
+    simulate_portfolio(&signals, &account, true).expect("valid signals")
+}
+
+fn account(sizing: Sizing, fee: f64) -> Account {
+    Account::new(100.0, sizing, Costs { fee, slippage: 0.0 }).expect("a valid account")
+}
+
+fn value(size: f64) -> Sizing {
+    Sizing::new(size, SizeType::Value, None, 0.0).expect("valid sizing")
+}
+
+fn close_to(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// Three symbols, $40 an entry, 1 % fees, $100: the third entry of bar 0 gets what is left.
+#[test]
+fn the_third_entry_gets_the_cash_left_and_an_exit_frees_cash_for_a_later_entry() {
+    let close = array![[10.0, 20.0, 5.0], [11.0, 18.0, 6.0], [12.0, NAN, 6.5], [12.0, 19.0, 7.0]];
+    let entries = array![[true, true, true], [false, false, false], [false, true, false], [false, true, false]];
+    let exits = array![[false, false, false], [false, true, false], [true, false, false], [false, false, true]];
+    let run = run(&close, &entries, &exits, account(value(40.0), 0.01));
+    let record = run.record.expect("a record");
+    // Bar 0: A 4 units (40 + 0.40 fee), B 2 units (40.40), C what 19.20 buys after its fee.
+    let c_units = 19.2 / 1.01 / 5.0;
+    let [a, b, c] = [&record.trades[0], &record.trades[1], &record.trades[2]];
+    assert_eq!((a.entry.size, a.entry.cash, b.entry.size), (4.0, 40.4, 2.0));
+    assert!(close_to(c.entry.size, c_units) && close_to(c.entry.cash, 19.2), "{c:?}");
+    assert!(close_to(record.cash[0], 0.0), "{}", record.cash[0]);
+    assert!(close_to(record.equity[0], 40.0 + 40.0 + 5.0 * c_units));
+    // Bar 1: B sold at 18 less 1 %: 35.64.
+    assert_eq!((b.exit_bar, b.exit.map(|x| x.cash)), (Some(1), Some(35.64)));
+    assert!(close_to(record.cash[1], 35.64));
+    assert!(close_to(record.equity[1], 35.64 + 44.0 + 6.0 * c_units));
+    // Bar 2: A sold at 12 (47.52); B has no bar, so its entry waits; C held at 6.5.
+    assert_eq!(a.exit.map(|x| x.cash), Some(47.52));
+    assert!(close_to(record.cash[2], 35.64 + 47.52));
+    assert_eq!(record.positions[2 * 3..3 * 3 - 1], [0.0, 0.0]);
+    assert!(close_to(record.positions[3 * 3 - 1], c_units));
+    // Bar 3: C sold first, then B buys $40 at 19 from the cash it freed.
+    let d = &record.trades[3];
+    assert_eq!((d.symbol, d.entry_bar), (1, 3));
+    assert!(close_to(d.entry.size, 40.0 / 19.0) && close_to(d.entry.cash, 40.4));
+    let c_sold = c_units * 7.0 * 0.99;
+    assert!(close_to(c.exit.expect("closed").cash, c_sold));
+    assert!(close_to(record.cash[3], 35.64 + 47.52 + c_sold - 40.4));
+    assert!(close_to(record.equity[3], record.cash[3] + 40.0 / 19.0 * 19.0));
+    // Totals: 4 entries, 3 closed (A and C won, B lost), a bar in a position each.
+    let totals = run.totals;
+    assert_eq!((totals.trades, totals.closed, totals.wins, totals.held), (4, 3, 2, 4));
+    let metrics: Metrics = totals.metrics(4, f64::NAN);
+    assert!((metrics.total_return - (record.equity[3] / 100.0 - 1.0)).abs() < 1e-15);
+}
+
+/// Percent sizes take a fraction of the cash at each order, so a bar's later entries get
+/// less; a target percent takes a fraction of the account's value before the bar's orders.
+#[test]
+fn percent_takes_a_share_of_the_cash_left_and_target_percent_a_share_of_the_value() {
+    let close = array![[10.0, 10.0, 10.0], [20.0, 10.0, 10.0]];
+    let entries = array![[true, true, false], [false, false, true]];
+    let exits = array![[false, false, false], [false, false, false]];
+    let half = Sizing::new(0.5, SizeType::Percent, None, 0.0).expect("valid");
+    let record = run(&close, &entries, &exits, account(half, 0.0)).record.expect("a record");
+    assert_eq!(record.trades.iter().map(|t| t.entry.cash).collect::<Vec<_>>(), [50.0, 25.0, 12.5]);
+    let target = Sizing::new(0.5, SizeType::TargetPercent, None, 0.0).expect("valid");
+    let record = run(&close, &entries, &exits, account(target, 0.0)).record.expect("a record");
+    // Bar 0: 50 of 100, then the 50 left (less than the 50 asked: all of it).
+    // Bar 1: the value is 5·20 + 5·10 = 150; half of it is more than the cash (0): none.
+    assert_eq!(record.trades.iter().map(|t| t.entry.cash).collect::<Vec<_>>(), [50.0, 50.0]);
+    assert_eq!(record.equity, [100.0, 150.0]);
+}
+
+/// Lots: whole units only, and an entry that cannot pay for one lot buys nothing.
+#[test]
+fn lots_round_down_and_an_entry_short_of_one_lot_buys_nothing() {
+    let close = array![[30.0, 70.0, 10.0]];
+    let entries = array![[true, true, true]];
+    let exits = array![[false, false, false]];
+    let lots = Sizing::new(1.0, SizeType::Percent, Some(1.0), 0.0).expect("valid");
+    let record = run(&close, &entries, &exits, account(lots, 0.0)).record.expect("a record");
+    // 100 buys 3 of A (90); 10 left cannot buy one B at 70; C takes the last 10.
+    let bought: Vec<_> = record.trades.iter().map(|t| (t.symbol, t.entry.size)).collect();
+    assert_eq!(bought, [(0, 3.0), (2, 1.0)]);
+    assert_eq!(record.cash, [0.0]);
+}
+
+#[test]
+fn bad_shapes_prices_and_sizes_are_named() {
+    let close = array![[10.0, -1.0]];
+    let flags = array![[false, false]];
+    let signals = PortfolioSignals { close: close.view(), entries: flags.view(), exits: flags.view() };
+    let err = simulate_portfolio(&signals, &account(Sizing::default(), 0.0), false).expect_err("a bad price");
+    assert_eq!(
+        err.to_string(),
+        "signals: close at bar 0, symbol 1 is -1: a price is positive and finite (NaN: no bar)"
+    );
+    let narrow = array![[false]];
+    let signals = PortfolioSignals { close: close.view(), entries: narrow.view(), exits: flags.view() };
+    let err = simulate_portfolio(&signals, &account(Sizing::default(), 0.0), false).expect_err("a bad shape");
+    assert!(err.to_string().contains("entries has shape (1, 1)"), "{err}");
+    let err = Sizing::new(1.5, SizeType::Percent, None, 0.0).expect_err("over 1");
+    assert!(err.to_string().starts_with("size=1.5: a percent size is a fraction"), "{err}");
+    assert!(Sizing::new(100.0, SizeType::Value, Some(0.0), 0.0).is_err());
+    assert!(SizeType::parse("shares").is_err() && SizeType::parse("TargetPercent").is_ok());
+    assert!(Account::new(0.0, Sizing::default(), Costs::default()).is_err());
+}
