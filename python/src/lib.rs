@@ -15,6 +15,7 @@
 
 mod bars;
 mod overfit;
+mod portfolio;
 mod report;
 mod search;
 mod simulate;
@@ -473,6 +474,7 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add_function(wrap_pyfunction!(search::search, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(portfolio::simulate_portfolio_py, m)?)?;
     m.add_function(wrap_pyfunction!(devices, m)?)?;
     m.add_function(wrap_pyfunction!(strategies, m)?)?;
     Ok(())

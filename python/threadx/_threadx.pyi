@@ -145,6 +145,21 @@ def simulate(
     device: Optional[str] = None,
     details: bool = False,
 ) -> Tuple[Table, str, Optional[Dict[str, Any]]]: ...
+def simulate_portfolio(
+    close: npt.NDArray[np.float64],
+    entries: npt.NDArray[np.bool_],
+    exits: npt.NDArray[np.bool_],
+    size: float = 1.0,
+    size_type: str = "percent",
+    lot: Optional[float] = None,
+    min_size: float = 0.0,
+    init_cash: float = 1.0,
+    fee: float = 0.001,
+    slippage: float = 0.0,
+    periods_per_year: Optional[float] = None,
+    times: Optional[npt.NDArray[np.int64]] = None,
+    details: bool = False,
+) -> Tuple[Table, Optional[Dict[str, Any]]]: ...
 def devices() -> Tuple[str, Optional[int]]: ...
 def strategies() -> Dict[str, List[Dict[str, Any]]]: ...
 def pbo(returns: npt.NDArray[np.float64], blocks: int = 16, splits: int = 1000, seed: int = 0) -> Dict[str, Any]: ...

@@ -10,6 +10,7 @@ import pandas as pd
 
 from . import _tables, _threadx
 from ._inputs import _bools, _datetime_ms, _f64, _opt_float
+from .portfolio import simulate_portfolio
 
 
 def simulate(
@@ -34,6 +35,11 @@ def simulate(
     periods_per_year: Optional[float] = None,
     init_cash: float = 1.0,
     details: bool = False,
+    cash_sharing: bool = False,
+    size: Optional[float] = None,
+    size_type: Optional[str] = None,
+    lot: Optional[float] = None,
+    min_size: Optional[float] = None,
 ) -> pd.DataFrame:
     """Your own signals, run by ThreadX's engine (the rules of docs/strategies.md, which
     are vectorbt's ``Portfolio.from_signals`` at its defaults): one metrics row per column.
@@ -59,7 +65,22 @@ def simulate(
     column's trades as ``Backtest.trades`` gives them, with their ``column`` and ``pnl``,
     the profit in currency out of ``init_cash``), vectorbt's ``pf.value()`` and
     ``pf.trades.records_readable`` at ``init_cash``. The metrics are ratios, the same for
-    any ``init_cash``."""
+    any ``init_cash``.
+
+    ``cash_sharing=True`` trades every column of ``close`` (one per symbol, NaN where a
+    symbol has no bar) against one account of ``init_cash``: vectorbt's
+    ``from_signals(..., group_by=True, cash_sharing=True, call_seq="auto")``. Each entry
+    buys ``size`` of ``size_type`` ``"percent"`` (a fraction of the cash left, the default
+    1.0), ``"value"`` (cash) or ``"targetpercent"`` (a fraction of the account's value),
+    in lots of ``lot`` units and at least ``min_size``; a bar's exits sell first. It
+    returns the account's one row (``attrs``: ``equity``, ``cash``, ``positions`` and
+    ``trades`` with ``details=True``); docs/portfolios.md has the rules."""
+    if cash_sharing:
+        return _one_account(locals())
+    sizing = {"size": size, "size_type": size_type, "lot": lot, "min_size": min_size}
+    given = [name for name, v in sizing.items() if v is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: sizing needs cash_sharing=True (one account over the columns)")
     cash = float(init_cash)
     if not (np.isfinite(cash) and cash > 0):
         raise ValueError(f"init_cash={init_cash}: the starting cash must be a positive number")
@@ -179,6 +200,31 @@ def simulate(
         frame.attrs["equity"] = pd.DataFrame(cash * more["equity"], index=bar_index, columns=index)
         frame.attrs["trades"] = _column_trades(more["trades"], bar_index, index, cash)
     return frame
+
+
+def _one_account(args: Dict[str, Any]) -> pd.DataFrame:
+    """``simulate(..., cash_sharing=True)``: what the portfolio takes, checked, then run."""
+    unsupported = {
+        "stop": None, "open": None, "high": None, "low": None, "short_entries": None, "short_exits": None,
+        "sl_stop": None, "tp_stop": None, "sl_trail": False, "fill": "close", "device": None,
+    }
+    given = [name for name, default in unsupported.items() if not _is_default(args[name], default)]
+    if given:
+        raise ValueError(f"{', '.join(given)}: cash_sharing=True takes closes, entries and exits (long only) for now")
+    fee, fees = args["fee"], args["fees"]
+    if fee is not None and fees is not None and float(fee) != float(fees):
+        raise ValueError(f"fee={fee} and fees={fees}: give one (fees is vectorbt's name for fee)")
+    cost = 0.001 if fee is None and fees is None else float(fee if fee is not None else fees)
+    exits = args["exits"] if args["exits"] is not None else np.zeros(np.shape(args["entries"]), dtype=bool)
+    return simulate_portfolio(
+        args["close"], args["entries"], exits, size=args["size"], size_type=args["size_type"], lot=args["lot"],
+        min_size=args["min_size"], init_cash=args["init_cash"], fee=cost, slippage=args["slippage"],
+        periods_per_year=args["periods_per_year"], details=args["details"],
+    )
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    return value is None if default is None else (not isinstance(value, (np.ndarray, pd.Series)) and value == default)
 
 
 def _column_trades(raw: Dict[str, Any], bars: pd.Index, columns: pd.Index, cash: float) -> pd.DataFrame:

@@ -133,10 +133,13 @@ pub(crate) fn buy(
 
 /// The sale of a long position of `position` units at `price`: vectorbt's `sell_nb` for
 /// an exit (an order of the whole position, long only). None: ignored or rejected (a
-/// size of zero after the lot step, below the minimum, a fee above the proceeds).
+/// size of zero, below the minimum, a fee above the proceeds). The whole position is
+/// sold: it is already in lots. vectorbt rounds an exit down to the lot step as well,
+/// which in floating point can leave a sliver (5.1 units in lots of 0.1: 5.1 // 0.1 is
+/// 50, so 5.0 are sold and 0.1 stays open); ThreadX does not.
 pub(crate) fn sell(position: f64, price: f64, costs: Costs, limits: Limits) -> Option<Filled> {
     let adj_price = price * (1.0 - costs.slippage);
-    let size_limit = limits.in_lots(position);
+    let size_limit = position;
     if is_close(size_limit, 0.0) || is_less(size_limit, limits.min_size) {
         return None;
     }
@@ -201,5 +204,8 @@ mod tests {
         let slipped = Costs { fee: 0.0, slippage: 0.5 };
         assert_eq!(sell(4.0, 10.0, slipped, any), Some(Filled { size: 4.0, price: 5.0, fee: 0.0, cash: 20.0 }));
         assert_eq!(sell(4.0, 10.0, costs, any), Some(Filled { size: 4.0, price: 10.0, fee: 0.4, cash: 39.6 }));
+        // A position in lots of 0.1 is sold whole (vectorbt would sell 5.0 of 5.1).
+        let tenths = Limits { lot: 0.1, min_size: 0.0 };
+        assert_eq!(sell(51.0 * 0.1, 10.0, Costs { fee: 0.0, slippage: 0.0 }, tenths).map(|f| f.size), Some(51.0 * 0.1));
     }
 }

@@ -1,0 +1,180 @@
+"""`simulate(..., cash_sharing=True)`: many symbols' signals against one account equal
+vectorbt 1.2's `Portfolio.from_signals(..., group_by=True, cash_sharing=True,
+call_seq="auto")` (and, for target percents, which its `from_signals` lacks,
+`from_orders` with the same orders): equity and cash at every bar, total return, every
+trade's size, prices, fees and profit within 1e-9 relative, trade counts exact; on random
+signals over 5 to 20 symbols, with cash to spare and running out, fees × slippage × lots
+× symbols that start late. CI sets THREADX_REQUIRE_VECTORBT=1, so there the comparison
+cannot be skipped."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Tuple
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import threadx
+
+if os.environ.get("THREADX_REQUIRE_VECTORBT") == "1":
+    import vectorbt as vbt
+else:
+    vbt = pytest.importorskip("vectorbt")
+
+RTOL = 1e-9
+
+
+def universe(seed: int, symbols: int, bars: int = 400, late: bool = False) -> Tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Hourly closes of `symbols` random walks (with `late`, a third of them start after
+    the first bars: NaN before), entries and exits never on the same bar."""
+    rng = np.random.default_rng(seed)
+    index = pd.date_range("2024-01-01", periods=bars, freq="h")
+    names = [f"S{i:02d}" for i in range(symbols)]
+    walk = 50.0 * np.exp(np.cumsum(rng.normal(0.0, 0.012, (bars, symbols)), axis=0))
+    close = pd.DataFrame(walk, index=index, columns=names)
+    if late:
+        for s in range(0, symbols, 3):
+            close.iloc[: rng.integers(5, bars // 4), s] = np.nan
+    entries = pd.DataFrame(rng.random((bars, symbols)) < 0.08, index=index, columns=names)
+    exits = pd.DataFrame(rng.random((bars, symbols)) < 0.08, index=index, columns=names) & ~entries
+    return close, entries, exits
+
+
+def compare(ours: pd.DataFrame, pf: Any, close: pd.DataFrame) -> None:
+    """Every figure of the one account against vectorbt's portfolio."""
+    np.testing.assert_allclose(ours.attrs["equity"].to_numpy(), pf.value().to_numpy(), rtol=RTOL, err_msg="equity")
+    np.testing.assert_allclose(ours.attrs["cash"].to_numpy(), pf.cash().to_numpy(), rtol=RTOL, atol=1e-9, err_msg="cash")
+    np.testing.assert_allclose(
+        ours.attrs["positions"].to_numpy(), pf.assets().to_numpy(), rtol=RTOL, atol=1e-12, err_msg="positions"
+    )
+    # As growth (1 + return): a return near 0 has no relative precision to compare.
+    np.testing.assert_allclose(1.0 + ours["total_return"].iloc[0], 1.0 + pf.total_return(), rtol=RTOL)
+    trades = ours.attrs["trades"]
+    theirs = pf.trades.records_readable
+    assert len(trades) == len(theirs) == ours["trades"].iloc[0], (len(trades), len(theirs))
+    assert (trades["exit_price"].notna()).sum() == ours["closed_trades"].iloc[0]
+    # vectorbt lists trades by symbol, then entry: the same order here.
+    ordered = trades.assign(column=close.columns.get_indexer(trades["symbol"])).sort_values(
+        ["column", "entry_time"], kind="stable"
+    )
+    assert list(ordered["symbol"]) == list(theirs["Column"])
+    assert list(ordered["entry_time"]) == list(theirs["Entry Timestamp"])
+    for ours_name, theirs_name in [("size", "Size"), ("entry_price", "Avg Entry Price"), ("entry_fees", "Entry Fees")]:
+        np.testing.assert_allclose(ordered[ours_name], theirs[theirs_name], rtol=RTOL, err_msg=ours_name)
+    closed = ordered["exit_price"].notna().to_numpy()
+    assert (theirs["Status"] == "Closed").to_numpy().tolist() == closed.tolist()
+    for ours_name, theirs_name in [("exit_price", "Avg Exit Price"), ("exit_fees", "Exit Fees"), ("pnl", "PnL")]:
+        np.testing.assert_allclose(
+            ordered[ours_name][closed], theirs[theirs_name][closed], rtol=RTOL, atol=1e-9, err_msg=ours_name
+        )
+
+
+CASES: Dict[str, Dict[str, Any]] = {
+    # size, size_type, init_cash: $400 a position from $1,000 runs out at the third.
+    "value, cash running out": {"size": 400.0, "size_type": "value", "init_cash": 1000.0},
+    "value, cash to spare": {"size": 10.0, "size_type": "value", "init_cash": 1_000_000.0},
+    "percent of the cash left": {"size": 0.3, "size_type": "percent", "init_cash": 1000.0},
+    "all the cash": {"size": 1.0, "size_type": "percent", "init_cash": 1000.0},
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("symbols,seed", [(5, 1), (12, 2), (20, 3)])
+@pytest.mark.parametrize("costs", [{"fees": 0.001}, {"fees": 0.002, "slippage": 0.001}])
+def test_one_account_is_vectorbts_cash_sharing_portfolio(case: str, symbols: int, seed: int, costs: Dict[str, float]) -> None:
+    close, entries, exits = universe(seed, symbols, late=seed == 3)
+    sizing = CASES[case]
+    ours = threadx.simulate(close, entries, exits, cash_sharing=True, details=True, **sizing, **costs)
+    pf = vbt.Portfolio.from_signals(
+        close, entries, exits, **sizing, **costs, group_by=True, cash_sharing=True, call_seq="auto", freq="1h"
+    )
+    assert ours["trades"].iloc[0] > 10
+    cash, trades = ours.attrs["cash"], ours.attrs["trades"]
+    spent = trades["size"] * trades["entry_price"] + trades["entry_fees"]
+    if case == "value, cash to spare":
+        assert cash.min() > 0.99 * sizing["init_cash"]
+    elif case == "value, cash running out":
+        assert (spent < 0.999 * sizing["size"]).any(), "an entry gets less than asked: the cash left"
+    elif case == "all the cash":
+        assert (cash < 1e-9 * sizing["init_cash"]).any(), "the cash runs out"
+    compare(ours, pf, close)
+
+
+# Lots that are exact in binary: vectorbt also rounds an exit down to the lot, which with
+# a lot such as 0.1 can leave a sliver open (5.1 // 0.1 == 50.0); ThreadX sells the whole
+# position (crates/backtest/src/portfolio/orders.rs).
+@pytest.mark.parametrize("lot,min_size", [(1.0, 0.0), (0.25, 2.0)])
+def test_lots_and_minimum_sizes_are_vectorbts_granularity_and_min_size(lot: float, min_size: float) -> None:
+    close, entries, exits = universe(4, 8)
+    options = {"size": 0.25, "size_type": "percent", "init_cash": 2000.0, "fees": 0.001, "slippage": 0.0005}
+    ours = threadx.simulate(close, entries, exits, cash_sharing=True, details=True, lot=lot, min_size=min_size, **options)
+    pf = vbt.Portfolio.from_signals(
+        close, entries, exits, **options, size_granularity=lot, min_size=min_size,
+        group_by=True, cash_sharing=True, call_seq="auto", freq="1h",
+    )
+    sizes = ours.attrs["trades"]["size"].to_numpy()
+    np.testing.assert_allclose(sizes / lot, np.round(sizes / lot), atol=1e-9)
+    assert sizes.min() >= min_size
+    compare(ours, pf, close)
+
+
+def alternating(entries: pd.DataFrame, exits: pd.DataFrame) -> Tuple[pd.DataFrame, pd.DataFrame]:
+    """Each symbol's signals thinned to entry, exit, entry, …: what from_signals acts on
+    when every entry fills, so that from_orders' target orders mean the same."""
+    keep_entries, keep_exits = entries.copy(), exits.copy()
+    for column in entries.columns:
+        holding = False
+        for i, (e, x) in enumerate(zip(entries[column].to_numpy(), exits[column].to_numpy())):
+            keep_entries.iloc[i, keep_entries.columns.get_loc(column)] = e and not holding
+            keep_exits.iloc[i, keep_exits.columns.get_loc(column)] = x and holding
+            holding = (holding or e) and not x
+    return keep_entries, keep_exits
+
+
+@pytest.mark.parametrize("target", [0.15, 0.4])
+def test_target_percent_is_vectorbts_target_percent_orders(target: float) -> None:
+    close, entries, exits = universe(5, 10)
+    entries, exits = alternating(entries, exits)
+    options = {"init_cash": 5000.0, "fees": 0.001, "slippage": 0.001}
+    ours = threadx.simulate(close, entries, exits, cash_sharing=True, details=True, size=target, size_type="targetpercent", **options)
+    orders = pd.DataFrame(np.nan, index=close.index, columns=close.columns).mask(entries, target).mask(exits, 0.0)
+    pf = vbt.Portfolio.from_orders(
+        close, orders, size_type="targetpercent", **options, group_by=True, cash_sharing=True, call_seq="auto", freq="1h"
+    )
+    compare(ours, pf, close)
+
+
+def test_a_three_symbol_account_by_hand() -> None:
+    """docs/portfolios.md's worked example, figure by figure."""
+    close = pd.DataFrame({"A": [10.0, 11.0, 12.0, 12.0], "B": [20.0, 18.0, np.nan, 19.0], "C": [5.0, 6.0, 6.5, 7.0]})
+    entries = pd.DataFrame({"A": [1, 0, 0, 0], "B": [1, 0, 1, 1], "C": [1, 0, 0, 0]}).astype(bool)
+    exits = pd.DataFrame({"A": [0, 0, 1, 0], "B": [0, 1, 0, 0], "C": [0, 0, 0, 1]}).astype(bool)
+    got = threadx.simulate(close, entries, exits, cash_sharing=True, size=40.0, size_type="value", init_cash=100.0,
+                           fees=0.01, details=True)
+    c_units = 19.2 / 1.01 / 5.0
+    trades = got.attrs["trades"]
+    assert list(trades["symbol"]) == ["A", "B", "C", "B"]
+    np.testing.assert_allclose(trades["size"], [4.0, 2.0, c_units, 40.0 / 19.0], rtol=1e-12)
+    np.testing.assert_allclose(got.attrs["cash"], [0.0, 35.64, 83.16, 83.16 + 7 * 0.99 * c_units - 40.4], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.attrs["equity"].iloc[-1], 83.16 + 7 * 0.99 * c_units - 0.4, rtol=1e-12)
+    assert got.index.tolist() == ["portfolio"] and got["trades"].iloc[0] == 4 and got["closed_trades"].iloc[0] == 3
+
+
+def test_what_one_account_cannot_take_is_named() -> None:
+    close, entries, exits = universe(6, 5, bars=50)
+    with pytest.raises(ValueError, match="sl_stop, short_entries|short_entries, sl_stop"):
+        threadx.simulate(close, entries, exits, cash_sharing=True, sl_stop=0.01, short_entries=exits)
+    with pytest.raises(ValueError, match="size, size_type: sizing needs cash_sharing=True"):
+        threadx.simulate(close["S00"], entries["S00"], exits["S00"], size=0.5, size_type="percent")
+    with pytest.raises(ValueError, match="size_type='shares': one of percent, value, targetpercent"):
+        threadx.simulate(close, entries, exits, cash_sharing=True, size_type="shares")
+    with pytest.raises(ValueError, match="size=2: a percent size is a fraction of the account in \\(0, 1\\]"):
+        threadx.simulate(close, entries, exits, cash_sharing=True, size=2.0)
+    with pytest.raises(ValueError, match=r"exits has shape \(50, 4\); close has \(50, 5\)"):
+        threadx.simulate(close, entries, exits.iloc[:, :4], cash_sharing=True)
+    bad = close.copy()
+    bad.iloc[7, 2] = -1.0
+    with pytest.raises(ValueError, match="close at bar 7, symbol 2 is -1: a price is positive and finite"):
+        threadx.simulate(bad, entries, exits, cash_sharing=True)
