@@ -79,18 +79,20 @@ def simulate_portfolio(
 
 
 def _trades(raw: Dict[str, Any], bars: pd.Index, symbols: pd.Index) -> pd.DataFrame:
-    """The trades in the order filled: symbol, entry and exit (times where the bars have
-    them; an open trade's exit is missing), units, prices, fees, profit and return."""
+    """The trades in the order filled, indexed by ``trade``: symbol, entry and exit
+    (``bars`` at their bars, and the bars; an open trade's exit is missing), units,
+    prices, fees, profit in cash and return on the cash spent."""
     entry_bar = np.asarray(raw["entry_bar"])
     exit_bar = np.asarray(raw["exit_bar"])
     closed = exit_bar >= 0
-    exit_time = pd.Series(bars.take(np.where(closed, exit_bar, 0)), dtype=bars.dtype if len(bars) else None)
-    exit_time[~closed] = None
-    return pd.DataFrame(
+    exit_time = pd.Series(bars.take(np.where(closed, exit_bar, 0))).where(closed)
+    trades = pd.DataFrame(
         {
             "symbol": symbols.take(np.asarray(raw["symbol"])),
             "entry_time": bars.take(entry_bar),
+            "entry_bar": entry_bar,
             "exit_time": exit_time.to_numpy(),
+            "exit_bar": pd.array(np.where(closed, exit_bar, 0), dtype="Int64", copy=True),
             "size": raw["size"],
             "entry_price": raw["entry_price"],
             "exit_price": raw["exit_price"],
@@ -100,3 +102,6 @@ def _trades(raw: Dict[str, Any], bars: pd.Index, symbols: pd.Index) -> pd.DataFr
             "return": raw["return"],
         }
     )
+    trades.loc[~closed, "exit_bar"] = pd.NA
+    trades.index.name = "trade"
+    return trades

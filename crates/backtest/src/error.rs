@@ -25,6 +25,8 @@ pub enum BacktestError {
     Definition(String),
     #[error("signals: {0}")]
     Signals(String),
+    #[error("portfolio: {0}")]
+    Portfolio(String),
     #[error("fee {0} is outside [0, 1) (a fraction of traded value per side, e.g. 0.001)")]
     Fee(f64),
     #[error("slippage {0} is outside [0, 1) (a fraction of the price against the trader on every fill, e.g. 0.0005)")]

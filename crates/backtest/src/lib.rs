@@ -56,7 +56,7 @@ pub use grid::{Grid, GridCursor};
 pub use metrics::{ExitReason, Metrics, Side, Trade, null_as_nan};
 pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamCell, ParamKind, ParamSpec, ParamValues};
 pub use portfolio::{
-    Account, Filled, PortfolioRecord, PortfolioRun, PortfolioSignals, PortfolioTrade, SizeType, Sizing,
+    Account, Filled, PortfolioBooks, PortfolioRecord, PortfolioRun, PortfolioSignals, PortfolioTrade, SizeType, Sizing,
     simulate_portfolio,
 };
 pub use rules::{RuleKind, price_series, rule_functions};

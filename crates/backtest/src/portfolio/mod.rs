@@ -13,26 +13,36 @@
 //! arithmetic is vectorbt's (`orders.rs`), so the account equals vectorbt's to its
 //! tolerances, and its [`Totals`] come from the equity curve as the market simulation's do.
 
+mod books;
 mod orders;
+mod signals;
 mod sizing;
 
+pub use books::PortfolioBooks;
 pub use orders::Filled;
+pub use signals::{PortfolioSignals, simulate_portfolio};
 pub use sizing::{SizeType, Sizing};
 
 use crate::costs::Costs;
 use crate::error::BacktestError;
 use crate::fixed::{Totals, return_units};
-use crate::trade_parts::{Drawdown, log_of};
-use ndarray::ArrayView2;
+use crate::metrics::ExitReason;
+use crate::trade_parts::{Drawdown, at_level, log_of};
 use orders::{add, buy, is_close, sell};
 
-/// A portfolio's bars and signals, each bars × symbols: closes (NaN where a symbol has no
-/// bar), long entries and exits.
-#[derive(Debug, Clone, Copy)]
-pub struct PortfolioSignals<'a> {
-    pub close: ArrayView2<'a, f64>,
-    pub entries: ArrayView2<'a, bool>,
-    pub exits: ArrayView2<'a, bool>,
+/// What the account trades: each symbol's price at each bar and its decisions. An entry
+/// is asked only of a flat symbol with a bar, an exit only of a held one (`Held`: what the
+/// source froze at its entry, such as a stop level).
+pub(crate) trait Source {
+    type Held: Copy;
+    fn bars(&self) -> usize;
+    fn symbols(&self) -> usize;
+    /// Symbol `s`'s close at bar `t`; NaN: no bar there.
+    fn close(&self, t: usize, s: usize) -> f64;
+    /// Whether flat symbol `s` enters at bar `t`, and what its position keeps if so.
+    fn entry(&self, t: usize, s: usize) -> Option<Self::Held>;
+    /// Whether held symbol `s` exits at bar `t`, and why.
+    fn exit(&self, t: usize, s: usize, held: &Self::Held) -> Option<ExitReason>;
 }
 
 /// The account: its starting cash, how entries are sized, what fills cost.
@@ -58,7 +68,7 @@ impl Account {
 }
 
 /// One trade of a portfolio: a symbol's position from its entry fill to its exit fill
-/// (`exit`: None while open at the last bar).
+/// (`exit`: None while open at the last bar, its reason then `OpenAtEnd`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PortfolioTrade {
     pub symbol: usize,
@@ -66,6 +76,7 @@ pub struct PortfolioTrade {
     pub entry: Filled,
     pub exit_bar: Option<usize>,
     pub exit: Option<Filled>,
+    pub reason: ExitReason,
 }
 
 impl PortfolioTrade {
@@ -99,18 +110,32 @@ pub struct PortfolioRun {
 }
 
 /// The account's state between bars.
-struct Book {
+struct Ledger<H> {
     cash: f64,
     /// Units held and the last price of each symbol (NaN before its first bar).
     position: Vec<f64>,
     price: Vec<f64>,
-    /// Each symbol's open trade, as an index into `trades`.
-    open: Vec<Option<usize>>,
+    /// Each held symbol's open trade (an index into `trades`) and what its entry froze.
+    open: Vec<Option<(usize, H)>>,
+    /// The bar each symbol last exited at (no entry on that bar).
+    exited: Vec<usize>,
     trades: Vec<PortfolioTrade>,
     totals: Totals,
 }
 
-impl Book {
+impl<H: Copy> Ledger<H> {
+    fn new(account: &Account, symbols: usize) -> Self {
+        Self {
+            cash: account.init_cash,
+            position: vec![0.0; symbols],
+            price: vec![f64::NAN; symbols],
+            open: vec![None; symbols],
+            exited: vec![usize::MAX; symbols],
+            trades: Vec::new(),
+            totals: Totals::default(),
+        }
+    }
+
     /// Cash plus every position at its last price, in symbol order.
     fn value(&self) -> f64 {
         let mut value = self.cash;
@@ -127,22 +152,28 @@ impl Book {
         if is_close(self.cash, 0.0) { 0.0 } else { self.cash }
     }
 
-    fn exit(&mut self, t: usize, s: usize, costs: Costs, sizing: &Sizing) {
-        let Some(filled) = sell(self.position[s], self.price[s], costs, sizing.limits()) else { return };
+    /// Sells symbol `s`'s position at bar `t` for `reason`: at a level (a stop or
+    /// take-profit) with the fee alone, as every ThreadX exit at a level.
+    fn exit(&mut self, t: usize, s: usize, reason: ExitReason, account: &Account) {
+        let costs = if at_level(reason) { Costs { slippage: 0.0, ..account.costs } } else { account.costs };
+        let Some(filled) = sell(self.position[s], self.price[s], costs, account.sizing.limits()) else { return };
         self.cash = self.cash_now() + filled.cash;
         self.position[s] = add(self.position[s], -filled.size);
+        self.exited[s] = t;
         if self.position[s] == 0.0
-            && let Some(i) = self.open[s].take()
+            && let Some((i, _)) = self.open[s].take()
         {
             let trade = &mut self.trades[i];
-            (trade.exit_bar, trade.exit) = (Some(t), Some(filled));
+            (trade.exit_bar, trade.exit, trade.reason) = (Some(t), Some(filled), reason);
             let spent = trade.entry.cash;
             self.totals.close_trade(filled.cash / spent - 1.0);
             self.totals.wins += u32::from(filled.cash > spent);
         }
     }
 
-    fn enter(&mut self, t: usize, s: usize, account: &Account, value: f64) {
+    /// Buys symbol `s` at bar `t` as the sizing says (`value`: the account's value before
+    /// the bar's orders), keeping `held` with the position.
+    fn enter(&mut self, t: usize, s: usize, account: &Account, value: f64, held: H) {
         let (sizing, price) = (&account.sizing, self.price[s]);
         let cash = self.cash_now();
         let order = match sizing.kind {
@@ -156,53 +187,24 @@ impl Book {
         let Some(filled) = order else { return };
         self.cash = add(cash, -filled.cash);
         self.position[s] = filled.size;
-        self.open[s] = Some(self.trades.len());
-        self.trades.push(PortfolioTrade { symbol: s, entry_bar: t, entry: filled, exit_bar: None, exit: None });
+        self.open[s] = Some((self.trades.len(), held));
+        self.trades.push(PortfolioTrade {
+            symbol: s,
+            entry_bar: t,
+            entry: filled,
+            exit_bar: None,
+            exit: None,
+            reason: ExitReason::OpenAtEnd,
+        });
         self.totals.trades += 1;
     }
 }
 
-/// Checks the signals' shapes and prices: the same bars × symbols each, at least one
-/// symbol, every close positive and finite or NaN (no bar).
-fn check(signals: &PortfolioSignals<'_>) -> Result<(), BacktestError> {
-    let shape = signals.close.dim();
-    for (name, dim) in [("entries", signals.entries.dim()), ("exits", signals.exits.dim())] {
-        if dim != shape {
-            return Err(BacktestError::Signals(format!(
-                "{name} has shape {dim:?}; the closes have {shape:?} (bars × symbols)"
-            )));
-        }
-    }
-    if shape.1 == 0 {
-        return Err(BacktestError::Signals("a portfolio needs at least one symbol".into()));
-    }
-    if let Some(((t, s), &p)) =
-        signals.close.indexed_iter().find(|(_, p)| !(p.is_nan() || (p.is_finite() && **p > 0.0)))
-    {
-        return Err(BacktestError::Signals(format!(
-            "close at bar {t}, symbol {s} is {p}: a price is positive and finite (NaN: no bar)"
-        )));
-    }
-    Ok(())
-}
-
-/// Runs the account over every bar: its [`Totals`] (from the equity curve and the closed
-/// trades, as every simulation's), and its record when `detailed`.
-pub fn simulate_portfolio(
-    signals: &PortfolioSignals<'_>,
-    account: &Account,
-    detailed: bool,
-) -> Result<PortfolioRun, BacktestError> {
-    check(signals)?;
-    let (bars, symbols) = signals.close.dim();
-    let mut book = Book {
-        cash: account.init_cash,
-        position: vec![0.0; symbols],
-        price: vec![f64::NAN; symbols],
-        open: vec![None; symbols],
-        trades: Vec::new(),
-        totals: Totals::default(),
-    };
+/// Runs the account over every bar of `source`: its [`Totals`] (from the equity curve and
+/// the closed trades, as every simulation's), and its record when `detailed`.
+pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool) -> PortfolioRun {
+    let (bars, symbols) = (source.bars(), source.symbols());
+    let mut ledger = Ledger::new(account, symbols);
     let mut record = detailed.then(|| PortfolioRecord {
         equity: Vec::with_capacity(bars),
         cash: Vec::with_capacity(bars),
@@ -210,52 +212,58 @@ pub fn simulate_portfolio(
         trades: Vec::new(),
     });
     let (mut equity, mut drawdown) = (account.init_cash, Drawdown::START);
-    let mut exits: Vec<(f64, usize)> = Vec::with_capacity(symbols);
+    let mut exits: Vec<(f64, usize, ExitReason)> = Vec::with_capacity(symbols);
     for t in 0..bars {
-        let close = signals.close.row(t);
-        let (entries, exit_rows) = (signals.entries.row(t), signals.exits.row(t));
-        for (price, &c) in book.price.iter_mut().zip(close) {
+        for s in 0..symbols {
+            let c = source.close(t, s);
             if !c.is_nan() {
-                *price = c;
+                ledger.price[s] = c;
             }
         }
-        let value = book.value();
+        let value = ledger.value();
         // Exits, the largest holding first: vectorbt's order by approximate value (an
         // exit's is −units·price), stable by symbol.
         exits.clear();
         for s in 0..symbols {
-            if book.position[s] != 0.0 && exit_rows[s] && !entries[s] && !close[s].is_nan() {
-                exits.push((-book.position[s] * book.price[s], s));
+            if let Some((_, held)) = ledger.open[s]
+                && !source.close(t, s).is_nan()
+                && let Some(reason) = source.exit(t, s, &held)
+            {
+                exits.push((-ledger.position[s] * ledger.price[s], s, reason));
             }
         }
         exits.sort_by(|a, b| a.0.total_cmp(&b.0));
-        for &(_, s) in &exits {
-            book.exit(t, s, account.costs, &account.sizing);
+        for &(_, s, reason) in &exits {
+            ledger.exit(t, s, reason, account);
         }
         for s in 0..symbols {
-            if book.position[s] == 0.0 && entries[s] && !exit_rows[s] && !close[s].is_nan() {
-                book.enter(t, s, account, value);
+            if ledger.position[s] == 0.0
+                && ledger.exited[s] != t
+                && !source.close(t, s).is_nan()
+                && let Some(held) = source.entry(t, s)
+            {
+                ledger.enter(t, s, account, value, held);
             }
         }
-        let now = book.value();
-        book.totals.add_bar(return_units(now, equity));
+        let now = ledger.value();
+        ledger.totals.add_bar(return_units(now, equity));
         // The drawdown on equity over the starting cash: the same ratios as on equity.
         drawdown.step(now / account.init_cash);
         equity = now;
-        book.totals.held += u32::from(book.position.iter().any(|&u| u != 0.0));
+        ledger.totals.held += u32::from(ledger.position.iter().any(|&u| u != 0.0));
         if let Some(record) = record.as_mut() {
             record.equity.push(now);
-            record.cash.push(book.cash);
-            record.positions.extend_from_slice(&book.position);
+            record.cash.push(ledger.cash);
+            record.positions.extend_from_slice(&ledger.position);
         }
     }
-    let mut totals = book.totals;
+    let mut totals = ledger.totals;
     totals.log_equity = log_of(equity / account.init_cash);
     totals.drawdown = log_of(drawdown.worst());
     if let Some(record) = record.as_mut() {
-        record.trades = book.trades;
+        record.trades = ledger.trades;
     }
-    Ok(PortfolioRun { totals, record })
+    PortfolioRun { totals, record }
 }
 
 #[cfg(test)]

@@ -1,0 +1,136 @@
+//! A rule file traded as one account over several symbols (`PortfolioBooks`): each
+//! symbol's decisions are its own single run's, on its own bars, whatever the other
+//! symbols' clocks; only the cash is shared. One symbol with all the cash in is the single
+//! run within rounding; with cash to spare every symbol trades as it does alone.
+
+use threadx_backtest::{
+    Account, ComboPlan, Costs, ExitReason, PortfolioBooks, PortfolioTrade, SignalBook, SizeType, Sizing, Strategy,
+    simulate_detailed,
+};
+use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_indicators::{IndicatorBank, Ohlcv};
+
+const COSTS: Costs = Costs { fee: 0.001, slippage: 0.0 };
+
+fn book(data: &Ohlcv, strategy: &Strategy, axes: &[Vec<f64>]) -> SignalBook {
+    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).expect("a CPU dispatcher");
+    SignalBook::build(&IndicatorBank::new(data, &dispatcher), strategy, axes).expect("a valid grid")
+}
+
+/// bb_atr with its ATR stop and max_bars, one parameter set.
+fn bb_atr() -> (Strategy, Vec<Vec<f64>>) {
+    (Strategy::parse("bb_atr").expect("the built-in"), vec![vec![20.0], vec![2.0], vec![14.0], vec![1.5]])
+}
+
+/// Three symbols on different clocks: the first 6,000 bars of one market, bars 1,000 to
+/// 7,000 of another (later and longer), and a third with every seventh bar missing.
+fn universe() -> Vec<Ohlcv> {
+    let a = Ohlcv::load("synthetic:bars=6000,seed=1").expect("synthetic");
+    let b = Ohlcv::load("synthetic:bars=8000,seed=2").expect("synthetic").slice(1000..8000);
+    let full = Ohlcv::load("synthetic:bars=6000,seed=3").expect("synthetic");
+    let keep: Vec<usize> = (0..full.len()).filter(|i| i % 7 != 3).collect();
+    let pick = |v: &[f64]| keep.iter().map(|&i| v[i]).collect::<Vec<_>>();
+    let c = Ohlcv::new(
+        "gappy",
+        keep.iter().map(|&i| full.timestamps()[i]).collect(),
+        pick(full.open()),
+        pick(full.high()),
+        pick(full.low()),
+        pick(full.close()),
+        pick(full.volume()),
+    )
+    .expect("valid bars");
+    vec![a, b, c]
+}
+
+fn trades_on_own_bars(
+    books: &PortfolioBooks<'_>,
+    trades: &[PortfolioTrade],
+    symbol: usize,
+    own: &[i64],
+) -> Vec<(usize, Option<usize>, ExitReason)> {
+    let at = |t: usize| own.binary_search(&books.times()[t]).expect("a bar of the symbol's own");
+    trades.iter().filter(|t| t.symbol == symbol).map(|t| (at(t.entry_bar), t.exit_bar.map(at), t.reason)).collect()
+}
+
+#[test]
+fn one_symbol_with_all_the_cash_is_the_single_run() {
+    let (strategy, axes) = bb_atr();
+    let data = &universe()[0];
+    let book = book(data, &strategy, &axes);
+    let plan = book.combo_plan(0);
+    let books = PortfolioBooks::new(vec![(&book, data.timestamps())]).expect("a plain book");
+    let account = Account::new(1.0, Sizing::default(), COSTS).expect("valid");
+    let run = books.simulate(&[plan], &account, true);
+    let single = simulate_detailed(&book, &plan, COSTS);
+    let record = run.record.as_ref().expect("a record");
+    let ours = trades_on_own_bars(&books, &record.trades, 0, data.timestamps());
+    let theirs: Vec<_> = single
+        .trades
+        .iter()
+        .map(|t| (t.entry_bar, (t.reason != ExitReason::OpenAtEnd).then_some(t.exit_bar), t.reason))
+        .collect();
+    assert!(theirs.len() > 20, "{} trades", theirs.len());
+    assert_eq!(ours, theirs);
+    for (a, b) in record.equity.iter().zip(&single.equity) {
+        assert!((a / b - 1.0).abs() < 1e-12, "{a} against {b}");
+    }
+    let (m, s) = (run.totals.metrics(data.len(), book.bars_per_year()), &single.metrics);
+    for (name, a, b) in [
+        ("total_return", m.total_return, s.total_return),
+        ("sharpe", m.sharpe, s.sharpe),
+        ("max_drawdown", m.max_drawdown, s.max_drawdown),
+        ("sqn", m.sqn, s.sqn),
+    ] {
+        assert!((a - b).abs() <= 1e-11 * b.abs().max(1e-3), "{name}: {a} against {b}");
+    }
+    assert_eq!((m.trades, m.closed_trades, m.win_rate), (s.trades, s.closed_trades, s.win_rate));
+}
+
+#[test]
+fn with_cash_to_spare_every_symbol_trades_as_it_does_alone_on_its_own_clock() {
+    let (strategy, axes) = bb_atr();
+    let universe = universe();
+    let books_of: Vec<SignalBook> = universe.iter().map(|d| book(d, &strategy, &axes)).collect();
+    let books =
+        PortfolioBooks::new(books_of.iter().zip(&universe).map(|(b, d)| (b, d.timestamps())).collect()).expect("plain");
+    // Union of the clocks: A's 6,000 bars, B's 7,000 from its bar 1,000 (5,000 shared
+    // with A), C's are A's times less a seventh.
+    assert_eq!(books.times().len(), 8000);
+    let plans: Vec<ComboPlan> = books_of.iter().map(|b| b.combo_plan(0)).collect();
+    // $1 positions from $1,000,000: the cash never binds.
+    let sizing = Sizing::new(1.0, SizeType::Value, None, 0.0).expect("valid");
+    let run = books.simulate(&plans, &Account::new(1e6, sizing, COSTS).expect("valid"), true);
+    let record = run.record.expect("a record");
+    for (s, (book, data)) in books_of.iter().zip(&universe).enumerate() {
+        let alone = simulate_detailed(book, &plans[s], COSTS);
+        let theirs: Vec<_> = alone
+            .trades
+            .iter()
+            .map(|t| (t.entry_bar, (t.reason != ExitReason::OpenAtEnd).then_some(t.exit_bar), t.reason))
+            .collect();
+        assert!(theirs.len() > 20);
+        assert_eq!(trades_on_own_bars(&books, &record.trades, s, data.timestamps()), theirs, "symbol {s}");
+        // Each closed trade's return is the single run's, fees on both sides.
+        let ours = record.trades.iter().filter(|t| t.symbol == s).filter_map(PortfolioTrade::ret);
+        for (a, t) in ours.zip(alone.trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd)) {
+            assert!((a - t.return_).abs() < 1e-12, "symbol {s}: {a} against {}", t.return_);
+        }
+    }
+    assert!(record.trades.iter().any(|t| t.reason == ExitReason::Stop), "the stop is in play");
+}
+
+#[test]
+fn a_strategy_beyond_the_portfolios_rules_is_refused_by_name() {
+    let bb = Strategy::parse("bb_atr").expect("the built-in");
+    let source = format!("{}short_entry = \"close > bbands_upper(bb_period, bb_std)\"\n", bb.source());
+    let shorts = Strategy::from_toml(&source, "shorts.toml").expect("a rule file");
+    let data = &universe()[0];
+    let book = book(data, &shorts, &bb_atr().1);
+    let err = PortfolioBooks::new(vec![(&book, data.timestamps())]).expect_err("shorts");
+    assert_eq!(
+        err.to_string(),
+        "portfolio: a portfolio trades long positions filled at the close, with stops and take-profits on closes; \
+         this strategy uses shorts"
+    );
+}
