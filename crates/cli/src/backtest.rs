@@ -103,7 +103,7 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
     Ok(())
 }
 
-fn metrics_table(m: &Metrics, bars_per_year: f64) -> String {
+pub(crate) fn metrics_table(m: &Metrics, bars_per_year: f64) -> String {
     let ratio = |v: f64, what: String| if v.is_nan() { "-".to_owned() } else { format!("{v:.4}  {what}") };
     let rows = [
         ("total_return", pct(m.total_return)),

@@ -30,6 +30,7 @@ mod monitor;
 mod outputs;
 mod overfit;
 mod pages;
+mod portfolio;
 mod profile;
 mod report;
 mod request;
@@ -131,6 +132,12 @@ enum Command {
         /// Write an HTML report (metrics, equity and drawdown, trades, monthly returns) here.
         #[arg(long, value_name = "FILE.html")]
         report: Option<PathBuf>,
+        /// Trade every symbol of --data (a folder, a glob such as 'dir/*.parquet' or a file
+        /// with a symbol column) against one account (docs/portfolios.md).
+        #[arg(long)]
+        portfolio: bool,
+        #[command(flatten)]
+        sizing: portfolio::SizingFlags,
     },
     /// Sweep a strategy's parameters (grid, --random sample or --walk-forward) and write
     /// every combo's metrics, the best ones and a heatmap.
@@ -210,23 +217,38 @@ fn main() -> std::process::ExitCode {
         Command::Indicators { data, indicators, out } => {
             mode(cli.device).and_then(|m| indicators::run(&data, &indicators, &out, m))
         }
-        Command::Backtest { data, strategy, set, fee, slippage, periods_per_year, trades, equity, json, report } => {
-            mode(cli.device).and_then(|m| {
-                let request = backtest::Request {
-                    data,
-                    strategy,
-                    set,
-                    fee,
-                    slippage,
-                    periods_per_year,
-                    trades,
-                    equity,
-                    json,
-                    report,
-                };
-                backtest::run(&request, m)
-            })
-        }
+        Command::Backtest {
+            data,
+            strategy,
+            set,
+            fee,
+            slippage,
+            periods_per_year,
+            trades,
+            equity,
+            json,
+            report,
+            portfolio,
+            sizing,
+        } => mode(cli.device).and_then(|m| {
+            let request = backtest::Request {
+                data,
+                strategy,
+                set,
+                fee,
+                slippage,
+                periods_per_year,
+                trades,
+                equity,
+                json,
+                report,
+            };
+            match (portfolio, sizing.given().as_slice()) {
+                (true, _) => portfolio::run(&request, &sizing, m),
+                (false, []) => backtest::run(&request, m),
+                (false, given) => Err(anyhow::anyhow!("{}: sizing needs --portfolio", given.join(", "))),
+            }
+        }),
         Command::Report { input, out } => mode(cli.device).and_then(|m| report::run(&input, out.as_deref(), m)),
         Command::Sweep(args) => sweep::run(&args, cli.device),
         Command::Merge(args) => sweep::run_merge(&args),

@@ -62,6 +62,12 @@ impl<'a> PortfolioBooks<'a> {
         self.books.len()
     }
 
+    /// Symbol `s`'s last close (what an open position is marked at after the last bar).
+    pub fn last_close(&self, s: usize) -> f64 {
+        let n = self.books.len();
+        self.close[s..].iter().step_by(n).rev().find(|c| !c.is_nan()).copied().unwrap_or(f64::NAN)
+    }
+
     /// One combo as one account: `plans[s]` is the combo's plan in symbol `s`'s book.
     pub fn simulate(&self, plans: &[ComboPlan], account: &Account, detailed: bool) -> PortfolioRun {
         let rows = self.books.iter().zip(plans).map(|(book, plan)| SymbolRules::new(book, plan)).collect();

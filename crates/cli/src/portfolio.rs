@@ -1,0 +1,234 @@
+//! `threadx backtest --portfolio`: one parameter set of a strategy over every symbol of a
+//! universe against one account (docs/portfolios.md): its metrics, its equity, cash and
+//! positions over time, and its trades with their symbols and sizes.
+
+use crate::backtest::{Request, metrics_table};
+use crate::request::split_assignment;
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value, json};
+use std::fmt::Write;
+use std::path::Path;
+use std::sync::Arc;
+use threadx_backtest::{
+    Account, Costs, PortfolioBooks, PortfolioRecord, SignalBook, SizeType, Sizing, Strategy, check_bars_per_year,
+};
+use threadx_dispatch::{DeviceMode, Dispatcher};
+use threadx_indicators::{Calendar, IndicatorBank, MarketData, Ohlcv, format_time};
+use threadx_sweep::{ColumnType, write_table};
+
+/// How `--portfolio` sizes its entries (each flag needs `--portfolio`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SizingFlags {
+    /// What each entry buys: a fraction of the cash left (the default, 1.0: all of it), a
+    /// cash amount (--size-type value) or a fraction of the account's value (targetpercent).
+    #[arg(long, allow_negative_numbers = true)]
+    pub size: Option<f64>,
+    /// How --size reads: percent (of the cash left), value (cash) or targetpercent (of the
+    /// account's value), vectorbt's names.
+    #[arg(long, value_name = "percent|value|targetpercent")]
+    pub size_type: Option<String>,
+    /// Buy in whole lots of this many units (e.g. 1 for whole shares, 0.01).
+    #[arg(long, value_name = "UNITS", allow_negative_numbers = true)]
+    pub lot: Option<f64>,
+    /// Skip an entry that would buy fewer units than this.
+    #[arg(long, value_name = "UNITS", allow_negative_numbers = true)]
+    pub min_size: Option<f64>,
+    /// The account's starting cash (default 1; equity and trades are in its currency).
+    #[arg(long, value_name = "CASH", allow_negative_numbers = true)]
+    pub init_cash: Option<f64>,
+}
+
+impl SizingFlags {
+    /// The flags given, by name (each needs `--portfolio`).
+    pub fn given(&self) -> Vec<&'static str> {
+        let flags = [
+            ("--size", self.size.is_some()),
+            ("--size-type", self.size_type.is_some()),
+            ("--lot", self.lot.is_some()),
+            ("--min-size", self.min_size.is_some()),
+            ("--init-cash", self.init_cash.is_some()),
+        ];
+        flags.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
+    }
+
+    /// The account they describe with these costs (checked before any data is read).
+    pub fn account(&self, costs: Costs) -> Result<Account> {
+        let kind = SizeType::parse(self.size_type.as_deref().unwrap_or("percent")).context("--size-type")?;
+        let sizing = Sizing::new(self.size.unwrap_or(1.0), kind, self.lot, self.min_size.unwrap_or(0.0))
+            .context("--size, --lot or --min-size")?;
+        Account::new(self.init_cash.unwrap_or(1.0), sizing, costs).context("--init-cash")
+    }
+}
+
+/// Every symbol's bars: a universe's, or one data set as a universe of one.
+fn symbols(data: &str) -> Result<Vec<(String, Arc<Ohlcv>)>> {
+    match MarketData::load(data).with_context(|| format!("loading --data {data}"))? {
+        MarketData::Bars(bars) => {
+            let name = Path::new(data).file_stem().map_or(data.to_owned(), |s| s.to_string_lossy().into_owned());
+            Ok(vec![(name, Arc::new(bars))])
+        }
+        MarketData::Universe(universe) => (0..universe.len())
+            .map(|i| Ok((universe.name(i).to_owned(), universe.load(i)?)))
+            .collect::<Result<_, threadx_indicators::DataError>>()
+            .with_context(|| format!("loading --data {data}")),
+    }
+}
+
+pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> {
+    let strategy = Strategy::load(&req.strategy)?;
+    let pairs: Vec<(String, String)> =
+        req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+    let values = strategy.params(&pairs)?;
+    let account = sizing.account(Costs::new(req.fee, req.slippage)?)?;
+    req.periods_per_year.map(check_bars_per_year).transpose()?;
+    if req.report.is_some() {
+        bail!("--report: the portfolio's page is not built yet; write --equity and --trades instead");
+    }
+    let outputs: Vec<(&'static str, std::path::PathBuf)> = [("--trades", &req.trades), ("--equity", &req.equity)]
+        .into_iter()
+        .filter_map(|(flag, path)| path.clone().map(|p| (flag, p)))
+        .collect();
+    crate::outputs::check_every_output(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])?;
+    let symbols = symbols(&req.data)?;
+    let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
+    let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
+    let books: Vec<SignalBook> = symbols
+        .iter()
+        .map(|(name, bars)| {
+            SignalBook::build(&IndicatorBank::new(bars, &dispatcher), &strategy, &axes)
+                .with_context(|| format!("symbol {name}"))
+        })
+        .collect::<Result<_>>()?;
+    let clocks = books.iter().zip(&symbols).map(|(book, (_, bars))| (book, bars.timestamps())).collect();
+    let portfolio = PortfolioBooks::new(clocks)?;
+    let plans: Vec<_> = books.iter().map(|b| b.combo_plan(0)).collect();
+    let run = portfolio.simulate(&plans, &account, true);
+    let record = run.record.as_ref().expect("a detailed run keeps its record");
+    let times = portfolio.times();
+    let per_year = req.periods_per_year.unwrap_or_else(|| Calendar::of(times).bars_per_year(times));
+    let metrics = run.totals.metrics(times.len(), per_year);
+    let names: Vec<&str> = symbols.iter().map(|(name, _)| name.as_str()).collect();
+    if let Some(path) = &req.trades {
+        use ColumnType::{Float, Int, Key, Text, Time};
+        let types = [Key, Text, Int, Time, Float, Float, Float, Int, Time, Float, Float, Float, Float, Text];
+        let last_close: Vec<f64> = (0..names.len()).map(|s| portfolio.last_close(s)).collect();
+        write_table(path, &trades_csv(record, &names, times, &last_close), &types)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &req.equity {
+        let mut types = vec![ColumnType::Key, ColumnType::Time, ColumnType::Float, ColumnType::Float];
+        types.extend(names.iter().map(|_| ColumnType::Float));
+        write_table(path, &equity_csv(record, &names, times), &types)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Err(e) = dispatcher.flush() {
+        tracing::warn!("could not save the timing profile: {e}");
+    }
+    let sizing_words = describe(&account);
+    if req.json {
+        let mut object = Map::new();
+        object.insert("strategy".into(), json!(strategy.name()));
+        let params: Map<String, Value> =
+            strategy.schema().iter().zip(&values).map(|(p, &v)| (p.name.clone(), p.to_json(v))).collect();
+        object.insert("params".into(), Value::Object(params));
+        object.insert(
+            "portfolio".into(),
+            json!({
+                "symbols": names,
+                "init_cash": account.init_cash,
+                "size": account.sizing.size,
+                "size_type": account.sizing.kind.name(),
+                "final_equity": record.equity.last(),
+            }),
+        );
+        object.insert("fee".into(), json!(req.fee));
+        object.insert("slippage".into(), json!(req.slippage));
+        object.insert("data".into(), json!(req.data));
+        object.insert("bars".into(), json!(times.len()));
+        object.insert("periods_per_year".into(), json!(per_year));
+        object.extend(metrics.to_json());
+        outln!("{}", Value::Object(object));
+    } else {
+        outln!(
+            "{} {} on {} symbols of {} ({} bars) as one account: {sizing_words}, fee {}",
+            strategy,
+            strategy.describe(&values),
+            names.len(),
+            req.data,
+            times.len(),
+            req.fee
+        );
+        out!("{}", metrics_table(&metrics, per_year));
+        outln!("  {:<14} {}", "final_equity", record.equity.last().copied().unwrap_or(account.init_cash));
+        for (what, path) in [("trades", &req.trades), ("equity", &req.equity)] {
+            if let Some(path) = path {
+                outln!("wrote {what} to {}", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The sizing in words: "cash 1000, $250 per entry".
+fn describe(account: &Account) -> String {
+    let s = &account.sizing;
+    let each = match s.kind {
+        SizeType::Percent => format!("{}% of the cash left per entry", s.size * 100.0),
+        SizeType::Value => format!("{} per entry", s.size),
+        SizeType::TargetPercent => format!("{}% of the account's value per entry", s.size * 100.0),
+    };
+    let lot = if s.lot.is_nan() { String::new() } else { format!(" in lots of {}", s.lot) };
+    format!("cash {}, {each}{lot}", account.init_cash)
+}
+
+/// The trades in the order filled; an open one marked at its symbol's last close (no
+/// exit fee), its reason `end`.
+fn trades_csv(record: &PortfolioRecord, names: &[&str], times: &[i64], last_close: &[f64]) -> String {
+    let mut csv = String::from(
+        "trade,symbol,entry_bar,entry_time,entry_price,size,entry_fees,exit_bar,exit_time,exit_price,exit_fees,pnl,\
+         return,exit_reason\n",
+    );
+    let last = times.len().saturating_sub(1);
+    for (i, t) in record.trades.iter().enumerate() {
+        let x = t.exit_bar.unwrap_or(last);
+        let (exit_price, exit_fees, received) = match t.exit {
+            Some(filled) => (filled.price, filled.fee, filled.cash),
+            None => {
+                let price = last_close[t.symbol];
+                (price, 0.0, t.entry.size * price)
+            }
+        };
+        let _ = writeln!(
+            csv,
+            "{i},{},{},{},{},{},{},{x},{},{exit_price},{exit_fees},{},{},{}",
+            names[t.symbol],
+            t.entry_bar,
+            format_time(times[t.entry_bar]),
+            t.entry.price,
+            t.entry.size,
+            t.entry.fee,
+            format_time(times[x]),
+            received - t.entry.cash,
+            received / t.entry.cash - 1.0,
+            t.reason
+        );
+    }
+    csv
+}
+
+/// Per bar: the account's equity and cash, and each symbol's units held.
+fn equity_csv(record: &PortfolioRecord, names: &[&str], times: &[i64]) -> String {
+    let mut csv = String::from("bar,timestamp,equity,cash");
+    for name in names {
+        let _ = write!(csv, ",{name}");
+    }
+    csv.push('\n');
+    for (t, units) in record.positions.chunks(names.len()).enumerate() {
+        let _ = write!(csv, "{t},{},{},{}", format_time(times[t]), record.equity[t], record.cash[t]);
+        for u in units {
+            let _ = write!(csv, ",{u}");
+        }
+        csv.push('\n');
+    }
+    csv
+}

@@ -1,0 +1,155 @@
+//! `threadx backtest --portfolio` as a user runs it: a folder of symbols on different
+//! clocks (one with gaps) traded as one account; its equity file holds the cash and each
+//! symbol's units and adds up to them at every bar; its trades name their symbols and
+//! sizes and their profits add up to the account's; one symbol with all the cash is the
+//! single backtest; what a portfolio cannot take is refused by name (its flags before any data is read).
+
+mod common;
+
+use common::{text, threadx};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// AAA (every 7th bar missing), BBB (later start, 2,500 bars), CCC (4,000 bars), as CSV
+/// in `dir/data`; each symbol's closes by time.
+fn make_data(dir: &Path) -> HashMap<String, HashMap<String, f64>> {
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let synth = |bars: &str, seed: &str, out: &str| {
+        let run = threadx(dir, &["data", "synth", "--bars", bars, "--seed", seed, "--out", out]);
+        assert!(run.status.success(), "{}", text(&run.stderr));
+    };
+    synth("3500", "1", "full.csv");
+    let full = std::fs::read_to_string(dir.join("full.csv")).unwrap();
+    let gappy: Vec<&str> = full.lines().enumerate().filter(|(i, _)| *i == 0 || i % 7 != 3).map(|(_, l)| l).collect();
+    std::fs::write(dir.join("data/AAA.csv"), gappy.join("\n") + "\n").unwrap();
+    synth("2500", "2", "data/BBB.csv");
+    synth("4000", "3", "data/CCC.csv");
+    let mut closes = HashMap::new();
+    for name in ["AAA", "BBB", "CCC"] {
+        let body = std::fs::read_to_string(dir.join(format!("data/{name}.csv"))).unwrap();
+        let by_time = body.lines().skip(1).map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].to_owned(), f[4].parse::<f64>().unwrap())
+        });
+        closes.insert(name.to_owned(), by_time.collect());
+    }
+    closes
+}
+
+fn rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let body = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = body.lines();
+    let header = lines.next().unwrap().split(',').map(str::to_owned).collect();
+    (header, lines.map(|l| l.split(',').map(str::to_owned).collect()).collect())
+}
+
+fn json_of(output: &std::process::Output) -> serde_json::Value {
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("one JSON object")
+}
+
+#[test]
+fn a_folder_traded_as_one_account_writes_equity_cash_positions_and_its_trades() {
+    let dir = tempfile::tempdir().unwrap();
+    let closes = make_data(dir.path());
+    let args = [
+        "backtest",
+        "--data",
+        "data",
+        "--portfolio",
+        "--size",
+        "2500",
+        "--size-type",
+        "value",
+        "--init-cash",
+        "10000",
+        "--lot",
+        "0.01",
+        "--equity",
+        "e.csv",
+        "--trades",
+        "t.csv",
+    ];
+    let run = threadx(dir.path(), &args);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let out = text(&run.stdout);
+    assert!(
+        out.contains("on 3 symbols of data (4000 bars) as one account: cash 10000, 2500 per entry in lots of 0.01"),
+        "{out}"
+    );
+    let (header, equity) = rows(&dir.path().join("e.csv"));
+    assert_eq!(header, ["bar", "timestamp", "equity", "cash", "AAA", "BBB", "CCC"]);
+    assert_eq!(equity.len(), 4000);
+    // Every bar: equity = cash + each symbol's units at its last close.
+    let mut last = HashMap::new();
+    for row in &equity {
+        let time = row[1].trim_end_matches('Z').replace('T', " ");
+        let mut value: f64 = row[3].parse().unwrap();
+        for (i, name) in ["AAA", "BBB", "CCC"].iter().enumerate() {
+            let close =
+                closes[*name].iter().find(|(t, _)| t.replace('T', " ").trim_end_matches('Z') == time).map(|(_, c)| *c);
+            if let Some(c) = close {
+                last.insert(*name, c);
+            }
+            let units: f64 = row[4 + i].parse().unwrap();
+            assert!(units >= 0.0 && (units * 100.0 - (units * 100.0).round()).abs() < 1e-6, "lots of 0.01: {units}");
+            if units > 0.0 {
+                value += units * last[name];
+            }
+        }
+        let equity: f64 = row[2].parse().unwrap();
+        assert!((equity - value).abs() <= 1e-9 * equity, "bar {}: {equity} against {value}", row[0]);
+        assert!(row[3].parse::<f64>().unwrap() >= 0.0);
+    }
+    let (header, trades) = rows(&dir.path().join("t.csv"));
+    assert_eq!(header[..6], ["trade", "symbol", "entry_bar", "entry_time", "entry_price", "size"]);
+    assert!(trades.len() > 50, "{} trades", trades.len());
+    for name in ["AAA", "BBB", "CCC"] {
+        assert!(trades.iter().any(|t| t[1] == name), "{name} trades");
+    }
+    // The profits (open trades marked at their last close) add up to the account's.
+    let pnl: f64 = trades.iter().map(|t| t[11].parse::<f64>().unwrap()).sum();
+    let final_equity: f64 = equity.last().unwrap()[2].parse().unwrap();
+    assert!((10000.0 + pnl - final_equity).abs() < 1e-6, "{pnl} against {final_equity}");
+}
+
+#[test]
+fn one_symbol_with_all_the_cash_is_the_single_backtest() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let single = json_of(&threadx(dir.path(), &["backtest", "--data", "data/CCC.csv", "--json"]));
+    let account = json_of(&threadx(dir.path(), &["backtest", "--data", "data/CCC.csv", "--portfolio", "--json"]));
+    assert_eq!(account["portfolio"]["symbols"], serde_json::json!(["CCC"]));
+    for metric in ["total_return", "sharpe", "max_drawdown", "win_rate", "sortino", "sqn"] {
+        let (a, b) = (account[metric].as_f64().unwrap(), single[metric].as_f64().unwrap());
+        assert!((a - b).abs() <= 1e-10 * b.abs().max(1e-6), "{metric}: {a} against {b}");
+    }
+    assert_eq!(account["trades"], single["trades"]);
+}
+
+#[test]
+fn what_a_portfolio_cannot_take_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let shorts = format!("{}/../../examples/strategies/bb_long_short.toml", env!("CARGO_MANIFEST_DIR"));
+    for (args, message) in [
+        (vec!["backtest", "--size", "0.5"], "--size: sizing needs --portfolio"),
+        (
+            vec!["backtest", "--portfolio", "--size-type", "shares"],
+            "size_type=shares: one of percent, value, targetpercent",
+        ),
+        (
+            vec!["backtest", "--portfolio", "--size", "1.5"],
+            "size=1.5: a percent size is a fraction of the account in (0, 1]",
+        ),
+        (
+            vec!["backtest", "--portfolio", "--init-cash", "0"],
+            "init_cash=0: the starting cash must be a positive number",
+        ),
+        (vec!["backtest", "--portfolio", "--report", "r.html"], "--report: the portfolio's page is not built yet"),
+        (vec!["backtest", "--portfolio", "--strategy", &shorts], "this strategy uses shorts"),
+    ] {
+        let run = threadx(dir.path(), &args);
+        assert!(!run.status.success(), "{args:?}");
+        assert!(text(&run.stderr).contains(message), "{args:?}: {}", text(&run.stderr));
+    }
+}
