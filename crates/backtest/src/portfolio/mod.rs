@@ -8,7 +8,7 @@
 //! nothing); the account's value is the cash plus every position at its price; exits
 //! sell whole positions, the largest holding first (vectorbt's sort by order value, ties
 //! by symbol); then entries buy, in symbol order, each from the cash left, until the cash
-//! runs out. An entry and an exit on one bar cancel; an entry while holding is ignored.
+//! runs out. An entry while holding is ignored; no symbol enters on the bar it exited.
 //! The equity at the close is the cash plus every position at its last close. A fill's
 //! arithmetic is vectorbt's (`orders.rs`), so the account equals vectorbt's to its
 //! tolerances, and its [`Totals`] come from the equity curve as the market simulation's do.

@@ -1,6 +1,8 @@
 //! A portfolio of a user's own signals (`threadx.simulate(..., cash_sharing=True)`):
-//! [`PortfolioSignals`], arrays of bars × symbols, read as vectorbt's `from_signals`
-//! reads them: an entry and an exit on one bar cancel.
+//! [`PortfolioSignals`], arrays of bars × symbols, read as a single run reads a column
+//! (docs/strategies.md): a flat symbol enters on its entry, a held one exits on its exit,
+//! so an entry and an exit on one bar enter when flat and exit when held (vectorbt
+//! ignores both; the comparison with it uses signals without such bars).
 
 use crate::error::BacktestError;
 use crate::metrics::ExitReason;
@@ -32,11 +34,11 @@ impl Source for PortfolioSignals<'_> {
     }
 
     fn entry(&self, t: usize, s: usize) -> Option<()> {
-        (self.entries[(t, s)] && !self.exits[(t, s)]).then_some(())
+        self.entries[(t, s)].then_some(())
     }
 
     fn exit(&self, t: usize, s: usize, (): &()) -> Option<ExitReason> {
-        (self.exits[(t, s)] && !self.entries[(t, s)]).then_some(ExitReason::Signal)
+        self.exits[(t, s)].then_some(ExitReason::Signal)
     }
 }
 

@@ -115,3 +115,15 @@ fn bad_shapes_prices_and_sizes_are_named() {
     assert!(SizeType::parse("shares").is_err() && SizeType::parse("TargetPercent").is_ok());
     assert!(Account::new(0.0, Sizing::default(), Costs::default()).is_err());
 }
+
+/// An entry and an exit on one bar: a flat symbol enters, a held one exits (a single
+/// run's rule), and it does not enter again on the bar it exited.
+#[test]
+fn an_entry_and_an_exit_on_one_bar_enter_when_flat_and_exit_when_held() {
+    let close = array![[10.0], [11.0], [12.0], [13.0]];
+    let entries = array![[true], [true], [true], [false]];
+    let exits = array![[true], [true], [false], [false]];
+    let record = run(&close, &entries, &exits, account(Sizing::default(), 0.0)).record.expect("a record");
+    let trades: Vec<_> = record.trades.iter().map(|t| (t.entry_bar, t.exit_bar)).collect();
+    assert_eq!(trades, [(0, Some(1)), (2, None)]);
+}
