@@ -10,7 +10,7 @@ use threadx_dispatch::{DeviceMode, Dispatcher, GpuContext, select_gpu};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
 use threadx_stats::SeededRng;
-use threadx_sweep::{OutputOptions, Shard, Sweep, run_to_files};
+use threadx_sweep::{OutputOptions, RunData, Shard, Sweep, run_to_files};
 use threadx_telemetry::PhaseTimer;
 
 /// `below(n)`: a draw in 0..n.
@@ -100,7 +100,7 @@ pub fn run(args: &[String]) -> Result<()> {
         };
         let report = run_to_files(
             &sweep,
-            &data,
+            &RunData::of(&data),
             &pool,
             &dispatcher,
             &distribute,

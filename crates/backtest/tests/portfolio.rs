@@ -44,7 +44,7 @@ fn universe() -> Vec<Ohlcv> {
 }
 
 fn trades_on_own_bars(
-    books: &PortfolioBooks<'_>,
+    books: &PortfolioBooks,
     trades: &[PortfolioTrade],
     symbol: usize,
     own: &[i64],
@@ -57,12 +57,12 @@ fn trades_on_own_bars(
 fn one_symbol_with_all_the_cash_is_the_single_run() {
     let (strategy, axes) = bb_atr();
     let data = &universe()[0];
-    let book = book(data, &strategy, &axes);
+    let books = PortfolioBooks::new(vec![(book(data, &strategy, &axes), data.timestamps())]).expect("a plain book");
+    let book = &books.books()[0];
     let plan = book.combo_plan(0);
-    let books = PortfolioBooks::new(vec![(&book, data.timestamps())]).expect("a plain book");
     let account = Account::new(1.0, Sizing::default(), COSTS).expect("valid");
     let run = books.simulate(&[plan], &account, true);
-    let single = simulate_detailed(&book, &plan, COSTS);
+    let single = simulate_detailed(book, &plan, COSTS);
     let record = run.record.as_ref().expect("a record");
     let ours = trades_on_own_bars(&books, &record.trades, 0, data.timestamps());
     let theirs: Vec<_> = single
@@ -91,9 +91,9 @@ fn one_symbol_with_all_the_cash_is_the_single_run() {
 fn with_cash_to_spare_every_symbol_trades_as_it_does_alone_on_its_own_clock() {
     let (strategy, axes) = bb_atr();
     let universe = universe();
-    let books_of: Vec<SignalBook> = universe.iter().map(|d| book(d, &strategy, &axes)).collect();
-    let books =
-        PortfolioBooks::new(books_of.iter().zip(&universe).map(|(b, d)| (b, d.timestamps())).collect()).expect("plain");
+    let books = PortfolioBooks::new(universe.iter().map(|d| (book(d, &strategy, &axes), d.timestamps())).collect())
+        .expect("plain");
+    let books_of = books.books();
     // Union of the clocks: A's 6,000 bars, B's 7,000 from its bar 1,000 (5,000 shared
     // with A), C's are A's times less a seventh.
     assert_eq!(books.times().len(), 8000);
@@ -127,7 +127,7 @@ fn a_strategy_beyond_the_portfolios_rules_is_refused_by_name() {
     let shorts = Strategy::from_toml(&source, "shorts.toml").expect("a rule file");
     let data = &universe()[0];
     let book = book(data, &shorts, &bb_atr().1);
-    let err = PortfolioBooks::new(vec![(&book, data.timestamps())]).expect_err("shorts");
+    let err = PortfolioBooks::new(vec![(book, data.timestamps())]).expect_err("shorts");
     assert_eq!(
         err.to_string(),
         "portfolio: a portfolio trades long positions filled at the close, with stops and take-profits on closes; \

@@ -62,7 +62,13 @@ impl SizingFlags {
 
 /// Every symbol's bars: a universe's, or one data set as a universe of one.
 fn symbols(data: &str) -> Result<Vec<(String, Arc<Ohlcv>)>> {
-    match MarketData::load(data).with_context(|| format!("loading --data {data}"))? {
+    symbols_of(MarketData::load(data).with_context(|| format!("loading --data {data}"))?, data)
+}
+
+/// The symbols of `market`, read from `data`: a universe's, each loaded, or one data set
+/// as a universe of one, named by its file.
+pub fn symbols_of(market: MarketData, data: &str) -> Result<Vec<(String, Arc<Ohlcv>)>> {
+    match market {
         MarketData::Bars(bars) => {
             let name = Path::new(data).file_stem().map_or(data.to_owned(), |s| s.to_string_lossy().into_owned());
             Ok(vec![(name, Arc::new(bars))])
@@ -99,9 +105,9 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
                 .with_context(|| format!("symbol {name}"))
         })
         .collect::<Result<_>>()?;
-    let clocks = books.iter().zip(&symbols).map(|(book, (_, bars))| (book, bars.timestamps())).collect();
-    let portfolio = PortfolioBooks::new(clocks)?;
     let plans: Vec<_> = books.iter().map(|b| b.combo_plan(0)).collect();
+    let clocks = books.into_iter().zip(&symbols).map(|(book, (_, bars))| (book, bars.timestamps())).collect();
+    let portfolio = PortfolioBooks::new(clocks)?;
     let run = portfolio.simulate(&plans, &account, true);
     let record = run.record.as_ref().expect("a detailed run keeps its record");
     let times = portfolio.times();
@@ -169,8 +175,8 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     Ok(())
 }
 
-/// The sizing in words: "cash 1000, $250 per entry".
-fn describe(account: &Account) -> String {
+/// The sizing in words: "cash 1000, 250 per entry".
+pub fn describe(account: &Account) -> String {
     let s = &account.sizing;
     let each = match s.kind {
         SizeType::Percent => format!("{}% of the cash left per entry", s.size * 100.0),

@@ -115,6 +115,9 @@ fn sweep_from_summary(
         );
     }
     let Some(identity) = &summary.identity else { bail!("{}: no identity", input.display()) };
+    if identity.portfolio.is_some() {
+        bail!("{}: a portfolio's summary: its page is not drawn yet (docs/portfolios.md)", input.display());
+    }
     let spec = SweepSpec::from_identity(&identity.spec).with_context(|| format!("reading {}", input.display()))?;
     let data = load_data(input, summary.data.as_ref().map(|d| d.origin.as_str()))?;
     let want = identity.data.as_ref().map_or("", |d| d.fingerprint.as_str());

@@ -106,6 +106,12 @@ pub struct SweepArgs {
     /// distribution, overfitting, search, walk-forward) and the backtest of its best combo.
     #[arg(long, value_name = "FILE.html")]
     pub(crate) report: Option<PathBuf>,
+    /// Trade every symbol of a universe --data against one account: each combo is one
+    /// account and one row (docs/portfolios.md).
+    #[arg(long)]
+    pub(crate) portfolio: bool,
+    #[command(flatten)]
+    pub(crate) sizing: crate::portfolio::SizingFlags,
     /// Continue an interrupted run from its checkpoint (same command, same data).
     #[arg(long)]
     pub(crate) resume: bool,

@@ -153,3 +153,98 @@ fn what_a_portfolio_cannot_take_is_refused_by_name() {
         assert!(text(&run.stderr).contains(message), "{args:?}: {}", text(&run.stderr));
     }
 }
+
+fn csv_rows(path: &Path) -> Vec<HashMap<String, String>> {
+    let (header, rows) = rows(path);
+    rows.into_iter().map(|r| header.iter().cloned().zip(r).collect()).collect()
+}
+
+/// `sweep --portfolio`: one row per combo, each the account `backtest --portfolio` gives
+/// for its parameters; the same bytes on one thread, in two shards merged, and resumed.
+#[test]
+fn a_portfolio_sweep_writes_one_account_a_combo_in_any_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let sweep = |out: &str, more: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            "--data",
+            "data",
+            "--portfolio",
+            "--size",
+            "0.4",
+            "--init-cash",
+            "5000",
+            "--grid",
+            "bb_period=10:30:10",
+            "--grid",
+            "atr_mult=1,2",
+            "--out",
+            out,
+        ];
+        args.extend(more);
+        let run = threadx(dir.path(), &args);
+        assert!(run.status.success(), "{more:?}: {}", text(&run.stderr));
+        text(&run.stdout)
+    };
+    let out = sweep("all.csv", &[]);
+    assert!(out.contains("bb_atr portfolio sweep over 3 symbols on data: 6 combos, each one account (cash 5000, 40% of the cash left per entry)"), "{out}");
+    let rows = csv_rows(&dir.path().join("all.csv"));
+    assert_eq!(rows.len(), 6);
+    for row in [&rows[0], &rows[5]] {
+        let set: Vec<String> =
+            ["bb_period", "bb_std", "atr_period", "atr_mult"].iter().map(|p| format!("{p}={}", row[*p])).collect();
+        let mut args =
+            vec!["backtest", "--data", "data", "--portfolio", "--size", "0.4", "--init-cash", "5000", "--json"];
+        for s in &set {
+            args.extend(["--set", s.as_str()]);
+        }
+        let account = json_of(&threadx(dir.path(), &args));
+        for metric in ["total_return", "sharpe", "max_drawdown", "trades", "win_rate", "sortino", "sqn", "exposure"] {
+            let ours: f64 = row[metric].parse().unwrap();
+            assert_eq!(ours, account[metric].as_f64().unwrap(), "{set:?} {metric}");
+        }
+    }
+    let all = std::fs::read(dir.path().join("all.csv")).unwrap();
+    sweep("one.csv", &["--threads", "1", "--chunk-size", "2"]);
+    assert_eq!(std::fs::read(dir.path().join("one.csv")).unwrap(), all, "one thread, chunks of 2");
+    sweep("s1.csv", &["--shard", "0/2", "--chunk-size", "2"]);
+    sweep("s2.csv", &["--shard", "1/2", "--chunk-size", "2"]);
+    let merged = threadx(dir.path(), &["merge", "s1.csv", "s2.csv", "--out", "merged.csv"]);
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    assert_eq!(std::fs::read(dir.path().join("merged.csv")).unwrap(), all, "two shards merged");
+    // The account is part of the run's identity: a resume or merge of another account's
+    // chunks is refused as of another run.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("all.json")).unwrap()).expect("the summary");
+    let portfolio = &summary["identity"]["portfolio"];
+    assert_eq!(portfolio["symbols"], serde_json::json!(["AAA", "BBB", "CCC"]));
+    assert_eq!((portfolio["size"].as_f64(), portfolio["init_cash"].as_f64()), (Some(0.4), Some(5000.0)));
+    assert_eq!(portfolio["size_type"], "percent");
+    assert_eq!(summary["data"]["bars"], 4000);
+}
+
+#[test]
+fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    for (args, message) in [
+        (
+            vec!["sweep", "--data", "data", "--portfolio", "--search", "tpe", "--trials", "8"],
+            "a search of a portfolio is not built yet",
+        ),
+        (
+            vec!["sweep", "--data", "data", "--portfolio", "--overfitting"],
+            "the overfitting statistics of a portfolio is not built yet",
+        ),
+        (
+            vec!["sweep", "--data", "data", "--portfolio", "--report", "r.html"],
+            "--report: a portfolio sweep's are not built yet",
+        ),
+        (vec!["sweep", "--data", "data", "--size", "0.5"], "--size: sizing needs --portfolio"),
+    ] {
+        let run = threadx(dir.path(), &args);
+        assert!(!run.status.success(), "{args:?}");
+        assert!(text(&run.stderr).contains(message), "{args:?}: {}", text(&run.stderr));
+    }
+}

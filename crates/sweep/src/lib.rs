@@ -35,9 +35,12 @@ mod merge;
 mod output;
 mod overfit;
 mod parquet_groups;
+mod plan;
+mod portfolio;
 mod request;
 mod results_file;
 mod rows;
+mod run_data;
 mod run_files;
 mod runner;
 mod search;
@@ -63,14 +66,17 @@ pub use overfit::{
     DEFAULT_SPLITS, Overfitting, OverfittingOptions, OverfittingRequest, Reading, SweepBlocks, Verdict,
     logit_histogram_svg, oos_vs_is_svg, plot_checksum, shard_blocks_path,
 };
+pub use plan::SweepPlan;
+pub use portfolio::PortfolioSim;
 pub use request::{SweepRequest, parse_size};
 pub use results_file::{for_each_result, read_results};
 pub use rows::{Row, header, parse_row, write_row};
+pub use run_data::RunData;
 pub use run_files::{
     HeatmapOptions, OutputHold, OutputOptions, annualisation, check_output, check_writable, checkpoint_dir,
     data_fingerprint, hold_outputs, summary_path,
 };
-pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepPlan, SweepWork, thread_pool};
+pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepWork, thread_pool};
 pub use search::{
     Constraint, DEFAULT_BATCH, Evaluate, Objective, Sampler, SearchMethod, SearchOptions, SearchReport, SearchRequest,
     SearchSpace, Stop, Trial, search,
@@ -84,9 +90,9 @@ pub use spec::{Sample, SweepSpec, WalkForward, WholeGrid, check_threads};
 pub use summary::{
     Annualisation, BalanceSummary, Best, BestRow, BlocksSummary, ByCombo, Chunks, ComboLine, Combos, DataIdentity,
     DataSummary, Edge, Identity, LogitQuantiles, Memory, OutOfSampleDsr, OverfittingShard, OverfittingSummary, Params,
-    PlotChecksums, SCHEMA, SearchBest, SearchObjective, SearchOutcome, SearchSummary, SearchTimings, SplitsSummary,
-    Summary, SymbolSummary, Timings, TimingsSummary, TopCombo, TrialsSummary, UniverseIdentity, UniverseSections,
-    UniverseTimings, WholeGridSummary, WindowSummary, params_json, section_json,
+    PlotChecksums, PortfolioIdentity, SCHEMA, SearchBest, SearchObjective, SearchOutcome, SearchSummary, SearchTimings,
+    SplitsSummary, Summary, SymbolSummary, Timings, TimingsSummary, TopCombo, TrialsSummary, UniverseIdentity,
+    UniverseSections, UniverseTimings, WholeGridSummary, WindowSummary, params_json, section_json,
 };
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
 pub use threadx_telemetry::available_memory;

@@ -19,6 +19,7 @@ use crate::overfit::{
 };
 use crate::results_file::ResultsWriter;
 use crate::rows::{Lead, Row};
+use crate::run_data::RunData;
 use crate::run_files::{Checkpoint, OutputOptions, ProgressFn, check_output, identity, summary_head};
 use crate::runner::{ChunkResult, Sweep};
 use crate::search::Constraint;
@@ -33,7 +34,6 @@ use std::sync::Mutex;
 use std::time::Instant;
 use threadx_backtest::{BlockCuts, Grid, GridCursor, SignalBook, Strategy};
 use threadx_dispatch::Dispatcher;
-use threadx_indicators::Ohlcv;
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
 use threadx_profile_store::{Staged, is_special_file, write_file_staged, write_held_file};
 use threadx_telemetry::{MachineSummary, PhaseReport, PhaseTimer};
@@ -77,7 +77,7 @@ pub struct SweepReport {
 #[allow(clippy::too_many_arguments)] // The sweep, its data, pool and dispatcher, the options, and three hooks.
 pub fn run_to_files(
     sweep: &Sweep,
-    data: &Ohlcv,
+    data: &RunData,
     pool: &DevicePool,
     dispatcher: &Dispatcher,
     distribute: &DistributeOptions,
@@ -98,7 +98,7 @@ pub(crate) type KeepFn<'a> = &'a mut dyn FnMut(&Row) -> Result<(), SweepError>;
 #[allow(clippy::too_many_arguments)] // run_to_files's arguments, and the row hook.
 pub(crate) fn run_keeping(
     sweep: &Sweep,
-    data: &Ohlcv,
+    data: &RunData,
     pool: &DevicePool,
     dispatcher: &Dispatcher,
     distribute: &DistributeOptions,

@@ -7,9 +7,10 @@
 use crate::combos::{ComboSet, Shard};
 use crate::error::{SweepError, io_error};
 use crate::heatmap::Heatmap;
+use crate::run_data::RunData;
 use crate::search::Constraint;
 use crate::spec::{SweepSpec, fnv1a};
-use crate::summary::{Annualisation, DataIdentity, DataSummary, Identity, Summary, WholeGridSummary};
+use crate::summary::{Annualisation, Identity, Summary, WholeGridSummary};
 use serde_json::{Value, json};
 use std::fs;
 use std::io::Write;
@@ -101,11 +102,11 @@ pub fn checkpoint_dir(out: &Path) -> PathBuf {
 /// A summary's opening fields, a grid run's and a search run's alike: the version, what
 /// the run is (`identity`), the data, the shard and the results file; `whole_grid` when
 /// `spec` asked more combos than its grid has.
-pub(crate) fn summary_head(identity: Identity, spec: &SweepSpec, data: &Ohlcv, opts: &OutputOptions) -> Summary {
+pub(crate) fn summary_head(identity: Identity, spec: &SweepSpec, data: &RunData, opts: &OutputOptions) -> Summary {
     Summary {
         identity: Some(identity),
-        data: Some(DataSummary::of(data)),
-        annualisation: Some(annualisation(spec.periods_per_year(), data)),
+        data: Some(data.summary.clone()),
+        annualisation: Some(data.annualisation(spec.periods_per_year())),
         whole_grid: spec.whole_grid().map(|w| WholeGridSummary { asked: w.asked, grid: spec.grid_len() }),
         ..run_head(opts)
     }
@@ -124,29 +125,25 @@ pub(crate) fn run_head(opts: &OutputOptions) -> Summary {
 /// `backtest --json` give it: `given`, `--periods-per-year`'s, or the calendar the bars
 /// keep ([`Calendar`](threadx_indicators::Calendar)).
 pub fn annualisation(given: Option<f64>, data: &Ohlcv) -> Annualisation {
+    let calendar = data.calendar();
+    annualised(given, calendar.bars_per_year(data.timestamps()), calendar.describe())
+}
+
+/// `given` bars per year, or the calendar's `per_year` and what it is (`basis`).
+pub(crate) fn annualised(given: Option<f64>, per_year: f64, basis: &str) -> Annualisation {
     match given {
         Some(given) => Annualisation { periods_per_year: Some(given), basis: "given (--periods-per-year)".into() },
-        None => {
-            let calendar = data.calendar();
-            let per_year = calendar.bars_per_year(data.timestamps());
-            Annualisation {
-                periods_per_year: per_year.is_finite().then_some(per_year),
-                basis: calendar.describe().to_owned(),
-            }
-        }
+        None => Annualisation { periods_per_year: per_year.is_finite().then_some(per_year), basis: basis.to_owned() },
     }
 }
 
 /// What identifies a run for resume and merge: spec, data, chunking and shard count.
-pub(crate) fn identity(spec: &SweepSpec, combos: &ComboSet, data: &Ohlcv, shard: Shard) -> Identity {
+pub(crate) fn identity(spec: &SweepSpec, combos: &ComboSet, data: &RunData, shard: Shard) -> Identity {
     Identity {
         spec: spec.to_json(),
-        data: Some(DataIdentity {
-            origin: data.origin().to_owned(),
-            bars: data.len() as u64,
-            fingerprint: data_fingerprint(data),
-        }),
+        data: Some(data.identity.clone()),
         universe: None,
+        portfolio: data.portfolio.clone(),
         chunk_size: Some(combos.chunk_size()),
         shards: shard.count,
     }

@@ -1,20 +1,21 @@
-//! The runner: a prepared [`Sweep`] (indicators computed once, the signal book, the
-//! combos) as a [`Workload`] of the device pool: its chunks run on the pool's workers and
-//! come back in chunk order.
+//! The runner: a prepared [`Sweep`] (indicators computed once, the signal book or a
+//! portfolio's books, the combos) as a [`Workload`] of the device pool: its chunks run on
+//! the pool's workers and come back in chunk order.
 
 use crate::combos::ComboSet;
 use crate::error::SweepError;
-use crate::search::SearchMethod;
+use crate::plan::SweepPlan;
+use crate::portfolio::PortfolioSim;
 use crate::spec::SweepSpec;
 use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
 use threadx_backtest::{
-    BacktestError, Backtester, BarTables, BatchTotals, BlockCuts, BookLayout, ComboPlan, GpuBacktester, Metrics,
-    PendingTotals, SignalBook, simulate_cpu,
+    BacktestError, Backtester, BarTables, BatchTotals, BlockCuts, ComboPlan, GpuBacktester, Metrics, PendingTotals,
+    SignalBook, simulate_cpu,
 };
-use threadx_dispatch::{DeviceMode, DevicePolicy, Dispatcher, format_bytes, thousands};
+use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::IndicatorBank;
 use threadx_multi_gpu::{
     BalanceOptions, Chunk, DevicePool, DistributeOptions, RunStats, WorkError, WorkerDevice, Workload,
@@ -49,181 +50,32 @@ impl ChunkResult {
     }
 }
 
-/// Bytes a sample takes per drawn combo while it is drawn (the list, the set that keeps
-/// it distinct) and held.
-const BYTES_PER_SAMPLED_COMBO: u64 = 48;
-
-/// What preparing a spec on data of a given length computes and holds, laid out before
-/// any work: the combos (a sample drawn), the signal book's rows, stops and indicator
-/// series, and about how much memory they take. A plan that cannot fit is refused here,
-/// with the estimate and what would help.
-#[derive(Debug, Clone)]
-pub struct SweepPlan {
-    spec: SweepSpec,
-    layout: BookLayout,
-    combos: ComboSet,
-    bars: usize,
-    /// Whether a GPU may run it (its upload copies count).
-    gpu: bool,
-    /// What the process held when the plan was made (the data read included).
-    process: u64,
-}
-
-/// What the process holds besides the plan's own data where the system does not say (the
-/// binary, the allocator, the data read: 12 MiB in a release build, 33 MiB in a debug one,
-/// measured), and the transient part of preparing as a share of that data (bb_atr,
-/// rule-file grids, TPE and Sobol searches of 10–184 MiB peaked up to 7.5 % above it).
-const PROCESS_BYTES: u64 = 16 << 20;
-const TRANSIENT_SHARE: u64 = 8;
-
-/// What starting a GPU costs the host before any upload: the driver, wgpu and the
-/// compiled kernels (measured with lavapipe: a 10,000-combo sweep peaks about 100 MB
-/// higher on it than on the CPU).
-const GPU_STACK_BYTES: u64 = 96 << 20;
-
-impl SweepPlan {
-    /// Draws the sample of `spec` and lays out its book for `bars` bars, refusing when
-    /// that needs more than the spec's memory limit (else the memory available now). In
-    /// the spec's device mode a GPU may take part (every mode but `cpu`; `auto` only for
-    /// sweeps `policy` finds large enough to balance): then the copies made to upload the
-    /// book count too.
-    pub fn new(spec: &SweepSpec, bars: usize, policy: &DevicePolicy) -> Result<Self, SweepError> {
-        let memory_limit = spec.max_memory().or_else(threadx_telemetry::available_memory);
-        let mode = spec.device();
-        let grid = spec.grid().clone();
-        let limit = memory_limit.unwrap_or(u64::MAX);
-        let refuse = |needs: u64, what: String| {
-            SweepError::Spec(format!(
-                "this sweep needs about {} to prepare ({what}), more than the {} of memory available; \
-                 sweep a sample of the grid with --random N or --search sobol|lhs|random (only the drawn \
-                 combos' series and rows are prepared), or use fewer values or fewer bars{}",
-                format_bytes(needs),
-                format_bytes(limit),
-                if memory_limit.is_some() { "; --max-memory sets the limit" } else { "" }
-            ))
-        };
-        // A --random sample or a design's trials: drawn first, and only their series and
-        // rows prepared. An adaptive search may go anywhere: it prepares the whole grid.
-        let drawn = match (spec.sample(), spec.search()) {
-            (Some(sample), _) => Some((SearchMethod::Random, sample.seed, sample.n)),
-            (None, Some(search)) if !search.method.is_adaptive() => Some((search.method, search.seed, search.trials)),
-            _ => None,
-        };
-        let sample_bytes = drawn.map_or(0, |(_, _, n)| n.saturating_mul(BYTES_PER_SAMPLED_COMBO));
-        if sample_bytes > limit {
-            let n = drawn.map_or(0, |(_, _, n)| n);
-            return Err(refuse(sample_bytes, format!("{n} sampled combos")));
-        }
-        let sample = match drawn {
-            Some((method, seed, n)) => {
-                let combos = method.design_combos(&grid, seed, n).unwrap_or_default();
-                if spec.sample().is_some() && (combos.len() as u64) < n {
-                    return Err(SweepError::Spec(format!(
-                        "--random {n}: only {} distinct combos of the grid pass the strategy's rules; ask for \
-                         fewer or widen the grid",
-                        combos.len()
-                    )));
-                }
-                Some(combos)
-            }
-            None => None,
-        };
-        let combos = ComboSet::new(grid.len(), sample, spec.chunk_size(), bars);
-        let layout = BookLayout::new(grid, combos.sample())?;
-        let gpu = match mode {
-            DeviceMode::Cpu => false,
-            DeviceMode::Auto => !policy.is_small_sweep(combos.len(), bars as u64),
-            DeviceMode::Gpu | DeviceMode::All => true,
-        };
-        let process = threadx_telemetry::resident_bytes().unwrap_or(PROCESS_BYTES);
-        let plan = Self { spec: spec.clone(), layout, combos, bars, gpu, process };
-        if plan.bytes() > limit {
-            return Err(refuse(plan.bytes(), plan.describe()));
-        }
-        Ok(plan)
-    }
-
-    /// About how many bytes the process holds at its peak: what it held when the plan was
-    /// made, and [`SweepPlan::data_bytes`].
-    pub fn bytes(&self) -> u64 {
-        self.data_bytes().saturating_add(self.process)
-    }
-
-    /// About how many bytes preparing adds at its peak: the book, the sample, the GPU's
-    /// upload copies and what the overfitting statistics keep.
-    pub fn data_bytes(&self) -> u64 {
-        let sample = self.combos.sample().map_or(0, |s| s.len() as u64 * BYTES_PER_SAMPLED_COMBO);
-        // Where a stop's exit pays no slippage and the exit rule's does, the kernel takes
-        // that exit's per-bar terms too (32 bytes a bar, made on the host and uploaded).
-        let stop_terms =
-            if self.spec.costs().slippage > 0.0 && self.layout.stops() > 0 { 2 * 32 * self.bars as u64 } else { 0 };
-        let upload = if self.gpu { GPU_STACK_BYTES + self.layout.gpu_upload_bytes(self.bars) + stop_terms } else { 0 };
-        // The overfitting statistics keep each combo's blocks and Sharpe ratio.
-        let kept = self.spec.overfitting().map_or(0, |o| self.combos.len() * (2 * u64::from(o.blocks) + 1) * 8);
-        let book = self.layout.bytes(self.bars).saturating_add(sample);
-        book.saturating_add(book / TRANSIENT_SHARE).saturating_add(upload).saturating_add(kept)
-    }
-
-    /// Indicator series to compute.
-    pub fn series(&self) -> usize {
-        self.layout.indicators().len()
-    }
-
-    /// `N indicator series of B bars, R decision rows, S stops`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} indicator series of {} bars, {} decision rows, {} stops",
-            thousands(self.series() as u64),
-            thousands(self.bars as u64),
-            thousands(self.layout.decision_rows()),
-            thousands(self.layout.stops())
-        )
-    }
-
-    pub fn combos(&self) -> &ComboSet {
-        &self.combos
-    }
-
-    pub fn spec(&self) -> &SweepSpec {
-        &self.spec
-    }
-
-    /// Computes the indicators (through `bank`, each once) and the book the plan laid out.
-    pub fn prepare(self, bank: &IndicatorBank<'_>) -> Result<Sweep, SweepError> {
-        if bank.data().len() != self.bars {
-            return Err(SweepError::Spec(format!(
-                "the sweep was planned for {} bars but the data has {}",
-                self.bars,
-                bank.data().len()
-            )));
-        }
-        let mut book = SignalBook::from_layout(bank, self.layout)?;
-        if let Some(per_year) = self.spec.periods_per_year() {
-            book = book.with_bars_per_year(per_year);
-        }
-        let blocks = match self.spec.overfitting() {
-            Some(o) => Some(BlockCuts::new(self.bars, o.blocks).map_err(|e| SweepError::Spec(format!("--{e}")))?),
-            None => None,
-        };
-        let tables = BarTables::new(&book, self.spec.costs()).with_blocks(blocks);
-        Ok(Sweep { spec: self.spec, book, tables, combos: self.combos, resident: Mutex::new(Vec::new()) })
-    }
-}
-
-/// A sweep ready to run: its spec, the signal book (every indicator the combos need,
-/// computed once through the bank), its per-bar tables and its combos. The book is
-/// uploaded to each GPU once, on first use, and stays resident for every later run.
+/// A sweep ready to run: its spec, what its combos run on (computed once: every indicator
+/// through the bank, the signal book) and its combos.
 #[derive(Debug)]
 pub struct Sweep {
     spec: SweepSpec,
-    book: SignalBook,
-    tables: BarTables,
+    simulation: Simulation,
     combos: ComboSet,
-    /// The book resident on each GPU it has run on.
-    resident: Mutex<Vec<Arc<GpuBacktester>>>,
+}
+
+/// What a sweep's combos run on.
+#[derive(Debug)]
+// One per sweep, made once and never moved in a loop: the book's size is no cost.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Simulation {
+    /// One data set: its book and per-bar tables, the book uploaded to each GPU once, on
+    /// first use, and resident there for every later run.
+    Book { book: SignalBook, tables: BarTables, resident: Mutex<Vec<Arc<GpuBacktester>>> },
+    /// A universe as one account, on the CPU.
+    Portfolio(PortfolioSim),
 }
 
 impl Sweep {
+    pub(crate) fn new(spec: SweepSpec, simulation: Simulation, combos: ComboSet) -> Self {
+        Self { spec, simulation, combos }
+    }
+
     /// Checks the spec, computes the indicators and decision rows its combos need
     /// (through `bank`, each once; a sample's only) and lays out the combos, refusing
     /// before any work what would not fit in the memory available ([`SweepPlan`]).
@@ -235,15 +87,49 @@ impl Sweep {
         &self.spec
     }
 
+    /// The signal book: the data set's, or a portfolio's first symbol's (every symbol's
+    /// book is laid out from one grid: the same rows, plans and parameter values).
     pub fn book(&self) -> &SignalBook {
-        &self.book
+        match &self.simulation {
+            Simulation::Book { book, .. } => book,
+            Simulation::Portfolio(portfolio) => portfolio.first_book(),
+        }
+    }
+
+    /// Whether the combos run as one account over a universe.
+    pub fn is_portfolio(&self) -> bool {
+        matches!(self.simulation, Simulation::Portfolio(_))
+    }
+
+    /// The portfolio the combos run as, if they do.
+    pub fn portfolio(&self) -> Option<&PortfolioSim> {
+        match &self.simulation {
+            Simulation::Portfolio(portfolio) => Some(portfolio),
+            Simulation::Book { .. } => None,
+        }
+    }
+
+    /// The bars a combo's metrics are measured over, and what annualises them.
+    fn bars(&self) -> (usize, f64) {
+        match &self.simulation {
+            Simulation::Book { book, .. } => (book.bars(), book.bars_per_year()),
+            Simulation::Portfolio(portfolio) => portfolio.bars(),
+        }
+    }
+
+    /// The totals of `plans` on the CPU.
+    fn totals_on_cpu(&self, plans: &[ComboPlan]) -> BatchTotals {
+        match &self.simulation {
+            Simulation::Book { book, tables, .. } => simulate_cpu(book, tables, plans),
+            Simulation::Portfolio(portfolio) => portfolio.totals(plans),
+        }
     }
 
     /// Refuses a sweep some of whose combos cannot trade on its data, where every combo
     /// must be comparable (a universe's symbols, a walk-forward's train windows): the
     /// data too short for the slowest combo (the largest value of every axis).
     pub fn require_every_combo(&self) -> Result<(), SweepError> {
-        if !self.book.some_cannot_trade() {
+        if !self.book().some_cannot_trade() {
             return Ok(());
         }
         let strategy = self.spec.strategy();
@@ -252,14 +138,17 @@ impl Sweep {
         Err(SweepError::Backtest(BacktestError::TooShort {
             strategy: strategy.name().to_owned(),
             params: strategy.describe(&slowest),
-            needed: self.book.bars_needed(),
-            len: self.book.bars(),
+            needed: self.book().bars_needed(),
+            len: self.book().bars(),
         }))
     }
 
     /// The blocks each combo's statistics are kept in, when the spec asks for them.
     pub fn blocks(&self) -> Option<&BlockCuts> {
-        self.tables.blocks()
+        match &self.simulation {
+            Simulation::Book { tables, .. } => tables.blocks(),
+            Simulation::Portfolio(_) => None,
+        }
     }
 
     pub fn combos(&self) -> &ComboSet {
@@ -282,13 +171,17 @@ impl Sweep {
         SweepWork { sweep: self, batch: Some(batch) }
     }
 
-    /// The book resident on the GPU of `ctx`: uploaded on first use, then shared.
+    /// The book resident on the GPU of `ctx`: uploaded on first use, then shared. A
+    /// portfolio runs on the CPU.
     fn resident_on(&self, ctx: &Arc<threadx_dispatch::GpuContext>) -> Result<Arc<GpuBacktester>, WorkError> {
-        let mut resident = self.resident.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Simulation::Book { book, tables, resident } = &self.simulation else {
+            return Err(WorkError::Failed("a portfolio runs on the CPU".into()));
+        };
+        let mut resident = resident.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(gpu) = resident.iter().find(|g| Arc::ptr_eq(g.context(), ctx)) {
             return Ok(gpu.clone());
         }
-        let gpu = Arc::new(GpuBacktester::new(ctx.clone(), &self.book, &self.tables)?);
+        let gpu = Arc::new(GpuBacktester::new(ctx.clone(), book, tables)?);
         resident.push(gpu.clone());
         Ok(gpu)
     }
@@ -313,7 +206,7 @@ impl Sweep {
             let index = cursor.index(combo);
             if strategy.allows(&grid.values_at(index)) {
                 combos.push(combo);
-                plans.push(self.book.plan(index));
+                plans.push(self.book().plan(index));
             }
         }
         (combos, plans)
@@ -334,7 +227,8 @@ impl Sweep {
         // A small sweep runs on the CPU in `auto` mode, decided before the adapters are
         // probed (it never waits for them), whatever balance is saved.
         let policy = dispatcher.policy();
-        if mode == DeviceMode::Auto && policy.is_small_sweep(self.combos.len(), self.book.bars() as u64) {
+        let small = mode == DeviceMode::Auto && policy.is_small_sweep(self.combos.len(), self.bars().0 as u64);
+        if small || self.is_portfolio() {
             return Ok((DevicePool::for_mode(DeviceMode::Cpu, dispatcher, threads)?, distribute));
         }
         let mut pool = DevicePool::for_mode(mode, dispatcher, threads.clone())?;
@@ -394,7 +288,12 @@ impl Sweep {
     /// order: the in-memory path for small sweeps and for walk-forward training windows.
     pub fn run_all(&self, dispatcher: &Dispatcher) -> Result<ChunkResult, SweepError> {
         let (combos, plans) = self.plans(0..self.combos.len(), None);
-        let batch = Backtester::with_tables(&self.book, &self.tables).run_batch(dispatcher, &plans).value;
+        let batch = match &self.simulation {
+            Simulation::Book { book, tables, .. } => {
+                Backtester::with_tables(book, tables).run_batch(dispatcher, &plans).value
+            }
+            Simulation::Portfolio(portfolio) => portfolio.totals(&plans),
+        };
         Ok(SweepWork { sweep: self, batch: None }.rows(combos, batch))
     }
 
@@ -407,7 +306,7 @@ impl Sweep {
             None => combos.to_vec(),
         };
         let (combos, plans) = self.plans(0..held.len() as u64, Some(&held));
-        SweepWork { sweep: self, batch: None }.rows(combos, simulate_cpu(&self.book, &self.tables, &plans))
+        SweepWork { sweep: self, batch: None }.rows(combos, self.totals_on_cpu(&plans))
     }
 
     /// Runs `chunks` on the workers of `pool` as `options` split them. `in_worker` runs on
@@ -459,10 +358,11 @@ pub enum SweepPending {
 
 impl SweepWork<'_> {
     fn rows(&self, combos: Vec<u64>, batch: BatchTotals) -> ChunkResult {
-        let book = &self.sweep.book;
-        let mut metrics: Vec<Metrics> =
-            batch.totals.par_iter().map(|t| t.metrics(book.bars(), book.bars_per_year())).collect();
-        if book.some_cannot_trade() {
+        let book = self.sweep.book();
+        let (bars, per_year) = self.sweep.bars();
+        let mut metrics: Vec<Metrics> = batch.totals.par_iter().map(|t| t.metrics(bars, per_year)).collect();
+        // A portfolio trades the symbols whose data is long enough for a combo.
+        if book.some_cannot_trade() && !self.sweep.is_portfolio() {
             // A combo whose indicators need more bars than the data has: an empty row.
             let grid = self.sweep.spec.grid();
             let mut cursor = grid.cursor();
@@ -477,7 +377,7 @@ impl SweepWork<'_> {
 
     /// The rows of one dispatch's `batch`, cut back into its ranges (`combos` of each).
     fn rows_of_pieces(&self, combos: Vec<Vec<u64>>, mut batch: BatchTotals) -> Vec<ChunkResult> {
-        let per = self.sweep.tables.blocks().map_or(0, BlockCuts::stats_len);
+        let per = self.sweep.blocks().map_or(0, BlockCuts::stats_len);
         let mut pieces = Vec::with_capacity(combos.len());
         // From the last range back, so that each cut leaves the ranges before it in place.
         for combos in combos.into_iter().rev() {
@@ -528,12 +428,7 @@ impl Workload for SweepWork<'_> {
             pieces.par_iter().map(|p| self.sweep.plans(p.clone(), self.batch)).collect();
         Ok(match lane {
             SweepLane::Cpu => SweepPending::Done(
-                parts
-                    .into_iter()
-                    .map(|(combos, plans)| {
-                        self.rows(combos, simulate_cpu(&self.sweep.book, &self.sweep.tables, &plans))
-                    })
-                    .collect(),
+                parts.into_iter().map(|(combos, plans)| self.rows(combos, self.sweep.totals_on_cpu(&plans))).collect(),
             ),
             SweepLane::Gpu(gpu) => {
                 let plans: Vec<ComboPlan> =
@@ -553,7 +448,10 @@ impl Workload for SweepWork<'_> {
         match (lane, pending) {
             (_, SweepPending::Done(rows)) => Ok(Some(rows)),
             (SweepLane::Gpu(gpu), SweepPending::Gpu(combos, totals)) => {
-                let twin = (&self.sweep.book, &self.sweep.tables);
+                let Simulation::Book { book, tables, .. } = &self.sweep.simulation else {
+                    return Err(WorkError::Failed("GPU totals of a portfolio".into()));
+                };
+                let twin = (book, tables);
                 Ok(gpu.collect(totals, twin, wanted)?.map(|batch| self.rows_of_pieces(combos, batch)))
             }
             (SweepLane::Cpu, SweepPending::Gpu(..)) => Err(WorkError::Failed("GPU totals on a CPU lane".into())),

@@ -16,6 +16,7 @@ use crate::output::SweepReport;
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::results_file::{ResultsKind, ResultsWriter};
 use crate::rows::{Lead, Row, parse_row, write_row};
+use crate::run_data::RunData;
 use crate::run_files::{Checkpoint, OutputOptions, check_output, identity, summary_head};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
 use crate::search_plot::best_so_far_svg;
@@ -151,7 +152,8 @@ pub fn search_to_files(
     phases.add("indicators", p.indicators_s);
     phases.add("book", p.book_s);
     phases.add("devices", p.devices_s);
-    let identity = identity(spec, session.sweep().combos(), session.data(), opts.shard);
+    let data = RunData::of(session.data());
+    let identity = identity(spec, session.sweep().combos(), &data, opts.shard);
     let checkpoint = Checkpoint::open(opts, &identity)?;
     let mine = move |b: u64| b % opts.shard.count == opts.shard.index;
     let cuts = blocks.map(|(_, cuts)| cuts);
@@ -213,7 +215,7 @@ pub fn search_to_files(
         // The process's peak memory so far, beside the estimate printed before the work.
         memory: Some(Memory { peak_bytes: threadx_telemetry::peak_resident_bytes() }),
         overfitting: overfitting.as_ref().map(crate::overfit::Overfitting::summary),
-        ..summary_head(identity, spec, session.data(), opts)
+        ..summary_head(identity, spec, &data, opts)
     };
     let summary_path = checkpoint.finish(staged, &mut summary, opts)?;
     Ok(SearchRun {

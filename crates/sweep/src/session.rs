@@ -9,9 +9,11 @@ use crate::error::SweepError;
 use crate::leaderboard::Leaderboard;
 use crate::output::{KeepFn, SweepReport, run_keeping, run_to_files};
 use crate::overfit::{Overfitting, SweepBlocks, warm_up};
+use crate::plan::SweepPlan;
 use crate::rows::Row;
+use crate::run_data::RunData;
 use crate::run_files::{OutputOptions, ProgressFn};
-use crate::runner::{ChunkResult, Sweep, SweepPlan, thread_pool};
+use crate::runner::{ChunkResult, Sweep, thread_pool};
 use crate::search::{Constraint, SearchOptions, SearchReport, SearchSpace};
 use crate::spec::SweepSpec;
 use std::sync::Arc;
@@ -312,7 +314,7 @@ impl Session {
         phases.add("devices", p.devices_s);
         run_to_files(
             &self.sweep,
-            &self.data,
+            &RunData::of(&self.data),
             &self.devices.pool,
             &self.devices.dispatcher,
             &self.devices.distribute,
@@ -332,7 +334,8 @@ impl Session {
         keep: KeepFn<'_>,
     ) -> Result<SweepReport, SweepError> {
         let d = &self.devices;
-        run_keeping(&self.sweep, &self.data, &d.pool, &d.dispatcher, &d.distribute, opts, phases, progress, None, keep)
+        let data = RunData::of(&self.data);
+        run_keeping(&self.sweep, &data, &d.pool, &d.dispatcher, &d.distribute, opts, phases, progress, None, keep)
     }
 
     /// Saves the timing samples the session's indicators took.

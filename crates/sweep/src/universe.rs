@@ -15,11 +15,13 @@
 use crate::across::{Across, AcrossReport, ComboAcross, across_in_memory, by_combo_path};
 use crate::error::{SweepError, io_error};
 use crate::parquet_groups::ParquetJoin;
+use crate::plan::SweepPlan;
 use crate::results_file::{ResultsKind, ResultsReader, ResultsWriter};
+use crate::run_data::RunData;
 use crate::run_files::{
     Checkpoint, OutputOptions, ProgressFn, check_output, check_writable, checkpoint_dir, identity, run_head,
 };
-use crate::runner::{ChunkResult, SweepPlan};
+use crate::runner::ChunkResult;
 use crate::search::Constraint;
 use crate::session::{Devices, Session};
 use crate::spec::SweepSpec;
@@ -102,9 +104,9 @@ impl SymbolRuns<'_> {
         let plan = SweepPlan::new(spec, data.len(), self.dispatcher.policy()).map_err(of_symbol)?;
         // A finished symbol's summary names its data; the fingerprint is taken only then
         // (a symbol run now has its own summary hash it once).
-        let finished = Summary::read(&out.with_extension("json"))
-            .ok()
-            .filter(|s| out.exists() && s.identity == Some(identity(spec, plan.combos(), &data, opts.shard)));
+        let finished = Summary::read(&out.with_extension("json")).ok().filter(|s| {
+            out.exists() && s.identity == Some(identity(spec, plan.combos(), &RunData::of(&data), opts.shard))
+        });
         if let Some(summary) = finished {
             let total = summary.combos.and_then(|c| c.positions).unwrap_or(0);
             progress(total, total);
@@ -221,6 +223,7 @@ pub fn universe_to_files(
             origin: universe.origin().to_owned(),
             symbols: names.iter().map(|&n| n.to_owned()).collect(),
         }),
+        portfolio: None,
         chunk_size: None,
         shards: opts.shard.count,
     };

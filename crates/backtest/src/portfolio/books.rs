@@ -8,28 +8,26 @@
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::error::BacktestError;
 use crate::metrics::ExitReason;
-use crate::portfolio::{Account, PortfolioRun, Source, run};
-use crate::trade_parts::{bit, last_bar};
-
-/// No bar of a symbol at a time.
-const NONE: u32 = u32::MAX;
+use crate::portfolio::{Account, Mark, PortfolioRun, Source, run};
+use crate::trade_parts::{last_bar, next_bit};
 
 /// Every symbol's book on the union of their bar times.
 #[derive(Debug)]
-pub struct PortfolioBooks<'a> {
-    books: Vec<&'a SignalBook>,
+pub struct PortfolioBooks {
+    books: Vec<SignalBook>,
     times: Vec<i64>,
-    /// Bars × symbols, row-major: each symbol's own bar at each time ([`NONE`]: none),
-    /// and its close there (NaN: none).
-    local: Vec<u32>,
-    close: Vec<f64>,
+    /// Per symbol: the bar of the clock of each of its own bars; None where they are the
+    /// clock's first bars one for one (no lookup: a universe of one calendar's bars).
+    clock: Vec<Option<Vec<u32>>>,
+    /// Bars × symbols, row-major: each symbol's last close (0 before its first bar).
+    prices: Vec<f64>,
 }
 
-impl<'a> PortfolioBooks<'a> {
+impl PortfolioBooks {
     /// The books of one strategy and grid, one per symbol, with each symbol's bar times
     /// (ascending). Books that trade beyond long positions filled at the close with stops
     /// on closes are refused, naming what they use.
-    pub fn new(symbols: Vec<(&'a SignalBook, &'a [i64])>) -> Result<Self, BacktestError> {
+    pub fn new(symbols: Vec<(SignalBook, &[i64])>) -> Result<Self, BacktestError> {
         if let Some((book, _)) = symbols.iter().find(|(book, _)| !book.is_plain()) {
             return Err(BacktestError::Portfolio(format!(
                 "a portfolio trades long positions filled at the close, with stops and take-profits on closes; \
@@ -41,16 +39,33 @@ impl<'a> PortfolioBooks<'a> {
         times.sort_unstable();
         times.dedup();
         let n = symbols.len();
-        let (mut local, mut close) = (vec![NONE; times.len() * n], vec![f64::NAN; times.len() * n]);
+        let mut prices = vec![0.0; times.len() * n];
+        let mut clock = Vec::with_capacity(n);
         for (s, (book, own)) in symbols.iter().enumerate() {
             let mut at = 0;
-            for (i, time) in own.iter().enumerate() {
-                at += times[at..].partition_point(|t| t < time);
-                local[at * n + s] = i as u32;
-                close[at * n + s] = book.close()[i];
+            let bars: Vec<u32> = own
+                .iter()
+                .map(|time| {
+                    at += times[at..].partition_point(|t| t < time);
+                    at as u32
+                })
+                .collect();
+            // Each close from its bar until the symbol's next one.
+            for (i, window) in bars.iter().enumerate() {
+                let end = bars.get(i + 1).map_or(times.len(), |&b| b as usize);
+                for t in *window as usize..end {
+                    prices[t * n + s] = book.close()[i];
+                }
             }
+            let identity = bars.iter().enumerate().all(|(i, &b)| b as usize == i);
+            clock.push((!identity).then_some(bars));
         }
-        Ok(Self { books: symbols.into_iter().map(|(book, _)| book).collect(), times, local, close })
+        Ok(Self { books: symbols.into_iter().map(|(book, _)| book).collect(), times, clock, prices })
+    }
+
+    /// Each symbol's book, in symbol order.
+    pub fn books(&self) -> &[SignalBook] {
+        &self.books
     }
 
     /// The clock: every symbol's bar times, once each, ascending.
@@ -64,8 +79,22 @@ impl<'a> PortfolioBooks<'a> {
 
     /// Symbol `s`'s last close (what an open position is marked at after the last bar).
     pub fn last_close(&self, s: usize) -> f64 {
-        let n = self.books.len();
-        self.close[s..].iter().step_by(n).rev().find(|c| !c.is_nan()).copied().unwrap_or(f64::NAN)
+        let book = &self.books[s];
+        book.bars().checked_sub(1).map_or(f64::NAN, |i| book.close()[i])
+    }
+
+    /// The bar of the clock of symbol `s`'s own bar `i`.
+    #[inline(always)]
+    fn at(&self, s: usize, i: usize) -> Mark {
+        let bar = self.clock[s].as_ref().map_or(i, |clock| clock[i] as usize);
+        Mark { bar, own: i }
+    }
+
+    /// One combo as one account, `plan` read in every symbol's book: books laid out from
+    /// one grid hold the same rows, so a combo's plan is the same in each.
+    pub fn simulate_plan(&self, plan: &ComboPlan, account: &Account, detailed: bool) -> PortfolioRun {
+        let rows = self.books.iter().map(|book| SymbolRules::new(book, plan)).collect();
+        run(&BookSource { books: self, rows }, account, detailed)
     }
 
     /// One combo as one account: `plans[s]` is the combo's plan in symbol `s`'s book.
@@ -98,32 +127,39 @@ impl<'b> SymbolRules<'b> {
             max_bars: plan.max_bars,
         }
     }
-}
 
-/// A position's frozen levels (a stop of −∞ and a take-profit of 0: none) and the bar
-/// of the symbol's own at which max_bars closes it.
-#[derive(Debug, Clone, Copy)]
-struct Levels {
-    stop: f64,
-    take_profit: f64,
-    last: usize,
-}
-
-struct BookSource<'b> {
-    books: &'b PortfolioBooks<'b>,
-    rows: Vec<SymbolRules<'b>>,
-}
-
-impl BookSource<'_> {
-    /// Symbol `s`'s own bar at time `t`.
-    fn own(&self, t: usize, s: usize) -> usize {
-        self.books.local[t * self.rows.len() + s] as usize
+    /// The own bar a position entered at own bar `e` exits at, and why: the first bar
+    /// after `e` whose close reaches the stop frozen at `e`, then the take-profit (≤ 0 or
+    /// NaN: none), the exit rule, then max_bars (a single run's order).
+    fn exit_after(&self, e: usize) -> Option<(usize, ExitReason)> {
+        let close = self.close;
+        let stop = self.stop.map_or(f64::NEG_INFINITY, |r| r.level(e, close[e]));
+        let take_profit = self.take_profit.map_or(0.0, |r| r.level(e, close[e]));
+        let last = last_bar(e, self.max_bars);
+        let exit = next_bit(self.exits, e + 1).unwrap_or(usize::MAX);
+        let end = close.len().min(exit.saturating_add(1)).min(last.saturating_add(1));
+        for (t, &c) in close.iter().enumerate().take(end).skip(e + 1) {
+            if c <= stop {
+                return Some((t, ExitReason::Stop));
+            }
+            if take_profit > 0.0 && c >= take_profit {
+                return Some((t, ExitReason::TakeProfit));
+            }
+        }
+        match (exit < close.len(), last < close.len()) {
+            (true, _) if exit <= last => Some((exit, ExitReason::Signal)),
+            (_, true) => Some((last, ExitReason::MaxBars)),
+            _ => None,
+        }
     }
 }
 
-impl Source for BookSource<'_> {
-    type Held = Levels;
+struct BookSource<'b> {
+    books: &'b PortfolioBooks,
+    rows: Vec<SymbolRules<'b>>,
+}
 
+impl Source for BookSource<'_> {
     fn bars(&self) -> usize {
         self.books.times.len()
     }
@@ -132,37 +168,16 @@ impl Source for BookSource<'_> {
         self.rows.len()
     }
 
-    fn close(&self, t: usize, s: usize) -> f64 {
-        self.books.close[t * self.rows.len() + s]
+    fn prices(&self) -> &[f64] {
+        &self.books.prices
     }
 
-    fn entry(&self, t: usize, s: usize) -> Option<Levels> {
-        let (i, rules) = (self.own(t, s), &self.rows[s]);
-        if i < rules.warmup || !bit(rules.entries, i) {
-            return None;
-        }
-        let close = rules.close[i];
-        Some(Levels {
-            stop: rules.stop.map_or(f64::NEG_INFINITY, |r| r.level(i, close)),
-            // A take-profit ≤ 0 or NaN is none, as in a single run.
-            take_profit: rules.take_profit.map_or(0.0, |r| r.level(i, close)),
-            last: last_bar(i, rules.max_bars),
-        })
+    fn next_entry(&self, s: usize, own: usize) -> Option<Mark> {
+        let rules = &self.rows[s];
+        next_bit(rules.entries, own.max(rules.warmup)).filter(|&i| i < rules.close.len()).map(|i| self.books.at(s, i))
     }
 
-    fn exit(&self, t: usize, s: usize, held: &Levels) -> Option<ExitReason> {
-        let (i, rules) = (self.own(t, s), &self.rows[s]);
-        let c = rules.close[i];
-        if c <= held.stop {
-            Some(ExitReason::Stop)
-        } else if held.take_profit > 0.0 && c >= held.take_profit {
-            Some(ExitReason::TakeProfit)
-        } else if bit(rules.exits, i) {
-            Some(ExitReason::Signal)
-        } else if i >= held.last {
-            Some(ExitReason::MaxBars)
-        } else {
-            None
-        }
+    fn exit_after(&self, s: usize, own: usize) -> Option<(Mark, ExitReason)> {
+        self.rows[s].exit_after(own).map(|(x, reason)| (self.books.at(s, x), reason))
     }
 }

@@ -29,20 +29,31 @@ use crate::fixed::{Totals, return_units};
 use crate::metrics::ExitReason;
 use crate::trade_parts::{Drawdown, at_level, log_of};
 use orders::{add, buy, is_close, sell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
-/// What the account trades: each symbol's price at each bar and its decisions. An entry
-/// is asked only of a flat symbol with a bar, an exit only of a held one (`Held`: what the
-/// source froze at its entry, such as a stop level).
+/// What the account trades: each symbol's price at each bar of the clock and its own
+/// decisions. A symbol's decisions do not depend on the cash, so they are asked as events:
+/// the next bar a flat symbol may enter, and, once it holds, the bar its position exits.
+/// An event is a [`Mark`]: the bar of the clock, and the symbol's own bar there.
 pub(crate) trait Source {
-    type Held: Copy;
     fn bars(&self) -> usize;
     fn symbols(&self) -> usize;
-    /// Symbol `s`'s close at bar `t`; NaN: no bar there.
-    fn close(&self, t: usize, s: usize) -> f64;
-    /// Whether flat symbol `s` enters at bar `t`, and what its position keeps if so.
-    fn entry(&self, t: usize, s: usize) -> Option<Self::Held>;
-    /// Whether held symbol `s` exits at bar `t`, and why.
-    fn exit(&self, t: usize, s: usize, held: &Self::Held) -> Option<ExitReason>;
+    /// Every symbol's last close at each bar, row-major (bars × symbols): its close where
+    /// it has a bar, else its last one, and 0 before its first.
+    fn prices(&self) -> &[f64];
+    /// The first of symbol `s`'s own bars from `own` on at which it enters when flat.
+    fn next_entry(&self, s: usize, own: usize) -> Option<Mark>;
+    /// Where symbol `s`, entered at its own bar `own`, exits, and why; None: held to the
+    /// end.
+    fn exit_after(&self, s: usize, own: usize) -> Option<(Mark, ExitReason)>;
+}
+
+/// A bar of the clock and a symbol's own bar there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Mark {
+    pub(crate) bar: usize,
+    pub(crate) own: usize,
 }
 
 /// The account: its starting cash, how entries are sized, what fills cost.
@@ -110,41 +121,26 @@ pub struct PortfolioRun {
 }
 
 /// The account's state between bars.
-struct Ledger<H> {
+struct Ledger {
     cash: f64,
-    /// Units held and the last price of each symbol (NaN before its first bar).
+    /// Units each symbol holds (0: flat), and the held symbols in symbol order: the sum
+    /// that values the account runs over them alone, in that order.
     position: Vec<f64>,
-    price: Vec<f64>,
-    /// Each held symbol's open trade (an index into `trades`) and what its entry froze.
-    open: Vec<Option<(usize, H)>>,
-    /// The bar each symbol last exited at (no entry on that bar).
-    exited: Vec<usize>,
-    trades: Vec<PortfolioTrade>,
+    held: Vec<(usize, f64)>,
+    /// Each held symbol's entry: the cash it spent, and its trade (an index into
+    /// `trades`, which only a detailed run keeps).
+    spent: Vec<f64>,
+    open: Vec<usize>,
+    trades: Option<Vec<PortfolioTrade>>,
     totals: Totals,
 }
 
-impl<H: Copy> Ledger<H> {
-    fn new(account: &Account, symbols: usize) -> Self {
-        Self {
-            cash: account.init_cash,
-            position: vec![0.0; symbols],
-            price: vec![f64::NAN; symbols],
-            open: vec![None; symbols],
-            exited: vec![usize::MAX; symbols],
-            trades: Vec::new(),
-            totals: Totals::default(),
-        }
-    }
-
-    /// Cash plus every position at its last price, in symbol order.
-    fn value(&self) -> f64 {
-        let mut value = self.cash;
-        for (&units, &price) in self.position.iter().zip(&self.price) {
-            if units != 0.0 {
-                value += units * price;
-            }
-        }
-        value
+impl Ledger {
+    /// Cash plus every held position at its price in `row` (the bar's prices), in symbol
+    /// order.
+    #[inline(always)]
+    fn value(&self, row: &[f64]) -> f64 {
+        self.held.iter().fold(self.cash, |value, &(s, units)| value + units * row[s])
     }
 
     /// vectorbt reads a cash within its tolerance of zero as zero before an order.
@@ -152,29 +148,27 @@ impl<H: Copy> Ledger<H> {
         if is_close(self.cash, 0.0) { 0.0 } else { self.cash }
     }
 
-    /// Sells symbol `s`'s position at bar `t` for `reason`: at a level (a stop or
-    /// take-profit) with the fee alone, as every ThreadX exit at a level.
-    fn exit(&mut self, t: usize, s: usize, reason: ExitReason, account: &Account) {
+    /// Sells symbol `s`'s whole position at `price` on bar `t` for `reason`: at a level (a
+    /// stop or take-profit) with the fee alone, as every ThreadX exit at a level.
+    fn exit(&mut self, t: usize, s: usize, price: f64, reason: ExitReason, account: &Account) {
         let costs = if at_level(reason) { Costs { slippage: 0.0, ..account.costs } } else { account.costs };
-        let Some(filled) = sell(self.position[s], self.price[s], costs, account.sizing.limits()) else { return };
+        let Some(filled) = sell(self.position[s], price, costs, account.sizing.limits()) else { return };
         self.cash = self.cash_now() + filled.cash;
-        self.position[s] = add(self.position[s], -filled.size);
-        self.exited[s] = t;
-        if self.position[s] == 0.0
-            && let Some((i, _)) = self.open[s].take()
-        {
-            let trade = &mut self.trades[i];
+        self.position[s] = 0.0;
+        self.held.retain(|&(h, _)| h != s);
+        if let Some(trades) = self.trades.as_mut() {
+            let trade = &mut trades[self.open[s]];
             (trade.exit_bar, trade.exit, trade.reason) = (Some(t), Some(filled), reason);
-            let spent = trade.entry.cash;
-            self.totals.close_trade(filled.cash / spent - 1.0);
-            self.totals.wins += u32::from(filled.cash > spent);
         }
+        let spent = self.spent[s];
+        self.totals.close_trade(filled.cash / spent - 1.0);
+        self.totals.wins += u32::from(filled.cash > spent);
     }
 
-    /// Buys symbol `s` at bar `t` as the sizing says (`value`: the account's value before
-    /// the bar's orders), keeping `held` with the position.
-    fn enter(&mut self, t: usize, s: usize, account: &Account, value: f64, held: H) {
-        let (sizing, price) = (&account.sizing, self.price[s]);
+    /// Buys symbol `s` at `price` on bar `t` as the sizing says (`value`: the account's
+    /// value before the bar's orders); whether it filled.
+    fn enter(&mut self, t: usize, s: usize, price: f64, account: &Account, value: f64) -> bool {
+        let sizing = &account.sizing;
         let cash = self.cash_now();
         let order = match sizing.kind {
             SizeType::Percent => buy(cash, f64::INFINITY, price, Some(sizing.size), account.costs, sizing.limits()),
@@ -184,73 +178,116 @@ impl<H: Copy> Ledger<H> {
             }
             SizeType::TargetPercent => None,
         };
-        let Some(filled) = order else { return };
+        let Some(filled) = order else { return false };
         self.cash = add(cash, -filled.cash);
         self.position[s] = filled.size;
-        self.open[s] = Some((self.trades.len(), held));
-        self.trades.push(PortfolioTrade {
-            symbol: s,
-            entry_bar: t,
-            entry: filled,
-            exit_bar: None,
-            exit: None,
-            reason: ExitReason::OpenAtEnd,
-        });
+        let at = self.held.partition_point(|&(h, _)| h < s);
+        self.held.insert(at, (s, filled.size));
+        self.spent[s] = filled.cash;
+        if let Some(trades) = self.trades.as_mut() {
+            self.open[s] = trades.len();
+            trades.push(PortfolioTrade {
+                symbol: s,
+                entry_bar: t,
+                entry: filled,
+                exit_bar: None,
+                exit: None,
+                reason: ExitReason::OpenAtEnd,
+            });
+        }
         self.totals.trades += 1;
+        true
     }
 }
 
+/// A symbol's next event: an entry it may make, or its position's exit. Events order by
+/// bar, then symbol (a symbol has one at a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Event {
+    /// The bar (high half) and the symbol (low half).
+    key: u64,
+    /// The symbol's own bar.
+    own: usize,
+    /// The exit's reason; None: an entry.
+    exit: Option<ExitReason>,
+}
+
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Event {
+    fn entry(symbol: usize, at: Mark) -> Self {
+        Self { key: Self::key(at.bar, symbol), own: at.own, exit: None }
+    }
+
+    fn exit(symbol: usize, (at, reason): (Mark, ExitReason)) -> Self {
+        Self { key: Self::key(at.bar, symbol), own: at.own, exit: Some(reason) }
+    }
+
+    fn key(bar: usize, symbol: usize) -> u64 {
+        ((bar as u64) << 32) | symbol as u64
+    }
+
+    fn bar(&self) -> usize {
+        (self.key >> 32) as usize
+    }
+
+    fn symbol(&self) -> usize {
+        (self.key & u64::from(u32::MAX)) as usize
+    }
+}
+
+/// The bar's events, taken from the queue: exits (sorted as vectorbt's call sequence
+/// sorts them) and entries (in symbol order).
+struct Due {
+    exits: Vec<(f64, Event)>,
+    entries: Vec<Event>,
+}
+
 /// Runs the account over every bar of `source`: its [`Totals`] (from the equity curve and
-/// the closed trades, as every simulation's), and its record when `detailed`.
+/// the closed trades, as every simulation's), and its record when `detailed`. Only the
+/// bars with an event (an entry or an exit) trade; every bar is valued.
 pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool) -> PortfolioRun {
-    let (bars, symbols) = (source.bars(), source.symbols());
-    let mut ledger = Ledger::new(account, symbols);
+    let (bars, symbols, prices) = (source.bars(), source.symbols(), source.prices());
+    let mut ledger = Ledger {
+        cash: account.init_cash,
+        position: vec![0.0; symbols],
+        held: Vec::with_capacity(symbols),
+        spent: vec![0.0; symbols],
+        open: vec![0; symbols],
+        trades: detailed.then(Vec::new),
+        totals: Totals::default(),
+    };
     let mut record = detailed.then(|| PortfolioRecord {
         equity: Vec::with_capacity(bars),
         cash: Vec::with_capacity(bars),
         positions: Vec::with_capacity(bars * symbols),
         trades: Vec::new(),
     });
+    let mut queue: BinaryHeap<Reverse<Event>> =
+        (0..symbols).filter_map(|s| source.next_entry(s, 0).map(|at| Reverse(Event::entry(s, at)))).collect();
+    let mut due = Due { exits: Vec::with_capacity(symbols), entries: Vec::with_capacity(symbols) };
     let (mut equity, mut drawdown) = (account.init_cash, Drawdown::START);
-    let mut exits: Vec<(f64, usize, ExitReason)> = Vec::with_capacity(symbols);
     for t in 0..bars {
-        for s in 0..symbols {
-            let c = source.close(t, s);
-            if !c.is_nan() {
-                ledger.price[s] = c;
-            }
+        let row = &prices[t * symbols..(t + 1) * symbols];
+        if queue.peek().is_some_and(|Reverse(e)| e.bar() == t) {
+            trade_bar(source, account, &mut ledger, &mut queue, &mut due, t, row);
         }
-        let value = ledger.value();
-        // Exits, the largest holding first: vectorbt's order by approximate value (an
-        // exit's is −units·price), stable by symbol.
-        exits.clear();
-        for s in 0..symbols {
-            if let Some((_, held)) = ledger.open[s]
-                && !source.close(t, s).is_nan()
-                && let Some(reason) = source.exit(t, s, &held)
-            {
-                exits.push((-ledger.position[s] * ledger.price[s], s, reason));
-            }
-        }
-        exits.sort_by(|a, b| a.0.total_cmp(&b.0));
-        for &(_, s, reason) in &exits {
-            ledger.exit(t, s, reason, account);
-        }
-        for s in 0..symbols {
-            if ledger.position[s] == 0.0
-                && ledger.exited[s] != t
-                && !source.close(t, s).is_nan()
-                && let Some(held) = source.entry(t, s)
-            {
-                ledger.enter(t, s, account, value, held);
-            }
-        }
-        let now = ledger.value();
+        let now = ledger.value(row);
         ledger.totals.add_bar(return_units(now, equity));
         // The drawdown on equity over the starting cash: the same ratios as on equity.
         drawdown.step(now / account.init_cash);
         equity = now;
-        ledger.totals.held += u32::from(ledger.position.iter().any(|&u| u != 0.0));
+        ledger.totals.held += u32::from(!ledger.held.is_empty());
         if let Some(record) = record.as_mut() {
             record.equity.push(now);
             record.cash.push(ledger.cash);
@@ -261,9 +298,55 @@ pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool) -> P
     totals.log_equity = log_of(equity / account.init_cash);
     totals.drawdown = log_of(drawdown.worst());
     if let Some(record) = record.as_mut() {
-        record.trades = ledger.trades;
+        record.trades = ledger.trades.unwrap_or_default();
     }
     PortfolioRun { totals, record }
+}
+
+/// Bar `t`'s orders: its exits, the largest holding first (vectorbt's order by approximate
+/// value, an exit's −units·price; stable by symbol), then its entries in symbol order from
+/// the cash left; each symbol's next event queued.
+#[allow(clippy::too_many_arguments)] // The run's state, threaded through one bar.
+fn trade_bar<S: Source>(
+    source: &S,
+    account: &Account,
+    ledger: &mut Ledger,
+    queue: &mut BinaryHeap<Reverse<Event>>,
+    due: &mut Due,
+    t: usize,
+    row: &[f64],
+) {
+    let value = ledger.value(row);
+    due.exits.clear();
+    due.entries.clear();
+    while let Some(&Reverse(event)) = queue.peek().filter(|Reverse(e)| e.bar() == t) {
+        queue.pop();
+        match event.exit {
+            Some(_) => due.exits.push((-ledger.position[event.symbol()] * row[event.symbol()], event)),
+            None => due.entries.push(event),
+        }
+    }
+    due.exits.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for &(_, event) in &due.exits {
+        let (s, reason) = (event.symbol(), event.exit.unwrap_or(ExitReason::Signal));
+        ledger.exit(t, s, row[s], reason, account);
+        // No entry on the bar of an exit.
+        if let Some(at) = source.next_entry(s, event.own + 1) {
+            queue.push(Reverse(Event::entry(s, at)));
+        }
+    }
+    // The heap gives a bar's entries by symbol already.
+    for &event in &due.entries {
+        let s = event.symbol();
+        let next = if ledger.enter(t, s, row[s], account, value) {
+            source.exit_after(s, event.own).map(|exit| Event::exit(s, exit))
+        } else {
+            source.next_entry(s, event.own + 1).map(|at| Event::entry(s, at))
+        };
+        if let Some(event) = next {
+            queue.push(Reverse(event));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 
 use crate::error::BacktestError;
 use crate::metrics::ExitReason;
-use crate::portfolio::{Account, PortfolioRun, Source, run};
+use crate::portfolio::{Account, Mark, PortfolioRun, Source, run};
+use crate::trade_parts::next_bit;
 use ndarray::ArrayView2;
 
 /// A portfolio's bars and signals, each bars × symbols: closes (NaN where a symbol has no
@@ -18,27 +19,60 @@ pub struct PortfolioSignals<'a> {
     pub exits: ArrayView2<'a, bool>,
 }
 
-impl Source for PortfolioSignals<'_> {
-    type Held = ();
+/// The signals as the account reads them: each symbol's entries and exits on the bars it
+/// has, as bit rows, and the prices filled forward.
+struct ArraySource {
+    bars: usize,
+    symbols: usize,
+    prices: Vec<f64>,
+    /// Per symbol: bits of the bars with an entry (an exit) and a price.
+    entries: Vec<Vec<u64>>,
+    exits: Vec<Vec<u64>>,
+}
 
+impl ArraySource {
+    fn new(signals: &PortfolioSignals<'_>) -> Self {
+        let (bars, symbols) = signals.close.dim();
+        let words = bars.div_ceil(64);
+        let (mut entries, mut exits) = (vec![vec![0u64; words]; symbols], vec![vec![0u64; words]; symbols]);
+        let mut prices = vec![0.0; bars * symbols];
+        let mut last = vec![0.0; symbols];
+        for t in 0..bars {
+            for s in 0..symbols {
+                let close = signals.close[(t, s)];
+                if close.is_nan() {
+                    prices[t * symbols + s] = last[s];
+                    continue;
+                }
+                (prices[t * symbols + s], last[s]) = (close, close);
+                entries[s][t / 64] |= u64::from(signals.entries[(t, s)]) << (t % 64);
+                exits[s][t / 64] |= u64::from(signals.exits[(t, s)]) << (t % 64);
+            }
+        }
+        Self { bars, symbols, prices, entries, exits }
+    }
+}
+
+impl Source for ArraySource {
     fn bars(&self) -> usize {
-        self.close.nrows()
+        self.bars
     }
 
     fn symbols(&self) -> usize {
-        self.close.ncols()
+        self.symbols
     }
 
-    fn close(&self, t: usize, s: usize) -> f64 {
-        self.close[(t, s)]
+    fn prices(&self) -> &[f64] {
+        &self.prices
     }
 
-    fn entry(&self, t: usize, s: usize) -> Option<()> {
-        self.entries[(t, s)].then_some(())
+    // A symbol's own bars are the rows: those without a price hold no bit.
+    fn next_entry(&self, s: usize, own: usize) -> Option<Mark> {
+        next_bit(&self.entries[s], own).map(|bar| Mark { bar, own: bar })
     }
 
-    fn exit(&self, t: usize, s: usize, (): &()) -> Option<ExitReason> {
-        self.exits[(t, s)].then_some(ExitReason::Signal)
+    fn exit_after(&self, s: usize, own: usize) -> Option<(Mark, ExitReason)> {
+        next_bit(&self.exits[s], own + 1).map(|bar| (Mark { bar, own: bar }, ExitReason::Signal))
     }
 }
 
@@ -75,5 +109,5 @@ pub fn simulate_portfolio(
     detailed: bool,
 ) -> Result<PortfolioRun, BacktestError> {
     signals.check()?;
-    Ok(run(signals, account, detailed))
+    Ok(run(&ArraySource::new(signals), account, detailed))
 }

@@ -4,6 +4,7 @@
 //! (`walk.rs`); no other command's module is imported.
 
 mod flags;
+mod portfolio;
 mod search;
 mod universe;
 mod walk;
@@ -22,8 +23,8 @@ use threadx_indicators::{MarketData, Ohlcv};
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_sweep::{
-    Best, HeatmapOptions, OutputOptions, Session, Shard, SweepPlan, SweepReport, SweepSpec, checkpoint_dir, merge,
-    metric_index,
+    Best, HeatmapOptions, OutputOptions, Preparation, Session, Shard, SweepPlan, SweepReport, SweepSpec,
+    checkpoint_dir, merge, metric_index,
 };
 use threadx_telemetry::{
     MIN_INTERVAL, MachineSummary, MeanMax, MonitorOptions, PhaseTimer, SystemMonitor, machine_summary, plot_svg,
@@ -46,6 +47,19 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
         let data = MarketData::load(&args.data).with_context(|| format!("loading --data {}", args.data))?;
         Ok((data, Arc::new(Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?)))
     })?;
+    if args.portfolio {
+        let inputs: Vec<&Path> = match &data {
+            MarketData::Universe(universe) => universe.files(),
+            MarketData::Bars(_) => vec![Path::new(&args.data)],
+        };
+        crate::outputs::check_every_output(&outputs, &inputs)?;
+        let origin = args.data.as_str();
+        let symbols = crate::portfolio::symbols_of(data, origin)?;
+        return portfolio::run(args, &spec, &by, (origin, symbols), dispatcher, &opts, phases);
+    }
+    if let Some(given) = args.sizing.given().first() {
+        bail!("{given}: sizing needs --portfolio");
+    }
     let data = match data {
         MarketData::Bars(bars) => Arc::new(bars),
         MarketData::Universe(universe) => {
@@ -115,7 +129,7 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
     if let Err(e) = session.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
-    print_grid_run(args, &spec, &by, &opts, &session, &report, monitor_plot.as_deref())?;
+    print_grid_run(args, &spec, &by, &opts, &session.preparation(), &report, monitor_plot.as_deref())?;
     crate::pages::after_sweep(args.report.as_deref(), &session, &report.summary, &opts, mode)
 }
 
@@ -155,12 +169,12 @@ fn print_header(spec: &SweepSpec, data: &Ohlcv, plan: &SweepPlan, shard: Shard) 
 
 /// What a grid run did: the best combos, the grid's edge, where the time went, the
 /// workers, and every file written.
-fn print_grid_run(
+pub(crate) fn print_grid_run(
     args: &SweepArgs,
     spec: &SweepSpec,
     by: &str,
     opts: &OutputOptions,
-    session: &Session,
+    prep: &Preparation,
     report: &SweepReport,
     monitor_plot: Option<&Path>,
 ) -> Result<()> {
@@ -180,7 +194,6 @@ fn print_grid_run(
         Some((run, rate)) => format!("{run:.2}s ({} combos/s of wall time)", thousands(rate.round() as u64)),
         None => "none (every chunk came from the checkpoint)".into(),
     };
-    let prep = session.preparation();
     let statistics = report.overfitting.as_ref().map_or(String::new(), |o| {
         format!(
             ", overfitting statistics {:.2}s",
@@ -189,7 +202,7 @@ fn print_grid_run(
     });
     outln!(
         "time: {}, backtests {backtests}, writing {:.2}s{statistics}",
-        preparation_time(report.phases.as_ref().map_or(0.0, |p| p.seconds("load")), &prep),
+        preparation_time(report.phases.as_ref().map_or(0.0, |p| p.seconds("load")), prep),
         report.timings.map_or(0.0, |t| t.assembling),
     );
     if let Some(workers) = report.workers.as_ref().filter(|w| !w.workers.is_empty()) {

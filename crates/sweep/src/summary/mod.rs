@@ -188,9 +188,24 @@ pub struct Identity {
     pub data: Option<DataIdentity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub universe: Option<UniverseIdentity>,
+    /// A portfolio's symbols and account (its data is `data`: every symbol on one clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub portfolio: Option<PortfolioIdentity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_size: Option<u64>,
     pub shards: u64,
+}
+
+/// A portfolio's identity: its symbols in order, its starting cash and how it sizes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortfolioIdentity {
+    pub symbols: Vec<String>,
+    pub init_cash: f64,
+    pub size: f64,
+    pub size_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lot: Option<f64>,
+    pub min_size: f64,
 }
 
 /// A data set's identity: where it came from, its length and its fingerprint.

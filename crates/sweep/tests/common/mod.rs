@@ -8,7 +8,7 @@ use threadx_dispatch::testing::dispatcher_in;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Worker};
-use threadx_sweep::{OutputOptions, Shard, Sweep, SweepError, SweepRequest, SweepSpec, run_to_files};
+use threadx_sweep::{OutputOptions, RunData, Shard, Sweep, SweepError, SweepRequest, SweepSpec, run_to_files};
 use threadx_telemetry::PhaseTimer;
 
 /// A CPU dispatcher with its profile in `dir` (which must outlive it).
@@ -67,8 +67,18 @@ pub fn to_files(
     distribute.ratios = Some(pool.names().into_iter().zip(ratios.iter().copied()).collect());
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
-    run_to_files(sweep, data, pool, &dispatcher, &distribute, opts, PhaseTimer::start(), &mut |_, _| {}, None)
-        .map(|r| serde_json::to_value(r.summary).unwrap())
+    run_to_files(
+        sweep,
+        &RunData::of(data),
+        pool,
+        &dispatcher,
+        &distribute,
+        opts,
+        PhaseTimer::start(),
+        &mut |_, _| {},
+        None,
+    )
+    .map(|r| serde_json::to_value(r.summary).unwrap())
 }
 
 /// Runs `spec` on `data` into `out` with `threads` CPU threads; returns the CSV bytes.

@@ -1,0 +1,79 @@
+//! What a run read, as its identity and summary name it ([`RunData`]): one data set, or a
+//! universe's symbols traded as one account on the union of their clocks.
+
+use crate::run_files::{annualised, data_fingerprint};
+use crate::spec::fnv1a;
+use crate::summary::{Annualisation, DataIdentity, DataSummary, PortfolioIdentity};
+use threadx_backtest::Account;
+use threadx_indicators::{Calendar, Ohlcv, format_time};
+
+/// The data of a run: what resumes and merges check it by (its fingerprint), what its
+/// summary says of it, and its calendar's bars per year.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunData {
+    pub(crate) identity: DataIdentity,
+    pub(crate) portfolio: Option<PortfolioIdentity>,
+    pub(crate) summary: DataSummary,
+    per_year: f64,
+    basis: &'static str,
+}
+
+impl RunData {
+    /// One data set.
+    pub fn of(data: &Ohlcv) -> Self {
+        let calendar = data.calendar();
+        Self {
+            identity: DataIdentity {
+                origin: data.origin().to_owned(),
+                bars: data.len() as u64,
+                fingerprint: data_fingerprint(data),
+            },
+            portfolio: None,
+            summary: DataSummary::of(data),
+            per_year: calendar.bars_per_year(data.timestamps()),
+            basis: calendar.describe(),
+        }
+    }
+
+    /// A universe's symbols (name and bars, in order) on `clock`, the union of their bar
+    /// times, traded as `account`: fingerprinted by every symbol's name and bars.
+    pub fn portfolio(origin: &str, symbols: &[(&str, &Ohlcv)], clock: &[i64], account: &Account) -> Self {
+        let mut text = String::new();
+        for (name, data) in symbols {
+            text.push_str(name);
+            text.push(':');
+            text.push_str(&data_fingerprint(data));
+            text.push(';');
+        }
+        let calendar = Calendar::of(clock);
+        Self {
+            identity: DataIdentity {
+                origin: origin.to_owned(),
+                bars: clock.len() as u64,
+                fingerprint: format!("{:016x}-{}x{}", fnv1a(text.as_bytes()), symbols.len(), clock.len()),
+            },
+            portfolio: Some(PortfolioIdentity {
+                symbols: symbols.iter().map(|(name, _)| (*name).to_owned()).collect(),
+                init_cash: account.init_cash,
+                size: account.sizing.size,
+                size_type: account.sizing.kind.name().to_owned(),
+                lot: Some(account.sizing.lot).filter(|l| !l.is_nan()),
+                min_size: account.sizing.min_size,
+            }),
+            summary: DataSummary {
+                origin: origin.to_owned(),
+                bars: clock.len() as u64,
+                first: clock.first().map(|&t| format_time(t)),
+                last: clock.last().map(|&t| format_time(t)),
+            },
+            per_year: calendar.bars_per_year(clock),
+            basis: calendar.describe(),
+        }
+    }
+
+    /// The bars per year that annualised the run's figures and why: `given`
+    /// (`--periods-per-year`), or the data's calendar.
+    pub fn annualisation(&self, given: Option<f64>) -> Annualisation {
+        annualised(given, self.per_year, self.basis)
+    }
+}
