@@ -3,8 +3,8 @@
 //! parameters, one combo an iteration. Throughput is in symbol·bar·combos per second
 //! (issue #52's bar: a portfolio sweep at ≥ 25 % of independent accounts' throughput).
 //!
-//! - `portfolio/one_account`: the 100 symbols as one account (`PortfolioBooks::simulate`),
-//!   30 % of the cash left per entry.
+//! - `portfolio/one_account`: the 100 symbols as one account (`PortfolioBooks::totals`, as
+//!   a sweep runs a combo), 30 % of the cash left per entry.
 //! - `portfolio/independent_accounts`: each symbol's own run (`simulate_totals`), one after
 //!   another on the same core.
 
@@ -41,9 +41,7 @@ fn portfolio(c: &mut Criterion) {
     let mut g = c.benchmark_group("portfolio");
     g.sample_size(10).measurement_time(Duration::from_secs(8));
     g.throughput(Throughput::Elements(SYMBOLS * 35_040));
-    g.bench_function("one_account", |b| {
-        b.iter(|| portfolio.simulate(black_box(&plans), &account, false).totals.log_equity)
-    });
+    g.bench_function("one_account", |b| b.iter(|| portfolio.totals(black_box(&plans[..1]), &account)[0].log_equity));
     g.bench_function("independent_accounts", |b| {
         b.iter(|| {
             portfolio

@@ -134,3 +134,24 @@ fn a_strategy_beyond_the_portfolios_rules_is_refused_by_name() {
          this strategy uses shorts"
     );
 }
+
+/// A sweep's totals (`PortfolioBooks::totals`: combos in parallel, each thread's schedule
+/// reused from combo to combo) are each combo's own account, as `simulate` runs it alone.
+#[test]
+fn a_sweeps_totals_are_each_combos_own_account() {
+    let strategy = Strategy::parse("bb_atr").expect("the built-in");
+    let axes = vec![vec![10.0, 20.0, 40.0], vec![1.5, 2.5], vec![14.0], vec![1.0, 3.0]];
+    let universe = universe();
+    let books = PortfolioBooks::new(universe.iter().map(|d| (book(d, &strategy, &axes), d.timestamps())).collect())
+        .expect("plain");
+    let plans: Vec<ComboPlan> = (0..12).map(|c| books.books()[0].combo_plan(c)).collect();
+    let sizing = Sizing::new(0.25, SizeType::Percent, None, 0.0).expect("valid");
+    let account = Account::new(1000.0, sizing, COSTS).expect("valid");
+    let totals = books.totals(&plans, &account);
+    for (c, plan) in plans.iter().enumerate() {
+        let each: Vec<ComboPlan> = books.books().iter().map(|b| b.combo_plan(c as u64)).collect();
+        assert!(each.iter().all(|p| p == plan), "combo {c}: one plan in every book");
+        assert_eq!(totals[c], books.simulate(&each, &account, false).totals, "combo {c}");
+    }
+    assert!(totals.iter().all(|t| t.trades > 50));
+}

@@ -34,6 +34,7 @@ mod portfolio;
 mod profile;
 mod report;
 mod request;
+mod sizing;
 mod strategy;
 mod sweep;
 mod sweep_args;
@@ -137,7 +138,7 @@ enum Command {
         #[arg(long)]
         portfolio: bool,
         #[command(flatten)]
-        sizing: portfolio::SizingFlags,
+        sizing: sizing::SizingFlags,
     },
     /// Sweep a strategy's parameters (grid, --random sample or --walk-forward) and write
     /// every combo's metrics, the best ones and a heatmap.

@@ -4,61 +4,16 @@
 
 use crate::backtest::{Request, metrics_table};
 use crate::request::split_assignment;
+use crate::sizing::{SizingFlags, describe};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
 use std::path::Path;
 use std::sync::Arc;
-use threadx_backtest::{
-    Account, Costs, PortfolioBooks, PortfolioRecord, SignalBook, SizeType, Sizing, Strategy, check_bars_per_year,
-};
+use threadx_backtest::{Costs, PortfolioBooks, PortfolioRecord, SignalBook, Strategy, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Calendar, IndicatorBank, MarketData, Ohlcv, format_time};
 use threadx_sweep::{ColumnType, write_table};
-
-/// How `--portfolio` sizes its entries (each flag needs `--portfolio`).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct SizingFlags {
-    /// What each entry buys: a fraction of the cash left (the default, 1.0: all of it), a
-    /// cash amount (--size-type value) or a fraction of the account's value (targetpercent).
-    #[arg(long, allow_negative_numbers = true)]
-    pub size: Option<f64>,
-    /// How --size reads: percent (of the cash left), value (cash) or targetpercent (of the
-    /// account's value), vectorbt's names.
-    #[arg(long, value_name = "percent|value|targetpercent")]
-    pub size_type: Option<String>,
-    /// Buy in whole lots of this many units (e.g. 1 for whole shares, 0.01).
-    #[arg(long, value_name = "UNITS", allow_negative_numbers = true)]
-    pub lot: Option<f64>,
-    /// Skip an entry that would buy fewer units than this.
-    #[arg(long, value_name = "UNITS", allow_negative_numbers = true)]
-    pub min_size: Option<f64>,
-    /// The account's starting cash (default 1; equity and trades are in its currency).
-    #[arg(long, value_name = "CASH", allow_negative_numbers = true)]
-    pub init_cash: Option<f64>,
-}
-
-impl SizingFlags {
-    /// The flags given, by name (each needs `--portfolio`).
-    pub fn given(&self) -> Vec<&'static str> {
-        let flags = [
-            ("--size", self.size.is_some()),
-            ("--size-type", self.size_type.is_some()),
-            ("--lot", self.lot.is_some()),
-            ("--min-size", self.min_size.is_some()),
-            ("--init-cash", self.init_cash.is_some()),
-        ];
-        flags.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
-    }
-
-    /// The account they describe with these costs (checked before any data is read).
-    pub fn account(&self, costs: Costs) -> Result<Account> {
-        let kind = SizeType::parse(self.size_type.as_deref().unwrap_or("percent")).context("--size-type")?;
-        let sizing = Sizing::new(self.size.unwrap_or(1.0), kind, self.lot, self.min_size.unwrap_or(0.0))
-            .context("--size, --lot or --min-size")?;
-        Account::new(self.init_cash.unwrap_or(1.0), sizing, costs).context("--init-cash")
-    }
-}
 
 /// Every symbol's bars: a universe's, or one data set as a universe of one.
 fn symbols(data: &str) -> Result<Vec<(String, Arc<Ohlcv>)>> {
@@ -173,18 +128,6 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
         }
     }
     Ok(())
-}
-
-/// The sizing in words: "cash 1000, 250 per entry".
-pub fn describe(account: &Account) -> String {
-    let s = &account.sizing;
-    let each = match s.kind {
-        SizeType::Percent => format!("{}% of the cash left per entry", s.size * 100.0),
-        SizeType::Value => format!("{} per entry", s.size),
-        SizeType::TargetPercent => format!("{}% of the account's value per entry", s.size * 100.0),
-    };
-    let lot = if s.lot.is_nan() { String::new() } else { format!(" in lots of {}", s.lot) };
-    format!("cash {}, {each}{lot}", account.init_cash)
 }
 
 /// The trades in the order filled; an open one marked at its symbol's last close (no

@@ -111,7 +111,7 @@ pub struct SweepArgs {
     #[arg(long)]
     pub(crate) portfolio: bool,
     #[command(flatten)]
-    pub(crate) sizing: crate::portfolio::SizingFlags,
+    pub(crate) sizing: crate::sizing::SizingFlags,
     /// Continue an interrupted run from its checkpoint (same command, same data).
     #[arg(long)]
     pub(crate) resume: bool,

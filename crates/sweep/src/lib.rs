@@ -71,10 +71,10 @@ pub use portfolio::PortfolioSim;
 pub use request::{SweepRequest, parse_size};
 pub use results_file::{for_each_result, read_results};
 pub use rows::{Row, header, parse_row, write_row};
-pub use run_data::RunData;
+pub use run_data::{RunData, data_fingerprint};
 pub use run_files::{
     HeatmapOptions, OutputHold, OutputOptions, annualisation, check_output, check_writable, checkpoint_dir,
-    data_fingerprint, hold_outputs, summary_path,
+    hold_outputs, summary_path,
 };
 pub use runner::{ChunkResult, Sweep, SweepLane, SweepPending, SweepWork, thread_pool};
 pub use search::{

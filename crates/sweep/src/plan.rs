@@ -3,13 +3,23 @@
 
 use crate::combos::ComboSet;
 use crate::error::SweepError;
+use crate::portfolio::{PortfolioSim, portfolio_refusal};
 use crate::runner::{Simulation, Sweep};
 use crate::search::SearchMethod;
 use crate::spec::SweepSpec;
 use std::sync::Mutex;
-use threadx_backtest::{BarTables, BlockCuts, BookLayout, SignalBook};
+use threadx_backtest::{Account, BarTables, BlockCuts, BookLayout, PortfolioBooks, SignalBook};
 use threadx_dispatch::{DeviceMode, DevicePolicy, format_bytes, thousands};
-use threadx_indicators::IndicatorBank;
+use threadx_indicators::{Calendar, IndicatorBank};
+
+impl Sweep {
+    /// Checks the spec, computes the indicators and decision rows its combos need
+    /// (through `bank`, each once; a sample's only) and lays out the combos, refusing
+    /// before any work what would not fit in the memory available ([`SweepPlan`]).
+    pub fn prepare(bank: &IndicatorBank<'_>, spec: &SweepSpec) -> Result<Self, SweepError> {
+        SweepPlan::new(spec, bank.data().len(), bank.dispatcher().policy())?.prepare(bank)
+    }
+}
 
 /// Bytes a sample takes per drawn combo while it is drawn (the list, the set that keeps
 /// it distinct) and held.
@@ -150,11 +160,6 @@ impl SweepPlan {
         &self.spec
     }
 
-    /// The spec, the book's layout and the combos, for a preparation of its own.
-    pub(crate) fn into_parts(self) -> (SweepSpec, BookLayout, ComboSet) {
-        (self.spec, self.layout, self.combos)
-    }
-
     /// Computes the indicators (through `bank`, each once) and the book the plan laid out.
     pub fn prepare(self, bank: &IndicatorBank<'_>) -> Result<Sweep, SweepError> {
         if bank.data().len() != self.bars {
@@ -174,5 +179,26 @@ impl SweepPlan {
         };
         let tables = BarTables::new(&book, self.spec.costs()).with_blocks(blocks);
         Ok(Sweep::new(self.spec, Simulation::Book { book, tables, resident: Mutex::new(Vec::new()) }, self.combos))
+    }
+}
+
+impl SweepPlan {
+    /// Prepares the plan as one account over symbols: `banks` holds each symbol's bank
+    /// (its bars and timestamps within), in symbol order. Each symbol's book is laid out
+    /// as the plan says; the bars per year come from the spec or the clock's calendar.
+    pub fn prepare_portfolio(self, banks: &[IndicatorBank<'_>], account: Account) -> Result<Sweep, SweepError> {
+        if let Some(refused) = portfolio_refusal(&self.spec) {
+            return Err(SweepError::Spec(refused));
+        }
+        let (spec, layout, combos) = (self.spec, self.layout, self.combos);
+        let books = banks
+            .iter()
+            .map(|bank| Ok((SignalBook::from_layout(bank, layout.clone())?, bank.data().timestamps())))
+            .collect::<Result<Vec<_>, SweepError>>()?;
+        let books = PortfolioBooks::new(books)?;
+        let clock = books.times();
+        let bars_per_year = spec.periods_per_year().unwrap_or_else(|| Calendar::of(clock).bars_per_year(clock));
+        let simulation = Simulation::Portfolio(PortfolioSim::new(books, account, bars_per_year));
+        Ok(Sweep::new(spec, simulation, combos))
     }
 }

@@ -1,7 +1,6 @@
 //! What a run read, as its identity and summary name it ([`RunData`]): one data set, or a
 //! universe's symbols traded as one account on the union of their clocks.
 
-use crate::run_files::{annualised, data_fingerprint};
 use crate::spec::fnv1a;
 use crate::summary::{Annualisation, DataIdentity, DataSummary, PortfolioIdentity};
 use threadx_backtest::Account;
@@ -75,5 +74,26 @@ impl RunData {
     /// (`--periods-per-year`), or the data's calendar.
     pub fn annualisation(&self, given: Option<f64>) -> Annualisation {
         annualised(given, self.per_year, self.basis)
+    }
+}
+
+/// A data set's identity for checkpoints and shards: FNV-1a over every timestamp and
+/// price bit, with the bar count.
+pub fn data_fingerprint(data: &Ohlcv) -> String {
+    let mut bytes = Vec::with_capacity(data.len() * 48);
+    for (i, &t) in data.timestamps().iter().enumerate() {
+        bytes.extend(t.to_le_bytes());
+        for series in [data.open(), data.high(), data.low(), data.close(), data.volume()] {
+            bytes.extend(series[i].to_bits().to_le_bytes());
+        }
+    }
+    format!("{:016x}-{}", fnv1a(&bytes), data.len())
+}
+
+/// `given` bars per year, or the calendar's `per_year` and what it is (`basis`).
+pub(crate) fn annualised(given: Option<f64>, per_year: f64, basis: &str) -> Annualisation {
+    match given {
+        Some(given) => Annualisation { periods_per_year: Some(given), basis: "given (--periods-per-year)".into() },
+        None => Annualisation { periods_per_year: per_year.is_finite().then_some(per_year), basis: basis.to_owned() },
     }
 }

@@ -7,9 +7,9 @@
 use crate::combos::{ComboSet, Shard};
 use crate::error::{SweepError, io_error};
 use crate::heatmap::Heatmap;
-use crate::run_data::RunData;
+use crate::run_data::{RunData, annualised};
 use crate::search::Constraint;
-use crate::spec::{SweepSpec, fnv1a};
+use crate::spec::SweepSpec;
 use crate::summary::{Annualisation, Identity, Summary, WholeGridSummary};
 use serde_json::{Value, json};
 use std::fs;
@@ -69,19 +69,6 @@ impl HeatmapOptions {
 /// Progress of a run: positions done (combos, skipped ones included) of `total`.
 pub type ProgressFn<'a> = &'a mut dyn FnMut(u64, u64);
 
-/// A data set's identity for checkpoints and shards: FNV-1a over every timestamp and
-/// price bit, with the bar count.
-pub fn data_fingerprint(data: &Ohlcv) -> String {
-    let mut bytes = Vec::with_capacity(data.len() * 48);
-    for (i, &t) in data.timestamps().iter().enumerate() {
-        bytes.extend(t.to_le_bytes());
-        for series in [data.open(), data.high(), data.low(), data.close(), data.volume()] {
-            bytes.extend(series[i].to_bits().to_le_bytes());
-        }
-    }
-    format!("{:016x}-{}", fnv1a(&bytes), data.len())
-}
-
 /// The summary beside `out` (`<out stem>.json`); none beside a device or FIFO such as
 /// `/dev/null`, which is not a folder's file.
 pub fn summary_path(out: &Path) -> Option<PathBuf> {
@@ -127,14 +114,6 @@ pub(crate) fn run_head(opts: &OutputOptions) -> Summary {
 pub fn annualisation(given: Option<f64>, data: &Ohlcv) -> Annualisation {
     let calendar = data.calendar();
     annualised(given, calendar.bars_per_year(data.timestamps()), calendar.describe())
-}
-
-/// `given` bars per year, or the calendar's `per_year` and what it is (`basis`).
-pub(crate) fn annualised(given: Option<f64>, per_year: f64, basis: &str) -> Annualisation {
-    match given {
-        Some(given) => Annualisation { periods_per_year: Some(given), basis: "given (--periods-per-year)".into() },
-        None => Annualisation { periods_per_year: per_year.is_finite().then_some(per_year), basis: basis.to_owned() },
-    }
 }
 
 /// What identifies a run for resume and merge: spec, data, chunking and shard count.

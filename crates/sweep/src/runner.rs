@@ -4,7 +4,6 @@
 
 use crate::combos::ComboSet;
 use crate::error::SweepError;
-use crate::plan::SweepPlan;
 use crate::portfolio::PortfolioSim;
 use crate::spec::SweepSpec;
 use rayon::prelude::*;
@@ -16,7 +15,6 @@ use threadx_backtest::{
     SignalBook, simulate_cpu,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
-use threadx_indicators::IndicatorBank;
 use threadx_multi_gpu::{
     BalanceOptions, Chunk, DevicePool, DistributeOptions, RunStats, WorkError, WorkerDevice, Workload,
 };
@@ -74,13 +72,6 @@ pub(crate) enum Simulation {
 impl Sweep {
     pub(crate) fn new(spec: SweepSpec, simulation: Simulation, combos: ComboSet) -> Self {
         Self { spec, simulation, combos }
-    }
-
-    /// Checks the spec, computes the indicators and decision rows its combos need
-    /// (through `bank`, each once; a sample's only) and lays out the combos, refusing
-    /// before any work what would not fit in the memory available ([`SweepPlan`]).
-    pub fn prepare(bank: &IndicatorBank<'_>, spec: &SweepSpec) -> Result<Self, SweepError> {
-        SweepPlan::new(spec, bank.data().len(), bank.dispatcher().policy())?.prepare(bank)
     }
 
     pub fn spec(&self) -> &SweepSpec {

@@ -7,9 +7,12 @@
 
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::error::BacktestError;
+use crate::fixed::Totals;
 use crate::metrics::ExitReason;
+use crate::portfolio::schedule::Schedule;
 use crate::portfolio::{Account, Mark, PortfolioRun, Source, run};
 use crate::trade_parts::{last_bar, next_bit};
+use rayon::prelude::*;
 
 /// Every symbol's book on the union of their bar times.
 #[derive(Debug)]
@@ -90,17 +93,32 @@ impl PortfolioBooks {
         Mark { bar, own: i }
     }
 
-    /// One combo as one account, `plan` read in every symbol's book: books laid out from
-    /// one grid hold the same rows, so a combo's plan is the same in each.
-    pub fn simulate_plan(&self, plan: &ComboPlan, account: &Account, detailed: bool) -> PortfolioRun {
-        let rows = self.books.iter().map(|book| SymbolRules::new(book, plan)).collect();
-        run(&BookSource { books: self, rows }, account, detailed)
+    /// The totals of `plans`, each one account over every symbol (a plan read in every
+    /// symbol's book: books laid out from one grid hold the same rows, so a combo's plan
+    /// is the same in each), combos in parallel on the CPU's pool, in order.
+    pub fn totals(&self, plans: &[ComboPlan], account: &Account) -> Vec<Totals> {
+        let (bars, symbols) = (self.times.len(), self.books.len());
+        plans
+            .par_iter()
+            .map_init(
+                || (Schedule::new(bars, symbols), Vec::with_capacity(symbols)),
+                |(schedule, rows), plan| {
+                    rows.clear();
+                    rows.extend(self.books.iter().map(|book| SymbolRules::new(book, plan)));
+                    let source = BookSource { books: self, rows: std::mem::take(rows) };
+                    let totals = run(&source, account, false, schedule).totals;
+                    *rows = source.rows;
+                    totals
+                },
+            )
+            .collect()
     }
 
     /// One combo as one account: `plans[s]` is the combo's plan in symbol `s`'s book.
     pub fn simulate(&self, plans: &[ComboPlan], account: &Account, detailed: bool) -> PortfolioRun {
         let rows = self.books.iter().zip(plans).map(|(book, plan)| SymbolRules::new(book, plan)).collect();
-        run(&BookSource { books: self, rows }, account, detailed)
+        let mut schedule = Schedule::new(self.times.len(), self.books.len());
+        run(&BookSource { books: self, rows }, account, detailed, &mut schedule)
     }
 }
 

@@ -15,6 +15,7 @@
 
 mod books;
 mod orders;
+mod schedule;
 mod signals;
 mod sizing;
 
@@ -29,8 +30,7 @@ use crate::fixed::{Totals, return_units};
 use crate::metrics::ExitReason;
 use crate::trade_parts::{Drawdown, at_level, log_of};
 use orders::{add, buy, is_close, sell};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use schedule::Schedule;
 
 /// What the account trades: each symbol's price at each bar of the clock and its own
 /// decisions. A symbol's decisions do not depend on the cash, so they are asked as events:
@@ -200,64 +200,23 @@ impl Ledger {
     }
 }
 
-/// A symbol's next event: an entry it may make, or its position's exit. Events order by
-/// bar, then symbol (a symbol has one at a time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Event {
-    /// The bar (high half) and the symbol (low half).
-    key: u64,
-    /// The symbol's own bar.
-    own: usize,
-    /// The exit's reason; None: an entry.
-    exit: Option<ExitReason>,
-}
-
-impl Ord for Event {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&other.key)
-    }
-}
-
-impl PartialOrd for Event {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Event {
-    fn entry(symbol: usize, at: Mark) -> Self {
-        Self { key: Self::key(at.bar, symbol), own: at.own, exit: None }
-    }
-
-    fn exit(symbol: usize, (at, reason): (Mark, ExitReason)) -> Self {
-        Self { key: Self::key(at.bar, symbol), own: at.own, exit: Some(reason) }
-    }
-
-    fn key(bar: usize, symbol: usize) -> u64 {
-        ((bar as u64) << 32) | symbol as u64
-    }
-
-    fn bar(&self) -> usize {
-        (self.key >> 32) as usize
-    }
-
-    fn symbol(&self) -> usize {
-        (self.key & u64::from(u32::MAX)) as usize
-    }
-}
-
-/// The bar's events, taken from the queue: exits (sorted as vectorbt's call sequence
-/// sorts them) and entries (in symbol order).
+/// The bar's events, taken from the schedule: exits (the value sold first, the symbol,
+/// its own bar, why; sorted as vectorbt's call sequence sorts them) and entries (the
+/// symbol and its own bar, in symbol order).
 struct Due {
-    exits: Vec<(f64, Event)>,
-    entries: Vec<Event>,
+    exits: Vec<(f64, usize, usize, ExitReason)>,
+    entries: Vec<(usize, usize)>,
 }
 
 /// Runs the account over every bar of `source`: its [`Totals`] (from the equity curve and
 /// the closed trades, as every simulation's), and its record when `detailed`. Only the
-/// bars with an event (an entry or an exit) trade; every bar is valued.
-pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool) -> PortfolioRun {
+/// bars with an event (an entry or an exit) trade; every bar is valued. `schedule` is
+/// empty and fits the source (a new one is made otherwise); the run leaves it empty.
+pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool, schedule: &mut Schedule) -> PortfolioRun {
     let (bars, symbols, prices) = (source.bars(), source.symbols(), source.prices());
+    if !schedule.fits(bars, symbols) {
+        *schedule = Schedule::new(bars, symbols);
+    }
     let mut ledger = Ledger {
         cash: account.init_cash,
         position: vec![0.0; symbols],
@@ -273,14 +232,17 @@ pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool) -> P
         positions: Vec::with_capacity(bars * symbols),
         trades: Vec::new(),
     });
-    let mut queue: BinaryHeap<Reverse<Event>> =
-        (0..symbols).filter_map(|s| source.next_entry(s, 0).map(|at| Reverse(Event::entry(s, at)))).collect();
+    for s in 0..symbols {
+        if let Some(at) = source.next_entry(s, 0) {
+            schedule.set(s, at, None);
+        }
+    }
     let mut due = Due { exits: Vec::with_capacity(symbols), entries: Vec::with_capacity(symbols) };
     let (mut equity, mut drawdown) = (account.init_cash, Drawdown::START);
     for t in 0..bars {
         let row = &prices[t * symbols..(t + 1) * symbols];
-        if queue.peek().is_some_and(|Reverse(e)| e.bar() == t) {
-            trade_bar(source, account, &mut ledger, &mut queue, &mut due, t, row);
+        if schedule.any_at(t) {
+            trade_bar(source, account, (&mut ledger, schedule, &mut due), t, row);
         }
         let now = ledger.value(row);
         ledger.totals.add_bar(return_units(now, equity));
@@ -305,46 +267,36 @@ pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool) -> P
 
 /// Bar `t`'s orders: its exits, the largest holding first (vectorbt's order by approximate
 /// value, an exit's −units·price; stable by symbol), then its entries in symbol order from
-/// the cash left; each symbol's next event queued.
-#[allow(clippy::too_many_arguments)] // The run's state, threaded through one bar.
+/// the cash left; each symbol's next event scheduled.
 fn trade_bar<S: Source>(
     source: &S,
     account: &Account,
-    ledger: &mut Ledger,
-    queue: &mut BinaryHeap<Reverse<Event>>,
-    due: &mut Due,
+    (ledger, schedule, due): (&mut Ledger, &mut Schedule, &mut Due),
     t: usize,
     row: &[f64],
 ) {
     let value = ledger.value(row);
     due.exits.clear();
     due.entries.clear();
-    while let Some(&Reverse(event)) = queue.peek().filter(|Reverse(e)| e.bar() == t) {
-        queue.pop();
-        match event.exit {
-            Some(_) => due.exits.push((-ledger.position[event.symbol()] * row[event.symbol()], event)),
-            None => due.entries.push(event),
-        }
-    }
+    schedule.take_at(t, |s, own, exit| match exit {
+        Some(reason) => due.exits.push((-ledger.position[s] * row[s], s, own, reason)),
+        None => due.entries.push((s, own)),
+    });
     due.exits.sort_by(|a, b| a.0.total_cmp(&b.0));
-    for &(_, event) in &due.exits {
-        let (s, reason) = (event.symbol(), event.exit.unwrap_or(ExitReason::Signal));
+    for &(_, s, own, reason) in &due.exits {
         ledger.exit(t, s, row[s], reason, account);
         // No entry on the bar of an exit.
-        if let Some(at) = source.next_entry(s, event.own + 1) {
-            queue.push(Reverse(Event::entry(s, at)));
+        if let Some(at) = source.next_entry(s, own + 1) {
+            schedule.set(s, at, None);
         }
     }
-    // The heap gives a bar's entries by symbol already.
-    for &event in &due.entries {
-        let s = event.symbol();
-        let next = if ledger.enter(t, s, row[s], account, value) {
-            source.exit_after(s, event.own).map(|exit| Event::exit(s, exit))
-        } else {
-            source.next_entry(s, event.own + 1).map(|at| Event::entry(s, at))
-        };
-        if let Some(event) = next {
-            queue.push(Reverse(event));
+    for &(s, own) in &due.entries {
+        if ledger.enter(t, s, row[s], account, value) {
+            if let Some((at, reason)) = source.exit_after(s, own) {
+                schedule.set(s, at, Some(reason));
+            }
+        } else if let Some(at) = source.next_entry(s, own + 1) {
+            schedule.set(s, at, None);
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::error::BacktestError;
 use crate::metrics::ExitReason;
+use crate::portfolio::schedule::Schedule;
 use crate::portfolio::{Account, Mark, PortfolioRun, Source, run};
 use crate::trade_parts::next_bit;
 use ndarray::ArrayView2;
@@ -109,5 +110,7 @@ pub fn simulate_portfolio(
     detailed: bool,
 ) -> Result<PortfolioRun, BacktestError> {
     signals.check()?;
-    Ok(run(&ArraySource::new(signals), account, detailed))
+    let source = ArraySource::new(signals);
+    let mut schedule = Schedule::new(source.bars, source.symbols);
+    Ok(run(&source, account, detailed, &mut schedule))
 }

@@ -35,7 +35,7 @@ pub fn run(
         count(symbols.len() as u64, "symbol"),
         origin,
         count(plan.combos().len(), "combo"),
-        crate::portfolio::describe(&account),
+        crate::sizing::describe(&account),
     );
     outln!(
         "preparing {} books of {} each (about {} each)",

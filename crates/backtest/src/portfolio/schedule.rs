@@ -1,0 +1,55 @@
+//! When each symbol acts next: a [`Schedule`] of one pending event per symbol (an entry
+//! it may make, or its position's exit), kept as a bit per symbol in each bar's words, so
+//! that a bar's events come out in symbol order and a bar without any costs two loads.
+
+use crate::metrics::ExitReason;
+use crate::portfolio::Mark;
+
+/// Every symbol's next event. Its bits are cleared as the run takes them, so a run leaves
+/// it empty for the next (a sweep's thread reuses one for all its combos).
+#[derive(Debug)]
+pub(crate) struct Schedule {
+    /// Words of symbol bits per bar.
+    words: usize,
+    bits: Vec<u64>,
+    /// Each symbol's event: its own bar, and the exit's reason (None: an entry).
+    pending: Vec<(usize, Option<ExitReason>)>,
+}
+
+impl Schedule {
+    pub(crate) fn new(bars: usize, symbols: usize) -> Self {
+        let words = symbols.div_ceil(64);
+        Self { words, bits: vec![0; bars * words], pending: vec![(0, None); symbols] }
+    }
+
+    /// Whether it fits a run of `bars` bars × `symbols` symbols.
+    pub(crate) fn fits(&self, bars: usize, symbols: usize) -> bool {
+        self.pending.len() == symbols && self.bits.len() == bars * self.words
+    }
+
+    /// Symbol `s` acts at `at`: exits for `exit`, or enters (None).
+    #[inline(always)]
+    pub(crate) fn set(&mut self, s: usize, at: Mark, exit: Option<ExitReason>) {
+        self.bits[at.bar * self.words + s / 64] |= 1 << (s % 64);
+        self.pending[s] = (at.own, exit);
+    }
+
+    /// Whether any symbol acts at bar `t`.
+    #[inline(always)]
+    pub(crate) fn any_at(&self, t: usize) -> bool {
+        self.bits[t * self.words..(t + 1) * self.words].iter().any(|&w| w != 0)
+    }
+
+    /// Takes bar `t`'s events in symbol order: `(symbol, own bar, exit)` each.
+    pub(crate) fn take_at(&mut self, t: usize, mut each: impl FnMut(usize, usize, Option<ExitReason>)) {
+        for w in 0..self.words {
+            let mut word = std::mem::take(&mut self.bits[t * self.words + w]);
+            while word != 0 {
+                let s = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let (own, exit) = self.pending[s];
+                each(s, own, exit);
+            }
+        }
+    }
+}
