@@ -132,3 +132,20 @@ pub(crate) fn trail_level(short: bool, best: f64, fraction: f64, distance: f64) 
 pub(crate) fn log_of(x: f64) -> i64 {
     if x > 0.0 { log_units(libm::log(x)) } else { (-2048.0 * LOG_SCALE) as i64 }
 }
+
+/// Asks the CPU to bring `values[i]` into its caches without waiting for it (a hint: no
+/// effect on any result, nothing where the target has no such instruction).
+#[inline(always)]
+pub(crate) fn prefetch(values: &[f64], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(value) = values.get(i) {
+        // SAFETY: `sse` is in every x86-64 target's baseline, and a prefetch reads nothing a
+        // program sees and never faults (here its address is a live element besides).
+        #[allow(unsafe_code)]
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(std::ptr::from_ref(value).cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (values, i);
+}

@@ -85,6 +85,13 @@ impl StopRule<'_> {
         }
     }
 
+    /// Asks the CPU to fetch what [`Self::level`] reads at bar `e` into its caches, ahead
+    /// of the read (a portfolio schedules an entry long before it reads its level).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, e: usize) {
+        crate::trade_parts::prefetch(self.series, e);
+    }
+
     /// [`Self::level`] when it is a level (positive and finite), as the market rules take it.
     #[inline(always)]
     pub(crate) fn frozen_level(&self, e: usize, close: f64) -> Option<f64> {

@@ -11,7 +11,7 @@ use crate::fixed::Totals;
 use crate::metrics::ExitReason;
 use crate::portfolio::schedule::Schedule;
 use crate::portfolio::{Account, Mark, PortfolioRun, Source, run};
-use crate::trade_parts::{last_bar, next_bit};
+use crate::trade_parts::{last_bar, next_bit, prefetch};
 use rayon::prelude::*;
 
 /// Every symbol's book on the union of their bar times.
@@ -146,13 +146,14 @@ impl<'b> SymbolRules<'b> {
         }
     }
 
-    /// The own bar a position entered at own bar `e` exits at, and why: the first bar
-    /// after `e` whose close reaches the stop frozen at `e`, then the take-profit (≤ 0 or
-    /// NaN: none), the exit rule, then max_bars (a single run's order).
-    fn exit_after(&self, e: usize) -> Option<(usize, ExitReason)> {
+    /// The own bar a position entered at own bar `e` (whose close is `entry`, read from
+    /// the bar's prices already at hand) exits at, and why: the first bar after `e` whose
+    /// close reaches the stop frozen at `e`, then the take-profit (≤ 0 or NaN: none), the
+    /// exit rule, then max_bars (a single run's order).
+    fn exit_after(&self, e: usize, entry: f64) -> Option<(usize, ExitReason)> {
         let close = self.close;
-        let stop = self.stop.map_or(f64::NEG_INFINITY, |r| r.level(e, close[e]));
-        let take_profit = self.take_profit.map_or(0.0, |r| r.level(e, close[e]));
+        let stop = self.stop.map_or(f64::NEG_INFINITY, |r| r.level(e, entry));
+        let take_profit = self.take_profit.map_or(0.0, |r| r.level(e, entry));
         let last = last_bar(e, self.max_bars);
         let exit = next_bit(self.exits, e + 1).unwrap_or(usize::MAX);
         let end = close.len().min(exit.saturating_add(1)).min(last.saturating_add(1));
@@ -192,10 +193,17 @@ impl Source for BookSource<'_> {
 
     fn next_entry(&self, s: usize, own: usize) -> Option<Mark> {
         let rules = &self.rows[s];
-        next_bit(rules.entries, own.max(rules.warmup)).filter(|&i| i < rules.close.len()).map(|i| self.books.at(s, i))
+        let i = next_bit(rules.entries, own.max(rules.warmup)).filter(|&i| i < rules.close.len())?;
+        // The entry's levels and the closes after it are read when it fills, often many
+        // bars (and other symbols' events) later: a cache miss each, without this.
+        for rule in [rules.stop, rules.take_profit].into_iter().flatten() {
+            rule.prefetch(i);
+        }
+        prefetch(rules.close, i + 1);
+        Some(self.books.at(s, i))
     }
 
-    fn exit_after(&self, s: usize, own: usize) -> Option<(Mark, ExitReason)> {
-        self.rows[s].exit_after(own).map(|(x, reason)| (self.books.at(s, x), reason))
+    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, ExitReason)> {
+        self.rows[s].exit_after(own, close).map(|(x, reason)| (self.books.at(s, x), reason))
     }
 }

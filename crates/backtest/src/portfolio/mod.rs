@@ -42,11 +42,12 @@ pub(crate) trait Source {
     /// Every symbol's last close at each bar, row-major (bars × symbols): its close where
     /// it has a bar, else its last one, and 0 before its first.
     fn prices(&self) -> &[f64];
-    /// The first of symbol `s`'s own bars from `own` on at which it enters when flat.
+    /// The first of symbol `s`'s own bars from `own` on at which it enters when flat; what
+    /// its exit will read there is fetched into the caches ahead (a hint).
     fn next_entry(&self, s: usize, own: usize) -> Option<Mark>;
-    /// Where symbol `s`, entered at its own bar `own`, exits, and why; None: held to the
-    /// end.
-    fn exit_after(&self, s: usize, own: usize) -> Option<(Mark, ExitReason)>;
+    /// Where symbol `s`, entered at its own bar `own` whose close is `close`, exits, and
+    /// why; None: held to the end.
+    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, ExitReason)>;
 }
 
 /// A bar of the clock and a symbol's own bar there.
@@ -137,8 +138,9 @@ struct Ledger {
 
 impl Ledger {
     /// Cash plus every held position at its price in `row` (the bar's prices), in symbol
-    /// order.
-    #[inline(always)]
+    /// order. Out of line: inlined into the bar loop, its sum was kept in memory, a store
+    /// and a load per position.
+    #[inline(never)]
     fn value(&self, row: &[f64]) -> f64 {
         self.held.iter().fold(self.cash, |value, &(s, units)| value + units * row[s])
     }
@@ -275,7 +277,8 @@ fn trade_bar<S: Source>(
     t: usize,
     row: &[f64],
 ) {
-    let value = ledger.value(row);
+    // A target percent sizes from the value before the bar's orders; no other sizing reads it.
+    let value = if account.sizing.kind == SizeType::TargetPercent { ledger.value(row) } else { f64::NAN };
     due.exits.clear();
     due.entries.clear();
     schedule.take_at(t, |s, own, exit| match exit {
@@ -292,7 +295,7 @@ fn trade_bar<S: Source>(
     }
     for &(s, own) in &due.entries {
         if ledger.enter(t, s, row[s], account, value) {
-            if let Some((at, reason)) = source.exit_after(s, own) {
+            if let Some((at, reason)) = source.exit_after(s, own, row[s]) {
                 schedule.set(s, at, Some(reason));
             }
         } else if let Some(at) = source.next_entry(s, own + 1) {

@@ -72,7 +72,7 @@ impl Source for ArraySource {
         next_bit(&self.entries[s], own).map(|bar| Mark { bar, own: bar })
     }
 
-    fn exit_after(&self, s: usize, own: usize) -> Option<(Mark, ExitReason)> {
+    fn exit_after(&self, s: usize, own: usize, _close: f64) -> Option<(Mark, ExitReason)> {
         next_bit(&self.exits[s], own + 1).map(|bar| (Mark { bar, own: bar }, ExitReason::Signal))
     }
 }
