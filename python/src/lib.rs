@@ -406,7 +406,7 @@ fn is_count(name: &str) -> bool {
     matches!(name, "trades" | "closed_trades")
 }
 
-fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     for (&name, v) in Metrics::NAMES.iter().zip(m.values()) {
         match is_count(name) {
@@ -475,6 +475,8 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(search::search, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(portfolio::simulate_portfolio_py, m)?)?;
+    m.add_function(wrap_pyfunction!(portfolio::sweep_portfolio, m)?)?;
+    m.add_function(wrap_pyfunction!(portfolio::backtest_portfolio, m)?)?;
     m.add_function(wrap_pyfunction!(devices, m)?)?;
     m.add_function(wrap_pyfunction!(strategies, m)?)?;
     Ok(())

@@ -1,17 +1,23 @@
-//! `threadx._threadx.simulate_portfolio`: one account over many symbols' signals
+//! One account over many symbols: `threadx._threadx.simulate_portfolio`, a user's signals
 //! (`threadx.simulate(..., cash_sharing=True)`): its metrics row and, with `details`, its
-//! equity, cash, positions and trades, from [`simulate_portfolio`].
+//! equity, cash, positions and trades, from [`simulate_portfolio`]; and
+//! `threadx._threadx.sweep_portfolio`, a strategy's grid over a universe, each combo one
+//! account (`threadx.sweep(..., portfolio=True)`), from [`PortfolioSweep`].
 
 use crate::table::Table;
-use crate::{sweep_error, value};
+use crate::universe::Universe;
+use crate::{detached, dispatcher, request, sweep_error, value};
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use threadx_backtest::{
-    Account, Costs, PortfolioRecord, PortfolioSignals, SizeType, Sizing, check_bars_per_year, simulate_portfolio,
+    Account, Costs, PortfolioBooks, PortfolioRecord, PortfolioSignals, SizeType, Sizing, Strategy, check_bars_per_year,
+    simulate_portfolio,
 };
-use threadx_indicators::Calendar;
+use threadx_dispatch::DeviceMode;
+use threadx_indicators::{Calendar, Ohlcv};
+use threadx_sweep::{PortfolioSweep, SweepError};
 
 /// The account's metrics as a one-row table, and its record when `details`.
 #[pyfunction]
@@ -86,5 +92,93 @@ fn record_dict(py: Python<'_>, record: PortfolioRecord, bars: usize, symbols: us
     trades.set_item("pnl", floats(|t| t.pnl().unwrap_or(f64::NAN)).into_pyarray(py))?;
     trades.set_item("return", floats(|t| t.ret().unwrap_or(f64::NAN)).into_pyarray(py))?;
     out.set_item("trades", trades)?;
+    Ok(out)
+}
+
+/// Every combo of the request's grid as one account over the universe's symbols: the
+/// rows of `threadx sweep --portfolio`, in combo order.
+#[pyfunction]
+#[pyo3(signature = (
+    universe, request_json, size=1.0, size_type="percent", lot=None, min_size=0.0, init_cash=1.0, progress=None
+))]
+#[allow(clippy::too_many_arguments)] // One per keyword of `threadx.sweep(..., portfolio=True)`.
+pub fn sweep_portfolio(
+    py: Python<'_>,
+    universe: &Universe,
+    request_json: &str,
+    size: f64,
+    size_type: &str,
+    lot: Option<f64>,
+    min_size: f64,
+    init_cash: f64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Table> {
+    let spec = request(request_json)?;
+    let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
+    let account = Account::new(init_cash, sizing, spec.costs()).map_err(value)?;
+    let dispatcher = dispatcher(spec.device())?;
+    let market = &universe.universe;
+    let rows = detached(py, &dispatcher, progress, |report| {
+        let symbols = (0..market.len())
+            .map(|i| Ok((market.name(i).to_owned(), market.load(i)?)))
+            .collect::<Result<Vec<_>, threadx_indicators::DataError>>()
+            .map_err(|e| SweepError::Spec(e.to_string()))?;
+        PortfolioSweep::prepare(&spec, (market.origin(), &symbols), account, &dispatcher)?.run_in_memory(report)
+    })?;
+    Table::new(threadx_sweep::rows_table(&spec, &rows, false), &spec, None)
+}
+
+/// One parameter set of a strategy over the universe's symbols as one account: its
+/// metrics, the clock (epoch ms), the symbols, each one's last close, and its record.
+#[pyfunction]
+#[pyo3(signature = (
+    universe, strategy, params, fee, slippage=0.0, size=1.0, size_type="percent", lot=None, min_size=0.0,
+    init_cash=1.0, periods_per_year=None
+))]
+#[allow(clippy::too_many_arguments)] // One per keyword of `threadx.backtest(..., portfolio=True)`.
+pub fn backtest_portfolio<'py>(
+    py: Python<'py>,
+    universe: &Universe,
+    strategy: &str,
+    params: Vec<(String, String)>,
+    fee: f64,
+    slippage: f64,
+    size: f64,
+    size_type: &str,
+    lot: Option<f64>,
+    min_size: f64,
+    init_cash: f64,
+    periods_per_year: Option<f64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let strategy = Strategy::load(strategy).map_err(value)?;
+    let values = strategy.params(&params).map_err(value)?;
+    let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
+    let account = Account::new(init_cash, sizing, Costs::new(fee, slippage).map_err(value)?).map_err(value)?;
+    let per_year = periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
+    let market = &universe.universe;
+    let dispatcher = dispatcher(DeviceMode::Cpu)?;
+    let (books, run) = py.detach(|| -> PyResult<_> {
+        let symbols = (0..market.len())
+            .map(|i| Ok((market.name(i).to_owned(), market.load(i)?)))
+            .collect::<Result<Vec<_>, threadx_indicators::DataError>>()
+            .map_err(value)?;
+        let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
+        let books = PortfolioBooks::for_params(&strategy, &values, &named, &dispatcher).map_err(value)?;
+        let run = books.simulate(&books.plans_of(0), &account, true);
+        Ok((books, run))
+    })?;
+    let times = books.times();
+    let per_year = per_year.unwrap_or_else(|| Calendar::of(times).bars_per_year(times));
+    let out = PyDict::new(py);
+    out.set_item("metrics", crate::metrics_dict(py, &run.totals.metrics(times.len(), per_year))?)?;
+    let schema = strategy.schema().iter().zip(&values);
+    out.set_item("params", schema.map(|(p, &v)| (p.name.clone(), v)).collect::<Vec<_>>())?;
+    out.set_item("bars_per_year", per_year)?;
+    out.set_item("times", times.to_vec().into_pyarray(py))?;
+    out.set_item("symbols", market.names().map(str::to_owned).collect::<Vec<_>>())?;
+    let last: Vec<f64> = (0..books.symbols()).map(|s| books.last_close(s)).collect();
+    out.set_item("last_close", last.into_pyarray(py))?;
+    let record = run.record.expect("a detailed run keeps its record");
+    out.set_item("record", record_dict(py, record, times.len(), books.symbols())?)?;
     Ok(out)
 }

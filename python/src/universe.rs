@@ -13,7 +13,7 @@ use threadx_sweep::SweepError;
 /// Many symbols' bars, sorted by name.
 #[pyclass(frozen, module = "threadx._threadx")]
 pub(crate) struct Universe {
-    universe: threadx_indicators::Universe,
+    pub(crate) universe: threadx_indicators::Universe,
 }
 
 #[pymethods]

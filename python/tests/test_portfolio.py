@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 import threadx
+from conftest import REPO
 
 if os.environ.get("THREADX_REQUIRE_VECTORBT") == "1":
     import vectorbt as vbt
@@ -178,3 +179,55 @@ def test_what_one_account_cannot_take_is_named() -> None:
     bad.iloc[7, 2] = -1.0
     with pytest.raises(ValueError, match="close at bar 7, symbol 2 is -1: a price is positive and finite"):
         threadx.simulate(bad, entries, exits, cash_sharing=True)
+
+
+def symbol_frames() -> Dict[str, pd.DataFrame]:
+    """Three symbols on different clocks: one later, one with every 7th bar missing."""
+    a = threadx.synthetic(bars=3000, seed=1)
+    b = threadx.synthetic(bars=3500, seed=2).iloc[500:]
+    c = threadx.synthetic(bars=3000, seed=3)
+    return {"AAA": a, "BBB": b, "CCC": c[np.arange(len(c)) % 7 != 3]}
+
+
+def test_a_portfolio_backtest_is_its_sweeps_row_and_adds_up_at_every_bar() -> None:
+    frames = symbol_frames()
+    sizing = {"size": 0.4, "size_type": "percent", "init_cash": 10_000.0}
+    bt = threadx.backtest(frames, "bb_atr", portfolio=True, bb_period=30, atr_mult=2, **sizing)
+    rows = threadx.sweep(frames, "bb_atr", grid={"bb_period": [20, 30], "atr_mult": [1, 2]}, portfolio=True,
+                         progress=False, **sizing)
+    row = rows[(rows["bb_period"] == 30) & (rows["atr_mult"] == 2)].iloc[0]
+    for metric in threadx.METRICS:
+        assert (row[metric] == bt.metrics[metric]) or (np.isnan(row[metric]) and np.isnan(bt.metrics[metric])), metric
+    assert len(rows) == 4 and bt.metrics["trades"] == len(bt.trades) > 30
+    # Equity = cash + each symbol's units at its last close, at every bar of the clock.
+    closes = pd.concat({name: f["close"] for name, f in frames.items()}, axis=1).ffill().fillna(0.0)
+    closes.index = closes.index.tz_localize("UTC") if closes.index.tz is None else closes.index
+    assert list(closes.index) == list(bt.equity.index)
+    value = bt.cash + (bt.positions * closes[bt.positions.columns]).sum(axis=1)
+    np.testing.assert_allclose(bt.equity, value, rtol=1e-12)
+    assert set(bt.trades["symbol"]) == set(frames)
+    closed = bt.trades["pnl"].notna()
+    open_value = (bt.trades.loc[~closed, "size"] * closes.iloc[-1][bt.trades.loc[~closed, "symbol"]].to_numpy()).sum()
+    spent_open = (bt.trades.loc[~closed, "size"] * bt.trades.loc[~closed, "entry_price"] + bt.trades.loc[~closed, "entry_fees"]).sum()
+    np.testing.assert_allclose(10_000 + bt.trades.loc[closed, "pnl"].sum() + open_value - spent_open, bt.equity.iloc[-1], rtol=1e-9)
+
+
+def test_one_symbol_with_all_the_cash_is_the_single_backtest() -> None:
+    df = threadx.synthetic(bars=4000, seed=9)
+    single = threadx.backtest(df, "bb_atr", bb_period=25)
+    account = threadx.backtest({"X": df}, "bb_atr", portfolio=True, bb_period=25)
+    for metric in ("total_return", "sharpe", "max_drawdown", "win_rate", "sqn"):
+        assert abs(account.metrics[metric] - single.metrics[metric]) <= 1e-10 * max(abs(single.metrics[metric]), 1e-6), metric
+    assert account.metrics["trades"] == single.metrics["trades"]
+
+
+def test_sizing_without_a_portfolio_and_what_a_portfolio_cannot_run_are_named() -> None:
+    df = threadx.synthetic(bars=2000, seed=4)
+    with pytest.raises(ValueError, match="size, init_cash: sizing needs portfolio=True"):
+        threadx.backtest(df, "bb_atr", size=0.5, init_cash=100.0)
+    with pytest.raises(ValueError, match="size_type: sizing needs portfolio=True"):
+        threadx.sweep(df, size_type="value", progress=False)
+    with pytest.raises(ValueError, match="a walk-forward of a portfolio is not built yet"):
+        threadx.sweep({"A": df}, walk_forward="train=1000,test=500", portfolio=True, progress=False)
+    with pytest.raises(ValueError, match="this strategy uses shorts"):
+        threadx.backtest({"A": df}, str(REPO / "examples" / "strategies" / "bb_long_short.toml"), portfolio=True)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
@@ -27,9 +25,11 @@ from . import _report, _tables, _threadx
 
 __version__: str = _threadx.__version__
 
-from ._inputs import Data, _bars, _f64, _finite, _market, _opt_float, _utc_index
+from ._inputs import Data, _bars, _f64, _finite, _market, _opt_float, _text, _utc_index
+from ._progress import ProgressCallback, _progress
 from ._report import METRICS, SweepFrame
 from .overfitting import PboResult, deflated_sharpe, pbo
+from .portfolio import PortfolioBacktest, _portfolio_backtest, _portfolio_sweep
 from .signals import simulate
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "pbo",
     "search",
     "simulate",
+    "PortfolioBacktest",
     "strategies",
     "sweep",
     "synthetic",
@@ -58,8 +59,6 @@ StrategyName = Union[str, "os.PathLike[str]"]
 EXIT_REASONS = _tables.EXIT_REASONS
 #: Which way a trade faced, the categories of ``Backtest.trades["side"]``.
 SIDES = _tables.SIDES
-#: ``(done, total)`` combos, called after each chunk.
-ProgressCallback = Callable[[int, int], None]
 
 
 def synthetic(bars: int = 35_040, seed: int = 42, market: str = "btc") -> pd.DataFrame:
@@ -133,14 +132,33 @@ def backtest(
     slippage: float = 0.0,
     periods_per_year: Optional[float] = None,
     device: Optional[str] = None,
+    portfolio: bool = False,
+    size: Optional[float] = None,
+    size_type: Optional[str] = None,
+    lot: Optional[float] = None,
+    min_size: Optional[float] = None,
+    init_cash: Optional[float] = None,
     **params: Any,
-) -> Backtest:
+) -> Union[Backtest, PortfolioBacktest]:
     """One parameter set of a strategy, e.g. ``backtest(df, "bb_atr", bb_period=20,
     bb_std=2)``: a built-in name (see ``strategies()``) or a rule file
     (``backtest(df, "donchian.toml", n=30)``, docs/writing-strategies.md); parameters not
     given keep their defaults. ``fee`` is the cost per side as a fraction of traded value,
     ``slippage`` the fraction the fill price moves against you on every fill;
-    ``periods_per_year`` annualises the Sharpe ratio (default: from the timestamps)."""
+    ``periods_per_year`` annualises the Sharpe ratio (default: from the timestamps).
+
+    ``portfolio=True`` trades every symbol of ``data`` (a dict of frames by symbol, a
+    folder, a glob, a long frame with a ``symbol`` column; one data set is a portfolio of
+    one) against one account of ``init_cash`` (default 1), each entry sized by ``size``,
+    ``size_type``, ``lot`` and ``min_size`` as ``simulate(..., cash_sharing=True)`` sizes
+    it (docs/portfolios.md); it returns a ``PortfolioBacktest``. It runs on the CPU."""
+    if portfolio:
+        sizing = {"size": size, "size_type": size_type, "lot": lot, "min_size": min_size, "init_cash": init_cash}
+        return _portfolio_backtest(data, os.fspath(strategy), fee, slippage, periods_per_year, sizing, params)
+    given = [n for n, v in (("size", size), ("size_type", size_type), ("lot", lot), ("min_size", min_size),
+                            ("init_cash", init_cash)) if v is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: sizing needs portfolio=True (one account over the symbols)")
     bars, index = _bars(data)
     pairs = [(name, _text(name, value)) for name, value in params.items()]
     out = _threadx.backtest(
@@ -177,6 +195,12 @@ def sweep(
     minimize: bool = False,
     constraints: Union[str, Iterable[str]] = (),
     overfitting: Union[bool, Mapping[str, Any]] = False,
+    portfolio: bool = False,
+    size: Optional[float] = None,
+    size_type: Optional[str] = None,
+    lot: Optional[float] = None,
+    min_size: Optional[float] = None,
+    init_cash: Optional[float] = None,
 ) -> SweepFrame:
     """Every combo of a parameter grid, one row per combo: index ``combo`` (the CLI's
     combo number), the parameters, then the metrics, the values of ``threadx sweep``'s
@@ -204,10 +228,23 @@ def sweep(
     (``"data/*.parquet"``). The frame is then indexed by ``(symbol, combo)``, each
     symbol's rows those of its own sweep, and ``.attrs["by_combo"]`` holds, by combo,
     the ``by`` metric's mean, median and minimum over the symbols and the share of them
-    with a positive return (``threadx sweep``'s ``-by-combo`` table)."""
+    with a positive return (``threadx sweep``'s ``-by-combo`` table).
+
+    ``portfolio=True`` trades the symbols together instead: each combo is one account of
+    ``init_cash`` (default 1) over all of them and one row, indexed by ``combo``
+    (``threadx sweep --portfolio``; docs/portfolios.md). ``size`` and ``size_type``
+    (``"percent"`` of the cash left, the default 1.0; ``"value"``; ``"targetpercent"``),
+    ``lot`` and ``min_size`` size each entry as ``simulate(..., cash_sharing=True)``
+    does. One data set is a portfolio of one symbol."""
     market = _market(data)
     request = _request(strategy, grid, fee, device, random, seed, walk_forward, periods_per_year, chunk_size, threads)
     rules = [constraints] if isinstance(constraints, str) else [str(c) for c in constraints]
+    sizing = {"size": size, "size_type": size_type, "lot": lot, "min_size": min_size, "init_cash": init_cash}
+    if portfolio:
+        return _portfolio_sweep(market, request, sizing, progress, overfitting)
+    given = [name for name, value in sizing.items() if value is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: sizing needs portfolio=True (one account over the symbols)")
     if isinstance(market, _threadx.Universe):
         if overfitting is not False:
             raise ValueError("overfitting statistics run on one symbol's data: sweep one symbol's frame")
@@ -436,19 +473,6 @@ def strategies() -> Dict[str, List[Dict[str, Any]]]:
 # --- arguments ---------------------------------------------------------------------------
 
 
-def _text(name: str, value: Any) -> str:
-    """A parameter value as the CLI takes it: numbers in their shortest exact form."""
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name}={value!r}: expected a number or a name, not a boolean")
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        return repr(float(value))
-    if isinstance(value, str):
-        return value
-    raise ValueError(f"{name}={value!r}: expected a number or a name")
-
-
 def _axis_value(name: str, value: Any) -> Union[int, float, str]:
     """One grid value as the request takes it: a number stays a number, a name a name."""
     if isinstance(value, (bool, np.bool_)):
@@ -519,55 +543,3 @@ def _opt_int(name: str, value: Optional[int]) -> Optional[int]:
 
 
 # --- progress ----------------------------------------------------------------------------
-
-
-def _progress(progress: Union[bool, ProgressCallback], unit: str) -> Tuple[Optional[ProgressCallback], Callable[[], None]]:
-    """The callback a sweep reports to, and what closes it."""
-    if callable(progress):
-        return progress, lambda: None
-    if not progress:
-        return None, lambda: None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return _text_progress(unit)
-    bars: List[Any] = []
-
-    def update(done: int, total: int) -> None:
-        # Made at the first report, so that input refused before any work shows no bar.
-        if not bars:
-            bars.append(tqdm(total=total, unit=unit, unit_scale=total >= 100_000, desc="threadx sweep"))
-        bar = bars[0]
-        bar.total = total
-        bar.update(done - bar.n)
-
-    def finish() -> None:
-        for bar in bars:
-            bar.close()
-
-    return update, finish
-
-
-def _text_progress(unit: str) -> Tuple[ProgressCallback, Callable[[], None]]:
-    """Text on stderr: one line redrawn in place on a terminal (twice a second); in a
-    log (stderr not a terminal), whole lines, at most one every 10 seconds and the last."""
-    live = sys.stderr.isatty()
-    every = 0.5 if live else 10.0
-    state = {"last": time.monotonic() if not live else 0.0, "shown": False}
-
-    def update(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - state["last"] < every:
-            return
-        state["last"], state["shown"] = now, True
-        share = done / total if total else 1.0
-        line = f"threadx sweep: {done:,}/{total:,} {unit} ({share:.0%})"
-        sys.stderr.write(f"\r{line}" if live else f"{line}\n")
-        sys.stderr.flush()
-
-    def finish() -> None:
-        if state["shown"] and live:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-    return update, finish

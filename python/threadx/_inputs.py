@@ -200,3 +200,16 @@ def _finite(name: str, value: Optional[float]) -> Optional[float]:
     if number is not None and not np.isfinite(number):
         raise ValueError(f"{name}={number}: a finite number is needed")
     return number
+
+
+def _text(name: str, value: Any) -> str:
+    """A parameter value as the CLI takes it: numbers in their shortest exact form."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r}: expected a number or a name, not a boolean")
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"{name}={value!r}: expected a number or a name")

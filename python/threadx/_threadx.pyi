@@ -160,6 +160,29 @@ def simulate_portfolio(
     times: Optional[npt.NDArray[np.int64]] = None,
     details: bool = False,
 ) -> Tuple[Table, Optional[Dict[str, Any]]]: ...
+def sweep_portfolio(
+    universe: Universe,
+    request_json: str,
+    size: float = 1.0,
+    size_type: str = "percent",
+    lot: Optional[float] = None,
+    min_size: float = 0.0,
+    init_cash: float = 1.0,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Table: ...
+def backtest_portfolio(
+    universe: Universe,
+    strategy: str,
+    params: List[Tuple[str, str]],
+    fee: float,
+    slippage: float = 0.0,
+    size: float = 1.0,
+    size_type: str = "percent",
+    lot: Optional[float] = None,
+    min_size: float = 0.0,
+    init_cash: float = 1.0,
+    periods_per_year: Optional[float] = None,
+) -> Dict[str, Any]: ...
 def devices() -> Tuple[str, Optional[int]]: ...
 def strategies() -> Dict[str, List[Dict[str, Any]]]: ...
 def pbo(returns: npt.NDArray[np.float64], blocks: int = 16, splits: int = 1000, seed: int = 0) -> Dict[str, Any]: ...

@@ -1,16 +1,19 @@
-"""One account over many symbols: ``threadx.simulate(close, entries, exits,
+"""One account over many symbols (docs/portfolios.md): ``simulate(close, entries, exits,
 cash_sharing=True, size=..., size_type=...)``, vectorbt's ``Portfolio.from_signals(...,
-group_by=True, cash_sharing=True, call_seq="auto")``. The rules are docs/portfolios.md's."""
+group_by=True, cash_sharing=True, call_seq="auto")``; ``backtest(..., portfolio=True)``
+(``PortfolioBacktest``) and ``sweep(..., portfolio=True)``, a strategy's rules."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Union
 
 import numpy as np
 import pandas as pd
 
-from . import _tables, _threadx
-from ._inputs import _bools, _datetime_ms, _f64, _opt_float
+from . import _report, _tables, _threadx
+from ._inputs import Data, _bools, _datetime_ms, _f64, _market, _opt_float, _text, _utc_index
+from ._progress import ProgressCallback, _progress
 
 #: What ``size_type`` may be (vectorbt's names and meanings).
 SIZE_TYPES = ("percent", "value", "targetpercent")
@@ -105,3 +108,85 @@ def _trades(raw: Dict[str, Any], bars: pd.Index, symbols: pd.Index) -> pd.DataFr
     trades.loc[~closed, "exit_bar"] = pd.NA
     trades.index.name = "trade"
     return trades
+
+
+@dataclass(frozen=True)
+class PortfolioBacktest:
+    """One parameter set over many symbols as one account (``backtest(...,
+    portfolio=True)``): its metrics, the account's ``equity`` and ``cash`` per bar of the
+    clock (every symbol's bar times), each symbol's units held (``positions``), and every
+    trade with its ``symbol``, ``size``, prices, fees and ``pnl`` in the account's
+    currency (an open trade's exit fields missing)."""
+
+    strategy: str
+    params: Dict[str, Any]
+    metrics: Dict[str, float]
+    equity: pd.Series
+    cash: pd.Series
+    positions: pd.DataFrame
+    trades: pd.DataFrame
+    bars_per_year: float
+
+
+def _portfolio_backtest(
+    data: Data,
+    strategy: str,
+    fee: float,
+    slippage: float,
+    periods_per_year: Optional[float],
+    sizing: Mapping[str, Any],
+    params: Mapping[str, Any],
+) -> PortfolioBacktest:
+    """``backtest(..., portfolio=True)``."""
+    market = _market(data)
+    if not isinstance(market, _threadx.Universe):
+        market = _threadx.Universe.from_bars("data", [("data", market[0])])
+    out = _threadx.backtest_portfolio(
+        market,
+        strategy,
+        [(name, _text(name, value)) for name, value in params.items()],
+        float(fee),
+        slippage=float(slippage),
+        size=1.0 if sizing["size"] is None else float(sizing["size"]),
+        size_type="percent" if sizing["size_type"] is None else str(sizing["size_type"]).lower(),
+        lot=None if sizing["lot"] is None else float(sizing["lot"]),
+        min_size=0.0 if sizing["min_size"] is None else float(sizing["min_size"]),
+        init_cash=1.0 if sizing["init_cash"] is None else float(sizing["init_cash"]),
+        periods_per_year=_opt_float(periods_per_year),
+    )
+    index = _utc_index(out["times"])
+    symbols = pd.Index(out["symbols"], name="symbol")
+    record = out["record"]
+    return PortfolioBacktest(
+        strategy=strategy,
+        params=dict(out["params"]),
+        metrics=out["metrics"],
+        equity=pd.Series(record["equity"], index=index, name="equity"),
+        cash=pd.Series(record["cash"], index=index, name="cash"),
+        positions=pd.DataFrame(record["positions"], index=index, columns=symbols),
+        trades=_trades(record["trades"], index, symbols),
+        bars_per_year=out["bars_per_year"],
+    )
+
+
+def _portfolio_sweep(
+    market: Any, request: str, sizing: Mapping[str, Any], progress: Union[bool, ProgressCallback], overfitting: Any
+) -> SweepFrame:
+    """``sweep(..., portfolio=True)``: every combo one account over the symbols."""
+    if overfitting is not False:
+        raise ValueError("overfitting: the overfitting statistics of a portfolio are not built yet")
+    if not isinstance(market, _threadx.Universe):
+        market = _threadx.Universe.from_bars("data", [("data", market[0])])
+    options = {
+        "size": 1.0 if sizing["size"] is None else float(sizing["size"]),
+        "size_type": "percent" if sizing["size_type"] is None else str(sizing["size_type"]).lower(),
+        "lot": None if sizing["lot"] is None else float(sizing["lot"]),
+        "min_size": 0.0 if sizing["min_size"] is None else float(sizing["min_size"]),
+        "init_cash": 1.0 if sizing["init_cash"] is None else float(sizing["init_cash"]),
+    }
+    callback, finish = _progress(progress, "combos")
+    try:
+        table = _threadx.sweep_portfolio(market, request, progress=callback, **options)
+    finally:
+        finish()
+    return _report.sweep_frame(_tables.frame(table).set_index("combo"), None)

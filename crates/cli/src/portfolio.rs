@@ -10,9 +10,9 @@ use serde_json::{Map, Value, json};
 use std::fmt::Write;
 use std::path::Path;
 use std::sync::Arc;
-use threadx_backtest::{Costs, PortfolioBooks, PortfolioRecord, SignalBook, Strategy, check_bars_per_year};
+use threadx_backtest::{Costs, PortfolioBooks, PortfolioRecord, Strategy, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher};
-use threadx_indicators::{Calendar, IndicatorBank, MarketData, Ohlcv, format_time};
+use threadx_indicators::{Calendar, MarketData, Ohlcv, format_time};
 use threadx_sweep::{ColumnType, write_table};
 
 /// Every symbol's bars: a universe's, or one data set as a universe of one.
@@ -52,18 +52,9 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     crate::outputs::check_every_output(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])?;
     let symbols = symbols(&req.data)?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
-    let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
-    let books: Vec<SignalBook> = symbols
-        .iter()
-        .map(|(name, bars)| {
-            SignalBook::build(&IndicatorBank::new(bars, &dispatcher), &strategy, &axes)
-                .with_context(|| format!("symbol {name}"))
-        })
-        .collect::<Result<_>>()?;
-    let plans: Vec<_> = books.iter().map(|b| b.combo_plan(0)).collect();
-    let clocks = books.into_iter().zip(&symbols).map(|(book, (_, bars))| (book, bars.timestamps())).collect();
-    let portfolio = PortfolioBooks::new(clocks)?;
-    let run = portfolio.simulate(&plans, &account, true);
+    let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
+    let portfolio = PortfolioBooks::for_params(&strategy, &values, &named, &dispatcher)?;
+    let run = portfolio.simulate(&portfolio.plans_of(0), &account, true);
     let record = run.record.as_ref().expect("a detailed run keeps its record");
     let times = portfolio.times();
     let per_year = req.periods_per_year.unwrap_or_else(|| Calendar::of(times).bars_per_year(times));

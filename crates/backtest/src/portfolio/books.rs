@@ -11,8 +11,11 @@ use crate::fixed::Totals;
 use crate::metrics::ExitReason;
 use crate::portfolio::schedule::Schedule;
 use crate::portfolio::{Account, Mark, PortfolioRun, Source, run};
+use crate::strategy::Strategy;
 use crate::trade_parts::{last_bar, next_bit, prefetch};
 use rayon::prelude::*;
+use threadx_dispatch::Dispatcher;
+use threadx_indicators::{IndicatorBank, Ohlcv};
 
 /// Every symbol's book on the union of their bar times.
 #[derive(Debug)]
@@ -64,6 +67,32 @@ impl PortfolioBooks {
             clock.push((!identity).then_some(bars));
         }
         Ok(Self { books: symbols.into_iter().map(|(book, _)| book).collect(), times, clock, prices })
+    }
+
+    /// One parameter set of `strategy` over `symbols` (name and bars, in symbol order):
+    /// each symbol's book built through its own indicator bank on `dispatcher`, a
+    /// problem named with its symbol. Its one combo's plans are [`Self::plans_of`]`(0)`.
+    pub fn for_params(
+        strategy: &Strategy,
+        values: &[f64],
+        symbols: &[(&str, &Ohlcv)],
+        dispatcher: &Dispatcher,
+    ) -> Result<Self, BacktestError> {
+        let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
+        let books = symbols
+            .iter()
+            .map(|(name, bars)| {
+                let book = SignalBook::build(&IndicatorBank::new(bars, dispatcher), strategy, &axes)
+                    .map_err(|e| BacktestError::Portfolio(format!("symbol {name}: {e}")))?;
+                Ok((book, bars.timestamps()))
+            })
+            .collect::<Result<Vec<_>, BacktestError>>()?;
+        Self::new(books)
+    }
+
+    /// Combo `combo`'s plan in each symbol's book.
+    pub fn plans_of(&self, combo: u64) -> Vec<ComboPlan> {
+        self.books.iter().map(|b| b.combo_plan(combo)).collect()
     }
 
     /// Each symbol's book, in symbol order.

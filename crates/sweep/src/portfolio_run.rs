@@ -1,0 +1,71 @@
+//! A portfolio sweep from its symbols ([`PortfolioSweep`]): the plan laid out for the
+//! longest symbol, every symbol's indicators and book, the run's data, and its device pool
+//! (the CPU's threads); what the CLI runs to files and Python runs in memory.
+
+use crate::error::SweepError;
+use crate::plan::SweepPlan;
+use crate::run_data::RunData;
+use crate::runner::{ChunkResult, Sweep, thread_pool};
+use crate::session::Preparation;
+use crate::spec::SweepSpec;
+use std::sync::Arc;
+use std::time::Instant;
+use threadx_backtest::Account;
+use threadx_dispatch::Dispatcher;
+use threadx_indicators::{IndicatorBank, Ohlcv};
+use threadx_multi_gpu::{DevicePool, DistributeOptions};
+
+/// A portfolio sweep ready to run.
+#[derive(Debug)]
+pub struct PortfolioSweep {
+    pub sweep: Sweep,
+    /// What the run read: every symbol on its clock, and the account.
+    pub data: RunData,
+    pub preparation: Preparation,
+    pub pool: DevicePool,
+    pub distribute: DistributeOptions,
+}
+
+impl PortfolioSweep {
+    /// The plan of `spec` for `symbols` (name and bars, in symbol order, read from
+    /// `origin`) traded as `account`: refused when one symbol's book cannot fit in memory,
+    /// then every symbol's indicators (each once, on `dispatcher`) and book, on the spec's
+    /// threads.
+    pub fn prepare(
+        spec: &SweepSpec,
+        (origin, symbols): (&str, &[(String, Arc<Ohlcv>)]),
+        account: Account,
+        dispatcher: &Dispatcher,
+    ) -> Result<Self, SweepError> {
+        let longest = symbols.iter().map(|(_, d)| d.len()).max().unwrap_or(0);
+        let plan = SweepPlan::new(spec, longest, dispatcher.policy())?;
+        let started = Instant::now();
+        let threads = thread_pool(spec)?;
+        let banks: Vec<IndicatorBank<'_>> = symbols.iter().map(|(_, d)| IndicatorBank::new(d, dispatcher)).collect();
+        let sweep = match &threads {
+            Some(pool) => pool.install(|| plan.prepare_portfolio(&banks, account))?,
+            None => plan.prepare_portfolio(&banks, account)?,
+        };
+        let indicators_s = banks.iter().flat_map(|b| b.runs()).map(|r| r.elapsed_ms).sum::<f64>() / 1e3;
+        let prepare_s = started.elapsed().as_secs_f64();
+        let preparation = Preparation {
+            series: banks.iter().map(IndicatorBank::computations).sum(),
+            indicators_s: indicators_s.min(prepare_s),
+            book_s: (prepare_s - indicators_s).max(0.0),
+            devices_s: 0.0,
+        };
+        let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
+        let clock = sweep.portfolio().map(|p| p.books().times()).unwrap_or_default();
+        let data = RunData::portfolio(origin, &named, clock, &account);
+        let (pool, distribute) = sweep.device_pool(spec.device(), dispatcher, threads, &mut |_| {})?;
+        Ok(Self { sweep, data, preparation, pool, distribute })
+    }
+
+    /// Every combo in memory, in combo order (`progress` as in [`Sweep::run_in_memory`]).
+    pub fn run_in_memory(
+        &self,
+        progress: &mut dyn FnMut(u64, u64) -> Result<(), SweepError>,
+    ) -> Result<ChunkResult, SweepError> {
+        self.sweep.run_in_memory(&self.pool, &self.distribute, progress)
+    }
+}
