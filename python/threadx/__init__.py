@@ -29,7 +29,7 @@ from ._inputs import Data, _bars, _f64, _finite, _market, _opt_float, _text, _ut
 from ._progress import ProgressCallback, _progress
 from ._report import METRICS, SweepFrame
 from .overfitting import PboResult, deflated_sharpe, pbo
-from .portfolio import PortfolioBacktest, _portfolio_backtest, _portfolio_sweep
+from .portfolio import PortfolioBacktest, _portfolio_backtest, _portfolio_sweep, _sizing
 from .signals import simulate
 
 __all__ = [
@@ -152,13 +152,9 @@ def backtest(
     one) against one account of ``init_cash`` (default 1), each entry sized by ``size``,
     ``size_type``, ``lot`` and ``min_size`` as ``simulate(..., cash_sharing=True)`` sizes
     it (docs/portfolios.md); it returns a ``PortfolioBacktest``. It runs on the CPU."""
+    sizing = _sizing(portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash)
     if portfolio:
-        sizing = {"size": size, "size_type": size_type, "lot": lot, "min_size": min_size, "init_cash": init_cash}
         return _portfolio_backtest(data, os.fspath(strategy), fee, slippage, periods_per_year, sizing, params)
-    given = [n for n, v in (("size", size), ("size_type", size_type), ("lot", lot), ("min_size", min_size),
-                            ("init_cash", init_cash)) if v is not None]
-    if given:
-        raise ValueError(f"{', '.join(given)}: sizing needs portfolio=True (one account over the symbols)")
     bars, index = _bars(data)
     pairs = [(name, _text(name, value)) for name, value in params.items()]
     out = _threadx.backtest(
@@ -239,12 +235,9 @@ def sweep(
     market = _market(data)
     request = _request(strategy, grid, fee, device, random, seed, walk_forward, periods_per_year, chunk_size, threads)
     rules = [constraints] if isinstance(constraints, str) else [str(c) for c in constraints]
-    sizing = {"size": size, "size_type": size_type, "lot": lot, "min_size": min_size, "init_cash": init_cash}
+    sizing = _sizing(portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash)
     if portfolio:
         return _portfolio_sweep(market, request, sizing, progress, overfitting)
-    given = [name for name, value in sizing.items() if value is not None]
-    if given:
-        raise ValueError(f"{', '.join(given)}: sizing needs portfolio=True (one account over the symbols)")
     if isinstance(market, _threadx.Universe):
         if overfitting is not False:
             raise ValueError("overfitting statistics run on one symbol's data: sweep one symbol's frame")

@@ -147,11 +147,7 @@ def _portfolio_backtest(
         [(name, _text(name, value)) for name, value in params.items()],
         float(fee),
         slippage=float(slippage),
-        size=1.0 if sizing["size"] is None else float(sizing["size"]),
-        size_type="percent" if sizing["size_type"] is None else str(sizing["size_type"]).lower(),
-        lot=None if sizing["lot"] is None else float(sizing["lot"]),
-        min_size=0.0 if sizing["min_size"] is None else float(sizing["min_size"]),
-        init_cash=1.0 if sizing["init_cash"] is None else float(sizing["init_cash"]),
+        **_account(sizing),
         periods_per_year=_opt_float(periods_per_year),
     )
     index = _utc_index(out["times"])
@@ -177,16 +173,30 @@ def _portfolio_sweep(
         raise ValueError("overfitting: the overfitting statistics of a portfolio are not built yet")
     if not isinstance(market, _threadx.Universe):
         market = _threadx.Universe.from_bars("data", [("data", market[0])])
-    options = {
-        "size": 1.0 if sizing["size"] is None else float(sizing["size"]),
-        "size_type": "percent" if sizing["size_type"] is None else str(sizing["size_type"]).lower(),
-        "lot": None if sizing["lot"] is None else float(sizing["lot"]),
-        "min_size": 0.0 if sizing["min_size"] is None else float(sizing["min_size"]),
-        "init_cash": 1.0 if sizing["init_cash"] is None else float(sizing["init_cash"]),
-    }
+    options = _account(sizing)
     callback, finish = _progress(progress, "combos")
     try:
         table = _threadx.sweep_portfolio(market, request, progress=callback, **options)
     finally:
         finish()
     return _report.sweep_frame(_tables.frame(table).set_index("combo"), None)
+
+
+def _sizing(portfolio: bool, **sizing: Any) -> Dict[str, Any]:
+    """The sizing keywords of ``backtest`` and ``sweep``, refused without ``portfolio=True``."""
+    given = [name for name, value in sizing.items() if value is not None]
+    if given and not portfolio:
+        raise ValueError(f"{', '.join(given)}: sizing needs portfolio=True (one account over the symbols)")
+    return sizing
+
+
+def _account(sizing: Mapping[str, Any]) -> Dict[str, Any]:
+    """The sizing keywords as the native module takes them, the defaults filled in: all the
+    cash left into each entry, a starting cash of 1."""
+    return {
+        "size": 1.0 if sizing["size"] is None else float(sizing["size"]),
+        "size_type": "percent" if sizing["size_type"] is None else str(sizing["size_type"]).lower(),
+        "lot": None if sizing["lot"] is None else float(sizing["lot"]),
+        "min_size": 0.0 if sizing["min_size"] is None else float(sizing["min_size"]),
+        "init_cash": 1.0 if sizing["init_cash"] is None else float(sizing["init_cash"]),
+    }
