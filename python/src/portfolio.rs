@@ -23,7 +23,7 @@ use threadx_sweep::{PortfolioSweep, SweepError};
 #[pyfunction]
 #[pyo3(name = "simulate_portfolio", signature = (
     close, entries, exits, size=1.0, size_type="percent", lot=None, min_size=0.0, init_cash=1.0, fee=0.001,
-    slippage=0.0, periods_per_year=None, times=None, details=false
+    slippage=0.0, periods_per_year=None, times=None, details=false, max_positions=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.simulate(..., cash_sharing=True)`.
 pub fn simulate_portfolio_py<'py>(
@@ -41,9 +41,12 @@ pub fn simulate_portfolio_py<'py>(
     periods_per_year: Option<f64>,
     times: Option<PyReadonlyArray1<'py, i64>>,
     details: bool,
+    max_positions: Option<usize>,
 ) -> PyResult<(Table, Option<Bound<'py, PyDict>>)> {
     let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
-    let account = Account::new(init_cash, sizing, Costs::new(fee, slippage).map_err(value)?).map_err(value)?;
+    let account = Account::new(init_cash, sizing, Costs::new(fee, slippage).map_err(value)?)
+        .and_then(|a| a.with_max_positions(max_positions))
+        .map_err(value)?;
     let per_year = match (periods_per_year, &times) {
         (Some(p), _) => check_bars_per_year(p).map_err(value)?,
         (None, Some(times)) => {
@@ -99,7 +102,8 @@ fn record_dict(py: Python<'_>, record: PortfolioRecord, bars: usize, symbols: us
 /// rows of `threadx sweep --portfolio`, in combo order.
 #[pyfunction]
 #[pyo3(signature = (
-    universe, request_json, size=1.0, size_type="percent", lot=None, min_size=0.0, init_cash=1.0, progress=None
+    universe, request_json, size=1.0, size_type="percent", lot=None, min_size=0.0, init_cash=1.0, progress=None,
+    max_positions=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.sweep(..., portfolio=True)`.
 pub fn sweep_portfolio(
@@ -112,10 +116,13 @@ pub fn sweep_portfolio(
     min_size: f64,
     init_cash: f64,
     progress: Option<Py<PyAny>>,
+    max_positions: Option<usize>,
 ) -> PyResult<Table> {
     let spec = request(request_json)?;
     let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
-    let account = Account::new(init_cash, sizing, spec.costs()).map_err(value)?;
+    let account = Account::new(init_cash, sizing, spec.costs())
+        .and_then(|a| a.with_max_positions(max_positions))
+        .map_err(value)?;
     let dispatcher = dispatcher(spec.device())?;
     let market = &universe.universe;
     let rows = detached(py, &dispatcher, progress, |report| {
@@ -133,7 +140,7 @@ pub fn sweep_portfolio(
 #[pyfunction]
 #[pyo3(signature = (
     universe, strategy, params, fee, slippage=0.0, size=1.0, size_type="percent", lot=None, min_size=0.0,
-    init_cash=1.0, periods_per_year=None
+    init_cash=1.0, periods_per_year=None, max_positions=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.backtest(..., portfolio=True)`.
 pub fn backtest_portfolio<'py>(
@@ -149,11 +156,14 @@ pub fn backtest_portfolio<'py>(
     min_size: f64,
     init_cash: f64,
     periods_per_year: Option<f64>,
+    max_positions: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let strategy = Strategy::load(strategy).map_err(value)?;
     let values = strategy.params(&params).map_err(value)?;
     let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
-    let account = Account::new(init_cash, sizing, Costs::new(fee, slippage).map_err(value)?).map_err(value)?;
+    let account = Account::new(init_cash, sizing, Costs::new(fee, slippage).map_err(value)?)
+        .and_then(|a| a.with_max_positions(max_positions))
+        .map_err(value)?;
     let per_year = periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
     let market = &universe.universe;
     let dispatcher = dispatcher(DeviceMode::Cpu)?;

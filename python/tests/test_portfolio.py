@@ -231,3 +231,15 @@ def test_sizing_without_a_portfolio_and_what_a_portfolio_cannot_run_are_named() 
         threadx.sweep({"A": df}, walk_forward="train=1000,test=500", portfolio=True, progress=False)
     with pytest.raises(ValueError, match="this strategy uses shorts"):
         threadx.backtest({"A": df}, str(REPO / "examples" / "strategies" / "bb_long_short.toml"), portfolio=True)
+
+
+def test_max_positions_caps_the_positions_held_at_every_bar() -> None:
+    close, entries, exits = universe(7, 12)
+    options = {"size": 100.0, "size_type": "value", "init_cash": 1_000_000.0, "fees": 0.001}
+    free = threadx.simulate(close, entries, exits, cash_sharing=True, details=True, **options)
+    capped = threadx.simulate(close, entries, exits, cash_sharing=True, details=True, max_positions=3, **options)
+    held = (capped.attrs["positions"] > 0).sum(axis=1)
+    assert held.max() == 3 and ((free.attrs["positions"] > 0).sum(axis=1)).max() > 3
+    assert 10 < capped["trades"].iloc[0] < free["trades"].iloc[0]
+    with pytest.raises(ValueError, match="max_positions=0: at least 1 position"):
+        threadx.simulate(close, entries, exits, cash_sharing=True, max_positions=0)

@@ -138,6 +138,7 @@ def backtest(
     lot: Optional[float] = None,
     min_size: Optional[float] = None,
     init_cash: Optional[float] = None,
+    max_positions: Optional[int] = None,
     **params: Any,
 ) -> Union[Backtest, PortfolioBacktest]:
     """One parameter set of a strategy, e.g. ``backtest(df, "bb_atr", bb_period=20,
@@ -151,8 +152,12 @@ def backtest(
     folder, a glob, a long frame with a ``symbol`` column; one data set is a portfolio of
     one) against one account of ``init_cash`` (default 1), each entry sized by ``size``,
     ``size_type``, ``lot`` and ``min_size`` as ``simulate(..., cash_sharing=True)`` sizes
-    it (docs/portfolios.md); it returns a ``PortfolioBacktest``. It runs on the CPU."""
-    sizing = _sizing(portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash)
+    it, at most ``max_positions`` held at once (docs/portfolios.md); it returns a
+    ``PortfolioBacktest``. It runs on the CPU."""
+    sizing = _sizing(
+        portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash,
+        max_positions=max_positions,
+    )
     if portfolio:
         return _portfolio_backtest(data, os.fspath(strategy), fee, slippage, periods_per_year, sizing, params)
     bars, index = _bars(data)
@@ -197,6 +202,7 @@ def sweep(
     lot: Optional[float] = None,
     min_size: Optional[float] = None,
     init_cash: Optional[float] = None,
+    max_positions: Optional[int] = None,
 ) -> SweepFrame:
     """Every combo of a parameter grid, one row per combo: index ``combo`` (the CLI's
     combo number), the parameters, then the metrics, the values of ``threadx sweep``'s
@@ -230,12 +236,15 @@ def sweep(
     ``init_cash`` (default 1) over all of them and one row, indexed by ``combo``
     (``threadx sweep --portfolio``; docs/portfolios.md). ``size`` and ``size_type``
     (``"percent"`` of the cash left, the default 1.0; ``"value"``; ``"targetpercent"``),
-    ``lot`` and ``min_size`` size each entry as ``simulate(..., cash_sharing=True)``
-    does. One data set is a portfolio of one symbol."""
+    ``lot``, ``min_size`` and ``max_positions`` size each entry as ``simulate(...,
+    cash_sharing=True)`` does. One data set is a portfolio of one symbol."""
     market = _market(data)
     request = _request(strategy, grid, fee, device, random, seed, walk_forward, periods_per_year, chunk_size, threads)
     rules = [constraints] if isinstance(constraints, str) else [str(c) for c in constraints]
-    sizing = _sizing(portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash)
+    sizing = _sizing(
+        portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash,
+        max_positions=max_positions,
+    )
     if portfolio:
         return _portfolio_sweep(market, request, sizing, progress, overfitting)
     if isinstance(market, _threadx.Universe):

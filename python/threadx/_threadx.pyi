@@ -159,6 +159,7 @@ def simulate_portfolio(
     periods_per_year: Optional[float] = None,
     times: Optional[npt.NDArray[np.int64]] = None,
     details: bool = False,
+    max_positions: Optional[int] = None,
 ) -> Tuple[Table, Optional[Dict[str, Any]]]: ...
 def sweep_portfolio(
     universe: Universe,
@@ -169,6 +170,7 @@ def sweep_portfolio(
     min_size: float = 0.0,
     init_cash: float = 1.0,
     progress: Optional[Callable[[int, int], None]] = None,
+    max_positions: Optional[int] = None,
 ) -> Table: ...
 def backtest_portfolio(
     universe: Universe,
@@ -182,6 +184,7 @@ def backtest_portfolio(
     min_size: float = 0.0,
     init_cash: float = 1.0,
     periods_per_year: Optional[float] = None,
+    max_positions: Optional[int] = None,
 ) -> Dict[str, Any]: ...
 def devices() -> Tuple[str, Optional[int]]: ...
 def strategies() -> Dict[str, List[Dict[str, Any]]]: ...

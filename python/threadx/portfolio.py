@@ -33,6 +33,7 @@ def simulate_portfolio(
     slippage: float,
     periods_per_year: Optional[float],
     details: bool,
+    max_positions: Optional[int] = None,
 ) -> pd.DataFrame:
     """The one account's metrics row (index ``["portfolio"]``); with ``details``, its
     ``equity``, ``cash``, ``positions`` and ``trades`` in ``attrs``."""
@@ -69,6 +70,7 @@ def simulate_portfolio(
         periods_per_year=_opt_float(periods_per_year),
         times=times,
         details=bool(details),
+        max_positions=None if max_positions is None else int(max_positions),
     )
     frame = _tables.frame(table)
     frame.index = pd.Index(["portfolio"], name="account")
@@ -199,4 +201,5 @@ def _account(sizing: Mapping[str, Any]) -> Dict[str, Any]:
         "lot": None if sizing["lot"] is None else float(sizing["lot"]),
         "min_size": 0.0 if sizing["min_size"] is None else float(sizing["min_size"]),
         "init_cash": 1.0 if sizing["init_cash"] is None else float(sizing["init_cash"]),
+        "max_positions": None if sizing.get("max_positions") is None else int(sizing["max_positions"]),
     }

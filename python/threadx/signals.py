@@ -40,6 +40,7 @@ def simulate(
     size_type: Optional[str] = None,
     lot: Optional[float] = None,
     min_size: Optional[float] = None,
+    max_positions: Optional[int] = None,
 ) -> pd.DataFrame:
     """Your own signals, run by ThreadX's engine (the rules of docs/strategies.md, which
     are vectorbt's ``Portfolio.from_signals`` at its defaults): one metrics row per column.
@@ -72,12 +73,13 @@ def simulate(
     ``from_signals(..., group_by=True, cash_sharing=True, call_seq="auto")``. Each entry
     buys ``size`` of ``size_type`` ``"percent"`` (a fraction of the cash left, the default
     1.0), ``"value"`` (cash) or ``"targetpercent"`` (a fraction of the account's value),
-    in lots of ``lot`` units and at least ``min_size``; a bar's exits sell first. It
+    in lots of ``lot`` units and at least ``min_size``, holding at most ``max_positions``
+    positions at once (no limit by default); a bar's exits sell first. It
     returns the account's one row (``attrs``: ``equity``, ``cash``, ``positions`` and
     ``trades`` with ``details=True``); docs/portfolios.md has the rules."""
     if cash_sharing:
         return _one_account(locals())
-    sizing = {"size": size, "size_type": size_type, "lot": lot, "min_size": min_size}
+    sizing = {"size": size, "size_type": size_type, "lot": lot, "min_size": min_size, "max_positions": max_positions}
     given = [name for name, v in sizing.items() if v is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: sizing needs cash_sharing=True (one account over the columns)")
@@ -219,7 +221,7 @@ def _one_account(args: Dict[str, Any]) -> pd.DataFrame:
     return simulate_portfolio(
         args["close"], args["entries"], exits, size=args["size"], size_type=args["size_type"], lot=args["lot"],
         min_size=args["min_size"], init_cash=args["init_cash"], fee=cost, slippage=args["slippage"],
-        periods_per_year=args["periods_per_year"], details=args["details"],
+        periods_per_year=args["periods_per_year"], details=args["details"], max_positions=args["max_positions"],
     )
 
 

@@ -24,6 +24,9 @@ pub struct SizingFlags {
     /// The account's starting cash (default 1; equity and trades are in its currency).
     #[arg(long, value_name = "CASH", allow_negative_numbers = true)]
     pub init_cash: Option<f64>,
+    /// Hold at most N positions at once: an entry while N are held is skipped.
+    #[arg(long, value_name = "N")]
+    pub max_positions: Option<usize>,
 }
 
 impl SizingFlags {
@@ -35,6 +38,7 @@ impl SizingFlags {
             ("--lot", self.lot.is_some()),
             ("--min-size", self.min_size.is_some()),
             ("--init-cash", self.init_cash.is_some()),
+            ("--max-positions", self.max_positions.is_some()),
         ];
         flags.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
     }
@@ -44,7 +48,10 @@ impl SizingFlags {
         let kind = SizeType::parse(self.size_type.as_deref().unwrap_or("percent")).context("--size-type")?;
         let sizing = Sizing::new(self.size.unwrap_or(1.0), kind, self.lot, self.min_size.unwrap_or(0.0))
             .context("--size, --lot or --min-size")?;
-        Account::new(self.init_cash.unwrap_or(1.0), sizing, costs).context("--init-cash")
+        Account::new(self.init_cash.unwrap_or(1.0), sizing, costs)
+            .context("--init-cash")?
+            .with_max_positions(self.max_positions)
+            .context("--max-positions")
     }
 }
 
@@ -57,5 +64,8 @@ pub fn describe(account: &Account) -> String {
         SizeType::TargetPercent => format!("{}% of the account's value per entry", s.size * 100.0),
     };
     let lot = if s.lot.is_nan() { String::new() } else { format!(" in lots of {}", s.lot) };
-    format!("cash {}, {each}{lot}", account.init_cash)
+    let most = account
+        .max_positions
+        .map_or(String::new(), |n| format!(", at most {n} position{}", if n == 1 { "" } else { "s" }));
+    format!("cash {}, {each}{lot}{most}", account.init_cash)
 }

@@ -248,3 +248,19 @@ fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
         assert!(text(&run.stderr).contains(message), "{args:?}: {}", text(&run.stderr));
     }
 }
+
+#[test]
+fn max_positions_holds_at_most_that_many_symbols_at_every_bar() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let args =
+        ["backtest", "--data", "data", "--portfolio", "--size", "0.3", "--max-positions", "1", "--equity", "e.csv"];
+    let run = threadx(dir.path(), &args);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert!(text(&run.stdout).contains("30% of the cash left per entry, at most 1 position"), "{}", text(&run.stdout));
+    let (_, equity) = rows(&dir.path().join("e.csv"));
+    let held = |row: &Vec<String>| row[4..].iter().filter(|u| u.parse::<f64>().unwrap() > 0.0).count();
+    assert_eq!(equity.iter().map(held).max(), Some(1));
+    let zero = threadx(dir.path(), &["backtest", "--data", "data", "--portfolio", "--max-positions", "0"]);
+    assert!(text(&zero.stderr).contains("max_positions=0: at least 1 position"), "{}", text(&zero.stderr));
+}

@@ -58,6 +58,7 @@ impl RunData {
                 size_type: account.sizing.kind.name().to_owned(),
                 lot: Some(account.sizing.lot).filter(|l| !l.is_nan()),
                 min_size: account.sizing.min_size,
+                max_positions: account.max_positions.map(|n| n as u64),
             }),
             summary: DataSummary {
                 origin: origin.to_owned(),

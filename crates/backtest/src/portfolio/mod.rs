@@ -8,7 +8,7 @@
 //! nothing); the account's value is the cash plus every position at its price; exits
 //! sell whole positions, the largest holding first (vectorbt's sort by order value, ties
 //! by symbol); then entries buy, in symbol order, each from the cash left, until the cash
-//! runs out. An entry while holding is ignored; no symbol enters on the bar it exited.
+//! runs out or `max_positions` are held. An entry while holding is ignored; no symbol enters on the bar it exited.
 //! The equity at the close is the cash plus every position at its last close. A fill's
 //! arithmetic is vectorbt's (`orders.rs`), so the account equals vectorbt's to its
 //! tolerances, and its [`Totals`] come from the equity curve as the market simulation's do.
@@ -57,12 +57,14 @@ pub(crate) struct Mark {
     pub(crate) own: usize,
 }
 
-/// The account: its starting cash, how entries are sized, what fills cost.
+/// The account: its starting cash, how entries are sized, what fills cost, and at most how
+/// many positions it holds at once (None: no limit).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Account {
     pub init_cash: f64,
     pub sizing: Sizing,
     pub costs: Costs,
+    pub max_positions: Option<usize>,
 }
 
 impl Account {
@@ -75,7 +77,20 @@ impl Account {
                 problem: "the starting cash must be a positive number".into(),
             });
         }
-        Ok(Self { init_cash, sizing, costs })
+        Ok(Self { init_cash, sizing, costs, max_positions: None })
+    }
+
+    /// At most `n` positions at once (≥ 1): an entry while `n` are held is skipped, as one
+    /// the cash cannot pay for.
+    pub fn with_max_positions(self, n: Option<usize>) -> Result<Self, BacktestError> {
+        if n == Some(0) {
+            return Err(BacktestError::BadValue {
+                param: "max_positions".into(),
+                value: "0".into(),
+                problem: "at least 1 position (leave it out for no limit)".into(),
+            });
+        }
+        Ok(Self { max_positions: n, ..self })
     }
 }
 
@@ -307,7 +322,8 @@ fn trade_bar<S: Source>(
         }
     }
     for &(s, own) in &due.entries {
-        if ledger.enter(t, s, row[s], account, value) {
+        let room = account.max_positions.is_none_or(|n| ledger.held.len() < n);
+        if room && ledger.enter(t, s, row[s], account, value) {
             if let Some((at, reason)) = source.exit_after(s, own, row[s]) {
                 schedule.set(s, at, Some(reason));
             }

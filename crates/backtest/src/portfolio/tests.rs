@@ -127,3 +127,18 @@ fn an_entry_and_an_exit_on_one_bar_enter_when_flat_and_exit_when_held() {
     let trades: Vec<_> = record.trades.iter().map(|t| (t.entry_bar, t.exit_bar)).collect();
     assert_eq!(trades, [(0, Some(1)), (2, None)]);
 }
+
+/// With room for two positions, a bar's third entry is skipped (its cash stays) and the
+/// symbol enters on its next entry once a position has closed.
+#[test]
+fn max_positions_skips_the_entries_past_it_until_a_position_closes() {
+    let close = array![[10.0, 10.0, 10.0], [10.0, 10.0, 10.0], [10.0, 10.0, 10.0]];
+    let entries = array![[true, true, true], [false, false, false], [false, false, true]];
+    let exits = array![[false, false, false], [true, false, false], [false, false, false]];
+    let two = account(value(10.0), 0.0).with_max_positions(Some(2)).expect("valid");
+    let record = run(&close, &entries, &exits, two).record.expect("a record");
+    let trades: Vec<_> = record.trades.iter().map(|t| (t.symbol, t.entry_bar)).collect();
+    assert_eq!(trades, [(0, 0), (1, 0), (2, 2)]);
+    assert_eq!(record.cash[0], 80.0);
+    assert!(account(value(10.0), 0.0).with_max_positions(Some(0)).is_err());
+}

@@ -206,6 +206,8 @@ pub struct PortfolioIdentity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lot: Option<f64>,
     pub min_size: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_positions: Option<u64>,
 }
 
 /// A data set's identity: where it came from, its length and its fingerprint.
