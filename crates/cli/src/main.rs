@@ -65,6 +65,8 @@ fn parse_mode(s: &str) -> Result<DeviceMode, String> {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once a process and never moved in a loop: its largest variant's size is no cost.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// List GPU adapters, ranked, with the one ThreadX uses by default and why.
     Devices {
