@@ -43,10 +43,8 @@ pub fn simulate_portfolio_py<'py>(
     details: bool,
     max_positions: Option<usize>,
 ) -> PyResult<(Table, Option<Bound<'py, PyDict>>)> {
-    let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
-    let account = Account::new(init_cash, sizing, Costs::new(fee, slippage).map_err(value)?)
-        .and_then(|a| a.with_max_positions(max_positions))
-        .map_err(value)?;
+    let costs = Costs::new(fee, slippage).map_err(value)?;
+    let account = account((size, size_type, lot, min_size), init_cash, costs, max_positions)?;
     let per_year = match (periods_per_year, &times) {
         (Some(p), _) => check_bars_per_year(p).map_err(value)?,
         (None, Some(times)) => {
@@ -70,6 +68,18 @@ pub fn simulate_portfolio_py<'py>(
         None => None,
     };
     Ok((Table::plain(table), record))
+}
+
+/// The account the keywords describe (`(size, size_type, lot, min_size)` and the rest),
+/// checked, each problem a `ValueError` naming its keyword.
+fn account(
+    (size, size_type, lot, min_size): (f64, &str, Option<f64>, f64),
+    init_cash: f64,
+    costs: Costs,
+    max_positions: Option<usize>,
+) -> PyResult<Account> {
+    let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
+    Account::new(init_cash, sizing, costs).and_then(|a| a.with_max_positions(max_positions)).map_err(value)
 }
 
 /// The record as numpy arrays: `equity` and `cash` per bar, `positions` (bars, symbols),
@@ -119,18 +129,13 @@ pub fn sweep_portfolio(
     max_positions: Option<usize>,
 ) -> PyResult<Table> {
     let spec = request(request_json)?;
-    let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
-    let account = Account::new(init_cash, sizing, spec.costs())
-        .and_then(|a| a.with_max_positions(max_positions))
-        .map_err(value)?;
+    let account = account((size, size_type, lot, min_size), init_cash, spec.costs(), max_positions)?;
     let dispatcher = dispatcher(spec.device())?;
     let market = &universe.universe;
     let rows = detached(py, &dispatcher, progress, |report| {
-        let symbols = (0..market.len())
-            .map(|i| Ok((market.name(i).to_owned(), market.load(i)?)))
-            .collect::<Result<Vec<_>, threadx_indicators::DataError>>()
-            .map_err(|e| SweepError::Spec(e.to_string()))?;
-        PortfolioSweep::prepare(&spec, (market.origin(), &symbols), account, &dispatcher)?.run_in_memory(report)
+        let symbols = market.load_all().map_err(|e| SweepError::Spec(e.to_string()))?;
+        let plan = PortfolioSweep::plan(&spec, &symbols, &dispatcher)?;
+        PortfolioSweep::prepare(plan, (market.origin(), &symbols), account, &dispatcher)?.run_in_memory(report)
     })?;
     Table::new(threadx_sweep::rows_table(&spec, &rows, false), &spec, None)
 }
@@ -160,18 +165,13 @@ pub fn backtest_portfolio<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let strategy = Strategy::load(strategy).map_err(value)?;
     let values = strategy.params(&params).map_err(value)?;
-    let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
-    let account = Account::new(init_cash, sizing, Costs::new(fee, slippage).map_err(value)?)
-        .and_then(|a| a.with_max_positions(max_positions))
-        .map_err(value)?;
+    let costs = Costs::new(fee, slippage).map_err(value)?;
+    let account = account((size, size_type, lot, min_size), init_cash, costs, max_positions)?;
     let per_year = periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
     let market = &universe.universe;
     let dispatcher = dispatcher(DeviceMode::Cpu)?;
     let (books, run) = py.detach(|| -> PyResult<_> {
-        let symbols = (0..market.len())
-            .map(|i| Ok((market.name(i).to_owned(), market.load(i)?)))
-            .collect::<Result<Vec<_>, threadx_indicators::DataError>>()
-            .map_err(value)?;
+        let symbols = market.load_all().map_err(value)?;
         let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
         let books = PortfolioBooks::for_params(&strategy, &values, &named, &dispatcher).map_err(value)?;
         let run = books.simulate(&books.plans_of(0), &account, true);

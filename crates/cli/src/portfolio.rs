@@ -28,10 +28,7 @@ pub fn symbols_of(market: MarketData, data: &str) -> Result<Vec<(String, Arc<Ohl
             let name = Path::new(data).file_stem().map_or(data.to_owned(), |s| s.to_string_lossy().into_owned());
             Ok(vec![(name, Arc::new(bars))])
         }
-        MarketData::Universe(universe) => (0..universe.len())
-            .map(|i| Ok((universe.name(i).to_owned(), universe.load(i)?)))
-            .collect::<Result<_, threadx_indicators::DataError>>()
-            .with_context(|| format!("loading --data {data}")),
+        MarketData::Universe(universe) => universe.load_all().with_context(|| format!("loading --data {data}")),
     }
 }
 

@@ -191,6 +191,11 @@ impl Universe {
         &self.symbols[i].0
     }
 
+    /// Every symbol's name and bars, in order (all of them held at once: a portfolio's).
+    pub fn load_all(&self) -> Result<Vec<(String, Arc<Ohlcv>)>, DataError> {
+        (0..self.len()).map(|i| Ok((self.name(i).to_owned(), self.load(i)?))).collect()
+    }
+
     /// Symbol `i`'s bars: read now from its file, or the bars held.
     pub fn load(&self, i: usize) -> Result<Arc<Ohlcv>, DataError> {
         match &self.symbols[i].1 {

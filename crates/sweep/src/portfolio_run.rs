@@ -27,37 +27,38 @@ pub struct PortfolioSweep {
 }
 
 impl PortfolioSweep {
-    /// The plan of `spec` for `symbols` (name and bars, in symbol order, read from
-    /// `origin`) traded as `account`: refused when one symbol's book cannot fit in memory,
-    /// then every symbol's indicators (each once, on `dispatcher`) and book, on the spec's
-    /// threads.
-    pub fn prepare(
+    /// The plan for `symbols`' longest (refused when one symbol's book cannot fit in
+    /// memory), before any work.
+    pub fn plan(
         spec: &SweepSpec,
+        symbols: &[(String, Arc<Ohlcv>)],
+        dispatcher: &Dispatcher,
+    ) -> Result<SweepPlan, SweepError> {
+        let longest = symbols.iter().map(|(_, d)| d.len()).max().unwrap_or(0);
+        SweepPlan::new(spec, longest, dispatcher.policy())
+    }
+
+    /// `plan` ([`Self::plan`]) for `symbols` (name and bars, in symbol order, read from
+    /// `origin`) traded as `account`: every symbol's indicators (each once, on
+    /// `dispatcher`) and book, on the spec's threads.
+    pub fn prepare(
+        plan: SweepPlan,
         (origin, symbols): (&str, &[(String, Arc<Ohlcv>)]),
         account: Account,
         dispatcher: &Dispatcher,
     ) -> Result<Self, SweepError> {
-        let longest = symbols.iter().map(|(_, d)| d.len()).max().unwrap_or(0);
-        let plan = SweepPlan::new(spec, longest, dispatcher.policy())?;
         let started = Instant::now();
-        let threads = thread_pool(spec)?;
+        let threads = thread_pool(plan.spec())?;
         let banks: Vec<IndicatorBank<'_>> = symbols.iter().map(|(_, d)| IndicatorBank::new(d, dispatcher)).collect();
         let sweep = match &threads {
             Some(pool) => pool.install(|| plan.prepare_portfolio(&banks, account))?,
             None => plan.prepare_portfolio(&banks, account)?,
         };
-        let indicators_s = banks.iter().flat_map(|b| b.runs()).map(|r| r.elapsed_ms).sum::<f64>() / 1e3;
-        let prepare_s = started.elapsed().as_secs_f64();
-        let preparation = Preparation {
-            series: banks.iter().map(IndicatorBank::computations).sum(),
-            indicators_s: indicators_s.min(prepare_s),
-            book_s: (prepare_s - indicators_s).max(0.0),
-            devices_s: 0.0,
-        };
+        let preparation = Preparation::measured(&banks, started);
         let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
         let clock = sweep.portfolio().map(|p| p.books().times()).unwrap_or_default();
         let data = RunData::portfolio(origin, &named, clock, &account);
-        let (pool, distribute) = sweep.device_pool(spec.device(), dispatcher, threads, &mut |_| {})?;
+        let (pool, distribute) = sweep.device_pool(sweep.spec().device(), dispatcher, threads, &mut |_| {})?;
         Ok(Self { sweep, data, preparation, pool, distribute })
     }
 

@@ -4,7 +4,7 @@
 use crate::spec::fnv1a;
 use crate::summary::{Annualisation, DataIdentity, DataSummary, PortfolioIdentity};
 use threadx_backtest::Account;
-use threadx_indicators::{Calendar, Ohlcv, format_time};
+use threadx_indicators::{Calendar, Ohlcv};
 
 /// The data of a run: what resumes and merges check it by (its fingerprint), what its
 /// summary says of it, and its calendar's bars per year.
@@ -60,12 +60,7 @@ impl RunData {
                 min_size: account.sizing.min_size,
                 max_positions: account.max_positions.map(|n| n as u64),
             }),
-            summary: DataSummary {
-                origin: origin.to_owned(),
-                bars: clock.len() as u64,
-                first: clock.first().map(|&t| format_time(t)),
-                last: clock.last().map(|&t| format_time(t)),
-            },
+            summary: DataSummary::of_times(origin, clock),
             per_year: calendar.bars_per_year(clock),
             basis: calendar.describe(),
         }

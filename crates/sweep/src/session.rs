@@ -33,6 +33,22 @@ pub struct Preparation {
     pub devices_s: f64,
 }
 
+impl Preparation {
+    /// What preparing through `banks` since `started` took: their indicators' time (at
+    /// most the whole), the rest the books' (the devices' time left at zero).
+    pub(crate) fn measured(banks: &[IndicatorBank<'_>], started: Instant) -> Self {
+        let indicators_s = banks.iter().flat_map(|b| b.runs()).map(|r| r.elapsed_ms).sum::<f64>() / 1e3;
+        let prepare_s = started.elapsed().as_secs_f64();
+        let indicators_s = indicators_s.min(prepare_s);
+        Self {
+            series: banks.iter().map(IndicatorBank::computations).sum(),
+            indicators_s,
+            book_s: prepare_s - indicators_s,
+            devices_s: 0.0,
+        }
+    }
+}
+
 /// What sessions of one spec on other data (a universe's symbols, one after another)
 /// share: the dispatcher, the device pool and its worker threads, and how work is split.
 #[derive(Debug, Clone)]
@@ -358,12 +374,7 @@ fn prepare(
         Some(pool) => pool.install(|| plan.prepare(&bank))?,
         None => plan.prepare(&bank)?,
     };
-    let indicators_s = bank.runs().iter().map(|r| r.elapsed_ms).sum::<f64>() / 1e3;
-    let prepare_s = started.elapsed().as_secs_f64();
-    let indicators_s = indicators_s.min(prepare_s);
-    let preparation =
-        Preparation { series: bank.computations(), indicators_s, book_s: prepare_s - indicators_s, devices_s: 0.0 };
-    Ok((sweep, preparation))
+    Ok((sweep, Preparation::measured(std::slice::from_ref(&bank), started)))
 }
 
 /// Chunks of a batch of `len` combos: at most `max` each, and enough of them to keep

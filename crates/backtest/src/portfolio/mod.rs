@@ -51,7 +51,7 @@ pub(crate) trait Source {
 }
 
 /// A bar of the clock and a symbol's own bar there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark {
     pub(crate) bar: usize,
     pub(crate) own: usize,

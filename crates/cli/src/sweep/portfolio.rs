@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use std::sync::Arc;
 use threadx_dispatch::{Dispatcher, format_bytes, thousands};
 use threadx_indicators::Ohlcv;
-use threadx_sweep::{OutputOptions, PortfolioSweep, SweepPlan, SweepSpec, run_to_files};
+use threadx_sweep::{OutputOptions, PortfolioSweep, SweepSpec, run_to_files};
 use threadx_telemetry::PhaseTimer;
 
 /// Runs the portfolio sweep of `symbols` (name and bars, in symbol order) from `origin`.
@@ -26,8 +26,7 @@ pub fn run(
         bail!("--monitor and --report: a portfolio sweep's are not built yet");
     }
     let account = args.sizing.account(spec.costs())?;
-    let longest = symbols.iter().map(|(_, d)| d.len()).max().unwrap_or(0);
-    let plan = SweepPlan::new(spec, longest, dispatcher.policy())?;
+    let plan = PortfolioSweep::plan(spec, &symbols, &dispatcher)?;
     outln!(
         "{} portfolio sweep over {} on {}: {}, each one account ({})",
         spec.strategy(),
@@ -43,7 +42,7 @@ pub fn run(
         format_bytes(plan.data_bytes())
     );
     let prepared =
-        PortfolioSweep::prepare(spec, (origin, &symbols), account, &dispatcher).context("preparing the portfolio")?;
+        PortfolioSweep::prepare(plan, (origin, &symbols), account, &dispatcher).context("preparing the portfolio")?;
     phases.add("indicators", prepared.preparation.indicators_s);
     phases.add("book", prepared.preparation.book_s);
     crate::on_interrupt(format!(

@@ -221,10 +221,14 @@ pub struct DataIdentity {
 impl DataSummary {
     /// `data`'s origin, length, first and last times.
     pub fn of(data: &threadx_indicators::Ohlcv) -> Self {
-        let times = data.timestamps();
+        Self::of_times(data.origin(), data.timestamps())
+    }
+
+    /// Bars at `times` (epoch ms, ascending) read from `origin`.
+    pub fn of_times(origin: &str, times: &[i64]) -> Self {
         Self {
-            origin: data.origin().to_owned(),
-            bars: data.len() as u64,
+            origin: origin.to_owned(),
+            bars: times.len() as u64,
             first: times.first().map(|&t| threadx_indicators::format_time(t)),
             last: times.last().map(|&t| threadx_indicators::format_time(t)),
         }
