@@ -2,7 +2,7 @@
 //! per-bar returns of the detailed f64 simulation cut by the rule by hand, for strategies,
 //! stops and a user's signals; and the same bits on every adapter.
 
-mod common;
+use crate::common;
 
 use common::{COSTS, all_plans, cpu_book, one_test_on_the_gpus, range};
 use ndarray::Array2;

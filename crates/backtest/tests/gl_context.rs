@@ -5,7 +5,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // The wait measured, or why nothing was, for the record.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 
 #![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
 
-mod common;
+use crate::common;
 
 use common::{COSTS, all_plans, cpu_book, one_test_on_the_gpus};
 use ndarray::Array2;

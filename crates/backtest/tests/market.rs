@@ -3,7 +3,7 @@
 //! next-open fills without look-ahead, slippage; worked by hand on tiny series. The
 //! comparison with vectorbt itself is python/tests/test_market.py.
 
-mod common;
+use crate::common;
 
 use common::cpu_book;
 use ndarray::Array2;

@@ -4,7 +4,7 @@
 //! combination (shorts × reversals × stops and take-profits × trails × intrabar × next-open
 //! fills × slippage). The two-million-bar parity is tests/long_data.rs.
 
-mod common;
+use crate::common;
 
 use common::{all_plans, cpu_book, one_test_on_the_gpus};
 use ndarray::Array2;

@@ -4,7 +4,7 @@
 //! the middle band is the correctly rounded mean of the window, and a close equal to it
 //! is not above it.
 
-mod common;
+use crate::common;
 
 use common::{all_plans, cpu_book};
 use proptest::prelude::*;

@@ -6,7 +6,7 @@
 
 #![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
 
-mod common;
+use crate::common;
 
 use common::{all_plans, cpu_book, one_test_on_the_gpus, range};
 use threadx_backtest::{Backtester, BarTables, Costs, GpuBacktester, KERNELS, Strategy, Totals, simulate_cpu};

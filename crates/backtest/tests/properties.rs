@@ -2,7 +2,7 @@
 //! written straight from docs/strategies.md over the indicator values; metrics keep their bounds;
 //! results are bit-identical however combos are cut and however many threads run them.
 
-mod common;
+use crate::common;
 
 use common::{QUARTER_HOURS_PER_YEAR, all_plans, cpu_book, metrics_of_equity};
 use proptest::prelude::*;

@@ -5,7 +5,7 @@
 
 #![allow(clippy::print_stdout)] // What was compared is printed for the record (--nocapture).
 
-mod common;
+use crate::common;
 
 use common::{
     Rules, Trades, assert_close_metrics, closed_returns, metrics_of_equity, one_test_on_the_gpus, plain_loop,

@@ -3,7 +3,7 @@
 //! crash; a long rule inside the limits parses, checks and runs on a worker thread's
 //! small stack. Fuzz-style: random token soup never panics the parser.
 
-mod common;
+use crate::common;
 
 use common::{all_plans, cpu_book};
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! rules and the prices (bands and ATR worked out by hand in the comments), and the
 //! schema's refusals of bad input.
 
-mod common;
+use crate::common;
 
 use common::{QUARTER_HOURS_PER_YEAR, closed_returns, metrics_of_equity};
 use threadx_backtest::{BacktestError, BacktestReport, Costs, ExitReason, Metrics, SignalBook, Strategy, backtest};

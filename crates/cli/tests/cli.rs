@@ -1,6 +1,6 @@
 //! The `threadx` binary as a user runs it.
 
-mod common;
+use crate::common;
 
 use common::{binary, text, threadx_in_scratch as threadx};
 

@@ -3,7 +3,7 @@
 //! CSV's values; a killed Parquet sweep resumes and Parquet shards merge to the
 //! one-process rows; a damaged data file is refused by name.
 
-mod common;
+use crate::common;
 
 use common::{SMALL, kill_once_checkpointed, small_sweep, text, threadx};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! and not on a GPU for a small sweep, the balance `--device all` saves and uses, a
 //! config's device against the flag; the same bytes on every device.
 
-mod common;
+use crate::common;
 
 use common::{SMALL, command, text, threadx};
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! and Python one-liners are not run here: the Python suite runs the Python blocks
 //! (python/tests/test_docs.py), and CI runs the rest.
 
-mod common;
+use crate::common;
 
 use common::{text, without_user_settings};
 use std::path::{Path, PathBuf};

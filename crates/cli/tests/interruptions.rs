@@ -2,7 +2,7 @@
 //! bytes, Ctrl-C's message and what the next run cleans, one run at a time into an `--out`,
 //! and a results file's permissions.
 
-mod common;
+use crate::common;
 
 use common::{SMALL, command, kill_once_checkpointed, text, threadx};
 use std::path::Path;

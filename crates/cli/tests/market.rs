@@ -2,7 +2,7 @@
 //! trades file, slippage on the command line, the same rows whatever `--device` says (a
 //! GPU runs them on its market kernel), and rule-file mistakes at their line and column.
 
-mod common;
+use crate::common;
 
 use common::{text, threadx};
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! Without it the summary has no `minimize` key (its bytes as before). Every metric ranks,
 //! either way, and the terminal's table shows the ranking one.
 
-mod common;
+use crate::common;
 
 use common::{SMALL, text, threadx};
 use std::path::Path;

@@ -4,7 +4,7 @@
 
 #![allow(clippy::print_stderr)] // A check that cannot run here says why.
 
-mod common;
+use crate::common;
 
 use common::{text, threadx};
 use std::os::unix::fs::FileTypeExt;

@@ -3,7 +3,7 @@
 //! gives the same statistics; a search keeps its trials' blocks, the grid's bytes, and
 //! resumes to the same statistics; the refusals.
 
-mod common;
+use crate::common;
 
 use common::{kill_once_checkpointed, text, threadx};
 

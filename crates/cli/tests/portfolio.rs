@@ -4,7 +4,7 @@
 //! sizes and their profits add up to the account's; one symbol with all the cash is the
 //! single backtest; what a portfolio cannot take is refused by name (its flags before any data is read).
 
-mod common;
+use crate::common;
 
 use common::{text, threadx};
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 //! `--out` that is one of the files it reads, a shard's or a universe's summary; and a rule
 //! file's backtest JSON, which it reports as it ran.
 
-mod common;
+use crate::common;
 
 use common::{text, threadx};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! merge, `--random` as an alias, more trials than the grid (the whole grid, once), the
 //! run's time phase by phase, and the refusals.
 
-mod common;
+use crate::common;
 
 use common::{command, text, threadx};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! trials of the deflated Sharpe ratio; a grid none of whose combos can trade is refused,
 //! naming its fastest combo.
 
-mod common;
+use crate::common;
 
 use common::{text, threadx};
 use std::path::Path;

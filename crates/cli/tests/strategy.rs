@@ -1,7 +1,7 @@
 //! Rule files as a user meets them on the command line: listed, shown and checked; a
 //! rule file's backtest and sweep the same on every device; errors at file:line:column.
 
-mod common;
+use crate::common;
 
 use common::{binary, text, threadx_in_scratch as threadx};
 

@@ -4,7 +4,7 @@
 //! bytes on disk; a summary of a newer schema, or one whose field has the wrong type, is
 //! refused with the file's name by every command that reads summaries.
 
-mod common;
+use crate::common;
 
 use common::{SMALL, text, threadx};
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! `threadx sweep` and `threadx merge` as a user runs them: files, refusals, a SIGKILL
 //! followed by --resume, shards joined by merge.
 
-mod common;
+use crate::common;
 
 use common::{SMALL, command, small_sweep, text, threadx};
 use std::process::Stdio;

@@ -4,7 +4,7 @@
 //! holds their mean, median and minimum; a run stopped part-way resumes, and shards
 //! merge, to the same bytes; what a universe cannot do is refused by name.
 
-mod common;
+use crate::common;
 
 use common::{SMALL, text, threadx};
 use std::path::Path;

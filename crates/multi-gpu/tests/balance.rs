@@ -6,20 +6,18 @@
 //! figures hold while other jobs load the machine's cores; they run one at a time.
 #![allow(clippy::print_stdout)] // Measured figures are printed for the test log.
 
-mod common;
+use crate::common;
 
 use common::{Hashes, chunks, hash, ratios, run};
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use threadx_dispatch::testing::adapters;
 use threadx_multi_gpu::{
     BalanceOptions, DevicePool, DistributeOptions, KernelSeconds, PoolError, WorkError, Worker, WorkerDevice, Workload,
 };
 use threadx_profile_store::Profiles;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// 10 µs of sleep per item, 40,000 items.
 fn light() -> Hashes {
@@ -28,7 +26,7 @@ fn light() -> Hashes {
 
 #[test]
 fn the_balance_finds_a_throttled_workers_true_ratio_and_runs_refresh_it() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     let work = light();
     let dir = tempfile::tempdir().unwrap();
     let profiles = Profiles::at(dir.path().join("t.json"), dir.path().join("multigpu.json"), "test");
@@ -66,7 +64,7 @@ fn the_balance_finds_a_throttled_workers_true_ratio_and_runs_refresh_it() {
 
 #[test]
 fn a_distributed_run_takes_about_the_sum_of_the_workers_throughputs() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     // Sleeping workers, so that the two cores of CI are not what limits three of them
     // side by side: 20 µs, 40 µs and 30 µs per item.
     let work = Hashes::napping(20_000, Duration::from_micros(20));
@@ -107,7 +105,7 @@ fn a_distributed_run_takes_about_the_sum_of_the_workers_throughputs() {
 
 #[test]
 fn a_slow_worker_cannot_stall_the_run() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     // Profiled as equal, "sloth" is in truth 40 times slower: the others steal its queue
     // and back up its last chunk.
     let work = Hashes::napping(6_000, Duration::from_micros(50));
@@ -176,7 +174,7 @@ impl Workload for Lagging {
 
 #[test]
 fn a_device_still_working_on_a_chunk_finished_elsewhere_does_not_hold_the_runs_end() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     let threads = |n| Arc::new(rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap());
     let pool = DevicePool::new(vec![
         Worker::cpu_on(threads(2)).with_lanes(1).named("quick"),
@@ -201,7 +199,7 @@ fn a_device_still_working_on_a_chunk_finished_elsewhere_does_not_hold_the_runs_e
 
 #[test]
 fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     // About a second of work on lavapipe, in one submission.
     let heavy = Hashes::new(65_536, 20_000);
     // Devices of its own: on lavapipe another test's submit to a shared device blocks
@@ -237,7 +235,7 @@ fn a_gpu_read_no_longer_wanted_is_left_at_once_and_the_lane_goes_on() {
 
 #[test]
 fn a_workers_phases_fill_its_lane_time_and_gpu_kernels_are_timed() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     let work = Hashes::new(20_000, 500);
     let all = chunks(20_000, 1_000);
     for ctx in adapters() {
@@ -272,7 +270,7 @@ fn a_workers_phases_fill_its_lane_time_and_gpu_kernels_are_timed() {
 
 #[test]
 fn a_wide_device_is_measured_on_one_of_its_dispatches() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     let Some(ctx) = adapters().first() else { return };
     let work = Hashes::new(20_000, 4).gpu_width(10_000);
     let pool = DevicePool::new(vec![Worker::gpu(0, ctx.clone()), Worker::cpu().with_lanes(1)]).unwrap();

@@ -3,20 +3,16 @@
 
 #![allow(clippy::print_stdout)] // Measured figures are printed for the test log.
 
-mod common;
+use crate::common;
 
 use common::{Hashes, chunks, hash, ratios, run};
 use std::collections::BTreeMap;
 use threadx_dispatch::testing::adapters;
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, PoolError, Worker};
 
-/// One test at a time: lavapipe's kernels take both cores, and a starved worker could
-/// see every chunk taken before its injected failure strikes.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn every_mix_of_workers_gives_the_bytes_of_one_cpu() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     let work = Hashes::new(5_000, 64);
     let expected: Vec<u32> = (0..5_000).map(|i| hash(i, 64)).collect();
     let all = chunks(5_000, 97);
@@ -54,7 +50,7 @@ fn every_mix_of_workers_gives_the_bytes_of_one_cpu() {
 
 #[test]
 fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     let work = Hashes::new(3_000, 32);
     let expected: Vec<u32> = (0..3_000).map(|i| hash(i, 32)).collect();
     let all = chunks(3_000, 100);
@@ -101,7 +97,7 @@ fn a_failing_worker_and_an_out_of_memory_chunk_leave_the_outputs_unchanged() {
 
 #[test]
 fn a_wide_device_takes_several_chunks_a_dispatch_and_the_bytes_stay_those_of_one_cpu() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = common::one_at_a_time();
     let expected: Vec<u32> = (0..5_000).map(|i| hash(i, 64)).collect();
     // 52 chunks: 51 of 97 items and one of 53.
     let all = chunks(5_000, 97);

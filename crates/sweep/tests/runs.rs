@@ -12,7 +12,7 @@ use threadx_sweep::{
     walk_forward,
 };
 
-mod common;
+use crate::common;
 
 use common::{bb_spec, checked, cpu, cpu_pool, data, lines, options, run, to_files};
 

@@ -192,3 +192,11 @@ pub fn run(pool: &DevicePool, work: &Hashes, chunks: &[Chunk], options: &Distrib
 pub fn ratios(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
     pairs.iter().map(|(n, r)| (n.to_string(), *r)).collect()
 }
+
+/// Held by each test of the pool and the balance: one at a time. lavapipe's kernels take
+/// both cores, so a starved worker could see every chunk taken before its injected
+/// failure strikes, and the balance's figures are times.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,21 @@
+//! threadx's integration tests, one module a file, linked into one binary
+//! (a binary a file cost CI a link and about 100 MB of disk each).
+
+mod cli;
+mod columnar;
+mod common;
+mod devices;
+mod docs;
+mod interruptions;
+mod market;
+mod minimize;
+mod outputs;
+mod overfitting;
+mod portfolio;
+mod report;
+mod search;
+mod short_data;
+mod strategy;
+mod summary;
+mod sweep;
+mod universe;

@@ -1,0 +1,5 @@
+//! threadx-stats's integration tests, one module a file, linked into one binary
+//! (a binary a file cost CI a link and about 100 MB of disk each).
+
+mod dsr;
+mod pbo;
