@@ -242,6 +242,11 @@ fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
             "--report: a portfolio sweep's are not built yet",
         ),
         (vec!["sweep", "--data", "data", "--size", "0.5"], "--size: sizing needs --portfolio"),
+        (
+            vec!["sweep", "--data", "data", "--portfolio", "--max-memory", "1M"],
+            "decision rows, 101 stops for each of 3 symbols), more than the 1 MiB of memory available; use \
+             fewer values, fewer bars or fewer symbols",
+        ),
     ] {
         let run = threadx(dir.path(), &args);
         assert!(!run.status.success(), "{args:?}");

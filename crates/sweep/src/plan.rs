@@ -34,7 +34,12 @@ pub struct SweepPlan {
     spec: SweepSpec,
     layout: BookLayout,
     combos: ComboSet,
+    /// The longest symbol's bars (the only symbol's, but in a portfolio).
     bars: usize,
+    /// A portfolio's bars of each symbol (each gets a book) and of their joint clock;
+    /// empty and 0 for one data set.
+    symbol_bars: Vec<usize>,
+    clock_bars: usize,
     /// Whether a GPU may run it (its upload copies count).
     gpu: bool,
     /// What the process held when the plan was made (the data read included).
@@ -60,15 +65,41 @@ impl SweepPlan {
     /// sweeps `policy` finds large enough to balance): then the copies made to upload the
     /// book count too.
     pub fn new(spec: &SweepSpec, bars: usize, policy: &DevicePolicy) -> Result<Self, SweepError> {
+        Self::laid_out(spec, bars, (Vec::new(), 0), policy)
+    }
+
+    /// The plan of one account over symbols of `symbol_bars` bars each: a book each, laid
+    /// out alike, and every symbol's price on their joint clock of `clock_bars` bars; on
+    /// the CPU. Refused as [`SweepPlan::new`] is, for all of it together.
+    pub fn portfolio(
+        spec: &SweepSpec,
+        symbol_bars: &[usize],
+        clock_bars: usize,
+        policy: &DevicePolicy,
+    ) -> Result<Self, SweepError> {
+        let longest = symbol_bars.iter().copied().max().unwrap_or(0);
+        Self::laid_out(spec, longest, (symbol_bars.to_vec(), clock_bars), policy)
+    }
+
+    fn laid_out(
+        spec: &SweepSpec,
+        bars: usize,
+        (symbol_bars, clock_bars): (Vec<usize>, usize),
+        policy: &DevicePolicy,
+    ) -> Result<Self, SweepError> {
         let memory_limit = spec.max_memory().or_else(threadx_telemetry::available_memory);
         let mode = spec.device();
         let grid = spec.grid().clone();
         let limit = memory_limit.unwrap_or(u64::MAX);
+        let help = if symbol_bars.is_empty() {
+            "sweep a sample of the grid with --random N or --search sobol|lhs|random (only the drawn combos' \
+             series and rows are prepared), or use fewer values or fewer bars"
+        } else {
+            "use fewer values, fewer bars or fewer symbols"
+        };
         let refuse = |needs: u64, what: String| {
             SweepError::Spec(format!(
-                "this sweep needs about {} to prepare ({what}), more than the {} of memory available; \
-                 sweep a sample of the grid with --random N or --search sobol|lhs|random (only the drawn \
-                 combos' series and rows are prepared), or use fewer values or fewer bars{}",
+                "this sweep needs about {} to prepare ({what}), more than the {} of memory available; {help}{}",
                 format_bytes(needs),
                 format_bytes(limit),
                 if memory_limit.is_some() { "; --max-memory sets the limit" } else { "" }
@@ -103,12 +134,13 @@ impl SweepPlan {
         let combos = ComboSet::new(grid.len(), sample, spec.chunk_size(), bars);
         let layout = BookLayout::new(grid, combos.sample())?;
         let gpu = match mode {
+            _ if !symbol_bars.is_empty() => false,
             DeviceMode::Cpu => false,
             DeviceMode::Auto => !policy.is_small_sweep(combos.len(), bars as u64),
             DeviceMode::Gpu | DeviceMode::All => true,
         };
         let process = threadx_telemetry::resident_bytes().unwrap_or(PROCESS_BYTES);
-        let plan = Self { spec: spec.clone(), layout, combos, bars, gpu, process };
+        let plan = Self { spec: spec.clone(), layout, combos, bars, symbol_bars, clock_bars, gpu, process };
         if plan.bytes() > limit {
             return Err(refuse(plan.bytes(), plan.describe()));
         }
@@ -132,7 +164,16 @@ impl SweepPlan {
         let upload = if self.gpu { GPU_STACK_BYTES + self.layout.gpu_upload_bytes(self.bars) + stop_terms } else { 0 };
         // The overfitting statistics keep each combo's blocks and Sharpe ratio.
         let kept = self.spec.overfitting().map_or(0, |o| self.combos.len() * (2 * u64::from(o.blocks) + 1) * 8);
-        let book = self.layout.bytes(self.bars).saturating_add(sample);
+        let book = if self.symbol_bars.is_empty() {
+            self.layout.bytes(self.bars)
+        } else {
+            // Every symbol's book; on the clock, its time and each symbol's last close; per
+            // symbol bar, its time merged into the clock and its bar there.
+            let own: u64 = self.symbol_bars.iter().map(|&b| b as u64 * 12).sum();
+            let clock = (self.clock_bars as u64).saturating_mul(self.symbol_bars.len() as u64 * 8 + 8);
+            self.symbol_bars.iter().map(|&b| self.layout.bytes(b)).fold(own.saturating_add(clock), u64::saturating_add)
+        }
+        .saturating_add(sample);
         book.saturating_add(book / TRANSIENT_SHARE).saturating_add(upload).saturating_add(kept)
     }
 
@@ -141,10 +182,15 @@ impl SweepPlan {
         self.layout.indicators().len()
     }
 
-    /// `N indicator series of B bars, R decision rows, S stops`.
+    /// `N indicator series of B bars, R decision rows, S stops`, and `for each of K symbols`
+    /// in a portfolio.
     pub fn describe(&self) -> String {
+        let each = match self.symbol_bars.len() {
+            0 => String::new(),
+            n => format!(" for each of {} symbols", thousands(n as u64)),
+        };
         format!(
-            "{} indicator series of {} bars, {} decision rows, {} stops",
+            "{} indicator series of {} bars, {} decision rows, {} stops{each}",
             thousands(self.series() as u64),
             thousands(self.bars as u64),
             thousands(self.layout.decision_rows()),

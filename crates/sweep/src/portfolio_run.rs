@@ -10,7 +10,7 @@ use crate::session::Preparation;
 use crate::spec::SweepSpec;
 use std::sync::Arc;
 use std::time::Instant;
-use threadx_backtest::Account;
+use threadx_backtest::{Account, PortfolioBooks};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions};
@@ -27,15 +27,16 @@ pub struct PortfolioSweep {
 }
 
 impl PortfolioSweep {
-    /// The plan for `symbols`' longest (refused when one symbol's book cannot fit in
-    /// memory), before any work.
+    /// The plan for `symbols` on their joint clock (refused when their books and prices
+    /// cannot fit in memory), before any work.
     pub fn plan(
         spec: &SweepSpec,
         symbols: &[(String, Arc<Ohlcv>)],
         dispatcher: &Dispatcher,
     ) -> Result<SweepPlan, SweepError> {
-        let longest = symbols.iter().map(|(_, d)| d.len()).max().unwrap_or(0);
-        SweepPlan::new(spec, longest, dispatcher.policy())
+        let lengths: Vec<usize> = symbols.iter().map(|(_, d)| d.len()).collect();
+        let clock = PortfolioBooks::joint_clock(symbols.iter().map(|(_, d)| d.timestamps()));
+        SweepPlan::portfolio(spec, &lengths, clock.len(), dispatcher.policy())
     }
 
     /// `plan` ([`Self::plan`]) for `symbols` (name and bars, in symbol order, read from

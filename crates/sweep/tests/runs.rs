@@ -406,6 +406,31 @@ fn preparation_is_laid_out_before_work_and_refused_when_it_cannot_fit() {
 }
 
 #[test]
+fn a_portfolios_preparation_counts_every_symbols_book_and_the_accounts_prices() {
+    let mut spec = trillion();
+    spec.random = Some(Sample { n: 10, seed: 1 });
+    let checked = SweepRequest { max_memory: Some(u64::MAX), ..spec.clone() }.check().unwrap();
+    let policy = DevicePolicy::default();
+    let one = plan(&spec, 35_040, u64::MAX).unwrap().data_bytes();
+    let of = |symbols: &[usize], clock| SweepPlan::portfolio(&checked, symbols, clock, &policy).unwrap();
+    // 100 symbols on one calendar: 100 books and a close per symbol per bar.
+    let hundred = of(&[35_040; 100], 35_040);
+    // (Each with the eighth more that building it holds for a while; the sample once.)
+    let prices = (35_040.0 * 808.0 + 100.0 * 35_040.0 * 12.0) * 1.125;
+    let books = (hundred.data_bytes() as f64 - prices) / (100 * one) as f64;
+    assert!((books - 1.0).abs() < 1e-4, "{books}");
+    assert!(hundred.describe().ends_with("for each of 100 symbols"), "{}", hundred.describe());
+    // Symbols on clocks that interleave: the account's prices are on the longer clock.
+    let apart = of(&[35_040; 100], 100 * 35_040);
+    let more = (apart.data_bytes() - hundred.data_bytes()) as f64 / (99.0 * 35_040.0 * 808.0);
+    assert!((more - 1.125).abs() < 1e-6, "{more}");
+    // Refused for all the symbols together, though one would fit.
+    let spec = SweepRequest { max_memory: Some(hundred.bytes() / 2), ..spec }.check().unwrap();
+    let err = SweepPlan::portfolio(&spec, &[35_040; 100], 35_040, &policy).unwrap_err().to_string();
+    assert!(err.contains("for each of 100 symbols") && err.contains("fewer symbols"), "{err}");
+}
+
+#[test]
 fn rows_in_memory_are_the_files_rows_and_a_cancel_stops_between_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let d = data();

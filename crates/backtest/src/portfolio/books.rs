@@ -41,9 +41,7 @@ impl PortfolioBooks {
                 book.market_features().join(", ")
             )));
         }
-        let mut times: Vec<i64> = symbols.iter().flat_map(|(_, t)| t.iter().copied()).collect();
-        times.sort_unstable();
-        times.dedup();
+        let times = Self::joint_clock(symbols.iter().map(|(_, t)| *t));
         let n = symbols.len();
         let mut prices = vec![0.0; times.len() * n];
         let mut clock = Vec::with_capacity(n);
@@ -67,6 +65,14 @@ impl PortfolioBooks {
             clock.push((!identity).then_some(bars));
         }
         Ok(Self { books: symbols.into_iter().map(|(book, _)| book).collect(), times, clock, prices })
+    }
+
+    /// The union of the symbols' bar times, ascending: the account's clock.
+    pub fn joint_clock<'a>(times: impl Iterator<Item = &'a [i64]>) -> Vec<i64> {
+        let mut clock: Vec<i64> = times.flat_map(|t| t.iter().copied()).collect();
+        clock.sort_unstable();
+        clock.dedup();
+        clock
     }
 
     /// One parameter set of `strategy` over `symbols` (name and bars, in symbol order):
