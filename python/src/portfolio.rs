@@ -6,7 +6,7 @@
 
 use crate::table::Table;
 use crate::universe::Universe;
-use crate::{detached, dispatcher, request, sweep_error, value};
+use crate::{constraints_of, detached, dispatcher, request, sweep_error, value};
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
@@ -109,15 +109,17 @@ fn record_dict(py: Python<'_>, record: PortfolioRecord, bars: usize, symbols: us
 }
 
 /// Every combo of the request's grid as one account over the universe's symbols: the
-/// rows of `threadx sweep --portfolio`, in combo order.
+/// rows of `threadx sweep --portfolio`, in combo order, as `{"rows": Table}`, with
+/// `"overfitting"` (JSON) when the request asks for the statistics; `by`, `minimize` and
+/// `constraints` rank their best combos.
 #[pyfunction]
 #[pyo3(signature = (
     universe, request_json, size=1.0, size_type="percent", lot=None, min_size=0.0, init_cash=1.0, progress=None,
-    max_positions=None
+    max_positions=None, by="sharpe", minimize=false, constraints=Vec::new()
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.sweep(..., portfolio=True)`.
-pub fn sweep_portfolio(
-    py: Python<'_>,
+pub fn sweep_portfolio<'py>(
+    py: Python<'py>,
     universe: &Universe,
     request_json: &str,
     size: f64,
@@ -127,17 +129,30 @@ pub fn sweep_portfolio(
     init_cash: f64,
     progress: Option<Py<PyAny>>,
     max_positions: Option<usize>,
-) -> PyResult<Table> {
+    by: &str,
+    minimize: bool,
+    constraints: Vec<String>,
+) -> PyResult<Bound<'py, PyDict>> {
     let spec = request(request_json)?;
+    let constraints = constraints_of(&constraints)?;
+    threadx_sweep::metric_index(by).map_err(sweep_error)?;
     let account = account((size, size_type, lot, min_size), init_cash, spec.costs(), max_positions)?;
     let dispatcher = dispatcher(spec.device())?;
     let market = &universe.universe;
-    let rows = detached(py, &dispatcher, progress, |report| {
+    let (rows, overfitting) = detached(py, &dispatcher, progress, |report| {
         let symbols = market.load_all().map_err(|e| SweepError::Spec(e.to_string()))?;
         let plan = PortfolioSweep::plan(&spec, &symbols, &dispatcher)?;
-        PortfolioSweep::prepare(plan, (market.origin(), &symbols), account, &dispatcher)?.run_in_memory(report)
+        let sweep = PortfolioSweep::prepare(plan, (market.origin(), &symbols), account, &dispatcher)?;
+        let rows = sweep.run_in_memory(report)?;
+        let overfitting = sweep.overfitting(&dispatcher, &rows, (by, minimize, &constraints))?;
+        Ok((rows, overfitting))
     })?;
-    Table::new(threadx_sweep::rows_table(&spec, &rows, false), &spec, None)
+    let out = PyDict::new(py);
+    out.set_item("rows", Table::new(threadx_sweep::rows_table(&spec, &rows, false), &spec, None)?)?;
+    if let Some(o) = overfitting {
+        out.set_item("overfitting", threadx_sweep::section_json(&o.summary()))?;
+    }
+    Ok(out)
 }
 
 /// One parameter set of a strategy over the universe's symbols as one account: its

@@ -9,6 +9,7 @@ cannot be skipped."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, Tuple
 
@@ -17,7 +18,7 @@ import pandas as pd
 import pytest
 
 import threadx
-from conftest import REPO
+from conftest import REPO, Cli, grid_flags
 
 if os.environ.get("THREADX_REQUIRE_VECTORBT") == "1":
     import vectorbt as vbt
@@ -231,6 +232,28 @@ def test_sizing_without_a_portfolio_and_what_a_portfolio_cannot_run_are_named() 
         threadx.sweep({"A": df}, walk_forward="train=1000,test=500", portfolio=True, progress=False)
     with pytest.raises(ValueError, match="this strategy uses shorts"):
         threadx.backtest({"A": df}, str(REPO / "examples" / "strategies" / "bb_long_short.toml"), portfolio=True)
+
+
+def test_a_portfolio_sweeps_overfitting_statistics_are_the_clis(cli: Cli) -> None:
+    # The same three symbols as Parquet files for the CLI and as frames for Python.
+    (cli.workdir / "u").mkdir()
+    frames = {}
+    for seed, name in enumerate(["AAA", "BBB", "CCC"], 1):
+        cli.run("data", "synth", "--bars", "3000", "--seed", str(seed), "--out", f"u/{name}.parquet")
+        frames[name] = pd.read_parquet(cli.workdir / "u" / f"{name}.parquet")
+    grid = {"bb_period": [10, 20, 30], "atr_mult": [1, 2]}
+    rows = threadx.sweep(frames, "bb_atr", grid=grid, portfolio=True, size=0.4, overfitting={"blocks": 8},
+                         progress=False)
+    cli.run("--device", "cpu", "sweep", "--data", "u/*.parquet", "--portfolio", "--size", "0.4", "--overfitting",
+            "--blocks", "8", *grid_flags(grid), "--out", "p.csv", "--quiet")
+    ours = dict(rows.attrs["overfitting"])
+    theirs = json.loads((cli.workdir / "p.json").read_text())["overfitting"]
+    for o in (ours, theirs):
+        o.pop("seconds")
+        o.pop("plots", None)
+    assert ours == theirs
+    assert ours["blocks"]["count"] == 8 and len(ours["top"]) == 6 and 0.0 <= ours["pbo"] <= 1.0
+    assert list(rows["sharpe"]) == list(cli.csv("p.csv")["sharpe"])
 
 
 def test_max_positions_caps_the_positions_held_at_every_bar() -> None:

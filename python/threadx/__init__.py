@@ -246,7 +246,7 @@ def sweep(
         max_positions=max_positions,
     )
     if portfolio:
-        return _portfolio_sweep(market, request, sizing, progress, overfitting)
+        return _portfolio_sweep(market, request, sizing, progress, overfitting, (by, minimize, rules))
     if isinstance(market, _threadx.Universe):
         if overfitting is not False:
             raise ValueError("overfitting statistics run on one symbol's data: sweep one symbol's frame")

@@ -171,7 +171,10 @@ def sweep_portfolio(
     init_cash: float = 1.0,
     progress: Optional[Callable[[int, int], None]] = None,
     max_positions: Optional[int] = None,
-) -> Table: ...
+    by: str = "sharpe",
+    minimize: bool = False,
+    constraints: List[str] = ...,
+) -> Dict[str, Any]: ...
 def backtest_portfolio(
     universe: Universe,
     strategy: str,

@@ -5,8 +5,9 @@ group_by=True, cash_sharing=True, call_seq="auto")``; ``backtest(..., portfolio=
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -168,20 +169,33 @@ def _portfolio_backtest(
 
 
 def _portfolio_sweep(
-    market: Any, request: str, sizing: Mapping[str, Any], progress: Union[bool, ProgressCallback], overfitting: Any
+    market: Any,
+    request: str,
+    sizing: Mapping[str, Any],
+    progress: Union[bool, ProgressCallback],
+    overfitting: Any,
+    ranking: Tuple[str, bool, List[str]],
 ) -> SweepFrame:
-    """``sweep(..., portfolio=True)``: every combo one account over the symbols."""
-    if overfitting is not False:
-        raise ValueError("overfitting: the overfitting statistics of a portfolio are not built yet")
+    """``sweep(..., portfolio=True)``: every combo one account over the symbols, with the
+    overfitting statistics of the accounts in ``.attrs["overfitting"]`` when asked."""
     if not isinstance(market, _threadx.Universe):
         market = _threadx.Universe.from_bars("data", [("data", market[0])])
+    if overfitting is not False:
+        fields = {} if overfitting is True else dict(overfitting)
+        request = json.dumps({**json.loads(request), "overfitting": fields})
+    by, minimize, rules = ranking
     options = _account(sizing)
     callback, finish = _progress(progress, "combos")
     try:
-        table = _threadx.sweep_portfolio(market, request, progress=callback, **options)
+        out = _threadx.sweep_portfolio(
+            market, request, progress=callback, by=by, minimize=minimize, constraints=rules, **options
+        )
     finally:
         finish()
-    return _report.sweep_frame(_tables.frame(table).set_index("combo"), None)
+    rows = _report.sweep_frame(_tables.frame(out["rows"]).set_index("combo"), None)
+    if "overfitting" in out:
+        rows.attrs["overfitting"] = json.loads(out["overfitting"])
+    return rows
 
 
 def _sizing(portfolio: bool, **sizing: Any) -> Dict[str, Any]:

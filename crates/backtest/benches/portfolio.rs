@@ -41,7 +41,9 @@ fn portfolio(c: &mut Criterion) {
     let mut g = c.benchmark_group("portfolio");
     g.sample_size(10).measurement_time(Duration::from_secs(8));
     g.throughput(Throughput::Elements(SYMBOLS * 35_040));
-    g.bench_function("one_account", |b| b.iter(|| portfolio.totals(black_box(&plans[..1]), &account)[0].log_equity));
+    g.bench_function("one_account", |b| {
+        b.iter(|| portfolio.totals(black_box(&plans[..1]), &account, None).totals[0].log_equity)
+    });
     g.bench_function("independent_accounts", |b| {
         b.iter(|| {
             portfolio

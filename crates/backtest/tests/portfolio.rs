@@ -4,8 +4,8 @@
 //! run within rounding; with cash to spare every symbol trades as it does alone.
 
 use threadx_backtest::{
-    Account, ComboPlan, Costs, ExitReason, PortfolioBooks, PortfolioTrade, SignalBook, SizeType, Sizing, Strategy,
-    simulate_detailed,
+    Account, BlockCuts, ComboPlan, Costs, ExitReason, PortfolioBooks, PortfolioTrade, SignalBook, SizeType, Sizing,
+    Strategy, simulate_detailed,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
@@ -147,11 +147,34 @@ fn a_sweeps_totals_are_each_combos_own_account() {
     let plans: Vec<ComboPlan> = (0..12).map(|c| books.books()[0].combo_plan(c)).collect();
     let sizing = Sizing::new(0.25, SizeType::Percent, None, 0.0).expect("valid");
     let account = Account::new(1000.0, sizing, COSTS).expect("valid");
-    let totals = books.totals(&plans, &account);
+    let totals = books.totals(&plans, &account, None);
+    assert!(totals.blocks.is_empty());
+    let totals = totals.totals;
     for (c, plan) in plans.iter().enumerate() {
         let each: Vec<ComboPlan> = books.books().iter().map(|b| b.combo_plan(c as u64)).collect();
         assert!(each.iter().all(|p| p == plan), "combo {c}: one plan in every book");
         assert_eq!(totals[c], books.simulate(&each, &account, false).totals, "combo {c}");
     }
     assert!(totals.iter().all(|t| t.trades > 50));
+
+    // Each account's blocks (for the overfitting statistics): its equity's returns bar by
+    // bar, E[t]/E[t−1] − 1 from the starting cash, cut by the rule (T mod S bars dropped,
+    // then S blocks of T div S), kept as Σr and Σr² in the same pass; the totals unchanged.
+    let bars = books.times().len();
+    let (s, first, len) = (16, bars % 16, bars / 16);
+    let cuts = BlockCuts::new(bars, s as u32).expect("enough bars");
+    let with_blocks = books.totals(&plans, &account, Some(&cuts));
+    assert_eq!(with_blocks.totals, totals);
+    assert_eq!(with_blocks.blocks.len(), plans.len() * 2 * s);
+    for (c, got) in with_blocks.blocks.chunks(2 * s).enumerate() {
+        let record = books.simulate(&books.plans_of(c as u64), &account, true).record.expect("a record");
+        let mut before = account.init_cash;
+        let r: Vec<f64> = record.equity.iter().map(|&e| (e / std::mem::replace(&mut before, e)) - 1.0).collect();
+        for k in 0..s {
+            let block = &r[first + k * len..first + (k + 1) * len];
+            let (sum, sq) = (block.iter().sum::<f64>(), block.iter().map(|x| x * x).sum::<f64>());
+            assert!((got[2 * k] - sum).abs() < 1e-11 && (got[2 * k + 1] - sq).abs() < 1e-11, "combo {c} block {k}");
+        }
+        assert!(got.iter().any(|&x| x != 0.0), "combo {c}: it traded");
+    }
 }

@@ -30,11 +30,14 @@ fn statistics(summary: &serde_json::Value) -> serde_json::Value {
 }
 
 fn run(dir: &std::path::Path, extra: &[&str]) -> serde_json::Value {
-    let mut args = ARGS.to_vec();
-    args.extend(extra);
-    let out = threadx(dir, &args);
+    run_with(dir, &[&ARGS[..], extra].concat())
+}
+
+/// `threadx args`, which must succeed, and the summary of its `--out`.
+fn run_with(dir: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = threadx(dir, args);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let name = extra.iter().position(|a| *a == "--out").map(|i| extra[i + 1]).unwrap();
+    let name = args.iter().position(|a| *a == "--out").map(|i| args[i + 1]).unwrap();
     let summary = dir.join(name).with_extension("json");
     serde_json::from_slice(&std::fs::read(summary).unwrap()).unwrap()
 }
@@ -248,6 +251,26 @@ fn shards_merged_give_a_whole_runs_statistics_and_plots() {
     let refused = threadx(dir.path(), &["merge", "s2.csv", "s0.csv", "s1.csv", "--out", "m2.csv"]);
     assert!(!refused.status.success());
     assert!(text(&refused.stderr).contains("s1.blocks"), "{}", text(&refused.stderr));
+}
+
+/// Fewer combos than the ten best the statistics detail, in shards of fewer still: the
+/// merge details every combo, as one process does (it had kept as many as its largest
+/// shard's best).
+#[test]
+fn a_merge_of_small_shards_details_as_many_best_combos_as_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--device", "cpu", "sweep", "--data", "synthetic:bars=4000,seed=3", "--overfitting", "--blocks", "8"];
+    let small = [&args[..], &["--grid", "bb_period=10:30:10", "--grid", "atr_mult=1,2", "--chunk-size", "2"]].concat();
+    let whole = run_with(dir.path(), &[&small[..], &["--out", "whole.csv"]].concat());
+    for i in ["0/2", "1/2"] {
+        let out = format!("s{}.csv", &i[..1]);
+        run_with(dir.path(), &[&small[..], &["--shard", i, "--out", out.as_str()]].concat());
+    }
+    let merged = threadx(dir.path(), &["merge", "s0.csv", "s1.csv", "--out", "m.csv"]);
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("m.json")).unwrap()).unwrap();
+    assert_eq!(whole["overfitting"]["top"].as_array().map(Vec::len), Some(6));
+    assert_eq!(statistics(&m), statistics(&whole));
 }
 
 #[test]

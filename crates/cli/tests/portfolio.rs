@@ -224,6 +224,62 @@ fn a_portfolio_sweep_writes_one_account_a_combo_in_any_cut() {
     assert_eq!(summary["data"]["bars"], 4000);
 }
 
+/// `sweep --portfolio --overfitting`: each account's blocks are its equity's returns cut
+/// by the rule (checked against `backtest --portfolio --equity`), and shards merged give
+/// the one process's rows and statistics.
+#[test]
+fn a_portfolio_sweeps_overfitting_statistics_come_from_each_accounts_equity() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let sweep = |out: &str, more: &[&str]| {
+        let mut args =
+            vec!["sweep", "--data", "data", "--portfolio", "--size", "0.4", "--overfitting", "--blocks", "8"];
+        args.extend(["--grid", "bb_period=10:30:10", "--grid", "atr_mult=1,2", "--out", out]);
+        args.extend(more);
+        let run = threadx(dir.path(), &args);
+        assert!(run.status.success(), "{more:?}: {}", text(&run.stderr));
+        text(&run.stdout)
+    };
+    let out = sweep("all.csv", &["--blocks-out", "blocks.csv"]);
+    assert!(out.contains("PBO "), "{out}");
+    // Combo 5 (bb_period=30, atr_mult=2): its account bar by bar.
+    let args = ["backtest", "--data", "data", "--portfolio", "--size", "0.4", "--equity", "e.csv"];
+    let run = threadx(dir.path(), &[&args[..], &["--set", "bb_period=30", "--set", "atr_mult=2"]].concat());
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let equity: Vec<f64> = csv_rows(&dir.path().join("e.csv")).iter().map(|r| r["equity"].parse().unwrap()).collect();
+    // (The starting cash is 1 without --init-cash.)
+    let mut before = 1.0;
+    let r: Vec<f64> = equity.iter().map(|&e| e / std::mem::replace(&mut before, e) - 1.0).collect();
+    let (first, len) = (r.len() % 8, r.len() / 8);
+    let blocks: Vec<HashMap<String, String>> =
+        csv_rows(&dir.path().join("blocks.csv")).into_iter().filter(|b| b["combo"] == "5").collect();
+    assert_eq!(blocks.len(), 8);
+    for (k, block) in blocks.iter().enumerate() {
+        let cut = &r[first + k * len..first + (k + 1) * len];
+        let (sum, sq) = (cut.iter().sum::<f64>(), cut.iter().map(|x| x * x).sum::<f64>());
+        assert_eq!(block["bars"], len.to_string());
+        let (got, got_sq): (f64, f64) = (block["sum_r"].parse().unwrap(), block["sum_r2"].parse().unwrap());
+        assert!((got - sum).abs() < 1e-9 && (got_sq - sq).abs() < 1e-9, "block {k}: {got} {got_sq} vs {sum} {sq}");
+    }
+    // Two shards merged: the same rows and statistics (their time aside).
+    sweep("s1.csv", &["--shard", "0/2", "--chunk-size", "2"]);
+    sweep("s2.csv", &["--shard", "1/2", "--chunk-size", "2"]);
+    let merged = threadx(dir.path(), &["merge", "s1.csv", "s2.csv", "--out", "merged.csv"]);
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+    assert_eq!(read("merged.csv"), read("all.csv"));
+    let statistics = |f: &str| {
+        let mut summary: serde_json::Value = serde_json::from_slice(&read(f)).unwrap();
+        summary["overfitting"].as_object_mut().unwrap().remove("seconds");
+        summary["overfitting"].take()
+    };
+    let whole = statistics("all.json");
+    assert_eq!(statistics("merged.json"), whole);
+    assert_eq!((whole["bars"].as_u64(), whole["trials"]["n"].as_f64()), (Some(r.len() as u64), Some(6.0)));
+    assert_eq!(whole["top"].as_array().map(Vec::len), Some(6), "every combo is among the best 10");
+    assert!((0.0..=1.0).contains(&whole["pbo"].as_f64().unwrap()), "{whole}");
+}
+
 #[test]
 fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
@@ -232,10 +288,6 @@ fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
         (
             vec!["sweep", "--data", "data", "--portfolio", "--search", "tpe", "--trials", "8"],
             "a search of a portfolio is not built yet",
-        ),
-        (
-            vec!["sweep", "--data", "data", "--portfolio", "--overfitting"],
-            "the overfitting statistics of a portfolio is not built yet",
         ),
         (
             vec!["sweep", "--data", "data", "--portfolio", "--report", "r.html"],

@@ -12,8 +12,8 @@ use crate::overfit::{MergingBlocks, write_plots};
 use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
 use crate::rows::Row;
 use crate::run_files::{HeatmapOptions, check_writable, commit_with_summary, summary_path};
-use crate::search::{Constraint, SearchOptions};
-use crate::summary::{Combos, Identity, Summary, UniverseSections};
+use crate::search::Constraint;
+use crate::summary::{Best, Combos, Identity, SearchSummary, Summary, UniverseSections};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs;
@@ -45,7 +45,7 @@ pub fn merge(
     let strategy = spec.strategy();
     let bars = summaries[0].data.as_ref().map_or(0, |d| d.bars) as usize;
     let (mut ranking, minimize) = shard_ranking(&summaries[0], by, top)?;
-    let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars, minimize)?;
+    let mut blocks = MergingBlocks::open(&spec, shards, &summaries, bars)?;
     // A search's shards hold trials (numbered in evaluation order) instead of combos.
     let search = spec.search();
     // A universe's rows go by symbol (in the order of its list), then combo.
@@ -105,7 +105,8 @@ pub fn merge(
         }),
         _ => None,
     };
-    let mut overfitting = blocks.map(MergingBlocks::finish).transpose()?;
+    let (best, best_summary, searched) = merged_best(&spec, trials, top, &ranking);
+    let mut overfitting = blocks.map(|b| b.finish(&best)).transpose()?;
     if let (Some(o), Some(plots)) = (&mut overfitting, plots) {
         write_plots(o, plots, strategy.name(), &mut staged)?;
     }
@@ -115,14 +116,11 @@ pub fn merge(
         shard: Some(Shard::WHOLE),
         results: out.file_name().map(|n| n.to_string_lossy().into_owned()),
         combos: Some(Combos { rows, empty: ranking.empty(), ..Combos::default() }),
-        best: Some(ranking.best(&spec)),
+        best: Some(best_summary),
+        search: searched,
         universe,
         overfitting: overfitting.as_ref().map(crate::overfit::Overfitting::summary),
         ..Summary::new()
-    };
-    let best = match search {
-        Some(options) => search_best(&spec, options, trials, top, &mut summary),
-        None => ranking.rows().to_vec(),
     };
     commit_with_summary(staged, &mut summary, out, Shard::WHOLE)?;
     Ok(SweepReport {
@@ -153,21 +151,21 @@ fn shard_ranking(summary: &Summary, by: &str, top: usize) -> Result<(Ranking, bo
     Ok((Ranking::new(by, top, constraints, minimize)?, minimize))
 }
 
-/// A merged search's best trials by its objective (not the leaderboard's metric), and its
-/// `search` and `best` in `summary`.
-fn search_best(
+/// The merged run's best rows as one process takes them (a search's best trials by its
+/// objective, else the leaderboard's), the summary's `best`, and a search's section.
+fn merged_best(
     spec: &SweepSpec,
-    options: &SearchOptions,
     trials: Vec<(u64, Metrics)>,
     top: usize,
-    summary: &mut Summary,
-) -> Vec<Row> {
+    ranking: &Ranking,
+) -> (Vec<Row>, Best, Option<SearchSummary>) {
+    let Some(options) = spec.search() else { return (ranking.rows().to_vec(), ranking.best(spec), None) };
     let report = crate::search::SearchReport::of_trials(options, trials);
     let values = |c| spec.grid().values(c);
-    summary.search = Some(crate::search_run::search_summary(options, &report, spec.strategy(), values));
-    let best = report.best_rows(options, top, values);
-    summary.best = Some(crate::edge::best_of(spec.strategy(), spec.axes(), options.objective.metric(), &best));
-    best
+    let search = crate::search_run::search_summary(options, &report, spec.strategy(), values);
+    let rows = report.best_rows(options, top, values);
+    let best = crate::edge::best_of(spec.strategy(), spec.axes(), options.objective.metric(), &rows);
+    (rows, best, Some(search))
 }
 
 /// A merged universe's by-combo table, made in its own folder beside `out`, and its path.

@@ -244,7 +244,11 @@ impl SweepPlan {
         let books = PortfolioBooks::new(books)?;
         let clock = books.times();
         let bars_per_year = spec.periods_per_year().unwrap_or_else(|| Calendar::of(clock).bars_per_year(clock));
-        let simulation = Simulation::Portfolio(PortfolioSim::new(books, account, bars_per_year));
+        let blocks = match spec.overfitting() {
+            Some(o) => Some(BlockCuts::new(clock.len(), o.blocks).map_err(|e| SweepError::Spec(format!("--{e}")))?),
+            None => None,
+        };
+        let simulation = Simulation::Portfolio(PortfolioSim::new(books, account, bars_per_year, blocks));
         Ok(Sweep::new(spec, simulation, combos))
     }
 }

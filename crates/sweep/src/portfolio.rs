@@ -3,20 +3,48 @@
 //! and what it does not run yet.
 
 use crate::spec::SweepSpec;
-use threadx_backtest::{Account, BatchTotals, ComboPlan, PortfolioBooks, SignalBook};
+use threadx_backtest::{Account, BatchTotals, BlockCuts, ComboPlan, PortfolioBooks, SignalBook};
 
-/// A universe traded as one account: every symbol's book on one clock, the account, and
-/// what annualises the metrics.
+/// A universe traded as one account: every symbol's book on one clock, the account, what
+/// annualises the metrics, and the blocks of the clock each combo's returns are kept in
+/// (for the overfitting statistics).
 #[derive(Debug)]
 pub struct PortfolioSim {
     books: PortfolioBooks,
     account: Account,
     bars_per_year: f64,
+    blocks: Option<BlockCuts>,
 }
 
 impl PortfolioSim {
-    pub(crate) fn new(books: PortfolioBooks, account: Account, bars_per_year: f64) -> Self {
-        Self { books, account, bars_per_year }
+    pub(crate) fn new(books: PortfolioBooks, account: Account, bars_per_year: f64, blocks: Option<BlockCuts>) -> Self {
+        Self { books, account, bars_per_year, blocks }
+    }
+
+    pub(crate) fn blocks(&self) -> Option<&BlockCuts> {
+        self.blocks.as_ref()
+    }
+
+    /// Combo `combo`'s account, in detail: the return of each bar of the clock (its
+    /// equity over the bar before's, the first over the starting cash), those its Sharpe
+    /// ratio and blocks are made of.
+    pub(crate) fn returns(&self, combo: u64) -> Vec<f64> {
+        let run = self.books.simulate(&self.books.plans_of(combo), &self.account, true);
+        let mut before = self.account.init_cash;
+        let equity = run.record.map(|r| r.equity).unwrap_or_default();
+        equity
+            .into_iter()
+            .map(|e| {
+                let r = e / before - 1.0;
+                before = e;
+                r
+            })
+            .collect()
+    }
+
+    /// Whether combo `combo` cannot trade on any symbol (every symbol too short for it).
+    pub(crate) fn cannot_trade(&self, combo: u64) -> bool {
+        self.books.books().iter().all(|b| b.cannot_trade(&b.combo_plan(combo)))
     }
 
     pub fn books(&self) -> &PortfolioBooks {
@@ -38,19 +66,17 @@ impl PortfolioSim {
 
     /// The totals of `plans`, each one account, on the CPU's pool.
     pub(crate) fn totals(&self, plans: &[ComboPlan]) -> BatchTotals {
-        BatchTotals { totals: self.books.totals(plans, &self.account), blocks: Vec::new() }
+        self.books.totals(plans, &self.account, self.blocks.as_ref())
     }
 }
 
-/// What a portfolio sweep does not run yet, in words (issue #52: searches, walk-forwards
-/// and the overfitting statistics of a portfolio).
+/// What a portfolio sweep does not run yet, in words (issue #52: searches and
+/// walk-forwards of a portfolio).
 pub(crate) fn portfolio_refusal(spec: &SweepSpec) -> Option<String> {
     let what = if spec.search().is_some() {
         "a search"
     } else if spec.walk_forward().is_some() {
         "a walk-forward"
-    } else if spec.overfitting().is_some() {
-        "the overfitting statistics"
     } else {
         return None;
     };

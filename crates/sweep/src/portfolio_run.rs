@@ -3,9 +3,11 @@
 //! (the CPU's threads); what the CLI runs to files and Python runs in memory.
 
 use crate::error::SweepError;
+use crate::overfit::Overfitting;
 use crate::plan::SweepPlan;
 use crate::run_data::RunData;
 use crate::runner::{ChunkResult, Sweep, thread_pool};
+use crate::search::Constraint;
 use crate::session::Preparation;
 use crate::spec::SweepSpec;
 use std::sync::Arc;
@@ -69,5 +71,16 @@ impl PortfolioSweep {
         progress: &mut dyn FnMut(u64, u64) -> Result<(), SweepError>,
     ) -> Result<ChunkResult, SweepError> {
         self.sweep.run_in_memory(&self.pool, &self.distribute, progress)
+    }
+
+    /// The overfitting statistics of `rows` (all the combos, run in memory) when the spec
+    /// asks for them, as [`Overfitting::of_rows`] makes them; CSCV where `dispatcher` says.
+    pub fn overfitting(
+        &self,
+        dispatcher: &Dispatcher,
+        rows: &ChunkResult,
+        ranking: (&str, bool, &[Constraint]),
+    ) -> Result<Option<Overfitting>, SweepError> {
+        Overfitting::of_rows(&self.sweep, dispatcher, rows, ranking)
     }
 }

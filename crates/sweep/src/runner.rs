@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use threadx_backtest::{
     BacktestError, Backtester, BarTables, BatchTotals, BlockCuts, ComboPlan, GpuBacktester, Metrics, PendingTotals,
-    SignalBook, simulate_cpu,
+    SignalBook, simulate_cpu, simulate_detailed,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_multi_gpu::{
@@ -100,8 +100,31 @@ impl Sweep {
         }
     }
 
+    /// Combo `combo`'s returns bar by bar, in detail on the CPU: those its Sharpe ratio
+    /// and blocks are made of.
+    pub(crate) fn returns(&self, combo: u64) -> Vec<f64> {
+        match &self.simulation {
+            Simulation::Book { book, .. } => {
+                simulate_detailed(book, &book.combo_plan(combo), self.spec.costs()).returns()
+            }
+            Simulation::Portfolio(portfolio) => portfolio.returns(combo),
+        }
+    }
+
+    /// How many of `combos` cannot trade on the data (too short for their parameters; in
+    /// a portfolio, on every symbol).
+    pub(crate) fn untradeable(&self, combos: &[u64]) -> u64 {
+        match &self.simulation {
+            Simulation::Book { book, .. } if book.some_cannot_trade() => {
+                combos.iter().filter(|&&c| book.cannot_trade(&book.combo_plan(c))).count() as u64
+            }
+            Simulation::Book { .. } => 0,
+            Simulation::Portfolio(portfolio) => combos.iter().filter(|&&c| portfolio.cannot_trade(c)).count() as u64,
+        }
+    }
+
     /// The bars a combo's metrics are measured over, and what annualises them.
-    fn bars(&self) -> (usize, f64) {
+    pub(crate) fn bars(&self) -> (usize, f64) {
         match &self.simulation {
             Simulation::Book { book, .. } => (book.bars(), book.bars_per_year()),
             Simulation::Portfolio(portfolio) => portfolio.bars(),
@@ -138,7 +161,7 @@ impl Sweep {
     pub fn blocks(&self) -> Option<&BlockCuts> {
         match &self.simulation {
             Simulation::Book { tables, .. } => tables.blocks(),
-            Simulation::Portfolio(_) => None,
+            Simulation::Portfolio(portfolio) => portfolio.blocks(),
         }
     }
 

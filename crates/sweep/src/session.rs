@@ -6,11 +6,9 @@
 //! same combos, on whatever device: both run the same book through the same pool.
 
 use crate::error::SweepError;
-use crate::leaderboard::Leaderboard;
 use crate::output::{KeepFn, SweepReport, run_keeping, run_to_files};
 use crate::overfit::{Overfitting, SweepBlocks, warm_up};
 use crate::plan::SweepPlan;
-use crate::rows::Row;
 use crate::run_data::RunData;
 use crate::run_files::{OutputOptions, ProgressFn};
 use crate::runner::{ChunkResult, Sweep, thread_pool};
@@ -301,17 +299,7 @@ impl Session {
         minimize: bool,
         constraints: &[Constraint],
     ) -> Result<Option<Overfitting>, SweepError> {
-        let (Some(options), Some(cuts)) = (self.spec().overfitting(), self.sweep.blocks()) else { return Ok(None) };
-        let mut leaderboard = Leaderboard::new(by, crate::overfit::TOP)?.minimizing(minimize);
-        let book = self.sweep.book();
-        for (&combo, &metrics) in rows.combos.iter().zip(&rows.metrics) {
-            if Constraint::all_hold(constraints, &metrics) {
-                leaderboard.offer(Row { combo, values: book.combo_values(combo), metrics });
-            }
-        }
-        let kept = SweepBlocks::of(rows);
-        Overfitting::compute(&self.sweep, self.dispatcher(), cuts, options, kept, leaderboard.rows(), by)
-            .map(|o| Some(o.minimizing(minimize)))
+        Overfitting::of_rows(&self.sweep, self.dispatcher(), rows, (by, minimize, constraints))
     }
 
     /// The whole plan to files as `opts` says: checkpoints, shards and resume. `phases`

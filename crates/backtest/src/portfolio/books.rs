@@ -5,12 +5,14 @@
 //! the exit rule and max_bars, in that order, a stop or take-profit filled at the close
 //! with the fee alone. Only the cash is shared.
 
+use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::error::BacktestError;
 use crate::fixed::Totals;
 use crate::metrics::ExitReason;
 use crate::portfolio::schedule::Schedule;
 use crate::portfolio::{Account, Mark, PortfolioRun, Source, run};
+use crate::simulate::BatchTotals;
 use crate::strategy::Strategy;
 use crate::trade_parts::{last_bar, next_bit, prefetch};
 use rayon::prelude::*;
@@ -130,31 +132,66 @@ impl PortfolioBooks {
 
     /// The totals of `plans`, each one account over every symbol (a plan read in every
     /// symbol's book: books laid out from one grid hold the same rows, so a combo's plan
-    /// is the same in each), combos in parallel on the CPU's pool, in order.
-    pub fn totals(&self, plans: &[ComboPlan], account: &Account) -> Vec<Totals> {
+    /// is the same in each), combos in parallel on the CPU's pool, in order; with each
+    /// combo's blocks when `cuts` are given (as [`crate::simulate_cpu`]'s).
+    pub fn totals(&self, plans: &[ComboPlan], account: &Account, cuts: Option<&BlockCuts>) -> BatchTotals {
         let (bars, symbols) = (self.times.len(), self.books.len());
-        plans
+        let scratch = || Scratch {
+            schedule: Schedule::new(bars, symbols),
+            rows: Vec::with_capacity(symbols),
+            snapshots: vec![0; cuts.map_or(0, BlockCuts::snapshot_len)],
+        };
+        let Some(cuts) = cuts else {
+            let totals = plans
+                .par_iter()
+                .map_init(scratch, |scratch, plan| self.account(plan, account, scratch, None))
+                .collect();
+            return BatchTotals { totals, blocks: Vec::new() };
+        };
+        let mut blocks = vec![0.0; plans.len() * cuts.stats_len()];
+        let totals = plans
             .par_iter()
-            .map_init(
-                || (Schedule::new(bars, symbols), Vec::with_capacity(symbols)),
-                |(schedule, rows), plan| {
-                    rows.clear();
-                    rows.extend(self.books.iter().map(|book| SymbolRules::new(book, plan)));
-                    let source = BookSource { books: self, rows: std::mem::take(rows) };
-                    let totals = run(&source, account, false, schedule).totals;
-                    *rows = source.rows;
-                    totals
-                },
-            )
-            .collect()
+            .zip(blocks.par_chunks_mut(cuts.stats_len()))
+            .map_init(scratch, |scratch, (plan, out)| {
+                let totals = self.account(plan, account, scratch, Some(cuts));
+                cuts.stats(&scratch.snapshots, &totals, out);
+                totals
+            })
+            .collect();
+        BatchTotals { totals, blocks }
+    }
+
+    /// One combo's account totals, its block snapshots in `scratch` when `cuts` are given.
+    fn account<'b>(
+        &'b self,
+        plan: &ComboPlan,
+        account: &Account,
+        scratch: &mut Scratch<'b>,
+        cuts: Option<&BlockCuts>,
+    ) -> Totals {
+        let Scratch { schedule, rows, snapshots } = scratch;
+        rows.clear();
+        rows.extend(self.books.iter().map(|book| SymbolRules::new(book, plan)));
+        let source = BookSource { books: self, rows: std::mem::take(rows) };
+        let recorded = cuts.map(|cuts| Snapshots::new(cuts, snapshots));
+        let totals = run(&source, account, (false, recorded), schedule).totals;
+        *rows = source.rows;
+        totals
     }
 
     /// One combo as one account: `plans[s]` is the combo's plan in symbol `s`'s book.
     pub fn simulate(&self, plans: &[ComboPlan], account: &Account, detailed: bool) -> PortfolioRun {
         let rows = self.books.iter().zip(plans).map(|(book, plan)| SymbolRules::new(book, plan)).collect();
         let mut schedule = Schedule::new(self.times.len(), self.books.len());
-        run(&BookSource { books: self, rows }, account, detailed, &mut schedule)
+        run(&BookSource { books: self, rows }, account, (detailed, None), &mut schedule)
     }
+}
+
+/// What a thread of a sweep reuses from combo to combo.
+struct Scratch<'b> {
+    schedule: Schedule,
+    rows: Vec<SymbolRules<'b>>,
+    snapshots: Vec<u128>,
 }
 
 /// One symbol's rules in one combo.

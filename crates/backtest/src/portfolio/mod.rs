@@ -24,6 +24,7 @@ pub use orders::Filled;
 pub use signals::{PortfolioSignals, simulate_portfolio};
 pub use sizing::{SizeType, Sizing};
 
+use crate::blocks::Snapshots;
 use crate::costs::Costs;
 use crate::error::BacktestError;
 use crate::fixed::{Totals, return_units};
@@ -242,7 +243,13 @@ struct Due {
 /// the closed trades, as every simulation's), and its record when `detailed`. Only the
 /// bars with an event (an entry or an exit) trade; every bar is valued. `schedule` is
 /// empty and fits the source (a new one is made otherwise); the run leaves it empty.
-pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool, schedule: &mut Schedule) -> PortfolioRun {
+/// `snapshots`, if any, takes the running sums of the bars' returns at each block start.
+pub(crate) fn run<S: Source>(
+    source: &S,
+    account: &Account,
+    (detailed, mut snapshots): (bool, Option<Snapshots<'_>>),
+    schedule: &mut Schedule,
+) -> PortfolioRun {
     let (bars, symbols, prices) = (source.bars(), source.symbols(), source.prices());
     if !schedule.fits(bars, symbols) {
         *schedule = Schedule::new(bars, symbols);
@@ -275,6 +282,9 @@ pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool, sche
             trade_bar(source, account, (&mut ledger, schedule, &mut due), t, row);
         }
         let now = ledger.value(row);
+        if let Some(snapshots) = snapshots.as_mut() {
+            snapshots.bar(t, (ledger.totals.sum, ledger.totals.sum_sq));
+        }
         ledger.totals.add_bar(return_units(now, equity));
         // The drawdown on equity over the starting cash: the same ratios as on equity.
         drawdown.step(now / account.init_cash);
@@ -287,6 +297,9 @@ pub(crate) fn run<S: Source>(source: &S, account: &Account, detailed: bool, sche
         }
     }
     let mut totals = ledger.totals;
+    if let Some(snapshots) = snapshots.as_mut() {
+        snapshots.finish((totals.sum, totals.sum_sq));
+    }
     totals.log_equity = log_of(equity / account.init_cash);
     totals.drawdown = log_of(drawdown.worst());
     if let Some(record) = record.as_mut() {

@@ -112,5 +112,5 @@ pub fn simulate_portfolio(
     signals.check()?;
     let source = ArraySource::new(signals);
     let mut schedule = Schedule::new(source.bars, source.symbols);
-    Ok(run(&source, account, detailed, &mut schedule))
+    Ok(run(&source, account, (detailed, None), &mut schedule))
 }

@@ -23,17 +23,18 @@ pub(crate) use shards::{MergingBlocks, write_shard_part};
 pub use verdict::{Reading, Verdict};
 
 use crate::error::{SweepError, io_error};
-use crate::leaderboard::metric_index;
+use crate::leaderboard::{Leaderboard, metric_index};
 use crate::rows::Row;
 use crate::run_files::OutputOptions;
 use crate::runner::{ChunkResult, Sweep};
+use crate::search::Constraint;
 use crate::summary::{
     BlocksSummary, LogitQuantiles, OverfittingSummary, PlotChecksums, SplitsSummary, TopCombo, TrialsSummary,
     params_json,
 };
 use std::path::PathBuf;
 use std::time::Instant;
-use threadx_backtest::{BlockCuts, simulate_detailed};
+use threadx_backtest::BlockCuts;
 use threadx_dispatch::{Dispatcher, thousands};
 use threadx_profile_store::{Staged, write_file_staged};
 use threadx_stats::SeededRng;
@@ -125,14 +126,32 @@ impl Overfitting {
         by: &str,
     ) -> Result<Self, SweepError> {
         let started = Instant::now();
-        let book = sweep.book();
-        let bars = book.bars();
+        let bars = sweep.bars().0;
         let mut kept = kept;
-        if book.some_cannot_trade() {
-            kept.untradeable = kept.combos.iter().filter(|&&c| book.cannot_trade(&book.combo_plan(c))).count() as u64;
-        }
+        kept.untradeable = sweep.untradeable(&kept.combos);
         let top = || top_combos(sweep, best, by);
         Self::from_parts(Some(dispatcher), cuts, options, kept, top, bars, by, started)
+    }
+
+    /// The statistics of `rows`, all of `sweep`'s combos run in memory with their blocks,
+    /// the best of them ranked by `by` (smallest first when `minimize`) among those that
+    /// keep the `constraints`; None when the spec asks for none.
+    pub fn of_rows(
+        sweep: &Sweep,
+        dispatcher: &Dispatcher,
+        rows: &ChunkResult,
+        (by, minimize, constraints): (&str, bool, &[Constraint]),
+    ) -> Result<Option<Self>, SweepError> {
+        let (Some(options), Some(cuts)) = (sweep.spec().overfitting(), sweep.blocks()) else { return Ok(None) };
+        let mut leaderboard = Leaderboard::new(by, TOP)?.minimizing(minimize);
+        let book = sweep.book();
+        for (&combo, &metrics) in rows.combos.iter().zip(&rows.metrics) {
+            if Constraint::all_hold(constraints, &metrics) {
+                leaderboard.offer(Row { combo, values: book.combo_values(combo), metrics });
+            }
+        }
+        let kept = SweepBlocks::of(rows);
+        Self::compute(sweep, dispatcher, cuts, options, kept, leaderboard.rows(), by).map(|o| Some(o.minimizing(minimize)))
     }
 
     /// The same statistics of a run that ranked its objective smallest first when
@@ -322,9 +341,7 @@ pub(crate) fn top_combos(sweep: &Sweep, best: &[Row], by: &str) -> Result<Vec<To
     best.iter()
         .take(TOP)
         .map(|row| {
-            let book = sweep.book();
-            let report = simulate_detailed(book, &book.combo_plan(row.combo), sweep.spec().costs());
-            let (skew, kurtosis) = moments(&report.returns());
+            let (skew, kurtosis) = moments(&sweep.returns(row.combo));
             let neighbours = sweep.evaluate_on_cpu(&neighbours(sweep.spec().axes(), row.combo));
             let values: Vec<f64> =
                 neighbours.metrics.iter().map(|m| m.values()[index]).filter(|v| !v.is_nan()).collect();

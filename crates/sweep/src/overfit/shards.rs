@@ -7,7 +7,6 @@
 
 use super::{Overfitting, OverfittingOptions, SweepBlocks, TOP, blocks_bytes, read_blocks, top_combos};
 use crate::error::{SweepError, io_error};
-use crate::leaderboard::Leaderboard;
 use crate::rows::Row;
 use crate::run_files::OutputOptions;
 use crate::runner::Sweep;
@@ -67,27 +66,23 @@ pub(crate) struct MergingBlocks {
     by: String,
     shards: Vec<ShardBlocks>,
     tops: Vec<TopCombo>,
-    /// The whole sweep's best rows by the shards' objective, as a whole run ranks them.
-    best: Leaderboard,
     kept: SweepBlocks,
     started: Instant,
 }
 
 impl MergingBlocks {
     /// The shards' blocks (`summaries` are theirs, in the same order), or `None` when
-    /// their spec asks for no statistics. `bars` is the data's length; `minimize`, whether
-    /// the shards ranked their objective smallest first.
+    /// their spec asks for no statistics. `bars` is the data's length.
     pub fn open(
         spec: &SweepSpec,
         shards: &[PathBuf],
         summaries: &[Summary],
         bars: usize,
-        minimize: bool,
     ) -> Result<Option<Self>, SweepError> {
         let Some(options) = spec.overfitting() else { return Ok(None) };
         let bad = |problem: String| SweepError::Merge(problem);
         let cuts = BlockCuts::new(bars, options.blocks).map_err(|e| bad(format!("--{e}")))?;
-        let (mut by, mut keep, mut tops, mut open) = (String::new(), 0, Vec::new(), Vec::new());
+        let (mut by, mut tops, mut open) = (String::new(), Vec::new(), Vec::new());
         for (path, summary) in shards.iter().zip(summaries) {
             let part = summary.overfitting_shard.as_ref().ok_or_else(|| {
                 bad(format!(
@@ -99,7 +94,6 @@ impl MergingBlocks {
             let (sharpe, blocks) = read_blocks(&file, part.combos as usize, &cuts)?;
             let top = part.top.clone();
             by.clone_from(&part.by);
-            keep = keep.max(top.len());
             tops.extend(top);
             open.push(ShardBlocks { path: file, sharpe, blocks, next: 0 });
         }
@@ -107,7 +101,6 @@ impl MergingBlocks {
             options: *options,
             cuts,
             bars,
-            best: Leaderboard::new(&by, keep.min(TOP))?.minimizing(minimize),
             by,
             shards: open,
             tops,
@@ -131,19 +124,22 @@ impl MergingBlocks {
         self.kept.untradeable += u64::from(row.metrics.total_return.is_nan());
         self.kept.sharpe.push(sharpe);
         self.kept.blocks.extend_from_slice(blocks);
-        self.best.offer(*row);
         Ok(())
     }
 
-    /// The statistics over every shard's combos.
-    pub fn finish(self) -> Result<Overfitting, SweepError> {
-        let top = self
-            .best
-            .rows()
+    /// The statistics over every shard's combos, `best` the merged run's best rows as one
+    /// process ranks them (its top combos' details come from the shards that ran them).
+    pub fn finish(self, best: &[Row]) -> Result<Overfitting, SweepError> {
+        let top = best
             .iter()
+            .take(TOP)
             .map(|row| {
                 self.tops.iter().find(|t| t.combo == row.combo).cloned().ok_or_else(|| {
-                    SweepError::Merge(format!("combo {} is among the best but no shard kept its details", row.combo))
+                    SweepError::Merge(format!(
+                        "combo {} is among the best but no shard kept its details: the shards ranked by {}; \
+                         merge with --by {}",
+                        row.combo, self.by, self.by
+                    ))
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
