@@ -151,7 +151,8 @@ impl Overfitting {
             }
         }
         let kept = SweepBlocks::of(rows);
-        Self::compute(sweep, dispatcher, cuts, options, kept, leaderboard.rows(), by).map(|o| Some(o.minimizing(minimize)))
+        Self::compute(sweep, dispatcher, cuts, options, kept, leaderboard.rows(), by)
+            .map(|o| Some(o.minimizing(minimize)))
     }
 
     /// The same statistics of a run that ranked its objective smallest first when
