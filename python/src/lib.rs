@@ -306,11 +306,12 @@ impl Session {
 
     fn __repr__(&self) -> String {
         let spec = self.session.spec();
+        let data = self.session.run_data();
         format!(
             "Session({} on {} bars of {}, a grid of {} combos, workers {})",
             spec.strategy(),
-            self.session.data().len(),
-            self.session.data().origin(),
+            data.bars(),
+            data.origin(),
             spec.grid_len(),
             self.session.workers().join(", ")
         )
@@ -473,6 +474,7 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(overfit::deflated_sharpe_table, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add_function(wrap_pyfunction!(search::search, m)?)?;
+    m.add_function(wrap_pyfunction!(search::search_portfolio, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(portfolio::simulate_portfolio_py, m)?)?;
     m.add_function(wrap_pyfunction!(portfolio::sweep_portfolio, m)?)?;

@@ -2,7 +2,7 @@
 //! (`threadx.simulate(..., cash_sharing=True)`): its metrics row and, with `details`, its
 //! equity, cash, positions and trades, from [`simulate_portfolio`]; and
 //! `threadx._threadx.sweep_portfolio`, a strategy's grid over a universe, each combo one
-//! account (`threadx.sweep(..., portfolio=True)`), from [`PortfolioSweep`].
+//! account (`threadx.sweep(..., portfolio=True)`), through a portfolio [`Session`].
 
 use crate::table::Table;
 use crate::universe::Universe;
@@ -11,13 +11,14 @@ use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::sync::Arc;
 use threadx_backtest::{
     Account, Costs, PortfolioBooks, PortfolioRecord, PortfolioSignals, SizeType, Sizing, Strategy, check_bars_per_year,
     simulate_portfolio,
 };
-use threadx_dispatch::DeviceMode;
+use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Calendar, Ohlcv};
-use threadx_sweep::{PortfolioSweep, SweepError};
+use threadx_sweep::{Session, SweepError, SweepPlan, SweepSpec};
 
 /// The account's metrics as a one-row table, and its record when `details`.
 #[pyfunction]
@@ -70,9 +71,22 @@ pub fn simulate_portfolio_py<'py>(
     Ok((Table::plain(table), record))
 }
 
+/// The session of `spec` over `universe`'s symbols traded as `account`, on the CPU.
+pub(crate) fn portfolio_session(
+    spec: &SweepSpec,
+    universe: &Universe,
+    account: Account,
+    dispatcher: &Arc<Dispatcher>,
+) -> Result<Session, SweepError> {
+    let market = &universe.universe;
+    let symbols = market.load_all().map_err(|e| SweepError::Spec(e.to_string()))?;
+    let plan = SweepPlan::for_symbols(spec, &symbols, dispatcher.policy())?;
+    Session::portfolio(plan, (market.origin(), &symbols), account, dispatcher.clone(), &mut |_| {})
+}
+
 /// The account the keywords describe (`(size, size_type, lot, min_size)` and the rest),
 /// checked, each problem a `ValueError` naming its keyword.
-fn account(
+pub(crate) fn account(
     (size, size_type, lot, min_size): (f64, &str, Option<f64>, f64),
     init_cash: f64,
     costs: Costs,
@@ -138,13 +152,10 @@ pub fn sweep_portfolio<'py>(
     threadx_sweep::metric_index(by).map_err(sweep_error)?;
     let account = account((size, size_type, lot, min_size), init_cash, spec.costs(), max_positions)?;
     let dispatcher = dispatcher(spec.device())?;
-    let market = &universe.universe;
     let (rows, overfitting) = detached(py, &dispatcher, progress, |report| {
-        let symbols = market.load_all().map_err(|e| SweepError::Spec(e.to_string()))?;
-        let plan = PortfolioSweep::plan(&spec, &symbols, &dispatcher)?;
-        let sweep = PortfolioSweep::prepare(plan, (market.origin(), &symbols), account, &dispatcher)?;
-        let rows = sweep.run_in_memory(report)?;
-        let overfitting = sweep.overfitting(&dispatcher, &rows, (by, minimize, &constraints))?;
+        let session = portfolio_session(&spec, universe, account, &dispatcher)?;
+        let rows = session.run_in_memory(report)?;
+        let overfitting = session.overfitting(&rows, by, minimize, &constraints)?;
         Ok((rows, overfitting))
     })?;
     let out = PyDict::new(py);

@@ -256,6 +256,23 @@ def test_a_portfolio_sweeps_overfitting_statistics_are_the_clis(cli: Cli) -> Non
     assert list(rows["sharpe"]) == list(cli.csv("p.csv")["sharpe"])
 
 
+def test_a_portfolio_search_evaluates_the_sweeps_accounts() -> None:
+    frames = symbol_frames()
+    grid = {"bb_period": [10, 20, 30], "bb_std": [1.5, 2.0], "atr_mult": [1, 2, 3]}
+    sizing = {"size": 0.4, "init_cash": 5000.0}
+    rows = threadx.sweep(frames, "bb_atr", grid=grid, portfolio=True, progress=False, **sizing)
+    trials, best = threadx.search(frames, "bb_atr", "tpe", 10, grid=grid, seed=2, batch=4, portfolio=True,
+                                  progress=False, overfitting={"blocks": 8}, **sizing)
+    assert len(trials) == 10 and trials["combo"].is_unique
+    columns = list(rows.columns)
+    # The same bits, NaN where NaN.
+    np.testing.assert_array_equal(trials[columns].to_numpy(), rows.loc[trials["combo"], columns].to_numpy())
+    assert best["sharpe"] == trials["sharpe"].max()
+    assert len(trials.attrs["overfitting"]["top"]) == 10
+    with pytest.raises(ValueError, match="size: sizing needs portfolio=True"):
+        threadx.search(frames["AAA"], "bb_atr", "random", 4, size=0.5, progress=False)
+
+
 def test_max_positions_caps_the_positions_held_at_every_bar() -> None:
     close, entries, exits = universe(7, 12)
     options = {"size": 100.0, "size_type": "value", "init_cash": 1_000_000.0, "fees": 0.001}

@@ -29,7 +29,14 @@ from ._inputs import Data, _bars, _f64, _finite, _market, _opt_float, _text, _ut
 from ._progress import ProgressCallback, _progress
 from ._report import METRICS, SweepFrame
 from .overfitting import PboResult, deflated_sharpe, pbo
-from .portfolio import PortfolioBacktest, _portfolio_backtest, _portfolio_sweep, _sizing
+from .portfolio import (
+    PortfolioBacktest,
+    _no_portfolio_page,
+    _portfolio_backtest,
+    _portfolio_search,
+    _portfolio_sweep,
+    _sizing,
+)
 from .signals import simulate
 
 __all__ = [
@@ -325,6 +332,13 @@ def search(
     threads: Optional[int] = None,
     progress: Union[bool, ProgressCallback] = True,
     overfitting: Union[bool, Mapping[str, Any]] = False,
+    portfolio: bool = False,
+    size: Optional[float] = None,
+    size_type: Optional[str] = None,
+    lot: Optional[float] = None,
+    min_size: Optional[float] = None,
+    init_cash: Optional[float] = None,
+    max_positions: Optional[int] = None,
 ) -> SearchResult:
     """Search a strategy's grid instead of running all of it, as ``threadx sweep
     --search``: ``method`` is ``"random"``, ``"sobol"``, ``"lhs"`` (designs fixed in
@@ -337,8 +351,13 @@ def search(
     arguments and ``seed`` give the same trials and bytes on every device; the rows
     equal ``sweep``'s for the same combos. ``overfitting=True`` (or a dict, as for
     ``sweep``) puts ``threadx sweep --search … --overfitting``'s object (PBO over the
-    trials, the best's DSR with N = the trials, stability) in ``trials.attrs["overfitting"]``."""
-    bars, _index = _bars(data)
+    trials, the best's DSR with N = the trials, stability) in ``trials.attrs["overfitting"]``.
+    ``portfolio=True`` searches the symbols of ``data`` traded as one account, sized as
+    ``sweep(..., portfolio=True)`` sizes them (``threadx sweep --portfolio --search``)."""
+    sizing = _sizing(
+        portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash,
+        max_positions=max_positions,
+    )
     if isinstance(constraints, str):
         constraints = [constraints]
     request = json.loads(
@@ -359,17 +378,24 @@ def search(
         request["overfitting"] = {} if overfitting is True else dict(overfitting)
     callback, finish = _progress(progress, "trials")
     try:
-        out = _threadx.search(bars, json.dumps(request, allow_nan=True), callback)
+        if portfolio:
+            out = _portfolio_search(data, json.dumps(request, allow_nan=True), sizing, callback)
+        else:
+            bars, _index = _bars(data)
+            out = _threadx.search(bars, json.dumps(request, allow_nan=True), callback)
     finally:
         finish()
     frame = _tables.frame(out["trials"]).set_index("trial")
     if "overfitting" in out:
         frame.attrs["overfitting"] = json.loads(out["overfitting"])
     best = None if out["best"] is None else frame.iloc[int(out["best"])]
-    rows = _report.sweep_frame(
-        frame.set_index("combo"), (bars, json.dumps(request, allow_nan=True), str(by), bool(minimize), [])
-    )
-    page = lambda: rows._html(search_json=out["search_json"])  # noqa: E731
+    if portfolio:
+        page = _no_portfolio_page
+    else:
+        rows = _report.sweep_frame(
+            frame.set_index("combo"), (bars, json.dumps(request, allow_nan=True), str(by), bool(minimize), [])
+        )
+        page = lambda: rows._html(search_json=out["search_json"])  # noqa: E731
     return SearchResult(frame, best, out["stop"], float(out["seconds"]), float(out["search_seconds"]), page)
 
 

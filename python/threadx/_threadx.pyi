@@ -69,6 +69,17 @@ def search(
     request_json: str,
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> Dict[str, Any]: ...
+def search_portfolio(
+    universe: Universe,
+    request_json: str,
+    progress: Optional[Callable[[int, int], None]] = None,
+    size: float = 1.0,
+    size_type: str = "percent",
+    lot: Optional[float] = None,
+    min_size: float = 0.0,
+    init_cash: float = 1.0,
+    max_positions: Optional[int] = None,
+) -> Dict[str, Any]: ...
 
 class Table:
     """A table of the engine's as Arrow (the columns of the CLI's Parquet file of it)."""

@@ -198,6 +198,22 @@ def _portfolio_sweep(
     return rows
 
 
+def _portfolio_search(
+    data: Data, request: str, sizing: Mapping[str, Any], callback: Optional[ProgressCallback]
+) -> Dict[str, Any]:
+    """``search(..., portfolio=True)``: the native search's output over the symbols of
+    ``data`` as one account."""
+    market = _market(data)
+    if not isinstance(market, _threadx.Universe):
+        market = _threadx.Universe.from_bars("data", [("data", market[0])])
+    return dict(_threadx.search_portfolio(market, request, callback, **_account(sizing)))
+
+
+def _no_portfolio_page() -> Any:
+    """A portfolio search's report, which is not built yet (issue #52)."""
+    raise ValueError("the report of a portfolio search is not built yet")
+
+
 def _sizing(portfolio: bool, **sizing: Any) -> Dict[str, Any]:
     """The sizing keywords of ``backtest`` and ``sweep``, refused without ``portfolio=True``."""
     given = [name for name, value in sizing.items() if value is not None]

@@ -111,9 +111,10 @@ pub fn after_sweep(
     mode: DeviceMode,
 ) -> Result<()> {
     let Some(path) = path else { return Ok(()) };
+    let Some(data) = session.bars() else { bail!("--report: a portfolio sweep's is not built yet") };
     let page = SweepPage {
         spec: session.spec(),
-        data: session.data(),
+        data,
         summary,
         results: Some(&opts.out),
         overfitting_plots: opts.overfitting_plots.clone(),

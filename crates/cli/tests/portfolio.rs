@@ -280,14 +280,55 @@ fn a_portfolio_sweeps_overfitting_statistics_come_from_each_accounts_equity() {
     assert!((0.0..=1.0).contains(&whole["pbo"].as_f64().unwrap()), "{whole}");
 }
 
+/// A search or a sample of a portfolio's grid: each trial is the account the grid's run
+/// gives its combo; a design's shards merged are one process's search.
+#[test]
+fn a_portfolio_search_evaluates_the_grids_accounts() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let grid = ["--grid", "bb_period=10:30:10", "--grid", "atr_mult=1,2,3", "--grid", "bb_std=1.5,2"];
+    let sweep = |out: &str, more: &[&str]| {
+        let args = [&["sweep", "--data", "data", "--portfolio", "--size", "0.4"][..], &grid[..], more, &["--out", out]];
+        let run = threadx(dir.path(), &args.concat());
+        assert!(run.status.success(), "{more:?}: {}", text(&run.stderr));
+        text(&run.stdout)
+    };
+    sweep("grid.csv", &[]);
+    let grid_rows: HashMap<String, HashMap<String, String>> =
+        csv_rows(&dir.path().join("grid.csv")).into_iter().map(|r| (r["combo"].clone(), r)).collect();
+    assert_eq!(grid_rows.len(), 18);
+    for (out, more) in [
+        ("tpe.csv", &["--search", "tpe", "--trials", "12", "--seed", "3"][..]),
+        ("random.csv", &["--random", "5", "--seed", "4"][..]),
+    ] {
+        let said = sweep(out, more);
+        let rows = csv_rows(&dir.path().join(out));
+        assert_eq!(rows.len(), if out == "tpe.csv" { 12 } else { 5 }, "{said}");
+        for row in &rows {
+            let whole = &grid_rows[&row["combo"]];
+            for (column, value) in whole {
+                assert_eq!(&row[column], value, "{out}: combo {} {column}", row["combo"]);
+            }
+        }
+    }
+    // A Sobol design in two shards, merged: one process's bytes.
+    sweep("sobol.csv", &["--search", "sobol", "--trials", "8"]);
+    sweep("s0.csv", &["--search", "sobol", "--trials", "8", "--shard", "0/2"]);
+    sweep("s1.csv", &["--search", "sobol", "--trials", "8", "--shard", "1/2"]);
+    let merged = threadx(dir.path(), &["merge", "s0.csv", "s1.csv", "--out", "merged.csv"]);
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+    assert_eq!(read("merged.csv"), read("sobol.csv"));
+}
+
 #[test]
 fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     make_data(dir.path());
     for (args, message) in [
         (
-            vec!["sweep", "--data", "data", "--portfolio", "--search", "tpe", "--trials", "8"],
-            "a search of a portfolio is not built yet",
+            vec!["sweep", "--data", "data", "--portfolio", "--walk-forward", "train=1000,test=500"],
+            "a walk-forward of a portfolio is not built yet",
         ),
         (
             vec!["sweep", "--data", "data", "--portfolio", "--report", "r.html"],

@@ -37,7 +37,6 @@ mod overfit;
 mod parquet_groups;
 mod plan;
 mod portfolio;
-mod portfolio_run;
 mod request;
 mod results_file;
 mod rows;
@@ -69,7 +68,6 @@ pub use overfit::{
 };
 pub use plan::SweepPlan;
 pub use portfolio::PortfolioSim;
-pub use portfolio_run::PortfolioSweep;
 pub use request::{SweepRequest, parse_size};
 pub use results_file::{for_each_result, read_results};
 pub use rows::{Row, header, parse_row, write_row};

@@ -68,6 +68,17 @@ impl SweepPlan {
         Self::laid_out(spec, bars, (Vec::new(), 0), policy)
     }
 
+    /// The plan of `symbols` (name and bars) as one account on their joint clock.
+    pub fn for_symbols(
+        spec: &SweepSpec,
+        symbols: &[(String, std::sync::Arc<threadx_indicators::Ohlcv>)],
+        policy: &DevicePolicy,
+    ) -> Result<Self, SweepError> {
+        let lengths: Vec<usize> = symbols.iter().map(|(_, d)| d.len()).collect();
+        let clock = PortfolioBooks::joint_clock(symbols.iter().map(|(_, d)| d.timestamps()));
+        Self::portfolio(spec, &lengths, clock.len(), policy)
+    }
+
     /// The plan of one account over symbols of `symbol_bars` bars each: a book each, laid
     /// out alike, and every symbol's price on their joint clock of `clock_bars` bars; on
     /// the CPU. Refused as [`SweepPlan::new`] is, for all of it together.

@@ -70,15 +70,12 @@ impl PortfolioSim {
     }
 }
 
-/// What a portfolio sweep does not run yet, in words (issue #52: searches and
-/// walk-forwards of a portfolio).
+/// What a portfolio sweep does not run yet, in words (issue #52: a walk-forward of a
+/// portfolio).
 pub(crate) fn portfolio_refusal(spec: &SweepSpec) -> Option<String> {
-    let what = if spec.search().is_some() {
-        "a search"
-    } else if spec.walk_forward().is_some() {
-        "a walk-forward"
-    } else {
-        return None;
-    };
-    Some(format!("{what} of a portfolio is not built yet: run the portfolio's grid, or leave --portfolio out"))
+    spec.walk_forward().map(|_| {
+        "a walk-forward of a portfolio is not built yet: run the portfolio's grid or a search, or leave \
+         --portfolio out"
+            .to_owned()
+    })
 }

@@ -66,6 +66,16 @@ impl RunData {
         }
     }
 
+    /// Its bars (a portfolio's: its clock's).
+    pub fn bars(&self) -> u64 {
+        self.identity.bars
+    }
+
+    /// Where it was read from.
+    pub fn origin(&self) -> &str {
+        &self.identity.origin
+    }
+
     /// The bars per year that annualised the run's figures and why: `given`
     /// (`--periods-per-year`), or the data's calendar.
     pub fn annualisation(&self, given: Option<f64>) -> Annualisation {

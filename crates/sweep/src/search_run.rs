@@ -16,7 +16,6 @@ use crate::output::SweepReport;
 use crate::overfit::{SweepBlocks, blocks_path, read_chunk_blocks, write_chunk_blocks};
 use crate::results_file::{ResultsKind, ResultsWriter};
 use crate::rows::{Lead, Row, parse_row, write_row};
-use crate::run_data::RunData;
 use crate::run_files::{Checkpoint, OutputOptions, check_output, identity, summary_head};
 use crate::search::{SearchOptions, SearchReport, SearchSpace, Stop};
 use crate::search_plot::best_so_far_svg;
@@ -152,7 +151,7 @@ pub fn search_to_files(
     phases.add("indicators", p.indicators_s);
     phases.add("book", p.book_s);
     phases.add("devices", p.devices_s);
-    let data = RunData::of(session.data());
+    let data = session.run_data();
     let identity = identity(spec, session.sweep().combos(), &data, opts.shard);
     let checkpoint = Checkpoint::open(opts, &identity)?;
     let mine = move |b: u64| b % opts.shard.count == opts.shard.index;

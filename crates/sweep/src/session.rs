@@ -1,6 +1,8 @@
 //! [`Session`]: a sweep prepared once (data, indicator bank, signal book, device pool,
 //! worker threads) that the CLI, Python and every search drive. It evaluates any batch
-//! of combos, or runs the whole plan to files with checkpoints, shards and resume.
+//! of combos, or runs the whole plan to files with checkpoints, shards and resume. Its
+//! data is one data set, or a universe's symbols traded as one account
+//! ([`Session::portfolio`]): the same lifecycle for both.
 //!
 //! Invariant: [`Session::evaluate`] gives exactly the rows the full sweep gives for the
 //! same combos, on whatever device: both run the same book through the same pool.
@@ -16,6 +18,7 @@ use crate::search::{Constraint, SearchOptions, SearchReport, SearchSpace};
 use crate::spec::SweepSpec;
 use std::sync::Arc;
 use std::time::Instant;
+use threadx_backtest::Account;
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions};
@@ -60,10 +63,18 @@ pub struct Devices {
     batches: DistributeOptions,
 }
 
+/// What a session's combos run on.
+#[derive(Debug)]
+enum SessionData {
+    One(Arc<Ohlcv>),
+    /// A universe's symbols as one account: what the run read, as its summary names it.
+    Portfolio(Box<RunData>),
+}
+
 /// A sweep prepared on data, ready to evaluate combos or run to files.
 #[derive(Debug)]
 pub struct Session {
-    data: Arc<Ohlcv>,
+    data: SessionData,
     sweep: Sweep,
     devices: Devices,
     preparation: Preparation,
@@ -100,7 +111,44 @@ impl Session {
             warm_up(&dispatcher, plan.combos().len(), options);
         }
         let threads = thread_pool(plan.spec())?;
-        let (sweep, mut preparation) = prepare(plan, &data, &dispatcher, threads.as_ref())?;
+        let (sweep, preparation) = prepare(plan, &data, &dispatcher, threads.as_ref())?;
+        Self::opened(SessionData::One(data), sweep, preparation, (dispatcher, threads), note)
+    }
+
+    /// Prepares a plan laid out for a universe's symbols ([`SweepPlan::for_symbols`]) as
+    /// one account: `symbols` (name and bars, in symbol order, read from `origin`) each
+    /// get their indicators (each once) and book; the combos run on the CPU's threads.
+    pub fn portfolio(
+        plan: SweepPlan,
+        (origin, symbols): (&str, &[(String, Arc<Ohlcv>)]),
+        account: Account,
+        dispatcher: Arc<Dispatcher>,
+        note: &mut dyn FnMut(&str),
+    ) -> Result<Self, SweepError> {
+        let started = Instant::now();
+        let threads = thread_pool(plan.spec())?;
+        let banks: Vec<IndicatorBank<'_>> = symbols.iter().map(|(_, d)| IndicatorBank::new(d, &dispatcher)).collect();
+        let sweep = match &threads {
+            Some(pool) => pool.install(|| plan.prepare_portfolio(&banks, account))?,
+            None => plan.prepare_portfolio(&banks, account)?,
+        };
+        let preparation = Preparation::measured(&banks, started);
+        drop(banks);
+        let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
+        let clock = sweep.portfolio().map(|p| p.books().times()).unwrap_or_default();
+        let data = SessionData::Portfolio(Box::new(RunData::portfolio(origin, &named, clock, &account)));
+        Self::opened(data, sweep, preparation, (dispatcher, threads), note)
+    }
+
+    /// The session of a prepared sweep: its device pool opened on `threads` (the balance
+    /// measured first when none is saved, which `note` is told about).
+    fn opened(
+        data: SessionData,
+        sweep: Sweep,
+        mut preparation: Preparation,
+        (dispatcher, threads): (Arc<Dispatcher>, Option<Arc<rayon::ThreadPool>>),
+        note: &mut dyn FnMut(&str),
+    ) -> Result<Self, SweepError> {
         let started = Instant::now();
         let (pool, distribute) = sweep.device_pool(sweep.spec().device(), &dispatcher, threads.clone(), note)?;
         let saved = match &distribute.profiles {
@@ -118,7 +166,7 @@ impl Session {
     /// measured again.
     pub fn with_devices(plan: SweepPlan, data: Arc<Ohlcv>, devices: &Devices) -> Result<Self, SweepError> {
         let (sweep, preparation) = prepare(plan, &data, &devices.dispatcher, devices.threads.as_ref())?;
-        Ok(Self { data, sweep, devices: devices.clone(), preparation })
+        Ok(Self { data: SessionData::One(data), sweep, devices: devices.clone(), preparation })
     }
 
     /// The devices this session runs on, for the next session of its spec.
@@ -134,8 +182,20 @@ impl Session {
         &self.sweep
     }
 
-    pub fn data(&self) -> &Ohlcv {
-        &self.data
+    /// The one data set the combos run on; None for a portfolio.
+    pub fn bars(&self) -> Option<&Ohlcv> {
+        match &self.data {
+            SessionData::One(data) => Some(data),
+            SessionData::Portfolio(_) => None,
+        }
+    }
+
+    /// What the run reads, as its identity and summary name it.
+    pub fn run_data(&self) -> RunData {
+        match &self.data {
+            SessionData::One(data) => RunData::of(data),
+            SessionData::Portfolio(data) => data.as_ref().clone(),
+        }
     }
 
     pub fn dispatcher(&self) -> &Dispatcher {
@@ -318,7 +378,7 @@ impl Session {
         phases.add("devices", p.devices_s);
         run_to_files(
             &self.sweep,
-            &RunData::of(&self.data),
+            &self.run_data(),
             &self.devices.pool,
             &self.devices.dispatcher,
             &self.devices.distribute,
@@ -338,7 +398,7 @@ impl Session {
         keep: KeepFn<'_>,
     ) -> Result<SweepReport, SweepError> {
         let d = &self.devices;
-        let data = RunData::of(&self.data);
+        let data = self.run_data();
         run_keeping(&self.sweep, &data, &d.pool, &d.dispatcher, &d.distribute, opts, phases, progress, None, keep)
     }
 

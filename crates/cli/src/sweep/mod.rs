@@ -55,7 +55,7 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
         crate::outputs::check_every_output(&outputs, &inputs)?;
         let origin = args.data.as_str();
         let symbols = crate::portfolio::symbols_of(data, origin)?;
-        return portfolio::run(args, &spec, &by, (origin, symbols), dispatcher, &opts, phases);
+        return portfolio::run(args, &spec, &by, (origin, symbols), dispatcher, &opts, search_plot.as_deref(), phases);
     }
     if let Some(given) = args.sizing.given().first() {
         bail!("{given}: sizing needs --portfolio");

@@ -1,18 +1,21 @@
 //! `threadx sweep --portfolio`: every symbol of a universe traded against one account, each
-//! combo one account and one row (docs/portfolios.md), through the grid's run to files
-//! (checkpoints, shards, resume), on the CPU.
+//! combo one account and one row (docs/portfolios.md), on the CPU: the grid's run to files
+//! (checkpoints, shards, resume), or a search, through the one session every sweep uses.
 
 use crate::console::{count, progress_bar};
-use crate::sweep::print_grid_run;
+use crate::sweep::{print_grid_run, search};
 use crate::sweep_args::SweepArgs;
 use anyhow::{Context, Result, bail};
+use std::path::Path;
 use std::sync::Arc;
 use threadx_dispatch::{Dispatcher, format_bytes, thousands};
 use threadx_indicators::Ohlcv;
-use threadx_sweep::{OutputOptions, PortfolioSweep, SweepSpec, run_to_files};
+use threadx_sweep::{OutputOptions, Session, SweepPlan, SweepSpec};
 use threadx_telemetry::PhaseTimer;
 
-/// Runs the portfolio sweep of `symbols` (name and bars, in symbol order) from `origin`.
+/// Runs the portfolio sweep (or search, with `search_plot` its plot's path) of `symbols`
+/// (name and bars, in symbol order) from `origin`.
+#[allow(clippy::too_many_arguments)] // The flags, the spec and its ranking, the data, the devices, the files.
 pub fn run(
     args: &SweepArgs,
     spec: &SweepSpec,
@@ -20,15 +23,20 @@ pub fn run(
     (origin, symbols): (&str, Vec<(String, Arc<Ohlcv>)>),
     dispatcher: Arc<Dispatcher>,
     opts: &OutputOptions,
-    mut phases: PhaseTimer,
+    search_plot: Option<&Path>,
+    phases: PhaseTimer,
 ) -> Result<()> {
     if args.monitor || args.report.is_some() {
         bail!("--monitor and --report: a portfolio sweep's are not built yet");
     }
     let account = args.sizing.account(spec.costs())?;
-    let plan = PortfolioSweep::plan(spec, &symbols, &dispatcher)?;
+    let plan = SweepPlan::for_symbols(spec, &symbols, dispatcher.policy())?;
+    let what = match spec.search() {
+        Some(s) => format!("{} search of up to {}", s.method, count(s.trials, "trial")),
+        None => "sweep".into(),
+    };
     outln!(
-        "{} portfolio sweep over {} on {}: {}, each one account ({})",
+        "{} portfolio {what} over {} on {}: {}, each one account ({})",
         spec.strategy(),
         count(symbols.len() as u64, "symbol"),
         origin,
@@ -41,21 +49,22 @@ pub fn run(
         plan.describe(),
         format_bytes(plan.data_bytes())
     );
-    let prepared =
-        PortfolioSweep::prepare(plan, (origin, &symbols), account, &dispatcher).context("preparing the portfolio")?;
-    phases.add("indicators", prepared.preparation.indicators_s);
-    phases.add("book", prepared.preparation.book_s);
+    let session = Session::portfolio(plan, (origin, &symbols), account, dispatcher, &mut |_| {})
+        .context("preparing the portfolio")?;
     crate::on_interrupt(format!(
-        "the finished chunks are kept in {}; run the same command with --resume to continue",
+        "the finished {} are kept in {}; run the same command with --resume to continue",
+        if spec.search().is_some() { "batches" } else { "chunks" },
         threadx_sweep::checkpoint_dir(&opts.out).display()
     ));
-    let PortfolioSweep { sweep, data, preparation, pool, distribute } = &prepared;
-    let bar = progress_bar(sweep.combos().len(), args.quiet, "combos");
+    if spec.search().is_some() {
+        return search::run(&session, opts, search_plot, phases, args.quiet, args.profile).map(drop);
+    }
+    let bar = progress_bar(session.sweep().combos().len(), args.quiet, "combos");
     let mut progress = |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     };
-    let report = run_to_files(sweep, data, pool, &dispatcher, distribute, opts, phases, &mut progress, None);
+    let report = session.run_to_files(opts, phases, &mut progress, None);
     bar.finish_and_clear();
-    print_grid_run(args, spec, by, opts, preparation, &report?, None)
+    print_grid_run(args, spec, by, opts, &session.preparation(), &report?, None)
 }
