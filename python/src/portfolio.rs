@@ -13,8 +13,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
 use threadx_backtest::{
-    Account, Costs, PortfolioBooks, PortfolioRecord, PortfolioSignals, SizeType, Sizing, Strategy, check_bars_per_year,
-    simulate_portfolio,
+    Account, Costs, PortfolioBooks, PortfolioRecord, PortfolioSignals, SizeType, SizingRequest, Strategy,
+    check_bars_per_year, simulate_portfolio,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Calendar, Ohlcv};
@@ -23,7 +23,7 @@ use threadx_sweep::{Session, SweepError, SweepPlan, SweepSpec};
 /// The account's metrics as a one-row table, and its record when `details`.
 #[pyfunction]
 #[pyo3(name = "simulate_portfolio", signature = (
-    close, entries, exits, size=1.0, size_type="percent", lot=None, min_size=0.0, init_cash=1.0, fee=0.001,
+    close, entries, exits, size=None, size_type=None, lot=None, min_size=None, init_cash=None, fee=0.001,
     slippage=0.0, periods_per_year=None, times=None, details=false, max_positions=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.simulate(..., cash_sharing=True)`.
@@ -32,11 +32,11 @@ pub fn simulate_portfolio_py<'py>(
     close: PyReadonlyArray2<'py, f64>,
     entries: PyReadonlyArray2<'py, bool>,
     exits: PyReadonlyArray2<'py, bool>,
-    size: f64,
-    size_type: &str,
+    size: Option<f64>,
+    size_type: Option<&str>,
     lot: Option<f64>,
-    min_size: f64,
-    init_cash: f64,
+    min_size: Option<f64>,
+    init_cash: Option<f64>,
     fee: f64,
     slippage: f64,
     periods_per_year: Option<f64>,
@@ -45,7 +45,8 @@ pub fn simulate_portfolio_py<'py>(
     max_positions: Option<usize>,
 ) -> PyResult<(Table, Option<Bound<'py, PyDict>>)> {
     let costs = Costs::new(fee, slippage).map_err(value)?;
-    let account = account((size, size_type, lot, min_size), init_cash, costs, max_positions)?;
+    let sizing = (size, size_type, lot, min_size);
+    let account = account(&SizingRequest::default(), sizing, (init_cash, max_positions), costs)?;
     let per_year = match (periods_per_year, &times) {
         (Some(p), _) => check_bars_per_year(p).map_err(value)?,
         (None, Some(times)) => {
@@ -84,16 +85,18 @@ pub(crate) fn portfolio_session(
     Session::portfolio(plan, (market.origin(), &symbols), account, dispatcher.clone(), &mut |_| {})
 }
 
-/// The account the keywords describe (`(size, size_type, lot, min_size)` and the rest),
-/// checked, each problem a `ValueError` naming its keyword.
+/// The account the keywords describe (`(size, size_type, lot, min_size)` and the rest,
+/// None where not given) over `base` (a rule file's `[sizing]`), checked, each problem a
+/// `ValueError` naming its keyword.
 pub(crate) fn account(
-    (size, size_type, lot, min_size): (f64, &str, Option<f64>, f64),
-    init_cash: f64,
+    base: &SizingRequest,
+    (size, size_type, lot, min_size): (Option<f64>, Option<&str>, Option<f64>, Option<f64>),
+    (init_cash, max_positions): (Option<f64>, Option<usize>),
     costs: Costs,
-    max_positions: Option<usize>,
 ) -> PyResult<Account> {
-    let sizing = Sizing::new(size, SizeType::parse(size_type).map_err(value)?, lot, min_size).map_err(value)?;
-    Account::new(init_cash, sizing, costs).and_then(|a| a.with_max_positions(max_positions)).map_err(value)
+    let size_type = size_type.map(SizeType::parse).transpose().map_err(value)?;
+    let given = SizingRequest { size, size_type, lot, min_size, init_cash, max_positions };
+    Account::requested(&base.overridden_by(&given), costs).map_err(value)
 }
 
 /// The record as numpy arrays: `equity` and `cash` per bar, `positions` (bars, symbols),
@@ -128,7 +131,7 @@ fn record_dict(py: Python<'_>, record: PortfolioRecord, bars: usize, symbols: us
 /// `constraints` rank their best combos.
 #[pyfunction]
 #[pyo3(signature = (
-    universe, request_json, size=1.0, size_type="percent", lot=None, min_size=0.0, init_cash=1.0, progress=None,
+    universe, request_json, size=None, size_type=None, lot=None, min_size=None, init_cash=None, progress=None,
     max_positions=None, by="sharpe", minimize=false, constraints=Vec::new()
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.sweep(..., portfolio=True)`.
@@ -136,11 +139,11 @@ pub fn sweep_portfolio<'py>(
     py: Python<'py>,
     universe: &Universe,
     request_json: &str,
-    size: f64,
-    size_type: &str,
+    size: Option<f64>,
+    size_type: Option<&str>,
     lot: Option<f64>,
-    min_size: f64,
-    init_cash: f64,
+    min_size: Option<f64>,
+    init_cash: Option<f64>,
     progress: Option<Py<PyAny>>,
     max_positions: Option<usize>,
     by: &str,
@@ -150,7 +153,8 @@ pub fn sweep_portfolio<'py>(
     let spec = request(request_json)?;
     let constraints = constraints_of(&constraints)?;
     threadx_sweep::metric_index(by).map_err(sweep_error)?;
-    let account = account((size, size_type, lot, min_size), init_cash, spec.costs(), max_positions)?;
+    let sizing = (size, size_type, lot, min_size);
+    let account = account(spec.strategy().sizing(), sizing, (init_cash, max_positions), spec.costs())?;
     let dispatcher = dispatcher(spec.device())?;
     let (rows, overfitting) = detached(py, &dispatcher, progress, |report| {
         let session = portfolio_session(&spec, universe, account, &dispatcher)?;
@@ -170,8 +174,8 @@ pub fn sweep_portfolio<'py>(
 /// metrics, the clock (epoch ms), the symbols, each one's last close, and its record.
 #[pyfunction]
 #[pyo3(signature = (
-    universe, strategy, params, fee, slippage=0.0, size=1.0, size_type="percent", lot=None, min_size=0.0,
-    init_cash=1.0, periods_per_year=None, max_positions=None
+    universe, strategy, params, fee, slippage=0.0, size=None, size_type=None, lot=None, min_size=None,
+    init_cash=None, periods_per_year=None, max_positions=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.backtest(..., portfolio=True)`.
 pub fn backtest_portfolio<'py>(
@@ -181,18 +185,19 @@ pub fn backtest_portfolio<'py>(
     params: Vec<(String, String)>,
     fee: f64,
     slippage: f64,
-    size: f64,
-    size_type: &str,
+    size: Option<f64>,
+    size_type: Option<&str>,
     lot: Option<f64>,
-    min_size: f64,
-    init_cash: f64,
+    min_size: Option<f64>,
+    init_cash: Option<f64>,
     periods_per_year: Option<f64>,
     max_positions: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let strategy = Strategy::load(strategy).map_err(value)?;
     let values = strategy.params(&params).map_err(value)?;
     let costs = Costs::new(fee, slippage).map_err(value)?;
-    let account = account((size, size_type, lot, min_size), init_cash, costs, max_positions)?;
+    let sizing = (size, size_type, lot, min_size);
+    let account = account(strategy.sizing(), sizing, (init_cash, max_positions), costs)?;
     let per_year = periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
     let market = &universe.universe;
     let dispatcher = dispatcher(DeviceMode::Cpu)?;

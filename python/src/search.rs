@@ -34,7 +34,7 @@ pub fn search<'py>(
 /// portfolio=True, size=...)` says.
 #[pyfunction]
 #[pyo3(signature = (
-    universe, request_json, progress=None, size=1.0, size_type="percent", lot=None, min_size=0.0, init_cash=1.0,
+    universe, request_json, progress=None, size=None, size_type=None, lot=None, min_size=None, init_cash=None,
     max_positions=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.search(..., portfolio=True)`.
@@ -43,16 +43,17 @@ pub fn search_portfolio<'py>(
     universe: &Universe,
     request_json: &str,
     progress: Option<Py<PyAny>>,
-    size: f64,
-    size_type: &str,
+    size: Option<f64>,
+    size_type: Option<&str>,
     lot: Option<f64>,
-    min_size: f64,
-    init_cash: f64,
+    min_size: Option<f64>,
+    init_cash: Option<f64>,
     max_positions: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = request(request_json)?;
     let options = options_of(&spec)?;
-    let account = account((size, size_type, lot, min_size), init_cash, spec.costs(), max_positions)?;
+    let sizing = (size, size_type, lot, min_size);
+    let account = account(spec.strategy().sizing(), sizing, (init_cash, max_positions), spec.costs())?;
     let dispatcher = dispatcher(spec.device())?;
     let searched = detached(py, &dispatcher, progress, |hook| {
         run(portfolio_session(&spec, universe, account, &dispatcher)?, &options, hook)

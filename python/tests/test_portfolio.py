@@ -273,6 +273,24 @@ def test_a_portfolio_search_evaluates_the_sweeps_accounts() -> None:
         threadx.search(frames["AAA"], "bb_atr", "random", 4, size=0.5, progress=False)
 
 
+def test_a_rule_files_sizing_table_sizes_the_account_and_keywords_take_its_place(tmp_path: Any) -> None:
+    rules = (REPO / "examples" / "strategies" / "donchian.toml").read_text()
+    sized = tmp_path / "sized.toml"
+    sized.write_text(rules + "\n[sizing]\nsize = 0.25\ninit_cash = 5000\nmax_positions = 2\n")
+    plain = str(REPO / "examples" / "strategies" / "donchian.toml")
+    frames = symbol_frames()
+    by_table = threadx.backtest(frames, str(sized), portfolio=True)
+    by_keywords = threadx.backtest(frames, plain, portfolio=True, size=0.25, init_cash=5000, max_positions=2)
+    assert by_table.metrics == by_keywords.metrics and by_table.equity.iloc[0] <= 5000
+    overridden = threadx.backtest(frames, str(sized), portfolio=True, size=0.5)
+    assert overridden.metrics == threadx.backtest(frames, plain, portfolio=True, size=0.5, init_cash=5000,
+                                                  max_positions=2).metrics
+    rows = threadx.sweep(frames, str(sized), grid={"n": [20]}, portfolio=True, progress=False)
+    assert rows["total_return"].iloc[0] == by_table.metrics["total_return"]
+    with pytest.raises(ValueError, match="its \\[sizing\\] sizes each entry as an account does"):
+        threadx.backtest(frames["AAA"], str(sized))
+
+
 def test_max_positions_caps_the_positions_held_at_every_bar() -> None:
     close, entries, exits = universe(7, 12)
     options = {"size": 100.0, "size_type": "value", "init_cash": 1_000_000.0, "fees": 0.001}

@@ -223,13 +223,17 @@ def _sizing(portfolio: bool, **sizing: Any) -> Dict[str, Any]:
 
 
 def _account(sizing: Mapping[str, Any]) -> Dict[str, Any]:
-    """The sizing keywords as the native module takes them, the defaults filled in: all the
-    cash left into each entry, a starting cash of 1."""
+    """The sizing keywords as the native module takes them: None where not given (the rule
+    file's ``[sizing]``, else the default: all the cash left into each entry, a starting
+    cash of 1)."""
+    def number(name: str) -> Optional[float]:
+        return None if sizing.get(name) is None else float(sizing[name])
+
     return {
-        "size": 1.0 if sizing["size"] is None else float(sizing["size"]),
-        "size_type": "percent" if sizing["size_type"] is None else str(sizing["size_type"]).lower(),
-        "lot": None if sizing["lot"] is None else float(sizing["lot"]),
-        "min_size": 0.0 if sizing["min_size"] is None else float(sizing["min_size"]),
-        "init_cash": 1.0 if sizing["init_cash"] is None else float(sizing["init_cash"]),
+        "size": number("size"),
+        "size_type": None if sizing["size_type"] is None else str(sizing["size_type"]).lower(),
+        "lot": number("lot"),
+        "min_size": number("min_size"),
+        "init_cash": number("init_cash"),
         "max_positions": None if sizing.get("max_positions") is None else int(sizing["max_positions"]),
     }

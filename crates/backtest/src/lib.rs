@@ -57,7 +57,7 @@ pub use metrics::{ExitReason, Metrics, Side, Trade, null_as_nan};
 pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamCell, ParamKind, ParamSpec, ParamValues};
 pub use portfolio::{
     Account, Filled, PortfolioBooks, PortfolioRecord, PortfolioRun, PortfolioSignals, PortfolioTrade, SizeType, Sizing,
-    simulate_portfolio,
+    SizingRequest, simulate_portfolio,
 };
 pub use rules::{RuleKind, price_series, rule_functions};
 pub use simulate::{
@@ -159,7 +159,8 @@ pub fn check_bars_per_year(bars_per_year: f64) -> Result<f64, BacktestError> {
 /// One parameter set (schema order, checked) over the bank's data, with trades and the
 /// equity curve (the f64 simulation) and the metrics every device reports for it (the
 /// integer totals: the same bytes as the combo's row in a sweep). Indicators are the
-/// bank's f64 values; the simulation runs on the CPU.
+/// bank's f64 values; the simulation runs on the CPU. A strategy whose `[sizing]` is an
+/// account's is refused ([`Strategy::require_all_in`]).
 pub fn backtest(
     bank: &IndicatorBank<'_>,
     strategy: &Strategy,
@@ -168,6 +169,7 @@ pub fn backtest(
     bars_per_year: Option<f64>,
 ) -> Result<BacktestReport, BacktestError> {
     strategy.check(values)?;
+    strategy.require_all_in()?;
     let bars_per_year = bars_per_year.map(check_bars_per_year).transpose()?;
     let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
     let mut book = SignalBook::build(bank, strategy, &axes)?;

@@ -6,6 +6,7 @@
 use crate::costs::Fills;
 use crate::error::BacktestError;
 use crate::param::ParamSpec;
+use crate::portfolio::SizingRequest;
 use crate::rules::{Rule, RuleKind, StrategyFile};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -130,6 +131,25 @@ impl Strategy {
     /// How its orders fill: `fill` and `intrabar` of its rule file.
     pub fn fills(&self) -> Fills {
         self.0.fills
+    }
+
+    /// How an account sizes its entries: its rule file's `[sizing]` (nothing asked
+    /// without one).
+    pub fn sizing(&self) -> &SizingRequest {
+        &self.0.sizing
+    }
+
+    /// Refuses a strategy whose `[sizing]` does not put all the account into each entry
+    /// where it runs as a single run (docs/portfolios.md): such sizing is an account's.
+    pub fn require_all_in(&self) -> Result<(), BacktestError> {
+        if self.0.sizing.is_all_in() {
+            return Ok(());
+        }
+        Err(BacktestError::Definition(format!(
+            "{}: its [sizing] sizes each entry as an account does: run it with --portfolio (portfolio=True in \
+             Python), where one data set is an account of one symbol",
+            self.0.origin
+        )))
     }
 
     /// Every rule of the strategy.

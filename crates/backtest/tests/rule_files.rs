@@ -11,7 +11,8 @@ use common::{
     Rules, Trades, assert_close_metrics, closed_returns, metrics_of_equity, one_test_on_the_gpus, plain_loop,
 };
 use threadx_backtest::{
-    BarTables, ComboPlan, ExitReason, GpuBacktester, SignalBook, Strategy, simulate_cpu, simulate_detailed,
+    BarTables, ComboPlan, ExitReason, GpuBacktester, SignalBook, SizeType, SizingRequest, Strategy, simulate_cpu,
+    simulate_detailed,
 };
 use threadx_dispatch::DeviceMode;
 use threadx_dispatch::testing::{adapters, dispatcher_in};
@@ -245,6 +246,49 @@ fn mistakes_in_a_rule_file_point_at_the_text() {
         "x.toml:12:35: rule `entry` with n=20, m=1: `highest(high, n)[m - 2]` with m - 2=-1 does not look back a whole number of bars (lookahead refused)\n   |\n12 | entry = \"close > highest(high, n)[m - 2]\"\n   |                                   ^^^^^"
     );
     assert!(strategy.params(&[("m", "3")]).is_ok());
+}
+
+#[test]
+fn a_sizing_table_is_read_and_its_mistakes_point_at_the_text() {
+    let base =
+        std::fs::read_to_string(format!("{}/../../examples/strategies/donchian.toml", env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
+    let lines = base.lines().count();
+    let with = |table: &str| Strategy::from_toml(&format!("{base}[sizing]\n{table}\n"), "d.toml");
+    let sized = with("size = 250\nsize_type = \"value\"\nlot = 1\nmin_size = 2\ninit_cash = 10_000\nmax_positions = 4")
+        .unwrap();
+    let request = sized.sizing();
+    assert_eq!(
+        (request.size, request.size_type, request.lot, request.min_size, request.init_cash, request.max_positions),
+        (Some(250.0), Some(SizeType::Value), Some(1.0), Some(2.0), Some(10_000.0), Some(4))
+    );
+    assert!(!request.is_all_in());
+    assert!(sized.require_all_in().unwrap_err().to_string().starts_with("d.toml: its [sizing] sizes each entry"));
+    // Without a table, or all in outright: nothing asked, a single run's strategy.
+    assert_eq!(*Strategy::from_toml(&base, "d.toml").unwrap().sizing(), SizingRequest::default());
+    assert!(with("size = 1\ninit_cash = 100").unwrap().require_all_in().is_ok());
+    // Each mistake at its line and column, with the carets under it.
+    let at = |table: &str| with(table).unwrap_err().to_string();
+    let line = lines + 2;
+    let big = at("size = 1.5");
+    assert!(
+        big.starts_with(&format!(
+            "d.toml:{line}:8: [sizing] `size`: a percent size is a fraction of the account in (0, 1] (e.g. 0.2)"
+        )),
+        "{big}"
+    );
+    assert!(big.ends_with(&format!("{line} | size = 1.5\n   |        ^^^")), "{big}");
+    let kind = at("size_type = \"shares\"");
+    assert!(
+        kind.starts_with(&format!("d.toml:{line}:13: [sizing] `size_type` is one of percent, value, targetpercent")),
+        "{kind}"
+    );
+    assert!(at("size_type = \"valeu\"").contains("(did you mean 'value'?)"));
+    assert!(at("max_positions = 0").contains("[sizing] `max_positions` is at least 1"));
+    assert!(at("lot = -1").contains(&format!("d.toml:{line}:7: [sizing] `lot`: a lot step is a positive number")));
+    assert!(at("init_cash = 0").contains("[sizing] `init_cash`: the starting cash must be a positive number"));
+    let unknown = at("leverage = 2");
+    assert!(unknown.contains(&format!("d.toml:{line}:1: unknown field `leverage`")), "{unknown}");
 }
 
 #[test]

@@ -37,7 +37,7 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let pairs: Vec<(String, String)> =
         req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     let values = strategy.params(&pairs)?;
-    let account = sizing.account(Costs::new(req.fee, req.slippage)?)?;
+    let account = sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
     if req.report.is_some() {
         bail!("--report: the portfolio's page is not built yet; write --equity and --trades instead");
@@ -87,6 +87,9 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
                 "init_cash": account.init_cash,
                 "size": account.sizing.size,
                 "size_type": account.sizing.kind.name(),
+                "lot": Some(account.sizing.lot).filter(|l| !l.is_nan()),
+                "min_size": account.sizing.min_size,
+                "max_positions": account.max_positions,
                 "final_equity": record.equity.last(),
             }),
         );

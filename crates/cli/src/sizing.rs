@@ -2,7 +2,7 @@
 //! resolved into the account, and the account in words.
 
 use anyhow::{Context, Result};
-use threadx_backtest::{Account, Costs, SizeType, Sizing};
+use threadx_backtest::{Account, Costs, SizeType, SizingRequest, Strategy};
 
 /// How `--portfolio` sizes its entries (each flag needs `--portfolio`).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -43,15 +43,21 @@ impl SizingFlags {
         flags.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
     }
 
-    /// The account they describe with these costs (checked before any data is read).
-    pub fn account(&self, costs: Costs) -> Result<Account> {
-        let kind = SizeType::parse(self.size_type.as_deref().unwrap_or("percent")).context("--size-type")?;
-        let sizing = Sizing::new(self.size.unwrap_or(1.0), kind, self.lot, self.min_size.unwrap_or(0.0))
-            .context("--size, --lot or --min-size")?;
-        Account::new(self.init_cash.unwrap_or(1.0), sizing, costs)
-            .context("--init-cash")?
-            .with_max_positions(self.max_positions)
-            .context("--max-positions")
+    /// The account `strategy`'s `[sizing]` asks for, each flag given taking the place of
+    /// its field, with these costs (checked before any data is read).
+    pub fn account(&self, strategy: &Strategy, costs: Costs) -> Result<Account> {
+        let size_type = self.size_type.as_deref().map(SizeType::parse).transpose().context("--size-type")?;
+        let flags = SizingRequest {
+            size: self.size,
+            size_type,
+            lot: self.lot,
+            min_size: self.min_size,
+            init_cash: self.init_cash,
+            max_positions: self.max_positions,
+        };
+        let request = strategy.sizing().overridden_by(&flags);
+        Account::requested(&request, costs)
+            .context("--size, --size-type, --lot, --min-size, --init-cash or --max-positions")
     }
 }
 

@@ -321,6 +321,65 @@ fn a_portfolio_search_evaluates_the_grids_accounts() {
     assert_eq!(read("merged.csv"), read("sobol.csv"));
 }
 
+/// donchian.toml with `sizing` as its `[sizing]` table, written to `dir/name`.
+fn sized_donchian(dir: &Path, name: &str, sizing: &str) -> String {
+    let rules = format!("{}/../../examples/strategies/donchian.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(rules).unwrap();
+    std::fs::write(dir.join(name), format!("{text}\n[sizing]\n{sizing}\n")).unwrap();
+    name.to_owned()
+}
+
+/// A rule file's `[sizing]`: the account the same flags give, each flag given in its
+/// place; all-in sizing leaves a single run's bytes as they were; other sizing is an
+/// account's, refused in a single run.
+#[test]
+fn a_rule_files_sizing_table_sizes_the_account_and_flags_take_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let sized = sized_donchian(dir.path(), "sized.toml", "size = 0.25\ninit_cash = 5000\nmax_positions = 2");
+    let run = |args: &[&str]| {
+        let out = threadx(dir.path(), &[&["backtest", "--data", "data", "--portfolio", "--json"][..], args].concat());
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        json_of(&out)
+    };
+    let plain = format!("{}/../../examples/strategies/donchian.toml", env!("CARGO_MANIFEST_DIR"));
+    let flags = ["--size", "0.25", "--init-cash", "5000", "--max-positions", "2"];
+    let by_table = run(&["--strategy", &sized]);
+    assert_eq!(by_table, run(&[&["--strategy", plain.as_str()][..], &flags].concat()));
+    assert_eq!(by_table["portfolio"]["max_positions"], 2, "{by_table}");
+    // A flag takes its field's place; the table gives the rest.
+    let overridden = run(&["--strategy", &sized, "--size", "0.5"]);
+    let by_flags = run(&["--strategy", &plain, "--size", "0.5", "--init-cash", "5000", "--max-positions", "2"]);
+    assert_eq!(overridden, by_flags);
+    assert_ne!(overridden["total_return"], by_table["total_return"]);
+
+    // All in, as a table says outright: a single run's bytes as without it.
+    let all_in = sized_donchian(dir.path(), "all_in.toml", "size = 1.0\nsize_type = \"percent\"\ninit_cash = 100");
+    let sweep = |strategy: &str, out: &str| {
+        let args = ["sweep", "--data", "data/CCC.csv", "--strategy", strategy, "--grid", "n=10:40:10", "--out", out];
+        let run = threadx(dir.path(), &args);
+        assert!(run.status.success(), "{}", text(&run.stderr));
+    };
+    sweep(&plain, "plain.csv");
+    sweep(&all_in, "all_in.csv");
+    let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+    assert_eq!(read("all_in.csv"), read("plain.csv"));
+    // Anything else is an account's.
+    for args in [
+        vec!["backtest", "--data", "data/CCC.csv", "--strategy", &sized],
+        vec!["sweep", "--data", "data/CCC.csv", "--strategy", &sized, "--out", "r.csv"],
+        vec!["sweep", "--data", "data", "--strategy", &sized, "--out", "u.csv"],
+    ] {
+        let out = threadx(dir.path(), &args);
+        assert!(!out.status.success(), "{args:?}");
+        let said = text(&out.stderr);
+        assert!(
+            said.contains("sized.toml: its [sizing] sizes each entry as an account does: run it with --portfolio"),
+            "{args:?}: {said}"
+        );
+    }
+}
+
 #[test]
 fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -98,6 +98,9 @@ impl SweepPlan {
         (symbol_bars, clock_bars): (Vec<usize>, usize),
         policy: &DevicePolicy,
     ) -> Result<Self, SweepError> {
+        if symbol_bars.is_empty() {
+            spec.strategy().require_all_in()?;
+        }
         let memory_limit = spec.max_memory().or_else(threadx_telemetry::available_memory);
         let mode = spec.device();
         let grid = spec.grid().clone();

@@ -22,7 +22,7 @@ mod sizing;
 pub use books::PortfolioBooks;
 pub use orders::Filled;
 pub use signals::{PortfolioSignals, simulate_portfolio};
-pub use sizing::{SizeType, Sizing};
+pub use sizing::{SizeType, Sizing, SizingRequest};
 
 use crate::blocks::Snapshots;
 use crate::costs::Costs;
@@ -79,6 +79,13 @@ impl Account {
             });
         }
         Ok(Self { init_cash, sizing, costs, max_positions: None })
+    }
+
+    /// The checked account `request` asks for with `costs`: its sizing
+    /// ([`SizingRequest::sizing`]), a starting cash of 1 and no limit on positions where it
+    /// says nothing. A problem names its field.
+    pub fn requested(request: &SizingRequest, costs: Costs) -> Result<Self, BacktestError> {
+        Self::new(request.init_cash.unwrap_or(1.0), request.sizing()?, costs)?.with_max_positions(request.max_positions)
     }
 
     /// At most `n` positions at once (≥ 1): an entry while `n` are held is skipped, as one

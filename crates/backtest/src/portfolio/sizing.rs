@@ -90,3 +90,47 @@ impl Sizing {
         Limits { lot: self.lot, min_size: self.min_size }
     }
 }
+
+/// The sizing a rule file's `[sizing]` table, the CLI's flags or Python's keywords ask
+/// for, each field optional: where one source leaves a field out, the source below it
+/// (flags over the rule file) or the default gives it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SizingRequest {
+    pub size: Option<f64>,
+    pub size_type: Option<SizeType>,
+    pub lot: Option<f64>,
+    pub min_size: Option<f64>,
+    pub init_cash: Option<f64>,
+    pub max_positions: Option<usize>,
+}
+
+impl SizingRequest {
+    /// This request with `over`'s fields where `over` gives them.
+    pub fn overridden_by(&self, over: &Self) -> Self {
+        Self {
+            size: over.size.or(self.size),
+            size_type: over.size_type.or(self.size_type),
+            lot: over.lot.or(self.lot),
+            min_size: over.min_size.or(self.min_size),
+            init_cash: over.init_cash.or(self.init_cash),
+            max_positions: over.max_positions.or(self.max_positions),
+        }
+    }
+
+    /// The checked sizing, each field left out at its default: all the cash left into
+    /// each entry, any fraction of a unit. A problem names its field.
+    pub fn sizing(&self) -> Result<Sizing, BacktestError> {
+        let kind = self.size_type.unwrap_or(SizeType::Percent);
+        Sizing::new(self.size.unwrap_or(1.0), kind, self.lot, self.min_size.unwrap_or(0.0))
+    }
+
+    /// Whether every entry puts all the account into its position, as a single run's
+    /// does (the starting cash aside, which scales the account and no figure of it).
+    pub fn is_all_in(&self) -> bool {
+        self.size.is_none_or(|s| s == 1.0)
+            && self.size_type.is_none_or(|k| k == SizeType::Percent)
+            && self.lot.is_none()
+            && self.min_size.is_none_or(|m| m == 0.0)
+            && self.max_positions.is_none()
+    }
+}

@@ -4,9 +4,10 @@
 use super::check::did_you_mean;
 use super::functions::{FUNCTIONS, value_names};
 use super::program::{Rule, RuleKind};
-use crate::costs::{Fill, Fills};
+use crate::costs::{Costs, Fill, Fills};
 use crate::error::BacktestError;
 use crate::param::{Axis, MAX_PARAMS, ParamKind, ParamSpec};
+use crate::portfolio::{Account, SizeType, SizingRequest};
 use indexmap::IndexMap;
 use serde::Deserialize;
 use std::ops::Range;
@@ -53,6 +54,18 @@ struct ParamDef {
     grid: Option<Spanned<toml::Value>>,
 }
 
+/// `[sizing]`: how an account sizes each entry (docs/portfolios.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SizingDef {
+    size: Option<Spanned<f64>>,
+    size_type: Option<Spanned<String>>,
+    lot: Option<Spanned<f64>>,
+    min_size: Option<Spanned<f64>>,
+    init_cash: Option<Spanned<f64>>,
+    max_positions: Option<Spanned<i64>>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileDef {
@@ -62,6 +75,7 @@ struct FileDef {
     #[serde(default)]
     params: IndexMap<Spanned<String>, Spanned<ParamDef>>,
     rules: RulesDef,
+    sizing: Option<Spanned<SizingDef>>,
 }
 
 /// A checked strategy file.
@@ -72,6 +86,7 @@ pub(crate) struct StrategyFile {
     pub params: Vec<ParamSpec>,
     pub rules: Vec<Rule>,
     pub fills: Fills,
+    pub sizing: SizingRequest,
     pub source: String,
     pub origin: String,
     pub builtin: bool,
@@ -179,6 +194,7 @@ impl StrategyFile {
 
         let rules = &file.rules;
         let fills = fills(rules, &at)?;
+        let sizing = file.sizing.as_ref().map(|table| sizing(table.get_ref(), &at)).transpose()?.unwrap_or_default();
         let rules_at = |message: &str| {
             // `[rules]` itself: the table's header line.
             let header = source.find("[rules]").unwrap_or(0);
@@ -244,6 +260,7 @@ impl StrategyFile {
             params,
             rules: compiled,
             fills,
+            sizing,
             source: source.to_owned(),
             origin: origin.to_owned(),
             builtin,
@@ -270,6 +287,48 @@ fn fills(rules: &RulesDef, at: &dyn Fn(Range<usize>, &str) -> BacktestError) -> 
         },
     };
     Ok(Fills { fill, intrabar: rules.intrabar.unwrap_or(false) })
+}
+
+/// `[sizing]` checked: a known `size_type`, and values an account can take, a problem
+/// shown at its value.
+fn sizing(table: &SizingDef, at: &dyn Fn(Range<usize>, &str) -> BacktestError) -> Result<SizingRequest, BacktestError> {
+    let size_type = match &table.size_type {
+        Some(kind) => Some(SizeType::parse(kind.get_ref()).map_err(|_| {
+            let hint = did_you_mean(kind.get_ref(), SizeType::NAMES);
+            at(kind.span(), &format!("[sizing] `size_type` is one of {}{hint}", SizeType::NAMES.join(", ")))
+        })?),
+        None => None,
+    };
+    let max_positions = match &table.max_positions {
+        Some(n) if *n.get_ref() < 1 => {
+            return Err(at(n.span(), "[sizing] `max_positions` is at least 1 (leave it out for no limit)"));
+        }
+        Some(n) => Some(usize::try_from(*n.get_ref()).unwrap_or(usize::MAX)),
+        None => None,
+    };
+    let value = |v: &Option<Spanned<f64>>| v.as_ref().map(|v| *v.get_ref());
+    let request = SizingRequest {
+        size: value(&table.size),
+        size_type,
+        lot: value(&table.lot),
+        min_size: value(&table.min_size),
+        init_cash: value(&table.init_cash),
+        max_positions,
+    };
+    match Account::requested(&request, Costs::default()) {
+        Err(BacktestError::BadValue { param, problem, .. }) => {
+            let field = match param.as_str() {
+                "size" => &table.size,
+                "lot" => &table.lot,
+                "min_size" => &table.min_size,
+                _ => &table.init_cash,
+            };
+            let span = field.as_ref().map_or(0..0, Spanned::span);
+            Err(at(span, &format!("[sizing] `{param}`: {problem}")))
+        }
+        Err(e) => Err(e),
+        Ok(_) => Ok(request),
+    }
 }
 
 /// One `[params]` entry checked: a name that shadows nothing, a known kind, a default in

@@ -29,7 +29,7 @@ pub fn run(
     if args.monitor || args.report.is_some() {
         bail!("--monitor and --report: a portfolio sweep's are not built yet");
     }
-    let account = args.sizing.account(spec.costs())?;
+    let account = args.sizing.account(spec.strategy(), spec.costs())?;
     let plan = SweepPlan::for_symbols(spec, &symbols, dispatcher.policy())?;
     let what = match spec.search() {
         Some(s) => format!("{} search of up to {}", s.method, count(s.trials, "trial")),
