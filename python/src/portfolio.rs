@@ -95,7 +95,7 @@ pub(crate) fn account(
     costs: Costs,
 ) -> PyResult<Account> {
     let size_type = size_type.map(SizeType::parse).transpose().map_err(value)?;
-    let given = SizingRequest { size, size_type, lot, min_size, init_cash, max_positions };
+    let given = SizingRequest { size, size_type, lot, min_size, init_cash, max_positions, size_param: None };
     Account::requested(&base.overridden_by(&given), costs).map_err(value)
 }
 
@@ -198,6 +198,8 @@ pub fn backtest_portfolio<'py>(
     let costs = Costs::new(fee, slippage).map_err(value)?;
     let sizing = (size, size_type, lot, min_size);
     let account = account(strategy.sizing(), sizing, (init_cash, max_positions), costs)?;
+    let names: Vec<&str> = strategy.schema().iter().map(|p| p.name.as_str()).collect();
+    let account = account.for_values(&values, &names).map_err(value)?;
     let per_year = periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
     let market = &universe.universe;
     let dispatcher = dispatcher(DeviceMode::Cpu)?;

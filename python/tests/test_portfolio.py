@@ -289,6 +289,16 @@ def test_a_rule_files_sizing_table_sizes_the_account_and_keywords_take_its_place
     assert rows["total_return"].iloc[0] == by_table.metrics["total_return"]
     with pytest.raises(ValueError, match="its \\[sizing\\] sizes each entry as an account does"):
         threadx.backtest(frames["AAA"], str(sized))
+    # A size swept as a parameter: each row the account of its fixed size.
+    swept = tmp_path / "frac.toml"
+    frac = 'frac = { kind = "float", default = 0.5, min = 0.05, max = 1 }\nm = { kind'
+    swept.write_text(rules.replace("m = { kind", frac) + '\n[sizing]\nsize = "frac"\ninit_cash = 1000\n')
+    rows = threadx.sweep(frames, str(swept), grid={"n": [20], "frac": [0.25, 1.0]}, portfolio=True, progress=False)
+    for f in (0.25, 1.0):
+        fixed = threadx.backtest(frames, plain, portfolio=True, n=20, size=f, init_cash=1000)
+        assert rows.loc[rows["frac"] == f, "total_return"].iloc[0] == fixed.metrics["total_return"]
+    assert threadx.backtest(frames, str(swept), portfolio=True, n=20, frac=0.25).metrics == \
+        threadx.backtest(frames, plain, portfolio=True, n=20, size=0.25, init_cash=1000).metrics
 
 
 def test_max_positions_caps_the_positions_held_at_every_bar() -> None:

@@ -147,7 +147,7 @@ fn a_sweeps_totals_are_each_combos_own_account() {
     let plans: Vec<ComboPlan> = (0..12).map(|c| books.books()[0].combo_plan(c)).collect();
     let sizing = Sizing::new(0.25, SizeType::Percent, None, 0.0).expect("valid");
     let account = Account::new(1000.0, sizing, COSTS).expect("valid");
-    let totals = books.totals(&plans, &account, None);
+    let totals = books.totals(&plans, (&account, None), None);
     assert!(totals.blocks.is_empty());
     let totals = totals.totals;
     for (c, plan) in plans.iter().enumerate() {
@@ -163,7 +163,7 @@ fn a_sweeps_totals_are_each_combos_own_account() {
     let bars = books.times().len();
     let (s, first, len) = (16, bars % 16, bars / 16);
     let cuts = BlockCuts::new(bars, s as u32).expect("enough bars");
-    let with_blocks = books.totals(&plans, &account, Some(&cuts));
+    let with_blocks = books.totals(&plans, (&account, None), Some(&cuts));
     assert_eq!(with_blocks.totals, totals);
     assert_eq!(with_blocks.blocks.len(), plans.len() * 2 * s);
     for (c, got) in with_blocks.blocks.chunks(2 * s).enumerate() {

@@ -37,7 +37,8 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let pairs: Vec<(String, String)> =
         req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     let values = strategy.params(&pairs)?;
-    let account = sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?;
+    let names: Vec<&str> = strategy.schema().iter().map(|p| p.name.as_str()).collect();
+    let account = sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?.for_values(&values, &names)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
     if req.report.is_some() {
         bail!("--report: the portfolio's page is not built yet; write --equity and --trades instead");
@@ -73,7 +74,7 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     if let Err(e) = dispatcher.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
-    let sizing_words = describe(&account);
+    let sizing_words = describe(&account, &strategy);
     if req.json {
         let mut object = Map::new();
         object.insert("strategy".into(), json!(strategy.name()));

@@ -54,6 +54,7 @@ impl SizingFlags {
             min_size: self.min_size,
             init_cash: self.init_cash,
             max_positions: self.max_positions,
+            size_param: None,
         };
         let request = strategy.sizing().overridden_by(&flags);
         Account::requested(&request, costs)
@@ -61,13 +62,15 @@ impl SizingFlags {
     }
 }
 
-/// The sizing in words: "cash 1000, 250 per entry".
-pub fn describe(account: &Account) -> String {
+/// The sizing in words: "cash 1000, 250 per entry"; `strategy` names a swept size's
+/// parameter.
+pub fn describe(account: &Account, strategy: &Strategy) -> String {
     let s = &account.sizing;
-    let each = match s.kind {
-        SizeType::Percent => format!("{}% of the cash left per entry", s.size * 100.0),
-        SizeType::Value => format!("{} per entry", s.size),
-        SizeType::TargetPercent => format!("{}% of the account's value per entry", s.size * 100.0),
+    let each = match (account.size_param, s.kind) {
+        (Some(p), kind) => format!("each entry sized by parameter {} ({})", strategy.schema()[p].name, kind.name()),
+        (None, SizeType::Percent) => format!("{}% of the cash left per entry", s.size * 100.0),
+        (None, SizeType::Value) => format!("{} per entry", s.size),
+        (None, SizeType::TargetPercent) => format!("{}% of the account's value per entry", s.size * 100.0),
     };
     let lot = if s.lot.is_nan() { String::new() } else { format!(" in lots of {}", s.lot) };
     let most = account

@@ -380,6 +380,86 @@ fn a_rule_files_sizing_table_sizes_the_account_and_flags_take_its_place() {
     }
 }
 
+/// A rule file's `[sizing]` that sweeps the size as a parameter: each row the account of
+/// its fixed size; a swept value that is no size refused by name.
+#[test]
+fn a_size_swept_as_a_parameter_gives_each_rows_fixed_size_account() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let plain = format!("{}/../../examples/strategies/donchian.toml", env!("CARGO_MANIFEST_DIR"));
+    let run = |args: &[&str]| {
+        let out = threadx(dir.path(), &[&["backtest", "--data", "data", "--portfolio", "--json"][..], args].concat());
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        json_of(&out)
+    };
+    let rules = std::fs::read_to_string(&plain).unwrap().replace(
+        "m = { kind",
+        "frac = { kind = \"float\", default = 0.5, min = 0.05, max = 2, grid = \"0.25,1\" }\nm = { kind",
+    );
+    std::fs::write(dir.path().join("frac.toml"), format!("{rules}\n[sizing]\nsize = \"frac\"\ninit_cash = 1000\n"))
+        .unwrap();
+    let swept = threadx(
+        dir.path(),
+        &[
+            "sweep",
+            "--data",
+            "data",
+            "--portfolio",
+            "--strategy",
+            "frac.toml",
+            "--grid",
+            "n=20,40",
+            "--grid",
+            "frac=0.25,1",
+            "--out",
+            "f.csv",
+        ],
+    );
+    assert!(swept.status.success(), "{}", text(&swept.stderr));
+    assert!(text(&swept.stdout).contains("each entry sized by parameter frac (percent)"), "{}", text(&swept.stdout));
+    let rows = csv_rows(&dir.path().join("f.csv"));
+    assert_eq!(rows.len(), 4);
+    for row in &rows {
+        let fixed = run(&[
+            "--strategy",
+            &plain,
+            "--set",
+            &format!("n={}", row["n"]),
+            "--size",
+            &row["frac"],
+            "--init-cash",
+            "1000",
+        ]);
+        assert_eq!(row["total_return"].parse::<f64>().unwrap(), fixed["total_return"].as_f64().unwrap(), "{row:?}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("f.json")).unwrap()).unwrap();
+    assert_eq!(summary["identity"]["portfolio"]["size_param"], "frac");
+    // A value the grid sweeps must be a size too: 1.5 of the cash left is not.
+    let beyond = threadx(
+        dir.path(),
+        &[
+            "sweep",
+            "--data",
+            "data",
+            "--portfolio",
+            "--strategy",
+            "frac.toml",
+            "--grid",
+            "frac=0.5,1.5",
+            "--out",
+            "b.csv",
+        ],
+    );
+    assert!(!beyond.status.success());
+    assert!(
+        text(&beyond.stderr).contains("frac=1.5")
+            && text(&beyond.stderr).contains("as [sizing]'s size, a percent size is a fraction"),
+        "{}",
+        text(&beyond.stderr)
+    );
+}
+
 #[test]
 fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -262,7 +262,9 @@ impl SweepPlan {
             Some(o) => Some(BlockCuts::new(clock.len(), o.blocks).map_err(|e| SweepError::Spec(format!("--{e}")))?),
             None => None,
         };
-        let simulation = Simulation::Portfolio(PortfolioSim::new(books, account, bars_per_year, blocks));
+        let names: Vec<&str> = spec.strategy().schema().iter().map(|p| p.name.as_str()).collect();
+        let sim = PortfolioSim::new(books, (account, spec.grid().axes(), &names), bars_per_year, blocks)?;
+        let simulation = Simulation::Portfolio(sim);
         Ok(Sweep::new(spec, simulation, combos))
     }
 }

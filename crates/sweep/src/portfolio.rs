@@ -3,7 +3,7 @@
 //! and what it does not run yet.
 
 use crate::spec::SweepSpec;
-use threadx_backtest::{Account, BatchTotals, BlockCuts, ComboPlan, PortfolioBooks, SignalBook};
+use threadx_backtest::{Account, BacktestError, BatchTotals, BlockCuts, ComboPlan, PortfolioBooks, SignalBook, Sizing};
 
 /// A universe traded as one account: every symbol's book on one clock, the account, what
 /// annualises the metrics, and the blocks of the clock each combo's returns are kept in
@@ -14,11 +14,52 @@ pub struct PortfolioSim {
     account: Account,
     bars_per_year: f64,
     blocks: Option<BlockCuts>,
+    sizes: Option<SizeAxis>,
+}
+
+/// A swept size: the values of the account's size parameter, and how many combos each
+/// of its values spans (the axes after it vary faster).
+#[derive(Debug)]
+struct SizeAxis {
+    values: Vec<f64>,
+    stride: u64,
 }
 
 impl PortfolioSim {
-    pub(crate) fn new(books: PortfolioBooks, account: Account, bars_per_year: f64, blocks: Option<BlockCuts>) -> Self {
-        Self { books, account, bars_per_year, blocks }
+    /// The simulation of `books` as `account` on the grid `axes`: its size parameter's
+    /// every value checked as a size, before any work.
+    pub(crate) fn new(
+        books: PortfolioBooks,
+        (account, axes, names): (Account, &[Vec<f64>], &[&str]),
+        bars_per_year: f64,
+        blocks: Option<BlockCuts>,
+    ) -> Result<Self, BacktestError> {
+        let sizes = match account.size_param {
+            Some(p) => {
+                for &v in &axes[p] {
+                    account.with_size(v, names[p])?;
+                }
+                let stride = axes[p + 1..].iter().map(|a| a.len() as u64).product();
+                Some(SizeAxis { values: axes[p].clone(), stride })
+            }
+            None => None,
+        };
+        Ok(Self { books, account, bars_per_year, blocks, sizes })
+    }
+
+    /// Each combo's size, where the grid sweeps it.
+    fn sizes_of(&self, combos: &[u64]) -> Option<Vec<f64>> {
+        let axis = self.sizes.as_ref()?;
+        let len = axis.values.len() as u64;
+        Some(combos.iter().map(|&c| axis.values[(c / axis.stride % len) as usize]).collect())
+    }
+
+    /// Combo `combo`'s account.
+    fn account_of(&self, combo: u64) -> Account {
+        match self.sizes_of(&[combo]) {
+            Some(size) => Account { sizing: Sizing { size: size[0], ..self.account.sizing }, ..self.account },
+            None => self.account,
+        }
     }
 
     pub(crate) fn blocks(&self) -> Option<&BlockCuts> {
@@ -29,7 +70,8 @@ impl PortfolioSim {
     /// equity over the bar before's, the first over the starting cash), those its Sharpe
     /// ratio and blocks are made of.
     pub(crate) fn returns(&self, combo: u64) -> Vec<f64> {
-        let run = self.books.simulate(&self.books.plans_of(combo), &self.account, true);
+        let account = self.account_of(combo);
+        let run = self.books.simulate(&self.books.plans_of(combo), &account, true);
         let mut before = self.account.init_cash;
         let equity = run.record.map(|r| r.equity).unwrap_or_default();
         equity
@@ -64,9 +106,10 @@ impl PortfolioSim {
         (self.books.times().len(), self.bars_per_year)
     }
 
-    /// The totals of `plans`, each one account, on the CPU's pool.
-    pub(crate) fn totals(&self, plans: &[ComboPlan]) -> BatchTotals {
-        self.books.totals(plans, &self.account, self.blocks.as_ref())
+    /// The totals of `plans` (those of `combos`), each one account, on the CPU's pool.
+    pub(crate) fn totals(&self, combos: &[u64], plans: &[ComboPlan]) -> BatchTotals {
+        let sizes = self.sizes_of(combos);
+        self.books.totals(plans, (&self.account, sizes.as_deref()), self.blocks.as_ref())
     }
 }
 

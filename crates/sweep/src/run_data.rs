@@ -35,8 +35,14 @@ impl RunData {
     }
 
     /// A universe's symbols (name and bars, in order) on `clock`, the union of their bar
-    /// times, traded as `account`: fingerprinted by every symbol's name and bars.
-    pub fn portfolio(origin: &str, symbols: &[(&str, &Ohlcv)], clock: &[i64], account: &Account) -> Self {
+    /// times, traded as `account` (`size_param`: the name of its size's parameter, if
+    /// any): fingerprinted by every symbol's name and bars.
+    pub fn portfolio(
+        origin: &str,
+        symbols: &[(&str, &Ohlcv)],
+        clock: &[i64],
+        (account, size_param): (&Account, Option<&str>),
+    ) -> Self {
         let mut text = String::new();
         for (name, data) in symbols {
             text.push_str(name);
@@ -55,6 +61,7 @@ impl RunData {
                 symbols: symbols.iter().map(|(name, _)| (*name).to_owned()).collect(),
                 init_cash: account.init_cash,
                 size: account.sizing.size,
+                size_param: size_param.map(str::to_owned),
                 size_type: account.sizing.kind.name().to_owned(),
                 lot: Some(account.sizing.lot).filter(|l| !l.is_nan()),
                 min_size: account.sizing.min_size,

@@ -131,11 +131,11 @@ impl Sweep {
         }
     }
 
-    /// The totals of `plans` on the CPU.
-    fn totals_on_cpu(&self, plans: &[ComboPlan]) -> BatchTotals {
+    /// The totals of `plans` (those of `combos`) on the CPU.
+    fn totals_on_cpu(&self, combos: &[u64], plans: &[ComboPlan]) -> BatchTotals {
         match &self.simulation {
             Simulation::Book { book, tables, .. } => simulate_cpu(book, tables, plans),
-            Simulation::Portfolio(portfolio) => portfolio.totals(plans),
+            Simulation::Portfolio(portfolio) => portfolio.totals(combos, plans),
         }
     }
 
@@ -306,7 +306,7 @@ impl Sweep {
             Simulation::Book { book, tables, .. } => {
                 Backtester::with_tables(book, tables).run_batch(dispatcher, &plans).value
             }
-            Simulation::Portfolio(portfolio) => portfolio.totals(&plans),
+            Simulation::Portfolio(portfolio) => portfolio.totals(&combos, &plans),
         };
         Ok(SweepWork { sweep: self, batch: None }.rows(combos, batch))
     }
@@ -320,7 +320,8 @@ impl Sweep {
             None => combos.to_vec(),
         };
         let (combos, plans) = self.plans(0..held.len() as u64, Some(&held));
-        SweepWork { sweep: self, batch: None }.rows(combos, self.totals_on_cpu(&plans))
+        let totals = self.totals_on_cpu(&combos, &plans);
+        SweepWork { sweep: self, batch: None }.rows(combos, totals)
     }
 
     /// Runs `chunks` on the workers of `pool` as `options` split them. `in_worker` runs on
@@ -442,7 +443,13 @@ impl Workload for SweepWork<'_> {
             pieces.par_iter().map(|p| self.sweep.plans(p.clone(), self.batch)).collect();
         Ok(match lane {
             SweepLane::Cpu => SweepPending::Done(
-                parts.into_iter().map(|(combos, plans)| self.rows(combos, self.sweep.totals_on_cpu(&plans))).collect(),
+                parts
+                    .into_iter()
+                    .map(|(combos, plans)| {
+                        let totals = self.sweep.totals_on_cpu(&combos, &plans);
+                        self.rows(combos, totals)
+                    })
+                    .collect(),
             ),
             SweepLane::Gpu(gpu) => {
                 let plans: Vec<ComboPlan> =

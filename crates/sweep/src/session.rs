@@ -136,7 +136,10 @@ impl Session {
         drop(banks);
         let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
         let clock = sweep.portfolio().map(|p| p.books().times()).unwrap_or_default();
-        let data = SessionData::Portfolio(Box::new(RunData::portfolio(origin, &named, clock, &account)));
+        let schema = sweep.spec().strategy().schema();
+        let size_param = account.size_param.map(|p| schema[p].name.as_str());
+        let data = RunData::portfolio(origin, &named, clock, (&account, size_param));
+        let data = SessionData::Portfolio(Box::new(data));
         Self::opened(data, sweep, preparation, (dispatcher, threads), note)
     }
 

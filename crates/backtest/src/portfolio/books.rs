@@ -11,7 +11,7 @@ use crate::error::BacktestError;
 use crate::fixed::Totals;
 use crate::metrics::ExitReason;
 use crate::portfolio::schedule::Schedule;
-use crate::portfolio::{Account, Mark, PortfolioRun, Source, run};
+use crate::portfolio::{Account, Mark, PortfolioRun, Sizing, Source, run};
 use crate::simulate::BatchTotals;
 use crate::strategy::Strategy;
 use crate::trade_parts::{last_bar, next_bit, prefetch};
@@ -133,9 +133,19 @@ impl PortfolioBooks {
     /// The totals of `plans`, each one account over every symbol (a plan read in every
     /// symbol's book: books laid out from one grid hold the same rows, so a combo's plan
     /// is the same in each), combos in parallel on the CPU's pool, in order; with each
-    /// combo's blocks when `cuts` are given (as [`crate::simulate_cpu`]'s).
-    pub fn totals(&self, plans: &[ComboPlan], account: &Account, cuts: Option<&BlockCuts>) -> BatchTotals {
+    /// combo's blocks when `cuts` are given (as [`crate::simulate_cpu`]'s). With `sizes`,
+    /// plan i's account sizes its entries `sizes[i]` (values [`Account::with_size`] took).
+    pub fn totals(
+        &self,
+        plans: &[ComboPlan],
+        (account, sizes): (&Account, Option<&[f64]>),
+        cuts: Option<&BlockCuts>,
+    ) -> BatchTotals {
         let (bars, symbols) = (self.times.len(), self.books.len());
+        // Plan i's account: with `sizes`, each plan's own size (checked by the caller).
+        let account = |i: usize| {
+            sizes.map_or(*account, |s| Account { sizing: Sizing { size: s[i], ..account.sizing }, ..*account })
+        };
         let scratch = || Scratch {
             schedule: Schedule::new(bars, symbols),
             rows: Vec::with_capacity(symbols),
@@ -144,7 +154,8 @@ impl PortfolioBooks {
         let Some(cuts) = cuts else {
             let totals = plans
                 .par_iter()
-                .map_init(scratch, |scratch, plan| self.account(plan, account, scratch, None))
+                .enumerate()
+                .map_init(scratch, |scratch, (i, plan)| self.account(plan, &account(i), scratch, None))
                 .collect();
             return BatchTotals { totals, blocks: Vec::new() };
         };
@@ -152,8 +163,9 @@ impl PortfolioBooks {
         let totals = plans
             .par_iter()
             .zip(blocks.par_chunks_mut(cuts.stats_len()))
-            .map_init(scratch, |scratch, (plan, out)| {
-                let totals = self.account(plan, account, scratch, Some(cuts));
+            .enumerate()
+            .map_init(scratch, |scratch, (i, (plan, out))| {
+                let totals = self.account(plan, &account(i), scratch, Some(cuts));
                 cuts.stats(&scratch.snapshots, &totals, out);
                 totals
             })

@@ -59,13 +59,15 @@ pub(crate) struct Mark {
 }
 
 /// The account: its starting cash, how entries are sized, what fills cost, and at most how
-/// many positions it holds at once (None: no limit).
+/// many positions it holds at once (None: no limit). With `size_param`, each parameter
+/// set's value of that parameter is its size ([`Account::for_values`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Account {
     pub init_cash: f64,
     pub sizing: Sizing,
     pub costs: Costs,
     pub max_positions: Option<usize>,
+    pub size_param: Option<usize>,
 }
 
 impl Account {
@@ -78,14 +80,40 @@ impl Account {
                 problem: "the starting cash must be a positive number".into(),
             });
         }
-        Ok(Self { init_cash, sizing, costs, max_positions: None })
+        Ok(Self { init_cash, sizing, costs, max_positions: None, size_param: None })
     }
 
     /// The checked account `request` asks for with `costs`: its sizing
     /// ([`SizingRequest::sizing`]), a starting cash of 1 and no limit on positions where it
     /// says nothing. A problem names its field.
     pub fn requested(request: &SizingRequest, costs: Costs) -> Result<Self, BacktestError> {
-        Self::new(request.init_cash.unwrap_or(1.0), request.sizing()?, costs)?.with_max_positions(request.max_positions)
+        let account = Self::new(request.init_cash.unwrap_or(1.0), request.sizing()?, costs)?;
+        Ok(Self { size_param: request.size_param, ..account.with_max_positions(request.max_positions)? })
+    }
+
+    /// The account of one parameter set (`values`, schema order): its size parameter's
+    /// value as its fixed size, checked, a problem naming the parameter (`names`: the
+    /// schema's names); the account itself without a size parameter.
+    pub fn for_values(&self, values: &[f64], names: &[&str]) -> Result<Self, BacktestError> {
+        match self.size_param {
+            Some(p) => Ok(Self { size_param: None, ..self.with_size(values[p], names[p])? }),
+            None => Ok(*self),
+        }
+    }
+
+    /// This account sizing each entry `size` (the value of parameter `param`), checked.
+    pub fn with_size(&self, size: f64, param: &str) -> Result<Self, BacktestError> {
+        let s = &self.sizing;
+        let lot = Some(s.lot).filter(|l| !l.is_nan());
+        let sizing = Sizing::new(size, s.kind, lot, s.min_size).map_err(|e| match e {
+            BacktestError::BadValue { value, problem, .. } => BacktestError::BadValue {
+                param: param.to_owned(),
+                value,
+                problem: format!("as [sizing]'s size, {problem}"),
+            },
+            e => e,
+        })?;
+        Ok(Self { sizing, ..*self })
     }
 
     /// At most `n` positions at once (≥ 1): an entry while `n` are held is skipped, as one

@@ -97,6 +97,10 @@ impl Sizing {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SizingRequest {
     pub size: Option<f64>,
+    /// The parameter (its place in the strategy's schema) whose value is each combo's
+    /// size: a rule file's `size = "name"`, swept like any other; a `size` given over it
+    /// takes its place.
+    pub size_param: Option<usize>,
     pub size_type: Option<SizeType>,
     pub lot: Option<f64>,
     pub min_size: Option<f64>,
@@ -107,8 +111,10 @@ pub struct SizingRequest {
 impl SizingRequest {
     /// This request with `over`'s fields where `over` gives them.
     pub fn overridden_by(&self, over: &Self) -> Self {
+        let size_param = if over.size.is_some() { None } else { over.size_param.or(self.size_param) };
         Self {
             size: over.size.or(self.size),
+            size_param,
             size_type: over.size_type.or(self.size_type),
             lot: over.lot.or(self.lot),
             min_size: over.min_size.or(self.min_size),
@@ -128,6 +134,7 @@ impl SizingRequest {
     /// does (the starting cash aside, which scales the account and no figure of it).
     pub fn is_all_in(&self) -> bool {
         self.size.is_none_or(|s| s == 1.0)
+            && self.size_param.is_none()
             && self.size_type.is_none_or(|k| k == SizeType::Percent)
             && self.lot.is_none()
             && self.min_size.is_none_or(|m| m == 0.0)

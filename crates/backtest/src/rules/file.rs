@@ -58,7 +58,7 @@ struct ParamDef {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SizingDef {
-    size: Option<Spanned<f64>>,
+    size: Option<Spanned<RuleText>>,
     size_type: Option<Spanned<String>>,
     lot: Option<Spanned<f64>>,
     min_size: Option<Spanned<f64>>,
@@ -194,7 +194,8 @@ impl StrategyFile {
 
         let rules = &file.rules;
         let fills = fills(rules, &at)?;
-        let sizing = file.sizing.as_ref().map(|table| sizing(table.get_ref(), &at)).transpose()?.unwrap_or_default();
+        let sizing =
+            file.sizing.as_ref().map(|table| sizing(table.get_ref(), &params, &at)).transpose()?.unwrap_or_default();
         let rules_at = |message: &str| {
             // `[rules]` itself: the table's header line.
             let header = source.find("[rules]").unwrap_or(0);
@@ -291,7 +292,11 @@ fn fills(rules: &RulesDef, at: &dyn Fn(Range<usize>, &str) -> BacktestError) -> 
 
 /// `[sizing]` checked: a known `size_type`, and values an account can take, a problem
 /// shown at its value.
-fn sizing(table: &SizingDef, at: &dyn Fn(Range<usize>, &str) -> BacktestError) -> Result<SizingRequest, BacktestError> {
+fn sizing(
+    table: &SizingDef,
+    params: &[ParamSpec],
+    at: &dyn Fn(Range<usize>, &str) -> BacktestError,
+) -> Result<SizingRequest, BacktestError> {
     let size_type = match &table.size_type {
         Some(kind) => Some(SizeType::parse(kind.get_ref()).map_err(|_| {
             let hint = did_you_mean(kind.get_ref(), SizeType::NAMES);
@@ -307,8 +312,24 @@ fn sizing(table: &SizingDef, at: &dyn Fn(Range<usize>, &str) -> BacktestError) -
         None => None,
     };
     let value = |v: &Option<Spanned<f64>>| v.as_ref().map(|v| *v.get_ref());
+    let (size, size_param) = match table.size.as_ref().map(|s| (s.get_ref(), s.span())) {
+        None => (None, None),
+        Some((RuleText::Number(v), _)) => (Some(*v), None),
+        Some((RuleText::Text(name), span)) => match params.iter().position(|p| p.name == name.trim()) {
+            Some(p) if params[p].kind == ParamKind::Float => (None, Some(p)),
+            Some(_) => return Err(at(span, &format!("[sizing] `size`: parameter `{name}` must be of kind \"float\""))),
+            None => {
+                let hint = did_you_mean(name, params.iter().map(|p| p.name.as_str()));
+                return Err(at(
+                    span,
+                    &format!("[sizing] `size` is a number or a float parameter's name, not `{name}`{hint}"),
+                ));
+            }
+        },
+    };
     let request = SizingRequest {
-        size: value(&table.size),
+        size,
+        size_param,
         size_type,
         lot: value(&table.lot),
         min_size: value(&table.min_size),
@@ -317,13 +338,13 @@ fn sizing(table: &SizingDef, at: &dyn Fn(Range<usize>, &str) -> BacktestError) -
     };
     match Account::requested(&request, Costs::default()) {
         Err(BacktestError::BadValue { param, problem, .. }) => {
-            let field = match param.as_str() {
-                "size" => &table.size,
-                "lot" => &table.lot,
-                "min_size" => &table.min_size,
-                _ => &table.init_cash,
+            let span_of = |v: &Option<Spanned<f64>>| v.as_ref().map_or(0..0, Spanned::span);
+            let span = match param.as_str() {
+                "size" => table.size.as_ref().map_or(0..0, Spanned::span),
+                "lot" => span_of(&table.lot),
+                "min_size" => span_of(&table.min_size),
+                _ => span_of(&table.init_cash),
             };
-            let span = field.as_ref().map_or(0..0, Spanned::span);
             Err(at(span, &format!("[sizing] `{param}`: {problem}")))
         }
         Err(e) => Err(e),

@@ -202,6 +202,9 @@ pub struct PortfolioIdentity {
     pub symbols: Vec<String>,
     pub init_cash: f64,
     pub size: f64,
+    /// The parameter whose value is each combo's size, where a rule file sweeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_param: Option<String>,
     pub size_type: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lot: Option<f64>,
