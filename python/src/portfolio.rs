@@ -200,6 +200,7 @@ pub fn backtest_portfolio<'py>(
     let account = account(strategy.sizing(), sizing, (init_cash, max_positions), costs)?;
     let names: Vec<&str> = strategy.schema().iter().map(|p| p.name.as_str()).collect();
     let account = account.for_values(&values, &names).map_err(value)?;
+    strategy.check_sizing(&account.sizing).map_err(value)?;
     let per_year = periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
     let market = &universe.universe;
     let dispatcher = dispatcher(DeviceMode::Cpu)?;

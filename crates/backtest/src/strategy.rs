@@ -6,7 +6,7 @@
 use crate::costs::Fills;
 use crate::error::BacktestError;
 use crate::param::ParamSpec;
-use crate::portfolio::SizingRequest;
+use crate::portfolio::{SizeType, Sizing, SizingRequest};
 use crate::rules::{Rule, RuleKind, StrategyFile};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -137,6 +137,17 @@ impl Strategy {
     /// without one).
     pub fn sizing(&self) -> &SizingRequest {
         &self.0.sizing
+    }
+
+    /// Refuses an account the strategy cannot size: risk sizing needs a stop rule.
+    pub fn check_sizing(&self, sizing: &Sizing) -> Result<(), BacktestError> {
+        if sizing.kind == SizeType::Risk && self.compiled(RuleKind::Stop).is_none() {
+            return Err(BacktestError::Portfolio(format!(
+                "{}: risk sizing sizes each entry from its distance to its stop, and the strategy has no `stop` rule",
+                self.0.origin
+            )));
+        }
+        Ok(())
     }
 
     /// Refuses a strategy whose `[sizing]` does not put all the account into each entry

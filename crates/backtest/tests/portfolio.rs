@@ -178,3 +178,44 @@ fn a_sweeps_totals_are_each_combos_own_account() {
         assert!(got.iter().any(|&x| x != 0.0), "combo {c}: it traded");
     }
 }
+
+/// Risk sizing: each entry buys the units that lose `size` of the account's value if the
+/// stop (here 5 % under the entry's close) is hit at its level; a strategy without a stop
+/// is refused.
+#[test]
+fn risk_sizing_buys_what_the_stop_would_lose_of_the_accounts_value() {
+    let strategy = Strategy::from_toml(
+        "name = \"risky\"\n[params]\nn = { kind = \"int\", default = 20, min = 2, max = 100 }\n[rules]\n\
+         entry = \"close > highest(high, n)[1]\"\nexit = \"close < lowest(low, n)[1]\"\nstop = \"close * 0.95\"\n",
+        "risky.toml",
+    )
+    .expect("a rule file");
+    let data = &universe()[0];
+    let books = PortfolioBooks::new(vec![(book(data, &strategy, &[vec![20.0]]), data.timestamps())]).expect("plain");
+    let sizing = Sizing::new(0.02, SizeType::Risk, None, 0.0).expect("valid");
+    let account = Account::new(1000.0, sizing, COSTS).expect("valid");
+    strategy.check_sizing(&account.sizing).expect("it has a stop");
+    let record = books.simulate(&books.plans_of(0), &account, true).record.expect("a record");
+    assert!(record.trades.len() > 20, "{}", record.trades.len());
+    for trade in &record.trades {
+        // Flat before it (one symbol): the account's value before the bar's orders is the
+        // cash after the bar before.
+        let value = if trade.entry_bar == 0 { 1000.0 } else { record.cash[trade.entry_bar - 1] };
+        let price = trade.entry.price;
+        let want = 0.02 * value / (price - 0.95 * price);
+        assert!(
+            (trade.entry.size - want).abs() <= 1e-9 * want,
+            "bar {}: {} units, not {want}",
+            trade.entry_bar,
+            trade.entry.size
+        );
+        // A stop exit loses about that share of the value (the close may pass the level).
+        if trade.reason == ExitReason::Stop {
+            let loss = -trade.pnl().expect("closed");
+            assert!(loss >= 0.02 * value * 0.999, "bar {}: lost {loss} of {value}", trade.entry_bar);
+        }
+    }
+    let bb = Strategy::parse("ma_cross").expect("the built-in");
+    let refused = bb.check_sizing(&account.sizing).expect_err("no stop").to_string();
+    assert!(refused.contains("risk sizing sizes each entry from its distance to its stop"), "{refused}");
+}

@@ -39,6 +39,7 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let values = strategy.params(&pairs)?;
     let names: Vec<&str> = strategy.schema().iter().map(|p| p.name.as_str()).collect();
     let account = sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?.for_values(&values, &names)?;
+    strategy.check_sizing(&account.sizing)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
     if req.report.is_some() {
         bail!("--report: the portfolio's page is not built yet; write --equity and --trades instead");

@@ -11,9 +11,9 @@ pub struct SizingFlags {
     /// cash amount (--size-type value) or a fraction of the account's value (targetpercent).
     #[arg(long, allow_negative_numbers = true)]
     pub size: Option<f64>,
-    /// How --size reads: percent (of the cash left), value (cash) or targetpercent (of the
-    /// account's value), vectorbt's names.
-    #[arg(long, value_name = "percent|value|targetpercent")]
+    /// How --size reads: percent (of the cash left), value (cash), targetpercent (of the
+    /// account's value), vectorbt's names; or risk (of the account's value lost at the stop).
+    #[arg(long, value_name = "percent|value|targetpercent|risk")]
     pub size_type: Option<String>,
     /// Buy in whole lots of this many units (e.g. 1 for whole shares, 0.01).
     #[arg(long, value_name = "UNITS", allow_negative_numbers = true)]
@@ -71,6 +71,7 @@ pub fn describe(account: &Account, strategy: &Strategy) -> String {
         (None, SizeType::Percent) => format!("{}% of the cash left per entry", s.size * 100.0),
         (None, SizeType::Value) => format!("{} per entry", s.size),
         (None, SizeType::TargetPercent) => format!("{}% of the account's value per entry", s.size * 100.0),
+        (None, SizeType::Risk) => format!("{}% of the account's value at risk to the stop per entry", s.size * 100.0),
     };
     let lot = if s.lot.is_nan() { String::new() } else { format!(" in lots of {}", s.lot) };
     let most = account

@@ -147,6 +147,10 @@ fn what_a_portfolio_cannot_take_is_refused_by_name() {
         ),
         (vec!["backtest", "--portfolio", "--report", "r.html"], "--report: the portfolio's page is not built yet"),
         (vec!["backtest", "--portfolio", "--strategy", &shorts], "this strategy uses shorts"),
+        (
+            vec!["backtest", "--portfolio", "--strategy", "ma_cross", "--size-type", "risk", "--size", "0.02"],
+            "ma_cross.toml: risk sizing sizes each entry from its distance to its stop, and the strategy has no `stop` rule",
+        ),
     ] {
         let run = threadx(dir.path(), &args);
         assert!(!run.status.success(), "{args:?}");

@@ -262,6 +262,7 @@ impl SweepPlan {
             Some(o) => Some(BlockCuts::new(clock.len(), o.blocks).map_err(|e| SweepError::Spec(format!("--{e}")))?),
             None => None,
         };
+        spec.strategy().check_sizing(&account.sizing)?;
         let names: Vec<&str> = spec.strategy().schema().iter().map(|p| p.name.as_str()).collect();
         let sim = PortfolioSim::new(books, (account, spec.grid().axes(), &names), bars_per_year, blocks)?;
         let simulation = Simulation::Portfolio(sim);

@@ -287,6 +287,10 @@ impl Source for BookSource<'_> {
         Some(self.books.at(s, i))
     }
 
+    fn stop_level(&self, s: usize, own: usize, close: f64) -> Option<f64> {
+        self.rows[s].stop.map(|rule| rule.level(own, close))
+    }
+
     fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, ExitReason)> {
         self.rows[s].exit_after(own, close).map(|(x, reason)| (self.books.at(s, x), reason))
     }

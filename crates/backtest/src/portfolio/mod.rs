@@ -49,6 +49,9 @@ pub(crate) trait Source {
     /// Where symbol `s`, entered at its own bar `own` whose close is `close`, exits, and
     /// why; None: held to the end.
     fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, ExitReason)>;
+    /// The stop level symbol `s`'s position entered at own bar `own` (close `close`)
+    /// would get; None without a stop (0 or NaN: none either).
+    fn stop_level(&self, s: usize, own: usize, close: f64) -> Option<f64>;
 }
 
 /// A bar of the clock and a symbol's own bar there.
@@ -232,16 +235,23 @@ impl Ledger {
     }
 
     /// Buys symbol `s` at `price` on bar `t` as the sizing says (`value`: the account's
-    /// value before the bar's orders); whether it filled.
-    fn enter(&mut self, t: usize, s: usize, price: f64, account: &Account, value: f64) -> bool {
+    /// value before the bar's orders; `stop`: the entry's stop level, for risk sizing);
+    /// whether it filled.
+    fn enter(&mut self, (t, s, price): (usize, usize, f64), account: &Account, value: f64, stop: Option<f64>) -> bool {
         let sizing = &account.sizing;
         let cash = self.cash_now();
+        let units = |units: f64| buy(cash, units, price, None, account.costs, sizing.limits());
         let order = match sizing.kind {
             SizeType::Percent => buy(cash, f64::INFINITY, price, Some(sizing.size), account.costs, sizing.limits()),
-            SizeType::Value => buy(cash, sizing.size / price, price, None, account.costs, sizing.limits()),
-            SizeType::TargetPercent if value > 0.0 => {
-                buy(cash, sizing.size * value / price, price, None, account.costs, sizing.limits())
-            }
+            SizeType::Value => units(sizing.size / price),
+            SizeType::TargetPercent if value > 0.0 => units(sizing.size * value / price),
+            // The stop must lie below the price: a loss at the stop of `size` of the value.
+            SizeType::Risk => match stop.map(|level| price - level) {
+                Some(distance) if value > 0.0 && distance > 0.0 && distance < price => {
+                    units(sizing.size * value / distance)
+                }
+                _ => None,
+            },
             SizeType::TargetPercent => None,
         };
         let Some(filled) = order else { return false };
@@ -353,8 +363,10 @@ fn trade_bar<S: Source>(
     t: usize,
     row: &[f64],
 ) {
-    // A target percent sizes from the value before the bar's orders; no other sizing reads it.
-    let value = if account.sizing.kind == SizeType::TargetPercent { ledger.value(row) } else { f64::NAN };
+    // A target percent and a risk size from the value before the bar's orders; no other
+    // sizing reads it.
+    let risk = account.sizing.kind == SizeType::Risk;
+    let value = if account.sizing.kind.reads_value() { ledger.value(row) } else { f64::NAN };
     due.exits.clear();
     due.entries.clear();
     schedule.take_at(t, |s, own, exit| match exit {
@@ -371,7 +383,8 @@ fn trade_bar<S: Source>(
     }
     for &(s, own) in &due.entries {
         let room = account.max_positions.is_none_or(|n| ledger.held.len() < n);
-        if room && ledger.enter(t, s, row[s], account, value) {
+        let stop = if risk { source.stop_level(s, own, row[s]) } else { None };
+        if room && ledger.enter((t, s, row[s]), account, value, stop) {
             if let Some((at, reason)) = source.exit_after(s, own, row[s]) {
                 schedule.set(s, at, Some(reason));
             }

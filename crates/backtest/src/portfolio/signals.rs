@@ -7,7 +7,7 @@
 use crate::error::BacktestError;
 use crate::metrics::ExitReason;
 use crate::portfolio::schedule::Schedule;
-use crate::portfolio::{Account, Mark, PortfolioRun, Source, run};
+use crate::portfolio::{Account, Mark, PortfolioRun, SizeType, Source, run};
 use crate::trade_parts::next_bit;
 use ndarray::ArrayView2;
 
@@ -75,6 +75,11 @@ impl Source for ArraySource {
     fn exit_after(&self, s: usize, own: usize, _close: f64) -> Option<(Mark, ExitReason)> {
         next_bit(&self.exits[s], own + 1).map(|bar| (Mark { bar, own: bar }, ExitReason::Signal))
     }
+
+    // A user's signals carry no stop.
+    fn stop_level(&self, _s: usize, _own: usize, _close: f64) -> Option<f64> {
+        None
+    }
 }
 
 impl PortfolioSignals<'_> {
@@ -110,6 +115,13 @@ pub fn simulate_portfolio(
     detailed: bool,
 ) -> Result<PortfolioRun, BacktestError> {
     signals.check()?;
+    if account.sizing.kind == SizeType::Risk {
+        return Err(BacktestError::Portfolio(
+            "risk sizing sizes each entry from its distance to its stop, and signals carry no stop: run a \
+             strategy with a `stop` rule"
+                .into(),
+        ));
+    }
     let source = ArraySource::new(signals);
     let mut schedule = Schedule::new(source.bars, source.symbols);
     Ok(run(&source, account, (detailed, None), &mut schedule))

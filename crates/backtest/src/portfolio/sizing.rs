@@ -14,17 +14,22 @@ pub enum SizeType {
     /// A fraction of the account's value at the bar's close before its orders (vectorbt's
     /// `"targetpercent"`): from flat, that fraction of equity goes into the position.
     TargetPercent,
+    /// A fraction of the account's value (as for `TargetPercent`) lost if the stop is hit
+    /// at its level: the units are that value over the entry's distance to its stop.
+    /// ThreadX's own (vectorbt has none); it needs a stop rule.
+    Risk,
 }
 
 impl SizeType {
-    /// The names Python and the rule files use (vectorbt's).
-    pub const NAMES: [&'static str; 3] = ["percent", "value", "targetpercent"];
+    /// The names Python and the rule files use (vectorbt's, and `risk`).
+    pub const NAMES: [&'static str; 4] = ["percent", "value", "targetpercent", "risk"];
 
     pub fn parse(name: &str) -> Result<Self, BacktestError> {
         match name.to_ascii_lowercase().as_str() {
             "percent" => Ok(Self::Percent),
             "value" => Ok(Self::Value),
             "targetpercent" => Ok(Self::TargetPercent),
+            "risk" => Ok(Self::Risk),
             _ => Err(BacktestError::BadValue {
                 param: "size_type".into(),
                 value: name.into(),
@@ -38,7 +43,13 @@ impl SizeType {
             Self::Percent => "percent",
             Self::Value => "value",
             Self::TargetPercent => "targetpercent",
+            Self::Risk => "risk",
         }
+    }
+
+    /// Whether it sizes from the account's value before the bar's orders.
+    pub(crate) fn reads_value(self) -> bool {
+        matches!(self, Self::TargetPercent | Self::Risk)
     }
 }
 
