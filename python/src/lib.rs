@@ -460,6 +460,7 @@ fn _threadx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
     m.add_class::<table::Table>()?;
     m.add_class::<report::BacktestPage>()?;
+    m.add_class::<portfolio::PortfolioPage>()?;
     m.add_function(wrap_pyfunction!(report::sweep_report, m)?)?;
     m.add_function(wrap_pyfunction!(report::write_page, m)?)?;
     m.add_class::<universe::Universe>()?;

@@ -223,6 +223,57 @@ pub fn backtest_portfolio<'py>(
     let last: Vec<f64> = (0..books.symbols()).map(|s| books.last_close(s)).collect();
     out.set_item("last_close", last.into_pyarray(py))?;
     let record = run.record.expect("a detailed run keeps its record");
+    let page = PortfolioPage {
+        strategy: strategy.clone(),
+        values: values.clone(),
+        origin: market.origin().to_owned(),
+        symbols: market.names().map(str::to_owned).collect(),
+        times: times.to_vec(),
+        prices: books.prices().to_vec(),
+        account,
+        metrics: run.totals.metrics(times.len(), per_year),
+        record: record.clone(),
+        bars_per_year: per_year,
+    };
+    out.set_item("page", page)?;
     out.set_item("record", record_dict(py, record, times.len(), books.symbols())?)?;
     Ok(out)
+}
+
+/// What one portfolio backtest ran and gave, kept for its report.
+#[pyclass(frozen, module = "threadx._threadx")]
+pub(crate) struct PortfolioPage {
+    strategy: Strategy,
+    values: Vec<f64>,
+    origin: String,
+    symbols: Vec<String>,
+    times: Vec<i64>,
+    prices: Vec<f64>,
+    account: Account,
+    metrics: threadx_backtest::Metrics,
+    record: PortfolioRecord,
+    bars_per_year: f64,
+}
+
+#[pymethods]
+impl PortfolioPage {
+    /// The report as one HTML document (`threadx backtest --portfolio --report`'s page).
+    fn html(&self) -> String {
+        let symbols: Vec<&str> = self.symbols.iter().map(String::as_str).collect();
+        let sizing = self.account.describe(None);
+        let run = threadx_report::PortfolioRun {
+            strategy: &self.strategy,
+            values: &self.values,
+            origin: &self.origin,
+            symbols: &symbols,
+            times: &self.times,
+            prices: &self.prices,
+            account: &self.account,
+            metrics: &self.metrics,
+            record: &self.record,
+            bars_per_year: self.bars_per_year,
+            sizing: &sizing,
+        };
+        run.report().to_html()
+    }
 }

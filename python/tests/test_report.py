@@ -118,6 +118,35 @@ def sorts(browser: Browser, section: str, column: int) -> List[float]:
     return browser.evaluate(script)
 
 
+def test_a_portfolio_report_renders_every_section_offline(cli: Cli, browser: Browser) -> None:
+    (cli.workdir / "u").mkdir()
+    for seed, name in enumerate(["AAA", "BBB", "CCC"], 1):
+        cli.run("data", "synth", "--bars", "3000", "--seed", str(seed), "--out", f"u/{name}.parquet")
+    said = cli.run("--device", "cpu", "backtest", "--data", "u/*.parquet", "--portfolio", "--size", "0.3",
+                   "--init-cash", "10000", "--report", "p.html", "--json")
+    out = json.loads(said)
+    sections = ["run", "metrics", "equity", "allocation", "contribution", "trades"]
+    check_page(browser, cli.workdir / "p.html", sections, "portfolio")
+    # Each symbol's profit adds up to the account's.
+    profits = browser.evaluate(
+        "Array.from(document.querySelectorAll('#contribution tbody tr')).map(r => parseFloat(r.cells[3].dataset.v))"
+    )
+    assert len(profits) == 3
+    assert abs(sum(profits) - (out["portfolio"]["final_equity"] - 10_000)) < 1e-6
+    # The stack's top edge (cash included) is the whole equity at every bar drawn.
+    top = browser.evaluate(
+        "JSON.parse(document.querySelector('#allocation script[data-chart]').textContent).data[1]"
+    )
+    assert len(top) > 100 and all(abs(t - 1.0) < 1e-9 for t in top)
+    assert browser.evaluate("document.querySelector('#trades h2').textContent") == f"Trades ({out['trades']})"
+    # Python's page of the same account is the CLI's, byte for byte.
+    universe = str(cli.workdir / "u" / "*.parquet")
+    bt = threadx.backtest(universe, "bb_atr", portfolio=True, size=0.3, init_cash=10_000)
+    bt.report(cli.workdir / "py.html")
+    page = (cli.workdir / "p.html").read_text().replace("u/*.parquet", universe)
+    assert (cli.workdir / "py.html").read_text() == page
+
+
 def test_a_backtest_report_renders_every_section_offline(cli: Cli, browser: Browser) -> None:
     cli.run("--device", "cpu", "backtest", "--set", "bb_period=30", "--report", "bt.html", "--json")
     check_page(browser, cli.workdir / "bt.html", ["run", *BACKTEST_SECTIONS], "backtest")

@@ -94,6 +94,11 @@ class BacktestPage:
 
     def html(self) -> str: ...
 
+class PortfolioPage:
+    """What one portfolio backtest ran and gave, kept for its report."""
+
+    def html(self) -> str: ...
+
 def sweep_report(
     bars: Bars,
     request_json: str,

@@ -6,7 +6,8 @@ group_by=True, cash_sharing=True, call_seq="auto")``; ``backtest(..., portfolio=
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
@@ -129,6 +130,17 @@ class PortfolioBacktest:
     positions: pd.DataFrame
     trades: pd.DataFrame
     bars_per_year: float
+    _page: Any = field(default=None, repr=False, compare=False)
+
+    def report(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes the account's HTML report to ``path`` (``threadx backtest --portfolio
+        --report``'s page: key metrics with the turnover and the positions held, equity
+        over drawdown, each symbol's share of the equity over time, each symbol's
+        contribution, the trades); one file, no network."""
+        _report.write(path, self._page.html())
+
+    def _repr_html_(self) -> str:
+        return _report.inline(self._page.html())
 
 
 def _portfolio_backtest(
@@ -165,6 +177,7 @@ def _portfolio_backtest(
         positions=pd.DataFrame(record["positions"], index=index, columns=symbols),
         trades=_trades(record["trades"], index, symbols),
         bars_per_year=out["bars_per_year"],
+        _page=out["page"],
     )
 
 

@@ -4,8 +4,8 @@
 
 use crate::backtest::{Request, metrics_table};
 use crate::request::split_assignment;
-use crate::sizing::{SizingFlags, describe};
-use anyhow::{Context, Result, bail};
+use crate::sizing::SizingFlags;
+use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 use std::fmt::Write;
 use std::path::Path;
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use threadx_backtest::{Costs, PortfolioBooks, PortfolioRecord, Strategy, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Calendar, MarketData, Ohlcv, format_time};
+use threadx_report::PortfolioRun;
 use threadx_sweep::{ColumnType, write_table};
 
 /// Every symbol's bars: a universe's, or one data set as a universe of one.
@@ -41,13 +42,11 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let account = sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?.for_values(&values, &names)?;
     strategy.check_sizing(&account.sizing)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
-    if req.report.is_some() {
-        bail!("--report: the portfolio's page is not built yet; write --equity and --trades instead");
-    }
-    let outputs: Vec<(&'static str, std::path::PathBuf)> = [("--trades", &req.trades), ("--equity", &req.equity)]
-        .into_iter()
-        .filter_map(|(flag, path)| path.clone().map(|p| (flag, p)))
-        .collect();
+    let outputs: Vec<(&'static str, std::path::PathBuf)> =
+        [("--trades", &req.trades), ("--equity", &req.equity), ("--report", &req.report)]
+            .into_iter()
+            .filter_map(|(flag, path)| path.clone().map(|p| (flag, p)))
+            .collect();
     crate::outputs::check_every_output(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])?;
     let symbols = symbols(&req.data)?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
@@ -59,23 +58,24 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let per_year = req.periods_per_year.unwrap_or_else(|| Calendar::of(times).bars_per_year(times));
     let metrics = run.totals.metrics(times.len(), per_year);
     let names: Vec<&str> = symbols.iter().map(|(name, _)| name.as_str()).collect();
-    if let Some(path) = &req.trades {
-        use ColumnType::{Float, Int, Key, Text, Time};
-        let types = [Key, Text, Int, Time, Float, Float, Float, Int, Time, Float, Float, Float, Float, Text];
-        let last_close: Vec<f64> = (0..names.len()).map(|s| portfolio.last_close(s)).collect();
-        write_table(path, &trades_csv(record, &names, times, &last_close), &types)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(path) = &req.equity {
-        let mut types = vec![ColumnType::Key, ColumnType::Time, ColumnType::Float, ColumnType::Float];
-        types.extend(names.iter().map(|_| ColumnType::Float));
-        write_table(path, &equity_csv(record, &names, times), &types)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    let sizing_words = account.describe(None);
+    let page = PortfolioRun {
+        strategy: &strategy,
+        values: &values,
+        origin: &req.data,
+        symbols: &names,
+        times,
+        prices: portfolio.prices(),
+        account: &account,
+        metrics: &metrics,
+        record,
+        bars_per_year: per_year,
+        sizing: &sizing_words,
+    };
+    write_files(req, &portfolio, &page)?;
     if let Err(e) = dispatcher.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
-    let sizing_words = describe(&account, &strategy);
     if req.json {
         let mut object = Map::new();
         object.insert("strategy".into(), json!(strategy.name()));
@@ -114,11 +114,33 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
         );
         out!("{}", metrics_table(&metrics, per_year));
         outln!("  {:<14} {}", "final_equity", record.equity.last().copied().unwrap_or(account.init_cash));
-        for (what, path) in [("trades", &req.trades), ("equity", &req.equity)] {
+        for (what, path) in [("trades", &req.trades), ("equity", &req.equity), ("the report", &req.report)] {
             if let Some(path) = path {
                 outln!("wrote {what} to {}", path.display());
             }
         }
+    }
+    Ok(())
+}
+
+/// `--trades`, `--equity` and `--report` of the run `page` shows, where asked for.
+fn write_files(req: &Request, portfolio: &PortfolioBooks, page: &PortfolioRun<'_>) -> Result<()> {
+    let (record, names, times) = (page.record, page.symbols, page.times);
+    if let Some(path) = &req.trades {
+        use ColumnType::{Float, Int, Key, Text, Time};
+        let types = [Key, Text, Int, Time, Float, Float, Float, Int, Time, Float, Float, Float, Float, Text];
+        let last_close: Vec<f64> = (0..names.len()).map(|s| portfolio.last_close(s)).collect();
+        write_table(path, &trades_csv(record, names, times, &last_close), &types)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &req.equity {
+        let mut types = vec![ColumnType::Key, ColumnType::Time, ColumnType::Float, ColumnType::Float];
+        types.extend(names.iter().map(|_| ColumnType::Float));
+        write_table(path, &equity_csv(record, names, times), &types)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &req.report {
+        page.report().write(path).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The sizing flags of `backtest --portfolio` and `sweep --portfolio` ([`SizingFlags`]),
-//! resolved into the account, and the account in words.
+//! resolved over a rule file's `[sizing]` into the account.
 
 use anyhow::{Context, Result};
 use threadx_backtest::{Account, Costs, SizeType, SizingRequest, Strategy};
@@ -60,22 +60,4 @@ impl SizingFlags {
         Account::requested(&request, costs)
             .context("--size, --size-type, --lot, --min-size, --init-cash or --max-positions")
     }
-}
-
-/// The sizing in words: "cash 1000, 250 per entry"; `strategy` names a swept size's
-/// parameter.
-pub fn describe(account: &Account, strategy: &Strategy) -> String {
-    let s = &account.sizing;
-    let each = match (account.size_param, s.kind) {
-        (Some(p), kind) => format!("each entry sized by parameter {} ({})", strategy.schema()[p].name, kind.name()),
-        (None, SizeType::Percent) => format!("{}% of the cash left per entry", s.size * 100.0),
-        (None, SizeType::Value) => format!("{} per entry", s.size),
-        (None, SizeType::TargetPercent) => format!("{}% of the account's value per entry", s.size * 100.0),
-        (None, SizeType::Risk) => format!("{}% of the account's value at risk to the stop per entry", s.size * 100.0),
-    };
-    let lot = if s.lot.is_nan() { String::new() } else { format!(" in lots of {}", s.lot) };
-    let most = account
-        .max_positions
-        .map_or(String::new(), |n| format!(", at most {n} position{}", if n == 1 { "" } else { "s" }));
-    format!("cash {}, {each}{lot}{most}", account.init_cash)
 }

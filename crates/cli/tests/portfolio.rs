@@ -145,7 +145,6 @@ fn what_a_portfolio_cannot_take_is_refused_by_name() {
             vec!["backtest", "--portfolio", "--init-cash", "0"],
             "init_cash=0: the starting cash must be a positive number",
         ),
-        (vec!["backtest", "--portfolio", "--report", "r.html"], "--report: the portfolio's page is not built yet"),
         (vec!["backtest", "--portfolio", "--strategy", &shorts], "this strategy uses shorts"),
         (
             vec!["backtest", "--portfolio", "--strategy", "ma_cross", "--size-type", "risk", "--size", "0.02"],

@@ -48,7 +48,8 @@
         label: s.label,
         stroke: s.color,
         width: bars ? 0 : 1.5,
-        fill: bars ? s.color : undefined,
+        // A band of a stacked area is filled to zero, over the bands drawn before it.
+        fill: bars || s.fill ? s.color : undefined,
         paths: bars ? uPlot.paths.bars({ size: [0.92, 100] }) : spec.step ? uPlot.paths.stepped({ align: 1 }) : undefined,
         points: { show: false },
         value: yValue

@@ -117,6 +117,12 @@ impl PortfolioBooks {
         self.books.len()
     }
 
+    /// Each symbol's last close at each bar of the clock, row-major (bars × symbols; 0
+    /// before its first bar): what the account values its positions at.
+    pub fn prices(&self) -> &[f64] {
+        &self.prices
+    }
+
     /// Symbol `s`'s last close (what an open position is marked at after the last bar).
     pub fn last_close(&self, s: usize) -> f64 {
         let book = &self.books[s];

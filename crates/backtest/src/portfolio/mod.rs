@@ -119,6 +119,26 @@ impl Account {
         Ok(Self { sizing, ..*self })
     }
 
+    /// The account in words, "cash 1000, 250 per entry"; `size_param` names a swept
+    /// size's parameter.
+    pub fn describe(&self, size_param: Option<&str>) -> String {
+        let s = &self.sizing;
+        let each = match (size_param.filter(|_| self.size_param.is_some()), s.kind) {
+            (Some(name), kind) => format!("each entry sized by parameter {name} ({})", kind.name()),
+            (None, SizeType::Percent) => format!("{}% of the cash left per entry", s.size * 100.0),
+            (None, SizeType::Value) => format!("{} per entry", s.size),
+            (None, SizeType::TargetPercent) => format!("{}% of the account's value per entry", s.size * 100.0),
+            (None, SizeType::Risk) => {
+                format!("{}% of the account's value at risk to the stop per entry", s.size * 100.0)
+            }
+        };
+        let lot = if s.lot.is_nan() { String::new() } else { format!(" in lots of {}", s.lot) };
+        let most = self
+            .max_positions
+            .map_or(String::new(), |n| format!(", at most {n} position{}", if n == 1 { "" } else { "s" }));
+        format!("cash {}, {each}{lot}{most}", self.init_cash)
+    }
+
     /// At most `n` positions at once (≥ 1): an entry while `n` are held is skipped, as one
     /// the cash cannot pay for.
     pub fn with_max_positions(self, n: Option<usize>) -> Result<Self, BacktestError> {

@@ -41,7 +41,7 @@ pub fn run(
         count(symbols.len() as u64, "symbol"),
         origin,
         count(plan.combos().len(), "combo"),
-        crate::sizing::describe(&account, spec.strategy()),
+        account.describe(account.size_param.map(|p| spec.strategy().schema()[p].name.as_str())),
     );
     outln!(
         "preparing {} books of {} each (about {} each)",
