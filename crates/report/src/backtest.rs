@@ -3,7 +3,7 @@
 //! worst drawdowns, a rolling Sharpe ratio, the trades, the monthly returns and the
 //! distribution of trade returns.
 
-use crate::charts::{Axis, Unit, bars, bins_for, histogram, line_with_markers, lines, thin};
+use crate::charts::{Axis, Unit, bars, bins_for, equity_and_drawdown, histogram, line_with_markers, lines, thin};
 use crate::page::{Cell, Report, cards, facts, heat_style, note, num, pct, table};
 use crate::risk::{buy_and_hold, rolling_sharpe, rolling_window, worst_drawdowns};
 use chrono::{DateTime, Datelike};
@@ -198,46 +198,8 @@ impl BacktestRun<'_> {
     }
 
     fn add_equity(&self, report: &mut Report, prefix: &str, hold: &[f64]) {
-        let equity = &self.report.equity;
-        let mut peak = f64::NEG_INFINITY;
-        let drawdown: Vec<f64> = equity
-            .iter()
-            .map(|&e| {
-                peak = peak.max(e);
-                e / peak - 1.0
-            })
-            .collect();
-        let keep = thin(equity, &drawdown);
-        let (x, xs) = self.x_axis(&keep);
-        let pick = |values: &[f64]| keep.iter().map(|&i| values[i]).collect::<Vec<f64>>();
-        let sync = Some("equity");
-        let top = lines(
-            "Equity",
-            &x,
-            &Axis::new("equity (start = 1)", Unit::Number),
-            &xs,
-            &[("equity", "#31549B", pick(equity)), ("buy and hold", "#999999", pick(hold))],
-            sync,
-            320,
-        );
-        let bottom = lines(
-            "Drawdown",
-            &x,
-            &Axis::new("drawdown (%)", Unit::Percent),
-            &xs,
-            &[("drawdown", "#B2182B", pick(&drawdown))],
-            sync,
-            180,
-        );
-        let mut html = report.chart(&top);
-        html.push_str(&report.chart(&bottom));
-        if keep.len() < equity.len() {
-            html.push_str(&note(&format!(
-                "{} bars drawn as {} points: each stretch keeps its first, lowest and highest equity and its deepest drawdown.",
-                equity.len(),
-                keep.len()
-            )));
-        }
+        let equity = (&self.report.equity[..], "equity (start = 1)", &[("buy and hold", "#999999", hold)][..]);
+        let html = equity_and_drawdown(report, equity, &|keep| self.x_axis(keep), "equity");
         report.section("equity", &format!("{prefix}Equity and drawdown"), &html);
     }
 

@@ -1,6 +1,7 @@
 //! Chart data as `assets/report.js` draws it with uPlot: lines thinned to what a screen
 //! shows (each bucket's extremes kept, so no spike or drawdown is lost) and histograms.
 
+use crate::page::{Report, note};
 use serde_json::{Value, json};
 
 /// Points a line chart keeps at most: about three per pixel of a wide screen.
@@ -147,6 +148,49 @@ pub(crate) fn line_with_markers(
         chart["series"][drawn + k]["marker"] = Value::Bool(true);
     }
     chart
+}
+
+/// A line to draw: its label, colour and values.
+pub(crate) type Drawn<'a> = (&'a str, &'a str, &'a [f64]);
+
+/// The x axis of the bars kept: the axis and each bar's position on it.
+pub(crate) type XAxisOf<'a> = dyn Fn(&[usize]) -> (Axis, Vec<f64>) + 'a;
+
+/// An equity curve's charts: `equity` (and `others` beside it: label, colour, values) over
+/// its drawdown (%), on the x axis `x_of` gives the bars kept, both on the cursor and
+/// zoom of `sync`; with a note when the bars are thinned.
+pub(crate) fn equity_and_drawdown(
+    report: &mut Report,
+    (equity, label, others): (&[f64], &str, &[Drawn<'_>]),
+    x_of: &XAxisOf<'_>,
+    sync: &str,
+) -> String {
+    let mut peak = f64::NEG_INFINITY;
+    let drawdown: Vec<f64> = equity
+        .iter()
+        .map(|&e| {
+            peak = peak.max(e);
+            e / peak - 1.0
+        })
+        .collect();
+    let keep = thin(equity, &drawdown);
+    let (x, xs) = x_of(&keep);
+    let pick = |values: &[f64]| keep.iter().map(|&i| values[i]).collect::<Vec<f64>>();
+    let mut drawn = vec![("equity", "#31549B", pick(equity))];
+    drawn.extend(others.iter().map(|&(l, c, v)| (l, c, pick(v))));
+    let top = lines("Equity", &x, &Axis::new(label, Unit::Number), &xs, &drawn, Some(sync), 320);
+    let dd = [("drawdown", "#B2182B", pick(&drawdown))];
+    let bottom = lines("Drawdown", &x, &Axis::new("drawdown (%)", Unit::Percent), &xs, &dd, Some(sync), 180);
+    let mut html = report.chart(&top);
+    html.push_str(&report.chart(&bottom));
+    if keep.len() < equity.len() {
+        html.push_str(&note(&format!(
+            "{} bars drawn as {} points: each stretch keeps its first, lowest and highest equity and its deepest drawdown.",
+            equity.len(),
+            keep.len()
+        )));
+    }
+    html
 }
 
 /// A histogram: bars of `counts` at bin centres `centres`.

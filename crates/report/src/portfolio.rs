@@ -3,7 +3,7 @@
 //! drawdown, each symbol's share of the account over time as a stacked area, each
 //! symbol's contribution, and the trades.
 
-use crate::charts::{Axis, Unit, lines, thin};
+use crate::charts::{Axis, Unit, equity_and_drawdown, lines, thin};
 use crate::page::{Cell, Report, cards, facts, heat_style, note, num, pct, table};
 use threadx_backtest::{Account, Metrics, PortfolioRecord, Strategy};
 use threadx_indicators::format_time;
@@ -108,39 +108,8 @@ impl PortfolioRun<'_> {
     }
 
     fn add_equity(&self, report: &mut Report) {
-        let equity = &self.record.equity;
-        let mut peak = f64::NEG_INFINITY;
-        let drawdown: Vec<f64> = equity
-            .iter()
-            .map(|&e| {
-                peak = peak.max(e);
-                e / peak - 1.0
-            })
-            .collect();
-        let keep = thin(equity, &drawdown);
-        let (x, xs) = self.x_axis(&keep);
-        let pick = |values: &[f64]| keep.iter().map(|&i| values[i]).collect::<Vec<f64>>();
-        let sync = Some("portfolio");
-        let top = lines(
-            "Equity",
-            &x,
-            &Axis::new("equity", Unit::Number),
-            &xs,
-            &[("equity", "#31549B", pick(equity))],
-            sync,
-            320,
-        );
-        let bottom = lines(
-            "Drawdown",
-            &x,
-            &Axis::new("drawdown (%)", Unit::Percent),
-            &xs,
-            &[("drawdown", "#B2182B", pick(&drawdown))],
-            sync,
-            180,
-        );
-        let mut html = report.chart(&top);
-        html.push_str(&report.chart(&bottom));
+        let equity = (&self.record.equity[..], "equity", &[][..]);
+        let html = equity_and_drawdown(report, equity, &|keep| self.x_axis(keep), "portfolio");
         report.section("equity", "Equity and drawdown", &html);
     }
 
