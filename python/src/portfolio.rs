@@ -223,6 +223,8 @@ pub fn backtest_portfolio<'py>(
     let last: Vec<f64> = (0..books.symbols()).map(|s| books.last_close(s)).collect();
     out.set_item("last_close", last.into_pyarray(py))?;
     let record = run.record.expect("a detailed run keeps its record");
+    out.set_item("turnover", record.turnover())?;
+    out.set_item("mean_positions", record.mean_positions(books.symbols()))?;
     let page = PortfolioPage {
         strategy: strategy.clone(),
         values: values.clone(),

@@ -211,6 +211,10 @@ def test_a_portfolio_backtest_is_its_sweeps_row_and_adds_up_at_every_bar() -> No
     open_value = (bt.trades.loc[~closed, "size"] * closes.iloc[-1][bt.trades.loc[~closed, "symbol"]].to_numpy()).sum()
     spent_open = (bt.trades.loc[~closed, "size"] * bt.trades.loc[~closed, "entry_price"] + bt.trades.loc[~closed, "entry_fees"]).sum()
     np.testing.assert_allclose(10_000 + bt.trades.loc[closed, "pnl"].sum() + open_value - spent_open, bt.equity.iloc[-1], rtol=1e-9)
+    # The turnover (every fill's value over the mean equity) and the positions held on average.
+    traded = (bt.trades["size"] * (bt.trades["entry_price"] + bt.trades["exit_price"].fillna(0.0))).sum()
+    np.testing.assert_allclose(bt.turnover, traded / bt.equity.mean(), rtol=1e-9)
+    np.testing.assert_allclose(bt.mean_positions, (bt.positions > 0).sum(axis=1).mean(), rtol=1e-12)
 
 
 def test_one_symbol_with_all_the_cash_is_the_single_backtest() -> None:

@@ -130,6 +130,10 @@ class PortfolioBacktest:
     positions: pd.DataFrame
     trades: pd.DataFrame
     bars_per_year: float
+    #: The value bought and sold over the mean equity, and the symbols held at a bar's
+    #: close on average.
+    turnover: float = float("nan")
+    mean_positions: float = float("nan")
     _page: Any = field(default=None, repr=False, compare=False)
 
     def report(self, path: Union[str, "os.PathLike[str]"]) -> None:
@@ -177,6 +181,8 @@ def _portfolio_backtest(
         positions=pd.DataFrame(record["positions"], index=index, columns=symbols),
         trades=_trades(record["trades"], index, symbols),
         bars_per_year=out["bars_per_year"],
+        turnover=float(out["turnover"]),
+        mean_positions=float(out["mean_positions"]),
         _page=out["page"],
     )
 

@@ -93,6 +93,8 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
                 "min_size": account.sizing.min_size,
                 "max_positions": account.max_positions,
                 "final_equity": record.equity.last(),
+                "turnover": record.turnover(),
+                "mean_positions": record.mean_positions(names.len()),
             }),
         );
         object.insert("fee".into(), json!(req.fee));
@@ -114,6 +116,8 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
         );
         out!("{}", metrics_table(&metrics, per_year));
         outln!("  {:<14} {}", "final_equity", record.equity.last().copied().unwrap_or(account.init_cash));
+        outln!("  {:<14} {:.4}", "turnover", record.turnover());
+        outln!("  {:<14} {:.4}", "mean_positions", record.mean_positions(names.len()));
         for (what, path) in [("trades", &req.trades), ("equity", &req.equity), ("the report", &req.report)] {
             if let Some(path) = path {
                 outln!("wrote {what} to {}", path.display());

@@ -111,6 +111,17 @@ fn a_folder_traded_as_one_account_writes_equity_cash_positions_and_its_trades() 
     let pnl: f64 = trades.iter().map(|t| t[11].parse::<f64>().unwrap()).sum();
     let final_equity: f64 = equity.last().unwrap()[2].parse().unwrap();
     assert!((10000.0 + pnl - final_equity).abs() < 1e-6, "{pnl} against {final_equity}");
+    // The turnover (the value of every fill over the mean equity) and the positions held
+    // on average, from the two files by hand.
+    let account = json_of(&threadx(dir.path(), &[&args[..], &["--json"]].concat()))["portfolio"].clone();
+    let f = |t: &[String], i: usize| t[i].parse::<f64>().unwrap_or(0.0);
+    // An open trade (reason `end`) has no exit fill.
+    let traded: f64 = trades.iter().map(|t| f(t, 5) * (f(t, 4) + if t[13] == "end" { 0.0 } else { f(t, 9) })).sum();
+    let mean_equity = equity.iter().map(|r| f(r, 2)).sum::<f64>() / 4000.0;
+    let held = equity.iter().map(|r| (4..7).filter(|&i| f(r, i) > 0.0).count()).sum::<usize>() as f64 / 4000.0;
+    let turnover = account["turnover"].as_f64().unwrap();
+    assert!((turnover - traded / mean_equity).abs() <= 1e-9 * turnover, "{turnover} against {}", traded / mean_equity);
+    assert!((account["mean_positions"].as_f64().unwrap() - held).abs() < 1e-12, "{account}");
 }
 
 #[test]

@@ -72,20 +72,9 @@ impl PortfolioRun<'_> {
         ]
     }
 
-    /// The value bought and sold over the mean equity, and the positions held on average.
-    fn turnover_and_positions(&self) -> (f64, f64) {
-        let r = self.record;
-        let traded: f64 =
-            r.trades.iter().map(|t| t.entry.size * t.entry.price + t.exit.map_or(0.0, |x| x.size * x.price)).sum();
-        let bars = r.equity.len().max(1) as f64;
-        let mean_equity = r.equity.iter().sum::<f64>() / bars;
-        let held = r.positions.chunks(self.symbols.len().max(1)).map(|row| row.iter().filter(|&&u| u != 0.0).count());
-        (traded / mean_equity, held.sum::<usize>() as f64 / bars)
-    }
-
     fn add_metrics(&self, report: &mut Report) {
         let m = self.metrics;
-        let (turnover, positions) = self.turnover_and_positions();
+        let (turnover, positions) = (self.record.turnover(), self.record.mean_positions(self.symbols.len()));
         let last = self.record.equity.last().copied().unwrap_or(self.account.init_cash);
         let figures = [
             ("Total return", pct(m.total_return), "equity at the end over the starting cash, minus 1"),

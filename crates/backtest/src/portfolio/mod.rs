@@ -188,6 +188,24 @@ pub struct PortfolioRecord {
     pub trades: Vec<PortfolioTrade>,
 }
 
+impl PortfolioRecord {
+    /// The turnover: the value bought and sold (units × fill price, every fill) over the
+    /// mean equity.
+    pub fn turnover(&self) -> f64 {
+        let traded: f64 =
+            self.trades.iter().map(|t| t.entry.size * t.entry.price + t.exit.map_or(0.0, |x| x.size * x.price)).sum();
+        traded / (self.equity.iter().sum::<f64>() / self.equity.len().max(1) as f64)
+    }
+
+    /// The symbols held at a bar's close, on average over the bars (`symbols`: how many
+    /// the account trades).
+    pub fn mean_positions(&self, symbols: usize) -> f64 {
+        let held: usize =
+            self.positions.chunks(symbols.max(1)).map(|row| row.iter().filter(|&&u| u != 0.0).count()).sum();
+        held as f64 / self.equity.len().max(1) as f64
+    }
+}
+
 /// A portfolio run: its totals (the metrics' one source) and, when asked, its record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortfolioRun {
