@@ -222,6 +222,13 @@ fn a_portfolio_sweep_writes_one_account_a_combo_in_any_cut() {
     let all = std::fs::read(dir.path().join("all.csv")).unwrap();
     sweep("one.csv", &["--threads", "1", "--chunk-size", "2"]);
     assert_eq!(std::fs::read(dir.path().join("one.csv")).unwrap(), all, "one thread, chunks of 2");
+    // Watched by --monitor: the same rows, and the machine in the summary.
+    let said = sweep("watched.csv", &["--monitor"]);
+    assert!(said.contains("telemetry: "), "{said}");
+    assert_eq!(std::fs::read(dir.path().join("watched.csv")).unwrap(), all, "--monitor");
+    let watched: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("watched.json")).unwrap()).unwrap();
+    assert!(watched["telemetry"]["duration_s"].as_f64().is_some(), "{}", watched["telemetry"]);
     sweep("s1.csv", &["--shard", "0/2", "--chunk-size", "2"]);
     sweep("s2.csv", &["--shard", "1/2", "--chunk-size", "2"]);
     let merged = threadx(dir.path(), &["merge", "s1.csv", "s2.csv", "--out", "merged.csv"]);
@@ -459,7 +466,7 @@ fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
         ),
         (
             vec!["sweep", "--data", "data", "--portfolio", "--report", "r.html"],
-            "--report: a portfolio sweep's are not built yet",
+            "--report: a portfolio sweep's page is not built yet",
         ),
         (vec!["sweep", "--data", "data", "--size", "0.5"], "--size: sizing needs --portfolio"),
         (

@@ -55,7 +55,16 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
         crate::outputs::check_every_output(&outputs, &inputs)?;
         let origin = args.data.as_str();
         let symbols = crate::portfolio::symbols_of(data, origin)?;
-        return portfolio::run(args, &spec, &by, (origin, symbols), dispatcher, &opts, search_plot.as_deref(), phases);
+        let plots = (search_plot.as_deref(), monitor_plot.as_deref());
+        return portfolio::run(
+            args,
+            &spec,
+            &by,
+            (origin, symbols),
+            dispatcher,
+            (&opts, plots, monitor.as_mut()),
+            phases,
+        );
     }
     if let Some(given) = args.sizing.given().first() {
         bail!("{given}: sizing needs --portfolio");
@@ -97,31 +106,45 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
         let summary = search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet, args.profile)?;
         return crate::pages::after_sweep(args.report.as_deref(), &session, &summary, &opts, mode);
     }
+    let report = grid_to_files(&session, args, &opts, phases, (monitor.as_mut(), monitor_plot.as_deref()))?;
+    print_grid_run(args, &spec, &by, &opts, &session.preparation(), &report, monitor_plot.as_deref())?;
+    crate::pages::after_sweep(args.report.as_deref(), &session, &report.summary, &opts, mode)
+}
+
+/// A session's whole plan run to files as `opts` says, with a progress bar; the machine
+/// sampled into the summary when `monitor` runs, its plot written to `monitor_plot`; the
+/// timing profile saved.
+pub(crate) fn grid_to_files(
+    session: &Session,
+    args: &SweepArgs,
+    opts: &OutputOptions,
+    phases: PhaseTimer,
+    (mut monitor, monitor_plot): (Option<&mut SystemMonitor>, Option<&Path>),
+) -> Result<SweepReport> {
     let bar = progress_bar(session.sweep().combos().len(), args.quiet, "combos");
     // After the last chunk, the statistics still take a while (seconds at 10^6 combos).
-    let last_step = if spec.overfitting().is_some() { " · computing the overfitting statistics" } else { "" };
-    let mut sample_machine = || {
-        let monitor = monitor.as_mut().expect("sampled only with --monitor");
-        monitor.stop();
-        machine_summary(&monitor.history(), monitor.gpu_names(), monitor.gpu_status())
-    };
-    let telemetry: Option<&mut dyn FnMut() -> MachineSummary> =
-        if args.monitor { Some(&mut sample_machine) } else { None };
-    let report = session.run_to_files(
-        &opts,
-        phases,
-        &mut |done, total| {
+    let last_step =
+        if session.spec().overfitting().is_some() { " · computing the overfitting statistics" } else { "" };
+    let report = {
+        let mut sample_machine = || {
+            let monitor = monitor.as_mut().expect("sampled only with --monitor");
+            monitor.stop();
+            machine_summary(&monitor.history(), monitor.gpu_names(), monitor.gpu_status())
+        };
+        let telemetry: Option<&mut dyn FnMut() -> MachineSummary> =
+            if args.monitor { Some(&mut sample_machine) } else { None };
+        let mut progress = |done, total| {
             bar.set_length(total);
             bar.set_position(done);
             if done == total {
                 bar.set_message(last_step);
             }
-        },
-        telemetry,
-    );
+        };
+        session.run_to_files(opts, phases, &mut progress, telemetry)
+    };
     bar.finish_and_clear();
     let report = report?;
-    if let (Some(monitor), Some(plot)) = (monitor.as_ref(), &monitor_plot) {
+    if let (Some(monitor), Some(plot)) = (monitor.as_ref(), monitor_plot) {
         let title = format!("threadx sweep {}", opts.out.display());
         let svg = plot_svg(&monitor.history(), monitor.gpu_names(), monitor.cores(), &title)?;
         write_file_atomic(plot, svg.as_bytes()).with_context(|| format!("writing {}", plot.display()))?;
@@ -129,8 +152,7 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
     if let Err(e) = session.flush() {
         tracing::warn!("could not save the timing profile: {e}");
     }
-    print_grid_run(args, &spec, &by, &opts, &session.preparation(), &report, monitor_plot.as_deref())?;
-    crate::pages::after_sweep(args.report.as_deref(), &session, &report.summary, &opts, mode)
+    Ok(report)
 }
 
 /// The run's first lines: what runs on which data, in how many combos or trials.

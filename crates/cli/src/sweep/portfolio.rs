@@ -2,8 +2,8 @@
 //! combo one account and one row (docs/portfolios.md), on the CPU: the grid's run to files
 //! (checkpoints, shards, resume), or a search, through the one session every sweep uses.
 
-use crate::console::{count, progress_bar};
-use crate::sweep::{print_grid_run, search};
+use crate::console::count;
+use crate::sweep::{grid_to_files, print_grid_run, search};
 use crate::sweep_args::SweepArgs;
 use anyhow::{Context, Result, bail};
 use std::path::Path;
@@ -11,23 +11,28 @@ use std::sync::Arc;
 use threadx_dispatch::{Dispatcher, format_bytes, thousands};
 use threadx_indicators::Ohlcv;
 use threadx_sweep::{OutputOptions, Session, SweepPlan, SweepSpec};
-use threadx_telemetry::PhaseTimer;
+use threadx_telemetry::{PhaseTimer, SystemMonitor};
 
-/// Runs the portfolio sweep (or search, with `search_plot` its plot's path) of `symbols`
-/// (name and bars, in symbol order) from `origin`.
-#[allow(clippy::too_many_arguments)] // The flags, the spec and its ranking, the data, the devices, the files.
+/// Runs the portfolio sweep (or search) of `symbols` (name and bars, in symbol order) from
+/// `origin` to the files `opts` names, with the search's and the monitor's plots where
+/// asked, the machine sampled by `monitor` when it runs.
 pub fn run(
     args: &SweepArgs,
     spec: &SweepSpec,
     by: &str,
     (origin, symbols): (&str, Vec<(String, Arc<Ohlcv>)>),
     dispatcher: Arc<Dispatcher>,
-    opts: &OutputOptions,
-    search_plot: Option<&Path>,
+    (opts, (search_plot, monitor_plot), monitor): (
+        &OutputOptions,
+        (Option<&Path>, Option<&Path>),
+        Option<&mut SystemMonitor>,
+    ),
     phases: PhaseTimer,
 ) -> Result<()> {
-    if args.monitor || args.report.is_some() {
-        bail!("--monitor and --report: a portfolio sweep's are not built yet");
+    if args.report.is_some() {
+        bail!(
+            "--report: a portfolio sweep's page is not built yet (backtest --portfolio --report draws one account's)"
+        );
     }
     let account = args.sizing.account(spec.strategy(), spec.costs())?;
     let plan = SweepPlan::for_symbols(spec, &symbols, dispatcher.policy())?;
@@ -59,12 +64,6 @@ pub fn run(
     if spec.search().is_some() {
         return search::run(&session, opts, search_plot, phases, args.quiet, args.profile).map(drop);
     }
-    let bar = progress_bar(session.sweep().combos().len(), args.quiet, "combos");
-    let mut progress = |done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-    };
-    let report = session.run_to_files(opts, phases, &mut progress, None);
-    bar.finish_and_clear();
-    print_grid_run(args, spec, by, opts, &session.preparation(), &report?, None)
+    let report = grid_to_files(&session, args, opts, phases, (monitor, monitor_plot))?;
+    print_grid_run(args, spec, by, opts, &session.preparation(), &report, monitor_plot)
 }
