@@ -219,3 +219,30 @@ fn risk_sizing_buys_what_the_stop_would_lose_of_the_accounts_value() {
     let refused = bb.check_sizing(&account.sizing).expect_err("no stop").to_string();
     assert!(refused.contains("risk sizing sizes each entry from its distance to its stop"), "{refused}");
 }
+
+/// A `rank` rule orders a bar's entries when the cash cannot pay for all: every symbol
+/// wants in at its first bar, the first to enter takes all the cash, and the rank says
+/// which that is (symbol order without it).
+#[test]
+fn a_rank_rule_decides_which_entry_the_cash_pays_for() {
+    let data = [Ohlcv::load("synthetic:bars=500,seed=7").unwrap(), Ohlcv::load("synthetic:bars=500,seed=8").unwrap()];
+    let dispatcher = Dispatcher::from_env(Some(DeviceMode::Cpu)).expect("a CPU dispatcher");
+    let named: Vec<(&str, &Ohlcv)> = vec![("A", &data[0]), ("B", &data[1])];
+    let first_symbol = |rank: &str| {
+        let text = format!("name = \"always\"\n[rules]\nentry = \"close > 0\"\n{rank}");
+        let strategy = Strategy::from_toml(&text, "always.toml").expect("a rule file");
+        let books = PortfolioBooks::for_params(&strategy, &[], &named, &dispatcher).expect("books");
+        let account = Account::new(1000.0, Sizing::default(), COSTS).expect("valid");
+        let record = books.simulate(&books.plans_of(0), &account, true).record.expect("a record");
+        assert_eq!(record.trades.len(), 1, "all the cash went into one");
+        record.trades[0].symbol
+    };
+    let higher = usize::from(data[1].close()[0] > data[0].close()[0]);
+    assert_eq!(first_symbol(""), 0, "symbol order");
+    assert_eq!(first_symbol("rank = \"close\""), higher);
+    assert_eq!(first_symbol("rank = \"-close\""), 1 - higher);
+    // A rank reads no parameter (yet).
+    let text = "name = \"p\"\n[params]\nk = { kind = \"int\", default = 2, min = 1, max = 9 }\n[rules]\nentry = \"close > 0\"\nrank = \"close * k\"\n";
+    let refused = Strategy::from_toml(text, "p.toml").expect_err("a parameter").to_string();
+    assert!(refused.contains("p.toml:6:9: rule `rank` may read series and numbers, not parameters"), "{refused}");
+}

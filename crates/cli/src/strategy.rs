@@ -121,7 +121,7 @@ fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
         let Some(text) = strategy.rule(kind) else { continue };
         let deps = strategy.depends_on(kind);
         let reads = if deps.is_empty() { "no parameter".to_owned() } else { deps.join(", ") };
-        let rows = if kind == RuleKind::Require {
+        let rows = if matches!(kind, RuleKind::Require | RuleKind::Rank) {
             String::new()
         } else {
             format!("; {} rows", thousands(layout.rows_of(kind)))

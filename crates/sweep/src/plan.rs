@@ -255,7 +255,7 @@ impl SweepPlan {
             .iter()
             .map(|bank| Ok((SignalBook::from_layout(bank, layout.clone())?, bank.data().timestamps())))
             .collect::<Result<Vec<_>, SweepError>>()?;
-        let books = PortfolioBooks::new(books)?;
+        let books = PortfolioBooks::new(books)?.ranked_by(spec.strategy(), banks)?;
         let clock = books.times();
         let bars_per_year = spec.periods_per_year().unwrap_or_else(|| Calendar::of(clock).bars_per_year(clock));
         let blocks = match spec.overfitting() {

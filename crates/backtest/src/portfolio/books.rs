@@ -12,6 +12,7 @@ use crate::fixed::Totals;
 use crate::metrics::ExitReason;
 use crate::portfolio::schedule::Schedule;
 use crate::portfolio::{Account, Mark, PortfolioRun, Sizing, Source, run};
+use crate::rules::rank_series;
 use crate::simulate::BatchTotals;
 use crate::strategy::Strategy;
 use crate::trade_parts::{last_bar, next_bit, prefetch};
@@ -29,6 +30,8 @@ pub struct PortfolioBooks {
     clock: Vec<Option<Vec<u32>>>,
     /// Bars × symbols, row-major: each symbol's last close (0 before its first bar).
     prices: Vec<f64>,
+    /// Per symbol, its `rank` rule's value at each of its own bars; empty without one.
+    ranks: Vec<Vec<f64>>,
 }
 
 impl PortfolioBooks {
@@ -66,7 +69,18 @@ impl PortfolioBooks {
             let identity = bars.iter().enumerate().all(|(i, &b)| b as usize == i);
             clock.push((!identity).then_some(bars));
         }
-        Ok(Self { books: symbols.into_iter().map(|(book, _)| book).collect(), times, clock, prices })
+        Ok(Self { books: symbols.into_iter().map(|(book, _)| book).collect(), times, clock, prices, ranks: Vec::new() })
+    }
+
+    /// The books ranking each bar's entries by `ranks` (per symbol, a value at each of its
+    /// own bars, as [`crate::rank_series`] gives): the highest first, NaN last, then by
+    /// symbol.
+    pub fn with_ranks(self, ranks: Vec<Vec<f64>>) -> Result<Self, BacktestError> {
+        let fits = ranks.len() == self.books.len() && ranks.iter().zip(&self.books).all(|(r, b)| r.len() == b.bars());
+        if !fits {
+            return Err(BacktestError::Portfolio("a rank series per symbol, one value per bar of its own".into()));
+        }
+        Ok(Self { ranks, ..self })
     }
 
     /// The union of the symbols' bar times, ascending: the account's clock.
@@ -87,15 +101,29 @@ impl PortfolioBooks {
         dispatcher: &Dispatcher,
     ) -> Result<Self, BacktestError> {
         let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
+        let banks: Vec<IndicatorBank<'_>> =
+            symbols.iter().map(|(_, bars)| IndicatorBank::new(bars, dispatcher)).collect();
         let books = symbols
             .iter()
-            .map(|(name, bars)| {
-                let book = SignalBook::build(&IndicatorBank::new(bars, dispatcher), strategy, &axes)
+            .zip(&banks)
+            .map(|((name, bars), bank)| {
+                let book = SignalBook::build(bank, strategy, &axes)
                     .map_err(|e| BacktestError::Portfolio(format!("symbol {name}: {e}")))?;
                 Ok((book, bars.timestamps()))
             })
             .collect::<Result<Vec<_>, BacktestError>>()?;
-        Self::new(books)
+        Self::new(books)?.ranked_by(strategy, &banks)
+    }
+
+    /// The books with `strategy`'s `rank` rule evaluated on each symbol's bank (`banks`,
+    /// in symbol order) ordering the entries ([`Self::with_ranks`]); as they are without
+    /// the rule.
+    pub fn ranked_by(self, strategy: &Strategy, banks: &[IndicatorBank<'_>]) -> Result<Self, BacktestError> {
+        let ranks = banks.iter().map(|bank| rank_series(bank, strategy)).collect::<Result<Option<Vec<_>>, _>>()?;
+        match ranks {
+            Some(ranks) => self.with_ranks(ranks),
+            None => Ok(self),
+        }
     }
 
     /// Combo `combo`'s plan in each symbol's book.
@@ -291,6 +319,14 @@ impl Source for BookSource<'_> {
         }
         prefetch(rules.close, i + 1);
         Some(self.books.at(s, i))
+    }
+
+    fn ranked(&self) -> bool {
+        !self.books.ranks.is_empty()
+    }
+
+    fn rank(&self, s: usize, own: usize) -> f64 {
+        self.books.ranks[s][own]
     }
 
     fn stop_level(&self, s: usize, own: usize, close: f64) -> Option<f64> {

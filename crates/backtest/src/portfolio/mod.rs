@@ -52,6 +52,10 @@ pub(crate) trait Source {
     /// The stop level symbol `s`'s position entered at own bar `own` (close `close`)
     /// would get; None without a stop (0 or NaN: none either).
     fn stop_level(&self, s: usize, own: usize, close: f64) -> Option<f64>;
+    /// Whether a bar's entries go by rank ([`Source::rank`]) rather than symbol order.
+    fn ranked(&self) -> bool;
+    /// Symbol `s`'s rank at its own bar `own`: the highest enters first (NaN: last).
+    fn rank(&self, s: usize, own: usize) -> f64;
 }
 
 /// A bar of the clock and a symbol's own bar there.
@@ -412,6 +416,14 @@ fn trade_bar<S: Source>(
         None => due.entries.push((s, own)),
     });
     due.exits.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if source.ranked() && due.entries.len() > 1 {
+        // The highest rank first, NaN last, then symbol order (a stable sort).
+        let key = |&(s, own): &(usize, usize)| {
+            let r = source.rank(s, own);
+            if r.is_nan() { f64::NEG_INFINITY } else { r }
+        };
+        due.entries.sort_by(|a, b| key(b).total_cmp(&key(a)));
+    }
     for &(_, s, own, reason) in &due.exits {
         ledger.exit(t, s, row[s], reason, account);
         // No entry on the bar of an exit.

@@ -76,9 +76,17 @@ impl Source for ArraySource {
         next_bit(&self.exits[s], own + 1).map(|bar| (Mark { bar, own: bar }, ExitReason::Signal))
     }
 
-    // A user's signals carry no stop.
+    // A user's signals carry no stop, and their entries go in column order.
     fn stop_level(&self, _s: usize, _own: usize, _close: f64) -> Option<f64> {
         None
+    }
+
+    fn ranked(&self) -> bool {
+        false
+    }
+
+    fn rank(&self, _s: usize, _own: usize) -> f64 {
+        f64::NAN
     }
 }
 

@@ -35,6 +35,7 @@ struct RulesDef {
     short_take_profit: Option<Spanned<RuleText>>,
     trail: Option<Spanned<RuleText>>,
     require: Option<Spanned<RuleText>>,
+    rank: Option<Spanned<RuleText>>,
     fill: Option<Spanned<String>>,
     intrabar: Option<bool>,
 }
@@ -230,31 +231,7 @@ impl StrategyFile {
                 ));
             }
         }
-        let mut compiled = Vec::new();
-        for (kind, value) in [
-            (RuleKind::Entry, rules.entry.as_ref()),
-            (RuleKind::Exit, rules.exit.as_ref()),
-            (RuleKind::Stop, rules.stop.as_ref()),
-            (RuleKind::TakeProfit, rules.take_profit.as_ref()),
-            (RuleKind::MaxBars, rules.max_bars.as_ref()),
-            (RuleKind::ShortEntry, rules.short_entry.as_ref()),
-            (RuleKind::ShortExit, rules.short_exit.as_ref()),
-            (RuleKind::ShortStop, rules.short_stop.as_ref()),
-            (RuleKind::ShortTakeProfit, rules.short_take_profit.as_ref()),
-            (RuleKind::Trail, rules.trail.as_ref()),
-            (RuleKind::Require, rules.require.as_ref()),
-        ] {
-            let Some(value) = value else { continue };
-            let (text, start) = match value.get_ref() {
-                RuleText::Text(text) => (text.clone(), text_start(source, &value.span())),
-                RuleText::Number(v) => (format!("{v}"), value.span().start),
-            };
-            let mut rule = Rule::compile(kind, &text, &params).map_err(|e| {
-                at(start + e.span.start..start + e.span.end, &format!("rule `{}`: {}", kind.name(), e.message))
-            })?;
-            rule.start = start;
-            compiled.push(rule);
-        }
+        let compiled = compile_rules(rules, &params, source, &at)?;
         Ok(Self {
             name,
             description: file.description.trim().to_owned(),
@@ -267,6 +244,47 @@ impl StrategyFile {
             builtin,
         })
     }
+}
+
+/// Every rule of `[rules]` compiled against `params`, a mistake shown at its text in
+/// `source`.
+fn compile_rules(
+    rules: &RulesDef,
+    params: &[ParamSpec],
+    source: &str,
+    at: &dyn Fn(Range<usize>, &str) -> BacktestError,
+) -> Result<Vec<Rule>, BacktestError> {
+    let mut compiled = Vec::new();
+    for (kind, value) in [
+        (RuleKind::Entry, rules.entry.as_ref()),
+        (RuleKind::Exit, rules.exit.as_ref()),
+        (RuleKind::Stop, rules.stop.as_ref()),
+        (RuleKind::TakeProfit, rules.take_profit.as_ref()),
+        (RuleKind::MaxBars, rules.max_bars.as_ref()),
+        (RuleKind::ShortEntry, rules.short_entry.as_ref()),
+        (RuleKind::ShortExit, rules.short_exit.as_ref()),
+        (RuleKind::ShortStop, rules.short_stop.as_ref()),
+        (RuleKind::ShortTakeProfit, rules.short_take_profit.as_ref()),
+        (RuleKind::Trail, rules.trail.as_ref()),
+        (RuleKind::Require, rules.require.as_ref()),
+        (RuleKind::Rank, rules.rank.as_ref()),
+    ] {
+        let Some(value) = value else { continue };
+        let (text, start) = match value.get_ref() {
+            RuleText::Text(text) => (text.clone(), text_start(source, &value.span())),
+            RuleText::Number(v) => (format!("{v}"), value.span().start),
+        };
+        let mut rule = Rule::compile(kind, &text, params).map_err(|e| {
+            at(start + e.span.start..start + e.span.end, &format!("rule `{}`: {}", kind.name(), e.message))
+        })?;
+        rule.start = start;
+        if kind == RuleKind::Rank && !rule.deps.is_empty() {
+            let span = start..start + text.len();
+            return Err(at(span, "rule `rank` may read series and numbers, not parameters (for now)"));
+        }
+        compiled.push(rule);
+    }
+    Ok(compiled)
 }
 
 /// `fill` and `intrabar` of `[rules]`.

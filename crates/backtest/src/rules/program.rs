@@ -39,10 +39,13 @@ pub enum RuleKind {
     /// Which parameter combinations are valid (parameters only): others are refused, and
     /// a sweep skips them.
     Require,
+    /// A portfolio's order of a bar's entries when the cash cannot pay for them all: the
+    /// highest value first (a number per bar; no parameter, for now).
+    Rank,
 }
 
 impl RuleKind {
-    pub const ALL: [RuleKind; 11] = [
+    pub const ALL: [RuleKind; 12] = [
         RuleKind::Entry,
         RuleKind::Exit,
         RuleKind::Stop,
@@ -54,6 +57,7 @@ impl RuleKind {
         RuleKind::ShortTakeProfit,
         RuleKind::Trail,
         RuleKind::Require,
+        RuleKind::Rank,
     ];
 
     /// The key in `[rules]`.
@@ -70,6 +74,7 @@ impl RuleKind {
             RuleKind::ShortTakeProfit => "short_take_profit",
             RuleKind::Trail => "trail",
             RuleKind::Require => "require",
+            RuleKind::Rank => "rank",
         }
     }
 
@@ -81,7 +86,8 @@ impl RuleKind {
             | RuleKind::TakeProfit
             | RuleKind::ShortStop
             | RuleKind::ShortTakeProfit
-            | RuleKind::Trail => (Kind::Number, true),
+            | RuleKind::Trail
+            | RuleKind::Rank => (Kind::Number, true),
             RuleKind::MaxBars => (Kind::Number, false),
             RuleKind::Require => (Kind::Cond, false),
         }
