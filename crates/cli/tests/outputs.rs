@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{text, threadx};
+use common::{command, text, threadx};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::Command;
@@ -136,7 +136,11 @@ fn devices_are_written_in_place_with_nothing_beside_them() {
         vec!["--device", "cpu", "indicators", "--data", data, "--ind", "sma", "--out", &full],
         vec!["data", "synth", "--bars", "100", "--out", &full],
     ] {
-        let out = threadx(d, &args);
+        // A run that fails late leaves no scratch checkpoint behind for a later process
+        // with its pid to trip on.
+        let tmp = tempfile::tempdir().unwrap();
+        let out = command(d, &args).env("TMPDIR", tmp.path()).output().unwrap();
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "{args:?} left its scratch folder");
         assert!(!out.status.success(), "{args:?} wrote to a full device");
         assert!(text(&out.stderr).contains("No space left on device"), "{args:?}: {}", text(&out.stderr));
         assert!(std::fs::metadata(d.join("full")).unwrap().file_type().is_char_device());

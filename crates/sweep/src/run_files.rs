@@ -146,11 +146,13 @@ fn first_difference(before: &Value, now: &Value, path: &str) -> Option<String> {
 /// A run's hold on its outputs, taken before any work so that no second run into the
 /// same `--out` can start while this one prepares: the lock of the checkpoint folder,
 /// made for it when there was none (and removed again if the run ends before it began:
-/// a folder without `sweep.json` holds nothing).
+/// a folder without `sweep.json` holds nothing; a device's or FIFO's scratch folder is
+/// removed however the run ends, since nothing can resume it).
 #[derive(Debug)]
 pub struct OutputHold {
     parts: PathBuf,
     made: bool,
+    scratch: bool,
     _lock: CheckpointLock,
 }
 
@@ -158,7 +160,8 @@ impl Drop for OutputHold {
     fn drop(&mut self) {
         // Only a folder still this run's own (its lock file the one held: a finished run
         // removes the folder, and another run may have made a new one since).
-        if self.made && !self.parts.join(META).exists() && self._lock.is_file_at(&self.parts.join("lock")) {
+        let resumable = !self.scratch && self.parts.join(META).exists();
+        if self.made && !resumable && self._lock.is_file_at(&self.parts.join("lock")) {
             let _ = fs::remove_dir_all(&self.parts);
         }
     }
@@ -171,13 +174,17 @@ const META: &str = "sweep.json";
 /// fails at once, naming the other run's pid, when a live run holds it.
 pub fn hold_outputs(opts: &mut OutputOptions) -> Result<(), SweepError> {
     let parts = checkpoint_dir(&opts.out);
+    let scratch = is_special_file(&opts.out);
+    if scratch && parts.exists() {
+        remove_stale_scratch(&parts)?;
+    }
     let made = !parts.exists();
     if made {
         fs::create_dir(&parts).map_err(io_error(&parts))?;
     }
     match CheckpointLock::acquire(&parts) {
         Ok(lock) => {
-            opts.hold = Some(Arc::new(OutputHold { parts, made, _lock: lock }));
+            opts.hold = Some(Arc::new(OutputHold { parts, made, scratch, _lock: lock }));
             Ok(())
         }
         Err(e) => {
@@ -187,6 +194,16 @@ pub fn hold_outputs(opts: &mut OutputOptions) -> Result<(), SweepError> {
             Err(e)
         }
     }
+}
+
+/// Removes the scratch folder `parts` of a device's or FIFO's run that a dead process with
+/// this pid left (it killed, or failed late): nothing can resume it. Refused while a live
+/// run holds it.
+fn remove_stale_scratch(parts: &Path) -> Result<(), SweepError> {
+    let lock = CheckpointLock::acquire(parts)?;
+    fs::remove_dir_all(parts).map_err(io_error(parts))?;
+    drop(lock);
+    Ok(())
 }
 
 /// Whether `opts` already holds the checkpoint folder `parts`.
@@ -227,10 +244,12 @@ fn open_checkpoint(parts: &Path, meta: Value, opts: &OutputOptions) -> Result<Op
 
 /// A run's checkpoint folder, open for the run its identity names: made for it, or the
 /// same run's found again (`--resume`), held until the run ends. Every run (grid, search,
-/// universe) opens, holds and removes its checkpoint here and nowhere else.
+/// universe) opens, holds and removes its checkpoint here and nowhere else. A device's or
+/// FIFO's scratch folder is removed however the run ends: nothing can resume it.
 #[derive(Debug)]
 pub(crate) struct Checkpoint {
     parts: PathBuf,
+    scratch: bool,
     lock: Option<CheckpointLock>,
 }
 
@@ -240,7 +259,7 @@ impl Checkpoint {
     pub(crate) fn open(opts: &OutputOptions, identity: &Identity) -> Result<Self, SweepError> {
         let parts = checkpoint_dir(&opts.out);
         let lock = open_checkpoint(&parts, json!({"identity": identity, "shard": opts.shard.index}), opts)?;
-        Ok(Self { parts, lock })
+        Ok(Self { parts, scratch: is_special_file(&opts.out), lock })
     }
 
     /// The folder, for the run's own files in it.
@@ -259,8 +278,17 @@ impl Checkpoint {
     ) -> Result<Option<PathBuf>, SweepError> {
         let summary_path = commit_with_summary(staged, summary, &opts.out, opts.shard)?;
         fs::remove_dir_all(&self.parts).map_err(io_error(&self.parts))?;
-        drop(self.lock);
         Ok(summary_path)
+    }
+}
+
+impl Drop for Checkpoint {
+    fn drop(&mut self) {
+        // Still held here (the lock is dropped after this), so no other run finds it half
+        // gone; a run that holds it through `OutputOptions::hold` removes it there.
+        if self.scratch && self.lock.is_some() {
+            let _ = fs::remove_dir_all(&self.parts);
+        }
     }
 }
 
@@ -373,7 +401,11 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
     let parts = checkpoint_dir(&opts.out);
     if parts.exists() && !holds(opts, &parts) {
         // Taken and let go at once: only to tell whether a live run holds it.
-        drop(CheckpointLock::acquire(&parts)?);
+        if is_special_file(&opts.out) {
+            remove_stale_scratch(&parts)?;
+        } else {
+            drop(CheckpointLock::acquire(&parts)?);
+        }
     }
     if parts.join(META).exists() && !opts.resume {
         return Err(SweepError::Results(format!(

@@ -195,6 +195,28 @@ fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
 }
 
 #[test]
+fn a_devices_scratch_checkpoint_never_outlives_its_run() {
+    let null = PathBuf::from("/dev/null");
+    let scratch = threadx_sweep::checkpoint_dir(&null);
+    // A dead process that had this pid left its scratch folder: nothing can resume it.
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("sweep.json"), "{}").unwrap();
+    let (d, spec) = many_chunks();
+    let profile = tempfile::tempdir().unwrap();
+    let dispatcher = cpu(&profile);
+    let bank = IndicatorBank::new(&d, &dispatcher);
+    let sweep = Sweep::prepare(&bank, &checked(&spec)).unwrap();
+    let dying = DevicePool::new(vec![Worker::cpu().with_lanes(1).with_fault(Fault::FailAt { chunk: 2 })])
+        .unwrap()
+        .without_fallback();
+    let crash = to_files(&sweep, &d, &dying, &[1.0], &options(&null)).unwrap_err();
+    assert!(crash.to_string().contains("every worker failed"), "{crash}");
+    assert!(!scratch.exists(), "a failed run leaves no scratch folder");
+    to_files(&sweep, &d, &cpu_pool(2), &[1.0], &options(&null)).unwrap();
+    assert!(!scratch.exists(), "nor does a finished one");
+}
+
+#[test]
 fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     let d = Ohlcv::load("synthetic:bars=6000,seed=11").unwrap();
     let mut spec = bb_spec();
