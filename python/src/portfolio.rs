@@ -6,7 +6,7 @@
 
 use crate::table::Table;
 use crate::universe::Universe;
-use crate::{constraints_of, detached, dispatcher, request, sweep_error, value};
+use crate::{constraints_of, detached, dispatcher, flush, request, sweep_error, value};
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
@@ -18,7 +18,7 @@ use threadx_backtest::{
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Calendar, Ohlcv};
-use threadx_sweep::{Session, SweepError, SweepPlan, SweepSpec};
+use threadx_sweep::{Session, SweepError, SweepPlan, SweepSpec, WalkData};
 
 /// The account's metrics as a one-row table, and its record when `details`.
 #[pyfunction]
@@ -128,7 +128,7 @@ fn record_dict(py: Python<'_>, record: PortfolioRecord, bars: usize, symbols: us
 /// Every combo of the request's grid as one account over the universe's symbols: the
 /// rows of `threadx sweep --portfolio`, in combo order, as `{"rows": Table}`, with
 /// `"overfitting"` (JSON) when the request asks for the statistics; `by`, `minimize` and
-/// `constraints` rank their best combos.
+/// `constraints` rank their best combos. A walk-forward's request gives `{"windows": Table}`.
 #[pyfunction]
 #[pyo3(signature = (
     universe, request_json, size=None, size_type=None, lot=None, min_size=None, init_cash=None, progress=None,
@@ -156,6 +156,25 @@ pub fn sweep_portfolio<'py>(
     let sizing = (size, size_type, lot, min_size);
     let account = account(spec.strategy().sizing(), sizing, (init_cash, max_positions), spec.costs())?;
     let dispatcher = dispatcher(spec.device())?;
+    if spec.walk_forward().is_some() {
+        let windows = py.detach(|| -> Result<_, SweepError> {
+            let symbols = universe.universe.load_all().map_err(|e| SweepError::Spec(e.to_string()))?;
+            let clock = WalkData::portfolio_clock(&symbols);
+            let data = WalkData::Portfolio {
+                origin: universe.universe.origin(),
+                symbols: &symbols,
+                account: &account,
+                clock: &clock,
+            };
+            let ranking = threadx_sweep::WindowRanking { by, minimize, constraints: &constraints };
+            let report = threadx_sweep::walk_forward(data, &dispatcher, &spec, ranking, &mut |_, _| {});
+            flush(&dispatcher);
+            Ok(threadx_sweep::walk_forward_table(&report?, &clock, &spec))
+        });
+        let out = PyDict::new(py);
+        out.set_item("windows", Table::new(windows.map_err(sweep_error)?, &spec, None)?)?;
+        return Ok(out);
+    }
     let (rows, overfitting) = detached(py, &dispatcher, progress, |report| {
         let session = portfolio_session(&spec, universe, account, &dispatcher)?;
         let rows = session.run_in_memory(report)?;

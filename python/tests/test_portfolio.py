@@ -226,14 +226,12 @@ def test_one_symbol_with_all_the_cash_is_the_single_backtest() -> None:
     assert account.metrics["trades"] == single.metrics["trades"]
 
 
-def test_sizing_without_a_portfolio_and_what_a_portfolio_cannot_run_are_named() -> None:
+def test_sizing_without_a_portfolio_and_what_a_portfolio_cannot_take_are_named() -> None:
     df = threadx.synthetic(bars=2000, seed=4)
     with pytest.raises(ValueError, match="size, init_cash: sizing needs portfolio=True"):
         threadx.backtest(df, "bb_atr", size=0.5, init_cash=100.0)
     with pytest.raises(ValueError, match="size_type: sizing needs portfolio=True"):
         threadx.sweep(df, size_type="value", progress=False)
-    with pytest.raises(ValueError, match="a walk-forward of a portfolio is not built yet"):
-        threadx.sweep({"A": df}, walk_forward="train=1000,test=500", portfolio=True, progress=False)
     with pytest.raises(ValueError, match="this strategy uses shorts"):
         threadx.backtest({"A": df}, str(REPO / "examples" / "strategies" / "bb_long_short.toml"), portfolio=True)
 
@@ -258,6 +256,26 @@ def test_a_portfolio_sweeps_overfitting_statistics_are_the_clis(cli: Cli) -> Non
     assert ours == theirs
     assert ours["blocks"]["count"] == 8 and len(ours["top"]) == 6 and 0.0 <= ours["pbo"] <= 1.0
     assert list(rows["sharpe"]) == list(cli.csv("p.csv")["sharpe"])
+
+
+def test_a_portfolios_walk_forward_is_the_clis(cli: Cli) -> None:
+    # Three symbols, one ending early: its last windows trade the other two.
+    (cli.workdir / "u").mkdir()
+    frames = {}
+    for seed, (name, bars) in enumerate([("AAA", 3000), ("BBB", 1800), ("CCC", 3000)], 1):
+        cli.run("data", "synth", "--bars", str(bars), "--seed", str(seed), "--out", f"u/{name}.parquet")
+        frames[name] = pd.read_parquet(cli.workdir / "u" / f"{name}.parquet")
+    grid = {"bb_period": [10, 20, 30], "atr_mult": [1, 2]}
+    windows = threadx.sweep(frames, "bb_atr", grid=grid, walk_forward="train=1000,test=500", portfolio=True,
+                            size=0.4, by="total_return", progress=False)
+    cli.run("sweep", "--data", "u/*.parquet", "--portfolio", "--size", "0.4", "--strategy", "bb_atr",
+            *grid_flags(grid), "--walk-forward", "train=1000,test=500", "--by", "total_return", "--out", "w.csv")
+    theirs = pd.read_csv(cli.workdir / "w.csv").set_index("window")
+    assert len(windows) == len(theirs) == 4
+    assert list(windows["combo"]) == list(theirs["combo"])
+    for metric in ("in_sample_total_return", "total_return", "sharpe", "trades", "exposure"):
+        np.testing.assert_array_equal(windows[metric].to_numpy(float), theirs[metric].to_numpy(float), err_msg=metric)
+    assert (windows["trades"] > 0).all()
 
 
 def test_a_portfolio_search_evaluates_the_sweeps_accounts() -> None:

@@ -196,7 +196,8 @@ def _portfolio_sweep(
     ranking: Tuple[str, bool, List[str]],
 ) -> SweepFrame:
     """``sweep(..., portfolio=True)``: every combo one account over the symbols, with the
-    overfitting statistics of the accounts in ``.attrs["overfitting"]`` when asked."""
+    overfitting statistics of the accounts in ``.attrs["overfitting"]`` when asked; with
+    ``walk_forward``, the windows of the account's clock, one row each."""
     if not isinstance(market, _threadx.Universe):
         market = _threadx.Universe.from_bars("data", [("data", market[0])])
     if overfitting is not False:
@@ -211,6 +212,8 @@ def _portfolio_sweep(
         )
     finally:
         finish()
+    if "windows" in out:
+        return _report.sweep_frame(_tables.frame(out["windows"]).set_index("window"), None)
     rows = _report.sweep_frame(_tables.frame(out["rows"]).set_index("combo"), None)
     if "overfitting" in out:
         rows.attrs["overfitting"] = json.loads(out["overfitting"])

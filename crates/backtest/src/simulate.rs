@@ -463,9 +463,23 @@ pub fn curve_metrics(equity: &[f64], trades: &[Trade], bars_per_year: f64) -> Me
         acc.trade(r);
     }
     let wins = closed.iter().filter(|&&r| r > 0.0).count() as u32;
-    let held: usize = trades
-        .iter()
-        .map(|t| if t.reason == ExitReason::OpenAtEnd { n - t.entry_bar } else { t.exit_bar - t.entry_bar })
-        .sum();
-    acc.sums(prev, (trades.len() as u32, closed.len() as u32, wins, held), n, bars_per_year).metrics()
+    acc.sums(prev, (trades.len() as u32, closed.len() as u32, wins, held_bars(trades, n)), n, bars_per_year).metrics()
+}
+
+/// The bars at whose close some trade of `trades` is open (of `n`): each trade holds bars
+/// entry..exit (to the end while open), and overlapping trades (a portfolio's symbols)
+/// count a bar once.
+fn held_bars(trades: &[Trade], n: usize) -> usize {
+    let mut spans: Vec<(usize, usize)> =
+        trades.iter().map(|t| (t.entry_bar, if t.reason == ExitReason::OpenAtEnd { n } else { t.exit_bar })).collect();
+    spans.sort_unstable();
+    let (mut held, mut reach) = (0, 0);
+    for (start, end) in spans {
+        let start = start.max(reach);
+        if end > start {
+            held += end - start;
+            reach = end;
+        }
+    }
+    held
 }

@@ -246,3 +246,39 @@ fn a_rank_rule_decides_which_entry_the_cash_pays_for() {
     let refused = Strategy::from_toml(text, "p.toml").expect_err("a parameter").to_string();
     assert!(refused.contains("p.toml:6:9: rule `rank` may read series and numbers, not parameters"), "{refused}");
 }
+
+/// A detailed account as one curve and its trades (`PortfolioBooks::report`, what a
+/// walk-forward's test window reads): the metrics of the curve are the run's totals'
+/// (exposure: the bars some symbol is held, overlapping trades counted once), and a
+/// report cut at a bar starts its equity at 1 there.
+#[test]
+fn a_portfolios_report_has_its_runs_metrics() {
+    let (strategy, axes) = bb_atr();
+    let universe = universe();
+    let books = PortfolioBooks::new(universe.iter().map(|d| (book(d, &strategy, &axes), d.timestamps())).collect())
+        .expect("plain");
+    let sizing = Sizing::new(0.3, SizeType::Percent, None, 0.0).expect("valid");
+    let account = Account::new(500.0, sizing, COSTS).expect("valid");
+    let run = books.simulate(&books.plans_of(0), &account, true);
+    let record = run.record.expect("a record");
+    let bars = books.times().len();
+    let report = books.report(&record, account.init_cash, 35_040.0);
+    let (got, want) = (report.metrics, run.totals.metrics(bars, 35_040.0));
+    assert_eq!((got.trades, got.closed_trades), (want.trades, want.closed_trades));
+    assert_eq!(got.exposure, want.exposure, "held bars counted once however many symbols are held");
+    for (name, a, b) in [
+        ("total_return", got.total_return, want.total_return),
+        ("sharpe", got.sharpe, want.sharpe),
+        ("max_drawdown", got.max_drawdown, want.max_drawdown),
+        ("win_rate", got.win_rate, want.win_rate),
+        ("expectancy", got.expectancy, want.expectancy),
+    ] {
+        assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-6), "{name}: {a} against {b}");
+    }
+    let overlapping = record.trades.windows(2).any(|p| p[1].entry_bar < p[0].exit_bar.unwrap_or(bars));
+    assert!(overlapping && want.exposure < 1.0, "the symbols' trades overlap");
+    assert!((report.equity[bars - 1] - record.equity[bars - 1] / 500.0).abs() < 1e-15);
+    let since = report.since(3000);
+    assert_eq!(since.equity.len(), bars - 3000);
+    assert!((since.equity[0] - report.equity[3000] / report.equity[2999]).abs() < 1e-15);
+}

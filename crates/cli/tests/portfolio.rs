@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// AAA (every 7th bar missing), BBB (later start, 2,500 bars), CCC (4,000 bars), as CSV
 /// in `dir/data`; each symbol's closes by time.
-fn make_data(dir: &Path) -> HashMap<String, HashMap<String, f64>> {
+pub fn make_data(dir: &Path) -> HashMap<String, HashMap<String, f64>> {
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let synth = |bars: &str, seed: &str, out: &str| {
         let run = threadx(dir, &["data", "synth", "--bars", bars, "--seed", seed, "--out", out]);
@@ -168,7 +168,7 @@ fn what_a_portfolio_cannot_take_is_refused_by_name() {
     }
 }
 
-fn csv_rows(path: &Path) -> Vec<HashMap<String, String>> {
+pub fn csv_rows(path: &Path) -> Vec<HashMap<String, String>> {
     let (header, rows) = rows(path);
     rows.into_iter().map(|r| header.iter().cloned().zip(r).collect()).collect()
 }
@@ -489,8 +489,8 @@ fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
     make_data(dir.path());
     for (args, message) in [
         (
-            vec!["sweep", "--data", "data", "--portfolio", "--walk-forward", "train=1000,test=500"],
-            "a walk-forward of a portfolio is not built yet",
+            vec!["sweep", "--data", "data", "--portfolio", "--walk-forward", "train=20,test=500"],
+            "--walk-forward train=20: a train window of 20 bars is too short",
         ),
         (
             vec!["sweep", "--data", "data", "--portfolio", "--report", "r.html"],

@@ -52,6 +52,7 @@ mod summary;
 mod table;
 mod universe;
 mod walk;
+mod walk_data;
 
 pub use across::{AcrossReport, ComboAcross, across_in_memory, across_table, by_combo_path};
 pub use combos::{ComboSet, Shard, chunk_size};
@@ -98,3 +99,4 @@ pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
 pub use threadx_telemetry::available_memory;
 pub use universe::{UniverseProgress, UniverseReport, universe_in_memory, universe_to_files};
 pub use walk::{WalkForwardFiles, WalkForwardReport, WindowRanking, WindowResult, walk_forward, walk_forward_to_files};
+pub use walk_data::WalkData;

@@ -9,7 +9,6 @@ use crate::spec::SweepSpec;
 use crate::table::{ArrowTable, ColumnarWriter, table_of_csv};
 use crate::walk::WalkForwardReport;
 use threadx_backtest::{GridCursor, Metrics};
-use threadx_indicators::Ohlcv;
 
 /// A grid's rows (`combo`, the parameters, the metrics) as `--out x.parquet` holds them;
 /// with `trials`, a search's: each row's place first, as `trial`.
@@ -48,13 +47,14 @@ fn push_rows<'a>(
     Ok(())
 }
 
-/// A walk-forward's windows, the columns of its `--out x.parquet`.
+/// A walk-forward's windows (`times`: the clock they were cut from), the columns of its
+/// `--out x.parquet`.
 pub fn walk_forward_table(
     report: &WalkForwardReport,
-    data: &Ohlcv,
+    times: &[i64],
     spec: &SweepSpec,
 ) -> Result<ArrowTable, SweepError> {
-    table_of_csv("the walk-forward windows", &report.to_csv(data, spec), &report.column_types(spec))
+    table_of_csv("the walk-forward windows", &report.to_csv(times, spec), &report.column_types(spec))
 }
 
 /// Metrics rows alone (one per signal column of `threadx.simulate`), the metrics' columns

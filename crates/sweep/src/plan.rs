@@ -3,7 +3,7 @@
 
 use crate::combos::ComboSet;
 use crate::error::SweepError;
-use crate::portfolio::{PortfolioSim, portfolio_refusal};
+use crate::portfolio::PortfolioSim;
 use crate::runner::{Simulation, Sweep};
 use crate::search::SearchMethod;
 use crate::spec::SweepSpec;
@@ -247,9 +247,6 @@ impl SweepPlan {
     /// (its bars and timestamps within), in symbol order. Each symbol's book is laid out
     /// as the plan says; the bars per year come from the spec or the clock's calendar.
     pub fn prepare_portfolio(self, banks: &[IndicatorBank<'_>], account: Account) -> Result<Sweep, SweepError> {
-        if let Some(refused) = portfolio_refusal(&self.spec) {
-            return Err(SweepError::Spec(refused));
-        }
         let (spec, layout, combos) = (self.spec, self.layout, self.combos);
         let books = banks
             .iter()

@@ -1,8 +1,6 @@
 //! A portfolio sweep: each combo one account over a universe's symbols ([`PortfolioSim`],
-//! prepared by `SweepPlan::prepare_portfolio`: every symbol's book laid out from one plan),
-//! and what it does not run yet.
+//! prepared by `SweepPlan::prepare_portfolio`: every symbol's book laid out from one plan).
 
-use crate::spec::SweepSpec;
 use threadx_backtest::{Account, BacktestError, BatchTotals, BlockCuts, ComboPlan, PortfolioBooks, SignalBook, Sizing};
 
 /// A universe traded as one account: every symbol's book on one clock, the account, what
@@ -101,6 +99,12 @@ impl PortfolioSim {
         &self.books.books()[0]
     }
 
+    /// The book of the symbol with the most bars (the first of them).
+    pub(crate) fn longest_book(&self) -> &SignalBook {
+        let books = self.books.books();
+        books.iter().rev().max_by_key(|b| b.bars()).unwrap_or(&books[0])
+    }
+
     /// The clock's bars and the bars per year.
     pub(crate) fn bars(&self) -> (usize, f64) {
         (self.books.times().len(), self.bars_per_year)
@@ -111,14 +115,4 @@ impl PortfolioSim {
         let sizes = self.sizes_of(combos);
         self.books.totals(plans, (&self.account, sizes.as_deref()), self.blocks.as_ref())
     }
-}
-
-/// What a portfolio sweep does not run yet, in words (issue #52: a walk-forward of a
-/// portfolio).
-pub(crate) fn portfolio_refusal(spec: &SweepSpec) -> Option<String> {
-    spec.walk_forward().map(|_| {
-        "a walk-forward of a portfolio is not built yet: run the portfolio's grid or a search, or leave \
-         --portfolio out"
-            .to_owned()
-    })
 }

@@ -143,7 +143,12 @@ impl Sweep {
     /// must be comparable (a universe's symbols, a walk-forward's train windows): the
     /// data too short for the slowest combo (the largest value of every axis).
     pub fn require_every_combo(&self) -> Result<(), SweepError> {
-        if !self.book().some_cannot_trade() {
+        // A portfolio's combo trades where its longest symbol can.
+        let book = match &self.simulation {
+            Simulation::Book { book, .. } => book,
+            Simulation::Portfolio(portfolio) => portfolio.longest_book(),
+        };
+        if !book.some_cannot_trade() {
             return Ok(());
         }
         let strategy = self.spec.strategy();
@@ -152,8 +157,8 @@ impl Sweep {
         Err(SweepError::Backtest(BacktestError::TooShort {
             strategy: strategy.name().to_owned(),
             params: strategy.describe(&slowest),
-            needed: self.book().bars_needed(),
-            len: self.book().bars(),
+            needed: book.bars_needed(),
+            len: book.bars(),
         }))
     }
 

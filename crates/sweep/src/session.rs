@@ -102,11 +102,7 @@ impl Session {
         dispatcher: Arc<Dispatcher>,
         note: &mut dyn FnMut(&str),
     ) -> Result<Self, SweepError> {
-        if plan.spec().walk_forward().is_some() {
-            return Err(SweepError::Spec(
-                "a walk-forward runs one sweep per window: call walk_forward, not a session".into(),
-            ));
-        }
+        refuse_walk_forward(plan.spec())?;
         if let Some(options) = plan.spec().overfitting() {
             warm_up(&dispatcher, plan.combos().len(), options);
         }
@@ -125,6 +121,7 @@ impl Session {
         dispatcher: Arc<Dispatcher>,
         note: &mut dyn FnMut(&str),
     ) -> Result<Self, SweepError> {
+        refuse_walk_forward(plan.spec())?;
         let started = Instant::now();
         let threads = thread_pool(plan.spec())?;
         let banks: Vec<IndicatorBank<'_>> = symbols.iter().map(|(_, d)| IndicatorBank::new(d, &dispatcher)).collect();
@@ -435,4 +432,14 @@ fn batch_chunks(len: u64, max: u64, pool: &DevicePool) -> Vec<Chunk> {
     let lanes = pool.lanes().max(1) as u64;
     let size = len.div_ceil(2 * lanes).clamp(MIN_PIECE, max.max(MIN_PIECE));
     (0..len.div_ceil(size)).map(|i| Chunk { index: i, items: i * size..((i + 1) * size).min(len) }).collect()
+}
+
+/// A walk-forward is one sweep per window ([`crate::walk_forward`]), no session's.
+fn refuse_walk_forward(spec: &SweepSpec) -> Result<(), SweepError> {
+    match spec.walk_forward() {
+        Some(_) => {
+            Err(SweepError::Spec("a walk-forward runs one sweep per window: call walk_forward, not a session".into()))
+        }
+        None => Ok(()),
+    }
 }

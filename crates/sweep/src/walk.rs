@@ -3,23 +3,24 @@
 //!
 //! A train window is swept on its own bars. A test window is simulated on all bars up to
 //! its end with no entry before its first bar, so its indicators have their full history
-//! (every indicator is causal) and its metrics count only its own bars.
+//! (every indicator is causal) and its metrics count only its own bars. A portfolio's
+//! windows are cut from its clock, each symbol's bars at their times ([`WalkData`]).
 
 use crate::combos::Shard;
 use crate::error::SweepError;
 use crate::leaderboard::Leaderboard;
 use crate::rows::Row;
 use crate::run_files::commit_with_summary;
-use crate::runner::Sweep;
 use crate::search::Constraint;
 use crate::spec::SweepSpec;
-use crate::summary::{BestRow, DataSummary, OutOfSampleDsr, Summary, WindowSummary};
+use crate::summary::{BestRow, OutOfSampleDsr, Summary, WindowSummary};
 use crate::table::{ColumnType, stage_table};
+use crate::walk_data::WalkData;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-use threadx_backtest::{BacktestError, BacktestReport, Metrics, ParamKind, SignalBook, simulate_detailed};
+use threadx_backtest::{BacktestError, BacktestReport, Metrics, ParamKind};
 use threadx_dispatch::Dispatcher;
-use threadx_indicators::{IndicatorBank, Ohlcv, format_time};
+use threadx_indicators::format_time;
 use threadx_stats::{deflated_sharpe, moments, psr, sample_std};
 
 /// One window: the best combo in sample and what it did out of sample.
@@ -86,7 +87,7 @@ pub struct WalkForwardFiles {
 /// (CSV, Parquet or Arrow) with the summary beside them, put in place together and the
 /// summary last, as every run's files are.
 pub fn walk_forward_to_files(
-    data: &Ohlcv,
+    data: WalkData<'_>,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
     ranking: WindowRanking<'_>,
@@ -94,7 +95,7 @@ pub fn walk_forward_to_files(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<WalkForwardFiles, SweepError> {
     let report = walk_forward(data, dispatcher, spec, ranking, progress)?;
-    let csv = report.to_csv(data, spec);
+    let csv = report.to_csv(data.times(), spec);
     let table = stage_table(out, &csv, &report.column_types(spec))?;
     let mut summary = report.summary(data, spec);
     let summary_path = commit_with_summary(vec![table], &mut summary, out, Shard::WHOLE)?;
@@ -106,7 +107,7 @@ pub fn walk_forward_to_files(
 /// `progress(window, windows)` after each window. A train window none of whose combos
 /// keeps the constraints is refused, naming it.
 pub fn walk_forward(
-    data: &Ohlcv,
+    data: WalkData<'_>,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
     ranking: WindowRanking<'_>,
@@ -114,13 +115,12 @@ pub fn walk_forward(
 ) -> Result<WalkForwardReport, SweepError> {
     let WindowRanking { by, minimize, constraints } = ranking;
     let wf = spec.walk_forward().ok_or_else(|| SweepError::Spec("no walk-forward windows were asked for".into()))?;
-    let windows = wf.windows(data.len());
+    let bars = data.times().len();
+    let windows = wf.windows(bars);
     if windows.is_empty() {
         return Err(SweepError::Spec(format!(
             "--walk-forward train={},test={}: the data has {} bars, fewer than one train and one test window",
-            wf.train,
-            wf.test,
-            data.len()
+            wf.train, wf.test, bars
         )));
     }
     // Every window's Sharpe is annualised like the whole data's.
@@ -128,11 +128,10 @@ pub fn walk_forward(
     let train_spec = spec.for_training(per_year)?;
     let mut results = Vec::with_capacity(windows.len());
     for (w, &(train_start, test_start, test_end)) in windows.iter().enumerate() {
-        let train = data.slice(train_start..test_start);
-        let bank = IndicatorBank::new(&train, dispatcher);
         // Every combo must be able to trade in a train window, or its winner would be
         // chosen among the faster ones only.
-        let sweep = Sweep::prepare(&bank, &train_spec)
+        let sweep = data
+            .train(train_start..test_start, dispatcher, &train_spec)
             .and_then(|sweep| sweep.require_every_combo().map(|()| sweep))
             .map_err(|e| match e {
                 SweepError::Backtest(BacktestError::TooShort { strategy, params, needed, len }) => {
@@ -161,13 +160,7 @@ pub fn walk_forward(
             )));
         };
 
-        let history = data.slice(0..test_end);
-        let bank = IndicatorBank::new(&history, dispatcher);
-        let axes: Vec<Vec<f64>> = best.values.iter().map(|&v| vec![v]).collect();
-        let book = SignalBook::build(&bank, spec.strategy(), &axes)?.with_bars_per_year(per_year);
-        let mut plan = book.plan(&vec![0; axes.len()]);
-        plan.warmup = plan.warmup.max(test_start as u32);
-        let test_report = simulate_detailed(&book, &plan, spec.costs()).since(test_start);
+        let test_report = data.test(&best.values, test_start..test_end, dispatcher, (spec, per_year))?;
         let train_sharpes: Vec<f64> = result.metrics.iter().map(|m| m.sharpe).collect();
         let deflated = OutOfSampleDsr::of(&test_report, &train_sharpes);
         results.push(WindowResult {
@@ -193,7 +186,7 @@ pub fn walk_forward(
 impl WalkForwardReport {
     /// One row per window: its bars and times, the winner and its parameters, its
     /// in-sample score, then its out-of-sample metrics.
-    pub fn to_csv(&self, data: &Ohlcv, spec: &SweepSpec) -> String {
+    pub fn to_csv(&self, times: &[i64], spec: &SweepSpec) -> String {
         let schema = spec.strategy().schema();
         let mut csv = String::from("window,train_start,train_end,test_start,test_end,combo");
         for p in schema {
@@ -204,7 +197,7 @@ impl WalkForwardReport {
             let _ = write!(csv, ",{m}");
         }
         csv.push('\n');
-        let time = |bar: usize| format_time(data.timestamps()[bar]);
+        let time = |bar: usize| format_time(times[bar]);
         let num = |v: f64| if v.is_nan() { String::new() } else { v.to_string() };
         for (w, r) in self.windows.iter().enumerate() {
             let _ = write!(
@@ -242,18 +235,17 @@ impl WalkForwardReport {
 
     /// The test windows back to back (equity carried from one to the next, start = 1), at
     /// their bars' times: the curve whose metrics are `overall`.
-    pub fn out_of_sample_curve(&self, data: &Ohlcv) -> (Vec<i64>, Vec<f64>) {
+    pub fn out_of_sample_curve(&self, times: &[i64]) -> (Vec<i64>, Vec<f64>) {
         let tests: Vec<BacktestReport> = self.windows.iter().map(|r| r.test_report.clone()).collect();
-        let times = self.windows.iter().flat_map(|r| data.timestamps()[r.test.clone()].iter().copied()).collect();
+        let times = self.windows.iter().flat_map(|r| times[r.test.clone()].iter().copied()).collect();
         (times, BacktestReport::chain(&tests).equity)
     }
 
-    /// The walk-forward's summary: its spec, data, ranking metric, windows and the test
-    /// windows' metrics back to back.
-    pub fn summary(&self, data: &Ohlcv, spec: &SweepSpec) -> Summary {
-        let span = |r: &std::ops::Range<usize>| {
-            [format_time(data.timestamps()[r.start]), format_time(data.timestamps()[r.end - 1])]
-        };
+    /// The walk-forward's summary: its spec, data (a portfolio's symbols and account in
+    /// `identity`), ranking metric, windows and the test windows' metrics back to back.
+    pub fn summary(&self, data: WalkData<'_>, spec: &SweepSpec) -> Summary {
+        let times = data.times();
+        let span = |r: &std::ops::Range<usize>| [format_time(times[r.start]), format_time(times[r.end - 1])];
         let windows = self
             .windows
             .iter()
@@ -266,8 +258,9 @@ impl WalkForwardReport {
             })
             .collect();
         Summary {
+            identity: data.identity(spec),
             spec: Some(spec.to_json()),
-            data: Some(DataSummary::of(data)),
+            data: Some(data.summary()),
             by: Some(self.by.to_owned()),
             minimize: self.minimize.then_some(true),
             constraints: (!self.constraints.is_empty())

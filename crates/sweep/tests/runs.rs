@@ -8,8 +8,8 @@ use threadx_dispatch::{DeviceMode, DevicePolicy};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
 use threadx_sweep::{
-    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, WindowRanking, merge, parse_row,
-    walk_forward,
+    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, WalkData, WindowRanking, merge,
+    parse_row, walk_forward,
 };
 
 use crate::common;
@@ -156,6 +156,14 @@ fn bytes_do_not_depend_on_threads_shards_or_sampling() {
     assert_ne!(a, lines(&run(&d, &sampled, &options(&dir.path().join("c.csv")), 2)), "another seed, another sample");
 }
 
+/// A pool whose only worker dies on its third chunk, with no fallback: a run killed
+/// mid-way.
+fn dying_pool() -> DevicePool {
+    DevicePool::new(vec![Worker::cpu().with_lanes(1).with_fault(Fault::FailAt { chunk: 2 })])
+        .unwrap()
+        .without_fallback()
+}
+
 #[test]
 fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -166,10 +174,7 @@ fn resume_runs_only_missing_chunks_and_gives_the_same_bytes() {
     let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(&d, &dispatcher);
     let sweep = Sweep::prepare(&bank, &checked(&spec)).unwrap();
-    // The only worker dies on its third chunk, with no fallback: a run killed mid-way.
-    let dying = DevicePool::new(vec![Worker::cpu().with_lanes(1).with_fault(Fault::FailAt { chunk: 2 })])
-        .unwrap()
-        .without_fallback();
+    let dying = dying_pool();
     let crash = to_files(&sweep, &d, &dying, &[1.0], &options(&out)).unwrap_err();
     assert!(crash.to_string().contains("every worker failed"), "{crash}");
     assert!(!out.exists(), "no results file from an interrupted run");
@@ -206,9 +211,7 @@ fn a_devices_scratch_checkpoint_never_outlives_its_run() {
     let dispatcher = cpu(&profile);
     let bank = IndicatorBank::new(&d, &dispatcher);
     let sweep = Sweep::prepare(&bank, &checked(&spec)).unwrap();
-    let dying = DevicePool::new(vec![Worker::cpu().with_lanes(1).with_fault(Fault::FailAt { chunk: 2 })])
-        .unwrap()
-        .without_fallback();
+    let dying = dying_pool();
     let crash = to_files(&sweep, &d, &dying, &[1.0], &options(&null)).unwrap_err();
     assert!(crash.to_string().contains("every worker failed"), "{crash}");
     assert!(!scratch.exists(), "a failed run leaves no scratch folder");
@@ -223,8 +226,14 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     spec.walk_forward = Some(threadx_sweep::WalkForward { train: 2000, test: 1000, step: 1000 });
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
-    let report =
-        walk_forward(&d, &dispatcher, &checked(&spec), WindowRanking::by("total_return"), &mut |_, _| {}).unwrap();
+    let report = walk_forward(
+        WalkData::One(&d),
+        &dispatcher,
+        &checked(&spec),
+        WindowRanking::by("total_return"),
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert_eq!(report.windows.len(), 4);
     let mut growth = 1.0;
     for (w, window) in report.windows.iter().enumerate() {
@@ -260,9 +269,10 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     assert!((report.overall.total_return - (growth - 1.0)).abs() < 1e-12);
     let too_long = threadx_sweep::WalkForward { train: 5000, test: 2000, step: 2000 };
     spec.walk_forward = Some(too_long);
-    let err = walk_forward(&d, &dispatcher, &checked(&spec), WindowRanking::by("sharpe"), &mut |_, _| {})
-        .unwrap_err()
-        .to_string();
+    let err =
+        walk_forward(WalkData::One(&d), &dispatcher, &checked(&spec), WindowRanking::by("sharpe"), &mut |_, _| {})
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("fewer than one train and one test window"), "{err}");
 }
 

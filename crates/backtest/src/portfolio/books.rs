@@ -9,11 +9,11 @@ use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::error::BacktestError;
 use crate::fixed::Totals;
-use crate::metrics::ExitReason;
+use crate::metrics::{ExitReason, Side, Trade};
 use crate::portfolio::schedule::Schedule;
-use crate::portfolio::{Account, Mark, PortfolioRun, Sizing, Source, run};
+use crate::portfolio::{Account, Mark, PortfolioRecord, PortfolioRun, Sizing, Source, run};
 use crate::rules::rank_series;
-use crate::simulate::BatchTotals;
+use crate::simulate::{BacktestReport, BatchTotals, curve_metrics};
 use crate::strategy::Strategy;
 use crate::trade_parts::{last_bar, next_bit, prefetch};
 use rayon::prelude::*;
@@ -230,6 +230,42 @@ impl PortfolioBooks {
         let rows = self.books.iter().zip(plans).map(|(book, plan)| SymbolRules::new(book, plan)).collect();
         let mut schedule = Schedule::new(self.times.len(), self.books.len());
         run(&BookSource { books: self, rows }, account, (detailed, None), &mut schedule)
+    }
+
+    /// A detailed run's `record` (of an account starting with `init_cash`) as one equity
+    /// curve, the account's value over its starting cash, and its trades, each symbol's
+    /// a long trade on the clock (one open at the end marked at its symbol's last close,
+    /// without an exit fee); its metrics from the curve, as a single run's report's. What
+    /// a walk-forward's test window reads ([`BacktestReport::since`]).
+    pub fn report(&self, record: &PortfolioRecord, init_cash: f64, bars_per_year: f64) -> BacktestReport {
+        let (n, last) = (self.books.len(), self.times.len().saturating_sub(1));
+        let trades: Vec<Trade> = record
+            .trades
+            .iter()
+            .map(|t| {
+                let (exit_bar, exit_price, return_) = match (t.exit_bar, t.exit) {
+                    (Some(bar), Some(exit)) => (bar, exit.price, exit.cash / t.entry.cash - 1.0),
+                    _ => {
+                        let price = self.prices[last * n + t.symbol];
+                        (last, price, t.entry.size * price / t.entry.cash - 1.0)
+                    }
+                };
+                Trade {
+                    side: Side::Long,
+                    entry_bar: t.entry_bar,
+                    exit_bar,
+                    entry_time: self.times[t.entry_bar],
+                    exit_time: self.times[exit_bar],
+                    entry_price: t.entry.price,
+                    exit_price,
+                    return_,
+                    reason: t.reason,
+                }
+            })
+            .collect();
+        let equity: Vec<f64> = record.equity.iter().map(|e| e / init_cash).collect();
+        let metrics = curve_metrics(&equity, &trades, bars_per_year);
+        BacktestReport { metrics, trades, equity, bars_per_year }
     }
 }
 

@@ -23,7 +23,7 @@ use threadx_indicators::{MarketData, Ohlcv};
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_sweep::{
-    Best, HeatmapOptions, OutputOptions, Preparation, Session, Shard, SweepPlan, SweepReport, SweepSpec,
+    Best, HeatmapOptions, OutputOptions, Preparation, Session, Shard, SweepPlan, SweepReport, SweepSpec, WalkData,
     checkpoint_dir, merge, metric_index,
 };
 use threadx_telemetry::{
@@ -82,12 +82,7 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
         }
     };
     if spec.walk_forward().is_some() {
-        let threads = threadx_sweep::thread_pool(&spec)?;
-        let walk = || walk::run(&data, &dispatcher, &spec, (args, &opts.constraints), mode);
-        return match threads {
-            Some(pool) => pool.install(walk),
-            None => walk(),
-        };
+        return walk::run(WalkData::One(&data), &dispatcher, &spec, (args, &opts.constraints), mode);
     }
     let plan = SweepPlan::new(&spec, data.len(), dispatcher.policy())?;
     print_header(&spec, &data, &plan, shard)?;

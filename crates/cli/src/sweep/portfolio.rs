@@ -1,16 +1,17 @@
 //! `threadx sweep --portfolio`: every symbol of a universe traded against one account, each
 //! combo one account and one row (docs/portfolios.md), on the CPU: the grid's run to files
-//! (checkpoints, shards, resume), or a search, through the one session every sweep uses.
+//! (checkpoints, shards, resume), or a search, through the one session every sweep uses;
+//! or a walk-forward over the portfolio's clock.
 
 use crate::console::count;
-use crate::sweep::{grid_to_files, print_grid_run, search};
+use crate::sweep::{grid_to_files, print_grid_run, search, walk};
 use crate::sweep_args::SweepArgs;
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
 use threadx_dispatch::{Dispatcher, format_bytes, thousands};
 use threadx_indicators::Ohlcv;
-use threadx_sweep::{OutputOptions, Session, SweepPlan, SweepSpec};
+use threadx_sweep::{OutputOptions, Session, SweepPlan, SweepSpec, WalkData};
 use threadx_telemetry::{PhaseTimer, SystemMonitor};
 
 /// Runs the portfolio sweep (or search) of `symbols` (name and bars, in symbol order) from
@@ -35,6 +36,12 @@ pub fn run(
         );
     }
     let account = args.sizing.account(spec.strategy(), spec.costs())?;
+    if spec.walk_forward().is_some() {
+        spec.strategy().check_sizing(&account.sizing)?;
+        let clock = WalkData::portfolio_clock(&symbols);
+        let data = WalkData::Portfolio { origin, symbols: &symbols, account: &account, clock: &clock };
+        return walk::run(data, &dispatcher, spec, (args, &opts.constraints), spec.device());
+    }
     let plan = SweepPlan::for_symbols(spec, &symbols, dispatcher.policy())?;
     let what = match spec.search() {
         Some(s) => format!("{} search of up to {}", s.method, count(s.trials, "trial")),

@@ -1,42 +1,52 @@
-//! `threadx sweep --walk-forward`: runs the windows, writes them, and prints each
-//! window's winner with its out-of-sample metrics and deflated Sharpe ratio.
+//! `threadx sweep --walk-forward`: runs the windows (of one data set, or of a portfolio's
+//! clock), writes them, and prints each window's winner with its out-of-sample metrics
+//! and deflated Sharpe ratio.
 
 use crate::console::{num, pct, print_summary_path, progress_bar};
 use crate::outputs::sibling;
 use crate::sweep_args::SweepArgs;
 use anyhow::Result;
 use threadx_dispatch::{DeviceMode, Dispatcher};
-use threadx_indicators::Ohlcv;
-use threadx_sweep::{Constraint, SweepSpec, WalkForwardFiles, WindowRanking, WindowResult, walk_forward_to_files};
+use threadx_sweep::{
+    Constraint, SweepSpec, WalkData, WalkForwardFiles, WindowRanking, WindowResult, walk_forward_to_files,
+};
 
 /// Runs `spec`'s walk-forward (winners by `args`' ranking among the combos that keep
-/// `constraints`, parsed once with the other flags), writes the windows to
-/// `args.out` (and the report where asked) and prints each with its out-of-sample DSR.
+/// `constraints`, parsed once with the other flags) on `spec`'s threads, writes the
+/// windows to `args.out` (and one data set's report where asked) and prints each with its
+/// out-of-sample DSR.
 pub fn run(
-    data: &Ohlcv,
+    data: WalkData<'_>,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
     (args, constraints): (&SweepArgs, &[Constraint]),
     mode: DeviceMode,
 ) -> Result<()> {
     let (out, quiet, ranking) = (args.out.as_path(), args.quiet, &crate::sweep_args::ranking(args, spec));
-    let windows = spec.walk_forward().map_or(0, |w| w.windows(data.len()).len()) as u64;
+    let bars = data.times().len();
+    let windows = spec.walk_forward().map_or(0, |w| w.windows(bars).len()) as u64;
     let bar = progress_bar(windows, quiet, "windows");
     let window_ranking = WindowRanking { by: ranking, minimize: args.minimize, constraints };
-    let files = walk_forward_to_files(data, dispatcher, spec, window_ranking, out, &mut |done, _| {
-        bar.set_position(done as u64);
-    });
+    let walk = || {
+        walk_forward_to_files(data, dispatcher, spec, window_ranking, out, &mut |done, _| {
+            bar.set_position(done as u64);
+        })
+    };
+    let files = match threadx_sweep::thread_pool(spec)? {
+        Some(pool) => pool.install(walk),
+        None => walk(),
+    };
     bar.finish_and_clear();
     let WalkForwardFiles { report, summary: json, summary_path: summary, .. } = files?;
-    if let Some(path) = &args.report {
+    if let (Some(path), WalkData::One(bars)) = (&args.report, data) {
         let page = crate::pages::SweepPage {
             spec,
-            data,
+            data: bars,
             summary: &json,
             results: None,
             overfitting_plots: None,
             out_of_sample: Some({
-                let (times, equity) = report.out_of_sample_curve(data);
+                let (times, equity) = report.out_of_sample_curve(bars.timestamps());
                 threadx_report::OutOfSampleCurve { times, equity }
             }),
         };
@@ -54,11 +64,15 @@ pub fn run(
             format!(" among combos keeping {}", rules.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and "))
         }
     };
+    let on = match data {
+        WalkData::One(bars) => format!("{} ({} bars)", bars.origin(), bars.len()),
+        WalkData::Portfolio { origin, symbols, .. } => {
+            format!("{origin} ({} symbols as one account, {bars} bars on their clock)", symbols.len())
+        }
+    };
     outln!(
-        "{} walk-forward on {} ({} bars), best by {}{}{keeping} in each train window:",
+        "{} walk-forward on {on}, best by {}{}{keeping} in each train window:",
         spec.strategy(),
-        data.origin(),
-        data.len(),
         ranking,
         if args.minimize { ", smallest first" } else { "" }
     );

@@ -38,7 +38,8 @@ pub struct Summary {
     pub schema: u32,
     /// The ThreadX version that wrote it.
     pub threadx: String,
-    /// What identifies the run for `--resume` and `merge` (none for a walk-forward).
+    /// What identifies the run for `--resume` and `merge` (a walk-forward: none, but a
+    /// portfolio's, which names its symbols and account).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<Identity>,
     /// The bars (one data set's; a universe names each symbol's in `symbols`).
