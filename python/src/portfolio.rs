@@ -46,7 +46,7 @@ pub fn simulate_portfolio_py<'py>(
 ) -> PyResult<(Table, Option<Bound<'py, PyDict>>)> {
     let costs = Costs::new(fee, slippage).map_err(value)?;
     let sizing = (size, size_type, lot, min_size);
-    let account = account(&SizingRequest::default(), sizing, (init_cash, max_positions), costs)?;
+    let account = account(&SizingRequest::default(), sizing, (init_cash, max_positions, None), costs)?;
     let per_year = match (periods_per_year, &times) {
         (Some(p), _) => check_bars_per_year(p).map_err(value)?,
         (None, Some(times)) => {
@@ -91,11 +91,11 @@ pub(crate) fn portfolio_session(
 pub(crate) fn account(
     base: &SizingRequest,
     (size, size_type, lot, min_size): (Option<f64>, Option<&str>, Option<f64>, Option<f64>),
-    (init_cash, max_positions): (Option<f64>, Option<usize>),
+    (init_cash, max_positions, leverage): (Option<f64>, Option<usize>, Option<f64>),
     costs: Costs,
 ) -> PyResult<Account> {
     let size_type = size_type.map(SizeType::parse).transpose().map_err(value)?;
-    let given = SizingRequest { size, size_type, lot, min_size, init_cash, max_positions, size_param: None };
+    let given = SizingRequest { size, size_type, lot, min_size, init_cash, max_positions, leverage, size_param: None };
     Account::requested(&base.overridden_by(&given), costs).map_err(value)
 }
 
@@ -132,7 +132,7 @@ fn record_dict(py: Python<'_>, record: PortfolioRecord, bars: usize, symbols: us
 #[pyfunction]
 #[pyo3(signature = (
     universe, request_json, size=None, size_type=None, lot=None, min_size=None, init_cash=None, progress=None,
-    max_positions=None, by="sharpe", minimize=false, constraints=Vec::new()
+    max_positions=None, by="sharpe", minimize=false, constraints=Vec::new(), leverage=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.sweep(..., portfolio=True)`.
 pub fn sweep_portfolio<'py>(
@@ -149,12 +149,13 @@ pub fn sweep_portfolio<'py>(
     by: &str,
     minimize: bool,
     constraints: Vec<String>,
+    leverage: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = request(request_json)?;
     let constraints = constraints_of(&constraints)?;
     threadx_sweep::metric_index(by).map_err(sweep_error)?;
     let sizing = (size, size_type, lot, min_size);
-    let account = account(spec.strategy().sizing(), sizing, (init_cash, max_positions), spec.costs())?;
+    let account = account(spec.strategy().sizing(), sizing, (init_cash, max_positions, leverage), spec.costs())?;
     let dispatcher = dispatcher(spec.device())?;
     if spec.walk_forward().is_some() {
         let windows = py.detach(|| -> Result<_, SweepError> {
@@ -194,7 +195,7 @@ pub fn sweep_portfolio<'py>(
 #[pyfunction]
 #[pyo3(signature = (
     universe, strategy, params, fee, slippage=0.0, size=None, size_type=None, lot=None, min_size=None,
-    init_cash=None, periods_per_year=None, max_positions=None
+    init_cash=None, periods_per_year=None, max_positions=None, leverage=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.backtest(..., portfolio=True)`.
 pub fn backtest_portfolio<'py>(
@@ -211,12 +212,13 @@ pub fn backtest_portfolio<'py>(
     init_cash: Option<f64>,
     periods_per_year: Option<f64>,
     max_positions: Option<usize>,
+    leverage: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let strategy = Strategy::load(strategy).map_err(value)?;
     let values = strategy.params(&params).map_err(value)?;
     let costs = Costs::new(fee, slippage).map_err(value)?;
     let sizing = (size, size_type, lot, min_size);
-    let account = account(strategy.sizing(), sizing, (init_cash, max_positions), costs)?;
+    let account = account(strategy.sizing(), sizing, (init_cash, max_positions, leverage), costs)?;
     let names: Vec<&str> = strategy.schema().iter().map(|p| p.name.as_str()).collect();
     let account = account.for_values(&values, &names).map_err(value)?;
     strategy.check_sizing(&account.sizing).map_err(value)?;

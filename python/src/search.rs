@@ -35,7 +35,7 @@ pub fn search<'py>(
 #[pyfunction]
 #[pyo3(signature = (
     universe, request_json, progress=None, size=None, size_type=None, lot=None, min_size=None, init_cash=None,
-    max_positions=None
+    max_positions=None, leverage=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.search(..., portfolio=True)`.
 pub fn search_portfolio<'py>(
@@ -49,11 +49,12 @@ pub fn search_portfolio<'py>(
     min_size: Option<f64>,
     init_cash: Option<f64>,
     max_positions: Option<usize>,
+    leverage: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = request(request_json)?;
     let options = options_of(&spec)?;
     let sizing = (size, size_type, lot, min_size);
-    let account = account(spec.strategy().sizing(), sizing, (init_cash, max_positions), spec.costs())?;
+    let account = account(spec.strategy().sizing(), sizing, (init_cash, max_positions, leverage), spec.costs())?;
     let dispatcher = dispatcher(spec.device())?;
     let searched = detached(py, &dispatcher, progress, |hook| {
         run(portfolio_session(&spec, universe, account, &dispatcher)?, &options, hook)

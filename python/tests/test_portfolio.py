@@ -333,3 +333,19 @@ def test_max_positions_caps_the_positions_held_at_every_bar() -> None:
     assert 10 < capped["trades"].iloc[0] < free["trades"].iloc[0]
     with pytest.raises(ValueError, match="max_positions=0: at least 1 position"):
         threadx.simulate(close, entries, exits, cash_sharing=True, max_positions=0)
+
+
+def test_a_leverage_cap_bounds_the_positions_and_a_sweeps_row_is_its_backtest() -> None:
+    frames = symbol_frames()
+    bt = threadx.backtest(frames, "bb_atr", fee=0.0, portfolio=True, size=0.6, leverage=0.5, bb_period=20)
+    entered = bt.cash.diff() < 0
+    held = bt.equity - bt.cash
+    assert entered.sum() > 10
+    assert (held[entered] <= 0.5 * bt.equity[entered] * (1 + 1e-12)).all()
+    rows = threadx.sweep(frames, "bb_atr", grid={"bb_period": [20]}, fee=0.0, portfolio=True, size=0.6, leverage=0.5,
+                         progress=False)
+    assert rows["total_return"].iloc[0] == bt.metrics["total_return"]
+    plain = threadx.backtest(frames, "bb_atr", fee=0.0, portfolio=True, size=0.6, bb_period=20)
+    assert plain.metrics["total_return"] != bt.metrics["total_return"]
+    with pytest.raises(ValueError, match="leverage=0: a leverage cap is a positive multiple"):
+        threadx.backtest(frames, "bb_atr", portfolio=True, leverage=0)

@@ -146,6 +146,7 @@ def backtest(
     min_size: Optional[float] = None,
     init_cash: Optional[float] = None,
     max_positions: Optional[int] = None,
+    leverage: Optional[float] = None,
     **params: Any,
 ) -> Union[Backtest, PortfolioBacktest]:
     """One parameter set of a strategy, e.g. ``backtest(df, "bb_atr", bb_period=20,
@@ -159,11 +160,12 @@ def backtest(
     folder, a glob, a long frame with a ``symbol`` column; one data set is a portfolio of
     one) against one account of ``init_cash`` (default 1), each entry sized by ``size``,
     ``size_type``, ``lot`` and ``min_size`` as ``simulate(..., cash_sharing=True)`` sizes
-    it, at most ``max_positions`` held at once (docs/portfolios.md); it returns a
+    it, at most ``max_positions`` held at once and at most ``leverage`` times its value
+    in positions (docs/portfolios.md); it returns a
     ``PortfolioBacktest``. It runs on the CPU."""
     sizing = _sizing(
         portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash,
-        max_positions=max_positions,
+        max_positions=max_positions, leverage=leverage,
     )
     if portfolio:
         return _portfolio_backtest(data, os.fspath(strategy), fee, slippage, periods_per_year, sizing, params)
@@ -210,6 +212,7 @@ def sweep(
     min_size: Optional[float] = None,
     init_cash: Optional[float] = None,
     max_positions: Optional[int] = None,
+    leverage: Optional[float] = None,
 ) -> SweepFrame:
     """Every combo of a parameter grid, one row per combo: index ``combo`` (the CLI's
     combo number), the parameters, then the metrics, the values of ``threadx sweep``'s
@@ -244,13 +247,14 @@ def sweep(
     (``threadx sweep --portfolio``; docs/portfolios.md). ``size`` and ``size_type``
     (``"percent"`` of the cash left, the default 1.0; ``"value"``; ``"targetpercent"``),
     ``lot``, ``min_size`` and ``max_positions`` size each entry as ``simulate(...,
-    cash_sharing=True)`` does. One data set is a portfolio of one symbol."""
+    cash_sharing=True)`` does; ``leverage`` caps the positions' value at that multiple of
+    the account's. One data set is a portfolio of one symbol."""
     market = _market(data)
     request = _request(strategy, grid, fee, device, random, seed, walk_forward, periods_per_year, chunk_size, threads)
     rules = [constraints] if isinstance(constraints, str) else [str(c) for c in constraints]
     sizing = _sizing(
         portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash,
-        max_positions=max_positions,
+        max_positions=max_positions, leverage=leverage,
     )
     if portfolio:
         return _portfolio_sweep(market, request, sizing, progress, overfitting, (by, minimize, rules))
@@ -339,6 +343,7 @@ def search(
     min_size: Optional[float] = None,
     init_cash: Optional[float] = None,
     max_positions: Optional[int] = None,
+    leverage: Optional[float] = None,
 ) -> SearchResult:
     """Search a strategy's grid instead of running all of it, as ``threadx sweep
     --search``: ``method`` is ``"random"``, ``"sobol"``, ``"lhs"`` (designs fixed in
@@ -356,7 +361,7 @@ def search(
     ``sweep(..., portfolio=True)`` sizes them (``threadx sweep --portfolio --search``)."""
     sizing = _sizing(
         portfolio, size=size, size_type=size_type, lot=lot, min_size=min_size, init_cash=init_cash,
-        max_positions=max_positions,
+        max_positions=max_positions, leverage=leverage,
     )
     if isinstance(constraints, str):
         constraints = [constraints]

@@ -79,6 +79,7 @@ def search_portfolio(
     min_size: Optional[float] = None,
     init_cash: Optional[float] = None,
     max_positions: Optional[int] = None,
+    leverage: Optional[float] = None,
 ) -> Dict[str, Any]: ...
 
 class Table:
@@ -190,6 +191,7 @@ def sweep_portfolio(
     by: str = "sharpe",
     minimize: bool = False,
     constraints: List[str] = ...,
+    leverage: Optional[float] = None,
 ) -> Dict[str, Any]: ...
 def backtest_portfolio(
     universe: Universe,
@@ -204,6 +206,7 @@ def backtest_portfolio(
     init_cash: Optional[float] = None,
     periods_per_year: Optional[float] = None,
     max_positions: Optional[int] = None,
+    leverage: Optional[float] = None,
 ) -> Dict[str, Any]: ...
 def devices() -> Tuple[str, Optional[int]]: ...
 def strategies() -> Dict[str, List[Dict[str, Any]]]: ...

@@ -258,4 +258,5 @@ def _account(sizing: Mapping[str, Any]) -> Dict[str, Any]:
         "min_size": number("min_size"),
         "init_cash": number("init_cash"),
         "max_positions": None if sizing.get("max_positions") is None else int(sizing["max_positions"]),
+        "leverage": number("leverage"),
     }

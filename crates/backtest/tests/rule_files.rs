@@ -287,6 +287,11 @@ fn a_sizing_table_is_read_and_its_mistakes_point_at_the_text() {
     assert!(at("max_positions = 0").contains("[sizing] `max_positions` is at least 1"));
     assert!(at("lot = -1").contains(&format!("d.toml:{line}:7: [sizing] `lot`: a lot step is a positive number")));
     assert!(at("init_cash = 0").contains("[sizing] `init_cash`: the starting cash must be a positive number"));
+    assert!(
+        at("leverage = 0").contains(&format!("d.toml:{line}:12: [sizing] `leverage`: a leverage cap is a positive"))
+    );
+    assert_eq!(with("leverage = 2").unwrap().sizing().leverage, Some(2.0));
+    assert!(with("leverage = 1").unwrap().require_all_in().is_ok(), "a cap of 1 is the cash alone");
     // A size may be a float parameter's name: each parameter set's value is its size.
     let swept = Strategy::from_toml(&format!("{base}[sizing]\nsize = \"m\"\n"), "d.toml").unwrap();
     assert_eq!((swept.sizing().size, swept.sizing().size_param), (None, Some(1)));
@@ -297,8 +302,8 @@ fn a_sizing_table_is_read_and_its_mistakes_point_at_the_text() {
         typo.contains(&format!("d.toml:{line}:8: [sizing] `size` is a number or a float parameter's name, not `mm`")),
         "{typo}"
     );
-    let unknown = at("leverage = 2");
-    assert!(unknown.contains(&format!("d.toml:{line}:1: unknown field `leverage`")), "{unknown}");
+    let unknown = at("leverge = 2");
+    assert!(unknown.contains(&format!("d.toml:{line}:1: unknown field `leverge`")), "{unknown}");
 }
 
 #[test]

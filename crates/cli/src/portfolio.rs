@@ -92,6 +92,7 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
                 "lot": Some(account.sizing.lot).filter(|l| !l.is_nan()),
                 "min_size": account.sizing.min_size,
                 "max_positions": account.max_positions,
+                "leverage": account.leverage.unwrap_or(1.0),
                 "final_equity": record.equity.last(),
                 "turnover": record.turnover(),
                 "mean_positions": record.mean_positions(names.len()),

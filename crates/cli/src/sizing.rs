@@ -27,6 +27,10 @@ pub struct SizingFlags {
     /// Hold at most N positions at once: an entry while N are held is skipped.
     #[arg(long, value_name = "N")]
     pub max_positions: Option<usize>,
+    /// Hold at most X times the account's value in positions (below 1: part of it; above
+    /// 1: cash borrowed at no interest). Default 1: the cash alone pays.
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub leverage: Option<f64>,
 }
 
 impl SizingFlags {
@@ -39,6 +43,7 @@ impl SizingFlags {
             ("--min-size", self.min_size.is_some()),
             ("--init-cash", self.init_cash.is_some()),
             ("--max-positions", self.max_positions.is_some()),
+            ("--leverage", self.leverage.is_some()),
         ];
         flags.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
     }
@@ -54,10 +59,11 @@ impl SizingFlags {
             min_size: self.min_size,
             init_cash: self.init_cash,
             max_positions: self.max_positions,
+            leverage: self.leverage,
             size_param: None,
         };
         let request = strategy.sizing().overridden_by(&flags);
         Account::requested(&request, costs)
-            .context("--size, --size-type, --lot, --min-size, --init-cash or --max-positions")
+            .context("--size, --size-type, --lot, --min-size, --init-cash, --max-positions or --leverage")
     }
 }

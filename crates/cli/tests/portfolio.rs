@@ -357,20 +357,22 @@ fn sized_donchian(dir: &Path, name: &str, sizing: &str) -> String {
 fn a_rule_files_sizing_table_sizes_the_account_and_flags_take_its_place() {
     let dir = tempfile::tempdir().unwrap();
     make_data(dir.path());
-    let sized = sized_donchian(dir.path(), "sized.toml", "size = 0.25\ninit_cash = 5000\nmax_positions = 2");
+    let sized =
+        sized_donchian(dir.path(), "sized.toml", "size = 0.25\ninit_cash = 5000\nmax_positions = 2\nleverage = 0.8");
     let run = |args: &[&str]| {
         let out = threadx(dir.path(), &[&["backtest", "--data", "data", "--portfolio", "--json"][..], args].concat());
         assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
         json_of(&out)
     };
     let plain = format!("{}/../../examples/strategies/donchian.toml", env!("CARGO_MANIFEST_DIR"));
-    let flags = ["--size", "0.25", "--init-cash", "5000", "--max-positions", "2"];
+    let flags = ["--size", "0.25", "--init-cash", "5000", "--max-positions", "2", "--leverage", "0.8"];
     let by_table = run(&["--strategy", &sized]);
     assert_eq!(by_table, run(&[&["--strategy", plain.as_str()][..], &flags].concat()));
     assert_eq!(by_table["portfolio"]["max_positions"], 2, "{by_table}");
+    assert_eq!(by_table["portfolio"]["leverage"], 0.8, "{by_table}");
     // A flag takes its field's place; the table gives the rest.
     let overridden = run(&["--strategy", &sized, "--size", "0.5"]);
-    let by_flags = run(&["--strategy", &plain, "--size", "0.5", "--init-cash", "5000", "--max-positions", "2"]);
+    let by_flags = run(&[&["--strategy", plain.as_str()][..], &flags[2..], &["--size", "0.5"]].concat());
     assert_eq!(overridden, by_flags);
     assert_ne!(overridden["total_return"], by_table["total_return"]);
 
@@ -523,4 +525,38 @@ fn max_positions_holds_at_most_that_many_symbols_at_every_bar() {
     assert_eq!(equity.iter().map(held).max(), Some(1));
     let zero = threadx(dir.path(), &["backtest", "--data", "data", "--portfolio", "--max-positions", "0"]);
     assert!(text(&zero.stderr).contains("max_positions=0: at least 1 position"), "{}", text(&zero.stderr));
+}
+
+/// A leverage cap: after every bar an entry filled on, the positions are worth at most
+/// that multiple of the account (no fees here); above 1 the cash is borrowed.
+#[test]
+fn a_leverage_cap_bounds_the_positions_at_every_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    for leverage in ["0.6", "1.8"] {
+        let args = ["backtest", "--data", "data", "--portfolio", "--size", "0.5", "--fee", "0", "--equity", "e.csv"];
+        let run = threadx(dir.path(), &[&args[..], &["--leverage", leverage]].concat());
+        assert!(run.status.success(), "{}", text(&run.stderr));
+        assert!(
+            text(&run.stdout).contains(&format!("positions at most {leverage}× its value")),
+            "{}",
+            text(&run.stdout)
+        );
+        let (_, rows) = rows(&dir.path().join("e.csv"));
+        let num = |row: &Vec<String>, i: usize| row[i].parse::<f64>().unwrap();
+        let cap: f64 = leverage.parse().unwrap();
+        let mut entries = 0;
+        for pair in rows.windows(2) {
+            let (equity, cash) = (num(&pair[1], 2), num(&pair[1], 3));
+            if cash < num(&pair[0], 3) {
+                entries += 1;
+                assert!(equity - cash <= cap * equity * (1.0 + 1e-12), "bar {}: {equity} {cash}", pair[1][0]);
+            }
+        }
+        assert!(entries > 20);
+        let lowest = rows.iter().map(|r| num(r, 3)).fold(f64::INFINITY, f64::min);
+        assert_eq!(lowest < 0.0, cap > 1.0, "borrowed cash, {leverage}: {lowest}");
+    }
+    let bad = threadx(dir.path(), &["backtest", "--data", "data", "--portfolio", "--leverage", "-1"]);
+    assert!(text(&bad.stderr).contains("leverage=-1: a leverage cap is a positive multiple"), "{}", text(&bad.stderr));
 }

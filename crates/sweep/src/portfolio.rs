@@ -1,7 +1,7 @@
 //! A portfolio sweep: each combo one account over a universe's symbols ([`PortfolioSim`],
 //! prepared by `SweepPlan::prepare_portfolio`: every symbol's book laid out from one plan).
 
-use threadx_backtest::{Account, BacktestError, BatchTotals, BlockCuts, ComboPlan, PortfolioBooks, SignalBook, Sizing};
+use threadx_backtest::{Account, BacktestError, BatchTotals, BlockCuts, ComboPlan, PortfolioBooks, SignalBook};
 
 /// A universe traded as one account: every symbol's book on one clock, the account, what
 /// annualises the metrics, and the blocks of the clock each combo's returns are kept in
@@ -55,7 +55,7 @@ impl PortfolioSim {
     /// Combo `combo`'s account.
     fn account_of(&self, combo: u64) -> Account {
         match self.sizes_of(&[combo]) {
-            Some(size) => Account { sizing: Sizing { size: size[0], ..self.account.sizing }, ..self.account },
+            Some(size) => self.account.sized(size[0]),
             None => self.account,
         }
     }

@@ -66,6 +66,7 @@ impl RunData {
                 lot: Some(account.sizing.lot).filter(|l| !l.is_nan()),
                 min_size: account.sizing.min_size,
                 max_positions: account.max_positions.map(|n| n as u64),
+                leverage: account.leverage,
             }),
             summary: DataSummary::of_times(origin, clock),
             per_year: calendar.bars_per_year(clock),

@@ -11,7 +11,7 @@ use crate::error::BacktestError;
 use crate::fixed::Totals;
 use crate::metrics::{ExitReason, Side, Trade};
 use crate::portfolio::schedule::Schedule;
-use crate::portfolio::{Account, Mark, PortfolioRecord, PortfolioRun, Sizing, Source, run};
+use crate::portfolio::{Account, Mark, PortfolioRecord, PortfolioRun, Source, run};
 use crate::rules::rank_series;
 use crate::simulate::{BacktestReport, BatchTotals, curve_metrics};
 use crate::strategy::Strategy;
@@ -177,9 +177,7 @@ impl PortfolioBooks {
     ) -> BatchTotals {
         let (bars, symbols) = (self.times.len(), self.books.len());
         // Plan i's account: with `sizes`, each plan's own size (checked by the caller).
-        let account = |i: usize| {
-            sizes.map_or(*account, |s| Account { sizing: Sizing { size: s[i], ..account.sizing }, ..*account })
-        };
+        let account = |i: usize| sizes.map_or(*account, |s| account.sized(s[i]));
         let scratch = || Scratch {
             schedule: Schedule::new(bars, symbols),
             rows: Vec::with_capacity(symbols),

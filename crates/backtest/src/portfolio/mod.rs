@@ -65,15 +65,17 @@ pub(crate) struct Mark {
     pub(crate) own: usize,
 }
 
-/// The account: its starting cash, how entries are sized, what fills cost, and at most how
-/// many positions it holds at once (None: no limit). With `size_param`, each parameter
-/// set's value of that parameter is its size ([`Account::for_values`]).
+/// The account: its starting cash, how entries are sized, what fills cost, at most how
+/// many positions it holds at once (None: no limit), and its leverage cap
+/// ([`Account::with_leverage`]; None: the cash alone pays). With `size_param`, each
+/// parameter set's value of that parameter is its size ([`Account::for_values`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Account {
     pub init_cash: f64,
     pub sizing: Sizing,
     pub costs: Costs,
     pub max_positions: Option<usize>,
+    pub leverage: Option<f64>,
     pub size_param: Option<usize>,
 }
 
@@ -87,15 +89,22 @@ impl Account {
                 problem: "the starting cash must be a positive number".into(),
             });
         }
-        Ok(Self { init_cash, sizing, costs, max_positions: None, size_param: None })
+        Ok(Self { init_cash, sizing, costs, max_positions: None, leverage: None, size_param: None })
     }
 
     /// The checked account `request` asks for with `costs`: its sizing
-    /// ([`SizingRequest::sizing`]), a starting cash of 1 and no limit on positions where it
-    /// says nothing. A problem names its field.
+    /// ([`SizingRequest::sizing`]), a starting cash of 1, no limit on positions and no
+    /// leverage where it says nothing. A problem names its field.
     pub fn requested(request: &SizingRequest, costs: Costs) -> Result<Self, BacktestError> {
-        let account = Self::new(request.init_cash.unwrap_or(1.0), request.sizing()?, costs)?;
-        Ok(Self { size_param: request.size_param, ..account.with_max_positions(request.max_positions)? })
+        let account = Self::new(request.init_cash.unwrap_or(1.0), request.sizing()?, costs)?
+            .with_max_positions(request.max_positions)?
+            .with_leverage(request.leverage)?;
+        Ok(Self { size_param: request.size_param, ..account })
+    }
+
+    /// This account with each entry sized `size` (a value [`Account::with_size`] took).
+    pub fn sized(&self, size: f64) -> Self {
+        Self { sizing: Sizing { size, ..self.sizing }, ..*self }
     }
 
     /// The account of one parameter set (`values`, schema order): its size parameter's
@@ -140,7 +149,24 @@ impl Account {
         let most = self
             .max_positions
             .map_or(String::new(), |n| format!(", at most {n} position{}", if n == 1 { "" } else { "s" }));
-        format!("cash {}, {each}{lot}{most}", self.init_cash)
+        let leverage = self.leverage.map_or(String::new(), |l| format!(", positions at most {l}× its value"));
+        format!("cash {}, {each}{lot}{most}{leverage}", self.init_cash)
+    }
+
+    /// At most `leverage` (> 0) times the account's value held in positions: an entry
+    /// buys no more than takes the positions' value (at the bar's prices, after its
+    /// earlier orders) to that, borrowing the cash beyond 1 (at no interest; the cash then
+    /// goes below zero). 1 is the default: the cash alone pays.
+    pub fn with_leverage(self, leverage: Option<f64>) -> Result<Self, BacktestError> {
+        match leverage {
+            Some(l) if !(l.is_finite() && l > 0.0) => Err(BacktestError::BadValue {
+                param: "leverage".into(),
+                value: l.to_string(),
+                problem: "a leverage cap is a positive multiple of the account's value (e.g. 0.5 or 2)".into(),
+            }),
+            Some(l) if l != 1.0 => Ok(Self { leverage: Some(l), ..self }),
+            _ => Ok(Self { leverage: None, ..self }),
+        }
     }
 
     /// At most `n` positions at once (≥ 1): an entry while `n` are held is skipped, as one
@@ -240,6 +266,12 @@ impl Ledger {
     /// line: inlined into the bar loop, its sums were kept in memory.
     #[inline(never)]
     fn value(&self, row: &[f64]) -> f64 {
+        self.cash + self.held_value(row)
+    }
+
+    /// Every held position at its price in `row`, summed as [`Ledger::value`] says.
+    #[inline(always)]
+    fn held_value(&self, row: &[f64]) -> f64 {
         let mut lanes = [0.0; 4];
         let mut quads = self.held.chunks_exact(4);
         for quad in &mut quads {
@@ -250,7 +282,7 @@ impl Ledger {
         for (lane, &(s, units)) in lanes.iter_mut().zip(quads.remainder()) {
             *lane += units * row[s];
         }
-        self.cash + ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+        (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
     }
 
     /// vectorbt reads a cash within its tolerance of zero as zero before an order.
@@ -276,15 +308,20 @@ impl Ledger {
         self.totals.wins += u32::from(filled.cash > spent);
     }
 
-    /// Buys symbol `s` at `price` on bar `t` as the sizing says (`value`: the account's
-    /// value before the bar's orders; `stop`: the entry's stop level, for risk sizing);
-    /// whether it filled.
-    fn enter(&mut self, (t, s, price): (usize, usize, f64), account: &Account, value: f64, stop: Option<f64>) -> bool {
-        let sizing = &account.sizing;
+    /// Buys symbol `s` at its price in `row` (the bar's prices) on bar `t` as the sizing
+    /// says (`value`: the account's value before the bar's orders; `stop`: the entry's
+    /// stop level, for risk sizing), paid from the cash, or from what the leverage cap
+    /// leaves; whether it filled.
+    fn enter(&mut self, (t, s, row): (usize, usize, &[f64]), account: &Account, value: f64, stop: Option<f64>) -> bool {
+        let (sizing, price) = (&account.sizing, row[s]);
         let cash = self.cash_now();
-        let units = |units: f64| buy(cash, units, price, None, account.costs, sizing.limits());
+        let power = account.leverage.map_or(cash, |leverage| {
+            let held = self.held_value(row);
+            leverage * (self.cash + held) - held
+        });
+        let units = |units: f64| buy(power, units, price, None, account.costs, sizing.limits());
         let order = match sizing.kind {
-            SizeType::Percent => buy(cash, f64::INFINITY, price, Some(sizing.size), account.costs, sizing.limits()),
+            SizeType::Percent => buy(power, f64::INFINITY, price, Some(sizing.size), account.costs, sizing.limits()),
             SizeType::Value => units(sizing.size / price),
             SizeType::TargetPercent if value > 0.0 => units(sizing.size * value / price),
             // The stop must lie below the price: a loss at the stop of `size` of the value.
@@ -434,7 +471,7 @@ fn trade_bar<S: Source>(
     for &(s, own) in &due.entries {
         let room = account.max_positions.is_none_or(|n| ledger.held.len() < n);
         let stop = if risk { source.stop_level(s, own, row[s]) } else { None };
-        if room && ledger.enter((t, s, row[s]), account, value, stop) {
+        if room && ledger.enter((t, s, row), account, value, stop) {
             if let Some((at, reason)) = source.exit_after(s, own, row[s]) {
                 schedule.set(s, at, Some(reason));
             }

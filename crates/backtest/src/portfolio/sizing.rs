@@ -117,6 +117,7 @@ pub struct SizingRequest {
     pub min_size: Option<f64>,
     pub init_cash: Option<f64>,
     pub max_positions: Option<usize>,
+    pub leverage: Option<f64>,
 }
 
 impl SizingRequest {
@@ -131,6 +132,7 @@ impl SizingRequest {
             min_size: over.min_size.or(self.min_size),
             init_cash: over.init_cash.or(self.init_cash),
             max_positions: over.max_positions.or(self.max_positions),
+            leverage: over.leverage.or(self.leverage),
         }
     }
 
@@ -150,5 +152,6 @@ impl SizingRequest {
             && self.lot.is_none()
             && self.min_size.is_none_or(|m| m == 0.0)
             && self.max_positions.is_none()
+            && self.leverage.is_none_or(|l| l == 1.0)
     }
 }

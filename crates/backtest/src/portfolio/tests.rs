@@ -142,3 +142,39 @@ fn max_positions_skips_the_entries_past_it_until_a_position_closes() {
     assert_eq!(record.cash[0], 80.0);
     assert!(account(value(10.0), 0.0).with_max_positions(Some(0)).is_err());
 }
+
+/// A leverage cap of 0.5: an entry buys at most what takes the positions to half the
+/// account's value at the bar's prices, so a later entry waits until a position closes.
+#[test]
+fn a_leverage_cap_below_one_holds_at_most_that_share_of_the_value() {
+    let close = array![[10.0, 20.0, NAN], [12.0, 20.0, 6.0], [11.0, 20.0, 6.0]];
+    let entries = array![[true, true, false], [false, false, true], [false, false, true]];
+    let exits = array![[false, false, false], [false, false, false], [true, false, false]];
+    let half = account(Sizing::default(), 0.0).with_leverage(Some(0.5)).expect("valid");
+    let record = run(&close, &entries, &exits, half).record.expect("a record");
+    let trades: Vec<_> = record.trades.iter().map(|t| (t.symbol, t.entry_bar, t.entry.size)).collect();
+    // Bar 0: A buys 50 of 100 (5 units); B would take the positions past 50: none.
+    // Bar 1: the value is 50 + 5·12 = 110, half is 55, A holds 60: C waits.
+    // Bar 2: A sold at 11 (cash 105), C buys half of it: 52.5 at 6.
+    assert_eq!(trades, [(0, 0, 5.0), (2, 2, 8.75)]);
+    assert_eq!(record.cash, [50.0, 50.0, 52.5]);
+    assert!(account(Sizing::default(), 0.0).with_leverage(Some(0.0)).is_err());
+    assert_eq!(account(Sizing::default(), 0.0).with_leverage(Some(1.0)).expect("valid").leverage, None);
+}
+
+/// A leverage cap of 2 borrows: entries of 150 on 100 of cash fill until the positions
+/// are worth twice the account, the cash going below zero; the equity is the cash plus
+/// the positions.
+#[test]
+fn a_leverage_cap_above_one_borrows_up_to_it() {
+    let close = array![[10.0, 20.0, 5.0], [11.0, 22.0, 5.0]];
+    let entries = array![[true, true, true], [false, false, false]];
+    let exits = array![[false, false, false], [false, false, false]];
+    let double = account(value(150.0), 0.0).with_leverage(Some(2.0)).expect("valid");
+    let record = run(&close, &entries, &exits, double).record.expect("a record");
+    let trades: Vec<_> = record.trades.iter().map(|t| (t.symbol, t.entry.size)).collect();
+    // A: 15 units for 150 (cash −50); B: 200 − 150 = 50 of room, 2.5 units; C: none.
+    assert_eq!(trades, [(0, 15.0), (1, 2.5)]);
+    assert_eq!(record.cash, [-100.0, -100.0]);
+    assert_eq!(record.equity, [100.0, -100.0 + 15.0 * 11.0 + 2.5 * 22.0]);
+}

@@ -65,6 +65,7 @@ struct SizingDef {
     min_size: Option<Spanned<f64>>,
     init_cash: Option<Spanned<f64>>,
     max_positions: Option<Spanned<i64>>,
+    leverage: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -353,6 +354,7 @@ fn sizing(
         min_size: value(&table.min_size),
         init_cash: value(&table.init_cash),
         max_positions,
+        leverage: value(&table.leverage),
     };
     match Account::requested(&request, Costs::default()) {
         Err(BacktestError::BadValue { param, problem, .. }) => {
@@ -361,6 +363,7 @@ fn sizing(
                 "size" => table.size.as_ref().map_or(0..0, Spanned::span),
                 "lot" => span_of(&table.lot),
                 "min_size" => span_of(&table.min_size),
+                "leverage" => span_of(&table.leverage),
                 _ => span_of(&table.init_cash),
             };
             Err(at(span, &format!("[sizing] `{param}`: {problem}")))

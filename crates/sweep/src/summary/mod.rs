@@ -212,6 +212,9 @@ pub struct PortfolioIdentity {
     pub min_size: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_positions: Option<u64>,
+    /// The leverage cap, where not 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leverage: Option<f64>,
 }
 
 /// A data set's identity: where it came from, its length and its fingerprint.
