@@ -33,7 +33,7 @@ use table::Table;
 use threadx_backtest::{Costs, Metrics, ParamKind, ParamSpec, Strategy, Trade, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
 use threadx_indicators::{DataError, Indicator, IndicatorBank};
-use threadx_sweep::{ChunkResult, SweepError, SweepRequest, SweepSpec, WalkData};
+use threadx_sweep::{ChunkResult, SweepData, SweepError, SweepRequest, SweepSpec};
 
 /// The indicators' columns: (name, values) in the order asked.
 #[pyfunction]
@@ -186,8 +186,9 @@ fn sweep<'py>(
     if spec.walk_forward().is_some() {
         let (windows, spec) = py.detach(move || -> PyResult<_> {
             let ranking = threadx_sweep::WindowRanking { by: &by, minimize, constraints: &constraints };
-            let report = threadx_sweep::walk_forward(WalkData::One(&data), &dispatcher, &spec, ranking, &mut |_, _| {})
-                .map_err(sweep_error)?;
+            let report =
+                threadx_sweep::walk_forward(SweepData::One(&data), &dispatcher, &spec, ranking, &mut |_, _| {})
+                    .map_err(sweep_error)?;
             flush(&dispatcher);
             Ok((threadx_sweep::walk_forward_table(&report, data.timestamps(), &spec), spec))
         })?;

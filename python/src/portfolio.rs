@@ -18,7 +18,7 @@ use threadx_backtest::{
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Calendar, Ohlcv};
-use threadx_sweep::{Session, SweepError, SweepPlan, SweepSpec, WalkData};
+use threadx_sweep::{Session, SweepData, SweepError, SweepPlan, SweepSpec};
 
 /// The account's metrics as a one-row table, and its record when `details`.
 #[pyfunction]
@@ -160,8 +160,8 @@ pub fn sweep_portfolio<'py>(
     if spec.walk_forward().is_some() {
         let windows = py.detach(|| -> Result<_, SweepError> {
             let symbols = universe.universe.load_all().map_err(|e| SweepError::Spec(e.to_string()))?;
-            let clock = WalkData::portfolio_clock(&symbols);
-            let data = WalkData::Portfolio {
+            let clock = SweepData::portfolio_clock(&symbols);
+            let data = SweepData::Portfolio {
                 origin: universe.universe.origin(),
                 symbols: &symbols,
                 account: &account,

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use std::sync::Arc;
 use threadx_backtest::{BacktestReport, Costs, Metrics, Strategy};
 use threadx_indicators::Ohlcv;
-use threadx_report::{BacktestRun, SweepRows, SweepRun, timed_backtest};
+use threadx_report::{BacktestRun, BestRun, SweepRows, SweepRun, timed_backtest};
 use threadx_sweep::{Best, Combos, Constraint, DataSummary, Leaderboard, Row, Summary, best_of};
 
 /// What one backtest ran and gave, kept for its report.
@@ -107,7 +107,9 @@ pub(crate) fn sweep_report(
         flush(&dispatcher);
         let device = crate::report::device_line(&spec.device().to_string());
         let best = best_run.as_ref().map(|(values, report, seconds)| {
-            BacktestRun::new(&data, spec.strategy(), values, spec.costs(), report).ran_on(&device, *seconds)
+            BestRun::Backtest(
+                BacktestRun::new(&data, spec.strategy(), values, spec.costs(), report).ran_on(&device, *seconds),
+            )
         });
         let run = SweepRun {
             spec: &spec,

@@ -38,8 +38,9 @@ class SweepFrame(pd.DataFrame):
     def _html(self, search_json: Optional[str] = None) -> str:
         if self._threadx_sweep is None:
             raise ValueError(
-                "these rows draw no report: a universe's rows (report one symbol's sweep), a walk-forward's windows "
-                "(`threadx sweep --walk-forward ... --report FILE.html` draws them), or a frame made by hand"
+                "these rows draw no report: a universe's rows (report one symbol's sweep), a portfolio's rows or a "
+                "walk-forward's windows (`threadx sweep --portfolio|--walk-forward ... --report FILE.html` draws "
+                "them), or a frame made by hand"
             )
         bars, request, by, minimize, constraints = self._threadx_sweep
         missing = [m for m in METRICS if m not in self.columns]

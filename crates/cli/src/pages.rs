@@ -5,11 +5,11 @@
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use threadx_backtest::Strategy;
+use threadx_backtest::{PortfolioBooks, Strategy};
 use threadx_dispatch::{DeviceMode, Dispatcher};
-use threadx_indicators::Ohlcv;
-use threadx_report::{BacktestRun, OutOfSampleCurve, SweepRows, SweepRun, timed_backtest};
-use threadx_sweep::{OutputOptions, Params, Session, Shard, Summary, SweepSpec, plot_checksum};
+use threadx_indicators::{Calendar, Ohlcv};
+use threadx_report::{BacktestRun, BestRun, OutOfSampleCurve, PortfolioRun, SweepRows, SweepRun, timed_backtest};
+use threadx_sweep::{OutputOptions, Params, Session, Shard, Summary, SweepData, SweepSpec, plot_checksum};
 
 /// Where a backtest's report says it ran: the device policy picks the indicators' device;
 /// the trade-by-trade simulation runs on the CPU.
@@ -25,7 +25,7 @@ pub fn write_backtest(run: &BacktestRun<'_>, path: &Path) -> Result<()> {
 /// What a sweep's page is made of, beside its summary.
 pub struct SweepPage<'a> {
     pub spec: &'a SweepSpec,
-    pub data: &'a Ohlcv,
+    pub data: SweepData<'a>,
     pub summary: &'a Summary,
     /// The results file, read again for the heatmaps and the distribution.
     pub results: Option<&'a Path>,
@@ -36,24 +36,54 @@ pub struct SweepPage<'a> {
 }
 
 /// Writes the page of a sweep to `path`: its sections, then the backtest of its best
-/// combo (the summary's first row), run here on `dispatcher`.
+/// combo (the summary's first row), run here on `dispatcher`: one data set's, or a
+/// portfolio's account.
 pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMode, path: &Path) -> Result<()> {
     let spec = page.spec;
     let strategy = spec.strategy();
-    let by = page.summary.best.as_ref().map_or("sharpe", |b| b.by.as_str()).to_owned();
-    let best_run = match page.summary.best_params() {
-        Some(best) => {
-            let values = cell_params(strategy, best)?;
+    let values = page.summary.best_params().map(|best| cell_params(strategy, best)).transpose()?;
+    match (page.data, values) {
+        (SweepData::One(data), Some(values)) => {
             let (report, seconds) =
-                timed_backtest(page.data, dispatcher, strategy, &values, spec.costs(), spec.periods_per_year())?;
-            Some((values, report, seconds))
+                timed_backtest(data, dispatcher, strategy, &values, spec.costs(), spec.periods_per_year())?;
+            let device = backtest_device(mode);
+            let best = BacktestRun::new(data, strategy, &values, spec.costs(), &report).ran_on(&device, seconds);
+            write_sweep_with(page, Some(BestRun::Backtest(best)), path)
         }
-        None => None,
-    };
-    let device = backtest_device(mode);
-    let best = best_run.as_ref().map(|(values, report, seconds)| {
-        BacktestRun::new(page.data, strategy, values, spec.costs(), report).ran_on(&device, *seconds)
-    });
+        (SweepData::Portfolio { origin, symbols, account, clock }, Some(values)) => {
+            let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
+            let books = PortfolioBooks::for_params(strategy, &values, &named, dispatcher)?;
+            let names: Vec<&str> = strategy.schema().iter().map(|p| p.name.as_str()).collect();
+            let account = account.for_values(&values, &names)?;
+            let run = books.simulate(&books.plans_of(0), &account, true);
+            let record = run.record.unwrap_or_default();
+            let per_year = spec.periods_per_year().unwrap_or_else(|| Calendar::of(clock).bars_per_year(clock));
+            let metrics = run.totals.metrics(clock.len(), per_year);
+            let symbol_names: Vec<&str> = symbols.iter().map(|(n, _)| n.as_str()).collect();
+            let sizing = account.describe(None);
+            let best = PortfolioRun {
+                strategy,
+                values: &values,
+                origin,
+                symbols: &symbol_names,
+                times: books.times(),
+                prices: books.prices(),
+                account: &account,
+                metrics: &metrics,
+                record: &record,
+                bars_per_year: per_year,
+                sizing: &sizing,
+            };
+            write_sweep_with(page, Some(BestRun::Portfolio(best)), path)
+        }
+        (_, None) => write_sweep_with(page, None, path),
+    }
+}
+
+/// Writes the page of a sweep with `best`, its best combo run again, to `path`.
+fn write_sweep_with(page: &SweepPage<'_>, best: Option<BestRun<'_>>, path: &Path) -> Result<()> {
+    let spec = page.spec;
+    let by = page.summary.best.as_ref().map_or("sharpe", |b| b.by.as_str()).to_owned();
     let figures = page.overfitting_plots.as_ref().map_or_else(Vec::new, |plots| vouched_plots(plots, page.summary));
     let run = SweepRun {
         spec,
@@ -104,14 +134,13 @@ pub fn check_sweep_report(path: &Path, out: &Path, shard: Shard) -> Result<()> {
 
 /// The report of a grid sweep or search just finished (when `path` asks for one).
 pub fn after_sweep(
-    path: Option<&Path>,
+    (path, data): (Option<&Path>, SweepData<'_>),
     session: &Session,
     summary: &Summary,
     opts: &OutputOptions,
     mode: DeviceMode,
 ) -> Result<()> {
     let Some(path) = path else { return Ok(()) };
-    let Some(data) = session.bars() else { bail!("--report: a portfolio sweep's is not built yet") };
     let page = SweepPage {
         spec: session.spec(),
         data,

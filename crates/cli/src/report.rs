@@ -10,7 +10,7 @@ use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::Ohlcv;
 use threadx_profile_store::refuse_output_over_input;
 use threadx_report::{BacktestRun, timed_backtest};
-use threadx_sweep::{Summary, SweepSpec, data_fingerprint};
+use threadx_sweep::{Summary, SweepData, SweepSpec, data_fingerprint};
 
 /// What `threadx report` was given: a sweep's summary, or `threadx backtest --json`'s object.
 enum Input {
@@ -116,7 +116,10 @@ fn sweep_from_summary(
     }
     let Some(identity) = &summary.identity else { bail!("{}: no identity", input.display()) };
     if identity.portfolio.is_some() {
-        bail!("{}: a portfolio's summary: its page is not drawn yet (docs/portfolios.md)", input.display());
+        bail!(
+            "{}: a portfolio's summary: its page comes with its run (`threadx sweep --portfolio --report FILE.html`)",
+            input.display()
+        );
     }
     let spec = SweepSpec::from_identity(&identity.spec).with_context(|| format!("reading {}", input.display()))?;
     let data = load_data(input, summary.data.as_ref().map(|d| d.origin.as_str()))?;
@@ -132,7 +135,7 @@ fn sweep_from_summary(
         results.as_deref().map(|r| (crate::outputs::sibling(r, "-pbo.svg"), crate::outputs::sibling(r, "-oos.svg")));
     let page = SweepPage {
         spec: &spec,
-        data: &data,
+        data: SweepData::One(&data),
         summary,
         results: results.as_deref(),
         overfitting_plots,

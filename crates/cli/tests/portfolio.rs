@@ -494,10 +494,6 @@ fn what_a_portfolio_sweep_cannot_run_yet_is_refused_by_name() {
             vec!["sweep", "--data", "data", "--portfolio", "--walk-forward", "train=20,test=500"],
             "--walk-forward train=20: a train window of 20 bars is too short",
         ),
-        (
-            vec!["sweep", "--data", "data", "--portfolio", "--report", "r.html"],
-            "--report: a portfolio sweep's page is not built yet",
-        ),
         (vec!["sweep", "--data", "data", "--size", "0.5"], "--size: sizing needs --portfolio"),
         (
             vec!["sweep", "--data", "data", "--portfolio", "--max-memory", "1M"],

@@ -99,3 +99,44 @@ fn a_rule_files_backtest_is_reported_from_its_json() {
     let page = std::fs::read_to_string(dir.path().join("bt.html")).unwrap();
     assert!(page.contains("donchian") && page.contains("n=30"), "the page of the run");
 }
+
+/// A portfolio sweep's page: the sweep's sections, then its best combo run again as one
+/// account (its trades the best row's); a portfolio walk-forward's page; `threadx report`
+/// of a portfolio's summary says where its page comes from.
+#[test]
+fn a_portfolio_sweeps_page_shows_its_best_account() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    crate::portfolio::make_data(d);
+    let grid = ["--grid", "bb_period=10,20,30", "--grid", "bb_std=1.5,2"];
+    let args = ["sweep", "--data", "data", "--portfolio", "--size", "0.4", "--out", "s.csv", "--report", "s.html"];
+    let run = threadx(d, &[&args[..], &grid, &["--quiet"]].concat());
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let page = std::fs::read_to_string(d.join("s.html")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(d.join("s.json")).unwrap()).unwrap();
+    let best = &summary["best"]["rows"][0];
+    let trades = best["metrics"]["trades"].as_u64().unwrap();
+    for heading in [
+        "The best 6 combos by sharpe",
+        "Heatmaps of sharpe",
+        "Best combo: Key metrics",
+        "Best combo: Allocation over time",
+        "Best combo: Contribution by symbol",
+        &format!("Best combo: Trades ({trades})"),
+    ] {
+        assert!(page.contains(heading), "{heading}");
+    }
+    let value = |p: &str| best["params"][p].as_f64().unwrap();
+    let params = format!("bb_period={},bb_std={}", value("bb_period"), value("bb_std"));
+    assert!(page.contains(&params), "the note names the best combo, {params}");
+
+    let walk = ["sweep", "--data", "data", "--portfolio", "--walk-forward", "train=1500,test=500", "--out", "w.csv"];
+    let run = threadx(d, &[&walk[..], &grid, &["--report", "w.html", "--quiet"]].concat());
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let page = std::fs::read_to_string(d.join("w.html")).unwrap();
+    assert!(page.contains("walk-forward") && page.contains("Out-of-sample"), "the windows' page");
+
+    let run = threadx(d, &["report", "s.json", "--out", "again.html"]);
+    let stderr = text(&run.stderr);
+    assert!(!run.status.success() && stderr.contains("its page comes with its run"), "{stderr}");
+}

@@ -18,5 +18,5 @@ mod walk;
 pub use backtest::{BacktestRun, timed_backtest};
 pub use page::Report;
 pub use portfolio::PortfolioRun;
-pub use sweep::{SweepRows, SweepRun};
+pub use sweep::{BestRun, SweepRows, SweepRun};
 pub use walk::OutOfSampleCurve;

@@ -45,12 +45,17 @@ impl PortfolioRun<'_> {
             format!("{} on {} symbols of {}", self.strategy.describe(self.values), self.symbols.len(), self.origin);
         let mut report = Report::new(&title, &subtitle);
         report.section("run", "What ran", &facts(&self.facts()));
-        self.add_metrics(&mut report);
-        self.add_equity(&mut report);
-        self.add_allocation(&mut report);
-        self.add_contribution(&mut report);
-        self.add_trades(&mut report);
+        self.add_sections(&mut report, "");
         report
+    }
+
+    /// The account's sections; `prefix` starts their headings (a sweep's best combo).
+    pub(crate) fn add_sections(&self, report: &mut Report, prefix: &str) {
+        self.add_metrics(report, prefix);
+        self.add_equity(report, prefix);
+        self.add_allocation(report, prefix);
+        self.add_contribution(report, prefix);
+        self.add_trades(report, prefix);
     }
 
     fn facts(&self) -> Vec<(&'static str, String)> {
@@ -72,7 +77,7 @@ impl PortfolioRun<'_> {
         ]
     }
 
-    fn add_metrics(&self, report: &mut Report) {
+    fn add_metrics(&self, report: &mut Report, prefix: &str) {
         let m = self.metrics;
         let (turnover, positions) = (self.record.turnover(), self.record.mean_positions(self.symbols.len()));
         let last = self.record.equity.last().copied().unwrap_or(self.account.init_cash);
@@ -88,7 +93,18 @@ impl PortfolioRun<'_> {
             ("Mean positions held", num(positions, 2), "symbols held at a bar's close, on average"),
             ("Turnover", num(turnover, 2), "value bought and sold over the mean equity"),
         ];
-        report.section("metrics", "Key metrics", &cards(&figures));
+        let mut html = String::new();
+        if !prefix.is_empty() {
+            // A sweep's page: which combo this is, and that it was run again in full.
+            html.push_str(&note(&format!(
+                "{} {} ({}): the sweep's best combo, run again as one account bar by bar on the CPU.",
+                self.strategy,
+                self.strategy.describe(self.values),
+                self.sizing
+            )));
+        }
+        html.push_str(&cards(&figures));
+        report.section("metrics", &format!("{prefix}Key metrics"), &html);
     }
 
     /// The x axis of the bars `keep`: their times.
@@ -96,15 +112,15 @@ impl PortfolioRun<'_> {
         (Axis::time("time (UTC)"), keep.iter().map(|&i| self.times[i] as f64 / 1000.0).collect())
     }
 
-    fn add_equity(&self, report: &mut Report) {
+    fn add_equity(&self, report: &mut Report, prefix: &str) {
         let equity = (&self.record.equity[..], "equity", &[][..]);
         let html = equity_and_drawdown(report, equity, &|keep| self.x_axis(keep), "portfolio");
-        report.section("equity", "Equity and drawdown", &html);
+        report.section("equity", &format!("{prefix}Equity and drawdown"), &html);
     }
 
     /// Each symbol's share of the equity at each bar (its units at its last close), the
     /// largest holders on their own, the rest as one band, and the cash: a stacked area.
-    fn add_allocation(&self, report: &mut Report) {
+    fn add_allocation(&self, report: &mut Report, prefix: &str) {
         let n = self.symbols.len();
         let bars = self.record.equity.len();
         let share = |t: usize, s: usize| {
@@ -115,7 +131,7 @@ impl PortfolioRun<'_> {
         mean.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let own: Vec<usize> = mean.iter().take(ALLOCATION_BANDS).filter(|(m, _)| *m > 0.0).map(|&(_, s)| s).collect();
         if own.is_empty() {
-            report.section("allocation", "Allocation over time", &note("No position was ever held."));
+            report.section("allocation", &format!("{prefix}Allocation over time"), &note("No position was ever held."));
             return;
         }
         // Each band's top edge: its share plus the shares of the bands under it.
@@ -162,12 +178,12 @@ impl PortfolioRun<'_> {
              average are drawn on their own.",
             own.len()
         )));
-        report.section("allocation", "Allocation over time", &html);
+        report.section("allocation", &format!("{prefix}Allocation over time"), &html);
     }
 
     /// Each symbol's trades and profit: closed trades' profit, an open one's at the last
     /// close less what it cost.
-    fn add_contribution(&self, report: &mut Report) {
+    fn add_contribution(&self, report: &mut Report, prefix: &str) {
         let n = self.symbols.len();
         let mut rows = vec![(0usize, 0usize, 0.0f64); n];
         for t in &self.record.trades {
@@ -202,10 +218,10 @@ impl PortfolioRun<'_> {
             "The profits add up to {} (the equity at the end less the starting cash).",
             num(total, 2)
         )));
-        report.section("contribution", "Contribution by symbol", &html);
+        report.section("contribution", &format!("{prefix}Contribution by symbol"), &html);
     }
 
-    fn add_trades(&self, report: &mut Report) {
+    fn add_trades(&self, report: &mut Report, prefix: &str) {
         let trades = &self.record.trades;
         let headers: Vec<String> = [
             "#",
@@ -252,6 +268,6 @@ impl PortfolioRun<'_> {
                 trades.len()
             )));
         }
-        report.section("trades", &format!("Trades ({})", trades.len()), &html);
+        report.section("trades", &format!("{prefix}Trades ({})", trades.len()), &html);
     }
 }

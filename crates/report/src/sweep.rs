@@ -6,6 +6,7 @@
 use crate::backtest::BacktestRun;
 use crate::charts::{Axis, Unit, bars, bins_for, histogram, lines};
 use crate::page::{Cell, Report, escape, facts, figure, metric_text, note, num, pct, table};
+use crate::portfolio::PortfolioRun;
 use crate::walk::OutOfSampleCurve;
 use std::path::Path;
 use threadx_backtest::{Metrics, ParamCell, Strategy};
@@ -33,7 +34,14 @@ pub struct SweepRun<'a> {
     /// A walk-forward's test windows back to back, drawn as its out-of-sample equity.
     pub out_of_sample: Option<OutOfSampleCurve>,
     /// The backtest of the best combo.
-    pub best: Option<BacktestRun<'a>>,
+    pub best: Option<BestRun<'a>>,
+}
+
+/// The best combo run again in full: one data set's backtest, or a portfolio's account.
+#[derive(Debug, Clone)]
+pub enum BestRun<'a> {
+    Backtest(BacktestRun<'a>),
+    Portfolio(PortfolioRun<'a>),
 }
 
 /// Where a sweep's rows are.
@@ -74,8 +82,10 @@ impl SweepRun<'_> {
         self.add_overfitting(&mut report);
         self.add_search(&mut report);
         crate::walk::add_walk_forward(&mut report, self.spec, self.summary, self.out_of_sample.as_ref());
-        if let Some(best) = &self.best {
-            best.add_sections(&mut report, "Best combo: ");
+        match &self.best {
+            Some(BestRun::Backtest(best)) => best.add_sections(&mut report, "Best combo: "),
+            Some(BestRun::Portfolio(best)) => best.add_sections(&mut report, "Best combo: "),
+            None => {}
         }
         Ok(report)
     }

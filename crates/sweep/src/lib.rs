@@ -49,10 +49,10 @@ mod search_run;
 mod session;
 mod spec;
 mod summary;
+mod sweep_data;
 mod table;
 mod universe;
 mod walk;
-mod walk_data;
 
 pub use across::{AcrossReport, ComboAcross, across_in_memory, across_table, by_combo_path};
 pub use combos::{ComboSet, Shard, chunk_size};
@@ -95,8 +95,8 @@ pub use summary::{
     SplitsSummary, Summary, SymbolSummary, Timings, TimingsSummary, TopCombo, TrialsSummary, UniverseIdentity,
     UniverseSections, UniverseTimings, WholeGridSummary, WindowSummary, params_json, section_json,
 };
+pub use sweep_data::SweepData;
 pub use table::{ArrowTable, ColumnType, TableFormat, write_table};
 pub use threadx_telemetry::available_memory;
 pub use universe::{UniverseProgress, UniverseReport, universe_in_memory, universe_to_files};
 pub use walk::{WalkForwardFiles, WalkForwardReport, WindowRanking, WindowResult, walk_forward, walk_forward_to_files};
-pub use walk_data::WalkData;

@@ -4,7 +4,7 @@
 //! A train window is swept on its own bars. A test window is simulated on all bars up to
 //! its end with no entry before its first bar, so its indicators have their full history
 //! (every indicator is causal) and its metrics count only its own bars. A portfolio's
-//! windows are cut from its clock, each symbol's bars at their times ([`WalkData`]).
+//! windows are cut from its clock, each symbol's bars at their times ([`SweepData`]).
 
 use crate::combos::Shard;
 use crate::error::SweepError;
@@ -14,8 +14,8 @@ use crate::run_files::commit_with_summary;
 use crate::search::Constraint;
 use crate::spec::SweepSpec;
 use crate::summary::{BestRow, OutOfSampleDsr, Summary, WindowSummary};
+use crate::sweep_data::SweepData;
 use crate::table::{ColumnType, stage_table};
-use crate::walk_data::WalkData;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use threadx_backtest::{BacktestError, BacktestReport, Metrics, ParamKind};
@@ -87,7 +87,7 @@ pub struct WalkForwardFiles {
 /// (CSV, Parquet or Arrow) with the summary beside them, put in place together and the
 /// summary last, as every run's files are.
 pub fn walk_forward_to_files(
-    data: WalkData<'_>,
+    data: SweepData<'_>,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
     ranking: WindowRanking<'_>,
@@ -107,7 +107,7 @@ pub fn walk_forward_to_files(
 /// `progress(window, windows)` after each window. A train window none of whose combos
 /// keeps the constraints is refused, naming it.
 pub fn walk_forward(
-    data: WalkData<'_>,
+    data: SweepData<'_>,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
     ranking: WindowRanking<'_>,
@@ -243,7 +243,7 @@ impl WalkForwardReport {
 
     /// The walk-forward's summary: its spec, data (a portfolio's symbols and account in
     /// `identity`), ranking metric, windows and the test windows' metrics back to back.
-    pub fn summary(&self, data: WalkData<'_>, spec: &SweepSpec) -> Summary {
+    pub fn summary(&self, data: SweepData<'_>, spec: &SweepSpec) -> Summary {
         let times = data.times();
         let span = |r: &std::ops::Range<usize>| [format_time(times[r.start]), format_time(times[r.end - 1])];
         let windows = self

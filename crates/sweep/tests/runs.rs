@@ -8,7 +8,7 @@ use threadx_dispatch::{DeviceMode, DevicePolicy};
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{DevicePool, DistributeOptions, Fault, Worker};
 use threadx_sweep::{
-    OutputOptions, Sample, Shard, Sweep, SweepError, SweepPlan, SweepRequest, WalkData, WindowRanking, merge,
+    OutputOptions, Sample, Shard, Sweep, SweepData, SweepError, SweepPlan, SweepRequest, WindowRanking, merge,
     parse_row, walk_forward,
 };
 
@@ -227,7 +227,7 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     let profile = tempfile::tempdir().unwrap();
     let dispatcher = cpu(&profile);
     let report = walk_forward(
-        WalkData::One(&d),
+        SweepData::One(&d),
         &dispatcher,
         &checked(&spec),
         WindowRanking::by("total_return"),
@@ -270,7 +270,7 @@ fn walk_forward_picks_the_in_sample_best_and_chains_the_tests() {
     let too_long = threadx_sweep::WalkForward { train: 5000, test: 2000, step: 2000 };
     spec.walk_forward = Some(too_long);
     let err =
-        walk_forward(WalkData::One(&d), &dispatcher, &checked(&spec), WindowRanking::by("sharpe"), &mut |_, _| {})
+        walk_forward(SweepData::One(&d), &dispatcher, &checked(&spec), WindowRanking::by("sharpe"), &mut |_, _| {})
             .unwrap_err()
             .to_string();
     assert!(err.contains("fewer than one train and one test window"), "{err}");

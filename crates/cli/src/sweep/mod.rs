@@ -23,7 +23,7 @@ use threadx_indicators::{MarketData, Ohlcv};
 use threadx_multi_gpu::{RunStats, WorkerStats};
 use threadx_profile_store::{is_special_file, write_file_atomic};
 use threadx_sweep::{
-    Best, HeatmapOptions, OutputOptions, Preparation, Session, Shard, SweepPlan, SweepReport, SweepSpec, WalkData,
+    Best, HeatmapOptions, OutputOptions, Preparation, Session, Shard, SweepData, SweepPlan, SweepReport, SweepSpec,
     checkpoint_dir, merge, metric_index,
 };
 use threadx_telemetry::{
@@ -82,7 +82,7 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
         }
     };
     if spec.walk_forward().is_some() {
-        return walk::run(WalkData::One(&data), &dispatcher, &spec, (args, &opts.constraints), mode);
+        return walk::run(SweepData::One(&data), &dispatcher, &spec, (args, &opts.constraints), mode);
     }
     let plan = SweepPlan::new(&spec, data.len(), dispatcher.policy())?;
     print_header(&spec, &data, &plan, shard)?;
@@ -99,11 +99,17 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
     ));
     if spec.search().is_some() {
         let summary = search::run(&session, &opts, search_plot.as_deref(), phases, args.quiet, args.profile)?;
-        return crate::pages::after_sweep(args.report.as_deref(), &session, &summary, &opts, mode);
+        return crate::pages::after_sweep(
+            (args.report.as_deref(), SweepData::One(&data)),
+            &session,
+            &summary,
+            &opts,
+            mode,
+        );
     }
     let report = grid_to_files(&session, args, &opts, phases, (monitor.as_mut(), monitor_plot.as_deref()))?;
     print_grid_run(args, &spec, &by, &opts, &session.preparation(), &report, monitor_plot.as_deref())?;
-    crate::pages::after_sweep(args.report.as_deref(), &session, &report.summary, &opts, mode)
+    crate::pages::after_sweep((args.report.as_deref(), SweepData::One(&data)), &session, &report.summary, &opts, mode)
 }
 
 /// A session's whole plan run to files as `opts` says, with a progress bar; the machine

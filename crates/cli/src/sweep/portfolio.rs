@@ -6,12 +6,12 @@
 use crate::console::count;
 use crate::sweep::{grid_to_files, print_grid_run, search, walk};
 use crate::sweep_args::SweepArgs;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use std::path::Path;
 use std::sync::Arc;
 use threadx_dispatch::{Dispatcher, format_bytes, thousands};
 use threadx_indicators::Ohlcv;
-use threadx_sweep::{OutputOptions, Session, SweepPlan, SweepSpec, WalkData};
+use threadx_sweep::{OutputOptions, Session, SweepData, SweepPlan, SweepSpec};
 use threadx_telemetry::{PhaseTimer, SystemMonitor};
 
 /// Runs the portfolio sweep (or search) of `symbols` (name and bars, in symbol order) from
@@ -30,16 +30,11 @@ pub fn run(
     ),
     phases: PhaseTimer,
 ) -> Result<()> {
-    if args.report.is_some() {
-        bail!(
-            "--report: a portfolio sweep's page is not built yet (backtest --portfolio --report draws one account's)"
-        );
-    }
     let account = args.sizing.account(spec.strategy(), spec.costs())?;
+    let clock = SweepData::portfolio_clock(&symbols);
+    let data = SweepData::Portfolio { origin, symbols: &symbols, account: &account, clock: &clock };
     if spec.walk_forward().is_some() {
         spec.strategy().check_sizing(&account.sizing)?;
-        let clock = WalkData::portfolio_clock(&symbols);
-        let data = WalkData::Portfolio { origin, symbols: &symbols, account: &account, clock: &clock };
         return walk::run(data, &dispatcher, spec, (args, &opts.constraints), spec.device());
     }
     let plan = SweepPlan::for_symbols(spec, &symbols, dispatcher.policy())?;
@@ -61,16 +56,19 @@ pub fn run(
         plan.describe(),
         format_bytes(plan.data_bytes())
     );
-    let session = Session::portfolio(plan, (origin, &symbols), account, dispatcher, &mut |_| {})
+    let session = Session::portfolio(plan, (origin, &symbols), account, dispatcher.clone(), &mut |_| {})
         .context("preparing the portfolio")?;
     crate::on_interrupt(format!(
         "the finished {} are kept in {}; run the same command with --resume to continue",
         if spec.search().is_some() { "batches" } else { "chunks" },
         threadx_sweep::checkpoint_dir(&opts.out).display()
     ));
+    let mode = spec.device();
     if spec.search().is_some() {
-        return search::run(&session, opts, search_plot, phases, args.quiet, args.profile).map(drop);
+        let summary = search::run(&session, opts, search_plot, phases, args.quiet, args.profile)?;
+        return crate::pages::after_sweep((args.report.as_deref(), data), &session, &summary, opts, mode);
     }
     let report = grid_to_files(&session, args, opts, phases, (monitor, monitor_plot))?;
-    print_grid_run(args, spec, by, opts, &session.preparation(), &report, monitor_plot)
+    print_grid_run(args, spec, by, opts, &session.preparation(), &report, monitor_plot)?;
+    crate::pages::after_sweep((args.report.as_deref(), data), &session, &report.summary, opts, mode)
 }

@@ -8,15 +8,15 @@ use crate::sweep_args::SweepArgs;
 use anyhow::Result;
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_sweep::{
-    Constraint, SweepSpec, WalkData, WalkForwardFiles, WindowRanking, WindowResult, walk_forward_to_files,
+    Constraint, SweepData, SweepSpec, WalkForwardFiles, WindowRanking, WindowResult, walk_forward_to_files,
 };
 
 /// Runs `spec`'s walk-forward (winners by `args`' ranking among the combos that keep
 /// `constraints`, parsed once with the other flags) on `spec`'s threads, writes the
-/// windows to `args.out` (and one data set's report where asked) and prints each with its
+/// windows to `args.out` (and the report where asked) and prints each with its
 /// out-of-sample DSR.
 pub fn run(
-    data: WalkData<'_>,
+    data: SweepData<'_>,
     dispatcher: &Dispatcher,
     spec: &SweepSpec,
     (args, constraints): (&SweepArgs, &[Constraint]),
@@ -38,15 +38,15 @@ pub fn run(
     };
     bar.finish_and_clear();
     let WalkForwardFiles { report, summary: json, summary_path: summary, .. } = files?;
-    if let (Some(path), WalkData::One(bars)) = (&args.report, data) {
+    if let Some(path) = &args.report {
         let page = crate::pages::SweepPage {
             spec,
-            data: bars,
+            data,
             summary: &json,
             results: None,
             overfitting_plots: None,
             out_of_sample: Some({
-                let (times, equity) = report.out_of_sample_curve(bars.timestamps());
+                let (times, equity) = report.out_of_sample_curve(data.times());
                 threadx_report::OutOfSampleCurve { times, equity }
             }),
         };
@@ -65,8 +65,8 @@ pub fn run(
         }
     };
     let on = match data {
-        WalkData::One(bars) => format!("{} ({} bars)", bars.origin(), bars.len()),
-        WalkData::Portfolio { origin, symbols, .. } => {
+        SweepData::One(bars) => format!("{} ({} bars)", bars.origin(), bars.len()),
+        SweepData::Portfolio { origin, symbols, .. } => {
             format!("{origin} ({} symbols as one account, {bars} bars on their clock)", symbols.len())
         }
     };

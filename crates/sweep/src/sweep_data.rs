@@ -1,6 +1,7 @@
-//! What a walk-forward runs on ([`WalkData`]): one data set, or a universe's symbols
-//! traded as one account on the union of their bar times. Either gives the clock the
-//! windows are cut from, each train window's sweep and each test window's run.
+//! The bars a sweep reads beyond its session ([`SweepData`]): one data set, or a
+//! universe's symbols traded as one account on the union of their bar times. Either gives
+//! a walk-forward the clock its windows are cut from, each train window's sweep and each
+//! test window's run, and a sweep's page its best combo's backtest.
 
 use crate::error::SweepError;
 use crate::plan::SweepPlan;
@@ -14,12 +15,12 @@ use threadx_backtest::{Account, BacktestReport, PortfolioBooks, SignalBook, simu
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{Calendar, IndicatorBank, Ohlcv};
 
-/// The bars a walk-forward cuts into windows.
+/// One data set, or symbols traded as one account.
 #[derive(Debug, Clone, Copy)]
-pub enum WalkData<'a> {
+pub enum SweepData<'a> {
     One(&'a Ohlcv),
     /// Symbols (name and bars, in symbol order) read from `origin`, traded as `account`
-    /// on `clock` (their joint clock, [`WalkData::portfolio`]).
+    /// on `clock` (their joint clock, [`SweepData::portfolio`]).
     Portfolio {
         origin: &'a str,
         symbols: &'a [(String, Arc<Ohlcv>)],
@@ -28,8 +29,8 @@ pub enum WalkData<'a> {
     },
 }
 
-impl<'a> WalkData<'a> {
-    /// The joint clock of `symbols`, for [`WalkData::Portfolio`].
+impl<'a> SweepData<'a> {
+    /// The joint clock of `symbols`, for [`SweepData::Portfolio`].
     pub fn portfolio_clock(symbols: &[(String, Arc<Ohlcv>)]) -> Vec<i64> {
         PortfolioBooks::joint_clock(symbols.iter().map(|(_, d)| d.timestamps()))
     }
