@@ -26,13 +26,31 @@ fn status_kib(field: &str) -> Option<u64> {
 pub fn available_memory() -> Option<u64> {
     let mut system = sysinfo::System::new();
     system.refresh_memory();
-    let available = system.available_memory();
-    let limited = system.cgroup_limits().map_or(available, |c| available.min(c.free_memory));
+    let cgroup = system.cgroup_limits().map(|c| (c.total_memory, c.rss));
+    let limited = within_cgroup(system.available_memory(), cgroup);
     (limited > 0).then_some(limited)
+}
+
+/// What the machine has `available`, within a cgroup of limit `total` whose processes
+/// hold `rss` of it: the page cache the cgroup is charged for is given back under
+/// pressure, so it does not count as used (sysinfo's `free_memory` counts it: a build
+/// box's cache refused sweeps that fit).
+fn within_cgroup(available: u64, cgroup: Option<(u64, u64)>) -> u64 {
+    cgroup.map_or(available, |(total, rss)| available.min(total.saturating_sub(rss)))
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cgroups_page_cache_is_not_memory_in_use() {
+        const GIB: u64 = 1 << 30;
+        // No limit, 22 GiB of cache charged to the cgroup, 4 MiB held by processes.
+        assert_eq!(super::within_cgroup(22 * GIB, Some((24 * GIB, 4 << 20))), 22 * GIB);
+        // An 8 GiB limit with 6 GiB held leaves 2 GiB, whatever the machine has.
+        assert_eq!(super::within_cgroup(22 * GIB, Some((8 * GIB, 6 * GIB))), 2 * GIB);
+        assert_eq!(super::within_cgroup(3 * GIB, None), 3 * GIB);
+    }
+
     #[test]
     fn the_peak_holds_what_this_process_touched() {
         let Some(before) = super::peak_resident_bytes() else { return };

@@ -309,13 +309,9 @@ impl<'b> SymbolRules<'b> {
         let last = last_bar(e, self.max_bars);
         let exit = next_bit(self.exits, e + 1).unwrap_or(usize::MAX);
         let end = close.len().min(exit.saturating_add(1)).min(last.saturating_add(1));
-        for (t, &c) in close.iter().enumerate().take(end).skip(e + 1) {
-            if c <= stop {
-                return Some((t, ExitReason::Stop));
-            }
-            if take_profit > 0.0 && c >= take_profit {
-                return Some((t, ExitReason::TakeProfit));
-            }
+        if let Some(t) = first_reaching(close, e + 1..end, (stop, take_profit)) {
+            let reason = if close[t] <= stop { ExitReason::Stop } else { ExitReason::TakeProfit };
+            return Some((t, reason));
         }
         match (exit < close.len(), last < close.len()) {
             (true, _) if exit <= last => Some((exit, ExitReason::Signal)),
@@ -323,6 +319,25 @@ impl<'b> SymbolRules<'b> {
             _ => None,
         }
     }
+}
+
+/// The first bar of `bars` whose close is at or below `stop` or, when `take_profit` is
+/// above 0, at or above it. Eight closes at a time without a branch between them (the
+/// compiler's vector compares), then the one that did within its eight: a held position's
+/// bars are most of a sweep's reads.
+#[inline(always)]
+fn first_reaching(close: &[f64], bars: std::ops::Range<usize>, (stop, take_profit): (f64, f64)) -> Option<usize> {
+    let take_profit = if take_profit > 0.0 { take_profit } else { f64::INFINITY };
+    let reaches = |c: f64| (c <= stop) | (c >= take_profit);
+    let window = close.get(bars.clone())?;
+    let mut base = 0;
+    for eight in window.chunks_exact(8) {
+        if eight.iter().fold(false, |any, &c| any | reaches(c)) {
+            break;
+        }
+        base += 8;
+    }
+    window[base..].iter().position(|&c| reaches(c)).map(|i| bars.start + base + i)
 }
 
 struct BookSource<'b> {
