@@ -11,7 +11,7 @@ use crate::error::BacktestError;
 use crate::fixed::Totals;
 use crate::metrics::{ExitReason, Side, Trade};
 use crate::portfolio::schedule::Schedule;
-use crate::portfolio::{Account, Mark, PortfolioRecord, PortfolioRun, Source, run};
+use crate::portfolio::{Account, Mark, PortfolioRecord, PortfolioRun, Source, run, run_together};
 use crate::rules::rank_series;
 use crate::simulate::{BacktestReport, BatchTotals, curve_metrics};
 use crate::strategy::Strategy;
@@ -166,9 +166,10 @@ impl PortfolioBooks {
 
     /// The totals of `plans`, each one account over every symbol (a plan read in every
     /// symbol's book: books laid out from one grid hold the same rows, so a combo's plan
-    /// is the same in each), combos in parallel on the CPU's pool, in order; with each
-    /// combo's blocks when `cuts` are given (as [`crate::simulate_cpu`]'s). With `sizes`,
-    /// plan i's account sizes its entries `sizes[i]` (values [`Account::with_size`] took).
+    /// is the same in each), on the CPU's pool, in order, [`LANES`] accounts walking the
+    /// clock together on a thread; with each combo's blocks when `cuts` are given (as
+    /// [`crate::simulate_cpu`]'s). With `sizes`, plan i's account sizes its entries
+    /// `sizes[i]` (values [`Account::with_size`] took).
     pub fn totals(
         &self,
         plans: &[ComboPlan],
@@ -176,51 +177,69 @@ impl PortfolioBooks {
         cuts: Option<&BlockCuts>,
     ) -> BatchTotals {
         let (bars, symbols) = (self.times.len(), self.books.len());
-        // Plan i's account: with `sizes`, each plan's own size (checked by the caller).
-        let account = |i: usize| sizes.map_or(*account, |s| account.sized(s[i]));
         let scratch = || Scratch {
-            schedule: Schedule::new(bars, symbols),
-            rows: Vec::with_capacity(symbols),
-            snapshots: vec![0; cuts.map_or(0, BlockCuts::snapshot_len)],
+            schedules: (0..LANES).map(|_| Schedule::new(bars, symbols)).collect(),
+            rows: (0..LANES).map(|_| Vec::with_capacity(symbols)).collect(),
+            snapshots: vec![0; LANES * cuts.map_or(0, BlockCuts::snapshot_len)],
         };
-        let Some(cuts) = cuts else {
-            let totals = plans
-                .par_iter()
-                .enumerate()
-                .map_init(scratch, |scratch, (i, plan)| self.account(plan, &account(i), scratch, None))
-                .collect();
-            return BatchTotals { totals, blocks: Vec::new() };
-        };
-        let mut blocks = vec![0.0; plans.len() * cuts.stats_len()];
-        let totals = plans
-            .par_iter()
-            .zip(blocks.par_chunks_mut(cuts.stats_len()))
+        let groups: Vec<(Vec<Totals>, Vec<f64>)> = plans
+            .par_chunks(LANES)
             .enumerate()
-            .map_init(scratch, |scratch, (i, (plan, out))| {
-                let totals = self.account(plan, &account(i), scratch, Some(cuts));
-                cuts.stats(&scratch.snapshots, &totals, out);
-                totals
+            .map_init(scratch, |scratch, (g, group)| {
+                // Plan i's account: with `sizes`, each plan's own size (checked by the caller).
+                let sized = |i: usize| sizes.map_or(*account, |s| account.sized(s[g * LANES + i]));
+                let accounts: Vec<Account> = (0..group.len()).map(sized).collect();
+                self.group(group, &accounts, scratch, cuts)
             })
             .collect();
-        BatchTotals { totals, blocks }
+        let mut batch = BatchTotals { totals: Vec::with_capacity(plans.len()), blocks: Vec::new() };
+        for (totals, blocks) in groups {
+            batch.totals.extend(totals);
+            batch.blocks.extend(blocks);
+        }
+        batch
     }
 
-    /// One combo's account totals, its block snapshots in `scratch` when `cuts` are given.
-    fn account<'b>(
+    /// The totals of `plans` run as `accounts` together ([`run_together`]), and their
+    /// blocks' statistics when `cuts` are given.
+    fn group<'b>(
         &'b self,
-        plan: &ComboPlan,
-        account: &Account,
+        plans: &[ComboPlan],
+        accounts: &[Account],
         scratch: &mut Scratch<'b>,
         cuts: Option<&BlockCuts>,
-    ) -> Totals {
-        let Scratch { schedule, rows, snapshots } = scratch;
-        rows.clear();
-        rows.extend(self.books.iter().map(|book| SymbolRules::new(book, plan)));
-        let source = BookSource { books: self, rows: std::mem::take(rows) };
-        let recorded = cuts.map(|cuts| Snapshots::new(cuts, snapshots));
-        let totals = run(&source, account, (false, recorded), schedule).totals;
-        *rows = source.rows;
-        totals
+    ) -> (Vec<Totals>, Vec<f64>) {
+        let Scratch { schedules, rows, snapshots } = scratch;
+        let sources: Vec<BookSource<'b>> = plans
+            .iter()
+            .zip(rows.iter_mut())
+            .map(|(plan, rows)| {
+                rows.clear();
+                rows.extend(self.books.iter().map(|book| SymbolRules::new(book, plan)));
+                BookSource { books: self, rows: std::mem::take(rows) }
+            })
+            .collect();
+        let recorded = match cuts {
+            Some(cuts) => snapshots
+                .chunks_mut(cuts.snapshot_len())
+                .take(plans.len())
+                .map(|s| Some(Snapshots::new(cuts, s)))
+                .collect(),
+            None => plans.iter().map(|_| None).collect(),
+        };
+        let totals = run_together(&sources, accounts, &mut schedules[..plans.len()], recorded);
+        let mut blocks = Vec::new();
+        if let Some(cuts) = cuts {
+            blocks = vec![0.0; plans.len() * cuts.stats_len()];
+            let each = blocks.chunks_mut(cuts.stats_len()).zip(snapshots.chunks(cuts.snapshot_len()));
+            for ((out, snapshots), totals) in each.zip(&totals) {
+                cuts.stats(snapshots, totals, out);
+            }
+        }
+        for (rows, source) in rows.iter_mut().zip(sources) {
+            *rows = source.rows;
+        }
+        (totals, blocks)
     }
 
     /// One combo as one account: `plans[s]` is the combo's plan in symbol `s`'s book.
@@ -267,10 +286,15 @@ impl PortfolioBooks {
     }
 }
 
-/// What a thread of a sweep reuses from combo to combo.
+/// The accounts a sweep's thread walks the clock with at once: enough that a bar's prices
+/// and the closes ahead serve several before they leave the caches, few enough that their
+/// schedules stay small.
+const LANES: usize = 8;
+
+/// What a thread of a sweep reuses from group to group of [`LANES`] combos.
 struct Scratch<'b> {
-    schedule: Schedule,
-    rows: Vec<SymbolRules<'b>>,
+    schedules: Vec<Schedule>,
+    rows: Vec<Vec<SymbolRules<'b>>>,
     snapshots: Vec<u128>,
 }
 

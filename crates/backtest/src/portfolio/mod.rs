@@ -371,65 +371,129 @@ struct Due {
 pub(crate) fn run<S: Source>(
     source: &S,
     account: &Account,
-    (detailed, mut snapshots): (bool, Option<Snapshots<'_>>),
+    (detailed, snapshots): (bool, Option<Snapshots<'_>>),
     schedule: &mut Schedule,
 ) -> PortfolioRun {
-    let (bars, symbols, prices) = (source.bars(), source.symbols(), source.prices());
-    if !schedule.fits(bars, symbols) {
-        *schedule = Schedule::new(bars, symbols);
+    let mut lane = Lane::start(source, account, (detailed, snapshots), schedule);
+    for t in 0..source.bars() {
+        lane.bar(source, account, t);
     }
-    let mut ledger = Ledger {
-        cash: account.init_cash,
-        position: vec![0.0; symbols],
-        held: Vec::with_capacity(symbols),
-        spent: vec![0.0; symbols],
-        open: vec![0; symbols],
-        trades: detailed.then(Vec::new),
-        totals: Totals::default(),
-    };
-    let mut record = detailed.then(|| PortfolioRecord {
-        equity: Vec::with_capacity(bars),
-        cash: Vec::with_capacity(bars),
-        positions: Vec::with_capacity(bars * symbols),
-        trades: Vec::new(),
-    });
-    for s in 0..symbols {
-        if let Some(at) = source.next_entry(s, 0) {
-            schedule.set(s, at, None);
+    lane.finish(account)
+}
+
+/// Several accounts, `sources[i]` run as `accounts[i]` with `schedules[i]` and
+/// `snapshots`' i-th, on one clock, walked bar by bar together: each bar's prices and
+/// each symbol's closes come from memory once for all of them (one account at a time
+/// read the whole clock's prices from memory for each). Each one's totals are its own
+/// [`run`]'s, bit for bit: no figure crosses from one lane to another.
+pub(crate) fn run_together<'s, S: Source>(
+    sources: &[S],
+    accounts: &[Account],
+    schedules: &'s mut [Schedule],
+    snapshots: Vec<Option<Snapshots<'s>>>,
+) -> Vec<Totals> {
+    let mut lanes: Vec<Lane<'s>> = sources
+        .iter()
+        .zip(accounts)
+        .zip(schedules.iter_mut().zip(snapshots))
+        .map(|((source, account), (schedule, snapshots))| Lane::start(source, account, (false, snapshots), schedule))
+        .collect();
+    let bars = sources.first().map_or(0, Source::bars);
+    for t in 0..bars {
+        for ((lane, source), account) in lanes.iter_mut().zip(sources).zip(accounts) {
+            lane.bar(source, account, t);
         }
     }
-    let mut due = Due { exits: Vec::with_capacity(symbols), entries: Vec::with_capacity(symbols) };
-    let (mut equity, mut drawdown) = (account.init_cash, Drawdown::START);
-    for t in 0..bars {
-        let row = &prices[t * symbols..(t + 1) * symbols];
-        if schedule.any_at(t) {
-            trade_bar(source, account, (&mut ledger, schedule, &mut due), t, row);
+    lanes.into_iter().zip(accounts).map(|(lane, account)| lane.finish(account).totals).collect()
+}
+
+/// One account walking the clock: its ledger and schedule, the bar's events, its record
+/// and block snapshots where kept, and its equity and drawdown so far.
+struct Lane<'s> {
+    ledger: Ledger,
+    schedule: &'s mut Schedule,
+    due: Due,
+    record: Option<PortfolioRecord>,
+    snapshots: Option<Snapshots<'s>>,
+    equity: f64,
+    drawdown: Drawdown,
+}
+
+impl<'s> Lane<'s> {
+    /// The account at its starting cash before the first bar, every symbol's first entry
+    /// scheduled.
+    fn start<S: Source>(
+        source: &S,
+        account: &Account,
+        (detailed, snapshots): (bool, Option<Snapshots<'s>>),
+        schedule: &'s mut Schedule,
+    ) -> Self {
+        let (bars, symbols) = (source.bars(), source.symbols());
+        if !schedule.fits(bars, symbols) {
+            *schedule = Schedule::new(bars, symbols);
+        }
+        let ledger = Ledger {
+            cash: account.init_cash,
+            position: vec![0.0; symbols],
+            held: Vec::with_capacity(symbols),
+            spent: vec![0.0; symbols],
+            open: vec![0; symbols],
+            trades: detailed.then(Vec::new),
+            totals: Totals::default(),
+        };
+        let record = detailed.then(|| PortfolioRecord {
+            equity: Vec::with_capacity(bars),
+            cash: Vec::with_capacity(bars),
+            positions: Vec::with_capacity(bars * symbols),
+            trades: Vec::new(),
+        });
+        for s in 0..symbols {
+            if let Some(at) = source.next_entry(s, 0) {
+                schedule.set(s, at, None);
+            }
+        }
+        let due = Due { exits: Vec::with_capacity(symbols), entries: Vec::with_capacity(symbols) };
+        Self { ledger, schedule, due, record, snapshots, equity: account.init_cash, drawdown: Drawdown::START }
+    }
+
+    /// Bar `t`: its orders, if any, then the close's value and its return.
+    #[inline(always)]
+    fn bar<S: Source>(&mut self, source: &S, account: &Account, t: usize) {
+        let symbols = source.symbols();
+        let row = &source.prices()[t * symbols..(t + 1) * symbols];
+        let ledger = &mut self.ledger;
+        if self.schedule.any_at(t) {
+            trade_bar(source, account, (ledger, self.schedule, &mut self.due), t, row);
         }
         let now = ledger.value(row);
-        if let Some(snapshots) = snapshots.as_mut() {
+        if let Some(snapshots) = self.snapshots.as_mut() {
             snapshots.bar(t, (ledger.totals.sum, ledger.totals.sum_sq));
         }
-        ledger.totals.add_bar(return_units(now, equity));
+        ledger.totals.add_bar(return_units(now, self.equity));
         // The drawdown on equity over the starting cash: the same ratios as on equity.
-        drawdown.step(now / account.init_cash);
-        equity = now;
+        self.drawdown.step(now / account.init_cash);
+        self.equity = now;
         ledger.totals.held += u32::from(!ledger.held.is_empty());
-        if let Some(record) = record.as_mut() {
+        if let Some(record) = self.record.as_mut() {
             record.equity.push(now);
             record.cash.push(ledger.cash);
             record.positions.extend_from_slice(&ledger.position);
         }
     }
-    let mut totals = ledger.totals;
-    if let Some(snapshots) = snapshots.as_mut() {
-        snapshots.finish((totals.sum, totals.sum_sq));
+
+    /// The run after its last bar.
+    fn finish(mut self, account: &Account) -> PortfolioRun {
+        let mut totals = self.ledger.totals;
+        if let Some(snapshots) = self.snapshots.as_mut() {
+            snapshots.finish((totals.sum, totals.sum_sq));
+        }
+        totals.log_equity = log_of(self.equity / account.init_cash);
+        totals.drawdown = log_of(self.drawdown.worst());
+        if let Some(record) = self.record.as_mut() {
+            record.trades = self.ledger.trades.unwrap_or_default();
+        }
+        PortfolioRun { totals, record: self.record }
     }
-    totals.log_equity = log_of(equity / account.init_cash);
-    totals.drawdown = log_of(drawdown.worst());
-    if let Some(record) = record.as_mut() {
-        record.trades = ledger.trades.unwrap_or_default();
-    }
-    PortfolioRun { totals, record }
 }
 
 /// Bar `t`'s orders: its exits, the largest holding first (vectorbt's order by approximate
