@@ -246,10 +246,12 @@ pub struct PortfolioRun {
 /// The account's state between bars.
 struct Ledger {
     cash: f64,
-    /// Units each symbol holds (0: flat), and the held symbols in symbol order: the sum
-    /// that values the account runs over them alone, in that order.
+    /// Units each symbol holds (0: flat), and the held symbols as bits (symbol s: bit
+    /// s mod 64 of word s / 64) and their count: the sum that values the account runs
+    /// over them alone, in symbol order.
     position: Vec<f64>,
-    held: Vec<(usize, f64)>,
+    held: Vec<u64>,
+    holding: usize,
     /// Each held symbol's entry: the cash it spent, and its trade (an index into
     /// `trades`, which only a detailed run keeps).
     spent: Vec<f64>,
@@ -272,17 +274,37 @@ impl Ledger {
     /// Every held position at its price in `row`, summed as [`Ledger::value`] says.
     #[inline(always)]
     fn held_value(&self, row: &[f64]) -> f64 {
-        let mut lanes = [0.0; 4];
-        let mut quads = self.held.chunks_exact(4);
-        for quad in &mut quads {
-            for (lane, &(s, units)) in lanes.iter_mut().zip(quad) {
-                *lane += units * row[s];
+        // The lanes rotate after each addition, so the i-th held symbol adds to lane i mod
+        // 4 and the four stay in registers; rotated back at the end.
+        let (mut a, mut b, mut c, mut d) = (0.0, 0.0, 0.0, 0.0);
+        for (w, &word) in self.held.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                let s = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                (a, b, c, d) = (b, c, d, a + self.position[s] * row[s]);
             }
         }
-        for (lane, &(s, units)) in lanes.iter_mut().zip(quads.remainder()) {
-            *lane += units * row[s];
+        let [l0, l1, l2, l3] = match self.holding % 4 {
+            0 => [a, b, c, d],
+            1 => [d, a, b, c],
+            2 => [c, d, a, b],
+            _ => [b, c, d, a],
+        };
+        (l0 + l1) + (l2 + l3)
+    }
+
+    /// Marks symbol `s` held or flat.
+    #[inline(always)]
+    fn set_held(&mut self, s: usize, held: bool) {
+        let bit = 1 << (s % 64);
+        if held {
+            self.held[s / 64] |= bit;
+            self.holding += 1;
+        } else {
+            self.held[s / 64] &= !bit;
+            self.holding -= 1;
         }
-        (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
     }
 
     /// vectorbt reads a cash within its tolerance of zero as zero before an order.
@@ -297,8 +319,7 @@ impl Ledger {
         let Some(filled) = sell(self.position[s], price, costs, account.sizing.limits()) else { return };
         self.cash = self.cash_now() + filled.cash;
         self.position[s] = 0.0;
-        let at = self.held.partition_point(|&(h, _)| h < s);
-        self.held.remove(at);
+        self.set_held(s, false);
         if let Some(trades) = self.trades.as_mut() {
             let trade = &mut trades[self.open[s]];
             (trade.exit_bar, trade.exit, trade.reason) = (Some(t), Some(filled), reason);
@@ -336,8 +357,7 @@ impl Ledger {
         let Some(filled) = order else { return false };
         self.cash = add(cash, -filled.cash);
         self.position[s] = filled.size;
-        let at = self.held.partition_point(|&(h, _)| h < s);
-        self.held.insert(at, (s, filled.size));
+        self.set_held(s, true);
         self.spent[s] = filled.cash;
         if let Some(trades) = self.trades.as_mut() {
             self.open[s] = trades.len();
@@ -435,7 +455,8 @@ impl<'s> Lane<'s> {
         let ledger = Ledger {
             cash: account.init_cash,
             position: vec![0.0; symbols],
-            held: Vec::with_capacity(symbols),
+            held: vec![0; symbols.div_ceil(64)],
+            holding: 0,
             spent: vec![0.0; symbols],
             open: vec![0; symbols],
             trades: detailed.then(Vec::new),
@@ -473,7 +494,7 @@ impl<'s> Lane<'s> {
         // The drawdown on equity over the starting cash: the same ratios as on equity.
         self.drawdown.step(now / account.init_cash);
         self.equity = now;
-        ledger.totals.held += u32::from(!ledger.held.is_empty());
+        ledger.totals.held += u32::from(ledger.holding > 0);
         if let Some(record) = self.record.as_mut() {
             record.equity.push(now);
             record.cash.push(ledger.cash);
@@ -533,7 +554,7 @@ fn trade_bar<S: Source>(
         }
     }
     for &(s, own) in &due.entries {
-        let room = account.max_positions.is_none_or(|n| ledger.held.len() < n);
+        let room = account.max_positions.is_none_or(|n| ledger.holding < n);
         let stop = if risk { source.stop_level(s, own, row[s]) } else { None };
         if room && ledger.enter((t, s, row), account, value, stop) {
             if let Some((at, reason)) = source.exit_after(s, own, row[s]) {
