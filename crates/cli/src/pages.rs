@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use threadx_backtest::{PortfolioBooks, Strategy};
 use threadx_dispatch::{DeviceMode, Dispatcher};
-use threadx_indicators::{Calendar, Ohlcv};
+use threadx_indicators::Ohlcv;
 use threadx_report::{BacktestRun, BestRun, OutOfSampleCurve, PortfolioRun, SweepRows, SweepRun, timed_backtest};
 use threadx_sweep::{OutputOptions, Params, Session, Shard, Summary, SweepData, SweepSpec, plot_checksum};
 
@@ -53,11 +53,10 @@ pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMo
         (SweepData::Portfolio { origin, symbols, account, clock }, Some(values)) => {
             let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
             let books = PortfolioBooks::for_params(strategy, &values, &named, dispatcher)?;
-            let names: Vec<&str> = strategy.schema().iter().map(|p| p.name.as_str()).collect();
-            let account = account.for_values(&values, &names)?;
+            let account = account.for_params(strategy, &values)?;
             let run = books.simulate(&books.plans_of(0), &account, true);
             let record = run.record.unwrap_or_default();
-            let per_year = spec.periods_per_year().unwrap_or_else(|| Calendar::of(clock).bars_per_year(clock));
+            let per_year = spec.periods_per_year().unwrap_or_else(|| page.data.bars_per_year());
             let metrics = run.totals.metrics(clock.len(), per_year);
             let symbol_names: Vec<&str> = symbols.iter().map(|(n, _)| n.as_str()).collect();
             let sizing = account.describe(None);

@@ -38,8 +38,7 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let pairs: Vec<(String, String)> =
         req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     let values = strategy.params(&pairs)?;
-    let names: Vec<&str> = strategy.schema().iter().map(|p| p.name.as_str()).collect();
-    let account = sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?.for_values(&values, &names)?;
+    let account = sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?.for_params(&strategy, &values)?;
     strategy.check_sizing(&account.sizing)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
     let outputs: Vec<(&'static str, std::path::PathBuf)> =
@@ -160,13 +159,8 @@ fn trades_csv(record: &PortfolioRecord, names: &[&str], times: &[i64], last_clos
     let last = times.len().saturating_sub(1);
     for (i, t) in record.trades.iter().enumerate() {
         let x = t.exit_bar.unwrap_or(last);
-        let (exit_price, exit_fees, received) = match t.exit {
-            Some(filled) => (filled.price, filled.fee, filled.cash),
-            None => {
-                let price = last_close[t.symbol];
-                (price, 0.0, t.entry.size * price)
-            }
-        };
+        let (exit_price, exit_fees) = t.exit.map_or((last_close[t.symbol], 0.0), |x| (x.price, x.fee));
+        let received = t.received(last_close[t.symbol]);
         let _ = writeln!(
             csv,
             "{i},{},{},{},{},{},{},{x},{},{exit_price},{exit_fees},{},{},{}",

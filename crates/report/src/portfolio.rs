@@ -189,10 +189,8 @@ impl PortfolioRun<'_> {
         for t in &self.record.trades {
             let row = &mut rows[t.symbol];
             row.0 += 1;
-            let pnl = t.pnl().unwrap_or_else(|| {
-                let last = self.record.equity.len() - 1;
-                t.entry.size * self.prices[last * n + t.symbol] - t.entry.cash
-            });
+            let last = self.record.equity.len() - 1;
+            let pnl = t.received(self.prices[last * n + t.symbol]) - t.entry.cash;
             row.1 += usize::from(pnl > 0.0);
             row.2 += pnl;
         }

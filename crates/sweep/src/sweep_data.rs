@@ -43,8 +43,9 @@ impl<'a> SweepData<'a> {
         }
     }
 
-    /// The bars per year of the whole clock, which annualise every window.
-    pub(crate) fn bars_per_year(&self) -> f64 {
+    /// The bars per year of the whole clock's calendar, which annualise every window and
+    /// a page's best combo where the spec gives none.
+    pub fn bars_per_year(&self) -> f64 {
         match *self {
             Self::One(data) => data.bars_per_year(),
             Self::Portfolio { clock, .. } => Calendar::of(clock).bars_per_year(clock),
@@ -128,8 +129,7 @@ impl<'a> SweepData<'a> {
                     let own = bars.timestamps().partition_point(|&t| t < first);
                     plan.warmup = plan.warmup.max(own as u32);
                 }
-                let names: Vec<&str> = spec.strategy().schema().iter().map(|p| p.name.as_str()).collect();
-                let account = account.for_values(values, &names)?;
+                let account = account.for_params(spec.strategy(), values)?;
                 let run = books.simulate(&plans, &account, true);
                 let record = run.record.unwrap_or_default();
                 Ok(books.report(&record, account.init_cash, per_year).since(test.start))

@@ -255,18 +255,13 @@ impl PortfolioBooks {
     /// without an exit fee); its metrics from the curve, as a single run's report's. What
     /// a walk-forward's test window reads ([`BacktestReport::since`]).
     pub fn report(&self, record: &PortfolioRecord, init_cash: f64, bars_per_year: f64) -> BacktestReport {
-        let (n, last) = (self.books.len(), self.times.len().saturating_sub(1));
+        let last = self.times.len().saturating_sub(1);
         let trades: Vec<Trade> = record
             .trades
             .iter()
             .map(|t| {
-                let (exit_bar, exit_price, return_) = match (t.exit_bar, t.exit) {
-                    (Some(bar), Some(exit)) => (bar, exit.price, exit.cash / t.entry.cash - 1.0),
-                    _ => {
-                        let price = self.prices[last * n + t.symbol];
-                        (last, price, t.entry.size * price / t.entry.cash - 1.0)
-                    }
-                };
+                let last_close = self.last_close(t.symbol);
+                let exit_bar = t.exit_bar.unwrap_or(last);
                 Trade {
                     side: Side::Long,
                     entry_bar: t.entry_bar,
@@ -274,8 +269,8 @@ impl PortfolioBooks {
                     entry_time: self.times[t.entry_bar],
                     exit_time: self.times[exit_bar],
                     entry_price: t.entry.price,
-                    exit_price,
-                    return_,
+                    exit_price: t.exit.map_or(last_close, |x| x.price),
+                    return_: t.received(last_close) / t.entry.cash - 1.0,
                     reason: t.reason,
                 }
             })

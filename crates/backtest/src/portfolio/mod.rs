@@ -29,6 +29,7 @@ use crate::costs::Costs;
 use crate::error::BacktestError;
 use crate::fixed::{Totals, return_units};
 use crate::metrics::ExitReason;
+use crate::strategy::Strategy;
 use crate::trade_parts::{Drawdown, at_level, log_of};
 use orders::{add, buy, is_close, sell};
 use schedule::Schedule;
@@ -68,7 +69,7 @@ pub(crate) struct Mark {
 /// The account: its starting cash, how entries are sized, what fills cost, at most how
 /// many positions it holds at once (None: no limit), and its leverage cap
 /// ([`Account::with_leverage`]; None: the cash alone pays). With `size_param`, each
-/// parameter set's value of that parameter is its size ([`Account::for_values`]).
+/// parameter set's value of that parameter is its size ([`Account::for_params`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Account {
     pub init_cash: f64,
@@ -107,12 +108,12 @@ impl Account {
         Self { sizing: Sizing { size, ..self.sizing }, ..*self }
     }
 
-    /// The account of one parameter set (`values`, schema order): its size parameter's
-    /// value as its fixed size, checked, a problem naming the parameter (`names`: the
-    /// schema's names); the account itself without a size parameter.
-    pub fn for_values(&self, values: &[f64], names: &[&str]) -> Result<Self, BacktestError> {
+    /// The account of one parameter set of `strategy` (`values`, schema order): its size
+    /// parameter's value as its fixed size, checked, a problem naming the parameter; the
+    /// account itself without a size parameter.
+    pub fn for_params(&self, strategy: &Strategy, values: &[f64]) -> Result<Self, BacktestError> {
         match self.size_param {
-            Some(p) => Ok(Self { size_param: None, ..self.with_size(values[p], names[p])? }),
+            Some(p) => Ok(Self { size_param: None, ..self.with_size(values[p], &strategy.schema()[p].name)? }),
             None => Ok(*self),
         }
     }
@@ -196,6 +197,13 @@ pub struct PortfolioTrade {
 }
 
 impl PortfolioTrade {
+    /// The cash its exit received, or, open at the end, its units at `last_close` (its
+    /// symbol's last close, no exit fee): what a trade's profit and return are measured by
+    /// in every output.
+    pub fn received(&self, last_close: f64) -> f64 {
+        self.exit.map_or(self.entry.size * last_close, |x| x.cash)
+    }
+
     /// The profit in cash: received less spent (fees in both); None while open.
     pub fn pnl(&self) -> Option<f64> {
         self.exit.map(|x| x.cash - self.entry.cash)
