@@ -219,7 +219,7 @@ pub fn backtest_portfolio<'py>(
     let costs = Costs::new(fee, slippage).map_err(value)?;
     let sizing = (size, size_type, lot, min_size);
     let account = account(strategy.sizing(), sizing, (init_cash, max_positions, leverage), costs)?;
-    let account = account.for_params(&strategy, &values).map_err(value)?;
+    let account = account.for_params(strategy.schema(), &values).map_err(value)?;
     strategy.check_sizing(&account.sizing).map_err(value)?;
     let per_year = periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
     let market = &universe.universe;

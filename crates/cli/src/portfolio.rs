@@ -38,7 +38,8 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let pairs: Vec<(String, String)> =
         req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     let values = strategy.params(&pairs)?;
-    let account = sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?.for_params(&strategy, &values)?;
+    let account =
+        sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?.for_params(strategy.schema(), &values)?;
     strategy.check_sizing(&account.sizing)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
     let outputs: Vec<(&'static str, std::path::PathBuf)> =

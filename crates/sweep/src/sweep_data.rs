@@ -129,7 +129,7 @@ impl<'a> SweepData<'a> {
                     let own = bars.timestamps().partition_point(|&t| t < first);
                     plan.warmup = plan.warmup.max(own as u32);
                 }
-                let account = account.for_params(spec.strategy(), values)?;
+                let account = account.for_params(spec.strategy().schema(), values)?;
                 let run = books.simulate(&plans, &account, true);
                 let record = run.record.unwrap_or_default();
                 Ok(books.report(&record, account.init_cash, per_year).since(test.start))

@@ -29,7 +29,7 @@ use crate::costs::Costs;
 use crate::error::BacktestError;
 use crate::fixed::{Totals, return_units};
 use crate::metrics::ExitReason;
-use crate::strategy::Strategy;
+use crate::param::ParamSpec;
 use crate::trade_parts::{Drawdown, at_level, log_of};
 use orders::{add, buy, is_close, sell};
 use schedule::Schedule;
@@ -108,12 +108,12 @@ impl Account {
         Self { sizing: Sizing { size, ..self.sizing }, ..*self }
     }
 
-    /// The account of one parameter set of `strategy` (`values`, schema order): its size
-    /// parameter's value as its fixed size, checked, a problem naming the parameter; the
-    /// account itself without a size parameter.
-    pub fn for_params(&self, strategy: &Strategy, values: &[f64]) -> Result<Self, BacktestError> {
+    /// The account of one parameter set (`values`, in the order of `schema`, a strategy's):
+    /// its size parameter's value as its fixed size, checked, a problem naming the
+    /// parameter; the account itself without a size parameter.
+    pub fn for_params(&self, schema: &[ParamSpec], values: &[f64]) -> Result<Self, BacktestError> {
         match self.size_param {
-            Some(p) => Ok(Self { size_param: None, ..self.with_size(values[p], &strategy.schema()[p].name)? }),
+            Some(p) => Ok(Self { size_param: None, ..self.with_size(values[p], &schema[p].name)? }),
             None => Ok(*self),
         }
     }
