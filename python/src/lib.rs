@@ -247,7 +247,8 @@ fn note(note: &str) {
 
 /// A session's rows as a table: combo (a search's trial first), the parameters, the metrics.
 fn rows_table(session: &threadx_sweep::Session, rows: &ChunkResult, trials: bool) -> PyResult<Table> {
-    Table::new(threadx_sweep::rows_table(session.spec(), rows, trials), session.spec(), None)
+    let set = session.sweep().metric_set();
+    Table::new(threadx_sweep::rows_table(session.spec(), rows, (trials, set)), session.spec(), None)
 }
 
 /// A sweep prepared once (indicators, signal book, device pool) that evaluates batches

@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
 use threadx_backtest::{
-    Account, Costs, PortfolioBooks, PortfolioRecord, PortfolioSignals, SizeType, SizingRequest, Strategy,
+    Account, Costs, MetricSet, PortfolioBooks, PortfolioRecord, PortfolioSignals, SizeType, SizingRequest, Strategy,
     check_bars_per_year, simulate_portfolio,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
@@ -183,7 +183,8 @@ pub fn sweep_portfolio<'py>(
         Ok((rows, overfitting))
     })?;
     let out = PyDict::new(py);
-    out.set_item("rows", Table::new(threadx_sweep::rows_table(&spec, &rows, false), &spec, None)?)?;
+    let rows = threadx_sweep::rows_table(&spec, &rows, (false, MetricSet::Portfolio));
+    out.set_item("rows", Table::new(rows, &spec, None)?)?;
     if let Some(o) = overfitting {
         out.set_item("overfitting", threadx_sweep::section_json(&o.summary()))?;
     }
@@ -234,7 +235,8 @@ pub fn backtest_portfolio<'py>(
     let times = books.times();
     let per_year = per_year.unwrap_or_else(|| Calendar::of(times).bars_per_year(times));
     let out = PyDict::new(py);
-    out.set_item("metrics", crate::metrics_dict(py, &run.totals.metrics(times.len(), per_year))?)?;
+    let metrics = run.metrics(times.len(), per_year);
+    out.set_item("metrics", crate::metrics_dict(py, &metrics)?)?;
     let schema = strategy.schema().iter().zip(&values);
     out.set_item("params", schema.map(|(p, &v)| (p.name.clone(), v)).collect::<Vec<_>>())?;
     out.set_item("bars_per_year", per_year)?;
@@ -243,8 +245,8 @@ pub fn backtest_portfolio<'py>(
     let last: Vec<f64> = (0..books.symbols()).map(|s| books.last_close(s)).collect();
     out.set_item("last_close", last.into_pyarray(py))?;
     let record = run.record.expect("a detailed run keeps its record");
-    out.set_item("turnover", record.turnover())?;
-    out.set_item("mean_positions", record.mean_positions(books.symbols()))?;
+    out.set_item("turnover", metrics.turnover)?;
+    out.set_item("mean_positions", metrics.mean_positions)?;
     let page = PortfolioPage {
         strategy: strategy.clone(),
         values: values.clone(),
@@ -253,7 +255,7 @@ pub fn backtest_portfolio<'py>(
         times: times.to_vec(),
         prices: books.prices().to_vec(),
         account,
-        metrics: run.totals.metrics(times.len(), per_year),
+        metrics,
         record: record.clone(),
         bars_per_year: per_year,
     };

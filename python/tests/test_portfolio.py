@@ -199,6 +199,9 @@ def test_a_portfolio_backtest_is_its_sweeps_row_and_adds_up_at_every_bar() -> No
     row = rows[(rows["bb_period"] == 30) & (rows["atr_mult"] == 2)].iloc[0]
     for metric in threadx.METRICS:
         assert (row[metric] == bt.metrics[metric]) or (np.isnan(row[metric]) and np.isnan(bt.metrics[metric])), metric
+    # A portfolio's rows carry its turnover and mean positions held: the backtest's bits.
+    assert list(rows.columns[-2:]) == ["turnover", "mean_positions"]
+    assert row["turnover"] == bt.turnover and row["mean_positions"] == bt.mean_positions
     assert len(rows) == 4 and bt.metrics["trades"] == len(bt.trades) > 30
     # Equity = cash + each symbol's units at its last close, at every bar of the clock.
     closes = pd.concat({name: f["close"] for name, f in frames.items()}, axis=1).ffill().fillna(0.0)

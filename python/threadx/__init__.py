@@ -243,7 +243,8 @@ def sweep(
     with a positive return (``threadx sweep``'s ``-by-combo`` table).
 
     ``portfolio=True`` trades the symbols together instead: each combo is one account of
-    ``init_cash`` (default 1) over all of them and one row, indexed by ``combo``
+    ``init_cash`` (default 1) over all of them and one row, indexed by ``combo``, whose
+    last columns are the account's ``turnover`` and ``mean_positions``
     (``threadx sweep --portfolio``; docs/portfolios.md). ``size`` and ``size_type``
     (``"percent"`` of the cash left, the default 1.0; ``"value"``; ``"targetpercent"``),
     ``lot``, ``min_size`` and ``max_positions`` size each entry as ``simulate(...,

@@ -53,11 +53,11 @@ pub use error::BacktestError;
 pub use fixed::{LOG_BITS, RET_BITS, Totals};
 pub use gpu::{GpuBacktester, KERNELS, PendingTotals};
 pub use grid::{Grid, GridCursor};
-pub use metrics::{ExitReason, Metrics, Side, Trade, null_as_nan};
+pub use metrics::{ExitReason, MOST_METRICS, MetricSet, Metrics, Side, Trade, null_as_nan};
 pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamCell, ParamKind, ParamSpec, ParamValues};
 pub use portfolio::{
-    Account, Filled, PortfolioBooks, PortfolioRecord, PortfolioRun, PortfolioSignals, PortfolioTrade, SizeType, Sizing,
-    SizingRequest, simulate_portfolio,
+    Account, Activity, Filled, PortfolioBooks, PortfolioRecord, PortfolioRun, PortfolioSignals, PortfolioTrade,
+    SizeType, Sizing, SizingRequest, simulate_portfolio,
 };
 pub use rules::{RuleKind, price_series, rank_series, rule_functions};
 pub use simulate::{

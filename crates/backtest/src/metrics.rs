@@ -5,7 +5,7 @@ use std::fmt;
 
 /// What one combo achieved. Equity starts at 1 and is marked to market at every close.
 /// In JSON (serde, both ways) the counts are integers and a NaN is null.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Metrics {
     /// E[N−1] / E[−1] − 1.
     #[serde(deserialize_with = "null_as_nan")]
@@ -51,6 +51,14 @@ pub struct Metrics {
     /// trades' returns; NaN under two closed trades.
     #[serde(default = "nan", deserialize_with = "null_as_nan")]
     pub sqn: f64,
+    /// A portfolio's: the value bought and sold (units × fill price, every fill) over
+    /// the mean equity; NaN (and left out of JSON) for a single run.
+    #[serde(default = "nan", deserialize_with = "null_as_nan", skip_serializing_if = "is_nan")]
+    pub turnover: f64,
+    /// A portfolio's: the symbols held at a bar's close, on average over the bars; NaN
+    /// (and left out of JSON) for a single run.
+    #[serde(default = "nan", deserialize_with = "null_as_nan", skip_serializing_if = "is_nan")]
+    pub mean_positions: f64,
 }
 
 impl Metrics {
@@ -96,6 +104,16 @@ impl Metrics {
         "system quality number: √(closed trades) × mean over std of their returns",
     ];
 
+    /// A portfolio's metrics beyond every run's, in the columns after them
+    /// ([`MetricSet::Portfolio`]).
+    pub const PORTFOLIO: [&'static str; 2] = ["turnover", "mean_positions"];
+
+    /// What each of [`Metrics::PORTFOLIO`] means, for `--help`.
+    pub const PORTFOLIO_HELP: [&'static str; 2] = [
+        "a portfolio's: value bought and sold over the mean equity",
+        "a portfolio's: symbols held at a bar's close, on average",
+    ];
+
     /// The metrics of a combo that cannot trade (the data is shorter than its indicators
     /// need): no trade, every other value NaN (an empty cell), so that no ranking takes it.
     pub fn empty() -> Self {
@@ -115,6 +133,8 @@ impl Metrics {
             profit_factor: f64::NAN,
             expectancy: f64::NAN,
             sqn: f64::NAN,
+            turnover: f64::NAN,
+            mean_positions: f64::NAN,
         }
     }
 
@@ -136,7 +156,19 @@ impl Metrics {
             profit_factor: m[12],
             expectancy: m[13],
             sqn: m[14],
+            turnover: f64::NAN,
+            mean_positions: f64::NAN,
         }
+    }
+
+    /// A portfolio's metrics, in [`Metrics::PORTFOLIO`] order.
+    pub fn portfolio_values(&self) -> [f64; 2] {
+        [self.turnover, self.mean_positions]
+    }
+
+    /// These metrics with a portfolio's `[turnover, mean_positions]`.
+    pub fn with_portfolio(self, [turnover, mean_positions]: [f64; 2]) -> Self {
+        Self { turnover, mean_positions, ..self }
     }
 
     pub fn values(&self) -> [f64; 15] {
@@ -174,11 +206,85 @@ impl Metrics {
         matches!(name, "total_return" | "win_rate" | "max_drawdown" | "exposure" | "cagr" | "volatility" | "expectancy")
     }
 
-    /// The metric called `name`, if there is one.
+    /// The metric called `name`, if there is one (a portfolio's too).
     pub fn get(&self, name: &str) -> Option<f64> {
-        Self::NAMES.iter().position(|n| *n == name).map(|i| self.values()[i])
+        match name {
+            "turnover" => Some(self.turnover),
+            "mean_positions" => Some(self.mean_positions),
+            _ => Self::NAMES.iter().position(|n| *n == name).map(|i| self.values()[i]),
+        }
     }
 }
+
+/// Every metric compared as f64s, but a portfolio's two where both are NaN (a single
+/// run has neither): equal.
+impl PartialEq for Metrics {
+    fn eq(&self, other: &Self) -> bool {
+        let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+        self.values() == other.values()
+            && same(self.turnover, other.turnover)
+            && same(self.mean_positions, other.mean_positions)
+    }
+}
+
+/// Which metrics a table's rows carry: every run's ([`Metrics::NAMES`]), or a
+/// portfolio's, [`Metrics::PORTFOLIO`] after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MetricSet {
+    #[default]
+    Run,
+    Portfolio,
+}
+
+impl MetricSet {
+    /// The metrics' names, in their columns' order.
+    pub fn names(self) -> &'static [&'static str] {
+        &ALL_NAMES[..self.count()]
+    }
+
+    /// How many metrics a row carries.
+    pub const fn count(self) -> usize {
+        match self {
+            Self::Run => Metrics::NAMES.len(),
+            Self::Portfolio => ALL_NAMES.len(),
+        }
+    }
+
+    /// What `name` means, for `--help`.
+    pub fn help(name: &str) -> &'static str {
+        let i = ALL_NAMES.iter().position(|n| *n == name);
+        i.map_or("", |i| if i < 15 { Metrics::HELP[i] } else { Metrics::PORTFOLIO_HELP[i - 15] })
+    }
+
+    /// The values of `m`, every metric's: the first [`MetricSet::len`] are this set's.
+    pub fn values(m: &Metrics) -> [f64; ALL_NAMES.len()] {
+        let v = m.values();
+        std::array::from_fn(|i| if i < v.len() { v[i] } else { m.portfolio_values()[i - v.len()] })
+    }
+
+    /// Metrics from this set's values, in [`MetricSet::names`] order.
+    pub fn metrics(self, values: &[f64]) -> Metrics {
+        let m = Metrics::from_values(std::array::from_fn(|i| values[i]));
+        match self {
+            Self::Run => m,
+            Self::Portfolio => m.with_portfolio([values[15], values[16]]),
+        }
+    }
+}
+
+/// Every metric's name: every run's, then a portfolio's.
+const ALL_NAMES: [&str; 17] = {
+    let mut names = [""; 17];
+    let mut i = 0;
+    while i < 17 {
+        names[i] = if i < 15 { Metrics::NAMES[i] } else { Metrics::PORTFOLIO[i - 15] };
+        i += 1;
+    }
+    names
+};
+
+/// The most metrics a row carries.
+pub const MOST_METRICS: usize = ALL_NAMES.len();
 
 /// What a run sums up, in f64: every metric's one definition (docs/strategies.md), for
 /// the integer totals of every device ([`crate::fixed::Totals::metrics`]) and for the f64
@@ -233,12 +339,18 @@ impl RunSums {
             profit_factor: if positive(losses) { self.trade_gain / losses } else { f64::NAN },
             expectancy: if self.closed > 0 { self.trade_sum / closed } else { f64::NAN },
             sqn: threadx_stats::sharpe(self.trade_sum, self.trade_sq, self.closed as usize) * closed.sqrt(),
+            turnover: f64::NAN,
+            mean_positions: f64::NAN,
         }
     }
 }
 
 fn nan() -> f64 {
     f64::NAN
+}
+
+fn is_nan(v: &f64) -> bool {
+    v.is_nan()
 }
 
 /// Reads a JSON null (how serde_json writes a NaN) as NaN, a number as itself.

@@ -18,6 +18,7 @@ use crate::fixed::{Totals, minus, plus, product_units};
 use crate::market::simulate_market;
 use crate::market_close::{runs_at_close, simulate_at_close};
 use crate::metrics::{ExitReason, Metrics, RunSums, Side, Trade};
+use crate::portfolio::Activity;
 use crate::trade_parts::{Leg, Nothing, Observer, at_level, bit, last_bar, next_bit};
 use rayon::prelude::*;
 
@@ -305,11 +306,25 @@ fn run_totals(book: &SignalBook, tables: &BarTables, plan: &ComboPlan, mut block
 
 /// The totals of a batch of plans, in plan order, and their block statistics when the
 /// tables ask for them ([`BarTables::with_blocks`]): [`BlockCuts::stats_len`] f64 per
-/// plan, (Σr, Σr²) per block; empty otherwise.
+/// plan, (Σr, Σr²) per block; empty otherwise. A portfolio's plans have their
+/// account's [`Activity`] too (empty for single runs).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchTotals {
     pub totals: Vec<Totals>,
     pub blocks: Vec<f64>,
+    pub activity: Vec<Activity>,
+}
+
+impl BatchTotals {
+    /// Each plan's metrics over `bars` bars, annualised by `bars_per_year` (a
+    /// portfolio's with its turnover and mean positions), on the CPU's pool.
+    pub fn metrics(&self, bars: usize, bars_per_year: f64) -> Vec<Metrics> {
+        if self.activity.is_empty() {
+            return self.totals.par_iter().map(|t| t.metrics(bars, bars_per_year)).collect();
+        }
+        let each = self.totals.par_iter().zip(&self.activity);
+        each.map(|(t, a)| a.metrics(t, bars, bars_per_year)).collect()
+    }
 }
 
 /// Totals of every plan, in order, on the CPU: combos in parallel (rayon), nothing
@@ -319,7 +334,7 @@ pub fn simulate_cpu(book: &SignalBook, tables: &BarTables, plans: &[ComboPlan]) 
     let grain = threadx_dispatch::cpu_grain(book.bars());
     let Some(cuts) = tables.blocks() else {
         let totals = plans.par_iter().with_min_len(grain).map(|plan| simulate_totals(book, tables, plan)).collect();
-        return BatchTotals { totals, blocks: Vec::new() };
+        return BatchTotals { totals, blocks: Vec::new(), activity: Vec::new() };
     };
     let (per_snap, per_stats) = (cuts.snapshot_len(), cuts.stats_len());
     let mut blocks = vec![0.0; plans.len() * per_stats];
@@ -336,7 +351,7 @@ pub fn simulate_cpu(book: &SignalBook, tables: &BarTables, plans: &[ComboPlan]) 
             },
         )
         .collect();
-    BatchTotals { totals, blocks }
+    BatchTotals { totals, blocks, activity: Vec::new() }
 }
 
 /// A single backtest in detail: metrics, trades and the equity curve.

@@ -56,7 +56,7 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let record = run.record.as_ref().expect("a detailed run keeps its record");
     let times = portfolio.times();
     let per_year = req.periods_per_year.unwrap_or_else(|| Calendar::of(times).bars_per_year(times));
-    let metrics = run.totals.metrics(times.len(), per_year);
+    let metrics = run.metrics(times.len(), per_year);
     let names: Vec<&str> = symbols.iter().map(|(name, _)| name.as_str()).collect();
     let sizing_words = account.describe(None);
     let page = PortfolioRun {
@@ -94,8 +94,6 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
                 "max_positions": account.max_positions,
                 "leverage": account.leverage.unwrap_or(1.0),
                 "final_equity": record.equity.last(),
-                "turnover": record.turnover(),
-                "mean_positions": record.mean_positions(names.len()),
             }),
         );
         object.insert("fee".into(), json!(req.fee));
@@ -117,8 +115,8 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
         );
         out!("{}", metrics_table(&metrics, per_year));
         outln!("  {:<14} {}", "final_equity", record.equity.last().copied().unwrap_or(account.init_cash));
-        outln!("  {:<14} {:.4}", "turnover", record.turnover());
-        outln!("  {:<14} {:.4}", "mean_positions", record.mean_positions(names.len()));
+        outln!("  {:<14} {:.4}", "turnover", metrics.turnover);
+        outln!("  {:<14} {:.4}", "mean_positions", metrics.mean_positions);
         for (what, path) in [("trades", &req.trades), ("equity", &req.equity), ("the report", &req.report)] {
             if let Some(path) = path {
                 outln!("wrote {what} to {}", path.display());

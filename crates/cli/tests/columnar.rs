@@ -7,7 +7,7 @@ use crate::common;
 
 use common::{SMALL, kill_once_checkpointed, small_sweep, text, threadx};
 use std::path::Path;
-use threadx_backtest::Strategy;
+use threadx_backtest::{MetricSet, Strategy};
 use threadx_sweep::{read_results, write_row};
 
 fn sweep(dir: &Path, data: &str, more: &[&str]) {
@@ -25,9 +25,9 @@ fn synth(dir: &Path, out: &str) {
 /// A results file read back (any format) and written as the CSV's rows.
 fn as_csv(path: &Path) -> String {
     let strategy = Strategy::parse("bb_atr").unwrap();
-    let mut csv = threadx_sweep::header(&strategy);
+    let mut csv = threadx_sweep::header(&strategy, MetricSet::Run);
     for row in read_results(path, &strategy).unwrap_or_else(|e| panic!("{}: {e}", path.display())) {
-        write_row(&mut csv, &strategy, row.combo, &row.values, &row.metrics);
+        write_row(&mut csv, (&strategy, MetricSet::Run), row.combo, &row.values, &row.metrics);
     }
     csv
 }

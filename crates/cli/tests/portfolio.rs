@@ -113,7 +113,7 @@ fn a_folder_traded_as_one_account_writes_equity_cash_positions_and_its_trades() 
     assert!((10000.0 + pnl - final_equity).abs() < 1e-6, "{pnl} against {final_equity}");
     // The turnover (the value of every fill over the mean equity) and the positions held
     // on average, from the two files by hand.
-    let account = json_of(&threadx(dir.path(), &[&args[..], &["--json"]].concat()))["portfolio"].clone();
+    let account = json_of(&threadx(dir.path(), &[&args[..], &["--json"]].concat()));
     let f = |t: &[String], i: usize| t[i].parse::<f64>().unwrap_or(0.0);
     // An open trade (reason `end`) has no exit fill.
     let traded: f64 = trades.iter().map(|t| f(t, 5) * (f(t, 4) + if t[13] == "end" { 0.0 } else { f(t, 9) })).sum();
@@ -214,12 +214,34 @@ fn a_portfolio_sweep_writes_one_account_a_combo_in_any_cut() {
             args.extend(["--set", s.as_str()]);
         }
         let account = json_of(&threadx(dir.path(), &args));
-        for metric in ["total_return", "sharpe", "max_drawdown", "trades", "win_rate", "sortino", "sqn", "exposure"] {
+        let metrics = ["total_return", "sharpe", "max_drawdown", "trades", "win_rate", "sortino", "sqn", "exposure"];
+        // A portfolio's row carries its turnover and mean positions held, the backtest's bits.
+        for metric in metrics.into_iter().chain(["turnover", "mean_positions"]) {
             let ours: f64 = row[metric].parse().unwrap();
             assert_eq!(ours, account[metric].as_f64().unwrap(), "{set:?} {metric}");
         }
+        assert!(row["turnover"].parse::<f64>().unwrap() > 1.0 && row["mean_positions"].parse::<f64>().unwrap() > 0.1);
     }
     let all = std::fs::read(dir.path().join("all.csv")).unwrap();
+    // The same rows in Parquet, read back (binary checkpoint rows, then the columnar file).
+    sweep("all.parquet", &["--chunk-size", "2"]);
+    let strategy = threadx_backtest::Strategy::parse("bb_atr").unwrap();
+    let bits = |file: &str| -> Vec<(u64, Vec<u64>)> {
+        let rows = threadx_sweep::read_results(&dir.path().join(file), &strategy).unwrap();
+        let set = threadx_backtest::MetricSet::Portfolio;
+        rows.iter()
+            .map(|r| {
+                (
+                    r.combo,
+                    threadx_backtest::MetricSet::values(&r.metrics)[..set.count()]
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(bits("all.parquet"), bits("all.csv"));
     sweep("one.csv", &["--threads", "1", "--chunk-size", "2"]);
     assert_eq!(std::fs::read(dir.path().join("one.csv")).unwrap(), all, "one thread, chunks of 2");
     // Watched by --monitor: the same rows, and the machine in the summary.

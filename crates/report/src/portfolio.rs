@@ -79,7 +79,6 @@ impl PortfolioRun<'_> {
 
     fn add_metrics(&self, report: &mut Report, prefix: &str) {
         let m = self.metrics;
-        let (turnover, positions) = (self.record.turnover(), self.record.mean_positions(self.symbols.len()));
         let last = self.record.equity.last().copied().unwrap_or(self.account.init_cash);
         let figures = [
             ("Total return", pct(m.total_return), "equity at the end over the starting cash, minus 1"),
@@ -90,8 +89,8 @@ impl PortfolioRun<'_> {
             ("Trades", format!("{} ({} closed)", m.trades, m.closed_trades), "entries, open ones included"),
             ("Win rate", pct(m.win_rate), "closed trades that gained"),
             ("Exposure", pct(m.exposure), "bars that end holding a position"),
-            ("Mean positions held", num(positions, 2), "symbols held at a bar's close, on average"),
-            ("Turnover", num(turnover, 2), "value bought and sold over the mean equity"),
+            ("Mean positions held", num(m.mean_positions, 2), "symbols held at a bar's close, on average"),
+            ("Turnover", num(m.turnover, 2), "value bought and sold over the mean equity"),
         ];
         let mut html = String::new();
         if !prefix.is_empty() {

@@ -102,7 +102,13 @@ fn csv_rows(c: &mut Criterion) {
         b.iter(|| {
             text.clear();
             for &(&combo, m) in &rows {
-                threadx_sweep::write_row(&mut text, strategy, combo, &sweep.book().combo_values(combo), m);
+                threadx_sweep::write_row(
+                    &mut text,
+                    (strategy, sweep.metric_set()),
+                    combo,
+                    &sweep.book().combo_values(combo),
+                    m,
+                );
             }
             black_box(text.len())
         })

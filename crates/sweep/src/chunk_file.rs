@@ -12,7 +12,7 @@ use crate::table::TableFormat;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use threadx_backtest::{Metrics, SignalBook, Strategy};
+use threadx_backtest::{MOST_METRICS, MetricSet, SignalBook, Strategy};
 
 /// The checksum of a checkpoint's or a shard's file: XXH3-64 (twox-hash). FNV-1a, a byte
 /// at a time, took 8 % of a CSV run's CPU over the hundreds of MB it checkpoints.
@@ -94,8 +94,10 @@ const MAGIC: &[u8; 8] = b"TXROWZ02";
 /// millisecond a MB, less than writing them whole costs.
 const ZSTD_LEVEL: i32 = 1;
 
-/// A binary row: the combo, then each metric's f64 bits, little endian.
-const ROW_BYTES: usize = 8 * (1 + Metrics::NAMES.len());
+/// A binary row's bytes: the combo, then each of `set`'s metrics' f64 bits, little endian.
+const fn row_bytes(set: MetricSet) -> usize {
+    8 * (1 + set.count())
+}
 
 /// How a grid run keeps its chunks: as text for a CSV results file, as binary rows for a
 /// Parquet or Arrow one (whose row groups are cut by row count when the file is written,
@@ -122,13 +124,18 @@ impl ChunkForm {
         }
     }
 
-    /// The file of a finished chunk's rows, each after its `lead` (a universe's symbol;
-    /// binary rows leave it to the results file).
-    pub(crate) fn encode(self, book: &SignalBook, r: &ChunkResult, lead: Lead<'_>) -> Result<Vec<u8>, SweepError> {
+    /// The file of a finished chunk's rows carrying `set`'s metrics, each after its
+    /// `lead` (a universe's symbol; binary rows leave it to the results file).
+    pub(crate) fn encode(
+        self,
+        book: &SignalBook,
+        r: &ChunkResult,
+        (lead, set): (Lead<'_>, MetricSet),
+    ) -> Result<Vec<u8>, SweepError> {
         let grid = || book.grid().ok_or_else(|| SweepError::Spec("checkpoint chunks hold a grid's combos".into()));
         Ok(match self {
             Self::Text => {
-                let mut params = ParamTexts::new(grid()?);
+                let mut params = ParamTexts::new(grid()?, set);
                 text_chunk(r.combos.len() * 128, |text| {
                     for (&combo, m) in r.combos.iter().zip(&r.metrics) {
                         lead.push(text);
@@ -137,10 +144,10 @@ impl ChunkForm {
                 })
             }
             Self::Binary => {
-                let mut rows = Vec::with_capacity(r.combos.len() * ROW_BYTES);
+                let mut rows = Vec::with_capacity(r.combos.len() * row_bytes(set));
                 for (&combo, m) in r.combos.iter().zip(&r.metrics) {
                     rows.extend_from_slice(&combo.to_le_bytes());
-                    for v in m.values() {
+                    for &v in &MetricSet::values(m)[..set.count()] {
                         rows.extend_from_slice(&v.to_bits().to_le_bytes());
                     }
                 }
@@ -167,19 +174,20 @@ impl ChunkForm {
         Ok(file)
     }
 
-    /// Checks a chunk's file (its checksum, not its rows' values).
-    pub(crate) fn verify(self, path: &Path) -> Result<(), SweepError> {
+    /// Checks a chunk's file of rows carrying `set`'s metrics (its checksum, not its rows' values).
+    pub(crate) fn verify(self, path: &Path, set: MetricSet) -> Result<(), SweepError> {
         match self {
             Self::Text => read_chunk(path).map(drop),
-            Self::Binary => binary_rows(path, &fs::read(path).map_err(io_error(path))?).map(drop),
+            Self::Binary => binary_rows(path, &fs::read(path).map_err(io_error(path))?, set).map(drop),
         }
     }
 
-    /// The rows of a chunk's file (written with `lead`), checked; values from `book`'s grid.
+    /// The rows of a chunk's file (written with `lead`, carrying `set`'s metrics),
+    /// checked; values from `book`'s grid.
     pub(crate) fn rows(
         self,
         path: &Path,
-        strategy: &Strategy,
+        (strategy, set): (&Strategy, MetricSet),
         book: &SignalBook,
         lead: Lead<'_>,
     ) -> Result<Vec<Row>, SweepError> {
@@ -192,21 +200,21 @@ impl ChunkForm {
                         _ => Some(line),
                     };
                     let row = row.ok_or_else(|| SweepError::Results(format!("a row of another symbol `{line}`")));
-                    row.and_then(|row| parse_row(strategy, row)).map_err(|e| in_file(path, e))
+                    row.and_then(|row| parse_row((strategy, set), row)).map_err(|e| in_file(path, e))
                 })
                 .collect(),
             Self::Binary => {
-                let rows = binary_rows(path, &fs::read(path).map_err(io_error(path))?)?;
+                let rows = binary_rows(path, &fs::read(path).map_err(io_error(path))?, set)?;
                 let word = |b: &[u8], k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().unwrap_or_default());
                 Ok(rows
-                    .chunks_exact(ROW_BYTES)
+                    .chunks_exact(row_bytes(set))
                     .map(|b| {
                         let combo = word(b, 0);
-                        let mut m = [0.0; Metrics::NAMES.len()];
-                        for (k, slot) in m.iter_mut().enumerate() {
+                        let mut m = [0.0; MOST_METRICS];
+                        for (k, slot) in m[..set.count()].iter_mut().enumerate() {
                             *slot = f64::from_bits(word(b, k + 1));
                         }
-                        Row { combo, values: book.combo_values(combo), metrics: Metrics::from_values(m) }
+                        Row { combo, values: book.combo_values(combo), metrics: set.metrics(&m) }
                     })
                     .collect())
             }
@@ -214,8 +222,8 @@ impl ChunkForm {
     }
 }
 
-/// The rows of a binary chunk's bytes, checked and decompressed.
-fn binary_rows(path: &Path, bytes: &[u8]) -> Result<Vec<u8>, SweepError> {
+/// The rows of a binary chunk's bytes (rows carrying `set`'s metrics), checked and decompressed.
+fn binary_rows(path: &Path, bytes: &[u8], set: MetricSet) -> Result<Vec<u8>, SweepError> {
     let body = bytes
         .strip_prefix(MAGIC.as_slice())
         .filter(|b| b.len() >= 8)
@@ -226,7 +234,7 @@ fn binary_rows(path: &Path, bytes: &[u8]) -> Result<Vec<u8>, SweepError> {
     }
     let rows =
         zstd::stream::decode_all(packed).map_err(|e| changed(path, &format!("its rows do not decompress: {e}")))?;
-    if rows.len() % ROW_BYTES != 0 {
+    if rows.len() % row_bytes(set) != 0 {
         return Err(changed(path, "not a binary chunk of whole rows"));
     }
     Ok(rows)

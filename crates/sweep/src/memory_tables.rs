@@ -8,15 +8,19 @@ use crate::runner::ChunkResult;
 use crate::spec::SweepSpec;
 use crate::table::{ArrowTable, ColumnarWriter, table_of_csv};
 use crate::walk::WalkForwardReport;
-use threadx_backtest::{GridCursor, Metrics};
+use threadx_backtest::{GridCursor, MetricSet, Metrics};
 
-/// A grid's rows (`combo`, the parameters, the metrics) as `--out x.parquet` holds them;
-/// with `trials`, a search's: each row's place first, as `trial`.
-pub fn rows_table(spec: &SweepSpec, rows: &ChunkResult, trials: bool) -> Result<ArrowTable, SweepError> {
-    let kind = if trials { ResultsKind::Trials } else { ResultsKind::Grid };
-    let mut table = ColumnarWriter::in_memory("the rows", &columns(spec.strategy(), kind.lead()));
+/// A grid's rows (`combo`, the parameters, `set`'s metrics) as `--out x.parquet` holds
+/// them; with `trials`, a search's: each row's place first, as `trial`.
+pub fn rows_table(
+    spec: &SweepSpec,
+    rows: &ChunkResult,
+    (trials, set): (bool, MetricSet),
+) -> Result<ArrowTable, SweepError> {
+    let kind = if trials { ResultsKind::Trials(set) } else { ResultsKind::Grid(set) };
+    let mut table = ColumnarWriter::in_memory("the rows", &columns((spec.strategy(), set), kind.lead()));
     let lead = |k: usize| if trials { Lead::Trial(k as u64) } else { Lead::None };
-    push_rows(&mut table, spec, &mut spec.grid().cursor(), rows, lead)?;
+    push_rows(&mut table, (spec, set), &mut spec.grid().cursor(), rows, lead)?;
     table.into_table()
 }
 
@@ -24,25 +28,26 @@ pub fn rows_table(spec: &SweepSpec, rows: &ChunkResult, trials: bool) -> Result<
 /// after the previous symbol's, as the universe's results file holds them.
 pub fn universe_table(spec: &SweepSpec, symbols: &[String], rows: &[ChunkResult]) -> Result<ArrowTable, SweepError> {
     let lead = ResultsKind::Universe.lead();
-    let mut table = ColumnarWriter::in_memory("the universe's rows", &columns(spec.strategy(), lead));
+    let set = ResultsKind::Universe.metrics();
+    let mut table = ColumnarWriter::in_memory("the universe's rows", &columns((spec.strategy(), set), lead));
     let mut cursor = spec.grid().cursor();
     for (symbol, rows) in symbols.iter().zip(rows) {
-        push_rows(&mut table, spec, &mut cursor, rows, |_| Lead::Symbol(symbol))?;
+        push_rows(&mut table, (spec, set), &mut cursor, rows, |_| Lead::Symbol(symbol))?;
     }
     table.into_table()
 }
 
-/// Appends `rows` to `table`, row `k` after its `lead(k)`.
+/// Appends `rows` (with `set`'s metrics) to `table`, row `k` after its `lead(k)`.
 fn push_rows<'a>(
     table: &mut ColumnarWriter<std::io::Sink>,
-    spec: &SweepSpec,
+    (spec, set): (&SweepSpec, MetricSet),
     cursor: &mut GridCursor,
     rows: &ChunkResult,
     lead: impl Fn(usize) -> Lead<'a>,
 ) -> Result<(), SweepError> {
     for (k, (&combo, metrics)) in rows.combos.iter().zip(&rows.metrics).enumerate() {
         let values = spec.grid().values_at(cursor.index(combo));
-        push_row(table, spec.strategy(), lead(k), combo, &values, metrics)?;
+        push_row(table, (spec.strategy(), set), lead(k), combo, &values, metrics)?;
     }
     Ok(())
 }
@@ -60,11 +65,11 @@ pub fn walk_forward_table(
 /// Metrics rows alone (one per signal column of `threadx.simulate`), the metrics' columns
 /// of a sweep's rows.
 pub fn metrics_table(metrics: &[Metrics]) -> Result<ArrowTable, SweepError> {
-    let mut table = ColumnarWriter::in_memory("the metrics", &metric_columns().collect());
+    let mut table = ColumnarWriter::in_memory("the metrics", &metric_columns(MetricSet::Run).collect());
     let mut cells = Vec::with_capacity(Metrics::NAMES.len());
     for m in metrics {
         cells.clear();
-        cells.extend(metric_cells(m));
+        cells.extend(metric_cells(m, MetricSet::Run));
         table.push(&cells)?;
     }
     table.into_table()

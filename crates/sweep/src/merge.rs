@@ -18,7 +18,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use threadx_backtest::{Metrics, Strategy};
+use threadx_backtest::{MetricSet, Metrics, Strategy};
 use threadx_profile_store::{is_special_file, refuse_output_over_input, write_file_staged};
 
 /// Joins the results files of every shard of one sweep into `out`, byte-identical to the
@@ -58,10 +58,12 @@ pub fn merge(
         .filter(|_| symbols.is_none())
         .map(|h| h.heatmap(&spec, by, minimize).map(|m| (m, h.path.clone())))
         .transpose()?;
+    // A portfolio's rows carry its metrics too.
+    let set = if identity.portfolio.is_some() { MetricSet::Portfolio } else { MetricSet::Run };
     let kind = match (search, &symbols) {
-        (Some(_), _) => ResultsKind::Trials,
+        (Some(_), _) => ResultsKind::Trials(set),
         (None, Some(_)) => ResultsKind::Universe,
-        (None, None) => ResultsKind::Grid,
+        (None, None) => ResultsKind::Grid(set),
     };
     let mut shard_rows = ShardRows::open(shards, strategy, kind, symbols.as_deref(), search.is_some())?;
     let mut file = ResultsWriter::create(out, strategy, kind)?;

@@ -32,7 +32,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
-use threadx_backtest::{BlockCuts, Grid, GridCursor, SignalBook, Strategy};
+use threadx_backtest::{BlockCuts, Grid, GridCursor, MetricSet, SignalBook, Strategy};
 use threadx_dispatch::Dispatcher;
 use threadx_multi_gpu::{DevicePool, DistributeOptions, RunStats};
 use threadx_profile_store::{Staged, is_special_file, write_file_staged, write_held_file};
@@ -299,6 +299,8 @@ struct ChunkFiles<'a> {
     strategy: &'a Strategy,
     book: &'a SignalBook,
     lead: Lead<'a>,
+    /// The metrics the rows carry (a portfolio's, or every run's).
+    set: MetricSet,
     /// The blocks' cuts when the run keeps blocks for the overfitting statistics.
     cuts: Option<&'a BlockCuts>,
     /// The workers' time writing chunk files, added.
@@ -313,6 +315,7 @@ impl<'a> ChunkFiles<'a> {
             strategy: sweep.spec().strategy(),
             book: sweep.book(),
             lead: opts.symbol.as_deref().map_or(Lead::None, Lead::Symbol),
+            set: sweep.metric_set(),
             cuts,
             write_s: Mutex::new(0.0),
         }
@@ -323,7 +326,7 @@ impl<'a> ChunkFiles<'a> {
     }
 
     fn rows(&self, chunk: u64) -> Result<Vec<Row>, SweepError> {
-        self.form.rows(&self.path(chunk), self.strategy, self.book, self.lead)
+        self.form.rows(&self.path(chunk), (self.strategy, self.set), self.book, self.lead)
     }
 
     /// The chunks already in the checkpoint, and those to run (missing or damaged: a
@@ -334,7 +337,7 @@ impl<'a> ChunkFiles<'a> {
             let path = self.path(c);
             if !path.exists() {
                 to_run.push(c);
-            } else if let Err(e) = self.form.verify(&path).and_then(|()| match self.cuts {
+            } else if let Err(e) = self.form.verify(&path, self.set).and_then(|()| match self.cuts {
                 Some(_) => verified_blocks(&blocks_path(&path)).map(drop),
                 None => Ok(()),
             }) {
@@ -351,7 +354,7 @@ impl<'a> ChunkFiles<'a> {
     /// Writes a finished chunk's file (and its blocks), on the worker that ran it.
     fn write(&self, chunk: u64, r: &ChunkResult) -> Result<(), SweepError> {
         let started = Instant::now();
-        let bytes = self.form.encode(self.book, r, self.lead)?;
+        let bytes = self.form.encode(self.book, r, (self.lead, self.set))?;
         let path = self.path(chunk);
         if let Some(cuts) = self.cuts {
             write_chunk_blocks(&blocks_path(&path), r, cuts)?;
@@ -387,7 +390,7 @@ impl RunChunks {
         resumed_blocks: BTreeMap<u64, Vec<u64>>,
     ) -> Result<Self, SweepError> {
         let columnar = match files.form {
-            ChunkForm::Binary => Some(ResultsWriter::create(out, files.strategy, files.lead.kind())?),
+            ChunkForm::Binary => Some(ResultsWriter::create(out, files.strategy, files.lead.kind(files.set))?),
             ChunkForm::Text => None,
         };
         Ok(Self {
@@ -460,7 +463,7 @@ impl RunChunks {
         let file = match self.columnar.take() {
             Some(file) => file,
             None => {
-                let mut file = ResultsWriter::create(out, files.strategy, files.lead.kind())?;
+                let mut file = ResultsWriter::create(out, files.strategy, files.lead.kind(files.set))?;
                 for &c in chunks {
                     file.csv_file(&mut files.form.rows_file(&files.path(c))?)?;
                 }

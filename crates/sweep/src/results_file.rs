@@ -9,15 +9,16 @@ use crate::table::{ColumnType, ColumnarReader, ColumnarWriter, TableFormat};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use threadx_backtest::Strategy;
+use threadx_backtest::{MetricSet, Strategy};
 use threadx_profile_store::{AtomicFile, Staged};
 
 /// Which results table: a grid's rows, a search's trials (a `trial` column first), or a
-/// universe's rows (a `symbol` column first).
+/// universe's rows (a `symbol` column first); a grid's and a search's rows carry a
+/// portfolio's metrics when their combos run as one ([`MetricSet`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ResultsKind {
-    Grid,
-    Trials,
+    Grid(MetricSet),
+    Trials(MetricSet),
     Universe,
 }
 
@@ -25,25 +26,34 @@ impl ResultsKind {
     /// The columns before `combo`.
     pub(crate) fn lead(self) -> &'static [(&'static str, ColumnType)] {
         match self {
-            Self::Grid => &[],
-            Self::Trials => &[("trial", ColumnType::Key)],
+            Self::Grid(_) => &[],
+            Self::Trials(_) => &[("trial", ColumnType::Key)],
             Self::Universe => &[("symbol", ColumnType::Text)],
+        }
+    }
+
+    /// The metrics its rows carry.
+    pub(crate) fn metrics(self) -> MetricSet {
+        match self {
+            Self::Grid(set) | Self::Trials(set) => set,
+            Self::Universe => MetricSet::Run,
         }
     }
 
     /// The CSV header line (with its newline).
     pub(crate) fn header(self, strategy: &Strategy) -> String {
         let lead: String = self.lead().iter().map(|(name, _)| format!("{name},")).collect();
-        format!("{lead}{}", header(strategy))
+        format!("{lead}{}", header(strategy, self.metrics()))
     }
 }
 
 impl Lead<'_> {
-    /// The table whose rows lead with this: a search's for a trial, a universe's for a symbol.
-    pub(crate) fn kind(self) -> ResultsKind {
+    /// The table whose rows lead with this, carrying `set`'s metrics: a search's for a
+    /// trial, a universe's for a symbol.
+    pub(crate) fn kind(self, set: MetricSet) -> ResultsKind {
         match self {
-            Self::None => ResultsKind::Grid,
-            Self::Trial(_) => ResultsKind::Trials,
+            Self::None => ResultsKind::Grid(set),
+            Self::Trial(_) => ResultsKind::Trials(set),
             Self::Symbol(_) => ResultsKind::Universe,
         }
     }
@@ -52,8 +62,8 @@ impl Lead<'_> {
 /// A results file being written; it appears whole when its [`ResultsWriter::stage`]d file is committed.
 #[derive(Debug)]
 pub(crate) enum ResultsWriter {
-    Csv { path: PathBuf, file: AtomicFile, text: String },
-    Columnar(Box<ColumnarWriter<AtomicFile>>),
+    Csv { path: PathBuf, file: AtomicFile, text: String, set: MetricSet },
+    Columnar(Box<ColumnarWriter<AtomicFile>>, MetricSet),
 }
 
 /// CSV text is handed to the file in pieces of about this many bytes.
@@ -65,10 +75,11 @@ impl ResultsWriter {
         match TableFormat::of(path) {
             TableFormat::Csv => {
                 let file = AtomicFile::create(path).map_err(io_error(path))?;
-                Ok(Self::Csv { path: path.to_owned(), file, text: kind.header(strategy) })
+                Ok(Self::Csv { path: path.to_owned(), file, text: kind.header(strategy), set: kind.metrics() })
             }
             format => {
-                Ok(Self::Columnar(Box::new(ColumnarWriter::create(path, format, &columns(strategy, kind.lead()))?)))
+                let columns = columns((strategy, kind.metrics()), kind.lead());
+                Ok(Self::Columnar(Box::new(ColumnarWriter::create(path, format, &columns)?), kind.metrics()))
             }
         }
     }
@@ -76,19 +87,19 @@ impl ResultsWriter {
     /// CSV rows formatted by `rows.rs`: the rest of `from`, copied by the kernel.
     pub(crate) fn csv_file(&mut self, from: &mut fs::File) -> Result<(), SweepError> {
         match self {
-            Self::Csv { path, file, text } => {
+            Self::Csv { path, file, text, .. } => {
                 file.write_all(text.as_bytes()).map_err(io_error(path))?;
                 text.clear();
                 file.append_file(from).map_err(io_error(path)).map(drop)
             }
-            Self::Columnar(_) => Err(SweepError::Results("CSV rows given to a columnar results file".into())),
+            Self::Columnar(..) => Err(SweepError::Results("CSV rows given to a columnar results file".into())),
         }
     }
 
     /// A row read from another results file: the line as it was read when both are CSV
     /// (a CSV merge copies the bytes it read), the row written anew otherwise.
     pub(crate) fn copy(&mut self, strategy: &Strategy, read: &ReadRow) -> Result<(), SweepError> {
-        if let (Self::Csv { path, file, text }, Some(line)) = (&mut *self, &read.line) {
+        if let (Self::Csv { path, file, text, .. }, Some(line)) = (&mut *self, &read.line) {
             text.push_str(line);
             text.push('\n');
             return Self::spill(path, file, text);
@@ -107,12 +118,12 @@ impl ResultsWriter {
     /// One row (after its trial or symbol when the table has one).
     pub(crate) fn row(&mut self, strategy: &Strategy, lead: Lead<'_>, row: &Row) -> Result<(), SweepError> {
         match self {
-            Self::Csv { path, file, text } => {
+            Self::Csv { path, file, text, set } => {
                 lead.push(text);
-                write_row(text, strategy, row.combo, &row.values, &row.metrics);
+                write_row(text, (strategy, *set), row.combo, &row.values, &row.metrics);
                 Self::spill(path, file, text)
             }
-            Self::Columnar(w) => push_row(w, strategy, lead, row.combo, &row.values, &row.metrics),
+            Self::Columnar(w, set) => push_row(w, (strategy, *set), lead, row.combo, &row.values, &row.metrics),
         }
     }
 
@@ -120,11 +131,11 @@ impl ResultsWriter {
     /// a run's every output before putting any in place).
     pub(crate) fn stage(self) -> Result<Staged, SweepError> {
         match self {
-            Self::Csv { path, mut file, text } => {
+            Self::Csv { path, mut file, text, .. } => {
                 file.write_all(text.as_bytes()).map_err(io_error(&path))?;
                 file.stage().map_err(io_error(&path))
             }
-            Self::Columnar(w) => w.stage(),
+            Self::Columnar(w, _) => w.stage(),
         }
     }
 }
@@ -179,7 +190,9 @@ impl ResultsReader {
                 }
                 Source::Csv(reader.lines())
             }
-            _ => Source::Columnar(ColumnarReader::open(path, &columns(strategy, kind.lead()), &what)?),
+            _ => {
+                Source::Columnar(ColumnarReader::open(path, &columns((strategy, kind.metrics()), kind.lead()), &what)?)
+            }
         };
         Ok(Self { path: path.to_owned(), strategy: strategy.clone(), kind, source })
     }
@@ -194,15 +207,15 @@ impl ResultsReader {
                     let line = line.map_err(io_error(&self.path))?;
                     let malformed = || SweepError::Results(format!("malformed row `{line}`"));
                     let (mut trial, mut symbol, mut rest) = (None, None, line.as_str());
-                    if kind != ResultsKind::Grid {
+                    if !matches!(kind, ResultsKind::Grid(_)) {
                         let (lead, after) = line.split_once(',').ok_or_else(malformed)?;
                         rest = after;
                         match kind {
-                            ResultsKind::Trials => trial = Some(lead.parse().map_err(|_| malformed())?),
+                            ResultsKind::Trials(_) => trial = Some(lead.parse().map_err(|_| malformed())?),
                             _ => symbol = Some(lead.to_owned()),
                         }
                     }
-                    let row = parse_row(&self.strategy, rest)?;
+                    let row = parse_row((&self.strategy, kind.metrics()), rest)?;
                     Some(ReadRow { trial, symbol, row, line: Some(line) })
                 }
             },
@@ -211,13 +224,13 @@ impl ResultsReader {
                 Some(r) => {
                     let missing = |what: &str| SweepError::Results(format!("a results row with no {what}"));
                     let (trial, symbol) = match kind {
-                        ResultsKind::Grid => (None, None),
-                        ResultsKind::Trials => {
+                        ResultsKind::Grid(_) => (None, None),
+                        ResultsKind::Trials(_) => {
                             (Some(r.int(0).filter(|&t| t >= 0).ok_or_else(|| missing("trial"))? as u64), None)
                         }
                         ResultsKind::Universe => (None, Some(r.text(0).ok_or_else(|| missing("symbol"))?.to_owned())),
                     };
-                    let row = row_of(&self.strategy, &r, kind.lead().len())?;
+                    let row = row_of((&self.strategy, kind.metrics()), &r, kind.lead().len())?;
                     Some(ReadRow { trial, symbol, row, line: None })
                 }
             },
@@ -226,7 +239,8 @@ impl ResultsReader {
     }
 }
 
-/// Every row of a grid's results file (CSV, Parquet or Arrow) of `strategy`, in file order.
+/// Every row of a grid's results file (CSV, Parquet or Arrow) of `strategy` (a single
+/// run's or a portfolio's), in file order.
 pub fn read_results(path: &Path, strategy: &Strategy) -> Result<Vec<Row>, SweepError> {
     let mut rows = Vec::new();
     for_each_result(path, strategy, false, &mut |row| {
@@ -237,15 +251,19 @@ pub fn read_results(path: &Path, strategy: &Strategy) -> Result<Vec<Row>, SweepE
 }
 
 /// Hands `each` every row of a grid's results file (or, with `trials`, a search's) of
-/// `strategy`, in file order, one at a time: a big file is never held whole.
+/// `strategy`, a single run's or a portfolio's, in file order, one at a time: a big file
+/// is never held whole.
 pub fn for_each_result(
     path: &Path,
     strategy: &Strategy,
     trials: bool,
     each: &mut dyn FnMut(&Row) -> Result<(), SweepError>,
 ) -> Result<(), SweepError> {
-    let kind = if trials { ResultsKind::Trials } else { ResultsKind::Grid };
-    let mut reader = ResultsReader::open(path, strategy, kind)?;
+    let kind = |set| if trials { ResultsKind::Trials(set) } else { ResultsKind::Grid(set) };
+    let mut reader = match ResultsReader::open(path, strategy, kind(MetricSet::Run)) {
+        Ok(reader) => reader,
+        Err(e) => ResultsReader::open(path, strategy, kind(MetricSet::Portfolio)).map_err(|_| e)?,
+    };
     while let Some(r) = reader.next_row().map_err(|e| in_file(path, e))? {
         each(&r.row)?;
     }

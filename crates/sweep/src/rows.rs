@@ -6,16 +6,18 @@
 use crate::decimal::{push_f64, push_u64};
 use crate::error::SweepError;
 use crate::table::{Cell, ColumnType, ColumnarWriter, Columns, RowRef};
-use threadx_backtest::{Grid, GridCursor, MAX_PARAMS, Metrics, ParamKind, ParamSpec, ParamValues, Strategy};
+use threadx_backtest::{
+    Grid, GridCursor, MAX_PARAMS, MOST_METRICS, MetricSet, Metrics, ParamKind, ParamSpec, ParamValues, Strategy,
+};
 
-/// The header line (with its newline).
-pub fn header(strategy: &Strategy) -> String {
+/// The header line (with its newline) of rows carrying `set`'s metrics.
+pub fn header(strategy: &Strategy, set: MetricSet) -> String {
     let mut line = String::from("combo");
     for p in strategy.schema() {
         line.push(',');
         line.push_str(&p.name);
     }
-    for m in Metrics::NAMES {
+    for m in set.names() {
         line.push(',');
         line.push_str(m);
     }
@@ -23,16 +25,23 @@ pub fn header(strategy: &Strategy) -> String {
     line
 }
 
-/// Appends one row (with its newline). Numbers are written in Rust's shortest form that
-/// reads back to the same f64; NaN (no closed trade, flat equity) is written empty.
-pub fn write_row(out: &mut String, strategy: &Strategy, combo: u64, values: &[f64], metrics: &Metrics) {
+/// Appends one row (with its newline) carrying `set`'s metrics. Numbers are written in
+/// Rust's shortest form that reads back to the same f64; NaN (no closed trade, flat
+/// equity) is written empty.
+pub fn write_row(
+    out: &mut String,
+    (strategy, set): (&Strategy, MetricSet),
+    combo: u64,
+    values: &[f64],
+    metrics: &Metrics,
+) {
     push_combo_params(out, strategy, combo, values);
-    push_metrics(out, metrics);
+    push_metrics(out, metrics, set);
 }
 
-/// Appends a row's metrics, each after a comma, and the newline.
-fn push_metrics(out: &mut String, metrics: &Metrics) {
-    for v in metrics.values() {
+/// Appends a row's metrics of `set`, each after a comma, and the newline.
+fn push_metrics(out: &mut String, metrics: &Metrics, set: MetricSet) {
+    for &v in &MetricSet::values(metrics)[..set.count()] {
         out.push(',');
         if !v.is_nan() {
             push_f64(out, v);
@@ -56,10 +65,12 @@ pub(crate) struct ParamTexts {
     cursor: GridCursor,
     /// Per parameter, `,` and each axis value's text.
     texts: Vec<Vec<String>>,
+    set: MetricSet,
 }
 
 impl ParamTexts {
-    pub(crate) fn new(grid: &Grid) -> Self {
+    /// The texts of `grid`'s rows carrying `set`'s metrics.
+    pub(crate) fn new(grid: &Grid, set: MetricSet) -> Self {
         let schema = grid.strategy().schema();
         let texts = schema
             .iter()
@@ -74,7 +85,7 @@ impl ParamTexts {
                     .collect()
             })
             .collect();
-        Self { cursor: grid.cursor(), texts }
+        Self { cursor: grid.cursor(), texts, set }
     }
 
     /// Appends one row of combo `combo` (with its newline), as [`write_row`] does.
@@ -83,7 +94,7 @@ impl ParamTexts {
         for (texts, &k) in self.texts.iter().zip(self.cursor.index(combo)) {
             out.push_str(&texts[k]);
         }
-        push_metrics(out, metrics);
+        push_metrics(out, metrics, self.set);
     }
 }
 
@@ -105,7 +116,7 @@ pub struct Row {
 }
 
 /// Parses a line written by [`write_row`] (without its newline).
-pub fn parse_row(strategy: &Strategy, line: &str) -> Result<Row, SweepError> {
+pub fn parse_row((strategy, set): (&Strategy, MetricSet), line: &str) -> Result<Row, SweepError> {
     let bad = || SweepError::Results(format!("malformed results row `{line}`"));
     let schema = strategy.schema();
     let mut fields = line.split(',');
@@ -118,8 +129,8 @@ pub fn parse_row(strategy: &Strategy, line: &str) -> Result<Row, SweepError> {
             _ => text.parse().map_err(|_| bad())?,
         };
     }
-    let mut m = [f64::NAN; Metrics::NAMES.len()];
-    for slot in &mut m {
+    let mut m = [f64::NAN; MOST_METRICS];
+    for slot in &mut m[..set.count()] {
         let text = fields.next().ok_or_else(bad)?;
         if !text.is_empty() {
             *slot = text.parse().map_err(|_| bad())?;
@@ -128,7 +139,7 @@ pub fn parse_row(strategy: &Strategy, line: &str) -> Result<Row, SweepError> {
     if fields.next().is_some() {
         return Err(bad());
     }
-    Ok(Row { combo, values: ParamValues::new(&values[..schema.len()]), metrics: Metrics::from_values(m) })
+    Ok(Row { combo, values: ParamValues::new(&values[..schema.len()]), metrics: set.metrics(&m) })
 }
 
 /// Whether metric `name` counts (an integer column).
@@ -138,22 +149,22 @@ fn is_count(name: &str) -> bool {
 
 /// The results table's columns, the CSV header's names with their types; `lead` names
 /// columns before them (a search's `trial`, a universe's `symbol`).
-pub(crate) fn columns(strategy: &Strategy, lead: &[(&str, ColumnType)]) -> Columns {
+pub(crate) fn columns((strategy, set): (&Strategy, MetricSet), lead: &[(&str, ColumnType)]) -> Columns {
     let mut columns = combo_param_columns(strategy, lead);
-    columns.extend(metric_columns());
+    columns.extend(metric_columns(set));
     columns
 }
 
-/// The metrics' columns, in [`Metrics::NAMES`] order: counts are integers.
-pub(crate) fn metric_columns() -> impl Iterator<Item = (String, ColumnType)> {
-    Metrics::NAMES.iter().map(|&m| (m.to_owned(), if is_count(m) { ColumnType::Int } else { ColumnType::Float }))
+/// `set`'s metrics' columns, in [`MetricSet::names`] order: counts are integers.
+pub(crate) fn metric_columns(set: MetricSet) -> impl Iterator<Item = (String, ColumnType)> {
+    set.names().iter().map(|&m| (m.to_owned(), if is_count(m) { ColumnType::Int } else { ColumnType::Float }))
 }
 
-/// The metrics' cells, in [`metric_columns`] order.
-pub(crate) fn metric_cells(metrics: &Metrics) -> impl Iterator<Item = Cell<'static>> {
-    Metrics::NAMES
+/// `set`'s metrics' cells, in [`metric_columns`] order.
+pub(crate) fn metric_cells(metrics: &Metrics, set: MetricSet) -> impl Iterator<Item = Cell<'static>> {
+    set.names()
         .iter()
-        .zip(metrics.values())
+        .zip(MetricSet::values(metrics))
         .map(|(name, v)| if is_count(name) { Cell::Int(v as i64) } else { Cell::Float(v) })
 }
 
@@ -204,13 +215,13 @@ pub(crate) fn param_cell(p: &ParamSpec, v: f64) -> Cell<'_> {
 /// Appends one row to a columnar results table of [`columns`], its `lead` value first.
 pub(crate) fn push_row<W: std::io::Write + Send>(
     out: &mut ColumnarWriter<W>,
-    strategy: &Strategy,
+    (strategy, set): (&Strategy, MetricSet),
     lead: Lead<'_>,
     combo: u64,
     values: &[f64],
     metrics: &Metrics,
 ) -> Result<(), SweepError> {
-    const MOST: usize = 2 + MAX_PARAMS + Metrics::NAMES.len();
+    const MOST: usize = 2 + MAX_PARAMS + MOST_METRICS;
     let mut cells = [Cell::Int(0); MOST];
     let mut n = 0;
     let mut put = |cell| {
@@ -226,14 +237,18 @@ pub(crate) fn push_row<W: std::io::Write + Send>(
     for (p, &v) in strategy.schema().iter().zip(values) {
         put(param_cell(p, v));
     }
-    for cell in metric_cells(metrics) {
+    for cell in metric_cells(metrics, set) {
         put(cell);
     }
     out.push(&cells[..n])
 }
 
 /// A row of a columnar results table read back, its combo at column `first`.
-pub(crate) fn row_of(strategy: &Strategy, row: &RowRef<'_>, first: usize) -> Result<Row, SweepError> {
+pub(crate) fn row_of(
+    (strategy, set): (&Strategy, MetricSet),
+    row: &RowRef<'_>,
+    first: usize,
+) -> Result<Row, SweepError> {
     let bad = |what: &str| SweepError::Results(format!("a results row with {what}"));
     let combo = row.int(first).filter(|&c| c >= 0).ok_or_else(|| bad("no combo"))? as u64;
     let schema = strategy.schema();
@@ -249,20 +264,20 @@ pub(crate) fn row_of(strategy: &Strategy, row: &RowRef<'_>, first: usize) -> Res
             }
         };
     }
-    let mut m = [f64::NAN; Metrics::NAMES.len()];
-    for (k, (slot, name)) in m.iter_mut().zip(Metrics::NAMES).enumerate() {
+    let mut m = [f64::NAN; MOST_METRICS];
+    for (k, (slot, name)) in m.iter_mut().zip(set.names()).enumerate() {
         let c = first + 1 + schema.len() + k;
         *slot =
             if is_count(name) { row.int(c).ok_or_else(|| bad(&format!("no {name}")))? as f64 } else { row.float(c) };
     }
-    Ok(Row { combo, values: ParamValues::new(&values[..schema.len()]), metrics: Metrics::from_values(m) })
+    Ok(Row { combo, values: ParamValues::new(&values[..schema.len()]), metrics: set.metrics(&m) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::{ParamTexts, write_row};
     use crate::SweepRequest;
-    use threadx_backtest::Metrics;
+    use threadx_backtest::{MetricSet, Metrics};
 
     #[test]
     fn param_texts_give_write_rows_bytes_for_every_combo() {
@@ -272,7 +287,7 @@ mod tests {
         ] {
             let spec = SweepRequest::new(strategy, &grid).check().expect("a grid");
             let grid = spec.grid();
-            let mut texts = ParamTexts::new(grid);
+            let mut texts = ParamTexts::new(grid, MetricSet::Run);
             let metrics = Metrics::from_values([
                 0.1,
                 3.0,
@@ -293,7 +308,7 @@ mod tests {
             for combo in 0..grid.len() {
                 let (mut fast, mut slow) = (String::new(), String::new());
                 texts.write_row(&mut fast, combo, &metrics);
-                write_row(&mut slow, grid.strategy(), combo, &grid.values(combo), &metrics);
+                write_row(&mut slow, (grid.strategy(), MetricSet::Run), combo, &grid.values(combo), &metrics);
                 assert_eq!(fast, slow, "{strategy} combo {combo}");
             }
         }

@@ -11,8 +11,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
 use threadx_backtest::{
-    BacktestError, Backtester, BarTables, BatchTotals, BlockCuts, ComboPlan, GpuBacktester, Metrics, PendingTotals,
-    SignalBook, simulate_cpu, simulate_detailed,
+    BacktestError, Backtester, BarTables, BatchTotals, BlockCuts, ComboPlan, GpuBacktester, MetricSet, Metrics,
+    PendingTotals, SignalBook, simulate_cpu, simulate_detailed,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_multi_gpu::{
@@ -90,6 +90,11 @@ impl Sweep {
     /// Whether the combos run as one account over a universe.
     pub fn is_portfolio(&self) -> bool {
         matches!(self.simulation, Simulation::Portfolio(_))
+    }
+
+    /// The metrics its rows carry: a portfolio's, or every run's.
+    pub fn metric_set(&self) -> MetricSet {
+        if self.is_portfolio() { MetricSet::Portfolio } else { MetricSet::Run }
     }
 
     /// The portfolio the combos run as, if they do.
@@ -380,7 +385,7 @@ impl SweepWork<'_> {
     fn rows(&self, combos: Vec<u64>, batch: BatchTotals) -> ChunkResult {
         let book = self.sweep.book();
         let (bars, per_year) = self.sweep.bars();
-        let mut metrics: Vec<Metrics> = batch.totals.par_iter().map(|t| t.metrics(bars, per_year)).collect();
+        let mut metrics = batch.metrics(bars, per_year);
         // A portfolio trades the symbols whose data is long enough for a combo.
         if book.some_cannot_trade() && !self.sweep.is_portfolio() {
             // A combo whose indicators need more bars than the data has: an empty row.
@@ -402,8 +407,9 @@ impl SweepWork<'_> {
         // From the last range back, so that each cut leaves the ranges before it in place.
         for combos in combos.into_iter().rev() {
             let first = batch.totals.len() - combos.len();
-            let part =
-                BatchTotals { totals: batch.totals.split_off(first), blocks: batch.blocks.split_off(first * per) };
+            let activity = if batch.activity.is_empty() { Vec::new() } else { batch.activity.split_off(first) };
+            let (totals, blocks) = (batch.totals.split_off(first), batch.blocks.split_off(first * per));
+            let part = BatchTotals { totals, blocks, activity };
             pieces.push((combos, part));
         }
         pieces.into_par_iter().rev().map(|(combos, part)| self.rows(combos, part)).collect()

@@ -27,7 +27,7 @@ use crate::summary::{
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
-use threadx_backtest::{BlockCuts, Metrics, Strategy};
+use threadx_backtest::{BlockCuts, MetricSet, Metrics, Strategy};
 use threadx_dispatch::thousands;
 use threadx_profile_store::{Staged, write_file_staged, write_held_file};
 use threadx_telemetry::PhaseTimer;
@@ -48,16 +48,17 @@ pub struct SearchRun {
     pub search: Option<SearchReport>,
 }
 
-/// The results CSV's header of a search: `trial`, then the sweep's columns.
-pub fn search_header(strategy: &Strategy) -> String {
-    ResultsKind::Trials.header(strategy)
+/// The results CSV's header of a search: `trial`, then the sweep's columns (with `set`'s
+/// metrics).
+pub fn search_header(strategy: &Strategy, set: MetricSet) -> String {
+    ResultsKind::Trials(set).header(strategy)
 }
 
 /// A search results row read back: its trial and the sweep's row.
-pub(crate) fn parse_trial(strategy: &Strategy, line: &str) -> Result<(u64, Row), SweepError> {
+pub(crate) fn parse_trial(row: (&Strategy, MetricSet), line: &str) -> Result<(u64, Row), SweepError> {
     let bad = || SweepError::Results(format!("malformed search row `{line}`"));
     let (trial, rest) = line.split_once(',').ok_or_else(bad)?;
-    Ok((trial.parse().map_err(|_| bad())?, parse_row(strategy, rest)?))
+    Ok((trial.parse().map_err(|_| bad())?, parse_row(row, rest)?))
 }
 
 /// A batch read back from the checkpoint: its trials, and their blocks when the run keeps
@@ -69,7 +70,7 @@ type SavedBatch = (Vec<(u64, Row)>, Option<SweepBlocks>);
 /// again too. `batches` names the batch numbers this run evaluates.
 fn saved_batches(
     parts: &Path,
-    strategy: &Strategy,
+    strategy: (&Strategy, MetricSet),
     cuts: Option<&BlockCuts>,
     batches: impl Iterator<Item = u64>,
 ) -> Result<Vec<SavedBatch>, SweepError> {
@@ -157,7 +158,8 @@ pub fn search_to_files(
     let mine = move |b: u64| b % opts.shard.count == opts.shard.index;
     let cuts = blocks.map(|(_, cuts)| cuts);
     let batch_count = options.batch_sizes().count() as u64;
-    let saved = saved_batches(checkpoint.dir(), spec.strategy(), cuts, (0..batch_count).filter(|&b| mine(b)))?;
+    let row = (spec.strategy(), session.sweep().metric_set());
+    let saved = saved_batches(checkpoint.dir(), row, cuts, (0..batch_count).filter(|&b| mine(b)))?;
     let resumed = saved.len();
     let mut batches =
         Batches { session, parts: checkpoint.dir(), cuts, saved: saved.into_iter(), kept: Default::default() };
@@ -285,10 +287,11 @@ impl Batches<'_> {
             self.kept.extend(SweepBlocks::taken_from(&mut result));
         }
         let (strategy, book) = (self.session.spec().strategy(), self.session.sweep().book());
+        let set = self.session.sweep().metric_set();
         let file = text_chunk(combos.len() * 128, |text| {
             for (i, (&combo, m)) in combos.iter().zip(&result.metrics).enumerate() {
                 let _ = write!(text, "{},", first_trial + i as u64);
-                write_row(text, strategy, combo, &book.combo_values(combo), m);
+                write_row(text, (strategy, set), combo, &book.combo_values(combo), m);
             }
         });
         write_held_file(&path, &file).map_err(io_error(&path))?;
@@ -350,7 +353,7 @@ fn write_trials(session: &Session, opts: &OutputOptions, trials: &[RunTrial]) ->
     let (spec, book) = (session.spec(), session.sweep().book());
     let strategy = spec.strategy();
     let mut heatmap = opts.heatmap.as_ref().map(|h| h.heatmap(spec, &opts.by, opts.minimize)).transpose()?;
-    let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Trials)?;
+    let mut file = ResultsWriter::create(&opts.out, strategy, ResultsKind::Trials(session.sweep().metric_set()))?;
     for &(trial, combo, metrics) in trials {
         let row = Row { combo, values: book.combo_values(combo), metrics };
         file.row(strategy, Lead::Trial(trial), &row)?;

@@ -2,6 +2,7 @@
 //! on threads, shards or interruptions; merge and resume refuse what does not belong.
 
 use std::path::PathBuf;
+use threadx_backtest::MetricSet::Run;
 use threadx_backtest::{Costs, Metrics, Strategy, backtest};
 use threadx_dispatch::testing::adapters;
 use threadx_dispatch::{DeviceMode, DevicePolicy};
@@ -35,7 +36,7 @@ fn rows_are_single_backtests_in_combo_order() {
         for k in [1.5, 2.0, 2.5] {
             for a in [7.0, 14.0] {
                 for m in [1.0, 2.0, 3.0] {
-                    let row = parse_row(&Strategy::parse("bb_atr").unwrap(), &csv[n + 1]).unwrap();
+                    let row = parse_row((&Strategy::parse("bb_atr").unwrap(), Run), &csv[n + 1]).unwrap();
                     assert_eq!(row.combo, n as u64);
                     assert_eq!(row.values[..], [p, k, a, m], "combo {n}: the last parameter varies fastest");
                     let want = backtest(
@@ -63,7 +64,7 @@ fn rows_are_single_backtests_in_combo_order() {
     assert!(!dir.path().join("r.csv.parts").exists(), "the checkpoint is removed once the results are whole");
     // The best list is the top of a full sort (largest sharpe, ties to the lower combo).
     let mut rows: Vec<_> =
-        csv[1..].iter().map(|l| parse_row(&Strategy::parse("bb_atr").unwrap(), l).unwrap()).collect();
+        csv[1..].iter().map(|l| parse_row((&Strategy::parse("bb_atr").unwrap(), Run), l).unwrap()).collect();
     rows.sort_by(|a, b| b.metrics.sharpe.total_cmp(&a.metrics.sharpe).then(a.combo.cmp(&b.combo)));
     let best: Vec<u64> =
         summary["best"]["rows"].as_array().unwrap().iter().map(|r| r["combo"].as_u64().unwrap()).collect();
@@ -77,7 +78,7 @@ fn combos_the_rules_refuse_are_skipped_but_keep_their_numbers() {
     let csv = lines(&run(&data(), &spec, &options(&dir.path().join("r.csv")), 1));
     let kept: Vec<(u64, f64, f64)> = csv[1..]
         .iter()
-        .map(|l| parse_row(&Strategy::parse("ma_cross").unwrap(), l).unwrap())
+        .map(|l| parse_row((&Strategy::parse("ma_cross").unwrap(), Run), l).unwrap())
         .map(|r| (r.combo, r.values[1], r.values[2]))
         .collect();
     // Grid: (10,20) (10,40) (20,20) (20,40) (30,20) (30,40); fast ≥ slow is skipped.
@@ -147,7 +148,7 @@ fn bytes_do_not_depend_on_threads_shards_or_sampling() {
     let grid_rows = lines(&whole);
     let mut last = None;
     for row in &a[1..] {
-        let combo = threadx_sweep::parse_row(&Strategy::parse("bb_atr").unwrap(), row).unwrap().combo;
+        let combo = threadx_sweep::parse_row((&Strategy::parse("bb_atr").unwrap(), Run), row).unwrap().combo;
         assert!(last.is_none_or(|l| combo > l), "sorted and distinct");
         last = Some(combo);
         assert_eq!(row, &grid_rows[combo as usize + 1], "a sampled combo's row is its grid row");
@@ -485,7 +486,7 @@ fn rows_in_memory_are_the_files_rows_and_a_cancel_stops_between_chunks() {
     for (&combo, m) in rows.combos.iter().zip(&rows.metrics) {
         threadx_sweep::write_row(
             &mut text,
-            &Strategy::parse("bb_atr").unwrap(),
+            (&Strategy::parse("bb_atr").unwrap(), Run),
             combo,
             &sweep.book().combo_values(combo),
             m,

@@ -11,7 +11,7 @@ use crate::error::BacktestError;
 use crate::fixed::Totals;
 use crate::metrics::{ExitReason, Side, Trade};
 use crate::portfolio::schedule::Schedule;
-use crate::portfolio::{Account, Mark, PortfolioRecord, PortfolioRun, Source, run, run_together};
+use crate::portfolio::{Account, Activity, Mark, PortfolioRecord, PortfolioRun, Source, run, run_together};
 use crate::rules::rank_series;
 use crate::simulate::{BacktestReport, BatchTotals, curve_metrics};
 use crate::strategy::Strategy;
@@ -182,7 +182,7 @@ impl PortfolioBooks {
             rows: (0..LANES).map(|_| Vec::with_capacity(symbols)).collect(),
             snapshots: vec![0; LANES * cuts.map_or(0, BlockCuts::snapshot_len)],
         };
-        let groups: Vec<(Vec<Totals>, Vec<f64>)> = plans
+        let groups: Vec<BatchTotals> = plans
             .par_chunks(LANES)
             .enumerate()
             .map_init(scratch, |scratch, (g, group)| {
@@ -192,23 +192,24 @@ impl PortfolioBooks {
                 self.group(group, &accounts, scratch, cuts)
             })
             .collect();
-        let mut batch = BatchTotals { totals: Vec::with_capacity(plans.len()), blocks: Vec::new() };
-        for (totals, blocks) in groups {
-            batch.totals.extend(totals);
-            batch.blocks.extend(blocks);
+        let mut batch = BatchTotals::default();
+        for group in groups {
+            batch.totals.extend(group.totals);
+            batch.activity.extend(group.activity);
+            batch.blocks.extend(group.blocks);
         }
         batch
     }
 
-    /// The totals of `plans` run as `accounts` together ([`run_together`]), and their
-    /// blocks' statistics when `cuts` are given.
+    /// The totals and activity of `plans` run as `accounts` together ([`run_together`]),
+    /// and their blocks' statistics when `cuts` are given.
     fn group<'b>(
         &'b self,
         plans: &[ComboPlan],
         accounts: &[Account],
         scratch: &mut Scratch<'b>,
         cuts: Option<&BlockCuts>,
-    ) -> (Vec<Totals>, Vec<f64>) {
+    ) -> BatchTotals {
         let Scratch { schedules, rows, snapshots } = scratch;
         let sources: Vec<BookSource<'b>> = plans
             .iter()
@@ -227,7 +228,8 @@ impl PortfolioBooks {
                 .collect(),
             None => plans.iter().map(|_| None).collect(),
         };
-        let totals = run_together(&sources, accounts, &mut schedules[..plans.len()], recorded);
+        let runs = run_together(&sources, accounts, &mut schedules[..plans.len()], recorded);
+        let (totals, activity): (Vec<Totals>, Vec<Activity>) = runs.into_iter().unzip();
         let mut blocks = Vec::new();
         if let Some(cuts) = cuts {
             blocks = vec![0.0; plans.len() * cuts.stats_len()];
@@ -239,7 +241,7 @@ impl PortfolioBooks {
         for (rows, source) in rows.iter_mut().zip(sources) {
             *rows = source.rows;
         }
-        (totals, blocks)
+        BatchTotals { totals, blocks, activity }
     }
 
     /// One combo as one account: `plans[s]` is the combo's plan in symbol `s`'s book.

@@ -15,12 +15,14 @@
 
 mod books;
 mod orders;
+mod record;
 mod schedule;
 mod signals;
 mod sizing;
 
 pub use books::PortfolioBooks;
 pub use orders::Filled;
+pub use record::{Activity, PortfolioRecord, PortfolioRun, PortfolioTrade};
 pub use signals::{PortfolioSignals, simulate_portfolio};
 pub use sizing::{SizeType, Sizing, SizingRequest};
 
@@ -184,73 +186,6 @@ impl Account {
     }
 }
 
-/// One trade of a portfolio: a symbol's position from its entry fill to its exit fill
-/// (`exit`: None while open at the last bar, its reason then `OpenAtEnd`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PortfolioTrade {
-    pub symbol: usize,
-    pub entry_bar: usize,
-    pub entry: Filled,
-    pub exit_bar: Option<usize>,
-    pub exit: Option<Filled>,
-    pub reason: ExitReason,
-}
-
-impl PortfolioTrade {
-    /// The cash its exit received, or, open at the end, its units at `last_close` (its
-    /// symbol's last close, no exit fee): what a trade's profit and return are measured by
-    /// in every output.
-    pub fn received(&self, last_close: f64) -> f64 {
-        self.exit.map_or(self.entry.size * last_close, |x| x.cash)
-    }
-
-    /// The profit in cash: received less spent (fees in both); None while open.
-    pub fn pnl(&self) -> Option<f64> {
-        self.exit.map(|x| x.cash - self.entry.cash)
-    }
-
-    /// The return: the cash the exit received over the cash the entry spent, minus 1
-    /// (fees in both, as every ThreadX trade's).
-    pub fn ret(&self) -> Option<f64> {
-        self.exit.map(|x| x.cash / self.entry.cash - 1.0)
-    }
-}
-
-/// What a detailed run keeps: per bar, the account's equity and cash and each symbol's
-/// units held (row-major, bars × symbols); every trade in the order filled.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PortfolioRecord {
-    pub equity: Vec<f64>,
-    pub cash: Vec<f64>,
-    pub positions: Vec<f64>,
-    pub trades: Vec<PortfolioTrade>,
-}
-
-impl PortfolioRecord {
-    /// The turnover: the value bought and sold (units × fill price, every fill) over the
-    /// mean equity.
-    pub fn turnover(&self) -> f64 {
-        let traded: f64 =
-            self.trades.iter().map(|t| t.entry.size * t.entry.price + t.exit.map_or(0.0, |x| x.size * x.price)).sum();
-        traded / (self.equity.iter().sum::<f64>() / self.equity.len().max(1) as f64)
-    }
-
-    /// The symbols held at a bar's close, on average over the bars (`symbols`: how many
-    /// the account trades).
-    pub fn mean_positions(&self, symbols: usize) -> f64 {
-        let held: usize =
-            self.positions.chunks(symbols.max(1)).map(|row| row.iter().filter(|&&u| u != 0.0).count()).sum();
-        held as f64 / self.equity.len().max(1) as f64
-    }
-}
-
-/// A portfolio run: its totals (the metrics' one source) and, when asked, its record.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PortfolioRun {
-    pub totals: Totals,
-    pub record: Option<PortfolioRecord>,
-}
-
 /// The account's state between bars.
 struct Ledger {
     cash: f64,
@@ -266,6 +201,7 @@ struct Ledger {
     open: Vec<usize>,
     trades: Option<Vec<PortfolioTrade>>,
     totals: Totals,
+    activity: Activity,
 }
 
 impl Ledger {
@@ -326,6 +262,7 @@ impl Ledger {
         let costs = if at_level(reason) { Costs { slippage: 0.0, ..account.costs } } else { account.costs };
         let Some(filled) = sell(self.position[s], price, costs, account.sizing.limits()) else { return };
         self.cash = self.cash_now() + filled.cash;
+        self.activity.traded += filled.size * filled.price;
         self.position[s] = 0.0;
         self.set_held(s, false);
         if let Some(trades) = self.trades.as_mut() {
@@ -364,6 +301,7 @@ impl Ledger {
         };
         let Some(filled) = order else { return false };
         self.cash = add(cash, -filled.cash);
+        self.activity.traded += filled.size * filled.price;
         self.position[s] = filled.size;
         self.set_held(s, true);
         self.spent[s] = filled.cash;
@@ -419,7 +357,7 @@ pub(crate) fn run_together<'s, S: Source>(
     accounts: &[Account],
     schedules: &'s mut [Schedule],
     snapshots: Vec<Option<Snapshots<'s>>>,
-) -> Vec<Totals> {
+) -> Vec<(Totals, Activity)> {
     let mut lanes: Vec<Lane<'s>> = sources
         .iter()
         .zip(accounts)
@@ -432,7 +370,14 @@ pub(crate) fn run_together<'s, S: Source>(
             lane.bar(source, account, t);
         }
     }
-    lanes.into_iter().zip(accounts).map(|(lane, account)| lane.finish(account).totals).collect()
+    lanes
+        .into_iter()
+        .zip(accounts)
+        .map(|(lane, account)| {
+            let run = lane.finish(account);
+            (run.totals, run.activity)
+        })
+        .collect()
 }
 
 /// One account walking the clock: its ledger and schedule, the bar's events, its record
@@ -469,6 +414,7 @@ impl<'s> Lane<'s> {
             open: vec![0; symbols],
             trades: detailed.then(Vec::new),
             totals: Totals::default(),
+            activity: Activity::default(),
         };
         let record = detailed.then(|| PortfolioRecord {
             equity: Vec::with_capacity(bars),
@@ -503,6 +449,8 @@ impl<'s> Lane<'s> {
         self.drawdown.step(now / account.init_cash);
         self.equity = now;
         ledger.totals.held += u32::from(ledger.holding > 0);
+        ledger.activity.equity += now;
+        ledger.activity.held += ledger.holding as u64;
         if let Some(record) = self.record.as_mut() {
             record.equity.push(now);
             record.cash.push(ledger.cash);
@@ -521,7 +469,7 @@ impl<'s> Lane<'s> {
         if let Some(record) = self.record.as_mut() {
             record.trades = self.ledger.trades.unwrap_or_default();
         }
-        PortfolioRun { totals, record: self.record }
+        PortfolioRun { totals, activity: self.ledger.activity, record: self.record }
     }
 }
 

@@ -150,6 +150,8 @@ pub fn metrics_of_equity(
         profit_factor: if losses > 0.0 { gains / losses } else { f64::NAN },
         expectancy: if closed > 0 { trade_mean } else { f64::NAN },
         sqn: if trade_std > 0.0 { f64::from(closed).sqrt() * trade_mean / trade_std } else { f64::NAN },
+        turnover: f64::NAN,
+        mean_positions: f64::NAN,
     }
 }
 

@@ -1,0 +1,85 @@
+//! What a portfolio run gives: its totals and activity (the metrics' sources), and in a
+//! detailed run its record: the equity, cash and positions at each bar, and the trades.
+
+use crate::fixed::Totals;
+use crate::metrics::{ExitReason, Metrics};
+use crate::portfolio::orders::Filled;
+
+/// One trade of a portfolio: a symbol's position from its entry fill to its exit fill
+/// (`exit`: None while open at the last bar, its reason then `OpenAtEnd`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PortfolioTrade {
+    pub symbol: usize,
+    pub entry_bar: usize,
+    pub entry: Filled,
+    pub exit_bar: Option<usize>,
+    pub exit: Option<Filled>,
+    pub reason: ExitReason,
+}
+
+impl PortfolioTrade {
+    /// The cash its exit received, or, open at the end, its units at `last_close` (its
+    /// symbol's last close, no exit fee): what a trade's profit and return are measured by
+    /// in every output.
+    pub fn received(&self, last_close: f64) -> f64 {
+        self.exit.map_or(self.entry.size * last_close, |x| x.cash)
+    }
+
+    /// The profit in cash: received less spent (fees in both); None while open.
+    pub fn pnl(&self) -> Option<f64> {
+        self.exit.map(|x| x.cash - self.entry.cash)
+    }
+
+    /// The return: the cash the exit received over the cash the entry spent, minus 1
+    /// (fees in both, as every ThreadX trade's).
+    pub fn ret(&self) -> Option<f64> {
+        self.exit.map(|x| x.cash / self.entry.cash - 1.0)
+    }
+}
+
+/// What a detailed run keeps: per bar, the account's equity and cash and each symbol's
+/// units held (row-major, bars × symbols); every trade in the order filled.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PortfolioRecord {
+    pub equity: Vec<f64>,
+    pub cash: Vec<f64>,
+    pub positions: Vec<f64>,
+    pub trades: Vec<PortfolioTrade>,
+}
+
+/// A portfolio run: its totals and the account's activity (its metrics' one source)
+/// and, when asked, its record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortfolioRun {
+    pub totals: Totals,
+    pub activity: Activity,
+    pub record: Option<PortfolioRecord>,
+}
+
+impl PortfolioRun {
+    /// The account's metrics over `bars` bars of the clock, annualised by
+    /// `bars_per_year`: every run's, its turnover and its mean positions held.
+    pub fn metrics(&self, bars: usize, bars_per_year: f64) -> Metrics {
+        self.activity.metrics(&self.totals, bars, bars_per_year)
+    }
+}
+
+/// What a portfolio's metrics need beyond a run's [`Totals`], summed as the account
+/// walks the clock: the value of every fill (units × fill price) in the order filled,
+/// the equity at each close, and the symbols held at each close.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Activity {
+    pub traded: f64,
+    pub equity: f64,
+    pub held: u64,
+}
+
+impl Activity {
+    /// The metrics of `totals` over `bars` bars with the turnover (the value traded over
+    /// the mean equity) and the mean positions held: the one conversion for a sweep's
+    /// row, a backtest and a report.
+    pub fn metrics(&self, totals: &Totals, bars: usize, bars_per_year: f64) -> Metrics {
+        let n = bars.max(1) as f64;
+        totals.metrics(bars, bars_per_year).with_portfolio([self.traded / (self.equity / n), self.held as f64 / n])
+    }
+}
