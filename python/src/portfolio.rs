@@ -220,17 +220,16 @@ pub fn backtest_portfolio<'py>(
     let costs = Costs::new(fee, slippage).map_err(value)?;
     let sizing = (size, size_type, lot, min_size);
     let account = account(strategy.sizing(), sizing, (init_cash, max_positions, leverage), costs)?;
-    let account = account.for_params(strategy.schema(), &values).map_err(value)?;
     strategy.check_sizing(&account.sizing).map_err(value)?;
+    // Its size is known before any data is read, and refused there if it cannot be one.
+    account.for_params(strategy.schema(), &values).map_err(value)?;
     let per_year = periods_per_year.map(check_bars_per_year).transpose().map_err(value)?;
     let market = &universe.universe;
     let dispatcher = dispatcher(DeviceMode::Cpu)?;
-    let (books, run) = py.detach(|| -> PyResult<_> {
+    let (books, account, run) = py.detach(|| -> PyResult<_> {
         let symbols = market.load_all().map_err(value)?;
         let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
-        let books = PortfolioBooks::for_params(&strategy, &values, &named, &dispatcher).map_err(value)?;
-        let run = books.simulate(&books.plans_of(0), &account, true);
-        Ok((books, run))
+        PortfolioBooks::run_params(&strategy, &values, &named, (&account, None), &dispatcher).map_err(value)
     })?;
     let times = books.times();
     let per_year = per_year.unwrap_or_else(|| Calendar::of(times).bars_per_year(times));

@@ -52,12 +52,11 @@ pub fn write_sweep(page: &SweepPage<'_>, dispatcher: &Dispatcher, mode: DeviceMo
         }
         (SweepData::Portfolio { origin, symbols, account, clock }, Some(values)) => {
             let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
-            let books = PortfolioBooks::for_params(strategy, &values, &named, dispatcher)?;
-            let account = account.for_params(strategy.schema(), &values)?;
-            let run = books.simulate(&books.plans_of(0), &account, true);
-            let record = run.record.unwrap_or_default();
+            let (books, account, run) =
+                PortfolioBooks::run_params(strategy, &values, &named, (account, None), dispatcher)?;
             let per_year = spec.periods_per_year().unwrap_or_else(|| page.data.bars_per_year());
-            let metrics = run.totals.metrics(clock.len(), per_year);
+            let metrics = run.metrics(clock.len(), per_year);
+            let record = run.record.unwrap_or_default();
             let symbol_names: Vec<&str> = symbols.iter().map(|(n, _)| n.as_str()).collect();
             let sizing = account.describe(None);
             let best = PortfolioRun {

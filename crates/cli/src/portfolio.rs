@@ -38,9 +38,10 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let pairs: Vec<(String, String)> =
         req.set.iter().map(|s| split_assignment(s)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     let values = strategy.params(&pairs)?;
-    let account =
-        sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?.for_params(strategy.schema(), &values)?;
+    let account = sizing.account(&strategy, Costs::new(req.fee, req.slippage)?)?;
     strategy.check_sizing(&account.sizing)?;
+    // Its size is known before any data is read, and refused there if it cannot be one.
+    account.for_params(strategy.schema(), &values)?;
     req.periods_per_year.map(check_bars_per_year).transpose()?;
     let outputs: Vec<(&'static str, std::path::PathBuf)> =
         [("--trades", &req.trades), ("--equity", &req.equity), ("--report", &req.report)]
@@ -51,8 +52,8 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
     let symbols = symbols(&req.data)?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
-    let portfolio = PortfolioBooks::for_params(&strategy, &values, &named, &dispatcher)?;
-    let run = portfolio.simulate(&portfolio.plans_of(0), &account, true);
+    let (portfolio, account, run) =
+        PortfolioBooks::run_params(&strategy, &values, &named, (&account, None), &dispatcher)?;
     let record = run.record.as_ref().expect("a detailed run keeps its record");
     let times = portfolio.times();
     let per_year = req.periods_per_year.unwrap_or_else(|| Calendar::of(times).bars_per_year(times));

@@ -129,6 +129,11 @@ fn a_portfolio_sweeps_page_shows_its_best_account() {
     let value = |p: &str| best["params"][p].as_f64().unwrap();
     let params = format!("bb_period={},bb_std={}", value("bb_period"), value("bb_std"));
     assert!(page.contains(&params), "the note names the best combo, {params}");
+    // Its turnover and mean positions held, the sweep's row's (the summary's best row).
+    for figure in ["turnover", "mean_positions"] {
+        let v = best["metrics"][figure].as_f64().unwrap_or_else(|| panic!("the best row's {figure}"));
+        assert!(v > 0.0 && page.contains(&format!(">{v:.2}<")), "{figure} {v} on the page");
+    }
 
     let walk = ["sweep", "--data", "data", "--portfolio", "--walk-forward", "train=1500,test=500", "--out", "w.csv"];
     let run = threadx(d, &[&walk[..], &grid, &["--report", "w.html", "--quiet"]].concat());

@@ -122,15 +122,9 @@ impl<'a> SweepData<'a> {
             Self::Portfolio { symbols, account, clock, .. } => {
                 let history = cut(symbols, clock, 0..test.end);
                 let named: Vec<(&str, &Ohlcv)> = history.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
-                let books = PortfolioBooks::for_params(spec.strategy(), values, &named, dispatcher)?;
-                let first = clock[test.start];
-                let mut plans = books.plans_of(0);
-                for (plan, (_, bars)) in plans.iter_mut().zip(&history) {
-                    let own = bars.timestamps().partition_point(|&t| t < first);
-                    plan.warmup = plan.warmup.max(own as u32);
-                }
-                let account = account.for_params(spec.strategy().schema(), values)?;
-                let run = books.simulate(&plans, &account, true);
+                let first_entry = Some(clock[test.start]);
+                let (books, account, run) =
+                    PortfolioBooks::run_params(spec.strategy(), values, &named, (account, first_entry), dispatcher)?;
                 let record = run.record.unwrap_or_default();
                 Ok(books.report(&record, account.init_cash, per_year).since(test.start))
             }

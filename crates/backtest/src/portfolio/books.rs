@@ -115,6 +115,31 @@ impl PortfolioBooks {
         Self::new(books)?.ranked_by(strategy, &banks)
     }
 
+    /// One parameter set of `strategy` over `symbols` as one account, in detail: the books
+    /// ([`Self::for_params`]), `account` sized for these values ([`Account::for_params`])
+    /// and its detailed run. With `first_entry`, no symbol enters before that time (a
+    /// walk-forward's test window, its history read before it). The one way the CLI, a
+    /// sweep's page, a walk-forward and Python run a portfolio's parameter set.
+    pub fn run_params(
+        strategy: &Strategy,
+        values: &[f64],
+        symbols: &[(&str, &Ohlcv)],
+        (account, first_entry): (&Account, Option<i64>),
+        dispatcher: &Dispatcher,
+    ) -> Result<(Self, Account, PortfolioRun), BacktestError> {
+        let books = Self::for_params(strategy, values, symbols, dispatcher)?;
+        let mut plans = books.plans_of(0);
+        if let Some(first) = first_entry {
+            for (plan, (_, bars)) in plans.iter_mut().zip(symbols) {
+                let own = bars.timestamps().partition_point(|&t| t < first);
+                plan.warmup = plan.warmup.max(own as u32);
+            }
+        }
+        let account = account.for_params(strategy.schema(), values)?;
+        let run = books.simulate(&plans, &account, true);
+        Ok((books, account, run))
+    }
+
     /// The books with `strategy`'s `rank` rule evaluated on each symbol's bank (`banks`,
     /// in symbol order) ordering the entries ([`Self::with_ranks`]); as they are without
     /// the rule.
