@@ -30,7 +30,7 @@ use pyo3::types::{PyDict, PyList};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use table::Table;
-use threadx_backtest::{Costs, Metrics, ParamKind, ParamSpec, Strategy, Trade, check_bars_per_year};
+use threadx_backtest::{Costs, MetricSet, Metrics, ParamKind, ParamSpec, Strategy, Trade, check_bars_per_year};
 use threadx_dispatch::{DeviceMode, Dispatcher, select_gpu};
 use threadx_indicators::{DataError, Indicator, IndicatorBank};
 use threadx_sweep::{ChunkResult, SweepData, SweepError, SweepRequest, SweepSpec};
@@ -178,7 +178,8 @@ fn sweep<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec = request(request_json)?;
     let constraints = constraints_of(&constraints)?;
-    threadx_sweep::metric_index(by).map_err(sweep_error)?;
+    let names = std::iter::once(by).chain(constraints.iter().map(|c| c.metric()));
+    threadx_sweep::check_ranked_metrics(names, MetricSet::Run).map_err(sweep_error)?;
     let data = bars.data.clone();
     let by = by.to_owned();
     let out = PyDict::new(py);

@@ -220,6 +220,21 @@ def test_a_portfolio_backtest_is_its_sweeps_row_and_adds_up_at_every_bar() -> No
     np.testing.assert_allclose(bt.mean_positions, (bt.positions > 0).sum(axis=1).mean(), rtol=1e-12)
 
 
+def test_a_portfolio_search_ranks_by_its_own_metrics_and_a_single_run_cannot() -> None:
+    frames = symbol_frames()
+    grid = {"bb_period": [10, 15, 20, 25, 30], "atr_mult": [1, 2]}
+    rows = threadx.sweep(frames, "bb_atr", grid=grid, portfolio=True, size=0.3, progress=False)
+    trials, best = threadx.search(frames, "bb_atr", "random", 10, grid=grid, portfolio=True, size=0.3, by="turnover",
+                                  minimize=True, constraints=["mean_positions > 0.4"], progress=False)
+    kept = rows[rows["mean_positions"] > 0.4]
+    assert len(trials) == 10 and best["turnover"] == kept["turnover"].min()
+    for wrong in [{"by": "turnover"}, {"constraints": ["mean_positions > 1"]}]:
+        with pytest.raises(ValueError, match="is a portfolio's metric: a single run's rows have none"):
+            threadx.sweep(frames["AAA"], "bb_atr", grid=grid, progress=False, **wrong)
+        with pytest.raises(ValueError, match="is a portfolio's metric: a single run's rows have none"):
+            threadx.search(frames["AAA"], "bb_atr", "random", 4, grid=grid, progress=False, **wrong)
+
+
 def test_one_symbol_with_all_the_cash_is_the_single_backtest() -> None:
     df = threadx.synthetic(bars=4000, seed=9)
     single = threadx.backtest(df, "bb_atr", bb_period=25)

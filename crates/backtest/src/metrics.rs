@@ -161,6 +161,15 @@ impl Metrics {
         }
     }
 
+    /// Every metric's name, [`Metrics::at`]'s order: every run's ([`Metrics::NAMES`]),
+    /// then a portfolio's ([`Metrics::PORTFOLIO`]).
+    pub const EVERY: [&'static str; 17] = ALL_NAMES;
+
+    /// Metric `i` of [`Metrics::EVERY`].
+    pub fn at(&self, i: usize) -> f64 {
+        MetricSet::values(self)[i]
+    }
+
     /// A portfolio's metrics, in [`Metrics::PORTFOLIO`] order.
     pub fn portfolio_values(&self) -> [f64; 2] {
         [self.turnover, self.mean_positions]
@@ -272,7 +281,7 @@ impl MetricSet {
     }
 }
 
-/// Every metric's name: every run's, then a portfolio's.
+/// Every metric's name: every run's, then a portfolio's ([`Metrics::at`] reads them).
 const ALL_NAMES: [&str; 17] = {
     let mut names = [""; 17];
     let mut i = 0;

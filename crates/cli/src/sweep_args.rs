@@ -164,8 +164,8 @@ fn threads_arg(text: &str) -> Result<usize, String> {
 
 /// Every metric with what it means, after `intro`: the long help of `--by`.
 fn metrics_help(intro: &str) -> String {
-    let lines: String =
-        Metrics::NAMES.iter().zip(Metrics::HELP).map(|(name, help)| format!("\n  {name:<14} {help}")).collect();
+    let help = Metrics::HELP.iter().chain(&Metrics::PORTFOLIO_HELP);
+    let lines: String = Metrics::EVERY.iter().zip(help).map(|(name, help)| format!("\n  {name:<14} {help}")).collect();
     format!("{intro}{lines}")
 }
 

@@ -250,7 +250,7 @@ impl SweepRun<'_> {
             for map in &mut maps {
                 map.offer(row);
             }
-            values.push(row.metrics.values()[by]);
+            values.push(row.metrics.at(by));
             Ok(())
         })?;
         let mut html = heatmap_figures(&mut maps, self.by)?;

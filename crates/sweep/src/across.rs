@@ -139,11 +139,10 @@ impl Across {
         let (Some(out), Some((path, rows))) = (self.current.as_mut(), self.files.last_mut()) else {
             return Err(SweepError::Results("a row before its symbol".into()));
         };
-        let values = row.metrics.values();
         let mut record = [0u8; RECORD];
         record[..8].copy_from_slice(&row.combo.to_le_bytes());
-        record[8..16].copy_from_slice(&values[self.by_index].to_le_bytes());
-        record[16..24].copy_from_slice(&values[self.return_index].to_le_bytes());
+        record[8..16].copy_from_slice(&row.metrics.at(self.by_index).to_le_bytes());
+        record[16..24].copy_from_slice(&row.metrics.at(self.return_index).to_le_bytes());
         let keeps = Constraint::all_hold(&self.constraints, &row.metrics);
         record[24..].copy_from_slice(&f64::from(u8::from(keeps)).to_le_bytes());
         out.write_all(&record).map_err(io_error(path))?;
@@ -256,8 +255,7 @@ pub fn across_in_memory(
         .map(|(r, &combo)| {
             let each = rows.iter().map(|symbol| {
                 let metrics = &symbol.metrics[r];
-                let m = metrics.values();
-                (m[by], m[total_return], Constraint::all_hold(constraints, metrics))
+                (metrics.at(by), metrics.at(total_return), Constraint::all_hold(constraints, metrics))
             });
             summarise(combo, grid.values(combo), each, &mut values)
         })

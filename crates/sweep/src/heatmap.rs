@@ -111,7 +111,7 @@ impl Heatmap {
         let index = self.cursor.index(row.combo);
         let (i, j) = (index[self.x], index[self.y]);
         let cell = &mut self.cells[j * self.x_values.len() + i];
-        let key = (self.sign * row.metrics.values()[self.by], row.combo);
+        let key = (self.sign * row.metrics.at(self.by), row.combo);
         if rank(key, *cell).is_lt() {
             *cell = key;
         }
@@ -192,7 +192,7 @@ impl Heatmap {
     pub fn to_svg(&self) -> Result<String, SweepError> {
         let schema = self.strategy.schema();
         let (px, py): (&ParamSpec, &ParamSpec) = (&schema[self.x], &schema[self.y]);
-        let metric = Metrics::NAMES[self.by];
+        let metric = Metrics::EVERY[self.by];
         let (nx, ny) = (self.x_values.len(), self.y_values.len());
         let (lo, hi) = self.kept_range();
         let scale = Scale { lo, hi };
@@ -272,7 +272,7 @@ impl Heatmap {
     fn cell_rects(&self, corners: &dyn Fn(i32, i32) -> (i32, i32, i32, i32), scale: &Scale, sampled: bool) -> String {
         let schema = self.strategy.schema();
         let (px, py) = (&schema[self.x], &schema[self.y]);
-        let metric = Metrics::NAMES[self.by];
+        let metric = Metrics::EVERY[self.by];
         let nx = self.x_values.len();
         let mut rects = String::new();
         for (k, &(value, combo)) in self.cells.iter().enumerate() {

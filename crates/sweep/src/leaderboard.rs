@@ -5,14 +5,31 @@
 use crate::error::SweepError;
 use crate::rows::Row;
 use std::cmp::Ordering;
-use threadx_backtest::Metrics;
+use threadx_backtest::{MetricSet, Metrics};
 
-/// The position of metric `name` in [`Metrics::NAMES`], or a clear error.
+/// The position of metric `name` in [`Metrics::EVERY`], or a clear error.
 pub fn metric_index(name: &str) -> Result<usize, SweepError> {
-    Metrics::NAMES
-        .iter()
-        .position(|n| *n == name)
-        .ok_or_else(|| SweepError::Spec(format!("unknown metric `{name}` (known: {})", Metrics::NAMES.join(", "))))
+    Metrics::EVERY.iter().position(|n| *n == name).ok_or_else(|| {
+        SweepError::Spec(format!(
+            "unknown metric `{name}` (known: {}; a portfolio's: {})",
+            Metrics::NAMES.join(", "),
+            Metrics::PORTFOLIO.join(", ")
+        ))
+    })
+}
+
+/// Refuses to rank or constrain rows carrying `set`'s metrics by one of `names` they do
+/// not carry: a single run's rows have no portfolio metric.
+pub fn check_ranked_metrics<'a>(names: impl IntoIterator<Item = &'a str>, set: MetricSet) -> Result<(), SweepError> {
+    for name in names {
+        if metric_index(name)? >= set.count() {
+            return Err(SweepError::Spec(format!(
+                "`{name}` is a portfolio's metric: a single run's rows have none (rank or constrain by it with \
+                 --portfolio)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Larger first, NaN last, then the lower combo first.
@@ -50,11 +67,11 @@ impl Leaderboard {
     }
 
     pub fn by(&self) -> &'static str {
-        Metrics::NAMES[self.by]
+        Metrics::EVERY[self.by]
     }
 
     fn key(&self, row: &Row) -> (f64, u64) {
-        (self.sign * row.metrics.values()[self.by], row.combo)
+        (self.sign * row.metrics.at(self.by), row.combo)
     }
 
     pub fn offer(&mut self, row: Row) {
@@ -75,5 +92,5 @@ impl Leaderboard {
 
 /// Whether a larger value of `metric` is better (a counting metric has no better side).
 pub fn better_higher(metric: &str) -> bool {
-    !matches!(metric, "trades" | "closed_trades" | "exposure")
+    !matches!(metric, "trades" | "closed_trades" | "exposure" | "turnover" | "mean_positions")
 }

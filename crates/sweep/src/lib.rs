@@ -59,7 +59,7 @@ pub use combos::{ComboSet, Shard, chunk_size};
 pub use edge::{GridEdge, best_of, edge_note, grid_edges};
 pub use error::SweepError;
 pub use heatmap::{Heatmap, heat_colour};
-pub use leaderboard::{Leaderboard, better_higher, metric_index};
+pub use leaderboard::{Leaderboard, better_higher, check_ranked_metrics, metric_index};
 pub use memory_tables::{metrics_table, rows_table, universe_table, walk_forward_table};
 pub use merge::merge;
 pub use output::{SweepReport, run_to_files};

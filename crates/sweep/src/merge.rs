@@ -60,6 +60,7 @@ pub fn merge(
         .transpose()?;
     // A portfolio's rows carry its metrics too.
     let set = if identity.portfolio.is_some() { MetricSet::Portfolio } else { MetricSet::Run };
+    crate::leaderboard::check_ranked_metrics([by], set)?;
     let kind = match (search, &symbols) {
         (Some(_), _) => ResultsKind::Trials(set),
         (None, Some(_)) => ResultsKind::Universe,

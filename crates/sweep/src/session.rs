@@ -8,6 +8,7 @@
 //! same combos, on whatever device: both run the same book through the same pool.
 
 use crate::error::SweepError;
+use crate::leaderboard::check_ranked_metrics;
 use crate::output::{KeepFn, SweepReport, run_keeping, run_to_files};
 use crate::overfit::{Overfitting, SweepBlocks, warm_up};
 use crate::plan::SweepPlan;
@@ -18,7 +19,7 @@ use crate::search::{Constraint, SearchOptions, SearchReport, SearchSpace};
 use crate::spec::SweepSpec;
 use std::sync::Arc;
 use std::time::Instant;
-use threadx_backtest::Account;
+use threadx_backtest::{Account, MetricSet};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv};
 use threadx_multi_gpu::{Chunk, DevicePool, DistributeOptions};
@@ -103,6 +104,9 @@ impl Session {
         note: &mut dyn FnMut(&str),
     ) -> Result<Self, SweepError> {
         refuse_walk_forward(plan.spec())?;
+        if let Some(search) = plan.spec().search() {
+            check_ranked_metrics(search.objective.metrics(), MetricSet::Run)?;
+        }
         if let Some(options) = plan.spec().overfitting() {
             warm_up(&dispatcher, plan.combos().len(), options);
         }

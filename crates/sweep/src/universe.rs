@@ -34,7 +34,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-use threadx_backtest::Strategy;
+use threadx_backtest::{MetricSet, Strategy};
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{Ohlcv, Universe};
 use threadx_profile_store::{Staged, is_special_file};
@@ -312,7 +312,9 @@ pub fn universe_in_memory(
     note: &mut dyn FnMut(&str),
 ) -> Result<(Vec<ChunkResult>, Vec<ComboAcross>), SweepError> {
     refuse_single_symbol_work(spec)?;
-    crate::leaderboard::metric_index(by)?;
+    // A universe's rows are single runs'.
+    let names = std::iter::once(by).chain(constraints.iter().map(|c| c.metric()));
+    crate::leaderboard::check_ranked_metrics(names, MetricSet::Run)?;
     let mut devices: Option<Devices> = None;
     let mut rows = Vec::with_capacity(universe.len());
     for i in 0..universe.len() {

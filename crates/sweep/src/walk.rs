@@ -177,7 +177,7 @@ pub fn walk_forward(
     Ok(WalkForwardReport {
         windows: results,
         overall,
-        by: crate::leaderboard::metric_index(by).map(|i| Metrics::NAMES[i])?,
+        by: crate::leaderboard::metric_index(by).map(|i| Metrics::EVERY[i])?,
         minimize,
         constraints: constraints.to_vec(),
     })

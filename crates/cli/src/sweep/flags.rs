@@ -8,11 +8,12 @@ use crate::outputs::sibling;
 use crate::sweep_args::{SweepArgs, ranking};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
+use threadx_backtest::MetricSet;
 use threadx_dispatch::DeviceMode;
 use threadx_profile_store::is_special_file;
 use threadx_sweep::{
-    Constraint, HeatmapOptions, OutputOptions, Shard, SweepError, SweepSpec, check_output, check_writable,
-    metric_index, shard_blocks_path, summary_path,
+    Constraint, HeatmapOptions, OutputOptions, Shard, SweepError, SweepSpec, check_output, check_ranked_metrics,
+    check_writable, metric_index, shard_blocks_path, summary_path,
 };
 
 /// A `threadx sweep` command, resolved: immutable once made.
@@ -37,6 +38,7 @@ impl SweepFlags {
         let spec = crate::request::build_spec(args, device_flag)?;
         let by = ranking(args, &spec);
         metric_index(&by)?;
+        let set = if args.portfolio { MetricSet::Portfolio } else { MetricSet::Run };
         let shard = args.shard.as_deref().map(Shard::parse).transpose()?.unwrap_or(Shard::WHOLE);
         if let Some(search) = spec.search() {
             threadx_sweep::check_shard(search, shard)?;
@@ -49,6 +51,7 @@ impl SweepFlags {
             Some(_) => Vec::new(),
             None => args.constraints.iter().map(|c| c.parse()).collect::<Result<_, SweepError>>()?,
         };
+        check_ranked_metrics(std::iter::once(by.as_str()).chain(constraints.iter().map(|c| c.metric())), set)?;
         // --out's folder is made when missing (the default artifacts/sweep/ as any other).
         if let Some(folder) = args.out.parent().filter(|f| !f.as_os_str().is_empty() && !f.exists()) {
             std::fs::create_dir_all(folder).with_context(|| format!("creating --out's folder {}", folder.display()))?;

@@ -344,8 +344,7 @@ pub(crate) fn top_combos(sweep: &Sweep, best: &[Row], by: &str) -> Result<Vec<To
         .map(|row| {
             let (skew, kurtosis) = moments(&sweep.returns(row.combo));
             let neighbours = sweep.evaluate_on_cpu(&neighbours(sweep.spec().axes(), row.combo));
-            let values: Vec<f64> =
-                neighbours.metrics.iter().map(|m| m.values()[index]).filter(|v| !v.is_nan()).collect();
+            let values: Vec<f64> = neighbours.metrics.iter().map(|m| m.at(index)).filter(|v| !v.is_nan()).collect();
             Ok(TopCombo {
                 combo: row.combo,
                 params: params_json(sweep.spec().strategy(), &row.values),
@@ -354,7 +353,7 @@ pub(crate) fn top_combos(sweep: &Sweep, best: &[Row], by: &str) -> Result<Vec<To
                 psr: f64::NAN,
                 skew,
                 kurtosis,
-                objective: row.metrics.values()[index],
+                objective: row.metrics.at(index),
                 neighbours: values.len(),
                 neighbour_mean: if values.is_empty() {
                     f64::NAN

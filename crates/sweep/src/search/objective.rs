@@ -42,8 +42,13 @@ pub struct Constraint {
 }
 
 impl Constraint {
+    /// The metric it reads.
+    pub fn metric(&self) -> &'static str {
+        Metrics::EVERY[self.metric]
+    }
+
     pub fn holds(&self, metrics: &Metrics) -> bool {
-        self.cmp.holds(metrics.values()[self.metric], self.value)
+        self.cmp.holds(metrics.at(self.metric), self.value)
     }
 
     /// Whether `metrics` keep every one of `constraints` (none: always).
@@ -75,7 +80,7 @@ impl FromStr for Constraint {
 
 impl fmt::Display for Constraint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} {}", Metrics::NAMES[self.metric], self.cmp.text(), self.value)
+        write!(f, "{} {} {}", Metrics::EVERY[self.metric], self.cmp.text(), self.value)
     }
 }
 
@@ -94,7 +99,7 @@ impl Objective {
     }
 
     pub fn metric(&self) -> &'static str {
-        Metrics::NAMES[self.metric]
+        Metrics::EVERY[self.metric]
     }
 
     pub fn minimize(&self) -> bool {
@@ -105,10 +110,15 @@ impl Objective {
         &self.constraints
     }
 
+    /// Every metric it reads: its own, then its constraints'.
+    pub fn metrics(&self) -> impl Iterator<Item = &'static str> + '_ {
+        std::iter::once(self.metric()).chain(self.constraints.iter().map(|c| c.metric()))
+    }
+
     /// The combo's metric, or `None` when it is infeasible: a constraint breaks or the
     /// metric is NaN.
     pub fn value(&self, metrics: &Metrics) -> Option<f64> {
-        let value = metrics.values()[self.metric];
+        let value = metrics.at(self.metric);
         (!value.is_nan() && Constraint::all_hold(&self.constraints, metrics)).then_some(value)
     }
 

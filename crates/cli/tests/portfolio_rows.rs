@@ -1,0 +1,38 @@
+//! A portfolio sweep's own metrics, `turnover` and `mean_positions`, as a user ranks and
+//! constrains by them (a single run's rows have neither, and say so).
+
+use crate::common::{text, threadx};
+use crate::portfolio::{csv_rows, make_data};
+
+#[test]
+fn a_portfolio_sweep_ranks_and_constrains_by_its_own_metrics_and_a_single_run_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let args =
+        ["sweep", "--data", "data", "--portfolio", "--size", "0.3", "--grid", "bb_period=10:30:5", "--by", "turnover"];
+    let more = ["--minimize", "--constraint", "mean_positions > 0.4", "--top", "2", "--out", "r.csv"];
+    let run = threadx(dir.path(), &[&args[..], &more].concat());
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let mut kept: Vec<(f64, u64)> = csv_rows(&dir.path().join("r.csv"))
+        .iter()
+        .filter(|r| r["mean_positions"].parse::<f64>().unwrap() > 0.4)
+        .map(|r| (r["turnover"].parse().unwrap(), r["combo"].parse().unwrap()))
+        .collect();
+    kept.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let best: Vec<u64> =
+        summary["best"]["rows"].as_array().unwrap().iter().map(|r| r["combo"].as_u64().unwrap()).collect();
+    assert!(kept.len() >= 2 && best == [kept[0].1, kept[1].1], "{best:?} against {kept:?}");
+    for single in [
+        vec!["sweep", "--data", "data/CCC.csv", "--by", "turnover"],
+        vec!["sweep", "--data", "data/CCC.csv", "--constraint", "mean_positions > 1"],
+    ] {
+        let run = threadx(dir.path(), &single);
+        assert!(
+            text(&run.stderr).contains("is a portfolio's metric: a single run's rows have none"),
+            "{}",
+            text(&run.stderr)
+        );
+    }
+}
