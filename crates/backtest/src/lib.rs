@@ -59,7 +59,7 @@ pub use portfolio::{
     Account, Activity, Filled, PortfolioBooks, PortfolioRecord, PortfolioRun, PortfolioSignals, PortfolioTrade,
     SizeType, Sizing, SizingRequest, simulate_portfolio,
 };
-pub use rules::{RuleKind, price_series, rank_series, rule_functions};
+pub use rules::{RuleKind, price_series, rank_params, rank_series, rule_functions};
 pub use simulate::{
     BacktestReport, BatchTotals, curve_metrics, simulate_cpu, simulate_detailed, simulate_totals, simulate_with_blocks,
 };

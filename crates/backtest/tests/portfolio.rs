@@ -61,7 +61,7 @@ fn one_symbol_with_all_the_cash_is_the_single_run() {
     let book = &books.books()[0];
     let plan = book.combo_plan(0);
     let account = Account::new(1.0, Sizing::default(), COSTS).expect("valid");
-    let run = books.simulate(&[plan], &account, true);
+    let run = books.simulate(0, &account, (true, None));
     let single = simulate_detailed(book, &plan, COSTS);
     let record = run.record.as_ref().expect("a record");
     let ours = trades_on_own_bars(&books, &record.trades, 0, data.timestamps());
@@ -100,7 +100,7 @@ fn with_cash_to_spare_every_symbol_trades_as_it_does_alone_on_its_own_clock() {
     let plans: Vec<ComboPlan> = books_of.iter().map(|b| b.combo_plan(0)).collect();
     // $1 positions from $1,000,000: the cash never binds.
     let sizing = Sizing::new(1.0, SizeType::Value, None, 0.0).expect("valid");
-    let run = books.simulate(&plans, &Account::new(1e6, sizing, COSTS).expect("valid"), true);
+    let run = books.simulate(0, &Account::new(1e6, sizing, COSTS).expect("valid"), (true, None));
     let record = run.record.expect("a record");
     for (s, (book, data)) in books_of.iter().zip(&universe).enumerate() {
         let alone = simulate_detailed(book, &plans[s], COSTS);
@@ -147,13 +147,14 @@ fn a_sweeps_totals_are_each_combos_own_account() {
     let plans: Vec<ComboPlan> = (0..12).map(|c| books.books()[0].combo_plan(c)).collect();
     let sizing = Sizing::new(0.25, SizeType::Percent, None, 0.0).expect("valid");
     let account = Account::new(1000.0, sizing, COSTS).expect("valid");
-    let totals = books.totals(&plans, (&account, None), None);
+    let combos: Vec<u64> = (0..12).collect();
+    let totals = books.totals(&combos, (&account, None), None);
     assert!(totals.blocks.is_empty());
     let totals = totals.totals;
     for (c, plan) in plans.iter().enumerate() {
         let each: Vec<ComboPlan> = books.books().iter().map(|b| b.combo_plan(c as u64)).collect();
         assert!(each.iter().all(|p| p == plan), "combo {c}: one plan in every book");
-        assert_eq!(totals[c], books.simulate(&each, &account, false).totals, "combo {c}");
+        assert_eq!(totals[c], books.simulate(c as u64, &account, (false, None)).totals, "combo {c}");
     }
     assert!(totals.iter().all(|t| t.trades > 50));
 
@@ -163,11 +164,11 @@ fn a_sweeps_totals_are_each_combos_own_account() {
     let bars = books.times().len();
     let (s, first, len) = (16, bars % 16, bars / 16);
     let cuts = BlockCuts::new(bars, s as u32).expect("enough bars");
-    let with_blocks = books.totals(&plans, (&account, None), Some(&cuts));
+    let with_blocks = books.totals(&combos, (&account, None), Some(&cuts));
     assert_eq!(with_blocks.totals, totals);
     assert_eq!(with_blocks.blocks.len(), plans.len() * 2 * s);
     for (c, got) in with_blocks.blocks.chunks(2 * s).enumerate() {
-        let record = books.simulate(&books.plans_of(c as u64), &account, true).record.expect("a record");
+        let record = books.simulate(c as u64, &account, (true, None)).record.expect("a record");
         let mut before = account.init_cash;
         let r: Vec<f64> = record.equity.iter().map(|&e| (e / std::mem::replace(&mut before, e)) - 1.0).collect();
         for k in 0..s {
@@ -195,7 +196,7 @@ fn risk_sizing_buys_what_the_stop_would_lose_of_the_accounts_value() {
     let sizing = Sizing::new(0.02, SizeType::Risk, None, 0.0).expect("valid");
     let account = Account::new(1000.0, sizing, COSTS).expect("valid");
     strategy.check_sizing(&account.sizing).expect("it has a stop");
-    let record = books.simulate(&books.plans_of(0), &account, true).record.expect("a record");
+    let record = books.simulate(0, &account, (true, None)).record.expect("a record");
     assert!(record.trades.len() > 20, "{}", record.trades.len());
     for trade in &record.trades {
         // Flat before it (one symbol): the account's value before the bar's orders is the
@@ -222,7 +223,7 @@ fn risk_sizing_buys_what_the_stop_would_lose_of_the_accounts_value() {
 
 /// A `rank` rule orders a bar's entries when the cash cannot pay for all: every symbol
 /// wants in at its first bar, the first to enter takes all the cash, and the rank says
-/// which that is (symbol order without it).
+/// which that is (symbol order without it), each combo's own where it reads a parameter.
 #[test]
 fn a_rank_rule_decides_which_entry_the_cash_pays_for() {
     let data = [Ohlcv::load("synthetic:bars=500,seed=7").unwrap(), Ohlcv::load("synthetic:bars=500,seed=8").unwrap()];
@@ -233,7 +234,7 @@ fn a_rank_rule_decides_which_entry_the_cash_pays_for() {
         let strategy = Strategy::from_toml(&text, "always.toml").expect("a rule file");
         let books = PortfolioBooks::for_params(&strategy, &[], &named, &dispatcher).expect("books");
         let account = Account::new(1000.0, Sizing::default(), COSTS).expect("valid");
-        let record = books.simulate(&books.plans_of(0), &account, true).record.expect("a record");
+        let record = books.simulate(0, &account, (true, None)).record.expect("a record");
         assert_eq!(record.trades.len(), 1, "all the cash went into one");
         record.trades[0].symbol
     };
@@ -241,10 +242,28 @@ fn a_rank_rule_decides_which_entry_the_cash_pays_for() {
     assert_eq!(first_symbol(""), 0, "symbol order");
     assert_eq!(first_symbol("rank = \"close\""), higher);
     assert_eq!(first_symbol("rank = \"-close\""), 1 - higher);
-    // A rank reads no parameter (yet).
-    let text = "name = \"p\"\n[params]\nk = { kind = \"int\", default = 2, min = 1, max = 9 }\n[rules]\nentry = \"close > 0\"\nrank = \"close * k\"\n";
-    let refused = Strategy::from_toml(text, "p.toml").expect_err("a parameter").to_string();
-    assert!(refused.contains("p.toml:6:9: rule `rank` may read series and numbers, not parameters"), "{refused}");
+    // A rank that reads a parameter ranks by each parameter set's own values.
+    let text = "name = \"p\"\n[params]\nk = { kind = \"float\", default = 1, min = -1, max = 1 }\n[rules]\n\
+                entry = \"close > 0\"\nrank = \"close * k\"\n";
+    let strategy = Strategy::from_toml(text, "p.toml").expect("a rank that reads k");
+    let account = Account::new(1000.0, Sizing::default(), COSTS).expect("valid");
+    let alone: Vec<_> = [-1.0, 1.0]
+        .iter()
+        .map(|&k| {
+            let books = PortfolioBooks::for_params(&strategy, &[k], &named, &dispatcher).expect("books");
+            books.simulate(0, &account, (true, None))
+        })
+        .collect();
+    let firsts: Vec<usize> = alone.iter().map(|run| run.record.as_ref().expect("a record").trades[0].symbol).collect();
+    assert_eq!(firsts, [1 - higher, higher], "k = -1 ranks the lower close first, k = 1 the higher");
+    // Swept, each combo reads its own k's series: its totals are that parameter set's.
+    let banks: Vec<IndicatorBank<'_>> = data.iter().map(|d| IndicatorBank::new(d, &dispatcher)).collect();
+    let books = banks
+        .iter()
+        .map(|b| (SignalBook::build(b, &strategy, &[vec![-1.0, 1.0]]).expect("a grid"), b.data().timestamps()));
+    let swept = PortfolioBooks::new(books.collect()).and_then(|b| b.ranked_by(&strategy, &banks)).expect("ranked");
+    let totals = swept.totals(&[0, 1], (&account, None), None).totals;
+    assert_eq!(totals, [alone[0].totals, alone[1].totals]);
 }
 
 /// A detailed account as one curve and its trades (`PortfolioBooks::report`, what a
@@ -259,7 +278,7 @@ fn a_portfolios_report_has_its_runs_metrics() {
         .expect("plain");
     let sizing = Sizing::new(0.3, SizeType::Percent, None, 0.0).expect("valid");
     let account = Account::new(500.0, sizing, COSTS).expect("valid");
-    let run = books.simulate(&books.plans_of(0), &account, true);
+    let run = books.simulate(0, &account, (true, None));
     let record = run.record.expect("a record");
     let bars = books.times().len();
     let report = books.report(&record, account.init_cash, 35_040.0);

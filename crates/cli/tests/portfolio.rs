@@ -490,19 +490,23 @@ fn a_ranked_portfolio_sweeps_rows_are_its_backtests() {
                  entry = \"close > sma(close, n)\"\nexit = \"close < sma(close, n)\"\n";
     std::fs::write(dir.path().join("plain.toml"), rules).unwrap();
     std::fs::write(dir.path().join("ranked.toml"), format!("{rules}rank = \"-close\"\n")).unwrap();
+    // A rank that reads the swept parameter: each row ranks by its own n's series.
+    std::fs::write(dir.path().join("ranked_n.toml"), format!("{rules}rank = \"sma(close, n) - close\"\n")).unwrap();
     let plain = "plain.toml";
-    let args = ["sweep", "--data", "data", "--portfolio", "--size", "0.6", "--strategy", "ranked.toml"];
-    let swept = threadx(dir.path(), &[&args[..], &["--grid", "n=5,20", "--out", "r.csv"]].concat());
-    assert!(swept.status.success(), "{}", text(&swept.stderr));
-    let rows = csv_rows(&dir.path().join("r.csv"));
     let total = |strategy: &str, n: &str| {
         let args = ["backtest", "--data", "data", "--portfolio", "--size", "0.6", "--strategy", strategy, "--set", n];
         json_of(&threadx(dir.path(), &[&args[..], &["--json"]].concat()))["total_return"].as_f64().unwrap()
     };
-    for row in &rows {
-        let n = format!("n={}", row["n"]);
-        assert_eq!(row["total_return"].parse::<f64>().unwrap(), total("ranked.toml", &n), "{n}");
+    for strategy in ["ranked.toml", "ranked_n.toml"] {
+        let args = ["sweep", "--data", "data", "--portfolio", "--size", "0.6", "--strategy", strategy];
+        let swept = threadx(dir.path(), &[&args[..], &["--grid", "n=5,20", "--out", "r.csv"]].concat());
+        assert!(swept.status.success(), "{}", text(&swept.stderr));
+        for row in &csv_rows(&dir.path().join("r.csv")) {
+            let n = format!("n={}", row["n"]);
+            assert_eq!(row["total_return"].parse::<f64>().unwrap(), total(strategy, &n), "{strategy} {n}");
+        }
     }
+    assert_ne!(total("ranked_n.toml", "n=5"), total("ranked.toml", "n=5"));
     // The order matters here: 60 % of the cash left per entry runs short on shared bars.
     assert_ne!(total("ranked.toml", "n=5"), total(plain, "n=5"));
 }

@@ -8,7 +8,7 @@ use crate::runner::{Simulation, Sweep};
 use crate::search::SearchMethod;
 use crate::spec::SweepSpec;
 use std::sync::Mutex;
-use threadx_backtest::{Account, BarTables, BlockCuts, BookLayout, PortfolioBooks, SignalBook};
+use threadx_backtest::{Account, BarTables, BlockCuts, BookLayout, PortfolioBooks, SignalBook, rank_params};
 use threadx_dispatch::{DeviceMode, DevicePolicy, format_bytes, thousands};
 use threadx_indicators::{Calendar, IndicatorBank};
 
@@ -183,12 +183,22 @@ impl SweepPlan {
         } else {
             // Every symbol's book; on the clock, its time and each symbol's last close; per
             // symbol bar, its time merged into the clock and its bar there.
-            let own: u64 = self.symbol_bars.iter().map(|&b| b as u64 * 12).sum();
+            // The `rank` rule's series: each of its variants', 8 bytes a symbol bar.
+            let per_bar = 12 + 8 * self.rank_series();
+            let own: u64 = self.symbol_bars.iter().map(|&b| (b as u64).saturating_mul(per_bar)).sum();
             let clock = (self.clock_bars as u64).saturating_mul(self.symbol_bars.len() as u64 * 8 + 8);
             self.symbol_bars.iter().map(|&b| self.layout.bytes(b)).fold(own.saturating_add(clock), u64::saturating_add)
         }
         .saturating_add(sample);
         book.saturating_add(book / TRANSIENT_SHARE).saturating_add(upload).saturating_add(kept)
+    }
+
+    /// A portfolio's `rank` series per symbol: one per set of values the grid gives the
+    /// parameters the rule reads (0 without the rule, or for one data set).
+    fn rank_series(&self) -> u64 {
+        let reads = rank_params(self.spec.strategy()).filter(|_| !self.symbol_bars.is_empty());
+        let axes = self.spec.axes();
+        reads.map_or(0, |reads| reads.iter().map(|&p| axes[p].len() as u64).product())
     }
 
     /// Indicator series to compute.
@@ -199,9 +209,10 @@ impl SweepPlan {
     /// `N indicator series of B bars, R decision rows, S stops`, and `for each of K symbols`
     /// in a portfolio.
     pub fn describe(&self) -> String {
-        let each = match self.symbol_bars.len() {
-            0 => String::new(),
-            n => format!(" for each of {} symbols", thousands(n as u64)),
+        let each = match (self.symbol_bars.len(), self.rank_series()) {
+            (0, _) => String::new(),
+            (n, 0) => format!(" for each of {} symbols", thousands(n as u64)),
+            (n, r) => format!(", {} rank series for each of {} symbols", thousands(r), thousands(n as u64)),
         };
         format!(
             "{} indicator series of {} bars, {} decision rows, {} stops{each}",

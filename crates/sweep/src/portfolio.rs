@@ -1,7 +1,7 @@
 //! A portfolio sweep: each combo one account over a universe's symbols ([`PortfolioSim`],
 //! prepared by `SweepPlan::prepare_portfolio`: every symbol's book laid out from one plan).
 
-use threadx_backtest::{Account, BacktestError, BatchTotals, BlockCuts, ComboPlan, PortfolioBooks, SignalBook};
+use threadx_backtest::{Account, BacktestError, BatchTotals, BlockCuts, PortfolioBooks, SignalBook};
 
 /// A universe traded as one account: every symbol's book on one clock, the account, what
 /// annualises the metrics, and the blocks of the clock each combo's returns are kept in
@@ -69,7 +69,7 @@ impl PortfolioSim {
     /// ratio and blocks are made of.
     pub(crate) fn returns(&self, combo: u64) -> Vec<f64> {
         let account = self.account_of(combo);
-        let run = self.books.simulate(&self.books.plans_of(combo), &account, true);
+        let run = self.books.simulate(combo, &account, (true, None));
         let mut before = self.account.init_cash;
         let equity = run.record.map(|r| r.equity).unwrap_or_default();
         equity
@@ -110,9 +110,9 @@ impl PortfolioSim {
         (self.books.times().len(), self.bars_per_year)
     }
 
-    /// The totals of `plans` (those of `combos`), each one account, on the CPU's pool.
-    pub(crate) fn totals(&self, combos: &[u64], plans: &[ComboPlan]) -> BatchTotals {
+    /// The totals of `combos`, each one account, on the CPU's pool.
+    pub(crate) fn totals(&self, combos: &[u64]) -> BatchTotals {
         let sizes = self.sizes_of(combos);
-        self.books.totals(plans, (&self.account, sizes.as_deref()), self.blocks.as_ref())
+        self.books.totals(combos, (&self.account, sizes.as_deref()), self.blocks.as_ref())
     }
 }

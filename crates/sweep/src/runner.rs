@@ -140,7 +140,7 @@ impl Sweep {
     fn totals_on_cpu(&self, combos: &[u64], plans: &[ComboPlan]) -> BatchTotals {
         match &self.simulation {
             Simulation::Book { book, tables, .. } => simulate_cpu(book, tables, plans),
-            Simulation::Portfolio(portfolio) => portfolio.totals(combos, plans),
+            Simulation::Portfolio(portfolio) => portfolio.totals(combos),
         }
     }
 
@@ -316,7 +316,7 @@ impl Sweep {
             Simulation::Book { book, tables, .. } => {
                 Backtester::with_tables(book, tables).run_batch(dispatcher, &plans).value
             }
-            Simulation::Portfolio(portfolio) => portfolio.totals(&combos, &plans),
+            Simulation::Portfolio(portfolio) => portfolio.totals(&combos),
         };
         Ok(SweepWork { sweep: self, batch: None }.rows(combos, batch))
     }

@@ -12,7 +12,7 @@ use crate::fixed::Totals;
 use crate::metrics::{ExitReason, Side, Trade};
 use crate::portfolio::schedule::Schedule;
 use crate::portfolio::{Account, Activity, Mark, PortfolioRecord, PortfolioRun, Source, run, run_together};
-use crate::rules::rank_series;
+use crate::rules::{rank_params, rank_series};
 use crate::simulate::{BacktestReport, BatchTotals, curve_metrics};
 use crate::strategy::Strategy;
 use crate::trade_parts::{last_bar, next_bit, prefetch};
@@ -30,8 +30,24 @@ pub struct PortfolioBooks {
     clock: Vec<Option<Vec<u32>>>,
     /// Bars × symbols, row-major: each symbol's last close (0 before its first bar).
     prices: Vec<f64>,
-    /// Per symbol, its `rank` rule's value at each of its own bars; empty without one.
-    ranks: Vec<Vec<f64>>,
+    /// The `rank` rule's values; none without the rule.
+    ranks: Ranks,
+}
+
+/// A `rank` rule's values: per symbol, one series (a value at each of its own bars) per
+/// variant, a variant being one set of values of the parameters the rule reads; and, per
+/// parameter it reads, its place in the grid and its stride among the variants.
+#[derive(Debug, Default)]
+struct Ranks {
+    series: Vec<Vec<Vec<f64>>>,
+    reads: Vec<(usize, usize)>,
+}
+
+impl Ranks {
+    /// The variant a combo of grid position `index` (a value's place on each axis) reads.
+    fn variant(&self, index: &[usize]) -> usize {
+        self.reads.iter().map(|&(p, stride)| index[p] * stride).sum()
+    }
 }
 
 impl PortfolioBooks {
@@ -69,18 +85,8 @@ impl PortfolioBooks {
             let identity = bars.iter().enumerate().all(|(i, &b)| b as usize == i);
             clock.push((!identity).then_some(bars));
         }
-        Ok(Self { books: symbols.into_iter().map(|(book, _)| book).collect(), times, clock, prices, ranks: Vec::new() })
-    }
-
-    /// The books ranking each bar's entries by `ranks` (per symbol, a value at each of its
-    /// own bars, as [`crate::rank_series`] gives): the highest first, NaN last, then by
-    /// symbol.
-    pub fn with_ranks(self, ranks: Vec<Vec<f64>>) -> Result<Self, BacktestError> {
-        let fits = ranks.len() == self.books.len() && ranks.iter().zip(&self.books).all(|(r, b)| r.len() == b.bars());
-        if !fits {
-            return Err(BacktestError::Portfolio("a rank series per symbol, one value per bar of its own".into()));
-        }
-        Ok(Self { ranks, ..self })
+        let books = symbols.into_iter().map(|(book, _)| book).collect();
+        Ok(Self { books, times, clock, prices, ranks: Ranks::default() })
     }
 
     /// The union of the symbols' bar times, ascending: the account's clock.
@@ -93,7 +99,7 @@ impl PortfolioBooks {
 
     /// One parameter set of `strategy` over `symbols` (name and bars, in symbol order):
     /// each symbol's book built through its own indicator bank on `dispatcher`, a
-    /// problem named with its symbol. Its one combo's plans are [`Self::plans_of`]`(0)`.
+    /// problem named with its symbol: one combo, 0.
     pub fn for_params(
         strategy: &Strategy,
         values: &[f64],
@@ -128,32 +134,39 @@ impl PortfolioBooks {
         dispatcher: &Dispatcher,
     ) -> Result<(Self, Account, PortfolioRun), BacktestError> {
         let books = Self::for_params(strategy, values, symbols, dispatcher)?;
-        let mut plans = books.plans_of(0);
-        if let Some(first) = first_entry {
-            for (plan, (_, bars)) in plans.iter_mut().zip(symbols) {
-                let own = bars.timestamps().partition_point(|&t| t < first);
-                plan.warmup = plan.warmup.max(own as u32);
-            }
-        }
         let account = account.for_params(strategy.schema(), values)?;
-        let run = books.simulate(&plans, &account, true);
+        let run = books.simulate(0, &account, (true, first_entry));
         Ok((books, account, run))
     }
 
-    /// The books with `strategy`'s `rank` rule evaluated on each symbol's bank (`banks`,
-    /// in symbol order) ordering the entries ([`Self::with_ranks`]); as they are without
-    /// the rule.
+    /// The books ordering each bar's entries by `strategy`'s `rank` rule (the highest
+    /// first, NaN last, then by symbol), evaluated on each symbol's bank (`banks`, in
+    /// symbol order): a series per set of values the grid gives the parameters it reads;
+    /// as they are without the rule.
     pub fn ranked_by(self, strategy: &Strategy, banks: &[IndicatorBank<'_>]) -> Result<Self, BacktestError> {
-        let ranks = banks.iter().map(|bank| rank_series(bank, strategy)).collect::<Result<Option<Vec<_>>, _>>()?;
-        match ranks {
-            Some(ranks) => self.with_ranks(ranks),
+        let axes = self.books[0].grid().map(|g| g.axes().to_vec()).unwrap_or_default();
+        let mut variants = 1;
+        let reads: Vec<(usize, usize)> = rank_params(strategy)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| {
+                let stride = variants;
+                variants *= axes[p].len();
+                (p, stride)
+            })
+            .collect();
+        // Each variant's values: the read parameters' own, the others' first (unread).
+        let values: Vec<Vec<f64>> = (0..variants)
+            .map(|v| {
+                let own = |p: usize| reads.iter().find(|r| r.0 == p).map_or(0, |&(_, s)| v / s % axes[p].len());
+                axes.iter().enumerate().map(|(p, axis)| axis[own(p)]).collect()
+            })
+            .collect();
+        let series = banks.iter().map(|bank| rank_series(bank, strategy, &values)).collect::<Result<Option<_>, _>>()?;
+        match series {
+            Some(series) => Ok(Self { ranks: Ranks { series, reads }, ..self }),
             None => Ok(self),
         }
-    }
-
-    /// Combo `combo`'s plan in each symbol's book.
-    pub fn plans_of(&self, combo: u64) -> Vec<ComboPlan> {
-        self.books.iter().map(|b| b.combo_plan(combo)).collect()
     }
 
     /// Each symbol's book, in symbol order.
@@ -189,15 +202,27 @@ impl PortfolioBooks {
         Mark { bar, own: i }
     }
 
-    /// The totals of `plans`, each one account over every symbol (a plan read in every
-    /// symbol's book: books laid out from one grid hold the same rows, so a combo's plan
-    /// is the same in each), on the CPU's pool, in order, [`LANES`] accounts walking the
-    /// clock together on a thread; with each combo's blocks when `cuts` are given (as
-    /// [`crate::simulate_cpu`]'s). With `sizes`, plan i's account sizes its entries
-    /// `sizes[i]` (values [`Account::with_size`] took).
+    /// Combo `combo`'s plan (the same in every symbol's book: books laid out from one
+    /// grid hold the same rows) and the `rank` variant it reads.
+    fn plan_of(&self, combo: u64) -> (ComboPlan, usize) {
+        let book = &self.books[0];
+        match book.grid() {
+            Some(grid) => {
+                let index = grid.index(combo);
+                (book.plan(&index[..grid.axes().len()]), self.ranks.variant(&index))
+            }
+            None => (book.combo_plan(combo), 0),
+        }
+    }
+
+    /// The totals of `combos` (grid numbers), each one account over every symbol, on the
+    /// CPU's pool, in order, [`LANES`] accounts walking the clock together on a thread;
+    /// with each combo's blocks when `cuts` are given (as [`crate::simulate_cpu`]'s).
+    /// With `sizes`, combo i's account sizes its entries `sizes[i]` (values
+    /// [`Account::with_size`] took).
     pub fn totals(
         &self,
-        plans: &[ComboPlan],
+        combos: &[u64],
         (account, sizes): (&Account, Option<&[f64]>),
         cuts: Option<&BlockCuts>,
     ) -> BatchTotals {
@@ -207,14 +232,15 @@ impl PortfolioBooks {
             rows: (0..LANES).map(|_| Vec::with_capacity(symbols)).collect(),
             snapshots: vec![0; LANES * cuts.map_or(0, BlockCuts::snapshot_len)],
         };
-        let groups: Vec<BatchTotals> = plans
+        let groups: Vec<BatchTotals> = combos
             .par_chunks(LANES)
             .enumerate()
             .map_init(scratch, |scratch, (g, group)| {
                 // Plan i's account: with `sizes`, each plan's own size (checked by the caller).
                 let sized = |i: usize| sizes.map_or(*account, |s| account.sized(s[g * LANES + i]));
                 let accounts: Vec<Account> = (0..group.len()).map(sized).collect();
-                self.group(group, &accounts, scratch, cuts)
+                let plans: Vec<(ComboPlan, usize)> = group.iter().map(|&c| self.plan_of(c)).collect();
+                self.group(&plans, &accounts, scratch, cuts)
             })
             .collect();
         let mut batch = BatchTotals::default();
@@ -226,11 +252,12 @@ impl PortfolioBooks {
         batch
     }
 
-    /// The totals and activity of `plans` run as `accounts` together ([`run_together`]),
-    /// and their blocks' statistics when `cuts` are given.
+    /// The totals and activity of `plans` (each with its `rank` variant) run as
+    /// `accounts` together ([`run_together`]), and their blocks' statistics when `cuts`
+    /// are given.
     fn group<'b>(
         &'b self,
-        plans: &[ComboPlan],
+        plans: &[(ComboPlan, usize)],
         accounts: &[Account],
         scratch: &mut Scratch<'b>,
         cuts: Option<&BlockCuts>,
@@ -239,10 +266,10 @@ impl PortfolioBooks {
         let sources: Vec<BookSource<'b>> = plans
             .iter()
             .zip(rows.iter_mut())
-            .map(|(plan, rows)| {
+            .map(|((plan, rank), rows)| {
                 rows.clear();
                 rows.extend(self.books.iter().map(|book| SymbolRules::new(book, plan)));
-                BookSource { books: self, rows: std::mem::take(rows) }
+                BookSource { books: self, rows: std::mem::take(rows), rank: *rank }
             })
             .collect();
         let recorded = match cuts {
@@ -269,11 +296,31 @@ impl PortfolioBooks {
         BatchTotals { totals, blocks, activity }
     }
 
-    /// One combo as one account: `plans[s]` is the combo's plan in symbol `s`'s book.
-    pub fn simulate(&self, plans: &[ComboPlan], account: &Account, detailed: bool) -> PortfolioRun {
-        let rows = self.books.iter().zip(plans).map(|(book, plan)| SymbolRules::new(book, plan)).collect();
+    /// Combo `combo` as one account, its record kept when `detailed`; with
+    /// `first_entry`, no symbol enters before that time.
+    pub fn simulate(
+        &self,
+        combo: u64,
+        account: &Account,
+        (detailed, first_entry): (bool, Option<i64>),
+    ) -> PortfolioRun {
+        let (plan, rank) = self.plan_of(combo);
+        // The clock's first bar at or after `first_entry`, then each symbol's own there.
+        let first = first_entry.map_or(0, |first| self.times.partition_point(|&t| t < first));
+        let rows = self
+            .books
+            .iter()
+            .zip(&self.clock)
+            .map(|(book, clock)| {
+                let mut rules = SymbolRules::new(book, &plan);
+                let own =
+                    clock.as_ref().map_or(first.min(book.bars()), |c| c.partition_point(|&b| (b as usize) < first));
+                rules.warmup = rules.warmup.max(own);
+                rules
+            })
+            .collect();
         let mut schedule = Schedule::new(self.times.len(), self.books.len());
-        run(&BookSource { books: self, rows }, account, (detailed, None), &mut schedule)
+        run(&BookSource { books: self, rows, rank }, account, (detailed, None), &mut schedule)
     }
 
     /// A detailed run's `record` (of an account starting with `init_cash`) as one equity
@@ -389,6 +436,8 @@ fn first_reaching(close: &[f64], bars: std::ops::Range<usize>, (stop, take_profi
 struct BookSource<'b> {
     books: &'b PortfolioBooks,
     rows: Vec<SymbolRules<'b>>,
+    /// The `rank` variant the combo reads.
+    rank: usize,
 }
 
 impl Source for BookSource<'_> {
@@ -417,11 +466,11 @@ impl Source for BookSource<'_> {
     }
 
     fn ranked(&self) -> bool {
-        !self.books.ranks.is_empty()
+        !self.books.ranks.series.is_empty()
     }
 
     fn rank(&self, s: usize, own: usize) -> f64 {
-        self.books.ranks[s][own]
+        self.books.ranks.series[s][self.rank][own]
     }
 
     fn stop_level(&self, s: usize, own: usize, close: f64) -> Option<f64> {

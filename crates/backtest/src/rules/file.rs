@@ -279,10 +279,6 @@ fn compile_rules(
             at(start + e.span.start..start + e.span.end, &format!("rule `{}`: {}", kind.name(), e.message))
         })?;
         rule.start = start;
-        if kind == RuleKind::Rank && !rule.deps.is_empty() {
-            let span = start..start + text.len();
-            return Err(at(span, "rule `rank` may read series and numbers, not parameters (for now)"));
-        }
         compiled.push(rule);
     }
     Ok(compiled)

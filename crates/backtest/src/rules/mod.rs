@@ -27,7 +27,7 @@ use functions::FUNCTIONS;
 pub use overlay::price_series;
 pub(crate) use program::Rule;
 pub use program::RuleKind;
-pub use rank::rank_series;
+pub use rank::{rank_params, rank_series};
 
 /// Whether a bound stop or take-profit is none for every bar: a constant NaN or ≤ 0.
 pub(crate) fn is_none(level: &Bound) -> bool {
