@@ -259,13 +259,7 @@ impl MetricSet {
         }
     }
 
-    /// What `name` means, for `--help`.
-    pub fn help(name: &str) -> &'static str {
-        let i = ALL_NAMES.iter().position(|n| *n == name);
-        i.map_or("", |i| if i < 15 { Metrics::HELP[i] } else { Metrics::PORTFOLIO_HELP[i - 15] })
-    }
-
-    /// The values of `m`, every metric's: the first [`MetricSet::len`] are this set's.
+    /// The values of `m`, every metric's: the first [`MetricSet::count`] are this set's.
     pub fn values(m: &Metrics) -> [f64; ALL_NAMES.len()] {
         let v = m.values();
         std::array::from_fn(|i| if i < v.len() { v[i] } else { m.portfolio_values()[i - v.len()] })

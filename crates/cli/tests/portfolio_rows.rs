@@ -1,5 +1,6 @@
 //! A portfolio sweep's own metrics, `turnover` and `mean_positions`, as a user ranks and
-//! constrains by them (a single run's rows have neither, and say so).
+//! constrains by them (a single run's rows have neither, and say so); a rank rule's series
+//! per parameter value, counted in the memory a sweep checks.
 
 use crate::common::{text, threadx};
 use crate::portfolio::{csv_rows, make_data};
@@ -35,4 +36,20 @@ fn a_portfolio_sweep_ranks_and_constrains_by_its_own_metrics_and_a_single_run_ca
             text(&run.stderr)
         );
     }
+}
+
+#[test]
+fn a_rank_that_reads_a_parameter_is_counted_in_the_memory_a_sweep_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let rules = "name = \"ranked\"\n[params]\nn = { kind = \"int\", default = 14, min = 2, max = 100 }\n[rules]\n\
+                 entry = \"rsi(n) < 30\"\nexit = \"rsi(n) > 70\"\nrank = \"-rsi(n)\"\n";
+    std::fs::write(dir.path().join("ranked.toml"), rules).unwrap();
+    let args = ["sweep", "--data", "data", "--portfolio", "--strategy", "ranked.toml", "--grid", "n=2:50:1"];
+    let run = threadx(dir.path(), &[&args[..], &["--max-memory", "1M"]].concat());
+    let said = text(&run.stderr);
+    assert!(!run.status.success() && said.contains("49 rank series for each of 3 symbols"), "{said}");
+    let run = threadx(dir.path(), &[&args[..], &["--out", "r.csv", "--quiet"]].concat());
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert_eq!(csv_rows(&dir.path().join("r.csv")).len(), 49);
 }

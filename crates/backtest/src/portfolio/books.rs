@@ -99,7 +99,7 @@ impl PortfolioBooks {
 
     /// One parameter set of `strategy` over `symbols` (name and bars, in symbol order):
     /// each symbol's book built through its own indicator bank on `dispatcher`, a
-    /// problem named with its symbol: one combo, 0.
+    /// problem named with its symbol. Its one combo is combo 0.
     pub fn for_params(
         strategy: &Strategy,
         values: &[f64],
