@@ -162,7 +162,7 @@ fn toml_configs() {
         ),
         (
             "[search]\nmethod = \"tpe\"\ntrials = 1\nby = \"profit\"",
-            "unknown metric `profit` (known: total_return, trades, closed_trades, win_rate, max_drawdown, sharpe, sharpe_annual, exposure, cagr, volatility, sortino, calmar, profit_factor, expectancy, sqn)",
+            "unknown metric `profit` (known: total_return, trades, closed_trades, win_rate, max_drawdown, sharpe, sharpe_annual, exposure, cagr, volatility, sortino, calmar, profit_factor, expectancy, sqn; a portfolio's: turnover, mean_positions)",
         ),
         (
             "[search]\nmethod = \"tpe\"\ntrials = 1\n[random]\nn = 1",
