@@ -62,17 +62,25 @@ pub(crate) fn return_units(e: f64, before: f64) -> (u128, u128) {
 const I64_RANGE: f64 = 9_223_372_036_854_775_808.0;
 
 /// `v` (|v| < 2^63, checked by the caller) rounded to the nearest integer, ties away from
-/// zero: its truncation plus the exact fraction left.
+/// zero: the truncation of `v ± P`, P the largest f64 below ½, added with `v`'s sign. The
+/// addition rounds to nearest: a fraction below ½ stays below the next integer (at most
+/// ½ − ulp + P < 1 − ulp/2 past the whole part), one of ½ or more reaches it (within
+/// 2^-54 of it, nearer than half its spacing, or a tie won by the even 1.0), and from
+/// 2^52 on (integers) P is under half a spacing. Four instructions, against seven for a
+/// truncation plus the exact fraction left (proptested against `round` below).
 #[inline(always)]
 fn round_inside(v: f64) -> i64 {
     debug_assert!(v.abs() < I64_RANGE);
-    // SAFETY: every caller checks |v| < 2^63 (so v is finite, not NaN, and its truncation
-    // is an i64); unchecked, the conversion is one instruction instead of a saturating
-    // sequence, on the market simulations' hottest path.
+    const BELOW_HALF: f64 = 0.499_999_999_999_999_94;
+    let nudged = v + BELOW_HALF.copysign(v);
+    // SAFETY: every caller checks |v| < 2^63 (so v is finite, not NaN), and |v ± P|
+    // rounds to at most |v| + 1 ≤ 2^63 − 1024 + 1, within i64 (f64s below 2^63 are at
+    // most 2^63 − 1024); unchecked, the conversion is one instruction instead of a
+    // saturating sequence, on the market simulations' hottest path.
     #[allow(unsafe_code)]
-    let whole: i64 = unsafe { v.to_int_unchecked() };
-    let fraction = v - whole as f64;
-    whole + i64::from(fraction >= 0.5) - i64::from(fraction <= -0.5)
+    unsafe {
+        nudged.to_int_unchecked()
+    }
 }
 
 #[cfg(test)]
@@ -88,9 +96,24 @@ mod tests {
     fn ret_units_is_the_plain_conversion_at_its_edges() {
         let ulp = |x: f64, k: i64| f64::from_bits((x.to_bits() as i64 + k) as u64);
         let mut cases = vec![0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MIN_POSITIVE, 1e-300];
-        for base in
-            [0.5, 1.5, 2.5, 3.5, 4_294_967_295.5, 4_294_967_296.5, 1.0, 2f64.powi(32), 2f64.powi(52), 2f64.powi(94)]
-        {
+        for base in [
+            0.5,
+            1.5,
+            2.5,
+            3.5,
+            4_294_967_295.5,
+            4_294_967_296.5,
+            1.0,
+            2.0,
+            2f64.powi(32),
+            2f64.powi(51) + 0.5,
+            2f64.powi(52) - 0.5,
+            2f64.powi(52),
+            2f64.powi(53),
+            2f64.powi(62),
+            2f64.powi(63),
+            2f64.powi(94),
+        ] {
             for k in -2..=2 {
                 for sign in [1.0, -1.0] {
                     cases.push(sign * ulp(base, k) / RET_SCALE);
