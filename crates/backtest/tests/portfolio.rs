@@ -53,46 +53,78 @@ fn trades_on_own_bars(
     trades.iter().filter(|t| t.symbol == symbol).map(|t| (at(t.entry_bar), t.exit_bar.map(at), t.reason)).collect()
 }
 
-#[test]
-fn one_symbol_with_all_the_cash_is_the_single_run() {
-    let (strategy, axes) = bb_atr();
-    let data = &universe()[0];
-    let books = PortfolioBooks::new(vec![(book(data, &strategy, &axes), data.timestamps())]).expect("a plain book");
-    let book = &books.books()[0];
-    let plan = book.combo_plan(0);
-    let account = Account::new(1.0, Sizing::default(), COSTS).expect("valid");
-    let run = books.simulate(0, &account, (true, None));
-    let single = simulate_detailed(book, &plan, COSTS);
-    let record = run.record.as_ref().expect("a record");
-    let ours = trades_on_own_bars(&books, &record.trades, 0, data.timestamps());
-    let theirs: Vec<_> = single
-        .trades
-        .iter()
-        .map(|t| (t.entry_bar, (t.reason != ExitReason::OpenAtEnd).then_some(t.exit_bar), t.reason))
-        .collect();
-    assert!(theirs.len() > 20, "{} trades", theirs.len());
-    assert_eq!(ours, theirs);
-    for (a, b) in record.equity.iter().zip(&single.equity) {
-        assert!((a / b - 1.0).abs() < 1e-12, "{a} against {b}");
-    }
-    let (m, s) = (run.totals.metrics(data.len(), book.bars_per_year()), &single.metrics);
-    for (name, a, b) in [
-        ("total_return", m.total_return, s.total_return),
-        ("sharpe", m.sharpe, s.sharpe),
-        ("max_drawdown", m.max_drawdown, s.max_drawdown),
-        ("sqn", m.sqn, s.sqn),
-    ] {
-        assert!((a - b).abs() <= 1e-11 * b.abs().max(1e-3), "{name}: {a} against {b}");
-    }
-    assert_eq!((m.trades, m.closed_trades, m.win_rate), (s.trades, s.closed_trades, s.win_rate));
+/// bb_atr's rules with `extra` added to its `[rules]` (its last table).
+fn bb_atr_with(extra: &str) -> Strategy {
+    let source = format!("{}{extra}", Strategy::parse("bb_atr").expect("the built-in").source());
+    Strategy::from_toml(&source, "bb_atr_with.toml").expect("a rule file")
+}
+
+/// The rule files and costs the portfolio's rules are held to the single run's with: the
+/// plain book (its ATR stop and max_bars on closes), a trail on closes, a trail and the
+/// stop inside the bar, a take-profit inside the bar; without and with slippage.
+fn market_cases() -> Vec<(&'static str, Strategy, Costs)> {
+    let trail = "trail = \"atr_mult * atr(atr_period)\"\n";
+    let take_profit = "take_profit = \"close + 2 * atr(atr_period)\"\nintrabar = true\n";
+    let slipped = Costs { fee: 0.001, slippage: 0.0005 };
+    vec![
+        ("plain", bb_atr().0, COSTS),
+        ("trail on closes", bb_atr_with(trail), COSTS),
+        ("trail inside the bar", bb_atr_with(&format!("{trail}intrabar = true\n")), COSTS),
+        ("take-profit inside the bar", bb_atr_with(take_profit), COSTS),
+        ("trail inside the bar, slipped", bb_atr_with(&format!("{trail}intrabar = true\n")), slipped),
+        (
+            "take-profit and trail on closes, slipped",
+            bb_atr_with(&format!("{trail}take_profit = \"close * 1.03\"\n")),
+            slipped,
+        ),
+    ]
+}
+
+/// A single run's trades as (entry bar, exit bar if closed, why).
+fn single_trades(trades: &[threadx_backtest::Trade]) -> Vec<(usize, Option<usize>, ExitReason)> {
+    trades.iter().map(|t| (t.entry_bar, (t.reason != ExitReason::OpenAtEnd).then_some(t.exit_bar), t.reason)).collect()
 }
 
 #[test]
-fn with_cash_to_spare_every_symbol_trades_as_it_does_alone_on_its_own_clock() {
-    let (strategy, axes) = bb_atr();
+fn one_symbol_with_all_the_cash_is_the_single_run() {
+    let axes = bb_atr().1;
+    let data = &universe()[0];
+    for (case, strategy, costs) in market_cases() {
+        let books = PortfolioBooks::new(vec![(book(data, &strategy, &axes), data.timestamps())]).expect("long only");
+        let book = &books.books()[0];
+        let plan = book.combo_plan(0);
+        let account = Account::new(1.0, Sizing::default(), costs).expect("valid");
+        let run = books.simulate(0, &account, (true, None));
+        let single = simulate_detailed(book, &plan, costs);
+        let record = run.record.as_ref().expect("a record");
+        let ours = trades_on_own_bars(&books, &record.trades, 0, data.timestamps());
+        let theirs = single_trades(&single.trades);
+        assert!(theirs.len() > 20, "{case}: {} trades", theirs.len());
+        assert_eq!(ours, theirs, "{case}");
+        for (a, b) in record.equity.iter().zip(&single.equity) {
+            assert!((a / b - 1.0).abs() < 1e-12, "{case}: {a} against {b}");
+        }
+        let (m, s) = (run.totals.metrics(data.len(), book.bars_per_year()), &single.metrics);
+        for (name, a, b) in [
+            ("total_return", m.total_return, s.total_return),
+            ("sharpe", m.sharpe, s.sharpe),
+            ("max_drawdown", m.max_drawdown, s.max_drawdown),
+            ("sqn", m.sqn, s.sqn),
+        ] {
+            assert!((a - b).abs() <= 1e-11 * b.abs().max(1e-3), "{case}: {name}: {a} against {b}");
+        }
+        assert_eq!((m.trades, m.closed_trades, m.win_rate), (s.trades, s.closed_trades, s.win_rate), "{case}");
+    }
+}
+
+/// With cash to spare, every symbol of `strategy`'s portfolio makes its single run's
+/// trades on its own clock: the same bars and reasons, each closed trade's return (fees
+/// and slippage on both sides) and a level's fill price.
+fn assert_each_symbol_trades_as_alone(case: &str, strategy: &Strategy, costs: Costs) {
+    let (_, axes) = bb_atr();
     let universe = universe();
-    let books = PortfolioBooks::new(universe.iter().map(|d| (book(d, &strategy, &axes), d.timestamps())).collect())
-        .expect("plain");
+    let books = PortfolioBooks::new(universe.iter().map(|d| (book(d, strategy, &axes), d.timestamps())).collect())
+        .expect("long only");
     let books_of = books.books();
     // Union of the clocks: A's 6,000 bars, B's 7,000 from its bar 1,000 (5,000 shared
     // with A), C's are A's times less a seventh.
@@ -100,24 +132,41 @@ fn with_cash_to_spare_every_symbol_trades_as_it_does_alone_on_its_own_clock() {
     let plans: Vec<ComboPlan> = books_of.iter().map(|b| b.combo_plan(0)).collect();
     // $1 positions from $1,000,000: the cash never binds.
     let sizing = Sizing::new(1.0, SizeType::Value, None, 0.0).expect("valid");
-    let run = books.simulate(0, &Account::new(1e6, sizing, COSTS).expect("valid"), (true, None));
+    let run = books.simulate(0, &Account::new(1e6, sizing, costs).expect("valid"), (true, None));
     let record = run.record.expect("a record");
     for (s, (book, data)) in books_of.iter().zip(&universe).enumerate() {
-        let alone = simulate_detailed(book, &plans[s], COSTS);
-        let theirs: Vec<_> = alone
-            .trades
-            .iter()
-            .map(|t| (t.entry_bar, (t.reason != ExitReason::OpenAtEnd).then_some(t.exit_bar), t.reason))
-            .collect();
-        assert!(theirs.len() > 20);
-        assert_eq!(trades_on_own_bars(&books, &record.trades, s, data.timestamps()), theirs, "symbol {s}");
-        // Each closed trade's return is the single run's, fees on both sides.
-        let ours = record.trades.iter().filter(|t| t.symbol == s).filter_map(PortfolioTrade::ret);
+        let alone = simulate_detailed(book, &plans[s], costs);
+        let theirs = single_trades(&alone.trades);
+        assert!(theirs.len() > 20, "{case}");
+        assert_eq!(trades_on_own_bars(&books, &record.trades, s, data.timestamps()), theirs, "{case}: symbol {s}");
+        let ours = record.trades.iter().filter(|t| t.symbol == s).filter(|t| t.exit.is_some());
         for (a, t) in ours.zip(alone.trades.iter().filter(|t| t.reason != ExitReason::OpenAtEnd)) {
-            assert!((a - t.return_).abs() < 1e-12, "symbol {s}: {a} against {}", t.return_);
+            let ret = a.ret().expect("closed");
+            assert!((ret - t.return_).abs() < 1e-12, "{case}: symbol {s}: {ret} against {}", t.return_);
+            // A level fills without slippage, at the price the single run reports (other
+            // exits: the portfolio's fill is the slipped price, the single run's the bar's).
+            if matches!(t.reason, ExitReason::Stop | ExitReason::Trail | ExitReason::TakeProfit) {
+                assert_eq!(a.exit.expect("closed").price, t.exit_price, "{case}: symbol {s}");
+            }
         }
     }
-    assert!(record.trades.iter().any(|t| t.reason == ExitReason::Stop), "the stop is in play");
+    // Each case's rules are in play: a stop or trail, a trail where there is one, and a
+    // fill inside a bar (not at its close) where levels are checked there.
+    let reasons: Vec<ExitReason> = record.trades.iter().map(|t| t.reason).collect();
+    assert!(reasons.iter().any(|r| matches!(r, ExitReason::Stop | ExitReason::Trail)), "{case}");
+    assert_eq!(reasons.contains(&ExitReason::Trail), case.contains("trail"), "{case}");
+    let inside = record.trades.iter().filter_map(|t| Some((t.exit?.price, books.prices()[t.exit_bar? * 3 + t.symbol])));
+    assert_eq!(
+        inside.filter(|(fill, close)| fill != close).count() > 0,
+        case.contains("inside") || costs.slippage > 0.0
+    );
+}
+
+#[test]
+fn with_cash_to_spare_every_symbol_trades_as_it_does_alone_on_its_own_clock() {
+    for (case, strategy, costs) in market_cases() {
+        assert_each_symbol_trades_as_alone(case, &strategy, costs);
+    }
 }
 
 #[test]
@@ -130,8 +179,8 @@ fn a_strategy_beyond_the_portfolios_rules_is_refused_by_name() {
     let err = PortfolioBooks::new(vec![(book, data.timestamps())]).expect_err("shorts");
     assert_eq!(
         err.to_string(),
-        "portfolio: a portfolio trades long positions filled at the close, with stops and take-profits on closes; \
-         this strategy uses shorts"
+        "portfolio: a portfolio trades long positions filled at the close (with stops, take-profits and trails on \
+         closes or inside the bar); this strategy uses shorts"
     );
 }
 

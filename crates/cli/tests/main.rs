@@ -12,6 +12,7 @@ mod minimize;
 mod outputs;
 mod overfitting;
 mod portfolio;
+mod portfolio_market;
 mod portfolio_rows;
 mod portfolio_walk;
 mod report;

@@ -142,6 +142,7 @@ fn one_symbol_with_all_the_cash_is_the_single_backtest() {
 fn what_a_portfolio_cannot_take_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let shorts = format!("{}/../../examples/strategies/bb_long_short.toml", env!("CARGO_MANIFEST_DIR"));
+    let next_open = format!("{}/../../examples/strategies/breakout_next_open.toml", env!("CARGO_MANIFEST_DIR"));
     for (args, message) in [
         (vec!["backtest", "--size", "0.5"], "--size: sizing needs --portfolio"),
         (
@@ -157,6 +158,7 @@ fn what_a_portfolio_cannot_take_is_refused_by_name() {
             "init_cash=0: the starting cash must be a positive number",
         ),
         (vec!["backtest", "--portfolio", "--strategy", &shorts], "this strategy uses shorts"),
+        (vec!["backtest", "--portfolio", "--strategy", &next_open], "this strategy uses shorts, next-open fills"),
         (
             vec!["backtest", "--portfolio", "--strategy", "ma_cross", "--size-type", "risk", "--size", "0.02"],
             "ma_cross.toml: risk sizing sizes each entry from its distance to its stop, and the strategy has no `stop` rule",

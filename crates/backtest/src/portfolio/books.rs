@@ -1,21 +1,24 @@
 //! A rule file's portfolio: every symbol's [`SignalBook`] on one clock, the union of their
 //! bar times, each combo an account ([`PortfolioBooks::simulate`]). A symbol's decisions
 //! are its book's, taken on its own bars as a single run takes them (docs/strategies.md):
-//! an entry from its warm-up on, never on the bar of an exit; then a stop, a take-profit,
-//! the exit rule and max_bars, in that order, a stop or take-profit filled at the close
-//! with the fee alone. Only the cash is shared.
+//! an entry from its warm-up on, never on the bar of an exit; then a stop (or the trail,
+//! the tighter), a take-profit, the exit rule and max_bars, in that order, a level filled
+//! with the fee alone: at the close, or inside the bar at the level (or the open beyond
+//! it) when the rule file says `intrabar = true`. Only the cash is shared.
 
 use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook, StopRule};
+use crate::costs::Fill;
 use crate::error::BacktestError;
 use crate::fixed::Totals;
+use crate::market_position::fill_inside;
 use crate::metrics::{ExitReason, Side, Trade};
-use crate::portfolio::schedule::Schedule;
+use crate::portfolio::schedule::{Exit, Schedule};
 use crate::portfolio::{Account, Activity, Mark, PortfolioRecord, PortfolioRun, Source, run, run_together};
 use crate::rules::{rank_params, rank_series};
 use crate::simulate::{BacktestReport, BatchTotals, curve_metrics};
 use crate::strategy::Strategy;
-use crate::trade_parts::{last_bar, next_bit, prefetch};
+use crate::trade_parts::{last_bar, next_bit, prefetch, trail_level};
 use rayon::prelude::*;
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv};
@@ -52,14 +55,18 @@ impl Ranks {
 
 impl PortfolioBooks {
     /// The books of one strategy and grid, one per symbol, with each symbol's bar times
-    /// (ascending). Books that trade beyond long positions filled at the close with stops
-    /// on closes are refused, naming what they use.
+    /// (ascending). Books that sell short or fill at the next open are refused, naming
+    /// what they use.
     pub fn new(symbols: Vec<(SignalBook, &[i64])>) -> Result<Self, BacktestError> {
-        if let Some((book, _)) = symbols.iter().find(|(book, _)| !book.is_plain()) {
+        let beyond = |book: &SignalBook| {
+            let uses = [(book.shorts(), "shorts"), (book.fills().fill == Fill::NextOpen, "next-open fills")];
+            uses.into_iter().filter_map(|(used, what)| used.then_some(what)).collect::<Vec<_>>()
+        };
+        if let Some(uses) = symbols.iter().map(|(book, _)| beyond(book)).find(|uses| !uses.is_empty()) {
             return Err(BacktestError::Portfolio(format!(
-                "a portfolio trades long positions filled at the close, with stops and take-profits on closes; \
-                 this strategy uses {}",
-                book.market_features().join(", ")
+                "a portfolio trades long positions filled at the close (with stops, take-profits and trails \
+                 on closes or inside the bar); this strategy uses {}",
+                uses.join(", ")
             )));
         }
         let times = Self::joint_clock(symbols.iter().map(|(_, t)| *t));
@@ -370,47 +377,111 @@ struct Scratch<'b> {
 /// One symbol's rules in one combo.
 struct SymbolRules<'b> {
     close: &'b [f64],
+    /// Each bar's open, high and low when its stops are checked inside the bar; else
+    /// empty.
+    bar_range: [&'b [f64]; 3],
     entries: &'b [u64],
     exits: &'b [u64],
     stop: Option<StopRule<'b>>,
     take_profit: Option<StopRule<'b>>,
+    trail: Option<StopRule<'b>>,
     warmup: usize,
     max_bars: u32,
 }
 
 impl<'b> SymbolRules<'b> {
     fn new(book: &'b SignalBook, plan: &ComboPlan) -> Self {
+        let n = book.bars();
+        let bar_range =
+            if book.fills().intrabar { [&book.open()[..n], &book.high()[..n], &book.low()[..n]] } else { [&[][..]; 3] };
         Self {
-            close: &book.close()[..book.bars()],
+            close: &book.close()[..n],
+            bar_range,
             entries: book.entry_row(plan.entry),
             exits: book.exit_row(plan.exit),
             stop: book.stop(plan.stop),
             take_profit: book.stop(plan.take_profit),
+            trail: book.stop(plan.trail),
             warmup: plan.warmup as usize,
             max_bars: plan.max_bars,
         }
     }
 
     /// The own bar a position entered at own bar `e` (whose close is `entry`, read from
-    /// the bar's prices already at hand) exits at, and why: the first bar after `e` whose
+    /// the bar's prices already at hand) exits at, and how: the first bar after `e` whose
     /// close reaches the stop frozen at `e`, then the take-profit (≤ 0 or NaN: none), the
-    /// exit rule, then max_bars (a single run's order).
-    fn exit_after(&self, e: usize, entry: f64) -> Option<(usize, ExitReason)> {
+    /// exit rule, then max_bars (a single run's order). With a trail or stops inside the
+    /// bar, the market rules' [`Self::market_exit_after`].
+    fn exit_after(&self, e: usize, entry: f64) -> Option<(usize, Exit)> {
+        if self.trail.is_some() || !self.bar_range[0].is_empty() {
+            return self.market_exit_after(e, entry);
+        }
         let close = self.close;
         let stop = self.stop.map_or(f64::NEG_INFINITY, |r| r.level(e, entry));
         let take_profit = self.take_profit.map_or(0.0, |r| r.level(e, entry));
-        let last = last_bar(e, self.max_bars);
-        let exit = next_bit(self.exits, e + 1).unwrap_or(usize::MAX);
+        let (last, exit) = self.signal_or_max_bars(e);
         let end = close.len().min(exit.saturating_add(1)).min(last.saturating_add(1));
         if let Some(t) = first_reaching(close, e + 1..end, (stop, take_profit)) {
             let reason = if close[t] <= stop { ExitReason::Stop } else { ExitReason::TakeProfit };
-            return Some((t, reason));
+            return Some((t, Exit::at_close(reason)));
         }
-        match (exit < close.len(), last < close.len()) {
-            (true, _) if exit <= last => Some((exit, ExitReason::Signal)),
-            (_, true) => Some((last, ExitReason::MaxBars)),
+        self.closed_by(exit, last)
+    }
+
+    /// The bar max_bars closes a position entered at own bar `e` at, and the first exit
+    /// rule's bar after `e` (`usize::MAX`: none).
+    fn signal_or_max_bars(&self, e: usize) -> (usize, usize) {
+        (last_bar(e, self.max_bars), next_bit(self.exits, e + 1).unwrap_or(usize::MAX))
+    }
+
+    /// The exit at the close of the exit rule's bar `exit` or of max_bars' `last`, the
+    /// earlier, where the data reaches it (the rule on a tie).
+    fn closed_by(&self, exit: usize, last: usize) -> Option<(usize, Exit)> {
+        match (exit < self.close.len(), last < self.close.len()) {
+            (true, _) if exit <= last => Some((exit, Exit::at_close(ExitReason::Signal))),
+            (_, true) => Some((last, Exit::at_close(ExitReason::MaxBars))),
             _ => None,
         }
+    }
+
+    /// [`Self::exit_after`] by the market rules (`market.rs`, a long filled at the close):
+    /// the binding stop, the tighter of the stop and the trail (the trail following the
+    /// best close, or high inside the bar, after each bar's checks), then the take-profit,
+    /// checked at each close or inside each bar (filled at the level, or at the open when
+    /// the bar opens beyond it: `market_position::fill_inside`); then the exit rule and
+    /// max_bars at the close.
+    fn market_exit_after(&self, e: usize, entry: f64) -> Option<(usize, Exit)> {
+        let level = |rule: Option<StopRule<'_>>| rule.and_then(|r| r.frozen_level(e, entry)).unwrap_or(f64::NAN);
+        let (fixed, take_profit) = (level(self.stop), level(self.take_profit));
+        let (fraction, distance) = self.trail.and_then(|r| r.trail(e)).unwrap_or((f64::NAN, f64::NAN));
+        let (last, exit) = self.signal_or_max_bars(e);
+        let end = self.close.len().min(exit.saturating_add(1)).min(last.saturating_add(1));
+        let [open, high, low] = self.bar_range;
+        let intrabar = !open.is_empty();
+        let mut best = entry;
+        for t in e + 1..end {
+            let trail = trail_level(false, best, fraction, distance);
+            // NaN: no level; the stop on a tie.
+            let (stop, why) = if trail > fixed || fixed.is_nan() && !trail.is_nan() {
+                (trail, ExitReason::Trail)
+            } else {
+                (fixed, ExitReason::Stop)
+            };
+            let c = self.close[t];
+            if intrabar {
+                if let Some((price, stopped)) = fill_inside(false, open[t], high[t], low[t], stop, take_profit) {
+                    let reason = if stopped { why } else { ExitReason::TakeProfit };
+                    return Some((t, Exit { reason, inside: Some(price) }));
+                }
+            } else if c <= stop {
+                return Some((t, Exit::at_close(why)));
+            } else if c >= take_profit {
+                return Some((t, Exit::at_close(ExitReason::TakeProfit)));
+            }
+            let reached = if intrabar { high[t] } else { c };
+            best = if reached > best { reached } else { best };
+        }
+        self.closed_by(exit, last)
     }
 }
 
@@ -477,7 +548,7 @@ impl Source for BookSource<'_> {
         self.rows[s].stop.map(|rule| rule.level(own, close))
     }
 
-    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, ExitReason)> {
-        self.rows[s].exit_after(own, close).map(|(x, reason)| (self.books.at(s, x), reason))
+    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, Exit)> {
+        self.rows[s].exit_after(own, close).map(|(x, exit)| (self.books.at(s, x), exit))
     }
 }

@@ -34,7 +34,7 @@ use crate::metrics::ExitReason;
 use crate::param::ParamSpec;
 use crate::trade_parts::{Drawdown, at_level, log_of};
 use orders::{add, buy, is_close, sell};
-use schedule::Schedule;
+use schedule::{Exit, Schedule};
 
 /// What the account trades: each symbol's price at each bar of the clock and its own
 /// decisions. A symbol's decisions do not depend on the cash, so they are asked as events:
@@ -49,9 +49,9 @@ pub(crate) trait Source {
     /// The first of symbol `s`'s own bars from `own` on at which it enters when flat; what
     /// its exit will read there is fetched into the caches ahead (a hint).
     fn next_entry(&self, s: usize, own: usize) -> Option<Mark>;
-    /// Where symbol `s`, entered at its own bar `own` whose close is `close`, exits, and
-    /// why; None: held to the end.
-    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, ExitReason)>;
+    /// Where symbol `s`, entered at its own bar `own` whose close is `close`, exits, why,
+    /// and at what price; None: held to the end.
+    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, Exit)>;
     /// The stop level symbol `s`'s position entered at own bar `own` (close `close`)
     /// would get; None without a stop (0 or NaN: none either).
     fn stop_level(&self, s: usize, own: usize, close: f64) -> Option<f64>;
@@ -322,10 +322,10 @@ impl Ledger {
 }
 
 /// The bar's events, taken from the schedule: exits (the value sold first, the symbol,
-/// its own bar, why; sorted as vectorbt's call sequence sorts them) and entries (the
-/// symbol and its own bar, in symbol order).
+/// its own bar, why, the fill price; sorted as vectorbt's call sequence sorts them) and
+/// entries (the symbol and its own bar, in symbol order).
 struct Due {
-    exits: Vec<(f64, usize, usize, ExitReason)>,
+    exits: Vec<(f64, usize, usize, ExitReason, f64)>,
     entries: Vec<(usize, usize)>,
 }
 
@@ -473,8 +473,8 @@ impl<'s> Lane<'s> {
     }
 }
 
-/// Bar `t`'s orders: its exits, the largest holding first (vectorbt's order by approximate
-/// value, an exit's −units·price; stable by symbol), then its entries in symbol order from
+/// Bar `t`'s orders: its exits, the largest sale first (vectorbt's order by approximate
+/// value, an exit's −units·price at its fill; stable by symbol), then its entries in symbol order from
 /// the cash left; each symbol's next event scheduled.
 fn trade_bar<S: Source>(
     source: &S,
@@ -490,7 +490,10 @@ fn trade_bar<S: Source>(
     due.exits.clear();
     due.entries.clear();
     schedule.take_at(t, |s, own, exit| match exit {
-        Some(reason) => due.exits.push((-ledger.position[s] * row[s], s, own, reason)),
+        Some(Exit { reason, inside }) => {
+            let price = inside.unwrap_or(row[s]);
+            due.exits.push((-ledger.position[s] * price, s, own, reason, price));
+        }
         None => due.entries.push((s, own)),
     });
     due.exits.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -502,8 +505,8 @@ fn trade_bar<S: Source>(
         };
         due.entries.sort_by(|a, b| key(b).total_cmp(&key(a)));
     }
-    for &(_, s, own, reason) in &due.exits {
-        ledger.exit(t, s, row[s], reason, account);
+    for &(_, s, own, reason, price) in &due.exits {
+        ledger.exit(t, s, price, reason, account);
         // No entry on the bar of an exit.
         if let Some(at) = source.next_entry(s, own + 1) {
             schedule.set(s, at, None);
@@ -513,8 +516,8 @@ fn trade_bar<S: Source>(
         let room = account.max_positions.is_none_or(|n| ledger.holding < n);
         let stop = if risk { source.stop_level(s, own, row[s]) } else { None };
         if room && ledger.enter((t, s, row), account, value, stop) {
-            if let Some((at, reason)) = source.exit_after(s, own, row[s]) {
-                schedule.set(s, at, Some(reason));
+            if let Some((at, exit)) = source.exit_after(s, own, row[s]) {
+                schedule.set(s, at, Some(exit));
             }
         } else if let Some(at) = source.next_entry(s, own + 1) {
             schedule.set(s, at, None);

@@ -12,8 +12,23 @@ pub(crate) struct Schedule {
     /// Words of symbol bits per bar.
     words: usize,
     bits: Vec<u64>,
-    /// Each symbol's event: its own bar, and the exit's reason (None: an entry).
-    pending: Vec<(usize, Option<ExitReason>)>,
+    /// Each symbol's event: its own bar, and the exit (None: an entry).
+    pending: Vec<(usize, Option<Exit>)>,
+}
+
+/// A held position's exit: why, and the price inside the bar it fills at (a stop or
+/// take-profit checked against the bar's low and high); None: at the bar's close.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Exit {
+    pub(crate) reason: ExitReason,
+    pub(crate) inside: Option<f64>,
+}
+
+impl Exit {
+    /// An exit at the bar's close.
+    pub(crate) fn at_close(reason: ExitReason) -> Self {
+        Self { reason, inside: None }
+    }
 }
 
 impl Schedule {
@@ -27,9 +42,9 @@ impl Schedule {
         self.pending.len() == symbols && self.bits.len() == bars * self.words
     }
 
-    /// Symbol `s` acts at `at`: exits for `exit`, or enters (None).
+    /// Symbol `s` acts at `at`: exits (`exit`), or enters (None).
     #[inline(always)]
-    pub(crate) fn set(&mut self, s: usize, at: Mark, exit: Option<ExitReason>) {
+    pub(crate) fn set(&mut self, s: usize, at: Mark, exit: Option<Exit>) {
         self.bits[at.bar * self.words + s / 64] |= 1 << (s % 64);
         self.pending[s] = (at.own, exit);
     }
@@ -41,7 +56,7 @@ impl Schedule {
     }
 
     /// Takes bar `t`'s events in symbol order: `(symbol, own bar, exit)` each.
-    pub(crate) fn take_at(&mut self, t: usize, mut each: impl FnMut(usize, usize, Option<ExitReason>)) {
+    pub(crate) fn take_at(&mut self, t: usize, mut each: impl FnMut(usize, usize, Option<Exit>)) {
         for w in 0..self.words {
             let mut word = std::mem::take(&mut self.bits[t * self.words + w]);
             while word != 0 {

@@ -6,7 +6,7 @@
 
 use crate::error::BacktestError;
 use crate::metrics::ExitReason;
-use crate::portfolio::schedule::Schedule;
+use crate::portfolio::schedule::{Exit, Schedule};
 use crate::portfolio::{Account, Mark, PortfolioRun, SizeType, Source, run};
 use crate::trade_parts::next_bit;
 use ndarray::ArrayView2;
@@ -72,8 +72,8 @@ impl Source for ArraySource {
         next_bit(&self.entries[s], own).map(|bar| Mark { bar, own: bar })
     }
 
-    fn exit_after(&self, s: usize, own: usize, _close: f64) -> Option<(Mark, ExitReason)> {
-        next_bit(&self.exits[s], own + 1).map(|bar| (Mark { bar, own: bar }, ExitReason::Signal))
+    fn exit_after(&self, s: usize, own: usize, _close: f64) -> Option<(Mark, Exit)> {
+        next_bit(&self.exits[s], own + 1).map(|bar| (Mark { bar, own: bar }, Exit::at_close(ExitReason::Signal)))
     }
 
     // A user's signals carry no stop, and their entries go in column order.
