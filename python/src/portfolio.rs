@@ -13,8 +13,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
 use threadx_backtest::{
-    Account, Costs, MetricSet, PortfolioBooks, PortfolioRecord, PortfolioSignals, SizeType, SizingRequest, Strategy,
-    check_bars_per_year, simulate_portfolio,
+    Account, Costs, MetricSet, PortfolioBooks, PortfolioRecord, PortfolioSignals, SignalLevels, SizeType,
+    SizingRequest, Strategy, check_bars_per_year, simulate_portfolio,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{Calendar, Ohlcv};
@@ -24,7 +24,8 @@ use threadx_sweep::{Session, SweepData, SweepError, SweepPlan, SweepSpec};
 #[pyfunction]
 #[pyo3(name = "simulate_portfolio", signature = (
     close, entries, exits, size=None, size_type=None, lot=None, min_size=None, init_cash=None, fee=0.001,
-    slippage=0.0, periods_per_year=None, times=None, details=false, max_positions=None
+    slippage=0.0, periods_per_year=None, times=None, details=false, max_positions=None, sl_stop=None, tp_stop=None,
+    sl_trail=false, range=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.simulate(..., cash_sharing=True)`.
 pub fn simulate_portfolio_py<'py>(
@@ -43,6 +44,10 @@ pub fn simulate_portfolio_py<'py>(
     times: Option<PyReadonlyArray1<'py, i64>>,
     details: bool,
     max_positions: Option<usize>,
+    sl_stop: Option<PyReadonlyArray2<'py, f64>>,
+    tp_stop: Option<PyReadonlyArray2<'py, f64>>,
+    sl_trail: bool,
+    range: Option<[PyReadonlyArray2<'py, f64>; 3]>,
 ) -> PyResult<(Table, Option<Bound<'py, PyDict>>)> {
     let costs = Costs::new(fee, slippage).map_err(value)?;
     let sizing = (size, size_type, lot, min_size);
@@ -58,8 +63,17 @@ pub fn simulate_portfolio_py<'py>(
     // Owned copies, so that the run needs no GIL (bars × symbols, as the account's record).
     let (close, entries, exits) =
         (close.as_array().to_owned(), entries.as_array().to_owned(), exits.as_array().to_owned());
+    let owned = |a: &Option<PyReadonlyArray2<'py, f64>>| a.as_ref().map(|a| a.as_array().to_owned());
+    let (sl_stop, tp_stop) = (owned(&sl_stop), owned(&tp_stop));
+    let range = range.map(|r| r.map(|a| a.as_array().to_owned()));
     let run = py.detach(move || {
-        let signals = PortfolioSignals { close: close.view(), entries: entries.view(), exits: exits.view() };
+        let levels = SignalLevels {
+            sl_stop: sl_stop.as_ref().map(|a| a.view()),
+            tp_stop: tp_stop.as_ref().map(|a| a.view()),
+            sl_trail,
+            range: range.as_ref().map(|r| r.each_ref().map(|a| a.view())),
+        };
+        let signals = PortfolioSignals { close: close.view(), entries: entries.view(), exits: exits.view(), levels };
         simulate_portfolio(&signals, &account, details).map(|run| (run, close.nrows(), close.ncols()))
     });
     let (run, bars, symbols) = run.map_err(value)?;
@@ -121,6 +135,7 @@ fn record_dict(py: Python<'_>, record: PortfolioRecord, bars: usize, symbols: us
     trades.set_item("exit_fees", floats(|t| t.exit.map_or(f64::NAN, |x| x.fee)).into_pyarray(py))?;
     trades.set_item("pnl", floats(|t| t.pnl().unwrap_or(f64::NAN)).into_pyarray(py))?;
     trades.set_item("return", floats(|t| t.ret().unwrap_or(f64::NAN)).into_pyarray(py))?;
+    trades.set_item("exit_reason", t.iter().map(|t| t.reason.to_string()).collect::<Vec<_>>())?;
     out.set_item("trades", trades)?;
     Ok(out)
 }

@@ -166,8 +166,8 @@ def test_a_three_symbol_account_by_hand() -> None:
 
 def test_what_one_account_cannot_take_is_named() -> None:
     close, entries, exits = universe(6, 5, bars=50)
-    with pytest.raises(ValueError, match="sl_stop, short_entries|short_entries, sl_stop"):
-        threadx.simulate(close, entries, exits, cash_sharing=True, sl_stop=0.01, short_entries=exits)
+    with pytest.raises(ValueError, match="short_entries, fill: cash_sharing=True takes closes"):
+        threadx.simulate(close, entries, exits, cash_sharing=True, sl_stop=0.01, short_entries=exits, fill="next_open")
     with pytest.raises(ValueError, match="size, size_type: sizing needs cash_sharing=True"):
         threadx.simulate(close["S00"], entries["S00"], exits["S00"], size=0.5, size_type="percent")
     with pytest.raises(ValueError, match="size_type='shares': one of percent, value, targetpercent"):

@@ -177,6 +177,10 @@ def simulate_portfolio(
     times: Optional[npt.NDArray[np.int64]] = None,
     details: bool = False,
     max_positions: Optional[int] = None,
+    sl_stop: Optional[npt.NDArray[np.float64]] = None,
+    tp_stop: Optional[npt.NDArray[np.float64]] = None,
+    sl_trail: bool = False,
+    range: Optional[List[npt.NDArray[np.float64]]] = None,
 ) -> Tuple[Table, Optional[Dict[str, Any]]]: ...
 def sweep_portfolio(
     universe: Universe,

@@ -36,9 +36,12 @@ def simulate_portfolio(
     periods_per_year: Optional[float],
     details: bool,
     max_positions: Optional[int] = None,
+    levels: Optional[Dict[str, Any]] = None,
 ) -> pd.DataFrame:
     """The one account's metrics row (index ``["portfolio"]``); with ``details``, its
-    ``equity``, ``cash``, ``positions`` and ``trades`` in ``attrs``."""
+    ``equity``, ``cash``, ``positions`` and ``trades`` in ``attrs``. ``levels`` holds
+    vectorbt's ``sl_stop``, ``tp_stop``, ``sl_trail`` and the ``open``, ``high`` and
+    ``low`` that check them inside the bar."""
     prices = _f64(close, "close", "close")
     if prices.ndim != 2:
         raise ValueError(
@@ -73,6 +76,7 @@ def simulate_portfolio(
         times=times,
         details=bool(details),
         max_positions=None if max_positions is None else int(max_positions),
+        **_level_arrays(levels or {}, prices),
     )
     frame = _tables.frame(table)
     frame.index = pd.Index(["portfolio"], name="account")
@@ -85,10 +89,42 @@ def simulate_portfolio(
     return frame
 
 
+def _level_arrays(levels: Dict[str, Any], prices: np.ndarray) -> Dict[str, Any]:
+    """``sl_stop`` and ``tp_stop`` broadcast to the closes' (bars, symbols), ``sl_trail``
+    one flag, and ``range``: the open (the close where not given, as vectorbt takes it),
+    high and low, each (bars, symbols), when high and low are given."""
+    out: Dict[str, Any] = {}
+    for name in ("sl_stop", "tp_stop"):
+        value = levels.get(name)
+        if value is not None:
+            array = _f64(value, name, name)
+            try:
+                out[name] = np.ascontiguousarray(np.broadcast_to(array, prices.shape))
+            except ValueError:
+                raise ValueError(f"{name} has shape {array.shape}; it must broadcast to the closes' {prices.shape}") from None
+    trail = levels.get("sl_trail", False)
+    if not isinstance(trail, (bool, np.bool_)):
+        raise ValueError(f"sl_trail={trail!r}: with cash_sharing=True, one flag for every symbol (True or False)")
+    out["sl_trail"] = bool(trail)
+    given = {name: levels.get(name) for name in ("open", "high", "low") if levels.get(name) is not None}
+    if ("high" in given) != ("low" in given):
+        raise ValueError("give high and low together: stops inside the bar need both")
+    if "high" in given:
+        arrays = {name: _f64(value, name, name) for name, value in given.items()}
+        for name, array in arrays.items():
+            if array.shape != prices.shape:
+                raise ValueError(f"{name} has shape {array.shape}; close has {prices.shape} (bars, symbols)")
+        opens = arrays.get("open", prices)
+        out["range"] = [np.ascontiguousarray(a) for a in (opens, arrays["high"], arrays["low"])]
+    elif given:
+        raise ValueError("open: checks stops inside the bar with high and low; give all three")
+    return out
+
+
 def _trades(raw: Dict[str, Any], bars: pd.Index, symbols: pd.Index) -> pd.DataFrame:
     """The trades in the order filled, indexed by ``trade``: symbol, entry and exit
     (``bars`` at their bars, and the bars; an open trade's exit is missing), units,
-    prices, fees, profit in cash and return on the cash spent."""
+    prices, fees, profit in cash, return on the cash spent and why each ended."""
     entry_bar = np.asarray(raw["entry_bar"])
     exit_bar = np.asarray(raw["exit_bar"])
     closed = exit_bar >= 0
@@ -107,6 +143,7 @@ def _trades(raw: Dict[str, Any], bars: pd.Index, symbols: pd.Index) -> pd.DataFr
             "exit_fees": raw["exit_fees"],
             "pnl": raw["pnl"],
             "return": raw["return"],
+            "exit_reason": pd.Categorical(raw["exit_reason"], categories=_tables.EXIT_REASONS),
         }
     )
     trades.loc[~closed, "exit_bar"] = pd.NA

@@ -74,7 +74,9 @@ def simulate(
     buys ``size`` of ``size_type`` ``"percent"`` (a fraction of the cash left, the default
     1.0), ``"value"`` (cash) or ``"targetpercent"`` (a fraction of the account's value),
     in lots of ``lot`` units and at least ``min_size``, holding at most ``max_positions``
-    positions at once (no limit by default); a bar's exits sell first. It
+    positions at once (no limit by default); a bar's exits sell first. ``sl_stop``,
+    ``tp_stop`` and ``sl_trail`` close a position at its levels as vectorbt's do (frames
+    of ``open``, ``high`` and ``low``, one column per symbol, check them inside the bar). It
     returns the account's one row (``attrs``: ``equity``, ``cash``, ``positions`` and
     ``trades`` with ``details=True``); docs/portfolios.md has the rules."""
     if cash_sharing:
@@ -206,13 +208,13 @@ def simulate(
 
 def _one_account(args: Dict[str, Any]) -> pd.DataFrame:
     """``simulate(..., cash_sharing=True)``: what the portfolio takes, checked, then run."""
-    unsupported = {
-        "stop": None, "open": None, "high": None, "low": None, "short_entries": None, "short_exits": None,
-        "sl_stop": None, "tp_stop": None, "sl_trail": False, "fill": "close", "device": None,
-    }
+    unsupported = {"stop": None, "short_entries": None, "short_exits": None, "fill": "close", "device": None}
     given = [name for name, default in unsupported.items() if not _is_default(args[name], default)]
     if given:
-        raise ValueError(f"{', '.join(given)}: cash_sharing=True takes closes, entries and exits (long only) for now")
+        raise ValueError(
+            f"{', '.join(given)}: cash_sharing=True takes closes (and open, high, low), entries and exits, "
+            "sl_stop, tp_stop and sl_trail (long only, filled at the close) for now"
+        )
     fee, fees = args["fee"], args["fees"]
     if fee is not None and fees is not None and float(fee) != float(fees):
         raise ValueError(f"fee={fee} and fees={fees}: give one (fees is vectorbt's name for fee)")
@@ -222,6 +224,7 @@ def _one_account(args: Dict[str, Any]) -> pd.DataFrame:
         args["close"], args["entries"], exits, size=args["size"], size_type=args["size_type"], lot=args["lot"],
         min_size=args["min_size"], init_cash=args["init_cash"], fee=cost, slippage=args["slippage"],
         periods_per_year=args["periods_per_year"], details=args["details"], max_positions=args["max_positions"],
+        levels={name: args[name] for name in ("sl_stop", "tp_stop", "sl_trail", "open", "high", "low")},
     )
 
 

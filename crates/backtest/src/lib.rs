@@ -57,7 +57,7 @@ pub use metrics::{ExitReason, MOST_METRICS, MetricSet, Metrics, Side, Trade, nul
 pub use param::{Axis, AxisValue, MAX_AXIS_VALUES, MAX_PARAMS, ParamCell, ParamKind, ParamSpec, ParamValues};
 pub use portfolio::{
     Account, Activity, Filled, PortfolioBooks, PortfolioRecord, PortfolioRun, PortfolioSignals, PortfolioTrade,
-    SizeType, Sizing, SizingRequest, simulate_portfolio,
+    SignalLevels, SizeType, Sizing, SizingRequest, simulate_portfolio,
 };
 pub use rules::{RuleKind, price_series, rank_params, rank_series, rule_functions};
 pub use simulate::{

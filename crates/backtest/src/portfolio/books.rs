@@ -11,14 +11,14 @@ use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
 use crate::error::BacktestError;
 use crate::fixed::Totals;
-use crate::market_position::fill_inside;
 use crate::metrics::{ExitReason, Side, Trade};
+use crate::portfolio::levels::{BarPrices, Levels};
 use crate::portfolio::schedule::{Exit, Schedule};
 use crate::portfolio::{Account, Activity, Mark, PortfolioRecord, PortfolioRun, Source, run, run_together};
 use crate::rules::{rank_params, rank_series};
 use crate::simulate::{BacktestReport, BatchTotals, curve_metrics};
 use crate::strategy::Strategy;
-use crate::trade_parts::{last_bar, next_bit, prefetch, trail_level};
+use crate::trade_parts::{last_bar, next_bit, prefetch};
 use rayon::prelude::*;
 use threadx_dispatch::Dispatcher;
 use threadx_indicators::{IndicatorBank, Ohlcv};
@@ -444,44 +444,19 @@ impl<'b> SymbolRules<'b> {
         }
     }
 
-    /// [`Self::exit_after`] by the market rules (`market.rs`, a long filled at the close):
-    /// the binding stop, the tighter of the stop and the trail (the trail following the
-    /// best close, or high inside the bar, after each bar's checks), then the take-profit,
-    /// checked at each close or inside each bar (filled at the level, or at the open when
-    /// the bar opens beyond it: `market_position::fill_inside`); then the exit rule and
-    /// max_bars at the close.
+    /// [`Self::exit_after`] by the market rules ([`BarPrices::exit_at_level`]), then the
+    /// exit rule and max_bars at the close.
     fn market_exit_after(&self, e: usize, entry: f64) -> Option<(usize, Exit)> {
         let level = |rule: Option<StopRule<'_>>| rule.and_then(|r| r.frozen_level(e, entry)).unwrap_or(f64::NAN);
-        let (fixed, take_profit) = (level(self.stop), level(self.take_profit));
-        let (fraction, distance) = self.trail.and_then(|r| r.trail(e)).unwrap_or((f64::NAN, f64::NAN));
+        let levels = Levels {
+            stop: level(self.stop),
+            take_profit: level(self.take_profit),
+            trail: self.trail.and_then(|r| r.trail(e)).unwrap_or((f64::NAN, f64::NAN)),
+        };
         let (last, exit) = self.signal_or_max_bars(e);
         let end = self.close.len().min(exit.saturating_add(1)).min(last.saturating_add(1));
-        let [open, high, low] = self.bar_range;
-        let intrabar = !open.is_empty();
-        let mut best = entry;
-        for t in e + 1..end {
-            let trail = trail_level(false, best, fraction, distance);
-            // NaN: no level; the stop on a tie.
-            let (stop, why) = if trail > fixed || fixed.is_nan() && !trail.is_nan() {
-                (trail, ExitReason::Trail)
-            } else {
-                (fixed, ExitReason::Stop)
-            };
-            let c = self.close[t];
-            if intrabar {
-                if let Some((price, stopped)) = fill_inside(false, open[t], high[t], low[t], stop, take_profit) {
-                    let reason = if stopped { why } else { ExitReason::TakeProfit };
-                    return Some((t, Exit { reason, inside: Some(price) }));
-                }
-            } else if c <= stop {
-                return Some((t, Exit::at_close(why)));
-            } else if c >= take_profit {
-                return Some((t, Exit::at_close(ExitReason::TakeProfit)));
-            }
-            let reached = if intrabar { high[t] } else { c };
-            best = if reached > best { reached } else { best };
-        }
-        self.closed_by(exit, last)
+        let prices = BarPrices { close: self.close, range: self.bar_range };
+        prices.exit_at_level(levels, entry, e + 1..end).or_else(|| self.closed_by(exit, last))
     }
 }
 

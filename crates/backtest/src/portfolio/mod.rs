@@ -14,6 +14,7 @@
 //! tolerances, and its [`Totals`] come from the equity curve as the market simulation's do.
 
 mod books;
+mod levels;
 mod orders;
 mod record;
 mod schedule;
@@ -23,7 +24,7 @@ mod sizing;
 pub use books::PortfolioBooks;
 pub use orders::Filled;
 pub use record::{Activity, PortfolioRecord, PortfolioRun, PortfolioTrade};
-pub use signals::{PortfolioSignals, simulate_portfolio};
+pub use signals::{PortfolioSignals, SignalLevels, simulate_portfolio};
 pub use sizing::{SizeType, Sizing, SizingRequest};
 
 use crate::blocks::Snapshots;
@@ -473,8 +474,8 @@ impl<'s> Lane<'s> {
     }
 }
 
-/// Bar `t`'s orders: its exits, the largest sale first (vectorbt's order by approximate
-/// value, an exit's −units·price at its fill; stable by symbol), then its entries in symbol order from
+/// Bar `t`'s orders: its exits, the largest holding first (vectorbt's order by approximate
+/// value, an exit's −units·price at the bar's price; stable by symbol), then its entries in symbol order from
 /// the cash left; each symbol's next event scheduled.
 fn trade_bar<S: Source>(
     source: &S,
@@ -490,9 +491,10 @@ fn trade_bar<S: Source>(
     due.exits.clear();
     due.entries.clear();
     schedule.take_at(t, |s, own, exit| match exit {
+        // Sorted by the holding's value at the bar's price, as vectorbt values an order
+        // (its valuation price is the close, whatever price the order fills at).
         Some(Exit { reason, inside }) => {
-            let price = inside.unwrap_or(row[s]);
-            due.exits.push((-ledger.position[s] * price, s, own, reason, price));
+            due.exits.push((-ledger.position[s] * row[s], s, own, reason, inside.unwrap_or(row[s])));
         }
         None => due.entries.push((s, own)),
     });

@@ -2,22 +2,54 @@
 //! [`PortfolioSignals`], arrays of bars × symbols, read as a single run reads a column
 //! (docs/strategies.md): a flat symbol enters on its entry, a held one exits on its exit,
 //! so an entry and an exit on one bar enter when flat and exit when held (vectorbt
-//! ignores both; the comparison with it uses signals without such bars).
+//! ignores both; the comparison with it uses signals without such bars). vectorbt's stop
+//! arguments ([`SignalLevels`]) close a position at its levels first, as a rule file's
+//! stops do ([`crate::portfolio::levels`]).
 
 use crate::error::BacktestError;
 use crate::metrics::ExitReason;
+use crate::portfolio::levels::{BarPrices, Levels};
 use crate::portfolio::schedule::{Exit, Schedule};
 use crate::portfolio::{Account, Mark, PortfolioRun, SizeType, Source, run};
 use crate::trade_parts::next_bit;
 use ndarray::ArrayView2;
 
 /// A portfolio's bars and signals, each bars × symbols: closes (NaN where a symbol has no
-/// bar), long entries and exits.
+/// bar), long entries and exits, and the positions' levels.
 #[derive(Debug, Clone, Copy)]
 pub struct PortfolioSignals<'a> {
     pub close: ArrayView2<'a, f64>,
     pub entries: ArrayView2<'a, bool>,
     pub exits: ArrayView2<'a, bool>,
+    pub levels: SignalLevels<'a>,
+}
+
+/// vectorbt's stop arguments, each bars × symbols: `sl_stop` and `tp_stop`, fractions of
+/// the entry's close read at its bar (a stop that far below it, a take-profit that far
+/// above; 0 or NaN: none), `sl_trail` (the stop trails the best price since the entry),
+/// and each bar's open, high and low (`range`), which check the levels inside the bar.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SignalLevels<'a> {
+    pub sl_stop: Option<ArrayView2<'a, f64>>,
+    pub tp_stop: Option<ArrayView2<'a, f64>>,
+    pub sl_trail: bool,
+    pub range: Option<[ArrayView2<'a, f64>; 3]>,
+}
+
+impl SignalLevels<'_> {
+    fn any(&self) -> bool {
+        self.sl_stop.is_some() || self.tp_stop.is_some()
+    }
+}
+
+/// One symbol's columns for its levels: its closes (NaN: no bar), its open, high and low
+/// when the levels are checked inside the bar (else empty), its stop and take-profit
+/// fractions (empty: none).
+struct LevelColumns {
+    close: Vec<f64>,
+    range: [Vec<f64>; 3],
+    sl_stop: Vec<f64>,
+    tp_stop: Vec<f64>,
 }
 
 /// The signals as the account reads them: each symbol's entries and exits on the bars it
@@ -29,6 +61,9 @@ struct ArraySource {
     /// Per symbol: bits of the bars with an entry (an exit) and a price.
     entries: Vec<Vec<u64>>,
     exits: Vec<Vec<u64>>,
+    /// Per symbol, with levels; empty without.
+    levels: Vec<LevelColumns>,
+    sl_trail: bool,
 }
 
 impl ArraySource {
@@ -50,7 +85,50 @@ impl ArraySource {
                 exits[s][t / 64] |= u64::from(signals.exits[(t, s)]) << (t % 64);
             }
         }
-        Self { bars, symbols, prices, entries, exits }
+        let column = |a: Option<ArrayView2<'_, f64>>, s: usize| a.map_or_else(Vec::new, |a| a.column(s).to_vec());
+        let l = &signals.levels;
+        let levels = match l.any() {
+            true => (0..symbols)
+                .map(|s| LevelColumns {
+                    close: column(Some(signals.close), s),
+                    // A bar without a close has no range either.
+                    range: l.range.map_or_else(Default::default, |r| {
+                        r.map(|a| {
+                            a.column(s)
+                                .iter()
+                                .zip(signals.close.column(s))
+                                .map(|(&p, c)| if c.is_nan() { f64::NAN } else { p })
+                                .collect()
+                        })
+                    }),
+                    sl_stop: column(l.sl_stop, s),
+                    tp_stop: column(l.tp_stop, s),
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        Self { bars, symbols, prices, entries, exits, levels, sl_trail: l.sl_trail }
+    }
+
+    /// A symbol's levels (`columns`) for a position entered at bar `e` with close `close`:
+    /// the fractions at `e` as levels (a rule file's fraction stops' arithmetic), a
+    /// trailing stop's as the trail.
+    fn levels_at(&self, columns: &LevelColumns, e: usize, close: f64) -> Levels {
+        let fraction = |v: &[f64]| v.get(e).copied().filter(|q| *q > 0.0 && q.is_finite());
+        let stop = fraction(&columns.sl_stop);
+        let level = |q: Option<f64>, sign: f64| q.map_or(f64::NAN, |q| close * (1.0 + sign * q));
+        match self.sl_trail {
+            true => Levels {
+                stop: f64::NAN,
+                take_profit: level(fraction(&columns.tp_stop), 1.0),
+                trail: stop.map_or((f64::NAN, f64::NAN), |q| (q, 0.0)),
+            },
+            false => Levels {
+                stop: level(stop, -1.0),
+                take_profit: level(fraction(&columns.tp_stop), 1.0),
+                trail: (f64::NAN, f64::NAN),
+            },
+        }
     }
 }
 
@@ -72,8 +150,16 @@ impl Source for ArraySource {
         next_bit(&self.entries[s], own).map(|bar| Mark { bar, own: bar })
     }
 
-    fn exit_after(&self, s: usize, own: usize, _close: f64) -> Option<(Mark, Exit)> {
-        next_bit(&self.exits[s], own + 1).map(|bar| (Mark { bar, own: bar }, Exit::at_close(ExitReason::Signal)))
+    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, Exit)> {
+        let exit = next_bit(&self.exits[s], own + 1);
+        let at_level = self.levels.get(s).and_then(|columns| {
+            let prices = BarPrices { close: &columns.close, range: columns.range.each_ref().map(Vec::as_slice) };
+            let end = exit.map_or(self.bars, |x| x + 1);
+            prices.exit_at_level(self.levels_at(columns, own, close), close, own + 1..end)
+        });
+        at_level
+            .or_else(|| exit.map(|bar| (bar, Exit::at_close(ExitReason::Signal))))
+            .map(|(bar, exit)| (Mark { bar, own: bar }, exit))
     }
 
     // A user's signals carry no stop, and their entries go in column order.
@@ -110,6 +196,39 @@ impl PortfolioSignals<'_> {
             return Err(BacktestError::Signals(format!(
                 "close at bar {t}, symbol {s} is {p}: a price is positive and finite (NaN: no bar)"
             )));
+        }
+        self.check_levels()
+    }
+
+    /// The levels' arrays: the closes' shape; fractions of 0 or more (NaN: none); an open,
+    /// high and low positive and finite wherever there is a close.
+    fn check_levels(&self) -> Result<(), BacktestError> {
+        let l = &self.levels;
+        let range = l.range.map(|[o, h, w]| [("open", o), ("high", h), ("low", w)]);
+        let fractions = [("sl_stop", l.sl_stop), ("tp_stop", l.tp_stop)];
+        let arrays = fractions.into_iter().chain(range.into_iter().flatten().map(|(n, a)| (n, Some(a))));
+        for (name, array) in arrays {
+            let Some(array) = array else { continue };
+            let shape = self.close.dim();
+            if array.dim() != shape {
+                return Err(BacktestError::Signals(format!(
+                    "{name} has shape {:?}; the closes have {shape:?} (bars × symbols)",
+                    array.dim()
+                )));
+            }
+            let price = !name.ends_with("_stop");
+            let bad = array.indexed_iter().find(|&(at, &v)| match price {
+                true => !(self.close[at].is_nan() || v.is_finite() && v > 0.0),
+                false => !(v.is_nan() || v >= 0.0 && v.is_finite()),
+            });
+            if let Some(((t, s), v)) = bad {
+                let what = if price {
+                    "a price is positive and finite"
+                } else {
+                    "a fraction of the entry's close is 0 or more (NaN: none)"
+                };
+                return Err(BacktestError::Signals(format!("{name} at bar {t}, symbol {s} is {v}: {what}")));
+            }
         }
         Ok(())
     }

@@ -8,7 +8,12 @@ use ndarray::{Array2, array};
 const NAN: f64 = f64::NAN;
 
 fn run(close: &Array2<f64>, entries: &Array2<bool>, exits: &Array2<bool>, account: Account) -> PortfolioRun {
-    let signals = PortfolioSignals { close: close.view(), entries: entries.view(), exits: exits.view() };
+    let signals = PortfolioSignals {
+        close: close.view(),
+        entries: entries.view(),
+        exits: exits.view(),
+        levels: SignalLevels::default(),
+    };
     simulate_portfolio(&signals, &account, true).expect("valid signals")
 }
 
@@ -99,14 +104,24 @@ fn lots_round_down_and_an_entry_short_of_one_lot_buys_nothing() {
 fn bad_shapes_prices_and_sizes_are_named() {
     let close = array![[10.0, -1.0]];
     let flags = array![[false, false]];
-    let signals = PortfolioSignals { close: close.view(), entries: flags.view(), exits: flags.view() };
+    let signals = PortfolioSignals {
+        close: close.view(),
+        entries: flags.view(),
+        exits: flags.view(),
+        levels: SignalLevels::default(),
+    };
     let err = simulate_portfolio(&signals, &account(Sizing::default(), 0.0), false).expect_err("a bad price");
     assert_eq!(
         err.to_string(),
         "signals: close at bar 0, symbol 1 is -1: a price is positive and finite (NaN: no bar)"
     );
     let narrow = array![[false]];
-    let signals = PortfolioSignals { close: close.view(), entries: narrow.view(), exits: flags.view() };
+    let signals = PortfolioSignals {
+        close: close.view(),
+        entries: narrow.view(),
+        exits: flags.view(),
+        levels: SignalLevels::default(),
+    };
     let err = simulate_portfolio(&signals, &account(Sizing::default(), 0.0), false).expect_err("a bad shape");
     assert!(err.to_string().contains("entries has shape (1, 1)"), "{err}");
     let err = Sizing::new(1.5, SizeType::Percent, None, 0.0).expect_err("over 1");
