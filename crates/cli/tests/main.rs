@@ -1,6 +1,7 @@
 //! threadx's integration tests, one module a file, linked into one binary
 //! (a binary a file cost CI a link and about 100 MB of disk each).
 
+mod all_in;
 mod cli;
 mod columnar;
 mod common;
