@@ -190,19 +190,29 @@ def symbol_frames() -> Dict[str, pd.DataFrame]:
     return {"AAA": a, "BBB": b, "CCC": c[np.arange(len(c)) % 7 != 3]}
 
 
-def test_a_portfolio_backtest_is_its_sweeps_row_and_adds_up_at_every_bar() -> None:
+# bb_atr (a stop on closes) and trend_trail (a trail checked inside the bar).
+RULES = {
+    "bb_atr": ("bb_atr", {"bb_period": 30, "atr_mult": 2}, {"bb_period": [20, 30], "atr_mult": [1, 2]}),
+    "trend_trail": (str(REPO / "examples/strategies/trend_trail.toml"), {"fast": 10, "trail_mult": 2},
+                    {"fast": [5, 10], "trail_mult": [2, 3]}),
+}
+
+
+@pytest.mark.parametrize("rules", list(RULES))
+def test_a_portfolio_backtest_is_its_sweeps_row_and_adds_up_at_every_bar(rules: str) -> None:
     frames = symbol_frames()
+    strategy, params, grid = RULES[rules]
     sizing = {"size": 0.4, "size_type": "percent", "init_cash": 10_000.0}
-    bt = threadx.backtest(frames, "bb_atr", portfolio=True, bb_period=30, atr_mult=2, **sizing)
-    rows = threadx.sweep(frames, "bb_atr", grid={"bb_period": [20, 30], "atr_mult": [1, 2]}, portfolio=True,
-                         progress=False, **sizing)
-    row = rows[(rows["bb_period"] == 30) & (rows["atr_mult"] == 2)].iloc[0]
+    bt = threadx.backtest(frames, strategy, portfolio=True, **params, **sizing)
+    rows = threadx.sweep(frames, strategy, grid=grid, portfolio=True, progress=False, **sizing)
+    row = rows[np.logical_and.reduce([rows[name] == value for name, value in params.items()])].iloc[0]
     for metric in threadx.METRICS:
         assert (row[metric] == bt.metrics[metric]) or (np.isnan(row[metric]) and np.isnan(bt.metrics[metric])), metric
     # A portfolio's rows carry its turnover and mean positions held: the backtest's bits.
     assert list(rows.columns[-2:]) == ["turnover", "mean_positions"]
     assert row["turnover"] == bt.turnover and row["mean_positions"] == bt.mean_positions
     assert len(rows) == 4 and bt.metrics["trades"] == len(bt.trades) > 30
+    assert ((bt.trades["exit_reason"] == "trail").sum() > 10) == (rules == "trend_trail")
     # Equity = cash + each symbol's units at its last close, at every bar of the clock.
     closes = pd.concat({name: f["close"] for name, f in frames.items()}, axis=1).ffill().fillna(0.0)
     closes.index = closes.index.tz_localize("UTC") if closes.index.tz is None else closes.index
