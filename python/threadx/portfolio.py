@@ -117,7 +117,7 @@ def _level_arrays(levels: Dict[str, Any], prices: np.ndarray) -> Dict[str, Any]:
         opens = arrays.get("open", prices)
         out["range"] = [np.ascontiguousarray(a) for a in (opens, arrays["high"], arrays["low"])]
     elif given:
-        raise ValueError("open: checks stops inside the bar with high and low; give all three")
+        raise ValueError("open: stops inside the bar need high and low (open is optional with them)")
     return out
 
 

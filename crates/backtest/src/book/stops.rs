@@ -70,7 +70,13 @@ pub(crate) struct StopRule<'a> {
     pub(super) form: Form,
 }
 
-impl StopRule<'_> {
+impl<'a> StopRule<'a> {
+    /// A stop `sign` · `series[e]` of the entry's close away from it (vectorbt's `sl_stop`
+    /// with sign −1, `tp_stop` with +1; as a trail, that fraction of the best price).
+    pub(crate) fn fraction(series: &'a [f64], sign: f64) -> Self {
+        Self { series, form: Form::Fraction(sign) }
+    }
+
     /// The level frozen for a trade entered at bar `e` with close `close` (0 or NaN: none).
     #[inline(always)]
     pub(crate) fn level(&self, e: usize, close: f64) -> f64 {

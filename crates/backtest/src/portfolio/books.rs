@@ -447,12 +447,7 @@ impl<'b> SymbolRules<'b> {
     /// [`Self::exit_after`] by the market rules ([`BarPrices::exit_at_level`]), then the
     /// exit rule and max_bars at the close.
     fn market_exit_after(&self, e: usize, entry: f64) -> Option<(usize, Exit)> {
-        let level = |rule: Option<StopRule<'_>>| rule.and_then(|r| r.frozen_level(e, entry)).unwrap_or(f64::NAN);
-        let levels = Levels {
-            stop: level(self.stop),
-            take_profit: level(self.take_profit),
-            trail: self.trail.and_then(|r| r.trail(e)).unwrap_or((f64::NAN, f64::NAN)),
-        };
+        let levels = Levels::frozen([self.stop, self.take_profit, self.trail], e, entry);
         let (last, exit) = self.signal_or_max_bars(e);
         let end = self.close.len().min(exit.saturating_add(1)).min(last.saturating_add(1));
         let prices = BarPrices { close: self.close, range: self.bar_range };

@@ -5,6 +5,7 @@
 //! level, or at the open when the bar opens beyond it: `market_position::fill_inside`).
 //! What a rule file's book and a user's `sl_stop`/`tp_stop`/`sl_trail` both ask.
 
+use crate::book::StopRule;
 use crate::market_position::fill_inside;
 use crate::metrics::ExitReason;
 use crate::portfolio::schedule::Exit;
@@ -17,6 +18,19 @@ pub(crate) struct Levels {
     pub(crate) stop: f64,
     pub(crate) take_profit: f64,
     pub(crate) trail: (f64, f64),
+}
+
+impl Levels {
+    /// The levels of a long entered at bar `e` with close `close`: `stop`'s and
+    /// `take_profit`'s frozen there, `trail`'s distance (none: NaN).
+    pub(crate) fn frozen([stop, take_profit, trail]: [Option<StopRule<'_>>; 3], e: usize, close: f64) -> Self {
+        let level = |rule: Option<StopRule<'_>>| rule.and_then(|r| r.frozen_level(e, close)).unwrap_or(f64::NAN);
+        Self {
+            stop: level(stop),
+            take_profit: level(take_profit),
+            trail: trail.and_then(|r| r.trail(e)).unwrap_or((f64::NAN, f64::NAN)),
+        }
+    }
 }
 
 /// A symbol's prices, bar by bar: its closes, and its opens, highs and lows where stops are

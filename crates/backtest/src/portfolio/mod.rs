@@ -475,8 +475,8 @@ impl<'s> Lane<'s> {
 }
 
 /// Bar `t`'s orders: its exits, the largest holding first (vectorbt's order by approximate
-/// value, an exit's −units·price at the bar's price; stable by symbol), then its entries in symbol order from
-/// the cash left; each symbol's next event scheduled.
+/// value, an exit's −units·price at the bar's price; stable by symbol), then its entries
+/// in symbol order from the cash left; each symbol's next event scheduled.
 fn trade_bar<S: Source>(
     source: &S,
     account: &Account,

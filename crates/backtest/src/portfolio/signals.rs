@@ -6,6 +6,7 @@
 //! arguments ([`SignalLevels`]) close a position at its levels first, as a rule file's
 //! stops do ([`crate::portfolio::levels`]).
 
+use crate::book::StopRule;
 use crate::error::BacktestError;
 use crate::metrics::ExitReason;
 use crate::portfolio::levels::{BarPrices, Levels};
@@ -111,24 +112,13 @@ impl ArraySource {
     }
 
     /// A symbol's levels (`columns`) for a position entered at bar `e` with close `close`:
-    /// the fractions at `e` as levels (a rule file's fraction stops' arithmetic), a
-    /// trailing stop's as the trail.
+    /// its fractions there as a rule file's fraction stops give them, the stop's as the
+    /// trail with `sl_trail`.
     fn levels_at(&self, columns: &LevelColumns, e: usize, close: f64) -> Levels {
-        let fraction = |v: &[f64]| v.get(e).copied().filter(|q| *q > 0.0 && q.is_finite());
-        let stop = fraction(&columns.sl_stop);
-        let level = |q: Option<f64>, sign: f64| q.map_or(f64::NAN, |q| close * (1.0 + sign * q));
-        match self.sl_trail {
-            true => Levels {
-                stop: f64::NAN,
-                take_profit: level(fraction(&columns.tp_stop), 1.0),
-                trail: stop.map_or((f64::NAN, f64::NAN), |q| (q, 0.0)),
-            },
-            false => Levels {
-                stop: level(stop, -1.0),
-                take_profit: level(fraction(&columns.tp_stop), 1.0),
-                trail: (f64::NAN, f64::NAN),
-            },
-        }
+        let stop = (!columns.sl_stop.is_empty()).then(|| StopRule::fraction(&columns.sl_stop, -1.0));
+        let take_profit = (!columns.tp_stop.is_empty()).then(|| StopRule::fraction(&columns.tp_stop, 1.0));
+        let (stop, trail) = if self.sl_trail { (None, stop) } else { (stop, None) };
+        Levels::frozen([stop, take_profit, trail], e, close)
     }
 }
 
