@@ -25,7 +25,7 @@ use threadx_sweep::{Session, SweepData, SweepError, SweepPlan, SweepSpec};
 #[pyo3(name = "simulate_portfolio", signature = (
     close, entries, exits, size=None, size_type=None, lot=None, min_size=None, init_cash=None, fee=0.001,
     slippage=0.0, periods_per_year=None, times=None, details=false, max_positions=None, sl_stop=None, tp_stop=None,
-    sl_trail=false, range=None
+    sl_trail=false, range=None, shorts=None
 ))]
 #[allow(clippy::too_many_arguments)] // One per keyword of `threadx.simulate(..., cash_sharing=True)`.
 pub fn simulate_portfolio_py<'py>(
@@ -48,6 +48,7 @@ pub fn simulate_portfolio_py<'py>(
     tp_stop: Option<PyReadonlyArray2<'py, f64>>,
     sl_trail: bool,
     range: Option<[PyReadonlyArray2<'py, f64>; 3]>,
+    shorts: Option<[PyReadonlyArray2<'py, bool>; 2]>,
 ) -> PyResult<(Table, Option<Bound<'py, PyDict>>)> {
     let costs = Costs::new(fee, slippage).map_err(value)?;
     let sizing = (size, size_type, lot, min_size);
@@ -66,6 +67,7 @@ pub fn simulate_portfolio_py<'py>(
     let owned = |a: &Option<PyReadonlyArray2<'py, f64>>| a.as_ref().map(|a| a.as_array().to_owned());
     let (sl_stop, tp_stop) = (owned(&sl_stop), owned(&tp_stop));
     let range = range.map(|r| r.map(|a| a.as_array().to_owned()));
+    let shorts = shorts.map(|s| s.map(|a| a.as_array().to_owned()));
     let run = py.detach(move || {
         let levels = SignalLevels {
             sl_stop: sl_stop.as_ref().map(|a| a.view()),
@@ -73,7 +75,13 @@ pub fn simulate_portfolio_py<'py>(
             sl_trail,
             range: range.as_ref().map(|r| r.each_ref().map(|a| a.view())),
         };
-        let signals = PortfolioSignals { close: close.view(), entries: entries.view(), exits: exits.view(), levels };
+        let signals = PortfolioSignals {
+            close: close.view(),
+            entries: entries.view(),
+            exits: exits.view(),
+            shorts: shorts.as_ref().map(|s| s.each_ref().map(|a| a.view())),
+            levels,
+        };
         simulate_portfolio(&signals, &account, details).map(|run| (run, close.nrows(), close.ncols()))
     });
     let (run, bars, symbols) = run.map_err(value)?;
@@ -126,6 +134,7 @@ fn record_dict(py: Python<'_>, record: PortfolioRecord, bars: usize, symbols: us
     let ints = |f: fn(&threadx_backtest::PortfolioTrade) -> i64| t.iter().map(f).collect::<Vec<_>>();
     let floats = |f: fn(&threadx_backtest::PortfolioTrade) -> f64| t.iter().map(f).collect::<Vec<_>>();
     trades.set_item("symbol", ints(|t| t.symbol as i64).into_pyarray(py))?;
+    trades.set_item("side", t.iter().map(|t| t.side.name()).collect::<Vec<_>>())?;
     trades.set_item("entry_bar", ints(|t| t.entry_bar as i64).into_pyarray(py))?;
     trades.set_item("exit_bar", ints(|t| t.exit_bar.map_or(-1, |x| x as i64)).into_pyarray(py))?;
     trades.set_item("size", floats(|t| t.entry.size).into_pyarray(py))?;

@@ -166,7 +166,7 @@ def test_a_three_symbol_account_by_hand() -> None:
 
 def test_what_one_account_cannot_take_is_named() -> None:
     close, entries, exits = universe(6, 5, bars=50)
-    with pytest.raises(ValueError, match="short_entries, fill: cash_sharing=True takes closes"):
+    with pytest.raises(ValueError, match="fill: cash_sharing=True takes closes"):
         threadx.simulate(close, entries, exits, cash_sharing=True, sl_stop=0.01, short_entries=exits, fill="next_open")
     with pytest.raises(ValueError, match="size, size_type: sizing needs cash_sharing=True"):
         threadx.simulate(close["S00"], entries["S00"], exits["S00"], size=0.5, size_type="percent")
@@ -260,8 +260,8 @@ def test_sizing_without_a_portfolio_and_what_a_portfolio_cannot_take_are_named()
         threadx.backtest(df, "bb_atr", size=0.5, init_cash=100.0)
     with pytest.raises(ValueError, match="size_type: sizing needs portfolio=True"):
         threadx.sweep(df, size_type="value", progress=False)
-    with pytest.raises(ValueError, match="this strategy uses shorts"):
-        threadx.backtest({"A": df}, str(REPO / "examples" / "strategies" / "bb_long_short.toml"), portfolio=True)
+    with pytest.raises(ValueError, match="this strategy uses next-open fills"):
+        threadx.backtest({"A": df}, str(REPO / "examples" / "strategies" / "breakout_next_open.toml"), portfolio=True)
 
 
 def test_a_portfolio_sweeps_overfitting_statistics_are_the_clis(cli: Cli) -> None:

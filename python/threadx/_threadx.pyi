@@ -181,6 +181,7 @@ def simulate_portfolio(
     tp_stop: Optional[npt.NDArray[np.float64]] = None,
     sl_trail: bool = False,
     range: Optional[List[npt.NDArray[np.float64]]] = None,
+    shorts: Optional[List[npt.NDArray[np.bool_]]] = None,
 ) -> Tuple[Table, Optional[Dict[str, Any]]]: ...
 def sweep_portfolio(
     universe: Universe,

@@ -37,18 +37,27 @@ def simulate_portfolio(
     details: bool,
     max_positions: Optional[int] = None,
     levels: Optional[Dict[str, Any]] = None,
+    short_entries: Any = None,
+    short_exits: Any = None,
 ) -> pd.DataFrame:
     """The one account's metrics row (index ``["portfolio"]``); with ``details``, its
     ``equity``, ``cash``, ``positions`` and ``trades`` in ``attrs``. ``levels`` holds
     vectorbt's ``sl_stop``, ``tp_stop``, ``sl_trail`` and the ``open``, ``high`` and
-    ``low`` that check them inside the bar."""
+    ``low`` that check them inside the bar; ``short_entries`` and ``short_exits`` (both
+    or neither missing, either then all False) sell short."""
     prices = _f64(close, "close", "close")
     if prices.ndim != 2:
         raise ValueError(
             f"close has shape {prices.shape}: with cash_sharing=True it is one column per symbol, (bars, symbols)"
         )
     signals = {}
-    for name, value in (("entries", entries), ("exits", exits)):
+    shorts = short_entries is not None or short_exits is not None
+    given = [("entries", entries), ("exits", exits)]
+    if shorts:
+        no = np.zeros(prices.shape, dtype=bool)
+        given += [("short_entries", no if short_entries is None else short_entries)]
+        given += [("short_exits", no if short_exits is None else short_exits)]
+    for name, value in given:
         array = _bools(value, name)
         if array.ndim == 1 and prices.shape[1] == 1:
             array = array.reshape(-1, 1)
@@ -77,6 +86,7 @@ def simulate_portfolio(
         details=bool(details),
         max_positions=None if max_positions is None else int(max_positions),
         **_level_arrays(levels or {}, prices),
+        shorts=[np.ascontiguousarray(signals[n]) for n in ("short_entries", "short_exits")] if shorts else None,
     )
     frame = _tables.frame(table)
     frame.index = pd.Index(["portfolio"], name="account")
@@ -122,9 +132,10 @@ def _level_arrays(levels: Dict[str, Any], prices: np.ndarray) -> Dict[str, Any]:
 
 
 def _trades(raw: Dict[str, Any], bars: pd.Index, symbols: pd.Index) -> pd.DataFrame:
-    """The trades in the order filled, indexed by ``trade``: symbol, entry and exit
+    """The trades in the order filled, indexed by ``trade``: symbol, side, entry and exit
     (``bars`` at their bars, and the bars; an open trade's exit is missing), units,
-    prices, fees, profit in cash, return on the cash spent and why each ended."""
+    prices, fees, profit in cash, return (a long's on the cash spent, a short's on the
+    units' value at the sale and its fee) and why each ended."""
     entry_bar = np.asarray(raw["entry_bar"])
     exit_bar = np.asarray(raw["exit_bar"])
     closed = exit_bar >= 0
@@ -132,6 +143,7 @@ def _trades(raw: Dict[str, Any], bars: pd.Index, symbols: pd.Index) -> pd.DataFr
     trades = pd.DataFrame(
         {
             "symbol": symbols.take(np.asarray(raw["symbol"])),
+            "side": pd.Categorical(raw["side"], categories=["long", "short"]),
             "entry_time": bars.take(entry_bar),
             "entry_bar": entry_bar,
             "exit_time": exit_time.to_numpy(),

@@ -208,12 +208,12 @@ def simulate(
 
 def _one_account(args: Dict[str, Any]) -> pd.DataFrame:
     """``simulate(..., cash_sharing=True)``: what the portfolio takes, checked, then run."""
-    unsupported = {"stop": None, "short_entries": None, "short_exits": None, "fill": "close", "device": None}
+    unsupported = {"stop": None, "fill": "close", "device": None}
     given = [name for name, default in unsupported.items() if not _is_default(args[name], default)]
     if given:
         raise ValueError(
             f"{', '.join(given)}: cash_sharing=True takes closes (and open, high, low), entries and exits, "
-            "sl_stop, tp_stop and sl_trail (long only, filled at the close) for now"
+            "short_entries and short_exits, sl_stop, tp_stop and sl_trail (filled at the close)"
         )
     fee, fees = args["fee"], args["fees"]
     if fee is not None and fees is not None and float(fee) != float(fees):
@@ -225,6 +225,7 @@ def _one_account(args: Dict[str, Any]) -> pd.DataFrame:
         min_size=args["min_size"], init_cash=args["init_cash"], fee=cost, slippage=args["slippage"],
         periods_per_year=args["periods_per_year"], details=args["details"], max_positions=args["max_positions"],
         levels={name: args[name] for name in ("sl_stop", "tp_stop", "sl_trail", "open", "high", "low")},
+        short_entries=args["short_entries"], short_exits=args["short_exits"],
     )
 
 

@@ -172,15 +172,15 @@ fn with_cash_to_spare_every_symbol_trades_as_it_does_alone_on_its_own_clock() {
 #[test]
 fn a_strategy_beyond_the_portfolios_rules_is_refused_by_name() {
     let bb = Strategy::parse("bb_atr").expect("the built-in");
-    let source = format!("{}short_entry = \"close > bbands_upper(bb_period, bb_std)\"\n", bb.source());
-    let shorts = Strategy::from_toml(&source, "shorts.toml").expect("a rule file");
+    let source = format!("{}fill = \"next_open\"\n", bb.source());
+    let next_open = Strategy::from_toml(&source, "next_open.toml").expect("a rule file");
     let data = &universe()[0];
-    let book = book(data, &shorts, &bb_atr().1);
-    let err = PortfolioBooks::new(vec![(book, data.timestamps())]).expect_err("shorts");
+    let book = book(data, &next_open, &bb_atr().1);
+    let err = PortfolioBooks::new(vec![(book, data.timestamps())]).expect_err("next-open fills");
     assert_eq!(
         err.to_string(),
-        "portfolio: a portfolio trades long positions filled at the close (with stops, take-profits and trails on \
-         closes or inside the bar); this strategy uses shorts"
+        "portfolio: a portfolio fills its orders at the close (with stops, take-profits and trails on closes or \
+         inside the bar); this strategy uses next-open fills"
     );
 }
 

@@ -153,26 +153,26 @@ fn write_files(req: &Request, portfolio: &PortfolioBooks, page: &PortfolioRun<'_
 /// exit fee), its reason `end`.
 fn trades_csv(record: &PortfolioRecord, names: &[&str], times: &[i64], last_close: &[f64]) -> String {
     let mut csv = String::from(
-        "trade,symbol,entry_bar,entry_time,entry_price,size,entry_fees,exit_bar,exit_time,exit_price,exit_fees,pnl,\
+        "trade,symbol,side,entry_bar,entry_time,entry_price,size,entry_fees,exit_bar,exit_time,exit_price,exit_fees,pnl,\
          return,exit_reason\n",
     );
     let last = times.len().saturating_sub(1);
     for (i, t) in record.trades.iter().enumerate() {
         let x = t.exit_bar.unwrap_or(last);
         let (exit_price, exit_fees) = t.exit.map_or((last_close[t.symbol], 0.0), |x| (x.price, x.fee));
-        let received = t.received(last_close[t.symbol]);
         let _ = writeln!(
             csv,
-            "{i},{},{},{},{},{},{},{x},{},{exit_price},{exit_fees},{},{},{}",
+            "{i},{},{},{},{},{},{},{},{x},{},{exit_price},{exit_fees},{},{},{}",
             names[t.symbol],
+            t.side.name(),
             t.entry_bar,
             format_time(times[t.entry_bar]),
             t.entry.price,
             t.entry.size,
             t.entry.fee,
             format_time(times[x]),
-            received - t.entry.cash,
-            received / t.entry.cash - 1.0,
+            t.profit(last_close[t.symbol]),
+            t.return_at(last_close[t.symbol]),
             t.reason
         );
     }

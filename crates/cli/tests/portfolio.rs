@@ -102,13 +102,13 @@ fn a_folder_traded_as_one_account_writes_equity_cash_positions_and_its_trades() 
         assert!(row[3].parse::<f64>().unwrap() >= 0.0);
     }
     let (header, trades) = rows(&dir.path().join("t.csv"));
-    assert_eq!(header[..6], ["trade", "symbol", "entry_bar", "entry_time", "entry_price", "size"]);
+    assert_eq!(header[..7], ["trade", "symbol", "side", "entry_bar", "entry_time", "entry_price", "size"]);
     assert!(trades.len() > 50, "{} trades", trades.len());
     for name in ["AAA", "BBB", "CCC"] {
         assert!(trades.iter().any(|t| t[1] == name), "{name} trades");
     }
     // The profits (open trades marked at their last close) add up to the account's.
-    let pnl: f64 = trades.iter().map(|t| t[11].parse::<f64>().unwrap()).sum();
+    let pnl: f64 = trades.iter().map(|t| t[12].parse::<f64>().unwrap()).sum();
     let final_equity: f64 = equity.last().unwrap()[2].parse().unwrap();
     assert!((10000.0 + pnl - final_equity).abs() < 1e-6, "{pnl} against {final_equity}");
     // The turnover (the value of every fill over the mean equity) and the positions held
@@ -116,9 +116,9 @@ fn a_folder_traded_as_one_account_writes_equity_cash_positions_and_its_trades() 
     let account = json_of(&threadx(dir.path(), &[&args[..], &["--json"]].concat()));
     let f = |t: &[String], i: usize| t[i].parse::<f64>().unwrap_or(0.0);
     // An open trade (reason `end`) has no exit fill.
-    let traded: f64 = trades.iter().map(|t| f(t, 5) * (f(t, 4) + if t[13] == "end" { 0.0 } else { f(t, 9) })).sum();
+    let traded: f64 = trades.iter().map(|t| f(t, 6) * (f(t, 5) + if t[14] == "end" { 0.0 } else { f(t, 10) })).sum();
     let mean_equity = equity.iter().map(|r| f(r, 2)).sum::<f64>() / 4000.0;
-    let held = equity.iter().map(|r| (4..7).filter(|&i| f(r, i) > 0.0).count()).sum::<usize>() as f64 / 4000.0;
+    let held = equity.iter().map(|r| (4..7).filter(|&i| f(r, i) != 0.0).count()).sum::<usize>() as f64 / 4000.0;
     let turnover = account["turnover"].as_f64().unwrap();
     assert!((turnover - traded / mean_equity).abs() <= 1e-9 * turnover, "{turnover} against {}", traded / mean_equity);
     assert!((account["mean_positions"].as_f64().unwrap() - held).abs() < 1e-12, "{account}");
@@ -141,7 +141,6 @@ fn one_symbol_with_all_the_cash_is_the_single_backtest() {
 #[test]
 fn what_a_portfolio_cannot_take_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let shorts = format!("{}/../../examples/strategies/bb_long_short.toml", env!("CARGO_MANIFEST_DIR"));
     let next_open = format!("{}/../../examples/strategies/breakout_next_open.toml", env!("CARGO_MANIFEST_DIR"));
     for (args, message) in [
         (vec!["backtest", "--size", "0.5"], "--size: sizing needs --portfolio"),
@@ -157,8 +156,7 @@ fn what_a_portfolio_cannot_take_is_refused_by_name() {
             vec!["backtest", "--portfolio", "--init-cash", "0"],
             "init_cash=0: the starting cash must be a positive number",
         ),
-        (vec!["backtest", "--portfolio", "--strategy", &shorts], "this strategy uses shorts"),
-        (vec!["backtest", "--portfolio", "--strategy", &next_open], "this strategy uses shorts, next-open fills"),
+        (vec!["backtest", "--portfolio", "--strategy", &next_open], "this strategy uses next-open fills"),
         (
             vec!["backtest", "--portfolio", "--strategy", "ma_cross", "--size-type", "risk", "--size", "0.02"],
             "ma_cross.toml: risk sizing sizes each entry from its distance to its stop, and the strategy has no `stop` rule",

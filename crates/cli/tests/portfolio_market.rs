@@ -1,7 +1,8 @@
 //! The market rules a portfolio takes, through the CLI: a trail and stops inside the bar
-//! (`examples/strategies/trend_trail.toml`). One symbol with all the cash is its single
+//! (`examples/strategies/trend_trail.toml`), shorts and reversals
+//! (`examples/strategies/bb_long_short.toml`). One symbol with all the cash is its single
 //! backtest; every row of a sweep is its parameter set's backtest; the trades name the
-//! trail and fill inside the bar.
+//! trail and fill inside the bar, and a short's profit adds up with the rest.
 
 use crate::common::{text, threadx};
 use crate::portfolio::{csv_rows, make_data};
@@ -69,4 +70,40 @@ fn a_trail_inside_the_bar_sweeps_rows_are_its_backtests_and_its_trades_name_the_
         })
         .count();
     assert!(inside > 5, "{inside} of {} trail exits inside the bar", trailed.len());
+}
+
+#[test]
+fn shorts_and_reversals_sweep_as_they_backtest_and_every_trades_profit_adds_up() {
+    let dir = tempfile::tempdir().unwrap();
+    make_data(dir.path());
+    let both = example("bb_long_short.toml");
+    let base = ["--data", "data", "--portfolio", "--size", "0.3", "--init-cash", "10000", "--strategy", &both];
+    let grid = ["--grid", "bb_period=10,20", "--grid", "bb_std=1.5,2", "--out", "r.csv"];
+    let swept = threadx(dir.path(), &[&["sweep"][..], &base, &grid].concat());
+    assert!(swept.status.success(), "{}", text(&swept.stderr));
+    let rows = csv_rows(&dir.path().join("r.csv"));
+    assert_eq!(rows.len(), 4);
+    for row in &rows {
+        let set: Vec<String> = ["bb_period", "bb_std"].iter().map(|p| format!("{p}={}", row[*p])).collect();
+        let sets: Vec<&str> = set.iter().flat_map(|s| ["--set", s.as_str()]).collect();
+        let account = json_of(&threadx(dir.path(), &[&["backtest"][..], &base, &sets, &["--json"]].concat()));
+        for metric in ["total_return", "sharpe", "turnover", "mean_positions", "trades"] {
+            let swept: f64 = row[metric].parse().unwrap();
+            assert_eq!(swept, account[metric].as_f64().unwrap(), "{set:?} {metric}");
+        }
+    }
+    let files = ["--trades", "t.csv", "--equity", "e.csv"];
+    let run = threadx(dir.path(), &[&["backtest"][..], &base, &files].concat());
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let trades = csv_rows(&dir.path().join("t.csv"));
+    let count = |f: &dyn Fn(&std::collections::HashMap<String, String>) -> bool| trades.iter().filter(|t| f(t)).count();
+    assert!(count(&|t| t["side"] == "short") > 20 && count(&|t| t["side"] == "long") > 20, "{} trades", trades.len());
+    assert!(count(&|t| t["exit_reason"] == "reverse") > 0, "a reversal");
+    // A short's units are held below zero; every trade's profit (an open one's at its
+    // symbol's last close) adds up to the account's.
+    let equity = csv_rows(&dir.path().join("e.csv"));
+    assert!(equity.iter().any(|r| ["AAA", "BBB", "CCC"].iter().any(|s| r[*s].parse::<f64>().unwrap() < 0.0)));
+    let pnl: f64 = trades.iter().map(|t| t["pnl"].parse::<f64>().unwrap()).sum();
+    let last: f64 = equity.last().unwrap()["equity"].parse().unwrap();
+    assert!((10000.0 + pnl - last).abs() < 1e-6, "{pnl} against {last}");
 }

@@ -189,7 +189,7 @@ impl PortfolioRun<'_> {
             let row = &mut rows[t.symbol];
             row.0 += 1;
             let last = self.record.equity.len() - 1;
-            let pnl = t.received(self.prices[last * n + t.symbol]) - t.entry.cash;
+            let pnl = t.profit(self.prices[last * n + t.symbol]);
             row.1 += usize::from(pnl > 0.0);
             row.2 += pnl;
         }
@@ -223,6 +223,7 @@ impl PortfolioRun<'_> {
         let headers: Vec<String> = [
             "#",
             "symbol",
+            "side",
             "entry time",
             "entry price",
             "size",
@@ -247,6 +248,7 @@ impl PortfolioRun<'_> {
                 vec![
                     Cell::number(i.to_string(), i as f64),
                     Cell::text(self.symbols[t.symbol].to_owned()),
+                    Cell::text(t.side.name()),
                     time(Some(t.entry_bar)),
                     Cell::number(num(t.entry.price, 4), t.entry.price),
                     Cell::number(num(t.entry.size, 4), t.entry.size),

@@ -201,11 +201,6 @@ impl SignalBook {
         self.fills == Fills::default() && !self.shorts && !self.trails
     }
 
-    /// Whether the book's combos may sell short.
-    pub(crate) fn shorts(&self) -> bool {
-        self.shorts
-    }
-
     /// What the book's combos use beyond the kernel's rules, in words (empty if plain).
     pub fn market_features(&self) -> Vec<&'static str> {
         let mut features = Vec::new();

@@ -14,6 +14,7 @@ use crate::fixed::Totals;
 use crate::metrics::{ExitReason, Side, Trade};
 use crate::portfolio::levels::{BarPrices, Levels};
 use crate::portfolio::schedule::{Exit, Schedule};
+use crate::portfolio::sides::Sides;
 use crate::portfolio::{Account, Activity, Mark, PortfolioRecord, PortfolioRun, Source, run, run_together};
 use crate::rules::{rank_params, rank_series};
 use crate::simulate::{BacktestReport, BatchTotals, curve_metrics};
@@ -55,19 +56,14 @@ impl Ranks {
 
 impl PortfolioBooks {
     /// The books of one strategy and grid, one per symbol, with each symbol's bar times
-    /// (ascending). Books that sell short or fill at the next open are refused, naming
-    /// what they use.
+    /// (ascending). Books that fill at the next open are refused.
     pub fn new(symbols: Vec<(SignalBook, &[i64])>) -> Result<Self, BacktestError> {
-        let beyond = |book: &SignalBook| {
-            let uses = [(book.shorts(), "shorts"), (book.fills().fill == Fill::NextOpen, "next-open fills")];
-            uses.into_iter().filter_map(|(used, what)| used.then_some(what)).collect::<Vec<_>>()
-        };
-        if let Some(uses) = symbols.iter().map(|(book, _)| beyond(book)).find(|uses| !uses.is_empty()) {
-            return Err(BacktestError::Portfolio(format!(
-                "a portfolio trades long positions filled at the close (with stops, take-profits and trails \
-                 on closes or inside the bar); this strategy uses {}",
-                uses.join(", ")
-            )));
+        if symbols.iter().any(|(book, _)| book.fills().fill == Fill::NextOpen) {
+            return Err(BacktestError::Portfolio(
+                "a portfolio fills its orders at the close (with stops, take-profits and trails on closes or \
+                 inside the bar); this strategy uses next-open fills"
+                    .into(),
+            ));
         }
         let times = Self::joint_clock(symbols.iter().map(|(_, t)| *t));
         let n = symbols.len();
@@ -332,7 +328,7 @@ impl PortfolioBooks {
 
     /// A detailed run's `record` (of an account starting with `init_cash`) as one equity
     /// curve, the account's value over its starting cash, and its trades, each symbol's
-    /// a long trade on the clock (one open at the end marked at its symbol's last close,
+    /// trade on the clock (one open at the end marked at its symbol's last close,
     /// without an exit fee); its metrics from the curve, as a single run's report's. What
     /// a walk-forward's test window reads ([`BacktestReport::since`]).
     pub fn report(&self, record: &PortfolioRecord, init_cash: f64, bars_per_year: f64) -> BacktestReport {
@@ -344,14 +340,14 @@ impl PortfolioBooks {
                 let last_close = self.last_close(t.symbol);
                 let exit_bar = t.exit_bar.unwrap_or(last);
                 Trade {
-                    side: Side::Long,
+                    side: t.side,
                     entry_bar: t.entry_bar,
                     exit_bar,
                     entry_time: self.times[t.entry_bar],
                     exit_time: self.times[exit_bar],
                     entry_price: t.entry.price,
                     exit_price: t.exit.map_or(last_close, |x| x.price),
-                    return_: t.received(last_close) / t.entry.cash - 1.0,
+                    return_: t.return_at(last_close),
                     reason: t.reason,
                 }
             })
@@ -380,10 +376,12 @@ struct SymbolRules<'b> {
     /// Each bar's open, high and low when its stops are checked inside the bar; else
     /// empty.
     bar_range: [&'b [f64]; 3],
-    entries: &'b [u64],
-    exits: &'b [u64],
-    stop: Option<StopRule<'b>>,
-    take_profit: Option<StopRule<'b>>,
+    /// The entries of each side (no short row: long only), and each side's exits.
+    sides: Sides<'b>,
+    exits: [&'b [u64]; 2],
+    /// Each side's stop and take-profit: [long, short].
+    stop: [Option<StopRule<'b>>; 2],
+    take_profit: [Option<StopRule<'b>>; 2],
     trail: Option<StopRule<'b>>,
     warmup: usize,
     max_bars: u32,
@@ -394,64 +392,82 @@ impl<'b> SymbolRules<'b> {
         let n = book.bars();
         let bar_range =
             if book.fills().intrabar { [&book.open()[..n], &book.high()[..n], &book.low()[..n]] } else { [&[][..]; 3] };
+        let shorts = plan.short_entry != ComboPlan::NO_STOP;
         Self {
             close: &book.close()[..n],
             bar_range,
-            entries: book.entry_row(plan.entry),
-            exits: book.exit_row(plan.exit),
-            stop: book.stop(plan.stop),
-            take_profit: book.stop(plan.take_profit),
+            sides: Sides {
+                long: book.entry_row(plan.entry),
+                short: if shorts { book.entry_row(plan.short_entry) } else { &[] },
+            },
+            exits: [book.exit_row(plan.exit), if shorts { book.exit_row(plan.short_exit) } else { book.no_row() }],
+            stop: [plan.stop, plan.short_stop].map(|s| book.stop(s)),
+            take_profit: [plan.take_profit, plan.short_take_profit].map(|s| book.stop(s)),
             trail: book.stop(plan.trail),
             warmup: plan.warmup as usize,
             max_bars: plan.max_bars,
         }
     }
 
-    /// The own bar a position entered at own bar `e` (whose close is `entry`, read from
-    /// the bar's prices already at hand) exits at, and how: the first bar after `e` whose
-    /// close reaches the stop frozen at `e`, then the take-profit (≤ 0 or NaN: none), the
-    /// exit rule, then max_bars (a single run's order). With a trail or stops inside the
-    /// bar, the market rules' [`Self::market_exit_after`].
-    fn exit_after(&self, e: usize, entry: f64) -> Option<(usize, Exit)> {
-        if self.trail.is_some() || !self.bar_range[0].is_empty() {
-            return self.market_exit_after(e, entry);
+    /// The own bar a `side` position entered at own bar `e` (whose close is `entry`, read
+    /// from the bar's prices already at hand) exits at, and how: the first bar after `e`
+    /// whose close reaches the stop frozen at `e`, then the take-profit (≤ 0 or NaN:
+    /// none), a reversal, the exit rule, then max_bars (a single run's order). With
+    /// shorts, a trail or stops inside the bar, the market rules'
+    /// [`Self::market_exit_after`].
+    fn exit_after(&self, e: usize, entry: f64, side: Side) -> Option<(usize, Exit)> {
+        if !self.sides.short.is_empty() || self.trail.is_some() || !self.bar_range[0].is_empty() {
+            return self.market_exit_after(e, entry, side);
         }
         let close = self.close;
-        let stop = self.stop.map_or(f64::NEG_INFINITY, |r| r.level(e, entry));
-        let take_profit = self.take_profit.map_or(0.0, |r| r.level(e, entry));
-        let (last, exit) = self.signal_or_max_bars(e);
-        let end = close.len().min(exit.saturating_add(1)).min(last.saturating_add(1));
-        if let Some(t) = first_reaching(close, e + 1..end, (stop, take_profit)) {
+        let stop = self.stop[0].map_or(f64::NEG_INFINITY, |r| r.level(e, entry));
+        let take_profit = self.take_profit[0].map_or(0.0, |r| r.level(e, entry));
+        let decided = self.decided_after(e, side);
+        if let Some(t) = first_reaching(close, e + 1..self.end(decided), (stop, take_profit)) {
             let reason = if close[t] <= stop { ExitReason::Stop } else { ExitReason::TakeProfit };
             return Some((t, Exit::at_close(reason)));
         }
-        self.closed_by(exit, last)
+        self.closed_by(decided)
     }
 
-    /// The bar max_bars closes a position entered at own bar `e` at, and the first exit
-    /// rule's bar after `e` (`usize::MAX`: none).
-    fn signal_or_max_bars(&self, e: usize) -> (usize, usize) {
-        (last_bar(e, self.max_bars), next_bit(self.exits, e + 1).unwrap_or(usize::MAX))
+    /// The first bars after `e` at which a `side` position's closes decide its exit
+    /// (`usize::MAX`: none): max_bars', its exit rule's, and a reversal's (the other
+    /// side's entry alone).
+    fn decided_after(&self, e: usize, side: Side) -> [usize; 3] {
+        let never = usize::MAX;
+        let exit = next_bit(self.exits[side as usize], e + 1).unwrap_or(never);
+        [last_bar(e, self.max_bars), exit, self.sides.reversal_after(e, side).unwrap_or(never)]
     }
 
-    /// The exit at the close of the exit rule's bar `exit` or of max_bars' `last`, the
-    /// earlier, where the data reaches it (the rule on a tie).
-    fn closed_by(&self, exit: usize, last: usize) -> Option<(usize, Exit)> {
-        match (exit < self.close.len(), last < self.close.len()) {
-            (true, _) if exit <= last => Some((exit, Exit::at_close(ExitReason::Signal))),
-            (_, true) => Some((last, Exit::at_close(ExitReason::MaxBars))),
-            _ => None,
-        }
+    /// The end of the bars a position's levels are checked on: the data's, or the bar
+    /// after the first that `decided` closes it at.
+    fn end(&self, decided: [usize; 3]) -> usize {
+        self.close.len().min(decided.into_iter().min().unwrap_or(usize::MAX).saturating_add(1))
     }
 
-    /// [`Self::exit_after`] by the market rules ([`BarPrices::exit_at_level`]), then the
-    /// exit rule and max_bars at the close.
-    fn market_exit_after(&self, e: usize, entry: f64) -> Option<(usize, Exit)> {
-        let levels = Levels::frozen([self.stop, self.take_profit, self.trail], e, entry);
-        let (last, exit) = self.signal_or_max_bars(e);
-        let end = self.close.len().min(exit.saturating_add(1)).min(last.saturating_add(1));
+    /// The exit at the close of the first bar `decided` closes it at, where the data
+    /// reaches it: on one bar a reversal, then the exit rule, then max_bars.
+    fn closed_by(&self, [last, exit, reverse]: [usize; 3]) -> Option<(usize, Exit)> {
+        let first = last.min(exit).min(reverse);
+        let reason = match first {
+            _ if first >= self.close.len() => return None,
+            _ if first == reverse => ExitReason::Reverse,
+            _ if first == exit => ExitReason::Signal,
+            _ => ExitReason::MaxBars,
+        };
+        Some((first, Exit::at_close(reason)))
+    }
+
+    /// [`Self::exit_after`] by the market rules ([`BarPrices::exit_at_level`]), then a
+    /// reversal, the exit rule and max_bars at the close.
+    fn market_exit_after(&self, e: usize, entry: f64, side: Side) -> Option<(usize, Exit)> {
+        let k = side as usize;
+        let levels = Levels::frozen([self.stop[k], self.take_profit[k], self.trail], e, entry);
+        let decided = self.decided_after(e, side);
         let prices = BarPrices { close: self.close, range: self.bar_range };
-        prices.exit_at_level(levels, entry, e + 1..end).or_else(|| self.closed_by(exit, last))
+        prices
+            .exit_at_level(levels, entry, e + 1..self.end(decided), side == Side::Short)
+            .or_else(|| self.closed_by(decided))
     }
 }
 
@@ -494,16 +510,17 @@ impl Source for BookSource<'_> {
         &self.books.prices
     }
 
-    fn next_entry(&self, s: usize, own: usize) -> Option<Mark> {
+    fn next_entry(&self, s: usize, own: usize) -> Option<(Mark, Side)> {
         let rules = &self.rows[s];
-        let i = next_bit(rules.entries, own.max(rules.warmup)).filter(|&i| i < rules.close.len())?;
+        let (i, side) = rules.sides.next_entry(own.max(rules.warmup)).filter(|&(i, _)| i < rules.close.len())?;
         // The entry's levels and the closes after it are read when it fills, often many
         // bars (and other symbols' events) later: a cache miss each, without this.
-        for rule in [rules.stop, rules.take_profit].into_iter().flatten() {
+        let k = side as usize;
+        for rule in [rules.stop[k], rules.take_profit[k]].into_iter().flatten() {
             rule.prefetch(i);
         }
         prefetch(rules.close, i + 1);
-        Some(self.books.at(s, i))
+        Some((self.books.at(s, i), side))
     }
 
     fn ranked(&self) -> bool {
@@ -514,11 +531,11 @@ impl Source for BookSource<'_> {
         self.books.ranks.series[s][self.rank][own]
     }
 
-    fn stop_level(&self, s: usize, own: usize, close: f64) -> Option<f64> {
-        self.rows[s].stop.map(|rule| rule.level(own, close))
+    fn stop_level(&self, s: usize, own: usize, close: f64, side: Side) -> Option<f64> {
+        self.rows[s].stop[side as usize].map(|rule| rule.level(own, close))
     }
 
-    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, Exit)> {
-        self.rows[s].exit_after(own, close).map(|(x, exit)| (self.books.at(s, x), exit))
+    fn exit_after(&self, s: usize, own: usize, close: f64, side: Side) -> Option<(Mark, Exit)> {
+        self.rows[s].exit_after(own, close, side).map(|(x, exit)| (self.books.at(s, x), exit))
     }
 }

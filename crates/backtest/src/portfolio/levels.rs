@@ -1,7 +1,7 @@
-//! A long position's exit at its levels, as the market rules decide it (`market.rs`, a
-//! long filled at the close): the binding stop, the tighter of the stop and the trail (the
-//! trail following the best close, or the best high inside the bar, after each bar's
-//! checks), then the take-profit, checked at each close or inside each bar (filled at the
+//! A position's exit at its levels, as the market rules decide it (`market.rs`, a
+//! position filled at the close): the binding stop, the tighter of the stop and the trail
+//! (the trail following the best close, or the best high inside the bar (a short's low),
+//! after each bar's checks), then the take-profit, checked at each close or inside each bar (filled at the
 //! level, or at the open when the bar opens beyond it: `market_position::fill_inside`).
 //! What a rule file's book and a user's `sl_stop`/`tp_stop`/`sl_trail` both ask.
 
@@ -21,7 +21,8 @@ pub(crate) struct Levels {
 }
 
 impl Levels {
-    /// The levels of a long entered at bar `e` with close `close`: `stop`'s and
+    /// The levels of a position entered at bar `e` with close `close` (its side's rules):
+    /// `stop`'s and
     /// `take_profit`'s frozen there, `trail`'s distance (none: NaN).
     pub(crate) fn frozen([stop, take_profit, trail]: [Option<StopRule<'_>>; 3], e: usize, close: f64) -> Self {
         let level = |rule: Option<StopRule<'_>>| rule.and_then(|r| r.frozen_level(e, close)).unwrap_or(f64::NAN);
@@ -44,38 +45,45 @@ pub(crate) struct BarPrices<'a> {
 
 impl BarPrices<'_> {
     /// The first bar of `bars` (after the entry at close `entry`) at which `levels` close
-    /// the position, and how.
+    /// the position (a `short` one: its stop above, its take-profit below), and how.
     pub(crate) fn exit_at_level(
         &self,
         levels: Levels,
         entry: f64,
         bars: std::ops::Range<usize>,
+        short: bool,
     ) -> Option<(usize, Exit)> {
         let Levels { stop: fixed, take_profit, trail: (fraction, distance) } = levels;
         let [open, high, low] = self.range;
         let intrabar = !open.is_empty();
+        // `a` beyond `b` the way the price goes against the position (a long's down).
+        let against = |a: f64, b: f64| if short { a > b } else { a < b };
         let mut best = entry;
         for t in bars {
-            let trail = trail_level(false, best, fraction, distance);
+            let trail = trail_level(short, best, fraction, distance);
             // NaN: no level; the stop on a tie.
-            let (stop, why) = if trail > fixed || fixed.is_nan() && !trail.is_nan() {
+            let (stop, why) = if against(fixed, trail) || fixed.is_nan() && !trail.is_nan() {
                 (trail, ExitReason::Trail)
             } else {
                 (fixed, ExitReason::Stop)
             };
             let c = self.close[t];
             if intrabar {
-                if let Some((price, stopped)) = fill_inside(false, open[t], high[t], low[t], stop, take_profit) {
+                if let Some((price, stopped)) = fill_inside(short, open[t], high[t], low[t], stop, take_profit) {
                     let reason = if stopped { why } else { ExitReason::TakeProfit };
                     return Some((t, Exit { reason, inside: Some(price) }));
                 }
-            } else if c <= stop {
+            } else if c == stop || against(c, stop) {
                 return Some((t, Exit::at_close(why)));
-            } else if c >= take_profit {
+            } else if c == take_profit || against(take_profit, c) {
                 return Some((t, Exit::at_close(ExitReason::TakeProfit)));
             }
-            let reached = if intrabar { high[t] } else { c };
-            best = if reached > best { reached } else { best };
+            let reached = match (intrabar, short) {
+                (true, false) => high[t],
+                (true, true) => low[t],
+                (false, _) => c,
+            };
+            best = if against(best, reached) { reached } else { best };
         }
         None
     }

@@ -18,6 +18,7 @@ mod levels;
 mod orders;
 mod record;
 mod schedule;
+mod sides;
 mod signals;
 mod sizing;
 
@@ -31,11 +32,12 @@ use crate::blocks::Snapshots;
 use crate::costs::Costs;
 use crate::error::BacktestError;
 use crate::fixed::{Totals, return_units};
-use crate::metrics::ExitReason;
+use crate::metrics::{ExitReason, Side};
 use crate::param::ParamSpec;
 use crate::trade_parts::{Drawdown, at_level, log_of};
-use orders::{add, buy, is_close, sell};
-use schedule::{Exit, Schedule};
+use orders::{add, buy, cover, is_close, sell, short_sale};
+use record::trade_return;
+use schedule::{Act, Exit, Schedule};
 
 /// What the account trades: each symbol's price at each bar of the clock and its own
 /// decisions. A symbol's decisions do not depend on the cash, so they are asked as events:
@@ -47,15 +49,16 @@ pub(crate) trait Source {
     /// Every symbol's last close at each bar, row-major (bars × symbols): its close where
     /// it has a bar, else its last one, and 0 before its first.
     fn prices(&self) -> &[f64];
-    /// The first of symbol `s`'s own bars from `own` on at which it enters when flat; what
-    /// its exit will read there is fetched into the caches ahead (a hint).
-    fn next_entry(&self, s: usize, own: usize) -> Option<Mark>;
-    /// Where symbol `s`, entered at its own bar `own` whose close is `close`, exits, why,
-    /// and at what price; None: held to the end.
-    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, Exit)>;
-    /// The stop level symbol `s`'s position entered at own bar `own` (close `close`)
-    /// would get; None without a stop (0 or NaN: none either).
-    fn stop_level(&self, s: usize, own: usize, close: f64) -> Option<f64>;
+    /// The first of symbol `s`'s own bars from `own` on at which it enters when flat, and
+    /// the side; what its exit will read there is fetched into the caches ahead (a hint).
+    fn next_entry(&self, s: usize, own: usize) -> Option<(Mark, Side)>;
+    /// Where symbol `s`'s `side` position, entered at its own bar `own` whose close is
+    /// `close`, exits, why, and at what price (a reversal: at the close, where the other
+    /// side enters); None: held to the end.
+    fn exit_after(&self, s: usize, own: usize, close: f64, side: Side) -> Option<(Mark, Exit)>;
+    /// The stop level symbol `s`'s `side` position entered at own bar `own` (close
+    /// `close`) would get; None without a stop (0 or NaN: none either).
+    fn stop_level(&self, s: usize, own: usize, close: f64, side: Side) -> Option<f64>;
     /// Whether a bar's entries go by rank ([`Source::rank`]) rather than symbol order.
     fn ranked(&self) -> bool;
     /// Symbol `s`'s rank at its own bar `own`: the highest enters first (NaN: last).
@@ -190,15 +193,20 @@ impl Account {
 /// The account's state between bars.
 struct Ledger {
     cash: f64,
-    /// Units each symbol holds (0: flat), and the held symbols as bits (symbol s: bit
-    /// s mod 64 of word s / 64) and their count: the sum that values the account runs
-    /// over them alone, in symbol order.
+    /// vectorbt's free cash: the cash less twice every short's debt, what a percent
+    /// short sells from (a long fill moves it as it moves the cash).
+    free_cash: f64,
+    /// Units each symbol holds (0: flat; below 0: short), and the held symbols as bits
+    /// (symbol s: bit s mod 64 of word s / 64) and their count: the sum that values the
+    /// account runs over them alone, in symbol order.
     position: Vec<f64>,
     held: Vec<u64>,
     holding: usize,
-    /// Each held symbol's entry: the cash it spent, and its trade (an index into
-    /// `trades`, which only a detailed run keeps).
-    spent: Vec<f64>,
+    /// Each short's debt: its units at their sale price (vectorbt's).
+    debt: Vec<f64>,
+    /// Each held symbol's entry fill, and its trade (an index into `trades`, which only a
+    /// detailed run keeps).
+    entered: Vec<Filled>,
     open: Vec<usize>,
     trades: Option<Vec<PortfolioTrade>>,
     totals: Totals,
@@ -216,7 +224,8 @@ impl Ledger {
         self.cash + self.held_value(row)
     }
 
-    /// Every held position at its price in `row`, summed as [`Ledger::value`] says.
+    /// Every held position at its price in `row` (a short's below zero), summed as
+    /// [`Ledger::value`] says.
     #[inline(always)]
     fn held_value(&self, row: &[f64]) -> f64 {
         // The lanes rotate after each addition, so the i-th held symbol adds to lane i mod
@@ -257,12 +266,36 @@ impl Ledger {
         if is_close(self.cash, 0.0) { 0.0 } else { self.cash }
     }
 
-    /// Sells symbol `s`'s whole position at `price` on bar `t` for `reason`: at a level (a
-    /// stop or take-profit) with the fee alone, as every ThreadX exit at a level.
-    fn exit(&mut self, t: usize, s: usize, price: f64, reason: ExitReason, account: &Account) {
+    /// The free cash, read as the cash is ([`Ledger::cash_now`]).
+    fn free_cash_now(&self) -> f64 {
+        if is_close(self.free_cash, 0.0) { 0.0 } else { self.free_cash }
+    }
+
+    /// Closes symbol `s`'s whole position at `price` on bar `t` for `reason` (a long
+    /// sold, a short covered): at a level (a stop or take-profit) with the fee alone, as
+    /// every ThreadX exit at a level. Whether it filled.
+    fn exit(&mut self, t: usize, s: usize, price: f64, reason: ExitReason, account: &Account) -> bool {
         let costs = if at_level(reason) { Costs { slippage: 0.0, ..account.costs } } else { account.costs };
-        let Some(filled) = sell(self.position[s], price, costs, account.sizing.limits()) else { return };
-        self.cash = self.cash_now() + filled.cash;
+        let units = self.position[s];
+        let side = if units > 0.0 { Side::Long } else { Side::Short };
+        let filled = match side {
+            Side::Long => {
+                let Some(filled) = sell(units, price, costs, account.sizing.limits()) else { return false };
+                self.cash = self.cash_now() + filled.cash;
+                self.free_cash = self.free_cash_now() + filled.cash;
+                filled
+            }
+            Side::Short => {
+                let Some(filled) = cover(-units, price, costs, account.sizing.limits()) else { return false };
+                // vectorbt's: the debt released at the short's average sale price.
+                let debt = if is_close(self.debt[s], 0.0) { 0.0 } else { self.debt[s] };
+                let released = -units * (debt / -units);
+                self.cash = add(self.cash_now(), -filled.cash);
+                self.free_cash = add(self.free_cash_now() + 2.0 * released, -filled.cash);
+                self.debt[s] = 0.0;
+                filled
+            }
+        };
         self.activity.traded += filled.size * filled.price;
         self.position[s] = 0.0;
         self.set_held(s, false);
@@ -270,16 +303,74 @@ impl Ledger {
             let trade = &mut trades[self.open[s]];
             (trade.exit_bar, trade.exit, trade.reason) = (Some(t), Some(filled), reason);
         }
-        let spent = self.spent[s];
-        self.totals.close_trade(filled.cash / spent - 1.0);
-        self.totals.wins += u32::from(filled.cash > spent);
+        let entry = self.entered[s];
+        self.totals.close_trade(trade_return(side, &entry, filled.cash));
+        let won = match side {
+            Side::Long => filled.cash > entry.cash,
+            Side::Short => entry.cash > filled.cash,
+        };
+        self.totals.wins += u32::from(won);
+        true
     }
 
-    /// Buys symbol `s` at its price in `row` (the bar's prices) on bar `t` as the sizing
-    /// says (`value`: the account's value before the bar's orders; `stop`: the entry's
-    /// stop level, for risk sizing), paid from the cash, or from what the leverage cap
-    /// leaves; whether it filled.
-    fn enter(&mut self, (t, s, row): (usize, usize, &[f64]), account: &Account, value: f64, stop: Option<f64>) -> bool {
+    /// Opens a `side` position in symbol `s` at its price in `row` (the bar's prices) on
+    /// bar `t` as the sizing says (`value`: the account's value before the bar's orders;
+    /// `stop`: the entry's stop level, for risk sizing): a long paid from the cash, or
+    /// from what the leverage cap leaves; a short sold ([`Ledger::short_order`]).
+    /// Whether it filled.
+    fn enter(
+        &mut self,
+        (t, s, row): (usize, usize, &[f64]),
+        side: Side,
+        account: &Account,
+        (value, stop): (f64, Option<f64>),
+    ) -> bool {
+        let order = match side {
+            Side::Long => self.long_order(row, s, account, (value, stop)),
+            Side::Short => self.short_order(row[s], account, (value, stop)),
+        };
+        let Some(filled) = order else { return false };
+        match side {
+            Side::Long => {
+                self.cash = add(self.cash_now(), -filled.cash);
+                self.free_cash = add(self.free_cash_now(), -filled.cash);
+                self.position[s] = filled.size;
+            }
+            Side::Short => {
+                let debt = filled.size * filled.price;
+                self.cash = self.cash_now() + filled.cash;
+                self.free_cash = add(self.free_cash_now(), add(filled.cash, -2.0 * debt));
+                self.debt[s] = debt;
+                self.position[s] = -filled.size;
+            }
+        }
+        self.activity.traded += filled.size * filled.price;
+        self.set_held(s, true);
+        self.entered[s] = filled;
+        if let Some(trades) = self.trades.as_mut() {
+            self.open[s] = trades.len();
+            trades.push(PortfolioTrade {
+                symbol: s,
+                side,
+                entry_bar: t,
+                entry: filled,
+                exit_bar: None,
+                exit: None,
+                reason: ExitReason::OpenAtEnd,
+            });
+        }
+        self.totals.trades += 1;
+        true
+    }
+
+    /// A long entry's fill in symbol `s` at its price in `row`, if any.
+    fn long_order(
+        &self,
+        row: &[f64],
+        s: usize,
+        account: &Account,
+        (value, stop): (f64, Option<f64>),
+    ) -> Option<Filled> {
         let (sizing, price) = (&account.sizing, row[s]);
         let cash = self.cash_now();
         let power = account.leverage.map_or(cash, |leverage| {
@@ -287,7 +378,7 @@ impl Ledger {
             leverage * (self.cash + held) - held
         });
         let units = |units: f64| buy(power, units, price, None, account.costs, sizing.limits());
-        let order = match sizing.kind {
+        match sizing.kind {
             SizeType::Percent => buy(power, f64::INFINITY, price, Some(sizing.size), account.costs, sizing.limits()),
             SizeType::Value => units(sizing.size / price),
             SizeType::TargetPercent if value > 0.0 => units(sizing.size * value / price),
@@ -299,36 +390,46 @@ impl Ledger {
                 _ => None,
             },
             SizeType::TargetPercent => None,
-        };
-        let Some(filled) = order else { return false };
-        self.cash = add(cash, -filled.cash);
-        self.activity.traded += filled.size * filled.price;
-        self.position[s] = filled.size;
-        self.set_held(s, true);
-        self.spent[s] = filled.cash;
-        if let Some(trades) = self.trades.as_mut() {
-            self.open[s] = trades.len();
-            trades.push(PortfolioTrade {
-                symbol: s,
-                entry_bar: t,
-                entry: filled,
-                exit_bar: None,
-                exit: None,
-                reason: ExitReason::OpenAtEnd,
-            });
         }
-        self.totals.trades += 1;
-        true
+    }
+
+    /// A short entry's fill at `price`, if any: a percent of the free cash sold short
+    /// (vectorbt's), or the units a value, a target percent or a risk size asks for,
+    /// which the cash does not limit (vectorbt's short sales of a size).
+    fn short_order(&self, price: f64, account: &Account, (value, stop): (f64, Option<f64>)) -> Option<Filled> {
+        let sizing = &account.sizing;
+        let units = |units: f64| short_sale(self.free_cash_now(), units, price, None, account.costs, sizing.limits());
+        match sizing.kind {
+            SizeType::Percent => short_sale(
+                self.free_cash_now(),
+                f64::INFINITY,
+                price,
+                Some(sizing.size),
+                account.costs,
+                sizing.limits(),
+            ),
+            SizeType::Value => units(sizing.size / price),
+            SizeType::TargetPercent if value > 0.0 => units(sizing.size * value / price),
+            // A short's stop lies above the price.
+            SizeType::Risk => match stop.map(|level| level - price) {
+                Some(distance) if value > 0.0 && distance > 0.0 => units(sizing.size * value / distance),
+                _ => None,
+            },
+            SizeType::TargetPercent => None,
+        }
     }
 }
 
-/// The bar's events, taken from the schedule: exits (the value sold first, the symbol,
-/// its own bar, why, the fill price; sorted as vectorbt's call sequence sorts them) and
-/// entries (the symbol and its own bar, in symbol order).
+/// The bar's orders, taken from the schedule, in two lists run one after the other:
+/// those that sell (a long's exit, a short's entry), then those that buy (a short's
+/// cover, a long's entry). Each is (its key, its tie-break, symbol, own bar, act), sorted
+/// by the key and then the tie-break ([`trade_bar`]).
 struct Due {
-    exits: Vec<(f64, usize, usize, ExitReason, f64)>,
-    entries: Vec<(usize, usize)>,
+    sales: Vec<Order>,
+    purchases: Vec<Order>,
 }
+
+type Order = (f64, f64, usize, usize, Act);
 
 /// Runs the account over every bar of `source`: its [`Totals`] (from the equity curve and
 /// the closed trades, as every simulation's), and its record when `detailed`. Only the
@@ -408,10 +509,12 @@ impl<'s> Lane<'s> {
         }
         let ledger = Ledger {
             cash: account.init_cash,
+            free_cash: account.init_cash,
             position: vec![0.0; symbols],
             held: vec![0; symbols.div_ceil(64)],
             holding: 0,
-            spent: vec![0.0; symbols],
+            debt: vec![0.0; symbols],
+            entered: vec![Filled { size: 0.0, price: 0.0, fee: 0.0, cash: 0.0 }; symbols],
             open: vec![0; symbols],
             trades: detailed.then(Vec::new),
             totals: Totals::default(),
@@ -424,11 +527,11 @@ impl<'s> Lane<'s> {
             trades: Vec::new(),
         });
         for s in 0..symbols {
-            if let Some(at) = source.next_entry(s, 0) {
-                schedule.set(s, at, None);
+            if let Some((at, side)) = source.next_entry(s, 0) {
+                schedule.set(s, at, Act::Enter(side));
             }
         }
-        let due = Due { exits: Vec::with_capacity(symbols), entries: Vec::with_capacity(symbols) };
+        let due = Due { sales: Vec::with_capacity(symbols), purchases: Vec::with_capacity(symbols) };
         Self { ledger, schedule, due, record, snapshots, equity: account.init_cash, drawdown: Drawdown::START }
     }
 
@@ -474,9 +577,14 @@ impl<'s> Lane<'s> {
     }
 }
 
-/// Bar `t`'s orders: its exits, the largest holding first (vectorbt's order by approximate
-/// value, an exit's −units·price at the bar's price; stable by symbol), then its entries
-/// in symbol order from the cash left; each symbol's next event scheduled.
+/// Bar `t`'s orders, sorted as vectorbt's `call_seq="auto"` sorts them, by their
+/// approximate value at the bar's prices before its orders: those that sell first (a
+/// long's exit, −units · price, the largest first; a short's entry, minus what it takes
+/// in), then those that buy (a short's cover, its units · price, the smallest first; a
+/// long's entry, what it puts in). What an entry puts in or takes in: its percent of the
+/// cash (a short's, of the free cash, none below 0), its value, or its fraction of the
+/// account's value. On equal keys exits come first, then entries by rank (the highest
+/// first, NaN last), then symbol order. Each symbol's next event is scheduled.
 fn trade_bar<S: Source>(
     source: &S,
     account: &Account,
@@ -486,44 +594,78 @@ fn trade_bar<S: Source>(
 ) {
     // A target percent and a risk size from the value before the bar's orders; no other
     // sizing reads it.
-    let risk = account.sizing.kind == SizeType::Risk;
-    let value = if account.sizing.kind.reads_value() { ledger.value(row) } else { f64::NAN };
-    due.exits.clear();
-    due.entries.clear();
-    schedule.take_at(t, |s, own, exit| match exit {
-        // Sorted by the holding's value at the bar's price, as vectorbt values an order
-        // (its valuation price is the close, whatever price the order fills at).
-        Some(Exit { reason, inside }) => {
-            due.exits.push((-ledger.position[s] * row[s], s, own, reason, inside.unwrap_or(row[s])));
-        }
-        None => due.entries.push((s, own)),
-    });
-    due.exits.sort_by(|a, b| a.0.total_cmp(&b.0));
-    if source.ranked() && due.entries.len() > 1 {
-        // The highest rank first, NaN last, then symbol order (a stable sort).
-        let key = |&(s, own): &(usize, usize)| {
-            let r = source.rank(s, own);
-            if r.is_nan() { f64::NEG_INFINITY } else { r }
-        };
-        due.entries.sort_by(|a, b| key(b).total_cmp(&key(a)));
-    }
-    for &(_, s, own, reason, price) in &due.exits {
-        ledger.exit(t, s, price, reason, account);
-        // No entry on the bar of an exit.
-        if let Some(at) = source.next_entry(s, own + 1) {
-            schedule.set(s, at, None);
-        }
-    }
-    for &(s, own) in &due.entries {
-        let room = account.max_positions.is_none_or(|n| ledger.holding < n);
-        let stop = if risk { source.stop_level(s, own, row[s]) } else { None };
-        if room && ledger.enter((t, s, row), account, value, stop) {
-            if let Some((at, exit)) = source.exit_after(s, own, row[s]) {
-                schedule.set(s, at, Some(exit));
+    let sizing = &account.sizing;
+    let value = if sizing.kind.reads_value() { ledger.value(row) } else { f64::NAN };
+    let puts_in = |side: Side| match (sizing.kind, side) {
+        (SizeType::Percent, Side::Long) => sizing.size * ledger.cash_now(),
+        (SizeType::Percent, Side::Short) => sizing.size * ledger.free_cash_now().max(0.0),
+        (SizeType::Value, _) => sizing.size,
+        (SizeType::TargetPercent | SizeType::Risk, _) => sizing.size * value,
+    };
+    let ranked = source.ranked();
+    due.sales.clear();
+    due.purchases.clear();
+    schedule.take_at(t, |s, own, act| {
+        let units = ledger.position[s];
+        let (key, tie, sells) = match act {
+            Act::Exit(_) => (-units * row[s], f64::NEG_INFINITY, units > 0.0),
+            Act::Enter(side) => {
+                let rank = if ranked { source.rank(s, own) } else { 0.0 };
+                let tie = if rank.is_nan() { f64::INFINITY } else { -rank };
+                match side {
+                    Side::Long => (puts_in(side), tie, false),
+                    Side::Short => (-puts_in(side), tie, true),
+                }
             }
-        } else if let Some(at) = source.next_entry(s, own + 1) {
-            schedule.set(s, at, None);
+        };
+        let list = if sells { &mut due.sales } else { &mut due.purchases };
+        list.push((key, tie, s, own, act));
+    });
+    for list in [&mut due.sales, &mut due.purchases] {
+        if list.len() > 1 {
+            list.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
         }
+    }
+    for i in 0..due.sales.len() + due.purchases.len() {
+        let (_, _, s, own, act) = due.sales.get(i).copied().unwrap_or_else(|| due.purchases[i - due.sales.len()]);
+        let bar = (t, row, value);
+        match act {
+            Act::Exit(Exit { reason, inside }) => {
+                let side = if ledger.position[s] > 0.0 { Side::Long } else { Side::Short };
+                if !ledger.exit(t, s, inside.unwrap_or(row[s]), reason, account) {
+                    continue;
+                }
+                if reason == ExitReason::Reverse {
+                    // A reversal: the other side enters at once, at the same close.
+                    enter_or_wait(source, account, (ledger, schedule), bar, (s, own, side.opposite()));
+                } else if let Some((at, side)) = source.next_entry(s, own + 1) {
+                    // No entry on the bar of an exit.
+                    schedule.set(s, at, Act::Enter(side));
+                }
+            }
+            Act::Enter(side) => enter_or_wait(source, account, (ledger, schedule), bar, (s, own, side)),
+        }
+    }
+}
+
+/// Symbol `s` enters `side` at its own bar `own` (bar `t` of the clock, the bar's prices
+/// `row`, the account's `value` before its orders), if the cash and `max_positions` let
+/// it, its exit then scheduled; else its next entry.
+fn enter_or_wait<S: Source>(
+    source: &S,
+    account: &Account,
+    (ledger, schedule): (&mut Ledger, &mut Schedule),
+    (t, row, value): (usize, &[f64], f64),
+    (s, own, side): (usize, usize, Side),
+) {
+    let room = account.max_positions.is_none_or(|n| ledger.holding < n);
+    let stop = if account.sizing.kind == SizeType::Risk { source.stop_level(s, own, row[s], side) } else { None };
+    if room && ledger.enter((t, s, row), side, account, (value, stop)) {
+        if let Some((at, exit)) = source.exit_after(s, own, row[s], side) {
+            schedule.set(s, at, Act::Exit(exit));
+        }
+    } else if let Some((at, side)) = source.next_entry(s, own + 1) {
+        schedule.set(s, at, Act::Enter(side));
     }
 }
 

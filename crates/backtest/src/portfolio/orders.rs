@@ -1,5 +1,6 @@
 //! One fill of a portfolio's shared cash: vectorbt 1.2's `buy_nb` and `sell_nb`
-//! (`vectorbt/portfolio/nb.py`) for a long position, with their tolerances, so that an
+//! (`vectorbt/portfolio/nb.py`) for a long position and a short one (its sale and its
+//! cover, with vectorbt's free cash and debt), with their tolerances, so that an
 //! account equals `Portfolio.from_signals(..., cash_sharing=True)` to its last rounding.
 //! The operations are theirs in their order (IEEE f64, no fused multiply-add): a change of
 //! order here is a change of the bits every portfolio row has.
@@ -147,6 +148,58 @@ pub(crate) fn sell(position: f64, price: f64, costs: Costs, limits: Limits) -> O
     let fee = acq_cash * costs.fee + 0.0;
     let received = add(acq_cash, -fee);
     (received >= 0.0).then_some(Filled { size: size_limit, price: adj_price, fee, cash: received })
+}
+
+/// A short sale from flat of `size` units (infinite: as many as `percent` of the free
+/// cash sells) at `price`: vectorbt's `sell_nb` with `direction="both"` and
+/// `lock_cash=False`, its sale sized from the free cash only for a percent. None:
+/// rejected or ignored (no free cash, a size of zero, below the minimum, a fee above the
+/// proceeds).
+pub(crate) fn short_sale(
+    free_cash: f64,
+    size: f64,
+    price: f64,
+    percent: Option<f64>,
+    costs: Costs,
+    limits: Limits,
+) -> Option<Filled> {
+    let adj_price = price * (1.0 - costs.slippage);
+    let mut size_limit = size;
+    if let Some(percent) = percent {
+        // The most the free cash sells short, then its `percent`.
+        let total_free_cash = add(free_cash, 0.0);
+        if total_free_cash <= 0.0 {
+            return None;
+        }
+        let max_short_size = add(total_free_cash, -0.0) / (adj_price * (1.0 + costs.fee));
+        let max_size_limit = add(0.0, max_short_size);
+        if max_size_limit <= 0.0 {
+            return None;
+        }
+        size_limit = percent * max_size_limit;
+    }
+    let size_limit = limits.in_lots(size_limit);
+    if !size_limit.is_finite() || is_close(size_limit, 0.0) || is_less(size_limit, limits.min_size) {
+        return None;
+    }
+    let acq_cash = size_limit * adj_price;
+    let fee = acq_cash * costs.fee + 0.0;
+    let received = add(acq_cash, -fee);
+    (received >= 0.0 && size_limit > 0.0).then_some(Filled { size: size_limit, price: adj_price, fee, cash: received })
+}
+
+/// The cover of a short of `units` units (> 0) at `price`: vectorbt's `buy_nb` for a
+/// short exit, bought back whole. vectorbt buys back no more than its cash pays and stays
+/// short by the rest; ThreadX buys it all and the cash goes below zero by what it lacks
+/// (what the account owes). None: ignored (below the minimum size).
+pub(crate) fn cover(units: f64, price: f64, costs: Costs, limits: Limits) -> Option<Filled> {
+    let adj_price = price * (1.0 + costs.slippage);
+    if is_close(units, 0.0) || is_less(units, limits.min_size) {
+        return None;
+    }
+    let req_cash = units * adj_price;
+    let fee = req_cash * costs.fee + 0.0;
+    Some(Filled { size: units, price: adj_price, fee, cash: req_cash + fee })
 }
 
 #[cfg(test)]

@@ -2,14 +2,17 @@
 //! detailed run its record: the equity, cash and positions at each bar, and the trades.
 
 use crate::fixed::Totals;
-use crate::metrics::{ExitReason, Metrics};
+use crate::metrics::{ExitReason, Metrics, Side};
 use crate::portfolio::orders::Filled;
 
-/// One trade of a portfolio: a symbol's position from its entry fill to its exit fill
-/// (`exit`: None while open at the last bar, its reason then `OpenAtEnd`).
+/// One trade of a portfolio: a symbol's position, long or short, from its entry fill to
+/// its exit fill (`exit`: None while open at the last bar, its reason then `OpenAtEnd`).
+/// A long's entry spent its cash and its exit received it; a short's entry received and
+/// its cover spent.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PortfolioTrade {
     pub symbol: usize,
+    pub side: Side,
     pub entry_bar: usize,
     pub entry: Filled,
     pub exit_bar: Option<usize>,
@@ -18,22 +21,45 @@ pub struct PortfolioTrade {
 }
 
 impl PortfolioTrade {
-    /// The cash its exit received, or, open at the end, its units at `last_close` (its
-    /// symbol's last close, no exit fee): what a trade's profit and return are measured by
-    /// in every output.
-    pub fn received(&self, last_close: f64) -> f64 {
+    /// The cash its exit moved, or, open at the end, its units at `last_close` (its
+    /// symbol's last close, no exit fee): what a trade's profit and return are measured
+    /// by in every output.
+    fn exit_cash(&self, last_close: f64) -> f64 {
         self.exit.map_or(self.entry.size * last_close, |x| x.cash)
     }
 
-    /// The profit in cash: received less spent (fees in both); None while open.
-    pub fn pnl(&self) -> Option<f64> {
-        self.exit.map(|x| x.cash - self.entry.cash)
+    /// The profit in cash (fees in both fills), an open trade's marked at `last_close`.
+    pub fn profit(&self, last_close: f64) -> f64 {
+        let out = self.exit_cash(last_close);
+        match self.side {
+            Side::Long => out - self.entry.cash,
+            Side::Short => self.entry.cash - out,
+        }
     }
 
-    /// The return: the cash the exit received over the cash the entry spent, minus 1
-    /// (fees in both, as every ThreadX trade's).
+    /// The return, an open trade's marked at `last_close`: [`trade_return`].
+    pub fn return_at(&self, last_close: f64) -> f64 {
+        trade_return(self.side, &self.entry, self.exit_cash(last_close))
+    }
+
+    /// The profit in cash; None while open.
+    pub fn pnl(&self) -> Option<f64> {
+        self.exit.map(|_| self.profit(f64::NAN))
+    }
+
+    /// The return; None while open.
     pub fn ret(&self) -> Option<f64> {
-        self.exit.map(|x| x.cash / self.entry.cash - 1.0)
+        self.exit.map(|_| self.return_at(f64::NAN))
+    }
+}
+
+/// A trade's return from its entry fill and the cash its exit moved (`out`): a long's,
+/// the cash received over the cash spent, minus 1 (every ThreadX trade's); a short's, its
+/// profit over its cost, the units' value at the sale plus its fee (vectorbt's).
+pub(crate) fn trade_return(side: Side, entry: &Filled, out: f64) -> f64 {
+    match side {
+        Side::Long => out / entry.cash - 1.0,
+        Side::Short => (entry.cash - out) / (entry.size * entry.price + entry.fee),
     }
 }
 

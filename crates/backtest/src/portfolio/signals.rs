@@ -8,20 +8,23 @@
 
 use crate::book::StopRule;
 use crate::error::BacktestError;
-use crate::metrics::ExitReason;
+use crate::metrics::{ExitReason, Side};
 use crate::portfolio::levels::{BarPrices, Levels};
 use crate::portfolio::schedule::{Exit, Schedule};
+use crate::portfolio::sides::Sides;
 use crate::portfolio::{Account, Mark, PortfolioRun, SizeType, Source, run};
 use crate::trade_parts::next_bit;
 use ndarray::ArrayView2;
 
 /// A portfolio's bars and signals, each bars × symbols: closes (NaN where a symbol has no
-/// bar), long entries and exits, and the positions' levels.
+/// bar), long entries and exits, short entries and exits (vectorbt's `short_entries` and
+/// `short_exits`; None: long only), and the positions' levels.
 #[derive(Debug, Clone, Copy)]
 pub struct PortfolioSignals<'a> {
     pub close: ArrayView2<'a, f64>,
     pub entries: ArrayView2<'a, bool>,
     pub exits: ArrayView2<'a, bool>,
+    pub shorts: Option<[ArrayView2<'a, bool>; 2]>,
     pub levels: SignalLevels<'a>,
 }
 
@@ -59,9 +62,12 @@ struct ArraySource {
     bars: usize,
     symbols: usize,
     prices: Vec<f64>,
-    /// Per symbol: bits of the bars with an entry (an exit) and a price.
+    /// Per symbol: bits of the bars with a long entry (an exit), a short entry (a short
+    /// exit; both empty: long only) and a price.
     entries: Vec<Vec<u64>>,
     exits: Vec<Vec<u64>>,
+    short_entries: Vec<Vec<u64>>,
+    short_exits: Vec<Vec<u64>>,
     /// Per symbol, with levels; empty without.
     levels: Vec<LevelColumns>,
     sl_trail: bool,
@@ -71,7 +77,10 @@ impl ArraySource {
     fn new(signals: &PortfolioSignals<'_>) -> Self {
         let (bars, symbols) = signals.close.dim();
         let words = bars.div_ceil(64);
-        let (mut entries, mut exits) = (vec![vec![0u64; words]; symbols], vec![vec![0u64; words]; symbols]);
+        let rows = |n: usize| vec![vec![0u64; words]; n];
+        let (mut entries, mut exits) = (rows(symbols), rows(symbols));
+        let shorts = if signals.shorts.is_some() { symbols } else { 0 };
+        let (mut short_entries, mut short_exits) = (rows(shorts), rows(shorts));
         let mut prices = vec![0.0; bars * symbols];
         let mut last = vec![0.0; symbols];
         for t in 0..bars {
@@ -84,6 +93,10 @@ impl ArraySource {
                 (prices[t * symbols + s], last[s]) = (close, close);
                 entries[s][t / 64] |= u64::from(signals.entries[(t, s)]) << (t % 64);
                 exits[s][t / 64] |= u64::from(signals.exits[(t, s)]) << (t % 64);
+                if let Some([short_in, short_out]) = signals.shorts {
+                    short_entries[s][t / 64] |= u64::from(short_in[(t, s)]) << (t % 64);
+                    short_exits[s][t / 64] |= u64::from(short_out[(t, s)]) << (t % 64);
+                }
             }
         }
         let column = |a: Option<ArrayView2<'_, f64>>, s: usize| a.map_or_else(Vec::new, |a| a.column(s).to_vec());
@@ -108,17 +121,24 @@ impl ArraySource {
                 .collect(),
             false => Vec::new(),
         };
-        Self { bars, symbols, prices, entries, exits, levels, sl_trail: l.sl_trail }
+        Self { bars, symbols, prices, entries, exits, short_entries, short_exits, levels, sl_trail: l.sl_trail }
     }
 
-    /// A symbol's levels (`columns`) for a position entered at bar `e` with close `close`:
-    /// its fractions there as a rule file's fraction stops give them, the stop's as the
-    /// trail with `sl_trail`.
-    fn levels_at(&self, columns: &LevelColumns, e: usize, close: f64) -> Levels {
-        let stop = (!columns.sl_stop.is_empty()).then(|| StopRule::fraction(&columns.sl_stop, -1.0));
-        let take_profit = (!columns.tp_stop.is_empty()).then(|| StopRule::fraction(&columns.tp_stop, 1.0));
+    /// A symbol's levels (`columns`) for a `side` position entered at bar `e` with close
+    /// `close`: its fractions there as a rule file's fraction stops give them (a long's
+    /// stop below, a short's above), the stop's as the trail with `sl_trail`.
+    fn levels_at(&self, columns: &LevelColumns, e: usize, close: f64, side: Side) -> Levels {
+        let below = if side == Side::Long { -1.0 } else { 1.0 };
+        let stop = (!columns.sl_stop.is_empty()).then(|| StopRule::fraction(&columns.sl_stop, below));
+        let take_profit = (!columns.tp_stop.is_empty()).then(|| StopRule::fraction(&columns.tp_stop, -below));
         let (stop, trail) = if self.sl_trail { (None, stop) } else { (stop, None) };
         Levels::frozen([stop, take_profit, trail], e, close)
+    }
+}
+
+impl ArraySource {
+    fn sides(&self, s: usize) -> Sides<'_> {
+        Sides { long: &self.entries[s], short: self.short_entries.get(s).map_or(&[], Vec::as_slice) }
     }
 }
 
@@ -136,24 +156,31 @@ impl Source for ArraySource {
     }
 
     // A symbol's own bars are the rows: those without a price hold no bit.
-    fn next_entry(&self, s: usize, own: usize) -> Option<Mark> {
-        next_bit(&self.entries[s], own).map(|bar| Mark { bar, own: bar })
+    fn next_entry(&self, s: usize, own: usize) -> Option<(Mark, Side)> {
+        self.sides(s).next_entry(own).map(|(bar, side)| (Mark { bar, own: bar }, side))
     }
 
-    fn exit_after(&self, s: usize, own: usize, close: f64) -> Option<(Mark, Exit)> {
-        let exit = next_bit(&self.exits[s], own + 1);
+    fn exit_after(&self, s: usize, own: usize, close: f64, side: Side) -> Option<(Mark, Exit)> {
+        let exits = if side == Side::Long { &self.exits[s] } else { &self.short_exits[s] };
+        let exit = next_bit(exits, own + 1);
+        // A reversal before the exit rule, on its bar too.
+        let closed = match (self.sides(s).reversal_after(own, side), exit) {
+            (Some(r), x) if x.is_none_or(|x| r <= x) => Some((r, ExitReason::Reverse)),
+            (_, x) => x.map(|x| (x, ExitReason::Signal)),
+        };
         let at_level = self.levels.get(s).and_then(|columns| {
             let prices = BarPrices { close: &columns.close, range: columns.range.each_ref().map(Vec::as_slice) };
-            let end = exit.map_or(self.bars, |x| x + 1);
-            prices.exit_at_level(self.levels_at(columns, own, close), close, own + 1..end)
+            let end = closed.map_or(self.bars, |(x, _)| x + 1);
+            let levels = self.levels_at(columns, own, close, side);
+            prices.exit_at_level(levels, close, own + 1..end, side == Side::Short)
         });
         at_level
-            .or_else(|| exit.map(|bar| (bar, Exit::at_close(ExitReason::Signal))))
+            .or_else(|| closed.map(|(bar, reason)| (bar, Exit::at_close(reason))))
             .map(|(bar, exit)| (Mark { bar, own: bar }, exit))
     }
 
     // A user's signals carry no stop, and their entries go in column order.
-    fn stop_level(&self, _s: usize, _own: usize, _close: f64) -> Option<f64> {
+    fn stop_level(&self, _s: usize, _own: usize, _close: f64, _side: Side) -> Option<f64> {
         None
     }
 
@@ -171,7 +198,9 @@ impl PortfolioSignals<'_> {
     /// every close positive and finite or NaN (no bar).
     fn check(&self) -> Result<(), BacktestError> {
         let shape = self.close.dim();
-        for (name, dim) in [("entries", self.entries.dim()), ("exits", self.exits.dim())] {
+        let shorts = self.shorts.map(|[a, b]| [("short_entries", a.dim()), ("short_exits", b.dim())]);
+        let signals = [("entries", self.entries.dim()), ("exits", self.exits.dim())];
+        for (name, dim) in signals.into_iter().chain(shorts.into_iter().flatten()) {
             if dim != shape {
                 return Err(BacktestError::Signals(format!(
                     "{name} has shape {dim:?}; the closes have {shape:?} (bars × symbols)"

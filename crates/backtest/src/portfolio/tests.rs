@@ -12,6 +12,7 @@ fn run(close: &Array2<f64>, entries: &Array2<bool>, exits: &Array2<bool>, accoun
         close: close.view(),
         entries: entries.view(),
         exits: exits.view(),
+        shorts: None,
         levels: SignalLevels::default(),
     };
     simulate_portfolio(&signals, &account, true).expect("valid signals")
@@ -108,6 +109,7 @@ fn bad_shapes_prices_and_sizes_are_named() {
         close: close.view(),
         entries: flags.view(),
         exits: flags.view(),
+        shorts: None,
         levels: SignalLevels::default(),
     };
     let err = simulate_portfolio(&signals, &account(Sizing::default(), 0.0), false).expect_err("a bad price");
@@ -120,6 +122,7 @@ fn bad_shapes_prices_and_sizes_are_named() {
         close: close.view(),
         entries: narrow.view(),
         exits: flags.view(),
+        shorts: None,
         levels: SignalLevels::default(),
     };
     let err = simulate_portfolio(&signals, &account(Sizing::default(), 0.0), false).expect_err("a bad shape");
