@@ -4,8 +4,8 @@
 //! run within rounding; with cash to spare every symbol trades as it does alone.
 
 use threadx_backtest::{
-    Account, BlockCuts, ComboPlan, Costs, ExitReason, PortfolioBooks, PortfolioTrade, SignalBook, SizeType, Sizing,
-    Strategy, simulate_detailed,
+    Account, BlockCuts, ComboPlan, Costs, ExitReason, PortfolioBooks, PortfolioTrade, Side, SignalBook, SizeType,
+    Sizing, Strategy, simulate_detailed,
 };
 use threadx_dispatch::{DeviceMode, Dispatcher};
 use threadx_indicators::{IndicatorBank, Ohlcv};
@@ -66,6 +66,9 @@ fn market_cases() -> Vec<(&'static str, Strategy, Costs)> {
     let trail = "trail = \"atr_mult * atr(atr_period)\"\n";
     let take_profit = "take_profit = \"close + 2 * atr(atr_period)\"\nintrabar = true\n";
     let slipped = Costs { fee: 0.001, slippage: 0.0005 };
+    let shorts = "short_entry = \"close > bbands_upper(bb_period, bb_std)\"\n\
+                  short_exit = \"close < bbands_middle(bb_period)\"\n\
+                  short_stop = \"close + atr_mult * atr(atr_period)\"\n";
     vec![
         ("plain", bb_atr().0, COSTS),
         ("trail on closes", bb_atr_with(trail), COSTS),
@@ -75,6 +78,12 @@ fn market_cases() -> Vec<(&'static str, Strategy, Costs)> {
         (
             "take-profit and trail on closes, slipped",
             bb_atr_with(&format!("{trail}take_profit = \"close * 1.03\"\n")),
+            slipped,
+        ),
+        ("shorts and reversals", bb_atr_with(shorts), COSTS),
+        (
+            "shorts and reversals, a trail inside the bar, slipped",
+            bb_atr_with(&format!("{shorts}{trail}intrabar = true\n")),
             slipped,
         ),
     ]
@@ -154,6 +163,12 @@ fn assert_each_symbol_trades_as_alone(case: &str, strategy: &Strategy, costs: Co
     // fill inside a bar (not at its close) where levels are checked there.
     let reasons: Vec<ExitReason> = record.trades.iter().map(|t| t.reason).collect();
     assert!(reasons.iter().any(|r| matches!(r, ExitReason::Stop | ExitReason::Trail)), "{case}");
+    let shorts = record.trades.iter().filter(|t| t.side == Side::Short).count();
+    assert_eq!(
+        shorts > 20 && reasons.contains(&ExitReason::Reverse),
+        case.contains("short"),
+        "{case}: {shorts} shorts"
+    );
     assert_eq!(reasons.contains(&ExitReason::Trail), case.contains("trail"), "{case}");
     let inside = record.trades.iter().filter_map(|t| Some((t.exit?.price, books.prices()[t.exit_bar? * 3 + t.symbol])));
     assert_eq!(

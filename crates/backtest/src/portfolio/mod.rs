@@ -1,17 +1,19 @@
 //! A universe traded as one account: every symbol's signals against one cash balance
 //! (vectorbt's `from_signals(..., group_by=True, cash_sharing=True, call_seq="auto")`),
-//! long positions sized by [`Sizing`]. docs/portfolios.md states the rules; this is their
-//! CPU reference.
+//! long and short positions sized by [`Sizing`]. docs/portfolios.md states the rules; this
+//! is their CPU reference.
 //!
 //! On each bar, in this order: each symbol with a bar there takes its close as its price
 //! (a symbol without one keeps its position, valued at its last close, and trades
-//! nothing); the account's value is the cash plus every position at its price; exits
-//! sell whole positions, the largest holding first (vectorbt's sort by order value, ties
-//! by symbol); then entries buy, in symbol order, each from the cash left, until the cash
-//! runs out or `max_positions` are held. An entry while holding is ignored; no symbol enters on the bar it exited.
-//! The equity at the close is the cash plus every position at its last close. A fill's
-//! arithmetic is vectorbt's (`orders.rs`), so the account equals vectorbt's to its
-//! tolerances, and its [`Totals`] come from the equity curve as the market simulation's do.
+//! nothing); the bar's orders run as vectorbt's call sequence sorts them by approximate
+//! value ([`trade_bar`]): sales (a long's exit, the largest first; a short's entry), then
+//! purchases (a short's cover; a long's entry), each from the cash left, until it runs
+//! out or `max_positions` are held. An entry while holding is ignored; no symbol enters
+//! on the bar it exited, but by a reversal (one order: the exit, then the other side's
+//! entry). The equity at the close is the cash plus every position at its last close (a
+//! short's below zero). A fill's arithmetic is vectorbt's (`orders.rs`), so the account
+//! equals vectorbt's to its tolerances, and its [`Totals`] come from the equity curve as
+//! the market simulation's do.
 
 mod books;
 mod levels;

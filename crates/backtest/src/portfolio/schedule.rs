@@ -1,6 +1,7 @@
 //! When each symbol acts next: a [`Schedule`] of one pending event per symbol (an entry
-//! it may make, long or short, or its position's exit), kept as a bit per symbol in each bar's words, so
-//! that a bar's events come out in symbol order and a bar without any costs two loads.
+//! it may make, long or short, or its position's exit), kept as a bit per symbol in each
+//! bar's words, so that a bar's events come out in symbol order and a bar without any
+//! costs two loads.
 
 use crate::metrics::{ExitReason, Side};
 use crate::portfolio::Mark;
