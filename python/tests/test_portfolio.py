@@ -195,6 +195,8 @@ RULES = {
     "bb_atr": ("bb_atr", {"bb_period": 30, "atr_mult": 2}, {"bb_period": [20, 30], "atr_mult": [1, 2]}),
     "trend_trail": (str(REPO / "examples/strategies/trend_trail.toml"), {"fast": 10, "trail_mult": 2},
                     {"fast": [5, 10], "trail_mult": [2, 3]}),
+    "bb_long_short": (str(REPO / "examples/strategies/bb_long_short.toml"), {"bb_period": 20, "bb_std": 1.5},
+                      {"bb_period": [10, 20], "bb_std": [1.5, 2]}),
 }
 
 
@@ -220,14 +222,19 @@ def test_a_portfolio_backtest_is_its_sweeps_row_and_adds_up_at_every_bar(rules: 
     value = bt.cash + (bt.positions * closes[bt.positions.columns]).sum(axis=1)
     np.testing.assert_allclose(bt.equity, value, rtol=1e-12)
     assert set(bt.trades["symbol"]) == set(frames)
+    assert ((bt.trades["side"] == "short").sum() > 10) == (rules == "bb_long_short")
+    # The closed trades' profits and the open ones' at the last close (a short's: what its
+    # sale took in less the units at that close) add up to the equity.
     closed = bt.trades["pnl"].notna()
-    open_value = (bt.trades.loc[~closed, "size"] * closes.iloc[-1][bt.trades.loc[~closed, "symbol"]].to_numpy()).sum()
-    spent_open = (bt.trades.loc[~closed, "size"] * bt.trades.loc[~closed, "entry_price"] + bt.trades.loc[~closed, "entry_fees"]).sum()
-    np.testing.assert_allclose(10_000 + bt.trades.loc[closed, "pnl"].sum() + open_value - spent_open, bt.equity.iloc[-1], rtol=1e-9)
+    held = bt.trades.loc[~closed]
+    sign = np.where(held["side"] == "short", -1.0, 1.0)
+    moved = held["size"] * (closes.iloc[-1][held["symbol"]].to_numpy() - held["entry_price"])
+    open_profit = (sign * moved - held["entry_fees"]).sum()
+    np.testing.assert_allclose(10_000 + bt.trades.loc[closed, "pnl"].sum() + open_profit, bt.equity.iloc[-1], rtol=1e-9)
     # The turnover (every fill's value over the mean equity) and the positions held on average.
     traded = (bt.trades["size"] * (bt.trades["entry_price"] + bt.trades["exit_price"].fillna(0.0))).sum()
     np.testing.assert_allclose(bt.turnover, traded / bt.equity.mean(), rtol=1e-9)
-    np.testing.assert_allclose(bt.mean_positions, (bt.positions > 0).sum(axis=1).mean(), rtol=1e-12)
+    np.testing.assert_allclose(bt.mean_positions, (bt.positions != 0).sum(axis=1).mean(), rtol=1e-12)
 
 
 def test_a_portfolio_search_ranks_by_its_own_metrics_and_a_single_run_cannot() -> None:
