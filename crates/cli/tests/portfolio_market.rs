@@ -92,7 +92,7 @@ fn shorts_and_reversals_sweep_as_they_backtest_and_every_trades_profit_adds_up()
             assert_eq!(swept, account[metric].as_f64().unwrap(), "{set:?} {metric}");
         }
     }
-    let files = ["--trades", "t.csv", "--equity", "e.csv"];
+    let files = ["--trades", "t.csv", "--equity", "e.csv", "--report", "p.html"];
     let run = threadx(dir.path(), &[&["backtest"][..], &base, &files].concat());
     assert!(run.status.success(), "{}", text(&run.stderr));
     let trades = csv_rows(&dir.path().join("t.csv"));
@@ -106,4 +106,8 @@ fn shorts_and_reversals_sweep_as_they_backtest_and_every_trades_profit_adds_up()
     let pnl: f64 = trades.iter().map(|t| t["pnl"].parse::<f64>().unwrap()).sum();
     let last: f64 = equity.last().unwrap()["equity"].parse().unwrap();
     assert!((10000.0 + pnl - last).abs() < 1e-6, "{pnl} against {last}");
+    // The page's allocation stacks what each short owes (the gross exposure), no cash.
+    let page = std::fs::read_to_string(dir.path().join("p.html")).unwrap();
+    assert!(page.contains("the bands add up to the gross exposure"), "the allocation's note");
+    assert!(page.contains(">side<") && page.contains(">short<"), "the trades' side");
 }

@@ -117,14 +117,16 @@ impl PortfolioRun<'_> {
         report.section("equity", &format!("{prefix}Equity and drawdown"), &html);
     }
 
-    /// Each symbol's share of the equity at each bar (its units at its last close), the
-    /// largest holders on their own, the rest as one band, and the cash: a stacked area.
+    /// Each symbol's share of the equity at each bar (its units at its last close, a
+    /// short's the value it owes), the largest holders on their own, the rest as one band,
+    /// and the cash where no short was held: a stacked area.
     fn add_allocation(&self, report: &mut Report, prefix: &str) {
         let n = self.symbols.len();
         let bars = self.record.equity.len();
+        let shorts = self.record.positions.iter().any(|&units| units < 0.0);
         let share = |t: usize, s: usize| {
             let e = self.record.equity[t];
-            if e > 0.0 { self.record.positions[t * n + s] * self.prices[t * n + s] / e } else { 0.0 }
+            if e > 0.0 { (self.record.positions[t * n + s] * self.prices[t * n + s]).abs() / e } else { 0.0 }
         };
         let mut mean: Vec<(f64, usize)> = (0..n).map(|s| ((0..bars).map(|t| share(t, s)).sum::<f64>(), s)).collect();
         mean.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -146,9 +148,13 @@ impl PortfolioRun<'_> {
             below.iter_mut().zip(&rest).for_each(|(b, r)| *b += r);
             edges.push((format!("{} others", n - own.len()), "#BBBBBB", below.clone()));
         }
-        let cash: Vec<f64> =
-            below.iter().enumerate().map(|(t, b)| b + self.record.cash[t] / self.record.equity[t]).collect();
-        edges.push(("cash".into(), "#E6E6E6", cash));
+        // With shorts the cash holds their sales' proceeds: the bands add up to the gross
+        // exposure, and a cash band on top would say nothing.
+        if !shorts {
+            let cash: Vec<f64> =
+                below.iter().enumerate().map(|(t, b)| b + self.record.cash[t] / self.record.equity[t]).collect();
+            edges.push(("cash".into(), "#E6E6E6", cash));
+        }
         let keep = thin(&edges[0].2, &below);
         let (x, xs) = self.x_axis(&keep);
         // Drawn from the top edge down, each filled to zero over the one before: a stack.
@@ -172,9 +178,15 @@ impl PortfolioRun<'_> {
             }
         }
         let mut html = report.chart(&chart);
+        let gross = if shorts {
+            " A short's band is the value it owes (its units at the last close), so the bands add up to the gross \
+             exposure, and the cash (which holds the shorts' proceeds) is left out."
+        } else {
+            ""
+        };
         html.push_str(&note(&format!(
             "Each band is a symbol's units at its last close over the equity, stacked; the {} largest holders on \
-             average are drawn on their own.",
+             average are drawn on their own.{gross}",
             own.len()
         )));
         report.section("allocation", &format!("{prefix}Allocation over time"), &html);
