@@ -261,14 +261,17 @@ def test_one_symbol_with_all_the_cash_is_the_single_backtest() -> None:
     assert account.metrics["trades"] == single.metrics["trades"]
 
 
-def test_sizing_without_a_portfolio_and_what_a_portfolio_cannot_take_are_named() -> None:
+def test_sizing_without_a_portfolio_is_named_and_next_open_fills_run_as_a_portfolio() -> None:
     df = threadx.synthetic(bars=2000, seed=4)
     with pytest.raises(ValueError, match="size, init_cash: sizing needs portfolio=True"):
         threadx.backtest(df, "bb_atr", size=0.5, init_cash=100.0)
     with pytest.raises(ValueError, match="size_type: sizing needs portfolio=True"):
         threadx.sweep(df, size_type="value", progress=False)
-    with pytest.raises(ValueError, match="this strategy uses next-open fills"):
-        threadx.backtest({"A": df}, str(REPO / "examples" / "strategies" / "breakout_next_open.toml"), portfolio=True)
+    # Every rule file's rules run as a portfolio, next-open fills too: one symbol all in is its single run.
+    rules = str(REPO / "examples" / "strategies" / "breakout_next_open.toml")
+    single, account = threadx.backtest(df, rules), threadx.backtest({"A": df}, rules, portfolio=True)
+    assert account.metrics["trades"] == single.metrics["trades"] > 3
+    assert abs(account.metrics["total_return"] - single.metrics["total_return"]) <= 1e-10 * max(abs(single.metrics["total_return"]), 1e-6)
 
 
 def test_a_portfolio_sweeps_overfitting_statistics_are_the_clis(cli: Cli) -> None:

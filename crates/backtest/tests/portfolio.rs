@@ -81,6 +81,17 @@ fn market_cases() -> Vec<(&'static str, Strategy, Costs)> {
             slipped,
         ),
         ("shorts and reversals", bb_atr_with(shorts), COSTS),
+        ("next-open fills", bb_atr_with("fill = \"next_open\"\n"), COSTS),
+        (
+            "next-open fills, a take-profit inside the bar",
+            bb_atr_with(&format!("{take_profit}fill = \"next_open\"\n")),
+            slipped,
+        ),
+        (
+            "next-open fills, shorts and reversals, a trail on closes, slipped",
+            bb_atr_with(&format!("{shorts}{trail}fill = \"next_open\"\n")),
+            slipped,
+        ),
         (
             "shorts and reversals, a trail inside the bar, slipped",
             bb_atr_with(&format!("{shorts}{trail}intrabar = true\n")),
@@ -173,7 +184,7 @@ fn assert_each_symbol_trades_as_alone(case: &str, strategy: &Strategy, costs: Co
     let inside = record.trades.iter().filter_map(|t| Some((t.exit?.price, books.prices()[t.exit_bar? * 3 + t.symbol])));
     assert_eq!(
         inside.filter(|(fill, close)| fill != close).count() > 0,
-        case.contains("inside") || costs.slippage > 0.0
+        case.contains("inside") || case.contains("next-open") || costs.slippage > 0.0
     );
 }
 
@@ -182,21 +193,6 @@ fn with_cash_to_spare_every_symbol_trades_as_it_does_alone_on_its_own_clock() {
     for (case, strategy, costs) in market_cases() {
         assert_each_symbol_trades_as_alone(case, &strategy, costs);
     }
-}
-
-#[test]
-fn a_strategy_beyond_the_portfolios_rules_is_refused_by_name() {
-    let bb = Strategy::parse("bb_atr").expect("the built-in");
-    let source = format!("{}fill = \"next_open\"\n", bb.source());
-    let next_open = Strategy::from_toml(&source, "next_open.toml").expect("a rule file");
-    let data = &universe()[0];
-    let book = book(data, &next_open, &bb_atr().1);
-    let err = PortfolioBooks::new(vec![(book, data.timestamps())]).expect_err("next-open fills");
-    assert_eq!(
-        err.to_string(),
-        "portfolio: a portfolio fills its orders at the close (with stops, take-profits and trails on closes or \
-         inside the bar); this strategy uses next-open fills"
-    );
 }
 
 /// A sweep's totals (`PortfolioBooks::totals`: combos in parallel, each thread's schedule

@@ -1,8 +1,8 @@
 //! One symbol with all the cash in (`size = 1.0`), for every example rule file and
 //! built-in: a rule file's all-in `[sizing]` leaves a single run's sweep the same bytes;
-//! and, for those a portfolio takes (filled at the close: shorts and reversals too),
-//! `backtest --portfolio` on one symbol is the single backtest to 1e-10 (vectorbt's fill
-//! arithmetic, not the single run's, makes the last bits).
+//! and `backtest --portfolio` on one symbol is the single backtest to 1e-10 (shorts,
+//! reversals and next-open fills too; vectorbt's fill arithmetic, not the single run's,
+//! makes the last bits).
 
 use crate::common::{text, threadx};
 use crate::portfolio::make_data;
@@ -34,10 +34,10 @@ fn all_in_sizing_leaves_every_examples_single_run_the_same_bytes() {
 }
 
 #[test]
-fn one_symbol_all_in_is_the_single_backtest_for_every_example_filled_at_the_close() {
+fn one_symbol_all_in_is_the_single_backtest_for_every_example() {
     let dir = tempfile::tempdir().unwrap();
     make_data(dir.path());
-    let files: Vec<String> = ["bb_long_short", "donchian", "macd_tp", "trend_rsi", "trend_trail"].map(rule_file).into();
+    let files: Vec<String> = EXAMPLES.map(rule_file).into();
     let strategies = files.iter().map(String::as_str).chain(["bb_atr", "ma_cross", "rsi_reversion"]);
     for strategy in strategies {
         let json = |extra: &[&str]| {

@@ -141,7 +141,6 @@ fn one_symbol_with_all_the_cash_is_the_single_backtest() {
 #[test]
 fn what_a_portfolio_cannot_take_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let next_open = format!("{}/../../examples/strategies/breakout_next_open.toml", env!("CARGO_MANIFEST_DIR"));
     for (args, message) in [
         (vec!["backtest", "--size", "0.5"], "--size: sizing needs --portfolio"),
         (
@@ -156,7 +155,6 @@ fn what_a_portfolio_cannot_take_is_refused_by_name() {
             vec!["backtest", "--portfolio", "--init-cash", "0"],
             "init_cash=0: the starting cash must be a positive number",
         ),
-        (vec!["backtest", "--portfolio", "--strategy", &next_open], "this strategy uses next-open fills"),
         (
             vec!["backtest", "--portfolio", "--strategy", "ma_cross", "--size-type", "risk", "--size", "0.02"],
             "ma_cross.toml: risk sizing sizes each entry from its distance to its stop, and the strategy has no `stop` rule",

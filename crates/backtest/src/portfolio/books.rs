@@ -1,10 +1,12 @@
 //! A rule file's portfolio: every symbol's [`SignalBook`] on one clock, the union of their
 //! bar times, each combo an account ([`PortfolioBooks::simulate`]). A symbol's decisions
 //! are its book's, taken on its own bars as a single run takes them (docs/strategies.md):
-//! an entry from its warm-up on, never on the bar of an exit; then a stop (or the trail,
-//! the tighter), a take-profit, the exit rule and max_bars, in that order, a level filled
-//! with the fee alone: at the close, or inside the bar at the level (or the open beyond
-//! it) when the rule file says `intrabar = true`. Only the cash is shared.
+//! an entry of one side alone from its warm-up on, never on the bar of an exit (but by a
+//! reversal); then a stop (or the trail, the tighter), a take-profit, a reversal, the exit
+//! rule and max_bars, in that order, a level filled with the fee alone: at the close, or
+//! inside the bar at the level (or the open beyond it) when the rule file says `intrabar
+//! = true`; with `fill = "next_open"`, what a close decides fills at the next bar's open.
+//! Only the cash is shared.
 
 use crate::blocks::{BlockCuts, Snapshots};
 use crate::book::{ComboPlan, SignalBook, StopRule};
@@ -56,15 +58,8 @@ impl Ranks {
 
 impl PortfolioBooks {
     /// The books of one strategy and grid, one per symbol, with each symbol's bar times
-    /// (ascending). Books that fill at the next open are refused.
+    /// (ascending).
     pub fn new(symbols: Vec<(SignalBook, &[i64])>) -> Result<Self, BacktestError> {
-        if symbols.iter().any(|(book, _)| book.fills().fill == Fill::NextOpen) {
-            return Err(BacktestError::Portfolio(
-                "a portfolio fills its orders at the close (with stops, take-profits and trails on closes or \
-                 inside the bar); this strategy uses next-open fills"
-                    .into(),
-            ));
-        }
         let times = Self::joint_clock(symbols.iter().map(|(_, t)| *t));
         let n = symbols.len();
         let mut prices = vec![0.0; times.len() * n];
@@ -385,6 +380,8 @@ struct SymbolRules<'b> {
     trail: Option<StopRule<'b>>,
     warmup: usize,
     max_bars: u32,
+    /// Each bar's open where decisions fill at the next open; else empty (at the close).
+    next_open: &'b [f64],
 }
 
 impl<'b> SymbolRules<'b> {
@@ -406,6 +403,35 @@ impl<'b> SymbolRules<'b> {
             trail: book.stop(plan.trail),
             warmup: plan.warmup as usize,
             max_bars: plan.max_bars,
+            next_open: if book.fills().fill == Fill::NextOpen { &book.open()[..n] } else { &[] },
+        }
+    }
+
+    /// The own bar an entry may fill at from `from` on, and its side: at the close of
+    /// the bar that decides it (from the warm-up on), or at the next bar's open (a
+    /// decision on the last bar never fills).
+    fn next_entry(&self, from: usize) -> Option<(usize, Side)> {
+        let n = self.close.len();
+        if self.next_open.is_empty() {
+            return self.sides.next_entry(from.max(self.warmup)).filter(|&(i, _)| i < n);
+        }
+        let (d, side) = self.sides.next_entry(from.saturating_sub(1).max(self.warmup))?;
+        (d + 1 < n).then_some((d + 1, side))
+    }
+
+    /// The bar whose close decided an entry filled at own bar `e`, and that close.
+    fn decided(&self, e: usize) -> (usize, f64) {
+        let d = if self.next_open.is_empty() { e } else { e - 1 };
+        (d, self.close[d])
+    }
+
+    /// Where an exit decided at the close of own bar `t` fills: at that close, or at the
+    /// next bar's open (None on the last bar: it never fills).
+    fn fill(&self, t: usize, exit: Exit) -> Option<(usize, Exit)> {
+        match self.next_open.get(t + 1) {
+            _ if self.next_open.is_empty() => Some((t, exit)),
+            Some(&open) => Some((t + 1, Exit { inside: Some(open), ..exit })),
+            None => None,
         }
     }
 
@@ -416,13 +442,14 @@ impl<'b> SymbolRules<'b> {
     /// shorts, a trail or stops inside the bar, the market rules'
     /// [`Self::market_exit_after`].
     fn exit_after(&self, e: usize, entry: f64, side: Side) -> Option<(usize, Exit)> {
-        if !self.sides.short.is_empty() || self.trail.is_some() || !self.bar_range[0].is_empty() {
+        let market = !self.sides.short.is_empty() || self.trail.is_some() || !self.bar_range[0].is_empty();
+        if market || !self.next_open.is_empty() {
             return self.market_exit_after(e, entry, side);
         }
         let close = self.close;
         let stop = self.stop[0].map_or(f64::NEG_INFINITY, |r| r.level(e, entry));
         let take_profit = self.take_profit[0].map_or(0.0, |r| r.level(e, entry));
-        let decided = self.decided_after(e, side);
+        let decided = self.decided_after(e, e, side);
         if let Some(t) = first_reaching(close, e + 1..self.end(decided), (stop, take_profit)) {
             let reason = if close[t] <= stop { ExitReason::Stop } else { ExitReason::TakeProfit };
             return Some((t, Exit::at_close(reason)));
@@ -430,13 +457,13 @@ impl<'b> SymbolRules<'b> {
         self.closed_by(decided)
     }
 
-    /// The first bars after `e` at which a `side` position's closes decide its exit
-    /// (`usize::MAX`: none): max_bars', its exit rule's, and a reversal's (the other
-    /// side's entry alone).
-    fn decided_after(&self, e: usize, side: Side) -> [usize; 3] {
+    /// The first bars after `d` (the bar that decided the entry filled at `e`) at which
+    /// a `side` position's closes decide its exit (`usize::MAX`: none): max_bars' (counted
+    /// from `e`), its exit rule's, and a reversal's (the other side's entry alone).
+    fn decided_after(&self, d: usize, e: usize, side: Side) -> [usize; 3] {
         let never = usize::MAX;
-        let exit = next_bit(self.exits[side as usize], e + 1).unwrap_or(never);
-        [last_bar(e, self.max_bars), exit, self.sides.reversal_after(e, side).unwrap_or(never)]
+        let exit = next_bit(self.exits[side as usize], d + 1).unwrap_or(never);
+        [last_bar(e, self.max_bars), exit, self.sides.reversal_after(d, side).unwrap_or(never)]
     }
 
     /// The end of the bars a position's levels are checked on: the data's, or the bar
@@ -445,8 +472,8 @@ impl<'b> SymbolRules<'b> {
         self.close.len().min(decided.into_iter().min().unwrap_or(usize::MAX).saturating_add(1))
     }
 
-    /// The exit at the close of the first bar `decided` closes it at, where the data
-    /// reaches it: on one bar a reversal, then the exit rule, then max_bars.
+    /// The exit the first bar `decided` closes it at decides, where the data reaches it
+    /// ([`Self::fill`]): on one bar a reversal, then the exit rule, then max_bars.
     fn closed_by(&self, [last, exit, reverse]: [usize; 3]) -> Option<(usize, Exit)> {
         let first = last.min(exit).min(reverse);
         let reason = match first {
@@ -455,19 +482,33 @@ impl<'b> SymbolRules<'b> {
             _ if first == exit => ExitReason::Signal,
             _ => ExitReason::MaxBars,
         };
-        Some((first, Exit::at_close(reason)))
+        self.fill(first, Exit::at_close(reason))
     }
 
     /// [`Self::exit_after`] by the market rules ([`BarPrices::exit_at_level`]), then a
-    /// reversal, the exit rule and max_bars at the close.
+    /// reversal, the exit rule and max_bars at the close. `entry` is the fill price (the
+    /// trail's first best); the levels are frozen at the deciding bar's close. Filled at
+    /// the next open, the closes decide from the fill bar on, and the bar's own range
+    /// (checked from the bar after) moves the trail's best first.
     fn market_exit_after(&self, e: usize, entry: f64, side: Side) -> Option<(usize, Exit)> {
-        let k = side as usize;
-        let levels = Levels::frozen([self.stop[k], self.take_profit[k], self.trail], e, entry);
-        let decided = self.decided_after(e, side);
+        let (k, short) = (side as usize, side == Side::Short);
+        let (d, close) = self.decided(e);
+        let levels = Levels::frozen([self.stop[k], self.take_profit[k], self.trail], d, close);
+        let decided = self.decided_after(d, e, side);
         let prices = BarPrices { close: self.close, range: self.bar_range };
-        prices
-            .exit_at_level(levels, entry, e + 1..self.end(decided), side == Side::Short)
-            .or_else(|| self.closed_by(decided))
+        let [_, high, low] = self.bar_range;
+        let (best, from) = match (self.next_open.is_empty(), high.is_empty()) {
+            (true, _) => (entry, e + 1),
+            (false, true) => (entry, e),
+            (false, false) if short => (if low[e] < entry { low[e] } else { entry }, e + 1),
+            (false, false) => (if high[e] > entry { high[e] } else { entry }, e + 1),
+        };
+        match prices.exit_at_level(levels, best, from..self.end(decided), short) {
+            // A level reached at a close decides, as the exit rule does.
+            Some((t, exit)) if exit.inside.is_none() => self.fill(t, exit),
+            Some(at_level) => Some(at_level),
+            None => self.closed_by(decided),
+        }
     }
 }
 
@@ -512,7 +553,7 @@ impl Source for BookSource<'_> {
 
     fn next_entry(&self, s: usize, own: usize) -> Option<(Mark, Side)> {
         let rules = &self.rows[s];
-        let (i, side) = rules.sides.next_entry(own.max(rules.warmup)).filter(|&(i, _)| i < rules.close.len())?;
+        let (i, side) = rules.next_entry(own)?;
         // The entry's levels and the closes after it are read when it fills, often many
         // bars (and other symbols' events) later: a cache miss each, without this.
         let k = side as usize;
@@ -531,8 +572,14 @@ impl Source for BookSource<'_> {
         self.books.ranks.series[s][self.rank][own]
     }
 
-    fn stop_level(&self, s: usize, own: usize, close: f64, side: Side) -> Option<f64> {
-        self.rows[s].stop[side as usize].map(|rule| rule.level(own, close))
+    fn stop_level(&self, s: usize, own: usize, side: Side) -> Option<f64> {
+        let rules = &self.rows[s];
+        let (d, close) = rules.decided(own);
+        rules.stop[side as usize].map(|rule| rule.level(d, close))
+    }
+
+    fn fill_price(&self, s: usize, own: usize) -> Option<f64> {
+        self.rows[s].next_open.get(own).copied()
     }
 
     fn exit_after(&self, s: usize, own: usize, close: f64, side: Side) -> Option<(Mark, Exit)> {

@@ -152,21 +152,21 @@ impl Ledger {
         true
     }
 
-    /// Opens a `side` position in symbol `s` at its price in `row` (the bar's prices) on
-    /// bar `t` as the sizing says (`value`: the account's value before the bar's orders;
+    /// Opens a `side` position in symbol `s` at `price` (its close in `row`, the bar's
+    /// prices, or its open) on bar `t` as the sizing says (`value`: the account's value before the bar's orders;
     /// `stop`: the entry's stop level, for risk sizing): a long paid from the cash, or
     /// from what the leverage cap leaves; a short sold ([`Ledger::short_order`]).
     /// Whether it filled.
     pub(super) fn enter(
         &mut self,
         (t, s, row): (usize, usize, &[f64]),
-        side: Side,
+        (side, price): (Side, f64),
         account: &Account,
         (value, stop): (f64, Option<f64>),
     ) -> bool {
         let order = match side {
-            Side::Long => self.long_order(row, s, account, (value, stop)),
-            Side::Short => self.short_order(row[s], account, (value, stop)),
+            Side::Long => self.long_order(row, price, account, (value, stop)),
+            Side::Short => self.short_order(price, account, (value, stop)),
         };
         let Some(filled) = order else { return false };
         match side {
@@ -202,15 +202,16 @@ impl Ledger {
         true
     }
 
-    /// A long entry's fill in symbol `s` at its price in `row`, if any.
+    /// A long entry's fill at `price`, if any (`row`: the bar's prices, which value the
+    /// positions a leverage cap counts).
     fn long_order(
         &self,
         row: &[f64],
-        s: usize,
+        price: f64,
         account: &Account,
         (value, stop): (f64, Option<f64>),
     ) -> Option<Filled> {
-        let (sizing, price) = (&account.sizing, row[s]);
+        let sizing = &account.sizing;
         let cash = self.cash_now();
         let power = account.leverage.map_or(cash, |leverage| {
             let held = self.held_value(row);

@@ -51,16 +51,20 @@ pub(crate) trait Source {
     /// Every symbol's last close at each bar, row-major (bars × symbols): its close where
     /// it has a bar, else its last one, and 0 before its first.
     fn prices(&self) -> &[f64];
-    /// The first of symbol `s`'s own bars from `own` on at which it enters when flat, and
+    /// The first of symbol `s`'s own bars from `own` on at which it may enter when flat
+    /// (the bar whose close decides it, or the bar after, filled at the next open), and
     /// the side; what its exit will read there is fetched into the caches ahead (a hint).
     fn next_entry(&self, s: usize, own: usize) -> Option<(Mark, Side)>;
-    /// Where symbol `s`'s `side` position, entered at its own bar `own` whose close is
-    /// `close`, exits, why, and at what price (a reversal: at the close, where the other
-    /// side enters); None: held to the end.
-    fn exit_after(&self, s: usize, own: usize, close: f64, side: Side) -> Option<(Mark, Exit)>;
-    /// The stop level symbol `s`'s `side` position entered at own bar `own` (close
-    /// `close`) would get; None without a stop (0 or NaN: none either).
-    fn stop_level(&self, s: usize, own: usize, close: f64, side: Side) -> Option<f64>;
+    /// Where symbol `s`'s `side` position, filled at its own bar `own` at `price`, exits,
+    /// why, and at what price (a reversal: where the other side enters); None: held to
+    /// the end.
+    fn exit_after(&self, s: usize, own: usize, price: f64, side: Side) -> Option<(Mark, Exit)>;
+    /// The stop level symbol `s`'s `side` position filled at own bar `own` would get;
+    /// None without a stop (0 or NaN: none either).
+    fn stop_level(&self, s: usize, own: usize, side: Side) -> Option<f64>;
+    /// The price an order of symbol `s` fills at on its own bar `own`: None at the close
+    /// (the bar's price), else the bar's open (decisions filled at the next open).
+    fn fill_price(&self, s: usize, own: usize) -> Option<f64>;
     /// Whether a bar's entries go by rank ([`Source::rank`]) rather than symbol order.
     fn ranked(&self) -> bool;
     /// Symbol `s`'s rank at its own bar `own`: the highest enters first (NaN: last).
@@ -419,9 +423,10 @@ fn enter_or_wait<S: Source>(
     (s, own, side): (usize, usize, Side),
 ) {
     let room = account.max_positions.is_none_or(|n| ledger.holding < n);
-    let stop = if account.sizing.kind == SizeType::Risk { source.stop_level(s, own, row[s], side) } else { None };
-    if room && ledger.enter((t, s, row), side, account, (value, stop)) {
-        if let Some((at, exit)) = source.exit_after(s, own, row[s], side) {
+    let stop = if account.sizing.kind == SizeType::Risk { source.stop_level(s, own, side) } else { None };
+    let price = source.fill_price(s, own).unwrap_or(row[s]);
+    if room && ledger.enter((t, s, row), (side, price), account, (value, stop)) {
+        if let Some((at, exit)) = source.exit_after(s, own, price, side) {
             schedule.set(s, at, Act::Exit(exit));
         }
     } else if let Some((at, side)) = source.next_entry(s, own + 1) {

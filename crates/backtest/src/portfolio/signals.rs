@@ -180,7 +180,12 @@ impl Source for ArraySource {
     }
 
     // A user's signals carry no stop, and their entries go in column order.
-    fn stop_level(&self, _s: usize, _own: usize, _close: f64, _side: Side) -> Option<f64> {
+    fn stop_level(&self, _s: usize, _own: usize, _side: Side) -> Option<f64> {
+        None
+    }
+
+    // A user's signals fill at the close.
+    fn fill_price(&self, _s: usize, _own: usize) -> Option<f64> {
         None
     }
 
