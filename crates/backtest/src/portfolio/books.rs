@@ -382,6 +382,9 @@ struct SymbolRules<'b> {
     max_bars: u32,
     /// Each bar's open where decisions fill at the next open; else empty (at the close).
     next_open: &'b [f64],
+    /// Whether none of shorts, a trail, stops inside the bar and next-open fills is used:
+    /// an exit is then found on closes alone ([`Self::exit_after`]'s fast path).
+    plain: bool,
 }
 
 impl<'b> SymbolRules<'b> {
@@ -390,6 +393,9 @@ impl<'b> SymbolRules<'b> {
         let bar_range =
             if book.fills().intrabar { [&book.open()[..n], &book.high()[..n], &book.low()[..n]] } else { [&[][..]; 3] };
         let shorts = plan.short_entry != ComboPlan::NO_STOP;
+        let next_open = book.fills().fill == Fill::NextOpen;
+        let trail = book.stop(plan.trail);
+        let plain = !shorts && trail.is_none() && !book.fills().intrabar && !next_open;
         Self {
             close: &book.close()[..n],
             bar_range,
@@ -400,10 +406,11 @@ impl<'b> SymbolRules<'b> {
             exits: [book.exit_row(plan.exit), if shorts { book.exit_row(plan.short_exit) } else { book.no_row() }],
             stop: [plan.stop, plan.short_stop].map(|s| book.stop(s)),
             take_profit: [plan.take_profit, plan.short_take_profit].map(|s| book.stop(s)),
-            trail: book.stop(plan.trail),
+            trail,
             warmup: plan.warmup as usize,
             max_bars: plan.max_bars,
-            next_open: if book.fills().fill == Fill::NextOpen { &book.open()[..n] } else { &[] },
+            next_open: if next_open { &book.open()[..n] } else { &[] },
+            plain,
         }
     }
 
@@ -442,8 +449,7 @@ impl<'b> SymbolRules<'b> {
     /// shorts, a trail or stops inside the bar, the market rules'
     /// [`Self::market_exit_after`].
     fn exit_after(&self, e: usize, entry: f64, side: Side) -> Option<(usize, Exit)> {
-        let market = !self.sides.short.is_empty() || self.trail.is_some() || !self.bar_range[0].is_empty();
-        if market || !self.next_open.is_empty() {
+        if !self.plain {
             return self.market_exit_after(e, entry, side);
         }
         let close = self.close;
@@ -460,6 +466,7 @@ impl<'b> SymbolRules<'b> {
     /// The first bars after `d` (the bar that decided the entry filled at `e`) at which
     /// a `side` position's closes decide its exit (`usize::MAX`: none): max_bars' (counted
     /// from `e`), its exit rule's, and a reversal's (the other side's entry alone).
+    #[inline(always)]
     fn decided_after(&self, d: usize, e: usize, side: Side) -> [usize; 3] {
         let never = usize::MAX;
         let exit = next_bit(self.exits[side as usize], d + 1).unwrap_or(never);

@@ -198,14 +198,17 @@ impl Account {
 
 /// The bar's orders, taken from the schedule, in two lists run one after the other:
 /// those that sell (a long's exit, a short's entry), then those that buy (a short's
-/// cover, a long's entry). Each is (its key, its tie-break, symbol, own bar, act), sorted
-/// by the key and then the tie-break ([`trade_bar`]).
+/// cover, a long's entry). Each is (its key, its tie-break, symbol), sorted by the key and
+/// then the tie-break ([`trade_bar`]); what the symbol does stays in the schedule until
+/// its order runs. `mixed[i]`: whether list i holds two different keys or tie-breaks
+/// (else it is in symbol order already, and sorting it would change nothing).
 struct Due {
     sales: Vec<Order>,
     purchases: Vec<Order>,
+    mixed: [bool; 2],
 }
 
-type Order = (f64, f64, usize, usize, Act);
+type Order = (f64, f64, usize);
 
 /// Runs the account over every bar of `source`: its [`Totals`] (from the equity curve and
 /// the closed trades, as every simulation's), and its record when `detailed`. Only the
@@ -295,7 +298,7 @@ impl<'s> Lane<'s> {
                 schedule.set(s, at, Act::Enter(side));
             }
         }
-        let due = Due { sales: Vec::with_capacity(symbols), purchases: Vec::with_capacity(symbols) };
+        let due = Due { sales: Vec::with_capacity(symbols), purchases: Vec::with_capacity(symbols), mixed: [false; 2] };
         Self { ledger, schedule, due, record, snapshots, equity: account.init_cash, drawdown: Drawdown::START }
     }
 
@@ -360,15 +363,16 @@ fn trade_bar<S: Source>(
     // sizing reads it.
     let sizing = &account.sizing;
     let value = if sizing.kind.reads_value() { ledger.value(row) } else { f64::NAN };
-    let puts_in = |side: Side| match (sizing.kind, side) {
-        (SizeType::Percent, Side::Long) => sizing.size * ledger.cash_now(),
-        (SizeType::Percent, Side::Short) => sizing.size * ledger.free_cash_now().max(0.0),
-        (SizeType::Value, _) => sizing.size,
-        (SizeType::TargetPercent | SizeType::Risk, _) => sizing.size * value,
+    // What an entry of each side puts in (takes in), the same for every entry of the bar.
+    let (long_in, short_in) = match sizing.kind {
+        SizeType::Percent => (sizing.size * ledger.cash_now(), sizing.size * ledger.free_cash_now().max(0.0)),
+        SizeType::Value => (sizing.size, sizing.size),
+        SizeType::TargetPercent | SizeType::Risk => (sizing.size * value, sizing.size * value),
     };
     let ranked = source.ranked();
     due.sales.clear();
     due.purchases.clear();
+    due.mixed = [false; 2];
     schedule.take_at(t, |s, own, act| {
         let units = ledger.position[s];
         let (key, tie, sells) = match act {
@@ -377,21 +381,26 @@ fn trade_bar<S: Source>(
                 let rank = if ranked { source.rank(s, own) } else { 0.0 };
                 let tie = if rank.is_nan() { f64::INFINITY } else { -rank };
                 match side {
-                    Side::Long => (puts_in(side), tie, false),
-                    Side::Short => (-puts_in(side), tie, true),
+                    Side::Long => (long_in, tie, false),
+                    Side::Short => (-short_in, tie, true),
                 }
             }
         };
-        let list = if sells { &mut due.sales } else { &mut due.purchases };
-        list.push((key, tie, s, own, act));
+        let (list, mixed) =
+            if sells { (&mut due.sales, &mut due.mixed[0]) } else { (&mut due.purchases, &mut due.mixed[1]) };
+        if let Some(&(k, t, _)) = list.first() {
+            *mixed |= k.to_bits() != key.to_bits() || t.to_bits() != tie.to_bits();
+        }
+        list.push((key, tie, s));
     });
-    for list in [&mut due.sales, &mut due.purchases] {
-        if list.len() > 1 {
+    for (list, mixed) in [&mut due.sales, &mut due.purchases].into_iter().zip(due.mixed) {
+        if mixed {
             list.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
         }
     }
     for i in 0..due.sales.len() + due.purchases.len() {
-        let (_, _, s, own, act) = due.sales.get(i).copied().unwrap_or_else(|| due.purchases[i - due.sales.len()]);
+        let (_, _, s) = due.sales.get(i).copied().unwrap_or_else(|| due.purchases[i - due.sales.len()]);
+        let (own, act) = schedule.pending(s);
         let bar = (t, row, value);
         match act {
             Act::Exit(Exit { reason, inside }) => {
@@ -415,6 +424,7 @@ fn trade_bar<S: Source>(
 /// Symbol `s` enters `side` at its own bar `own` (bar `t` of the clock, the bar's prices
 /// `row`, the account's `value` before its orders), if the cash and `max_positions` let
 /// it, its exit then scheduled; else its next entry.
+#[inline(always)]
 fn enter_or_wait<S: Source>(
     source: &S,
     account: &Account,

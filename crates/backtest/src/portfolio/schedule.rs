@@ -63,6 +63,13 @@ impl Schedule {
         self.bits[t * self.words..(t + 1) * self.words].iter().any(|&w| w != 0)
     }
 
+    /// Symbol `s`'s pending event: its own bar and what it does there (kept after
+    /// [`Self::take_at`] takes its bit, until the symbol's next [`Self::set`]).
+    #[inline(always)]
+    pub(crate) fn pending(&self, s: usize) -> (usize, Act) {
+        self.pending[s]
+    }
+
     /// Takes bar `t`'s events in symbol order: `(symbol, own bar, act)` each.
     pub(crate) fn take_at(&mut self, t: usize, mut each: impl FnMut(usize, usize, Act)) {
         for w in 0..self.words {
