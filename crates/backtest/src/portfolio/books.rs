@@ -417,6 +417,7 @@ impl<'b> SymbolRules<'b> {
     /// The own bar an entry may fill at from `from` on, and its side: at the close of
     /// the bar that decides it (from the warm-up on), or at the next bar's open (a
     /// decision on the last bar never fills).
+    #[inline(always)]
     fn next_entry(&self, from: usize) -> Option<(usize, Side)> {
         let n = self.close.len();
         if self.next_open.is_empty() {
@@ -427,6 +428,7 @@ impl<'b> SymbolRules<'b> {
     }
 
     /// The bar whose close decided an entry filled at own bar `e`, and that close.
+    #[inline(always)]
     fn decided(&self, e: usize) -> (usize, f64) {
         let d = if self.next_open.is_empty() { e } else { e - 1 };
         (d, self.close[d])
@@ -434,6 +436,7 @@ impl<'b> SymbolRules<'b> {
 
     /// Where an exit decided at the close of own bar `t` fills: at that close, or at the
     /// next bar's open (None on the last bar: it never fills).
+    #[inline(always)]
     fn fill(&self, t: usize, exit: Exit) -> Option<(usize, Exit)> {
         match self.next_open.get(t + 1) {
             _ if self.next_open.is_empty() => Some((t, exit)),
@@ -475,12 +478,14 @@ impl<'b> SymbolRules<'b> {
 
     /// The end of the bars a position's levels are checked on: the data's, or the bar
     /// after the first that `decided` closes it at.
+    #[inline(always)]
     fn end(&self, decided: [usize; 3]) -> usize {
         self.close.len().min(decided.into_iter().min().unwrap_or(usize::MAX).saturating_add(1))
     }
 
     /// The exit the first bar `decided` closes it at decides, where the data reaches it
     /// ([`Self::fill`]): on one bar a reversal, then the exit rule, then max_bars.
+    #[inline(always)]
     fn closed_by(&self, [last, exit, reverse]: [usize; 3]) -> Option<(usize, Exit)> {
         let first = last.min(exit).min(reverse);
         let reason = match first {
