@@ -43,8 +43,8 @@ def simulate_portfolio(
     """The one account's metrics row (index ``["portfolio"]``); with ``details``, its
     ``equity``, ``cash``, ``positions`` and ``trades`` in ``attrs``. ``levels`` holds
     vectorbt's ``sl_stop``, ``tp_stop``, ``sl_trail`` and the ``open``, ``high`` and
-    ``low`` that check them inside the bar; ``short_entries`` and ``short_exits`` (both
-    or neither missing, either then all False) sell short."""
+    ``low`` that check them inside the bar; ``short_entries`` and ``short_exits`` sell
+    short (one given alone: the other all False)."""
     prices = _f64(close, "close", "close")
     if prices.ndim != 2:
         raise ValueError(

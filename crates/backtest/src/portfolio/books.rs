@@ -445,12 +445,12 @@ impl<'b> SymbolRules<'b> {
         }
     }
 
-    /// The own bar a `side` position entered at own bar `e` (whose close is `entry`, read
-    /// from the bar's prices already at hand) exits at, and how: the first bar after `e`
-    /// whose close reaches the stop frozen at `e`, then the take-profit (≤ 0 or NaN:
-    /// none), a reversal, the exit rule, then max_bars (a single run's order). With
-    /// shorts, a trail or stops inside the bar, the market rules'
-    /// [`Self::market_exit_after`].
+    /// The own bar a `side` position filled at own bar `e` at price `entry` (its close,
+    /// read from the bar's prices already at hand, or its open) exits at, and how: the
+    /// first bar after `e` whose close reaches the stop frozen at `e`, then the
+    /// take-profit (≤ 0 or NaN: none), a reversal, the exit rule, then max_bars (a single
+    /// run's order). With shorts, a trail, stops inside the bar or next-open fills (not
+    /// [`SymbolRules::plain`]), the market rules' [`Self::market_exit_after`].
     fn exit_after(&self, e: usize, entry: f64, side: Side) -> Option<(usize, Exit)> {
         if !self.plain {
             return self.market_exit_after(e, entry, side);

@@ -112,20 +112,27 @@ impl Ledger {
 
     /// Closes symbol `s`'s whole position at `price` on bar `t` for `reason` (a long
     /// sold, a short covered): at a level (a stop or take-profit) with the fee alone, as
-    /// every ThreadX exit at a level. Whether it filled.
-    pub(super) fn exit(&mut self, t: usize, s: usize, price: f64, reason: ExitReason, account: &Account) -> bool {
+    /// every ThreadX exit at a level. The side it closed, if it filled.
+    pub(super) fn exit(
+        &mut self,
+        t: usize,
+        s: usize,
+        price: f64,
+        reason: ExitReason,
+        account: &Account,
+    ) -> Option<Side> {
         let costs = if at_level(reason) { Costs { slippage: 0.0, ..account.costs } } else { account.costs };
         let units = self.position[s];
         let side = if units > 0.0 { Side::Long } else { Side::Short };
         let filled = match side {
             Side::Long => {
-                let Some(filled) = sell(units, price, costs, account.sizing.limits()) else { return false };
+                let filled = sell(units, price, costs, account.sizing.limits())?;
                 self.cash = self.cash_now() + filled.cash;
                 self.free_cash = self.free_cash_now() + filled.cash;
                 filled
             }
             Side::Short => {
-                let Some(filled) = cover(-units, price, costs, account.sizing.limits()) else { return false };
+                let filled = cover(-units, price, costs, account.sizing.limits())?;
                 // vectorbt's: the debt released at the short's average sale price.
                 let debt = if is_close(self.debt[s], 0.0) { 0.0 } else { self.debt[s] };
                 let released = -units * (debt / -units);
@@ -149,14 +156,14 @@ impl Ledger {
             Side::Short => entry.cash > filled.cash,
         };
         self.totals.wins += u32::from(won);
-        true
+        Some(side)
     }
 
     /// Opens a `side` position in symbol `s` at `price` (its close in `row`, the bar's
-    /// prices, or its open) on bar `t` as the sizing says (`value`: the account's value before the bar's orders;
-    /// `stop`: the entry's stop level, for risk sizing): a long paid from the cash, or
-    /// from what the leverage cap leaves; a short sold ([`Ledger::short_order`]).
-    /// Whether it filled.
+    /// prices, or its open) on bar `t` as the sizing says (`value`: the account's value
+    /// before the bar's orders; `stop`: the entry's stop level, for risk sizing): a long
+    /// paid from the cash, or from what the leverage cap leaves; a short sold
+    /// ([`Ledger::short_order`]). Whether it filled.
     pub(super) fn enter(
         &mut self,
         (t, s, row): (usize, usize, &[f64]),

@@ -1,8 +1,8 @@
-//! A position's exit at its levels, as the market rules decide it (`market.rs`, a
-//! position filled at the close): the binding stop, the tighter of the stop and the trail
-//! (the trail following the best close, or the best high inside the bar (a short's low),
-//! after each bar's checks), then the take-profit, checked at each close or inside each bar (filled at the
-//! level, or at the open when the bar opens beyond it: `market_position::fill_inside`).
+//! A position's exit at its levels, as the market rules decide it (`market.rs`): the
+//! binding stop, the tighter of the stop and the trail (the trail following the best
+//! close, or the best high inside the bar (a short's low), after each bar's checks), then
+//! the take-profit, checked at each close or inside each bar (filled at the level, or at
+//! the open when the bar opens beyond it: `market_position::fill_inside`).
 //! What a rule file's book and a user's `sl_stop`/`tp_stop`/`sl_trail` both ask.
 
 use crate::book::StopRule;
@@ -21,9 +21,8 @@ pub(crate) struct Levels {
 }
 
 impl Levels {
-    /// The levels of a position entered at bar `e` with close `close` (its side's rules):
-    /// `stop`'s and
-    /// `take_profit`'s frozen there, `trail`'s distance (none: NaN).
+    /// The levels of a position decided at bar `e` with close `close` (its side's rules):
+    /// `stop`'s and `take_profit`'s frozen there, `trail`'s distance (none: NaN).
     pub(crate) fn frozen([stop, take_profit, trail]: [Option<StopRule<'_>>; 3], e: usize, close: f64) -> Self {
         let level = |rule: Option<StopRule<'_>>| rule.and_then(|r| r.frozen_level(e, close)).unwrap_or(f64::NAN);
         Self {
@@ -44,8 +43,9 @@ pub(crate) struct BarPrices<'a> {
 }
 
 impl BarPrices<'_> {
-    /// The first bar of `bars` (after the entry at close `entry`) at which `levels` close
-    /// the position (a `short` one: its stop above, its take-profit below), and how.
+    /// The first bar of `bars` (after the entry, its best price so far `entry`) at which
+    /// `levels` close the position (a `short` one: its stop above, its take-profit below),
+    /// and how.
     pub(crate) fn exit_at_level(
         &self,
         levels: Levels,

@@ -404,12 +404,9 @@ fn trade_bar<S: Source>(
         let bar = (t, row, value);
         match act {
             Act::Exit(Exit { reason, inside }) => {
-                let side = if ledger.position[s] > 0.0 { Side::Long } else { Side::Short };
-                if !ledger.exit(t, s, inside.unwrap_or(row[s]), reason, account) {
-                    continue;
-                }
+                let Some(side) = ledger.exit(t, s, inside.unwrap_or(row[s]), reason, account) else { continue };
                 if reason == ExitReason::Reverse {
-                    // A reversal: the other side enters at once, at the same close.
+                    // A reversal: the other side enters at once, at the same fill.
                     enter_or_wait(source, account, (ledger, schedule), bar, (s, own, side.opposite()));
                 } else if let Some((at, side)) = source.next_entry(s, own + 1) {
                     // No entry on the bar of an exit.
