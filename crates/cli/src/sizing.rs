@@ -36,16 +36,31 @@ pub struct SizingFlags {
 impl SizingFlags {
     /// The flags given, by name (each needs `--portfolio`).
     pub fn given(&self) -> Vec<&'static str> {
+        self.given_values().into_iter().map(|(flag, _)| flag).collect()
+    }
+
+    /// The flags given, with their values as given.
+    fn given_values(&self) -> Vec<(&'static str, String)> {
+        let text = |v: Option<f64>| v.map(|v| v.to_string());
         let flags = [
-            ("--size", self.size.is_some()),
-            ("--size-type", self.size_type.is_some()),
-            ("--lot", self.lot.is_some()),
-            ("--min-size", self.min_size.is_some()),
-            ("--init-cash", self.init_cash.is_some()),
-            ("--max-positions", self.max_positions.is_some()),
-            ("--leverage", self.leverage.is_some()),
+            ("--size", text(self.size)),
+            ("--size-type", self.size_type.clone()),
+            ("--lot", text(self.lot)),
+            ("--min-size", text(self.min_size)),
+            ("--init-cash", text(self.init_cash)),
+            ("--max-positions", self.max_positions.map(|n| n.to_string())),
+            ("--leverage", text(self.leverage)),
         ];
-        flags.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
+        flags.into_iter().filter_map(|(flag, value)| Some((flag, value?))).collect()
+    }
+
+    /// Where an account's sizing came from, for its errors: the flags given, over the
+    /// rule file's `[sizing]`.
+    fn source(&self, strategy: &Strategy) -> String {
+        let file = format!("the [sizing] of {}", strategy.origin());
+        let flags: Vec<String> =
+            self.given_values().into_iter().map(|(flag, value)| format!("{flag} {value}")).collect();
+        if flags.is_empty() { file } else { format!("{} (over {file})", flags.join(" ")) }
     }
 
     /// The account `strategy`'s `[sizing]` asks for, each flag given taking the place of
@@ -63,7 +78,6 @@ impl SizingFlags {
             size_param: None,
         };
         let request = strategy.sizing().overridden_by(&flags);
-        Account::requested(&request, costs)
-            .context("--size, --size-type, --lot, --min-size, --init-cash, --max-positions or --leverage")
+        Account::requested(&request, costs).with_context(|| self.source(strategy))
     }
 }

@@ -149,11 +149,11 @@ fn what_a_portfolio_cannot_take_is_refused_by_name() {
         ),
         (
             vec!["backtest", "--portfolio", "--size", "1.5"],
-            "size=1.5: a percent size is a fraction of the account in (0, 1]",
+            "--size 1.5 (over the [sizing] of built-in bb_atr.toml): size=1.5: a percent size is a fraction of the account in (0, 1]",
         ),
         (
             vec!["backtest", "--portfolio", "--init-cash", "0"],
-            "init_cash=0: the starting cash must be a positive number",
+            "--init-cash 0 (over the [sizing] of built-in bb_atr.toml): init_cash=0: the starting cash must be a positive number",
         ),
         (
             vec!["backtest", "--portfolio", "--strategy", "ma_cross", "--size-type", "risk", "--size", "0.02"],
