@@ -22,16 +22,7 @@
 struct Run {
     log_equity: vec2<u32>,
     drawdown: vec2<u32>,
-    sum: vec4<u32>,
-    sum_sq: vec4<u32>,
-    down_sq: vec4<u32>,
-    trade_sum: vec4<u32>,
-    trade_sq: vec4<u32>,
-    trade_gain: vec4<u32>,
-    trades: u32,
-    closed: u32,
-    wins: u32,
-    held: u32,
+    sums: RunSums,
     peak: vec2<u32>,
     level: vec2<u32>,
     take_profit_level: vec2<u32>,
@@ -98,22 +89,22 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     let exit_base = params.exit_rows + plan.exit * params.words;
     let zero2 = vec2<u32>(0u, 0u);
     let zero4 = vec4<u32>(0u, 0u, 0u, 0u);
-    var r = Run(zero2, zero2, zero4, zero4, zero4, zero4, zero4, zero4, 0u, 0u, 0u, 0u, zero2, zero2, zero2, zero2, zero2,
-        zero2, plan.warmup, 0u, 0u, 0u);
+    var r = Run(zero2, zero2, RunSums(zero4, zero4, zero4, zero4, zero4, zero4, 0u, 0u, 0u, 0u), zero2, zero2, zero2,
+        zero2, zero2, zero2, plan.warmup, 0u, 0u, 0u);
     if (params.start != 0u) {
         r = runs[params.first + i];
     }
-    var trades = r.trades;
-    var closed = r.closed;
-    var wins = r.wins;
-    var held = r.held;
+    var trades = r.sums.trades;
+    var closed = r.sums.closed;
+    var wins = r.sums.wins;
+    var held = r.sums.held;
     var drawdown = r.drawdown;
-    var sum = r.sum;
-    var sum_sq = r.sum_sq;
-    var down_sq = r.down_sq;
-    var trade_sum = r.trade_sum;
-    var trade_sq = r.trade_sq;
-    var trade_gain = r.trade_gain;
+    var sum = r.sums.sum;
+    var sum_sq = r.sums.sum_sq;
+    var down_sq = r.sums.down_sq;
+    var trade_sum = r.sums.trade_sum;
+    var trade_sq = r.sums.trade_sq;
+    var trade_gain = r.sums.trade_gain;
     // The entry bar's downside (the third of BarTables::entry).
     let entry_down = down_part(params.entry_ret, params.entry_ret_sq);
     var equity = r.log_equity;
@@ -251,7 +242,7 @@ fn backtest(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
             block += 1u;
         }
     }
-    runs[params.first + i] = Run(equity, drawdown, sum, sum_sq, down_sq, trade_sum, trade_sq, trade_gain, trades, closed,
-        wins, held, peak, level,
-        take_profit_level, base, hi, low, t, e, select(0u, 1u, in_position), block);
+    let sums = RunSums(sum, sum_sq, down_sq, trade_sum, trade_sq, trade_gain, trades, closed, wins, held);
+    runs[params.first + i] = Run(equity, drawdown, sums, peak, level, take_profit_level, base, hi, low, t, e,
+        select(0u, 1u, in_position), block);
 }

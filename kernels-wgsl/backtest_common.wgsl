@@ -47,6 +47,22 @@ struct Params {
     gain_at_level: u32,
 }
 
+// A combo's sums and counts so far (Totals in crates/backtest/src/fixed.rs but for its log
+// equity and drawdown, which each kernel keeps its own way): what both kernels' runs hold
+// first among their totals (the host's RunSums, crates/backtest/src/gpu_sums.rs).
+struct RunSums {
+    sum: vec4<u32>,
+    sum_sq: vec4<u32>,
+    down_sq: vec4<u32>,
+    trade_sum: vec4<u32>,
+    trade_sq: vec4<u32>,
+    trade_gain: vec4<u32>,
+    trades: u32,
+    closed: u32,
+    wins: u32,
+    held: u32,
+}
+
 struct Plan {
     entry: u32,
     exit: u32,

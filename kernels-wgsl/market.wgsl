@@ -13,16 +13,7 @@
 // marks (the last, the peak, the lowest since the peak and the lowest ratio of a trough
 // to its peak), its cash while flat, its position and pending order, where it stands.
 struct MarketRun {
-    sum: vec4<u32>,
-    sum_sq: vec4<u32>,
-    down_sq: vec4<u32>,
-    trade_sum: vec4<u32>,
-    trade_sq: vec4<u32>,
-    trade_gain: vec4<u32>,
-    trades: u32,
-    closed: u32,
-    wins: u32,
-    held: u32,
+    sums: RunSums,
     equity: vec2<u32>,
     peak: vec2<u32>,
     trough: vec2<u32>,
@@ -249,7 +240,7 @@ fn enter(short: bool, d: u32, e: u32, p: vec2<u32>, plan: Plan) {
     run.entry = e;
     run.decided = d;
     run.best = p;
-    run.trades += 1u;
+    run.sums.trades += 1u;
 }
 
 // Closes the position at bar x at price p, at a level (the fee alone) or not: the cash
@@ -265,8 +256,8 @@ fn close_position(x: u32, p: vec2<u32>, at_level: bool) {
     } else {
         after = f64_mul(worth, select(params.sell_factor, params.fee_down, at_level));
     }
-    run.held += x - run.entry;
-    run.closed += 1u;
+    run.sums.held += x - run.entry;
+    run.sums.closed += 1u;
     let gain = f64_ret_units(f64_sub(f64_div(after, run.before), F64_ONE));
     // square_units holds |gain| < 2^95 (a return under 2^31); past it the CPU runs the combo.
     let magnitude = select(gain, sub128(ZERO4, gain), (gain.w >> 31u) == 1u);
@@ -274,11 +265,11 @@ fn close_position(x: u32, p: vec2<u32>, at_level: bool) {
         out_of_range = true;
     }
     let terms = trade_terms(gain);
-    run.trade_sum = add128(run.trade_sum, terms[0]);
-    run.trade_sq = add128(run.trade_sq, terms[1]);
-    run.trade_gain = add128(run.trade_gain, terms[2]);
+    run.sums.trade_sum = add128(run.sums.trade_sum, terms[0]);
+    run.sums.trade_sq = add128(run.sums.trade_sq, terms[1]);
+    run.sums.trade_gain = add128(run.sums.trade_gain, terms[2]);
     if (f64_lt(run.before, after)) {
-        run.wins += 1u;
+        run.sums.wins += 1u;
     }
     run.cash = after;
     run.state &= ~(STATE_IN_POSITION | STATE_SHORT | STATE_TRAILS);
@@ -294,9 +285,9 @@ fn mark(e: vec2<u32>, given: bool, r1: vec4<u32>, r2: vec4<u32>) {
         ret = f64_ret_units(x);
         ret_sq = f64_ret_units(f64_mul(x, x));
     }
-    run.sum = add128(run.sum, ret);
-    run.sum_sq = add128(run.sum_sq, ret_sq);
-    run.down_sq = add128(run.down_sq, down_part(ret, ret_sq));
+    run.sums.sum = add128(run.sums.sum, ret);
+    run.sums.sum_sq = add128(run.sums.sum_sq, ret_sq);
+    run.sums.down_sq = add128(run.sums.down_sq, down_part(ret, ret_sq));
     if (f64_lt(run.peak, e)) {
         // A trough equal to its peak is a ratio of 1: no lower than `worst` (≤ 1).
         if (any(run.trough != run.peak)) {
@@ -520,8 +511,9 @@ fn market(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     if (params.start == 0u) {
         let zero2 = vec2<u32>(0u, 0u);
         let zero4 = vec4<u32>(0u, 0u, 0u, 0u);
-        run = MarketRun(zero4, zero4, zero4, zero4, zero4, zero4, 0u, 0u, 0u, 0u, F64_ONE, F64_ONE, F64_ONE, F64_ONE, F64_ONE, zero2, zero2,
-            zero2, zero2, zero2, zero2, zero2, zero2, plan.warmup, 0u, 0u, 0u, 0u, 0u);
+        let sums = RunSums(zero4, zero4, zero4, zero4, zero4, zero4, 0u, 0u, 0u, 0u);
+        run = MarketRun(sums, F64_ONE, F64_ONE, F64_ONE, F64_ONE, F64_ONE, zero2, zero2, zero2, zero2, zero2, zero2, zero2,
+            zero2, plan.warmup, 0u, 0u, 0u, 0u, 0u);
     } else {
         run = runs[params.first + i];
     }
@@ -538,8 +530,8 @@ fn market(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
         if (run.block < params.blocks) {
             next_start = params.block_first + run.block * params.block_len;
             if (next_start <= run.t) {
-                snaps[snap_base + 2u * run.block] = run.sum;
-                snaps[snap_base + 2u * run.block + 1u] = run.sum_sq;
+                snaps[snap_base + 2u * run.block] = run.sums.sum;
+                snaps[snap_base + 2u * run.block + 1u] = run.sums.sum_sq;
                 run.block += 1u;
                 continue;
             }
@@ -571,15 +563,15 @@ fn market(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     if (params.until == n && (run.state & STATE_OUT_OF_RANGE) == 0u) {
         // Still open after the last bar: its bars count as held.
         if (in_position()) {
-            run.held += n - run.entry;
+            run.sums.held += n - run.entry;
         }
         // Block starts passed flat at the end.
         loop {
             if (run.block >= params.blocks) {
                 break;
             }
-            snaps[snap_base + 2u * run.block] = run.sum;
-            snaps[snap_base + 2u * run.block + 1u] = run.sum_sq;
+            snaps[snap_base + 2u * run.block] = run.sums.sum;
+            snaps[snap_base + 2u * run.block + 1u] = run.sums.sum_sq;
             run.block += 1u;
         }
     }

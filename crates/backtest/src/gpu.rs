@@ -14,6 +14,7 @@ use crate::blocks::BlockCuts;
 use crate::book::{ComboPlan, SignalBook};
 use crate::fixed::Totals;
 use crate::gpu_market::{self, MARKET, MarketRun};
+use crate::gpu_sums::RunSums;
 use crate::gpu_tables::{KernelTables, i64_words, u128_of, u128_words};
 use crate::simulate::BatchTotals;
 use rayon::prelude::*;
@@ -76,16 +77,7 @@ struct Params {
 struct Run {
     log_equity: [u32; 2],
     drawdown: [u32; 2],
-    sum: [u32; 4],
-    sum_sq: [u32; 4],
-    down_sq: [u32; 4],
-    trade_sum: [u32; 4],
-    trade_sq: [u32; 4],
-    trade_gain: [u32; 4],
-    trades: u32,
-    closed: u32,
-    wins: u32,
-    held: u32,
+    sums: RunSums,
     state: [u32; 16],
 }
 
@@ -94,20 +86,7 @@ impl Run {
 
     fn totals(&self) -> Totals {
         let i64_of = |w: [u32; 2]| (u64::from(w[0]) | u64::from(w[1]) << 32) as i64;
-        Totals {
-            log_equity: i64_of(self.log_equity),
-            drawdown: i64_of(self.drawdown),
-            sum: u128_of(&self.sum),
-            sum_sq: u128_of(&self.sum_sq),
-            down_sq: u128_of(&self.down_sq),
-            trade_sum: u128_of(&self.trade_sum),
-            trade_sq: u128_of(&self.trade_sq),
-            trade_gain: u128_of(&self.trade_gain),
-            trades: self.trades,
-            closed: self.closed,
-            wins: self.wins,
-            held: self.held,
-        }
+        self.sums.totals(i64_of(self.log_equity), i64_of(self.drawdown))
     }
 }
 
@@ -419,16 +398,7 @@ mod layout {
         let totals = members(&[
             ("log_equity", offset_of!(Run, log_equity)),
             ("drawdown", offset_of!(Run, drawdown)),
-            ("sum", offset_of!(Run, sum)),
-            ("sum_sq", offset_of!(Run, sum_sq)),
-            ("down_sq", offset_of!(Run, down_sq)),
-            ("trade_sum", offset_of!(Run, trade_sum)),
-            ("trade_sq", offset_of!(Run, trade_sq)),
-            ("trade_gain", offset_of!(Run, trade_gain)),
-            ("trades", offset_of!(Run, trades)),
-            ("closed", offset_of!(Run, closed)),
-            ("wins", offset_of!(Run, wins)),
-            ("held", offset_of!(Run, held)),
+            ("sums", offset_of!(Run, sums)),
         ]);
         assert_eq!(run[..totals.len()], totals);
         assert_eq!(run[totals.len()].1 as usize, offset_of!(Run, state));

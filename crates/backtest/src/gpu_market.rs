@@ -7,7 +7,7 @@ use crate::bar_tables::BarTables;
 use crate::book::{ComboPlan, SignalBook};
 use crate::costs::{Fill, Fills};
 use crate::fixed::Totals;
-use crate::gpu_tables::u128_of;
+use crate::gpu_sums::RunSums;
 use crate::simulate::{BatchTotals, simulate_cpu};
 use crate::trade_parts::log_of;
 use threadx_dispatch::Kernel;
@@ -28,16 +28,7 @@ pub(crate) const MARKET: Kernel = Kernel {
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct MarketRun {
-    sum: [u32; 4],
-    sum_sq: [u32; 4],
-    down_sq: [u32; 4],
-    trade_sum: [u32; 4],
-    trade_sq: [u32; 4],
-    trade_gain: [u32; 4],
-    trades: u32,
-    closed: u32,
-    wins: u32,
-    held: u32,
+    sums: RunSums,
     equity: [u32; 2],
     peak: [u32; 2],
     trough: [u32; 2],
@@ -61,20 +52,7 @@ impl MarketRun {
     pub(crate) fn totals(&self) -> Totals {
         let f64_of = |w: [u32; 2]| f64::from_bits(u64::from(w[0]) | u64::from(w[1]) << 32);
         let (peak, trough, worst) = (f64_of(self.peak), f64_of(self.trough), f64_of(self.worst));
-        Totals {
-            log_equity: log_of(f64_of(self.equity)),
-            drawdown: log_of(worst.min(trough / peak)),
-            sum: u128_of(&self.sum),
-            sum_sq: u128_of(&self.sum_sq),
-            down_sq: u128_of(&self.down_sq),
-            trade_sum: u128_of(&self.trade_sum),
-            trade_sq: u128_of(&self.trade_sq),
-            trade_gain: u128_of(&self.trade_gain),
-            trades: self.trades,
-            closed: self.closed,
-            wins: self.wins,
-            held: self.held,
-        }
+        self.sums.totals(log_of(f64_of(self.equity)), log_of(worst.min(trough / peak)))
     }
 
     pub(crate) fn out_of_range(&self) -> bool {
@@ -121,16 +99,7 @@ mod layout {
         assert_eq!(size as usize, size_of::<MarketRun>());
         let at = |name: &str| members.iter().find(|(n, _)| n == name).map(|&(_, o)| o as usize);
         for (name, offset) in [
-            ("sum", offset_of!(MarketRun, sum)),
-            ("sum_sq", offset_of!(MarketRun, sum_sq)),
-            ("down_sq", offset_of!(MarketRun, down_sq)),
-            ("trade_sum", offset_of!(MarketRun, trade_sum)),
-            ("trade_sq", offset_of!(MarketRun, trade_sq)),
-            ("trade_gain", offset_of!(MarketRun, trade_gain)),
-            ("trades", offset_of!(MarketRun, trades)),
-            ("closed", offset_of!(MarketRun, closed)),
-            ("wins", offset_of!(MarketRun, wins)),
-            ("held", offset_of!(MarketRun, held)),
+            ("sums", offset_of!(MarketRun, sums)),
             ("equity", offset_of!(MarketRun, equity)),
             ("peak", offset_of!(MarketRun, peak)),
             ("trough", offset_of!(MarketRun, trough)),

@@ -32,6 +32,7 @@ mod error;
 mod fixed;
 mod gpu;
 mod gpu_market;
+mod gpu_sums;
 mod gpu_tables;
 mod grid;
 mod market;
