@@ -16,11 +16,6 @@ use threadx_indicators::{Calendar, MarketData, Ohlcv, format_time};
 use threadx_report::PortfolioRun;
 use threadx_sweep::{ColumnType, write_table};
 
-/// Every symbol's bars: a universe's, or one data set as a universe of one.
-fn symbols(data: &str) -> Result<Vec<(String, Arc<Ohlcv>)>> {
-    symbols_of(MarketData::load(data).with_context(|| format!("loading --data {data}"))?, data)
-}
-
 /// The symbols of `market`, read from `data`: a universe's, each loaded, or one data set
 /// as a universe of one, named by its file.
 pub fn symbols_of(market: MarketData, data: &str) -> Result<Vec<(String, Arc<Ohlcv>)>> {
@@ -49,7 +44,12 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
             .filter_map(|(flag, path)| path.clone().map(|p| (flag, p)))
             .collect();
     crate::outputs::check_every_output(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])?;
-    let symbols = symbols(&req.data)?;
+    let market = MarketData::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
+    // A universe's files are inputs too, each one (its folder is not a file an output can be).
+    if let MarketData::Universe(universe) = &market {
+        crate::outputs::check_every_output(&outputs, &universe.files())?;
+    }
+    let symbols = symbols_of(market, &req.data)?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();
     let (portfolio, account, run) =

@@ -89,6 +89,25 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     refused(&["--device", "cpu", "backtest", "--data", "in.csv", "--trades", "in.csv"], "in.csv");
     refused(&["--device", "cpu", "backtest", "--data", "in.csv", "--equity", "same.csv"], "same.csv");
 
+    // A universe's files are inputs, each one: a portfolio's outputs and a universe sweep's.
+    std::fs::create_dir(d.join("u")).unwrap();
+    assert!(threadx(d, &["data", "synth", "--bars", "600", "--seed", "2", "--out", "u/B.csv"]).status.success());
+    std::fs::hard_link(d.join("in.csv"), d.join("u/A.csv")).unwrap();
+    let b = std::fs::read(d.join("u/B.csv")).unwrap();
+    let refused_in_universe = |args: &[&str]| {
+        let out = threadx(d, args);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran");
+        assert!(stderr.contains("the output u/A.csv is the input u/A.csv"), "{args:?}: {stderr}");
+        assert_eq!(std::fs::read(d.join("in.csv")).unwrap(), original, "{args:?} changed the input");
+        assert_eq!(std::fs::read(d.join("u/B.csv")).unwrap(), b, "{args:?} changed the input");
+    };
+    for flag in ["--equity", "--trades", "--report"] {
+        refused_in_universe(&["--device", "cpu", "backtest", "--data", "u", "--portfolio", flag, "u/A.csv"]);
+    }
+    refused_in_universe(&["--device", "cpu", "sweep", "--data", "u", "--portfolio", "--out", "u/A.csv"]);
+    refused_in_universe(&["--device", "cpu", "sweep", "--data", "u", "--out", "u/A.csv"]);
+
     // Merge: the merged file (or its summary) may not be a shard's.
     for i in 0..2 {
         let shard = format!("{i}/2");
