@@ -145,6 +145,12 @@ fn sweep_from_summary(
 }
 
 fn backtest_from_json(input: &Path, json: &Value, dispatcher: &Dispatcher, mode: DeviceMode, out: &Path) -> Result<()> {
+    if !json["portfolio"].is_null() {
+        bail!(
+            "{}: a portfolio's backtest: its page comes with its run (`threadx backtest --portfolio --report FILE.html`)",
+            input.display()
+        );
+    }
     let name = json["strategy"].as_str().unwrap_or_default();
     let strategy = match (json["rules"].as_str(), json["rule_file"].as_str()) {
         (Some(rules), Some(file)) => Strategy::from_toml(rules, file),

@@ -102,7 +102,8 @@ fn a_rule_files_backtest_is_reported_from_its_json() {
 
 /// A portfolio sweep's page: the sweep's sections, then its best combo run again as one
 /// account (its trades the best row's); a portfolio walk-forward's page; `threadx report`
-/// of a portfolio's summary says where its page comes from.
+/// of a portfolio's summary, or of a portfolio backtest's JSON, says where its page comes
+/// from.
 #[test]
 fn a_portfolio_sweeps_page_shows_its_best_account() {
     let dir = tempfile::tempdir().unwrap();
@@ -144,4 +145,17 @@ fn a_portfolio_sweeps_page_shows_its_best_account() {
     let run = threadx(d, &["report", "s.json", "--out", "again.html"]);
     let stderr = text(&run.stderr);
     assert!(!run.status.success() && stderr.contains("its page comes with its run"), "{stderr}");
+
+    // So does a portfolio backtest's JSON (its data is a folder, not bars to load again).
+    let bt = threadx(d, &["backtest", "--data", "data", "--portfolio", "--json"]);
+    assert!(bt.status.success(), "{}", text(&bt.stderr));
+    std::fs::write(d.join("bt.json"), &bt.stdout).unwrap();
+    let run = threadx(d, &["report", "bt.json"]);
+    let stderr = text(&run.stderr);
+    assert!(
+        !run.status.success()
+            && stderr.contains("bt.json: a portfolio's backtest: its page comes with its run (`threadx backtest --portfolio --report FILE.html`)"),
+        "{stderr}"
+    );
+    assert!(!d.join("bt.html").exists());
 }
