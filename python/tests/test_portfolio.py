@@ -175,11 +175,38 @@ def test_what_one_account_cannot_take_is_named() -> None:
     with pytest.raises(ValueError, match="size=2: a percent size is a fraction of the account in \\(0, 1\\]"):
         threadx.simulate(close, entries, exits, cash_sharing=True, size=2.0)
     with pytest.raises(ValueError, match=r"exits has shape \(50, 4\); close has \(50, 5\)"):
+        threadx.simulate(close, entries, exits.iloc[:, :4].to_numpy(), cash_sharing=True)
+    with pytest.raises(ValueError, match=r"exits has columns .*: one column per symbol, the same symbols \(missing: \['S04'\]"):
         threadx.simulate(close, entries, exits.iloc[:, :4], cash_sharing=True)
     bad = close.copy()
     bad.iloc[7, 2] = -1.0
     with pytest.raises(ValueError, match="close at bar 7, symbol 2 is -1: a price is positive and finite"):
         threadx.simulate(bad, entries, exits, cash_sharing=True)
+
+
+def test_frames_are_read_by_symbol_as_pandas_aligns_them() -> None:
+    """Signal and level frames in another column order are the same account (their columns
+    put in close's order); another symbol, or other bars, is named."""
+    close, entries, exits = universe(8, 4, bars=120)
+    short = exits.shift(3, fill_value=False)
+    # A different stop per symbol, so that a column read as another symbol's would show.
+    sl_frame = pd.DataFrame(np.tile(0.02 + 0.01 * np.arange(4), (len(close), 1)), index=close.index, columns=close.columns)
+    expected = threadx.simulate(close, entries, exits, cash_sharing=True, size=0.3, short_entries=short,
+                                sl_stop=sl_frame, details=True)
+    order = list(reversed(close.columns))
+    got = threadx.simulate(close, entries[order], exits[order], cash_sharing=True, size=0.3,
+                           short_entries=short[order], sl_stop=sl_frame[order], details=True)
+    pd.testing.assert_frame_equal(got, expected)
+    pd.testing.assert_frame_equal(got.attrs["trades"], expected.attrs["trades"])
+    # Positionally, the reversed columns would trade other symbols' signals.
+    swapped = threadx.simulate(close, entries[order].to_numpy(), exits[order].to_numpy(), cash_sharing=True, size=0.3,
+                               short_entries=short[order].to_numpy(), sl_stop=sl_frame[order].to_numpy())
+    assert swapped["total_return"].iloc[0] != expected["total_return"].iloc[0]
+    other = entries.rename(columns={close.columns[0]: "ZZZ"})
+    with pytest.raises(ValueError, match=r"entries has columns .*ZZZ.*missing: \['S00'\], not in close: \['ZZZ'\]"):
+        threadx.simulate(close, other, exits, cash_sharing=True)
+    with pytest.raises(ValueError, match="exits has other bars \\(index\\) than close"):
+        threadx.simulate(close, entries, exits.reset_index(drop=True), cash_sharing=True)
 
 
 def symbol_frames() -> Dict[str, pd.DataFrame]:

@@ -177,6 +177,26 @@ def _first_not_a_number(values: Any) -> str:
     return f", row {int(np.flatnonzero(bad.to_numpy())[0])}" if bad.any() else ""
 
 
+def _by_symbol(value: Any, close: Any, name: str) -> Any:
+    """``value`` laid out as ``close`` where both are frames (one column per symbol): its
+    columns put in close's order, as pandas aligns by label; a symbol one has and the
+    other lacks, or other bars, is an error naming them. Arrays are taken as they are."""
+    if not (isinstance(value, pd.DataFrame) and isinstance(close, pd.DataFrame)):
+        return value
+    if not value.index.equals(close.index):
+        raise ValueError(f"{name} has other bars (index) than close: give it close's index (e.g. {name}.reindex(close.index))")
+    if value.columns.equals(close.columns):
+        return value
+    missing = [c for c in close.columns if c not in value.columns]
+    extra = [c for c in value.columns if c not in close.columns]
+    if missing or extra or value.columns.has_duplicates:
+        raise ValueError(
+            f"{name} has columns {list(value.columns)}; close has {list(close.columns)}: one column per symbol, "
+            f"the same symbols (missing: {missing}, not in close: {extra})"
+        )
+    return value[close.columns]
+
+
 def _bools(values: Any, name: str) -> np.ndarray:
     array = values.to_numpy() if isinstance(values, (pd.Series, pd.DataFrame)) else np.asarray(values)
     if array.dtype == np.bool_:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import _report, _tables, _threadx
-from ._inputs import Data, _bools, _datetime_ms, _f64, _market, _opt_float, _text, _utc_index
+from ._inputs import Data, _bools, _by_symbol, _datetime_ms, _f64, _market, _opt_float, _text, _utc_index
 from ._progress import ProgressCallback, _progress
 
 #: What ``size_type`` may be (vectorbt's names and meanings).
@@ -58,7 +58,7 @@ def simulate_portfolio(
         given += [("short_entries", no if short_entries is None else short_entries)]
         given += [("short_exits", no if short_exits is None else short_exits)]
     for name, value in given:
-        array = _bools(value, name)
+        array = _bools(_by_symbol(value, close, name), name)
         if array.ndim == 1 and prices.shape[1] == 1:
             array = array.reshape(-1, 1)
         if array.shape != prices.shape:
@@ -85,7 +85,7 @@ def simulate_portfolio(
         times=times,
         details=bool(details),
         max_positions=None if max_positions is None else int(max_positions),
-        **_level_arrays(levels or {}, prices),
+        **_level_arrays({k: _by_symbol(v, close, k) for k, v in (levels or {}).items()}, prices),
         shorts=[np.ascontiguousarray(signals[n]) for n in ("short_entries", "short_exits")] if shorts else None,
     )
     frame = _tables.frame(table)

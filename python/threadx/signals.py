@@ -69,7 +69,8 @@ def simulate(
     any ``init_cash``.
 
     ``cash_sharing=True`` trades every column of ``close`` (one per symbol, NaN where a
-    symbol has no bar) against one account of ``init_cash``: vectorbt's
+    symbol has no bar; signal and level frames read by symbol, as pandas aligns them)
+    against one account of ``init_cash``: vectorbt's
     ``from_signals(..., group_by=True, cash_sharing=True, call_seq="auto")``. Each entry
     buys ``size`` of ``size_type`` ``"percent"`` (a fraction of the cash left, the default
     1.0), ``"value"`` (cash) or ``"targetpercent"`` (a fraction of the account's value),
