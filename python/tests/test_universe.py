@@ -82,6 +82,15 @@ def test_what_many_symbols_cannot_do_is_refused() -> None:
         threadx.sweep(symbols, grid=GRID, device="cpu", progress=False, walk_forward="train=1000,test=500")
     with pytest.raises(ValueError, match='the symbol name "a,b"'):
         _sweep({"a,b": symbols["BTC"], "c": symbols["ETH"]})
+    # One backtest, search, session or indicator call takes one data set: a dict of frames
+    # is named as the universe it is (not read as a dict of columns).
+    universe = "data is a dict of 3 symbols' data \\(SOL, BTC, ETH\\): a universe, where this takes one data set"
+    with pytest.raises(ValueError, match=universe):
+        threadx.backtest(symbols)
+    with pytest.raises(ValueError, match=universe):
+        threadx.indicators(symbols, "sma:period=5")
+    with pytest.raises(ValueError, match="data is an empty dict"):
+        threadx.backtest({})
 
 
 def test_constraints_count_the_symbols_each_combo_keeps_them_on() -> None:

@@ -34,6 +34,14 @@ def _bars(data: Data) -> Tuple[_threadx.Bars, pd.Index]:
     if isinstance(data, Mapping):
         names = [str(k) for k in data.keys()]
         values = list(data.values())
+        if not values:
+            raise ValueError("data is an empty dict: no columns (a dict of arrays by column) and no symbols")
+        if all(_is_table(v) for v in values):
+            raise ValueError(
+                f"data is a dict of {len(values)} symbols' data ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): "
+                "a universe, where this takes one data set; pass one of them, or portfolio=True (backtest, search) "
+                "for one account over them all; sweep() runs a universe symbol by symbol"
+            )
         bars = _frame_bars("dict", names, lambda i: values[i], None)
         return bars, _utc_index(bars.timestamps())
     stream = _arrow_stream(data)
