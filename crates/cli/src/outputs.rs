@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use threadx_indicators::MarketData;
 use threadx_profile_store::{refuse_colliding_outputs, refuse_output_over_input};
 
 /// What the checkpoint folder is called in messages (a folder: not checked as a file).
@@ -19,6 +20,15 @@ pub fn check_every_output(outputs: &[(&'static str, PathBuf)], inputs: &[&Path])
     }
     let paths: Vec<&Path> = labelled.iter().map(|(_, p)| *p).collect();
     refuse_output_over_input(&paths, inputs).map_err(anyhow::Error::msg)
+}
+
+/// After `--data` is loaded, a universe's files are inputs too, each one: its folder or
+/// pattern, checked with the other inputs before loading, is not a file an output can be.
+pub fn check_outputs_over_universe(outputs: &[(&'static str, PathBuf)], market: &MarketData) -> Result<()> {
+    match market {
+        MarketData::Universe(universe) => check_every_output(outputs, &universe.files()),
+        MarketData::Bars(_) => Ok(()),
+    }
 }
 
 /// `dir/results.csv` + `-heatmap.svg` → `dir/results-heatmap.svg`.

@@ -45,10 +45,7 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
             .collect();
     crate::outputs::check_every_output(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])?;
     let market = MarketData::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
-    // A universe's files are inputs too, each one (its folder is not a file an output can be).
-    if let MarketData::Universe(universe) = &market {
-        crate::outputs::check_every_output(&outputs, &universe.files())?;
-    }
+    crate::outputs::check_outputs_over_universe(&outputs, &market)?;
     let symbols = symbols_of(market, &req.data)?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let named: Vec<(&str, &Ohlcv)> = symbols.iter().map(|(n, d)| (n.as_str(), d.as_ref())).collect();

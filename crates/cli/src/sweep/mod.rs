@@ -48,11 +48,7 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
         Ok((data, Arc::new(Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?)))
     })?;
     if args.portfolio {
-        let inputs: Vec<&Path> = match &data {
-            MarketData::Universe(universe) => universe.files(),
-            MarketData::Bars(_) => vec![Path::new(&args.data)],
-        };
-        crate::outputs::check_every_output(&outputs, &inputs)?;
+        crate::outputs::check_outputs_over_universe(&outputs, &data)?;
         let origin = args.data.as_str();
         let symbols = crate::portfolio::symbols_of(data, origin)?;
         let plots = (search_plot.as_deref(), monitor_plot.as_deref());
