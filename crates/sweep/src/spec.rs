@@ -69,18 +69,20 @@ impl WalkForward {
         let (mut train, mut test, mut step) = (None, None, None);
         for part in text.split(',') {
             let (key, value) = part.split_once('=').ok_or_else(|| bad(format!("expected key=BARS, got `{part}`")))?;
-            let bars: usize = value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|&b| b > 0)
-                .ok_or_else(|| bad(format!("{} must be a positive number of bars", key.trim())))?;
-            let slot = match key.trim() {
+            let key = key.trim();
+            let slot = match key {
                 "train" => &mut train,
                 "test" => &mut test,
                 "step" => &mut step,
                 other => return Err(bad(format!("unknown key `{other}` (known: train, test, step)"))),
             };
+            if slot.is_some() {
+                return Err(bad(format!("{key} is given twice")));
+            }
+            let bars: usize =
+                value.trim().parse().ok().filter(|&b| b > 0).ok_or_else(|| {
+                    bad(format!("{key} must be a positive whole number of bars, got `{}`", value.trim()))
+                })?;
             *slot = Some(bars);
         }
         let (Some(train), Some(test)) = (train, test) else {

@@ -198,9 +198,12 @@ fn walk_forward_windows_and_shards_parse() {
         WalkForward::parse("train=0,test=5")
             .unwrap_err()
             .to_string()
-            .contains("train must be a positive number of bars")
+            .contains("train must be a positive whole number of bars, got `0`")
     );
     assert!(WalkForward::parse("train=10,test=5,size=3").unwrap_err().to_string().contains("unknown key `size`"));
+    // The key is named before its value is read: an unknown key with a bad value is unknown.
+    assert!(WalkForward::parse("train=10,test=5,folds=0").unwrap_err().to_string().contains("unknown key `folds`"));
+    assert!(WalkForward::parse("train=10,test=5,train=20").unwrap_err().to_string().contains("train is given twice"));
     assert_eq!(Shard::parse("2/4").unwrap(), Shard { index: 2, count: 4 });
     for bad in ["4/4", "1/0", "x/2", "3"] {
         assert!(Shard::parse(bad).is_err(), "{bad}");
