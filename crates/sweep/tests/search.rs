@@ -162,6 +162,7 @@ fn an_infeasible_combo_never_wins() {
     for (text, problem) in [
         ("trades 30", "expected METRIC OP VALUE"),
         ("profit >= 1", "unknown metric `profit`"),
+        ("bb_period < 30", "parameters are limited by --grid or a rule file's `require`"),
         ("trades >= many", "`many` is not a number"),
     ] {
         let error = text.parse::<Constraint>().unwrap_err().to_string();

@@ -68,7 +68,12 @@ impl FromStr for Constraint {
             .filter_map(|&(cmp, op)| text.find(op).map(|at| (at, cmp, op)))
             .min_by_key(|&(at, _, op)| (at, std::cmp::Reverse(op.len())))
             .ok_or_else(|| bad("expected METRIC OP VALUE with OP one of >=, >, <=, < (e.g. `trades >= 30`)".into()))?;
-        let metric = metric_index(text[..at].trim()).map_err(|e| bad(e.to_string()))?;
+        // A rule over parameters (`fast < slow`) is a rule file's `require`, not a constraint.
+        let metric = metric_index(text[..at].trim()).map_err(|e| {
+            bad(format!(
+                "{e}; a constraint reads a combo's metrics: parameters are limited by --grid or a rule file's `require`"
+            ))
+        })?;
         let number = text[at + op.len()..].trim();
         let value: f64 = number.parse().map_err(|_| bad(format!("`{number}` is not a number")))?;
         if !value.is_finite() {
