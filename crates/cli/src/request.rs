@@ -107,6 +107,9 @@ pub fn search_request(args: &SweepArgs, request: &mut SweepRequest) -> Result<()
         request.search =
             Some(SearchRequest { seed: sample.seed, ..SearchRequest::new(SearchMethod::Random, sample.n) });
     }
+    if args.random == Some(0) {
+        bail!("--random 0: at least 1 combo is needed");
+    }
     let method = args.search.or(args.random.map(|_| SearchMethod::Random));
     let trials = args.trials.or(args.random);
     if let Some(search) = request.search.as_mut() {

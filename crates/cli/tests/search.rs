@@ -334,6 +334,10 @@ fn a_config_files_bad_value_is_named_at_its_line_not_as_a_flag() {
     // A flag typed on the command line is named as the flag it is.
     let run = threadx(dir.path(), &["--device", "cpu", "sweep", "--config", "sweep.toml", "--trials", "0", "--quiet"]);
     assert!(text(&run.stderr).contains("--trials: at least 1 is needed"), "{}", text(&run.stderr));
+    // As is --random, which means --search random --trials N.
+    let run = threadx(dir.path(), &["--device", "cpu", "sweep", "--random", "0", "--quiet"]);
+    assert!(!run.status.success() && text(&run.stderr).contains("--random 0: at least 1 combo is needed"));
+    assert!(!text(&run.stderr).contains("--trials"), "{}", text(&run.stderr));
 }
 
 #[test]
