@@ -124,7 +124,8 @@ fn check(strategy: &Strategy, grid: &[String]) -> Result<String> {
         let rows = if matches!(kind, RuleKind::Require | RuleKind::Rank) {
             String::new()
         } else {
-            format!("; {} rows", thousands(layout.rows_of(kind)))
+            let rows = layout.rows_of(kind);
+            format!("; {} row{}", thousands(rows), if rows == 1 { "" } else { "s" })
         };
         let _ = writeln!(out, "  {:<12} {text}\n  {:<12} reads {reads}{rows}", kind.name(), "");
     }

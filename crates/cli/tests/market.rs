@@ -88,7 +88,14 @@ fn strategy_check_says_how_a_strategy_trades_and_where_it_runs() {
         let out = threadx(dir.path(), &["strategy", "check", &example(name)]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert!(text(&out.stdout).contains(want), "{name}: {}", text(&out.stdout));
+        // A rule that reads no parameter is one row, named so.
+        assert!(!text(&out.stdout).contains(" 1 rows"), "{name}: {}", text(&out.stdout));
     }
+    let file = dir.path().join("one_row.toml");
+    let rules = std::fs::read_to_string(example("trend_trail")).unwrap().replace("trail_mult * atr(14)", "0.02");
+    std::fs::write(&file, rules).unwrap();
+    let out = threadx(dir.path(), &["strategy", "check", file.to_str().unwrap()]);
+    assert!(text(&out.stdout).contains("reads no parameter; 1 row\n"), "{}", text(&out.stdout));
 }
 
 #[test]
