@@ -1,7 +1,7 @@
 //! `threadx monitor`: sample the machine, this process and every NVIDIA GPU, print each
 //! sample, and keep the history as CSV and a plot.
 
-use crate::outputs::check_writable;
+use crate::outputs::check_every_output;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -49,9 +49,9 @@ pub fn run(args: &MonitorArgs) -> Result<()> {
         ..MonitorOptions::default()
     };
     let duration = args.duration.map(|d| seconds("--duration", d)).transpose()?;
-    for path in args.out.iter().chain(&args.plot) {
-        check_writable(path)?;
-    }
+    let outputs = [("--out", &args.out), ("--plot", &args.plot)];
+    let outputs: Vec<_> = outputs.into_iter().filter_map(|(flag, p)| Some((flag, p.clone()?))).collect();
+    check_every_output(&outputs, &[])?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_interrupt(Arc::clone(&stop));
     let mut monitor = SystemMonitor::start(&options)?;

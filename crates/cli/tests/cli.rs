@@ -452,6 +452,8 @@ fn monitor_prints_samples_and_writes_its_history_and_plot() {
         (vec!["--interval", "1e300"], "--interval 1e300 is more than the 1e7 seconds"),
         (vec!["--interval", "2e7"], "--interval 2e7 is more than the 1e7 seconds"),
         (vec!["--out", "/nonexistent/dir/h.csv", "--duration", "1"], "/nonexistent/dir"),
+        // The plot would have replaced the history, after the whole run.
+        (vec!["--out", "same.csv", "--plot", "same.csv", "--duration", "1"], "are one file"),
     ] {
         let out = threadx(&[&["monitor"][..], &flags].concat(), &[]);
         assert!(!out.status.success());
