@@ -123,6 +123,16 @@ def test_failures_are_python_exceptions(data: pd.DataFrame, tmp_path: Path) -> N
         threadx.backtest(data, fee=2)
     with pytest.raises(ValueError, match="bb_std=True: expected a number"):
         threadx.backtest(data, bb_std=True)
+    # A dict of parameters, or several values of one, named for what it was meant as.
+    with pytest.raises(ValueError, match=r"parameters are keywords.*backtest\(data, \*\*params\)"):
+        threadx.backtest(data, params={"bb_period": 30})
+    with pytest.raises(ValueError, match=r"bb_period=\[10, 20\]: a backtest takes one value per parameter"):
+        threadx.backtest(data, bb_period=[10, 20])
+    with pytest.raises(ValueError, match=r"sweep\(data, grid=\{'bb_period': \[...\]\}\)"):
+        threadx.backtest(data, bb_period=np.array([10, 20]))
+    assert threadx.backtest(data, bb_period=np.int64(30), bb_std=2.5).params == threadx.backtest(
+        data, bb_period=30, bb_std="2.5"
+    ).params
     with pytest.raises(TypeError, match=r"grid maps parameter names to their values.*got int 5"):
         threadx.sweep(data, grid=5)
     with pytest.raises(TypeError, match=r"data is a Series \(one column, 'close'\): pass the DataFrame"):

@@ -25,7 +25,7 @@ from . import _report, _tables, _threadx
 
 __version__: str = _threadx.__version__
 
-from ._inputs import Data, _bars, _f64, _finite, _market, _opt_float, _text, _utc_index
+from ._inputs import Data, _axis_value, _bars, _f64, _finite, _market, _opt_float, _text, _utc_index
 from ._progress import ProgressCallback, _progress
 from ._report import METRICS, SweepFrame
 from .overfitting import PboResult, deflated_sharpe, pbo
@@ -505,19 +505,6 @@ def strategies() -> Dict[str, List[Dict[str, Any]]]:
 
 
 # --- arguments ---------------------------------------------------------------------------
-
-
-def _axis_value(name: str, value: Any) -> Union[int, float, str]:
-    """One grid value as the request takes it: a number stays a number, a name a name."""
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name}={value!r}: expected a number or a name, not a boolean")
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value)
-    if isinstance(value, str):
-        return value
-    raise ValueError(f"{name}={value!r}: expected a number or a name")
 
 
 def _axis(name: str, values: Any) -> Union[str, List[Union[int, float, str]]]:

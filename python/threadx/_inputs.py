@@ -230,14 +230,31 @@ def _finite(name: str, value: Optional[float]) -> Optional[float]:
     return number
 
 
-def _text(name: str, value: Any) -> str:
-    """A parameter value as the CLI takes it: numbers in their shortest exact form."""
+def _axis_value(name: str, value: Any) -> Union[int, float, str]:
+    """One parameter value as the request takes it: a number stays a number, a name a name."""
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name}={value!r}: expected a number or a name, not a boolean")
     if isinstance(value, (int, np.integer)):
-        return str(int(value))
+        return int(value)
     if isinstance(value, (float, np.floating)):
-        return repr(float(value))
+        return float(value)
     if isinstance(value, str):
         return value
     raise ValueError(f"{name}={value!r}: expected a number or a name")
+
+
+def _text(name: str, value: Any) -> str:
+    """A backtest's parameter value as the CLI takes it: numbers in their shortest exact
+    form. A dict (``params={...}``) or a list of values is named for what it was meant as."""
+    if isinstance(value, Mapping):
+        raise ValueError(
+            f"{name}={value!r}: parameters are keywords, e.g. backtest(data, bb_period=20), "
+            f"or backtest(data, **{name}) for a dict of them"
+        )
+    if isinstance(value, (list, tuple, range, np.ndarray, pd.Series)):
+        raise ValueError(
+            f"{name}={value!r}: a backtest takes one value per parameter; "
+            f"sweep(data, grid={{{name!r}: [...]}}) runs each of several"
+        )
+    number = _axis_value(name, value)
+    return repr(number) if isinstance(number, float) else str(number)
