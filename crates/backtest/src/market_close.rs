@@ -13,7 +13,7 @@ use crate::bar_tables::BarTables;
 use crate::blocks::Snapshots;
 use crate::book::{ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
-use crate::fixed::{Terms, Totals, down_part, minus, plus, return_units};
+use crate::fixed::{Terms, Totals, add_return, down_part, minus, plus, return_units};
 use crate::market_position::{exit_cash, fill_inside, open};
 use crate::metrics::Side;
 use crate::trade_parts::{Drawdown, last_bar, log_of, next_bit_where, trail_level};
@@ -401,17 +401,16 @@ impl<'a> Twin<'a> {
         let end = due.min(n);
         let mut t = e + 1;
         // The account in registers.
-        let (mut sums, mut equity, mut block) = (account.sums(), account.equity, account.block);
+        let ([mut sum, mut sum_sq, mut down_sq], mut equity, mut block) = (account.sums(), account.equity, account.block);
         let mut drawdown = account.drawdown;
         while t < end && !(high[t] >= stop || low[t] <= take_profit) {
             let v = cash_beside - shares * close[t];
             if t >= block {
-                [account.totals.sum, account.totals.sum_sq, account.totals.down_sq] = sums;
+                [account.totals.sum, account.totals.sum_sq, account.totals.down_sq] = [sum, sum_sq, down_sq];
                 account.record(t);
                 block = account.block;
             }
-            let (r1, r2) = return_units(v, equity);
-            sums = plus(sums, [r1, r2, down_part(r1, r2)]);
+            [sum, sum_sq, down_sq] = add_return([sum, sum_sq, down_sq], v, equity);
             drawdown.step(v);
             equity = v;
             best = if low[t] < best { low[t] } else { best };
@@ -420,7 +419,7 @@ impl<'a> Twin<'a> {
             }
             t += 1;
         }
-        [account.totals.sum, account.totals.sum_sq, account.totals.down_sq] = sums;
+        [account.totals.sum, account.totals.sum_sq, account.totals.down_sq] = [sum, sum_sq, down_sq];
         (account.equity, account.drawdown) = (equity, drawdown);
         let exit = (t < n).then(|| (t, high[t] >= stop || low[t] <= take_profit));
         let Some((x, hit)) = exit else {
