@@ -111,6 +111,17 @@ impl Account<'_, '_> {
         self.step(e);
     }
 
+    /// Bar `t` ends with equity `e`, its return over the last marked equity in f64
+    /// ([`add_return`]: the terms of `return_units`).
+    #[inline(always)]
+    fn mark_return(&mut self, t: usize, e: f64) {
+        if t >= self.block {
+            self.record(t);
+        }
+        [self.totals.sum, self.totals.sum_sq, self.totals.down_sq] = add_return(self.totals.terms(), e, self.equity);
+        self.step(e);
+    }
+
     /// A marked equity `e`: the peak, trough and drawdown.
     #[inline(always)]
     fn step(&mut self, e: f64) {
@@ -368,7 +379,7 @@ impl<'a> Twin<'a> {
             if !inside {
                 return End::Reverse(x, after);
             }
-            account.mark(x, after, return_units(after, account.equity));
+            account.mark_return(x, after);
         } else {
             account.add(before, plus(entry_sums, tables.exit_sums(x, hit)));
             account.mark(x, after, (0, 0));
@@ -390,7 +401,7 @@ impl<'a> Twin<'a> {
         let (close, high, low) = (&self.close[..n], &self.high[..n], &self.low[..n]);
         let (shares, cash_beside) = open(Side::Short, cash, close[e], tables);
         let value = cash_beside - shares * close[e];
-        account.mark(e, value, return_units(value, account.equity));
+        account.mark_return(e, value);
         let Levels { stop: fixed, take_profit, trail: (fraction, distance) } = self.levels(Side::Short, e);
         let stop_at = |best: f64| {
             let trail = trail_level(true, best, fraction, distance);
@@ -433,7 +444,7 @@ impl<'a> Twin<'a> {
         if !hit && x == reverse_at {
             return End::Reverse(x, after);
         }
-        account.mark(x, after, return_units(after, account.equity));
+        account.mark_return(x, after);
         End::Flat(x)
     }
 
