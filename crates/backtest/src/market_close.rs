@@ -412,7 +412,8 @@ impl<'a> Twin<'a> {
         let end = due.min(n);
         let mut t = e + 1;
         // The account in registers.
-        let ([mut sum, mut sum_sq, mut down_sq], mut equity, mut block) = (account.sums(), account.equity, account.block);
+        let ([mut sum, mut sum_sq, mut down_sq], mut equity, mut block) =
+            (account.sums(), account.equity, account.block);
         let mut drawdown = account.drawdown;
         while t < end && !(high[t] >= stop || low[t] <= take_profit) {
             let v = cash_beside - shares * close[t];
