@@ -67,7 +67,9 @@ pub(crate) fn return_units(e: f64, before: f64) -> (u128, u128) {
 pub(crate) fn add_return(sums: Terms, e: f64, before: f64) -> Terms {
     let x = e / before - 1.0;
     let v = x * RET_SCALE;
-    if !(v.abs() < I64_RANGE) {
+    // NaN is outside too.
+    let inside = v.abs() < I64_RANGE;
+    if !inside {
         return add_return_outside(sums, e, before);
     }
     let r1 = round_inside(v);
