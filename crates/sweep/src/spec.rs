@@ -37,13 +37,16 @@ pub struct WalkForward {
 enum WalkForwardInput {
     Text(String),
     Fields(WalkForwardFields),
+    /// Anything else (another key, a value that is not a whole number of bars): named
+    /// with the forms that are taken, where serde would only say that none matched.
+    Other(serde::de::IgnoredAny),
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WalkForwardFields {
-    train: usize,
-    test: usize,
+    train: Option<usize>,
+    test: Option<usize>,
     step: Option<usize>,
 }
 
@@ -53,12 +56,20 @@ impl TryFrom<WalkForwardInput> for WalkForward {
         let f = match input {
             WalkForwardInput::Text(text) => return Self::parse(&text).map_err(|e| e.to_string()),
             WalkForwardInput::Fields(f) => f,
+            WalkForwardInput::Other(_) => {
+                return Err("walk_forward: expected text like \"train=500,test=100[,step=100]\" or a table of \
+                            train, test[, step], each a whole number of bars"
+                    .into());
+            }
         };
-        let step = f.step.unwrap_or(f.test);
-        if f.train == 0 || f.test == 0 || step == 0 {
+        let (Some(train), Some(test)) = (f.train, f.test) else {
+            return Err("walk_forward: train and test are both needed (bars)".into());
+        };
+        let step = f.step.unwrap_or(test);
+        if train == 0 || test == 0 || step == 0 {
             return Err("walk_forward train, test and step must be ≥ 1".into());
         }
-        Ok(Self { train: f.train, test: f.test, step })
+        Ok(Self { train, test, step })
     }
 }
 

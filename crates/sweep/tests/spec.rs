@@ -204,6 +204,16 @@ fn walk_forward_windows_and_shards_parse() {
     // The key is named before its value is read: an unknown key with a bad value is unknown.
     assert!(WalkForward::parse("train=10,test=5,folds=0").unwrap_err().to_string().contains("unknown key `folds`"));
     assert!(WalkForward::parse("train=10,test=5,train=20").unwrap_err().to_string().contains("train is given twice"));
+    // A request's table (Python's dict, a config's [walk_forward]) names what it lacks or
+    // what it cannot take, instead of serde's "did not match any variant".
+    let table = |json: &str| serde_json::from_str::<WalkForward>(json).map_err(|e| e.to_string());
+    assert_eq!(table(r#"{"train": 100, "test": 20}"#), Ok(WalkForward { train: 100, test: 20, step: 20 }));
+    assert_eq!(table(r#""train=100,test=20,step=5""#), Ok(WalkForward { train: 100, test: 20, step: 5 }));
+    assert!(table(r#"{"train": 100}"#).unwrap_err().contains("train and test are both needed"));
+    for bad in [r#"{"train": 100, "test": 20, "folds": 3}"#, r#"{"train": -1, "test": 20}"#, "[100, 20]"] {
+        assert!(table(bad).unwrap_err().contains("or a table of train, test[, step]"), "{bad}");
+    }
+    assert!(table(r#"{"train": 0, "test": 20}"#).unwrap_err().contains("must be ≥ 1"));
     assert_eq!(Shard::parse("2/4").unwrap(), Shard { index: 2, count: 4 });
     for bad in ["4/4", "1/0", "x/2", "3"] {
         assert!(Shard::parse(bad).is_err(), "{bad}");
