@@ -117,6 +117,13 @@ def test_failures_are_python_exceptions(data: pd.DataFrame, tmp_path: Path) -> N
         threadx.sweep(data, grid={"bb_period": [1]})
     with pytest.raises(ValueError, match="seed draws the random sample"):
         threadx.sweep(data, seed=3)
+    # walk_forward as text or a dict: what is missing or unknown is named.
+    with pytest.raises(ValueError, match="walk_forward: train and test are both needed"):
+        threadx.sweep(data, walk_forward={"train": 1000})
+    with pytest.raises(ValueError, match=r"or a table of train, test\[, step\]"):
+        threadx.sweep(data, walk_forward={"train": 1000, "test": 500, "folds": 3})
+    with pytest.raises(ValueError, match="unknown key `folds`"):
+        threadx.sweep(data, walk_forward="train=1000,test=500,folds=0")
     with pytest.raises(ValueError, match="random must be a whole number"):
         threadx.sweep(data, random=-1)
     with pytest.raises(ValueError, match="fee 2 is outside"):
