@@ -316,7 +316,13 @@ fn resolve_links(path: &Path) -> std::io::Result<PathBuf> {
         match fs::symlink_metadata(&current) {
             Ok(m) if m.file_type().is_symlink() => {
                 let target = fs::read_link(&current)?;
-                current = if target.is_absolute() { target } else { parent_dir(&current).join(target) };
+                let next = if target.is_absolute() { target } else { parent_dir(&current).join(target) };
+                // A link whose text names nothing that the kernel still opens: /dev/stdout's
+                // /proc/self/fd/1 when it is a pipe (`pipe:[…]`). It is written as itself.
+                if fs::symlink_metadata(&next).is_err() && fs::metadata(&current).is_ok() {
+                    return Ok(current);
+                }
+                current = next;
             }
             _ => return Ok(current),
         }

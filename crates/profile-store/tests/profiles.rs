@@ -397,6 +397,33 @@ fn devices_and_fifos_are_written_in_place_and_links_replace_their_targets() {
     assert_eq!(fs::read_to_string(at("made.csv")).unwrap(), "made");
 }
 
+/// `/dev/stdout` when stdout is a pipe (`threadx backtest --trades /dev/stdout | head`):
+/// a link to `/proc/self/fd/1`, itself a link whose text (`pipe:[…]`) names no file. It is
+/// written in place, through the link, as the kernel opens it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_pipe_named_through_proc_self_fd_is_written_in_place() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use threadx_profile_store::{check_writable, is_special_file, write_file_atomic};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    let fd = std::path::PathBuf::from(format!("/proc/self/fd/{}", writer.as_raw_fd()));
+    let stdout = dir.path().join("stdout");
+    std::os::unix::fs::symlink(&fd, &stdout).unwrap();
+    for path in [&fd, &stdout] {
+        assert!(is_special_file(path), "{}", path.display());
+        check_writable(path).unwrap();
+    }
+    write_file_atomic(&stdout, b"rows\n").unwrap();
+    write_file_atomic(&fd, b"more\n").unwrap();
+    drop(writer);
+    let mut text = String::new();
+    reader.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "rows\nmore\n");
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "nothing written beside the link");
+}
+
 #[cfg(unix)]
 #[test]
 fn an_output_that_is_an_input_is_refused_naming_both() {
