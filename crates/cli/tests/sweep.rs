@@ -127,6 +127,18 @@ fn shards_merge_into_the_one_process_file() {
         std::fs::read(dir.path().join("m-heatmap.svg")).unwrap(),
         std::fs::read(dir.path().join("whole-heatmap.svg")).unwrap()
     );
+    // A row broken by hand is named with its file and line when the results are read again.
+    let whole = dir.path().join("whole.csv");
+    let mut rows = std::fs::read_to_string(&whole).unwrap();
+    rows.push_str("7,not a row\n");
+    std::fs::write(&whole, &rows).unwrap();
+    let lines = rows.lines().count();
+    let broken = threadx(dir.path(), &["report", "whole.json", "--out", "b.html"]);
+    assert!(
+        text(&broken.stderr).contains(&format!("whole.csv: line {lines}: malformed results row `7,not a row`")),
+        "{}",
+        text(&broken.stderr)
+    );
 }
 
 #[test]

@@ -24,12 +24,12 @@ pub enum SweepError {
     Io { path: std::path::PathBuf, error: std::io::Error },
 }
 
-/// An I/O error on `path` as a [`SweepError::Io`].
 /// A problem with the table file `name`.
 pub(crate) fn file_error(name: impl std::fmt::Display, e: &dyn std::fmt::Display) -> SweepError {
     SweepError::Results(format!("{name}: {e}"))
 }
 
+/// An I/O error on `path` as a [`SweepError::Io`].
 pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
     move |error| SweepError::Io { path: path.to_owned(), error }
 }

@@ -171,7 +171,8 @@ pub(crate) struct ResultsReader {
 
 #[derive(Debug)]
 enum Source {
-    Csv(std::io::Lines<BufReader<fs::File>>),
+    /// The lines after the header, and the number of the last one read (the header's: 1).
+    Csv(std::io::Lines<BufReader<fs::File>>, usize),
     Columnar(ColumnarReader),
 }
 
@@ -188,7 +189,7 @@ impl ResultsReader {
                 if first != kind.header(strategy) {
                     return Err(SweepError::Results(format!("{}: not {what} (header differs)", path.display())));
                 }
-                Source::Csv(reader.lines())
+                Source::Csv(reader.lines(), 1)
             }
             _ => {
                 Source::Columnar(ColumnarReader::open(path, &columns((strategy, kind.metrics()), kind.lead()), &what)?)
@@ -201,11 +202,13 @@ impl ResultsReader {
     pub(crate) fn next_row(&mut self) -> Result<Option<ReadRow>, SweepError> {
         let kind = self.kind;
         let read = match &mut self.source {
-            Source::Csv(lines) => match lines.next() {
+            Source::Csv(lines, number) => match lines.next() {
                 None => None,
                 Some(line) => {
                     let line = line.map_err(io_error(&self.path))?;
-                    let malformed = || SweepError::Results(format!("malformed row `{line}`"));
+                    *number += 1;
+                    let at_line = |e: SweepError| SweepError::Results(format!("line {number}: {e}"));
+                    let malformed = || at_line(SweepError::Results(format!("malformed row `{line}`")));
                     let (mut trial, mut symbol, mut rest) = (None, None, line.as_str());
                     if !matches!(kind, ResultsKind::Grid(_)) {
                         let (lead, after) = line.split_once(',').ok_or_else(malformed)?;
@@ -215,7 +218,7 @@ impl ResultsReader {
                             _ => symbol = Some(lead.to_owned()),
                         }
                     }
-                    let row = parse_row((&self.strategy, kind.metrics()), rest)?;
+                    let row = parse_row((&self.strategy, kind.metrics()), rest).map_err(at_line)?;
                     Some(ReadRow { trial, symbol, row, line: Some(line) })
                 }
             },
