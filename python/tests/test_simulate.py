@@ -158,3 +158,16 @@ def test_bad_signals_are_refused(data: pd.DataFrame) -> None:
         threadx.simulate(np.array([1.0, 2.0, -1.0]), np.ones(3, bool), np.ones(3, bool))
     with pytest.raises(ValueError, match="fee"):
         threadx.simulate(close, entries, exits, fee=1.5)
+    # A negative stop is refused, as vectorbt refuses it ("Stop value must be 0 or greater").
+    with pytest.raises(ValueError, match=r"sl_stop at bar 0, column 0 is -0.1: a fraction of the entry's close is 0 or more"):
+        threadx.simulate(close, entries, exits, sl_stop=-0.1)
+    with pytest.raises(ValueError, match=r"tp_stop at bar 17, column 0 is -0.5"):
+        threadx.simulate(close, entries, exits, tp_stop=np.where(np.arange(len(data))[:, None] == 17, -0.5, 0.02) * np.ones(3))
+    # pandas inputs are read by position, so they must have close's bars; arrays are taken as they are.
+    shifted = pd.Series(entries[:, 0], index=close.index + pd.Timedelta("1min"))
+    with pytest.raises(ValueError, match=r"entries has other bars \(index\) than close: give it close's index"):
+        threadx.simulate(close, shifted, exits[:, 0])
+    with pytest.raises(ValueError, match=r"high has other bars \(index\) than close"):
+        threadx.simulate(close, entries, exits, high=data["high"].reset_index(drop=True), low=data["low"])
+    same = threadx.simulate(close, pd.Series(entries[:, 0], index=close.index), exits[:, 0])
+    assert same.equals(threadx.simulate(close, entries[:, 0], exits[:, 0]))

@@ -191,8 +191,7 @@ def _by_symbol(value: Any, close: Any, name: str) -> Any:
     other lacks, or other bars, is an error naming them. Arrays are taken as they are."""
     if not (isinstance(value, pd.DataFrame) and isinstance(close, pd.DataFrame)):
         return value
-    if not value.index.equals(close.index):
-        raise ValueError(f"{name} has other bars (index) than close: give it close's index (e.g. {name}.reindex(close.index))")
+    _same_bars(value, close, name)
     if value.columns.equals(close.columns):
         return value
     missing = [c for c in close.columns if c not in value.columns]
@@ -203,6 +202,19 @@ def _by_symbol(value: Any, close: Any, name: str) -> Any:
             f"the same symbols (missing: {missing}, not in close: {extra})"
         )
     return value[close.columns]
+
+
+def _same_bars(value: Any, close: Any, name: str) -> None:
+    """Refuses ``value``, a Series or frame of one row per bar, whose index is not
+    ``close``'s (both pandas): pandas would align them by label, and taking the rows by
+    position would trade other bars' signals. Arrays are taken by position."""
+    if not (isinstance(value, (pd.Series, pd.DataFrame)) and isinstance(close, (pd.Series, pd.DataFrame))):
+        return
+    if not value.index.equals(close.index):
+        raise ValueError(
+            f"{name} has other bars (index) than close: give it close's index (e.g. {name}.reindex(close.index)), "
+            "or an array to take it by position"
+        )
 
 
 def _bools(values: Any, name: str) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import _tables, _threadx
-from ._inputs import _bools, _datetime_ms, _f64, _opt_float
+from ._inputs import _bools, _datetime_ms, _f64, _opt_float, _same_bars
 from .portfolio import simulate_portfolio
 
 
@@ -103,6 +103,14 @@ def simulate(
         high = frame["high"] if high is None and "high" in frame.columns else high
         low = frame["low"] if low is None and "low" in frame.columns else low
     close_series = close if isinstance(close, pd.Series) else None
+    # Every input of one row per bar is read by position: a pandas one must have close's bars.
+    for name, value in (("open", open), ("high", high), ("low", low), ("entries", entries), ("exits", exits),
+                        ("short_entries", short_entries), ("short_exits", short_exits), ("stop", stop)):
+        _same_bars(value, close_series, name)
+    for name, value in (("sl_stop", sl_stop), ("tp_stop", tp_stop)):
+        # A Series of these may hold one value per column; a frame is one row per bar.
+        if isinstance(value, pd.DataFrame):
+            _same_bars(value, close_series, name)
     prices = _f64(close, "close", "close")
     if prices.ndim != 1:
         raise ValueError(f"close must be one price per bar, shape (bars,); got shape {prices.shape}")

@@ -131,6 +131,12 @@ impl SignalBook {
                     "stop level +inf at bar {t}, column {c}: every close would be at or below it (NaN means no stop)"
                 )));
             }
+            // A negative fraction puts a long's stop above its entry: refused, as vectorbt does.
+            if let Some(((t, c), v)) = view.indexed_iter().find(|(_, v)| !is_level && **v < 0.0) {
+                return Err(BacktestError::Signals(format!(
+                    "{what} at bar {t}, column {c} is {v}: a fraction of the entry's close is 0 or more (NaN or +inf: none)"
+                )));
+            }
             let shared = columns == 1 || view.strides()[1] == 0;
             let first = stop_series.len() as u32;
             for c in 0..if shared { 1 } else { columns } {
