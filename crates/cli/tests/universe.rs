@@ -227,6 +227,21 @@ fn what_a_universe_cannot_do_is_refused_by_name() {
     }
     let run = threadx(d, &["sweep", "--data", "data/*.xlsx", "--quiet"]);
     assert!(text(&run.stderr).contains("no file matches the pattern"), "{}", text(&run.stderr));
+    // What takes one data set names a folder or a pattern as the universe it is (it said
+    // "Is a directory (os error 21)" and "No such file or directory").
+    for (command, data) in [
+        (&["backtest"][..], "data"),
+        (&["backtest"][..], "data/*.parquet"),
+        (&["indicators", "--ind", "sma", "--out", "i.csv"][..], "data"),
+    ] {
+        let run = threadx(d, &[command, &["--data", data]].concat());
+        assert!(
+            !run.status.success()
+                && text(&run.stderr).contains("is many symbols' files (a universe), and this takes one data set"),
+            "{command:?} {data}: {}",
+            text(&run.stderr)
+        );
+    }
     // A symbol too short for the grid's warm-up is named, with its file and bars.
     std::fs::create_dir(d.join("short")).unwrap();
     for (name, bars) in [("AAA", "3000"), ("BBB", "150")] {

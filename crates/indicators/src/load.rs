@@ -16,6 +16,12 @@ impl Ohlcv {
         match source.strip_prefix("synthetic:") {
             Some(spec) => Ok(SyntheticSpec::parse(spec)?.generate()),
             None if source == "synthetic" => Ok(SyntheticSpec::default().generate()),
+            None if names_many_files(source) => Err(DataError::Format {
+                origin: source.to_owned(),
+                problem: "a folder or a pattern is many symbols' files (a universe), and this takes one data set: \
+                          a file or synthetic:… (a sweep and backtest --portfolio take a universe)"
+                    .into(),
+            }),
             None => Self::read_file(Path::new(source)),
         }
     }
@@ -53,6 +59,13 @@ impl Ohlcv {
     pub fn parse_csv(origin: &str, text: &str) -> Result<Self, DataError> {
         ReadBars::parse_csv(origin, text.as_bytes())?.single()
     }
+}
+
+/// Whether a `--data` source names many files, a symbol each: a folder, or a glob pattern
+/// (`*`, `?` or `[` in a path that is no file).
+pub(crate) fn names_many_files(source: &str) -> bool {
+    let path = Path::new(source);
+    (source.contains(['*', '?', '[']) && !path.exists()) || path.is_dir()
 }
 
 /// The bars of a file, told apart by its first bytes (see [`Ohlcv::read_file`]).

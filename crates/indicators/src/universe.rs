@@ -5,7 +5,7 @@
 
 use crate::columnar::read_arrow_stream;
 use crate::error::DataError;
-use crate::load::read_bars_file;
+use crate::load::{names_many_files, read_bars_file};
 use crate::ohlcv::Ohlcv;
 use crate::read_bars::ReadBars;
 use std::path::{Path, PathBuf};
@@ -24,15 +24,13 @@ impl MarketData {
     /// column holds several symbols is a universe of them; anything else is one data set
     /// ([`Ohlcv::load`]'s rules).
     pub fn load(source: &str) -> Result<Self, DataError> {
-        let path = Path::new(source);
-        let is_pattern = source.contains(['*', '?', '[']) && !path.exists();
-        if is_pattern || path.is_dir() {
+        if names_many_files(source) {
             return Universe::of_files(source).map(Self::Universe);
         }
         if source == "synthetic" || source.starts_with("synthetic:") {
             return Ohlcv::load(source).map(Self::Bars);
         }
-        Self::of(source, read_bars_file(path)?)
+        Self::of(source, read_bars_file(Path::new(source))?)
     }
 
     /// An Arrow IPC stream in memory (a pyarrow or polars table from Python), under the
