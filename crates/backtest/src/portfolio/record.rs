@@ -102,10 +102,14 @@ pub struct Activity {
 
 impl Activity {
     /// The metrics of `totals` over `bars` bars with the turnover (the value traded over
-    /// the mean equity) and the mean positions held: the one conversion for a sweep's
-    /// row, a backtest and a report.
+    /// the mean equity; NaN where that mean is not positive, an account that a leverage
+    /// or a short's loss took below zero long enough, whose ratio would read as a negative
+    /// turnover) and the mean positions held: the one conversion for a sweep's row, a
+    /// backtest and a report.
     pub fn metrics(&self, totals: &Totals, bars: usize, bars_per_year: f64) -> Metrics {
         let n = bars.max(1) as f64;
-        totals.metrics(bars, bars_per_year).with_portfolio([self.traded / (self.equity / n), self.held as f64 / n])
+        let mean_equity = self.equity / n;
+        let turnover = if mean_equity > 0.0 { self.traded / mean_equity } else { f64::NAN };
+        totals.metrics(bars, bars_per_year).with_portfolio([turnover, self.held as f64 / n])
     }
 }

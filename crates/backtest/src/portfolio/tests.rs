@@ -196,3 +196,32 @@ fn a_leverage_cap_above_one_borrows_up_to_it() {
     assert_eq!(record.cash, [-100.0, -100.0]);
     assert_eq!(record.equity, [100.0, -100.0 + 15.0 * 11.0 + 2.5 * 22.0]);
 }
+
+/// An account that a leverage cap lets fall below zero: its equity and cash are what it
+/// owes; its metrics take an equity of zero or less as a total loss (total return and
+/// drawdown −100 %), and its turnover over a mean equity below zero is NaN, not negative.
+#[test]
+fn an_account_below_zero_is_a_total_loss_with_no_turnover() {
+    let close = array![[10.0], [4.0], [3.0]];
+    let entries = array![[true], [false], [false]];
+    let exits = array![[false], [false], [true]];
+    let tenfold = account(Sizing::default(), 0.0).with_leverage(Some(10.0)).expect("valid");
+    let run = run(&close, &entries, &exits, tenfold);
+    let record = run.record.as_ref().expect("a record");
+    // 100 buys 1,000 of units at 10 (cash −900): worth 400 at 4, 300 at 3.
+    assert_eq!(record.cash, [-900.0, -900.0, -600.0]);
+    assert_eq!(record.equity, [100.0, -500.0, -600.0]);
+    let metrics = run.metrics(3, f64::NAN);
+    assert_eq!((metrics.total_return, metrics.max_drawdown), (-1.0, -1.0));
+    assert!(metrics.turnover.is_nan(), "{}", metrics.turnover);
+    assert_eq!(metrics.mean_positions, 2.0 / 3.0);
+    // Above zero, the turnover is the value traded over the mean equity.
+    let once = run_once_at_par();
+    assert_eq!(once.metrics(2, f64::NAN).turnover, 200.0 / 100.0);
+}
+
+/// 100 of cash buys 10 units at 10 and sells them at 10: 200 traded, equity 100 throughout.
+fn run_once_at_par() -> PortfolioRun {
+    let (close, entries, exits) = (array![[10.0], [10.0]], array![[true], [false]], array![[false], [true]]);
+    run(&close, &entries, &exits, account(Sizing::default(), 0.0))
+}
