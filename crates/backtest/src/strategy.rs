@@ -232,15 +232,16 @@ impl Strategy {
         }
         for rule in &self.0.rules {
             // A binding error is shown at its text in the file, with the values that made it.
-            let bound = rule.bind(values, schema).map_err(|e| {
-                let at = rule.start + e.span.start..rule.start + e.span.end;
+            let at_rule = |span: std::ops::Range<usize>, problem: &str| {
+                let at = rule.start + span.start..rule.start + span.end;
                 let with = self.describe_only(values, rule.kind);
                 let with = if with.is_empty() { String::new() } else { format!(" with {with}") };
-                let message = format!("rule `{}`{with}: {}", rule.kind.name(), e.message);
+                let message = format!("rule `{}`{with}: {problem}", rule.kind.name());
                 BacktestError::Definition(crate::rules::render(&self.0.origin, &self.0.source, at, &message))
-            })?;
+            };
+            let bound = rule.bind(values, schema).map_err(|e| at_rule(e.span, &e.message))?;
             if rule.kind == RuleKind::MaxBars {
-                crate::rules::max_bars_of(&bound).map_err(combo)?;
+                crate::rules::max_bars_of(&bound).map_err(|problem| at_rule(0..rule.text.len(), &problem))?;
             }
         }
         Ok(())

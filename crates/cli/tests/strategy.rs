@@ -128,7 +128,8 @@ fn strategy_check_refuses_what_sweep_refuses_with_the_same_message() {
     );
     for (file, message) in [
         (&require, "no combo of the grid passes `require = \"fast < slow\"`"),
-        (&max_bars, "max_bars = -8: must be a whole number of bars ≥ 1"),
+        // At the rule's text in the file, with the values that made it.
+        (&max_bars, "max_bars.toml:7:13: rule `max_bars` with n=2: max_bars = -8: must be a whole number of bars ≥ 1"),
         (&far, "looks back 100000000000000000000 bars, more than the 1e9 a rule may"),
     ] {
         let check = threadx(&["strategy", "check", file], &[]);
