@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use threadx_indicators::MarketData;
 use threadx_profile_store::{refuse_colliding_outputs, refuse_output_over_input};
+use threadx_sweep::TableFormat;
 
 /// What the checkpoint folder is called in messages (a folder: not checked as a file).
 pub(crate) const CHECKPOINT: &str = "the checkpoint folder (--out + .parts)";
@@ -20,6 +21,17 @@ pub fn check_every_output(outputs: &[(&'static str, PathBuf)], inputs: &[&Path])
     }
     let paths: Vec<&Path> = labelled.iter().map(|(_, p)| *p).collect();
     refuse_output_over_input(&paths, inputs).map_err(anyhow::Error::msg)
+}
+
+/// Refuses, before any work, a table output (results, trades, equity, indicators, bars)
+/// named for a format tables are not written in ([`TableFormat::check_name`]).
+pub fn check_table_names(what_and_paths: &[(&str, Option<&Path>)]) -> Result<()> {
+    for (what, path) in what_and_paths {
+        if let Some(path) = path {
+            TableFormat::check_name(path).map_err(|e| anyhow::anyhow!("{what} {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// After `--data` is loaded, a universe's files are inputs too, each one: its folder or

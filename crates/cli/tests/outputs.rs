@@ -65,6 +65,48 @@ fn outputs_that_name_one_file_or_cannot_be_written_are_refused_before_any_work()
     assert_eq!(std::fs::read_dir(d).unwrap().count(), 0);
 }
 
+/// A table named for a format tables are not written in (a spreadsheet, JSON, a
+/// compressed or tab-separated file) is refused before any work by every command that
+/// writes one, instead of CSV text under that name; any other name is CSV.
+#[test]
+fn a_table_named_for_another_format_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = "synthetic:bars=600,seed=1";
+    let cases: [(Vec<&str>, &str); 7] = [
+        (sweep(data, "r.xlsx", &[]), "--out r.xlsx: `.xlsx` is a spreadsheet: name it .csv"),
+        (
+            sweep(data, "r.csv", &["--overfitting", "--blocks-out", "b.csv.gz"]),
+            "--blocks-out b.csv.gz: `.gz` is a compressed file",
+        ),
+        (
+            vec!["--device", "cpu", "backtest", "--data", data, "--trades", "t.tsv"],
+            "--trades t.tsv: `.tsv` is tab-separated",
+        ),
+        (
+            vec!["--device", "cpu", "backtest", "--data", data, "--equity", "e.JSON"],
+            "--equity e.JSON: `.json` is not a table's format",
+        ),
+        (
+            vec!["--device", "cpu", "indicators", "--data", data, "--ind", "sma", "--out", "i.h5"],
+            "--out i.h5: `.h5` is a format ThreadX does not write",
+        ),
+        (vec!["data", "synth", "--bars", "600", "--out", "d.zip"], "--out d.zip: `.zip` is a compressed file"),
+        (vec!["merge", "p0.csv", "--out", "m.xls"], "--out m.xls: `.xls` is a spreadsheet"),
+    ];
+    for (args, message) in cases {
+        let run = threadx(d, &args);
+        let stderr = text(&run.stderr);
+        assert!(!run.status.success() && stderr.contains(message), "{args:?}: {stderr}");
+        assert!(stderr.contains("Parquet (.parquet, .pq) or Arrow IPC (.arrow, .feather, .ipc)"), "{stderr}");
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 0, "{args:?}: nothing written");
+    }
+    // Another name is CSV, as before.
+    let run = threadx(d, &sweep(data, "r.dat", &[]));
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert!(std::fs::read_to_string(d.join("r.dat")).unwrap().starts_with("combo,bb_period,"));
+}
+
 #[test]
 fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let dir = tempfile::tempdir().unwrap();

@@ -40,6 +40,31 @@ impl TableFormat {
         }
     }
 
+    /// Refuses an output named for a format a table is not written in (`.xlsx`, `.json`,
+    /// `.tsv`, `.gz`, …): [`Self::of`] would write CSV text under that name. Any other
+    /// name (none, `.txt`, `.dat`, a device) is CSV.
+    pub fn check_name(path: &Path) -> Result<(), String> {
+        let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+        let what = match ext.as_str() {
+            "gz" | "gzip" | "zst" | "zstd" | "bz2" | "xz" | "zip" | "7z" | "lz4" | "br" => {
+                "a compressed file: tables are not compressed by their name (Parquet is zstd inside)"
+            }
+            "xlsx" | "xls" | "xlsm" | "ods" => "a spreadsheet: name it .csv (spreadsheets open it) or .parquet",
+            "tsv" | "tab" => "tab-separated: tables are comma-separated CSV",
+            "json" | "jsonl" | "ndjson" | "xml" | "html" | "htm" | "svg" | "png" | "toml" | "yaml" | "yml" => {
+                "not a table's format"
+            }
+            "h5" | "hdf5" | "hdf" | "pkl" | "pickle" | "npy" | "npz" | "orc" | "avro" | "db" | "sqlite" | "duckdb" => {
+                "a format ThreadX does not write"
+            }
+            _ => return Ok(()),
+        };
+        Err(format!(
+            "{}: `.{ext}` is {what}; a table is written as CSV (.csv or any other name), Parquet (.parquet, .pq) or Arrow IPC (.arrow, .feather, .ipc), by its extension",
+            path.display()
+        ))
+    }
+
     /// The format of an existing file, by its first bytes (`Columnar::sniff`): CSV when
     /// they are no Parquet or Arrow IPC file's, or when it is a pipe.
     pub fn sniff(path: &Path) -> Result<Self, SweepError> {

@@ -86,6 +86,7 @@ impl SweepFlags {
                 .flatten()
                 .collect();
         crate::outputs::check_every_output(&outputs, &inputs)?;
+        crate::outputs::check_table_names(&[("--out", Some(&args.out)), ("--blocks-out", opts.blocks_out.as_deref())])?;
         check_outputs(args, &spec, &mut opts)?;
         if let Some(path) = &args.report {
             crate::pages::check_sweep_report(path, &args.out, shard)?;
