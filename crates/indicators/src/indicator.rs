@@ -145,7 +145,18 @@ impl Indicator {
         if let Some((k, _)) = given.iter().find(|(k, _)| !known.contains(&k.as_str())) {
             return Err(IndicatorError::UnknownParam { indicator: name, param: k.clone(), known: known.join(", ") });
         }
-        let raw = |key: &str| given.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        if let Some((i, (k, _))) = given.iter().enumerate().find(|(i, (k, _))| given[..*i].iter().any(|(j, _)| j == k))
+        {
+            let values: Vec<&str> = given[..=i].iter().filter(|(j, _)| j == k).map(|(_, v)| v.as_str()).collect();
+            return Err(IndicatorError::Syntax {
+                spec: spec.to_owned(),
+                problem: format!(
+                    "{k} is given twice ({}); one spec is one indicator, so ask for each in its own",
+                    values.join(" and ")
+                ),
+            });
+        }
+        let raw = |key: &str| given.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
         let period = |key: &str, default: usize| -> Result<usize, IndicatorError> {
             raw(key).map_or(Ok(default), |v| {
                 v.parse().map_err(|_| IndicatorError::BadValue {

@@ -151,6 +151,12 @@ fn specs_parse_with_defaults_and_refuse_what_is_unknown() {
     assert!(matches!(Indicator::parse("rsi:length=3"), Err(IndicatorError::UnknownParam { .. })));
     assert!(matches!(Indicator::parse("rsi:period"), Err(IndicatorError::Syntax { .. })));
     assert!(matches!(Indicator::parse("rsi:period=-1"), Err(IndicatorError::BadValue { .. })));
+    // A parameter given twice is refused, not last-wins (`sma:period=10,period=20` was sma_20).
+    let twice = Indicator::parse("sma:period=10,PERIOD=20").unwrap_err().to_string();
+    assert_eq!(
+        twice,
+        "bad indicator spec `sma:period=10,PERIOD=20`: period is given twice (10 and 20); one spec is one indicator, so ask for each in its own"
+    );
     let bb = Indicator::BollingerBands { period: 20, std: 2.0 };
     assert_eq!(bb.columns(), ["bbands_20_2_middle", "bbands_20_2_upper", "bbands_20_2_lower"]);
     assert_eq!(Indicator::Macd { fast: 12, slow: 26, signal: 9 }.columns()[2], "macd_12_26_9_hist");
