@@ -53,6 +53,13 @@ def test_bad_batches_are_refused_with_the_reason(data: pd.DataFrame) -> None:
         session.evaluate([{"bb_period": 15, "bb_std": 2.0, "atr_period": 7, "atr_mult": 1.0}])
     with pytest.raises(ValueError, match="no column `atr_mult`, and the grid gives it 3 values"):
         session.evaluate([{"bb_period": 10, "bb_std": 2.0, "atr_period": 7}])
+    # A misspelt parameter is named beside the one it leaves out.
+    with pytest.raises(ValueError, match=r"no column `atr_mult` \(given, and no parameter: atr_mul\), .*"
+                       r"the parameters are bb_period, bb_std, atr_period, atr_mult"):
+        session.evaluate([{"bb_period": 10, "bb_std": 2.0, "atr_period": 7, "atr_mul": 1.0}])
+    # No parameter set at all (an optimiser that asks none): no rows, the sweep's columns.
+    empty = session.evaluate([])
+    assert empty.empty and list(empty.columns[:4]) == list(GRID)
     with pytest.raises(TypeError, match="unexpected options"):
         threadx.Session(data, "bb_atr", colour="red")
     with pytest.raises(ValueError, match="bb_period=1: out of range"):

@@ -468,6 +468,8 @@ class Session:
         released while they run."""
         frame = params if isinstance(params, pd.DataFrame) else pd.DataFrame(list(params))
         matrix = np.empty((len(frame), len(self._parameters)), dtype=np.float64)
+        names = [p[0] for p in self._parameters]
+        others = [str(c) for c in frame.columns if c not in names]
         for j, (name, kind, choices, axis) in enumerate(self._parameters):
             if name in frame.columns:
                 column = frame[name]
@@ -479,10 +481,15 @@ class Session:
                         raise ValueError(f"{name}={e.args[0]}: expected one of {', '.join(choices)}") from None
                 else:
                     matrix[:, j] = _f64(column, "params", name)
-            elif len(axis) == 1:
+            elif len(axis) == 1 or len(frame) == 0:
+                # Its one value; or no parameter set at all (an optimiser that asks none).
                 matrix[:, j] = axis[0]
             else:
-                raise ValueError(f"params: no column `{name}`, and the grid gives it {len(axis)} values")
+                given = f" (given, and no parameter: {', '.join(others)})" if others else ""
+                raise ValueError(
+                    f"params: no column `{name}`{given}, and the grid gives it {len(axis)} values; "
+                    f"the parameters are {', '.join(names)}"
+                )
         return _report.sweep_frame(_tables.frame(self._native.evaluate(matrix)).set_index("combo"), self._sweep)
 
     def __repr__(self) -> str:
