@@ -79,7 +79,16 @@ impl Bars {
         let given = open.is_some();
         let or_close =
             |a: Option<PyReadonlyArray1<'_, f64>>| a.map_or_else(|| close.clone(), |a| a.as_array().to_vec());
-        let (open, high, low) = (or_close(open), or_close(high), or_close(low));
+        let (open, high, low) = if high.is_some() || low.is_some() {
+            (or_close(open), or_close(high), or_close(low))
+        } else {
+            // Opens alone (next-open fills) give no range inside the bar (stops are checked
+            // on closes): the bar spans its open and close.
+            let open = or_close(open);
+            let high = open.iter().zip(&close).map(|(o, c)| o.max(*c)).collect();
+            let low = open.iter().zip(&close).map(|(o, c)| o.min(*c)).collect();
+            (open, high, low)
+        };
         let data = Ohlcv::new("close", timestamps, open, high, low, close, volume);
         let data = match data {
             // Open, high and low are the close here: name the one the user gave.

@@ -147,6 +147,25 @@ def test_the_cpu_and_the_gpu_give_the_same_bytes() -> None:
         pd.testing.assert_frame_equal(cpu, gpu, check_exact=True)
 
 
+def test_next_open_fills_take_the_opens_alone() -> None:
+    """`open=` alone is enough for next-open fills (the documented call): the bars span
+    their open and close; they were refused as an open above a high that was the close."""
+    df = ohlc(300, seed=5)
+    sig = signals(len(df), 2, seed=6)
+    alone = threadx.simulate(df["close"], sig["entries"], sig["exits"], open=df["open"], fill="next_open",
+                             details=True, device="cpu")
+    # Without stops the bar's range decides nothing: the whole frame gives the same bytes.
+    whole = threadx.simulate(df, sig["entries"], sig["exits"], fill="next_open", details=True, device="cpu")
+    pd.testing.assert_frame_equal(alone, whole, check_exact=True)
+    trades = alone.attrs["trades"]
+    assert len(trades) > 0
+    # Each entry fills at the open of the bar after its signal.
+    first = trades.iloc[0]
+    entries = np.asarray(sig["entries"])[:, int(first["column"])] if np.ndim(sig["entries"]) == 2 else sig["entries"]
+    decided = int(np.flatnonzero(np.asarray(entries))[0])
+    assert first["entry_price"] == df["open"].iloc[decided + 1], (first, decided)
+
+
 def test_bad_arguments_are_refused_with_what_is_wrong() -> None:
     df = ohlc(100, seed=7)
     sig = signals(len(df), 2, seed=8)
