@@ -130,6 +130,20 @@ fn balance_saves_the_split_that_device_all_uses_and_profile_show_lists_it() {
     let unknown = threadx(dir.path(), &["balance", "--workload-tag", "bollinger"]);
     assert!(!unknown.status.success());
     assert!(text(&unknown.stderr).contains("unknown workload tag `bollinger` (known: backtest_bb_atr"));
+    assert!(text(&unknown.stderr).contains("a rule file's: --strategy FILE.toml"));
+
+    // A rule file is measured by --strategy, under its own tag, the one its sweeps read.
+    let rules = format!("{}/../../examples/strategies/donchian.toml", env!("CARGO_MANIFEST_DIR"));
+    let sample = ["--sample-size", "20", "--warmup", "0", "--runs", "1", "--data", data];
+    let mut args = vec!["--device", "cpu", "balance", "--strategy", &rules];
+    args.extend(sample);
+    let measured = threadx(dir.path(), &args);
+    assert!(measured.status.success(), "{}", text(&measured.stderr));
+    assert!(text(&measured.stdout).contains("balance of backtest_donchian: cpu 100.0 %"), "{}", text(&measured.stdout));
+    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(file["profiles"]["backtest_donchian"]["ratios"]["cpu"], 1.0, "{file:#}");
+    let other = threadx(dir.path(), &["balance", "--strategy", &rules, "--workload-tag", "backtest_bb_atr"]);
+    assert!(text(&other.stderr).contains("is not --strategy") && !other.status.success());
 }
 
 #[test]
