@@ -128,6 +128,16 @@ pub(crate) fn sweep_report(
 /// file, such as /dev/stdout, in place).
 #[pyfunction]
 pub(crate) fn write_page(path: std::path::PathBuf, page: &str) -> PyResult<()> {
+    // The CLI's check and words first (a missing folder, a read-only file, a name too long).
+    if let Err(why) = threadx_profile_store::check_writable(&path) {
+        use std::io::ErrorKind;
+        let kind = match path.parent() {
+            _ if path.is_dir() => ErrorKind::IsADirectory,
+            Some(parent) if !parent.as_os_str().is_empty() && !parent.is_dir() => ErrorKind::NotFound,
+            _ => ErrorKind::PermissionDenied,
+        };
+        return Err(std::io::Error::new(kind, why).into());
+    }
     threadx_profile_store::write_file_atomic(&path, page.as_bytes())
         .map_err(|e| std::io::Error::new(e.kind(), format!("writing {}: {e}", path.display())).into())
 }
