@@ -167,6 +167,8 @@ pub fn find_columns(origin: &str, header: &[&str]) -> Result<([usize; 5], Option
 struct CsvLayout {
     columns: [Option<usize>; 6],
     symbol: Option<usize>,
+    /// The header's fields (none without a header: klines have as many as they have).
+    fields: Option<usize>,
 }
 
 /// Bars of a stretch of CSV lines, in order, before they are joined.
@@ -204,13 +206,13 @@ impl ReadBars {
         }
         let headerless = first.get(0).is_some_and(|f| f.trim_ascii().parse::<f64>().is_ok());
         let (layout, rows_from) = if headerless {
-            (CsvLayout { columns: [0, 1, 2, 3, 4, 5].map(Some), symbol: None }, 0)
+            (CsvLayout { columns: [0, 1, 2, 3, 4, 5].map(Some), symbol: None, fields: None }, 0)
         } else {
             let header: Vec<&str> = first.iter().map(str::trim_ascii).collect();
             let (found, volume) = find_columns(origin, &header)?;
             let symbol = header.iter().position(|h| h.eq_ignore_ascii_case(SYMBOL_COLUMN));
             let columns = [Some(found[0]), Some(found[1]), Some(found[2]), Some(found[3]), Some(found[4]), volume];
-            (CsvLayout { columns, symbol }, reader.position().byte() as usize)
+            (CsvLayout { columns, symbol, fields: Some(header.len()) }, reader.position().byte() as usize)
         };
         let rows = &text[rows_from..];
         let first_line = 1 + memchr::memchr_iter(b'\n', &text[..rows_from]).count();
@@ -301,6 +303,12 @@ fn parse_rows(origin: &str, text: &[u8], first_line: usize, layout: CsvLayout) -
         let line = base + record.position().map_or(0, |p| p.line() as usize);
         if record.iter().all(|f| f.trim_ascii().is_empty()) {
             continue;
+        }
+        // A row longer than the header (a stray comma, a column added mid-file) is not read
+        // by guess; empty fields past it (a trailing comma) say nothing.
+        if let Some(n) = layout.fields.filter(|&n| record.iter().skip(n).any(|f| !f.trim_ascii().is_empty())) {
+            let problem = format!("line {line} has {} fields where the header has {n}", record.len());
+            return Err(DataError::Format { origin: origin.to_owned(), problem });
         }
         let field = |c: usize| -> Result<&str, DataError> {
             let index = layout.columns[c].unwrap_or(usize::MAX);

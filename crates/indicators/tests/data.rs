@@ -88,6 +88,20 @@ fn windows_line_ends_read_the_same_and_name_the_same_lines() {
     assert_eq!(bad(&crlf), bad(&lf));
 }
 
+/// A row longer than the header is refused by its line (a stray comma, a column added
+/// mid-file), in one pass and in stretches alike; empty fields past the header (a trailing
+/// comma) are read as before.
+#[test]
+fn a_row_longer_than_the_header_is_refused_by_its_line() {
+    let rows: Vec<String> = (0..8).map(|i| format!("{},100,101,99,100.5,1", 1_700_000_000 + 900 * i)).collect();
+    let text = format!("timestamp,open,high,low,close,volume\n{}\n", rows.join("\n"));
+    let long = text.replacen(",100.5,1\n", ",100.5,1,7\n", 3).replacen(",100.5,1,7\n", ",100.5,1\n", 2);
+    let err = parse(&long).unwrap_err().to_string();
+    assert!(err.ends_with("line 4 has 7 fields where the header has 6"), "{err}");
+    let trailing = text.replace(",100.5,1\n", ",100.5,1,\n");
+    assert_eq!(parse(&trailing).unwrap().close(), parse(&text).unwrap().close());
+}
+
 #[test]
 fn a_pandas_export_with_its_unnamed_index_column_is_read() {
     // `df.to_csv()` of a frame indexed by time, and the same file read back and written
