@@ -76,6 +76,11 @@ def test_pbo_refuses_bad_input() -> None:
         threadx.pbo(np.zeros((100, 3)), S=7)
     with pytest.raises(ValueError, match="not a finite return"):
         threadx.pbo(np.array([[0.0, np.nan]] * 50), S=4)
+    # The sweep's words for the sweep's own checks (a negative seed was an OverflowError).
+    with pytest.raises(ValueError, match=r"seed must be a whole number ≥ 0 \(got -1\)"):
+        threadx.pbo(np.zeros((100, 3)), S=4, seed=-1)
+    with pytest.raises(ValueError, match="splits=0: at least 1 random split is needed"):
+        threadx.pbo(np.zeros((100, 3)), S=4, splits=0)
 
 
 def test_pbo_is_undefined_where_nothing_is_ranked() -> None:
@@ -115,6 +120,10 @@ def test_deflated_sharpe_is_the_papers_formula() -> None:
         assert got["psr"].iloc[i] == pytest.approx(psr, rel=1e-9, abs=1e-12)
     with pytest.raises(ValueError, match="sharpe_std"):
         threadx.deflated_sharpe(M[:, 0])
+    with pytest.raises(ValueError, match="trials=0: must be a number of trials, at least 1"):
+        threadx.deflated_sharpe(M, trials=0)
+    with pytest.raises(ValueError, match="sharpe_std=-0.01: must be a spread"):
+        threadx.deflated_sharpe(M, sharpe_std=-0.01)
     one = threadx.deflated_sharpe(M[:, 0], trials=100, sharpe_std=0.01)
     assert one.attrs["trials"] == 100 and 0 <= one["dsr"].iloc[0] <= 1
 

@@ -25,7 +25,7 @@ from . import _report, _tables, _threadx
 
 __version__: str = _threadx.__version__
 
-from ._inputs import Data, _axis_value, _bars, _f64, _finite, _market, _opt_float, _text, _utc_index
+from ._inputs import Data, _axis_value, _bars, _f64, _finite, _market, _opt_float, _opt_int, _text, _utc_index
 from ._progress import ProgressCallback, _progress
 from ._report import METRICS, SweepFrame
 from .overfitting import PboResult, deflated_sharpe, pbo
@@ -560,13 +560,6 @@ def _request(
     }
     return json.dumps(request, allow_nan=True)
 
-
-def _opt_int(name: str, value: Optional[int]) -> Optional[int]:
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name} must be a whole number ≥ 0 (got {value!r})")
-    return int(value)
 
 
 

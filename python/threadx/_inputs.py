@@ -234,6 +234,15 @@ def _opt_float(value: Optional[float]) -> Optional[float]:
     return None if value is None else float(value)
 
 
+def _opt_int(name: str, value: Optional[int]) -> Optional[int]:
+    """An optional whole number ≥ 0 (a count, a seed), never a bool."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be a whole number ≥ 0 (got {value!r})")
+    return int(value)
+
+
 def _finite(name: str, value: Optional[float]) -> Optional[float]:
     """An optional float that must be a finite number (JSON holds no inf or NaN)."""
     number = _opt_float(value)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import _threadx
+from ._inputs import _opt_int
 
 Returns = Union[pd.DataFrame, pd.Series, np.ndarray]
 
@@ -54,7 +55,9 @@ def pbo(returns: Returns, S: int = 16, *, splits: int = 1000, seed: int = 0) -> 
     random ones drawn with ``seed``. Ranks ascend with ties averaged; a NaN Sharpe ratio
     ranks below every number."""
     values, labels = _matrix(returns)
-    out = _threadx.pbo(values, int(S), int(splits), int(seed))
+    if not _opt_int("splits", splits):
+        raise ValueError(f"splits={splits}: at least 1 random split is needed")
+    out = _threadx.pbo(values, int(S), int(splits), _opt_int("seed", seed) or 0)
     table = pd.DataFrame(
         {
             "logit": out["logits"],
@@ -85,6 +88,10 @@ def deflated_sharpe(
     ``sharpe_std`` to the columns' Sharpe ratios' standard deviation; a single series
     needs both. SR₀ and the numbers used are in ``.attrs``."""
     values, labels = _matrix(returns)
+    if trials is not None and not (np.isfinite(trials) and trials >= 1):
+        raise ValueError(f"trials={trials}: must be a number of trials, at least 1")
+    if sharpe_std is not None and not (np.isfinite(sharpe_std) and sharpe_std >= 0):
+        raise ValueError(f"sharpe_std={sharpe_std}: must be a spread of Sharpe ratios, ≥ 0")
     out = _threadx.deflated_sharpe_table(
         values, None if trials is None else float(trials), None if sharpe_std is None else float(sharpe_std)
     )
