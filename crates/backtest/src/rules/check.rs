@@ -46,6 +46,14 @@ pub(crate) fn nearest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) 
 pub(crate) fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> String {
     nearest(name, known).map_or_else(String::new, |k| format!(" (did you mean '{k}'?)"))
 }
+/// Other tools' names for functions ThreadX has (TradingView's `ta.crossover`, pandas-ta's
+/// and backtrader's), a newcomer's first guess, which no spelling distance finds.
+const OTHER_TOOLS: [(&str, &str); 3] = [
+    ("crossover", "crosses_above"),
+    ("crossunder", "crosses_below"),
+    ("bbands", "bbands_lower, bbands_middle and bbands_upper"),
+];
+
 /// The checker of one rule's text against the strategy's parameters.
 pub(super) struct Checker<'a> {
     pub params: &'a [ParamSpec],
@@ -89,7 +97,14 @@ impl Checker<'_> {
             ParamKind::Choice(_) => Some(p.name.as_str()),
             _ => None,
         }));
-        err(format!("unknown function '{name}'{}", did_you_mean(name, callable)), span.clone())
+        let hint = match OTHER_TOOLS.iter().find(|(other, _)| other.eq_ignore_ascii_case(name)) {
+            Some((_, ours)) => format!(" (ThreadX calls it '{ours}')"),
+            None => match nearest(name, callable) {
+                Some(k) => format!(" (did you mean '{k}'?)"),
+                None => " (`threadx strategy show NAME` lists the functions)".to_owned(),
+            },
+        };
+        err(format!("unknown function '{name}'{hint}"), span.clone())
     }
 
     /// The type of `node`, or the first problem in it.

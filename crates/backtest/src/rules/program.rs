@@ -180,6 +180,19 @@ mod tests {
     fn mistakes_are_refused_with_a_place_and_a_suggestion() {
         let cases = [
             (RuleKind::Stop, "close - m * atrr(14)", "unknown function 'atrr' (did you mean 'atr'?)", "atrr"),
+            // Another tool's name for one of ours, and a name near none.
+            (
+                RuleKind::Entry,
+                "crossover(close, sma(10))",
+                "unknown function 'crossover' (ThreadX calls it 'crosses_above')",
+                "crossover",
+            ),
+            (
+                RuleKind::Entry,
+                "sqrt(close) > 3",
+                "unknown function 'sqrt' (`threadx strategy show NAME` lists the functions)",
+                "sqrt",
+            ),
             (
                 RuleKind::Entry,
                 "clsoe > 1",
