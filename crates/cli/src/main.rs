@@ -165,7 +165,8 @@ enum Command {
     /// sweeps split it among them.
     Balance(balance::BalanceArgs),
     /// Sample CPU, memory and every NVIDIA GPU (utilization, memory, temperature, power)
-    /// at an interval, print each sample, and keep the history as CSV and a plot.
+    /// at an interval, print each sample, and keep the history as a table (CSV, Parquet or
+    /// Arrow) and a plot.
     Monitor(monitor::MonitorArgs),
 }
 

@@ -1,5 +1,5 @@
 //! `threadx monitor`: sample the machine, this process and every NVIDIA GPU, print each
-//! sample, and keep the history as CSV and a plot.
+//! sample, and keep the history as a table (CSV, Parquet or Arrow) and a plot.
 
 use crate::outputs::check_every_output;
 use anyhow::{Context, Result, bail};
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use threadx_profile_store::write_file_atomic;
+use threadx_sweep::{ColumnType, write_table};
 use threadx_telemetry::{MonitorOptions, SystemMonitor, history_csv, plot_svg, sample_line};
 
 #[derive(Debug, Args)]
@@ -19,7 +20,8 @@ pub struct MonitorArgs {
     /// Stop after this many seconds (default: at Ctrl-C).
     #[arg(long, value_name = "S")]
     duration: Option<f64>,
-    /// Write the history (one row per sample) to this CSV when stopping.
+    /// Write the history (one row per sample) to this file when stopping: CSV, or Parquet
+    /// (.parquet) or Arrow IPC (.arrow, .feather) by its extension.
     #[arg(long, value_name = "FILE.csv")]
     out: Option<PathBuf>,
     /// Draw each metric over time (a panel per family) into this SVG when stopping.
@@ -52,6 +54,7 @@ pub fn run(args: &MonitorArgs) -> Result<()> {
     let outputs = [("--out", &args.out), ("--plot", &args.plot)];
     let outputs: Vec<_> = outputs.into_iter().filter_map(|(flag, p)| Some((flag, p.clone()?))).collect();
     check_every_output(&outputs, &[])?;
+    crate::outputs::check_table_names(&[("--out", args.out.as_deref())])?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_interrupt(Arc::clone(&stop));
     let mut monitor = SystemMonitor::start(&options)?;
@@ -82,8 +85,15 @@ pub fn run(args: &MonitorArgs) -> Result<()> {
 pub fn save(monitor: &SystemMonitor, csv: Option<&Path>, svg: Option<&Path>, title: &str) -> Result<()> {
     let history = monitor.history();
     if let Some(path) = csv {
-        write_file_atomic(path, history_csv(&history).as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
+        // A table as every other: CSV, or Parquet or Arrow by its extension; the byte
+        // counts are integers.
+        let text = history_csv(&history);
+        let header = text.lines().next().unwrap_or_default();
+        let types: Vec<ColumnType> = header
+            .split(',')
+            .map(|c| if c.ends_with("_bytes") { ColumnType::Int } else { ColumnType::Float })
+            .collect();
+        write_table(path, &text, &types).with_context(|| format!("writing {}", path.display()))?;
         outln!("wrote {} samples to {}", history.len(), path.display());
     }
     if let Some(path) = svg {

@@ -446,6 +446,22 @@ fn monitor_prints_samples_and_writes_its_history_and_plot() {
     assert!(stdout.contains(&format!("wrote 4 samples to {}", csv.display())), "{stdout}");
     assert!(std::fs::read_to_string(&svg).unwrap().contains("CPU, % of the machine"));
 
+    // The history is a table as every other: Parquet by its name, the byte counts integers.
+    let parquet = dir.path().join("h.parquet");
+    let args = ["monitor", "--interval", "0.2", "--duration", "0.5", "--out", parquet.to_str().unwrap()];
+    assert!(threadx(&args, &[]).status.success());
+    let file = std::fs::File::open(&parquet).unwrap();
+    let batches: Vec<_> = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let schema = batches[0].schema();
+    assert_eq!(schema.field(0).name(), "elapsed_s");
+    assert_eq!(schema.field_with_name("process_rss_bytes").unwrap().data_type(), &arrow::datatypes::DataType::Int64);
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
+
     for (flags, why) in [
         (vec!["--interval", "0.05", "--duration", "1"], "at least 0.2 s"),
         (vec!["--duration=-1"], "--duration must be a positive number of seconds"),
@@ -454,6 +470,7 @@ fn monitor_prints_samples_and_writes_its_history_and_plot() {
         (vec!["--out", "/nonexistent/dir/h.csv", "--duration", "1"], "/nonexistent/dir"),
         // The plot would have replaced the history, after the whole run.
         (vec!["--out", "same.csv", "--plot", "same.csv", "--duration", "1"], "are one file"),
+        (vec!["--out", "h.json", "--duration", "1"], "--out h.json: `.json` is not a table's format"),
     ] {
         let out = threadx(&[&["monitor"][..], &flags].concat(), &[]);
         assert!(!out.status.success());
