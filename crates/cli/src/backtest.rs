@@ -40,7 +40,12 @@ pub fn run(req: &Request, mode: DeviceMode) -> Result<()> {
             .filter_map(|(flag, path)| path.clone().map(|p| (flag, p)))
             .collect();
     crate::outputs::check_every_output(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])?;
-    crate::outputs::check_table_names(&[("--trades", req.trades.as_deref()), ("--equity", req.equity.as_deref())])?;
+    use crate::outputs::Written::{Page, Table};
+    crate::outputs::check_names(&[
+        ("--trades", req.trades.as_deref(), Table),
+        ("--equity", req.equity.as_deref(), Table),
+        ("--report", req.report.as_deref(), Page),
+    ])?;
     let data = Ohlcv::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     let (report, seconds) =

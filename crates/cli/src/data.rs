@@ -35,7 +35,7 @@ pub fn run(action: Action) -> Result<()> {
         Action::Synth { bars, seed, market, out } => {
             let spec = SyntheticSpec { bars, seed, market };
             spec.check().map_err(|e| anyhow::anyhow!("--bars {bars}: {e}"))?;
-            crate::outputs::check_table_names(&[("--out", Some(&out))])?;
+            crate::outputs::check_names(&[("--out", Some(&out), crate::outputs::Written::Table)])?;
             check_writable(&out)?;
             let data = spec.generate();
             let bytes = match TableFormat::of(&out) {

@@ -13,7 +13,7 @@ pub fn run(data: &str, indicators: &[Indicator], out: &Path, mode: DeviceMode) -
     if indicators.is_empty() {
         anyhow::bail!("no indicator asked for: add --ind, e.g. --ind bbands:period=20,std=2");
     }
-    crate::outputs::check_table_names(&[("--out", Some(out))])?;
+    crate::outputs::check_names(&[("--out", Some(out), crate::outputs::Written::Table)])?;
     check_writable(out)?;
     refuse_output_over_input(&[out], &[Path::new(data)]).map_err(anyhow::Error::msg)?;
     let data = Ohlcv::load(data).with_context(|| format!("loading --data {data}"))?;

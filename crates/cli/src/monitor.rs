@@ -54,7 +54,8 @@ pub fn run(args: &MonitorArgs) -> Result<()> {
     let outputs = [("--out", &args.out), ("--plot", &args.plot)];
     let outputs: Vec<_> = outputs.into_iter().filter_map(|(flag, p)| Some((flag, p.clone()?))).collect();
     check_every_output(&outputs, &[])?;
-    crate::outputs::check_table_names(&[("--out", args.out.as_deref())])?;
+    use crate::outputs::Written::{Drawing, Table};
+    crate::outputs::check_names(&[("--out", args.out.as_deref(), Table), ("--plot", args.plot.as_deref(), Drawing)])?;
     let stop = Arc::new(AtomicBool::new(false));
     crate::stop_on_interrupt(Arc::clone(&stop));
     let mut monitor = SystemMonitor::start(&options)?;

@@ -23,12 +23,39 @@ pub fn check_every_output(outputs: &[(&'static str, PathBuf)], inputs: &[&Path])
     refuse_output_over_input(&paths, inputs).map_err(anyhow::Error::msg)
 }
 
-/// Refuses, before any work, a table output (results, trades, equity, indicators, bars)
-/// named for a format tables are not written in ([`TableFormat::check_name`]).
-pub fn check_table_names(what_and_paths: &[(&str, Option<&Path>)]) -> Result<()> {
-    for (what, path) in what_and_paths {
-        if let Some(path) = path {
-            TableFormat::check_name(path).map_err(|e| anyhow::anyhow!("{what} {e}"))?;
+/// What a command writes to a path: a table, an SVG drawing or an HTML page.
+#[derive(Clone, Copy)]
+pub enum Written {
+    Table,
+    Drawing,
+    Page,
+}
+
+/// Image formats a drawing (SVG) is not, and document formats a report (HTML) is not.
+const NOT_DRAWINGS: [&str; 13] =
+    ["png", "jpg", "jpeg", "gif", "webp", "bmp", "tif", "tiff", "pdf", "eps", "ps", "html", "htm"];
+const NOT_PAGES: [&str; 9] = ["pdf", "png", "jpg", "jpeg", "svg", "md", "doc", "docx", "xlsx"];
+
+/// Refuses, before any work, an output named for a format it is not written in: a table
+/// ([`TableFormat::check_name`]), a drawing named as an image of another kind (`.png`,
+/// `.pdf`), a page named as a document of another kind: each would get SVG or HTML text
+/// under that name. Any other name is taken as it is.
+pub fn check_names(outputs: &[(&str, Option<&Path>, Written)]) -> Result<()> {
+    for &(flag, path, written) in outputs {
+        let Some(path) = path else { continue };
+        let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+        let (not, what, hint) = match written {
+            Written::Table => {
+                TableFormat::check_name(path).map_err(|e| anyhow::anyhow!("{flag} {e}"))?;
+                continue;
+            }
+            Written::Drawing => {
+                (&NOT_DRAWINGS[..], "the drawing is SVG", "svg (a browser or rsvg-convert makes an image of it)")
+            }
+            Written::Page => (&NOT_PAGES[..], "the report is one HTML page", "html (a browser prints it to PDF)"),
+        };
+        if not.contains(&ext.as_str()) {
+            anyhow::bail!("{flag} {}: {what}, not `.{ext}`: name it .{hint}", path.display());
         }
     }
     Ok(())

@@ -44,7 +44,12 @@ pub fn run(req: &Request, sizing: &SizingFlags, mode: DeviceMode) -> Result<()> 
             .filter_map(|(flag, path)| path.clone().map(|p| (flag, p)))
             .collect();
     crate::outputs::check_every_output(&outputs, &[Path::new(&req.data), Path::new(&req.strategy)])?;
-    crate::outputs::check_table_names(&[("--trades", req.trades.as_deref()), ("--equity", req.equity.as_deref())])?;
+    use crate::outputs::Written::{Page, Table};
+    crate::outputs::check_names(&[
+        ("--trades", req.trades.as_deref(), Table),
+        ("--equity", req.equity.as_deref(), Table),
+        ("--report", req.report.as_deref(), Page),
+    ])?;
     let market = MarketData::load(&req.data).with_context(|| format!("loading --data {}", req.data))?;
     crate::outputs::check_outputs_over_universe(&outputs, &market)?;
     let symbols = symbols_of(market, &req.data)?;

@@ -26,6 +26,7 @@ pub fn run(input: &Path, out: Option<&Path>, mode: DeviceMode) -> Result<()> {
     let read = files_read(input, &parsed);
     let read: Vec<&Path> = read.iter().map(PathBuf::as_path).collect();
     crate::outputs::check_every_output(&[("--out", out.clone())], &read)?;
+    crate::outputs::check_names(&[("--out", Some(&out), crate::outputs::Written::Page)])?;
     let dispatcher = Dispatcher::from_env(Some(mode)).map_err(anyhow::Error::msg)?;
     match &parsed {
         Input::Sweep(summary) => sweep_from_summary(input, summary, &dispatcher, mode, &out)?,

@@ -67,9 +67,10 @@ fn outputs_that_name_one_file_or_cannot_be_written_are_refused_before_any_work()
 
 /// A table named for a format tables are not written in (a spreadsheet, JSON, a
 /// compressed or tab-separated file) is refused before any work by every command that
-/// writes one, instead of CSV text under that name; any other name is CSV.
+/// writes one, instead of CSV text under that name; any other name is CSV. So are a
+/// drawing named as a raster image and a report named as a PDF.
 #[test]
-fn a_table_named_for_another_format_is_refused_before_any_work() {
+fn an_output_named_for_another_format_is_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let data = "synthetic:bars=600,seed=1";
@@ -99,6 +100,23 @@ fn a_table_named_for_another_format_is_refused_before_any_work() {
         let stderr = text(&run.stderr);
         assert!(!run.status.success() && stderr.contains(message), "{args:?}: {stderr}");
         assert!(stderr.contains("Parquet (.parquet, .pq) or Arrow IPC (.arrow, .feather, .ipc)"), "{stderr}");
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 0, "{args:?}: nothing written");
+    }
+    let drawings_and_pages: [(Vec<&str>, &str); 3] = [
+        (
+            sweep(data, "r.csv", &["--heatmap", "h.png"]),
+            "--heatmap h.png: the drawing is SVG, not `.png`: name it .svg",
+        ),
+        (vec!["monitor", "--duration", "1", "--plot", "p.JPG"], "--plot p.JPG: the drawing is SVG, not `.jpg`"),
+        (
+            vec!["--device", "cpu", "backtest", "--data", data, "--report", "r.pdf"],
+            "--report r.pdf: the report is one HTML page, not `.pdf`: name it .html",
+        ),
+    ];
+    for (args, message) in drawings_and_pages {
+        let run = threadx(d, &args);
+        let stderr = text(&run.stderr);
+        assert!(!run.status.success() && stderr.contains(message), "{args:?}: {stderr}");
         assert_eq!(std::fs::read_dir(d).unwrap().count(), 0, "{args:?}: nothing written");
     }
     // Another name is CSV, as before.

@@ -86,7 +86,15 @@ impl SweepFlags {
                 .flatten()
                 .collect();
         crate::outputs::check_every_output(&outputs, &inputs)?;
-        crate::outputs::check_table_names(&[("--out", Some(&args.out)), ("--blocks-out", opts.blocks_out.as_deref())])?;
+        use crate::outputs::Written::{Drawing, Page, Table};
+        crate::outputs::check_names(&[
+            ("--out", Some(&args.out), Table),
+            ("--blocks-out", opts.blocks_out.as_deref(), Table),
+            ("--heatmap", args.heatmap.as_deref(), Drawing),
+            ("--monitor-plot", args.monitor_plot.as_deref(), Drawing),
+            ("--search-plot", args.search_plot.as_deref(), Drawing),
+            ("--report", args.report.as_deref(), Page),
+        ])?;
         check_outputs(args, &spec, &mut opts)?;
         if let Some(path) = &args.report {
             crate::pages::check_sweep_report(path, &args.out, shard)?;

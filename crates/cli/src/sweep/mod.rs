@@ -369,7 +369,7 @@ pub struct MergeArgs {
 
 pub fn run_merge(args: &MergeArgs) -> Result<()> {
     metric_index(&args.by)?;
-    crate::outputs::check_table_names(&[("--out", Some(&args.out))])?;
+    crate::outputs::check_names(&[("--out", Some(&args.out), crate::outputs::Written::Table)])?;
     // The heatmap a one-process run would have drawn beside its results.
     let mut heatmap = (!is_special_file(&args.out)).then(|| HeatmapOptions {
         path: sibling(&args.out, "-heatmap.svg"),
