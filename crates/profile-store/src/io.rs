@@ -200,6 +200,25 @@ pub fn check_writable(path: &Path) -> std::result::Result<(), String> {
     }
 }
 
+/// The bytes an unprivileged writer may still put on the file system that would hold
+/// `path` (its folder's, links resolved), as `statvfs` tells; None where it cannot tell.
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let target = resolve_links(path).ok()?;
+    let folder = std::ffi::CString::new(parent_dir(&target).as_os_str().as_bytes()).ok()?;
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `folder` is a NUL-terminated path and `stats` a buffer of the type statvfs
+    // fills; it is read only when the call says it filled it.
+    #[allow(unsafe_code)]
+    let stats = unsafe {
+        if libc::statvfs(folder.as_ptr(), stats.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stats.assume_init()
+    };
+    (stats.f_blocks > 0).then(|| stats.f_bavail.saturating_mul(stats.f_frsize))
+}
+
 /// Whether `path` is (or links to) something other than a regular file or nothing: a
 /// character device such as `/dev/null` or a FIFO, which outputs write in place.
 pub fn is_special_file(path: &Path) -> bool {

@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 
 pub use error::{ProfileError, Result};
 pub use io::{
-    AtomicFile, Staged, check_writable, is_special_file, refuse_colliding_outputs, refuse_output_over_input,
-    write_file_atomic, write_file_staged, write_held_file,
+    AtomicFile, Staged, check_writable, free_bytes, is_special_file, refuse_colliding_outputs,
+    refuse_output_over_input, write_file_atomic, write_file_staged, write_held_file,
 };
 pub use key::{profile_key, split_key};
 pub use multigpu::{MultiGpuFile, RatioProfile};

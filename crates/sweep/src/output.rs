@@ -20,7 +20,9 @@ use crate::overfit::{
 use crate::results_file::ResultsWriter;
 use crate::rows::{Lead, Row};
 use crate::run_data::RunData;
-use crate::run_files::{Checkpoint, OutputOptions, ProgressFn, check_output, identity, summary_head};
+use crate::run_files::{
+    Checkpoint, OutputOptions, ProgressFn, check_disk_room, check_output, has_checkpoint, identity, summary_head,
+};
 use crate::runner::{ChunkResult, Sweep};
 use crate::search::Constraint;
 use crate::spec::SweepSpec;
@@ -112,13 +114,12 @@ pub(crate) fn run_keeping(
     check_output(opts)?;
     let blocks = sweep.spec().overfitting().zip(sweep.blocks());
     check_blocks_out(blocks.is_some(), opts)?;
+    let combos = sweep.combos();
+    let (chunks, total) = shard_with_room(sweep, opts)?;
     let mut taken = Taken::new(sweep, opts, keep)?;
     let identity = identity(sweep.spec(), sweep.combos(), data, opts.shard);
     let checkpoint = Checkpoint::open(opts, &identity)?;
     let files = ChunkFiles::new(sweep, opts, checkpoint.dir(), blocks.map(|(_, cuts)| cuts));
-    let combos = sweep.combos();
-    let chunks = combos.shard_chunks(opts.shard);
-    let total: u64 = chunks.iter().map(|&c| combos.chunk_len(c)).sum();
     let (resumed, to_run) = files.sort(&chunks)?;
 
     let resume_started = Instant::now();
@@ -290,6 +291,21 @@ impl<'a> Taken<'a> {
         }
         Ok(resumed_blocks)
     }
+}
+
+/// This shard's chunks and their positions, once a fresh run (no checkpoint yet) is found
+/// to have room on `opts.out`'s disk for every row twice ([`check_disk_room`]): each of the
+/// symbol (where named), the combo, the parameters and the metrics.
+fn shard_with_room(sweep: &Sweep, opts: &OutputOptions) -> Result<(Vec<u64>, u64), SweepError> {
+    let combos = sweep.combos();
+    let chunks = combos.shard_chunks(opts.shard);
+    let total: u64 = chunks.iter().map(|&c| combos.chunk_len(c)).sum();
+    if !has_checkpoint(&opts.out) {
+        let params = sweep.spec().strategy().schema().len();
+        let columns = usize::from(opts.symbol.is_some()) + 1 + params + sweep.metric_set().count();
+        check_disk_room(&opts.out, (total, total), columns)?;
+    }
+    Ok((chunks, total))
 }
 
 /// A grid run's chunk files in its checkpoint folder, and how their rows are read.

@@ -380,6 +380,37 @@ pub fn check_writable(path: &Path) -> Result<(), SweepError> {
     threadx_profile_store::check_writable(path).map_err(SweepError::Results)
 }
 
+/// Refuses, before any chunk runs, results that cannot fit on the disk of `out`: `rows`
+/// new rows of `columns` values into the checkpoint, and `total` rows into the results
+/// file made from it (both on that disk at the end), at least 2 bytes a value in CSV (a
+/// digit and a comma) and 1 in Parquet or Arrow, against the space free there. A lower
+/// bound: a run it passes may still fill the disk (its chunks stay, for `--resume`); one
+/// it refuses could not have finished. A device or FIFO, or a disk that tells nothing,
+/// is not checked.
+pub fn check_disk_room(out: &Path, (rows, total): (u64, u64), columns: usize) -> Result<(), SweepError> {
+    if is_special_file(out) {
+        return Ok(());
+    }
+    let Some(free) = threadx_profile_store::free_bytes(out) else { return Ok(()) };
+    let per_value = if crate::TableFormat::of(out).is_columnar() { 1 } else { 2 };
+    let least = (u128::from(rows) + u128::from(total)) * columns as u128 * per_value;
+    if least <= u128::from(free) {
+        return Ok(());
+    }
+    Err(SweepError::Results(format!(
+        "{}: {} rows of {columns} columns need at least {} on its disk (the checkpoint's chunks and the results file), more than the {} free there; sample the grid with --random N or --search, or write to a larger disk",
+        out.display(),
+        threadx_dispatch::thousands(total),
+        threadx_dispatch::format_bytes(u64::try_from(least).unwrap_or(u64::MAX)),
+        threadx_dispatch::format_bytes(free),
+    )))
+}
+
+/// Whether `out` has a checkpoint of a run to resume (not only the folder a run holds).
+pub(crate) fn has_checkpoint(out: &Path) -> bool {
+    checkpoint_dir(out).join(META).exists()
+}
+
 /// Checks the output paths before anything is computed.
 pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
     check_writable(&opts.out)?;
@@ -414,4 +445,25 @@ pub fn check_output(opts: &OutputOptions) -> Result<(), SweepError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_disk_room;
+
+    /// Rows that no disk holds are refused with the figures; a small run passes, and so do
+    /// a device (nothing is kept beside it).
+    #[test]
+    fn results_that_cannot_fit_on_the_disk_are_refused_before_any_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.csv");
+        let huge = 1_000_000_000_000_000;
+        let err = check_disk_room(&out, (huge, huge), 20).unwrap_err().to_string();
+        assert!(err.contains("r.csv: 1,000,000,000,000,000 rows of 20 columns need at least 72759.6 TiB"), "{err}");
+        assert!(err.contains("sample the grid with --random N or --search"), "{err}");
+        assert!(check_disk_room(&out, (10_000, 10_000), 20).is_ok());
+        assert!(check_disk_room(std::path::Path::new("/dev/null"), (huge, huge), 20).is_ok());
+        // The bound counts what is left to run on resume.
+        assert!(check_disk_room(&out, (0, 10_000), 20).is_ok());
+    }
 }
