@@ -11,7 +11,7 @@ use crate::output::{Ranking, SweepReport};
 use crate::overfit::{MergingBlocks, write_plots};
 use crate::results_file::{ReadRow, ResultsKind, ResultsReader, ResultsWriter};
 use crate::rows::Row;
-use crate::run_files::{HeatmapOptions, check_writable, commit_with_summary, summary_path};
+use crate::run_files::{HeatmapOptions, check_disk_room, check_writable, commit_with_summary, summary_path};
 use crate::search::Constraint;
 use crate::summary::{Best, Combos, Identity, SearchSummary, Summary, UniverseSections};
 use std::cmp::Reverse;
@@ -67,6 +67,7 @@ pub fn merge(
         (None, None) => ResultsKind::Grid(set),
     };
     let mut shard_rows = ShardRows::open(shards, strategy, kind, symbols.as_deref(), search.is_some())?;
+    check_room(out, expected_rows, (strategy, set), symbols.is_some())?;
     let mut file = ResultsWriter::create(out, strategy, kind)?;
     let mut trials = Vec::new();
     while let Some((read, i, new_symbol)) = shard_rows.next()? {
@@ -94,10 +95,7 @@ pub fn merge(
     let rows = shard_rows.all_read(expected_rows)?;
     // Staged, then put in place together at the end (see `commit_with_summary`).
     let mut staged = vec![file.stage()?];
-    let across = match across {
-        Some((a, path)) => Some(a.finish(&path, strategy, spec.grid(), top.max(1))?),
-        None => None,
-    };
+    let across = across.map(|(a, path)| a.finish(&path, strategy, spec.grid(), top.max(1))).transpose()?;
     if let Some((h, path)) = &heatmap {
         staged.push(write_file_staged(path, h.to_svg()?.as_bytes()).map_err(io_error(path))?);
     }
@@ -141,6 +139,17 @@ pub fn merge(
         summary_path: out_summary,
         across,
     })
+}
+
+/// Room on `out`'s disk for the merged rows ([`check_disk_room`]), each of a universe's
+/// symbol, the combo, the parameters and the metrics.
+fn check_room(
+    out: &Path,
+    rows: u64,
+    (strategy, set): (&Strategy, MetricSet),
+    universe: bool,
+) -> Result<(), SweepError> {
+    check_disk_room(out, (0, rows), usize::from(universe) + 1 + strategy.schema().len() + set.count())
 }
 
 /// The merged rows' ranking by `by`, as a shard's summary says its rows were ranked: its

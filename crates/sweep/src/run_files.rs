@@ -380,9 +380,9 @@ pub fn check_writable(path: &Path) -> Result<(), SweepError> {
     threadx_profile_store::check_writable(path).map_err(SweepError::Results)
 }
 
-/// Refuses, before any chunk runs, results that cannot fit on the disk of `out`: `rows`
-/// new rows of `columns` values into the checkpoint, and `total` rows into the results
-/// file made from it (both on that disk at the end), at least 2 bytes a value in CSV (a
+/// Refuses, before any chunk runs (or any row is merged), results that cannot fit on the
+/// disk of `out`: `rows` new rows of `columns` values into the checkpoint, and `total`
+/// rows into the results file made from it (both on that disk at the end), at least 2 bytes a value in CSV (a
 /// digit and a comma) and 1 in Parquet or Arrow, against the space free there. A lower
 /// bound: a run it passes may still fill the disk (its chunks stay, for `--resume`); one
 /// it refuses could not have finished. A device or FIFO, or a disk that tells nothing,
@@ -397,8 +397,15 @@ pub fn check_disk_room(out: &Path, (rows, total): (u64, u64), columns: usize) ->
     if least <= u128::from(free) {
         return Ok(());
     }
+    let (files, advice) = match rows {
+        0 => ("the results file", "write to a larger disk, or to Parquet (.parquet)"),
+        _ => (
+            "the checkpoint's chunks and the results file",
+            "sample the grid with --random N or --search, or write to a larger disk",
+        ),
+    };
     Err(SweepError::Results(format!(
-        "{}: {} rows of {columns} columns need at least {} on its disk (the checkpoint's chunks and the results file), more than the {} free there; sample the grid with --random N or --search, or write to a larger disk",
+        "{}: {} rows of {columns} columns need at least {} on its disk ({files}), more than the {} free there; {advice}",
         out.display(),
         threadx_dispatch::thousands(total),
         threadx_dispatch::format_bytes(u64::try_from(least).unwrap_or(u64::MAX)),
@@ -463,7 +470,10 @@ mod tests {
         assert!(err.contains("sample the grid with --random N or --search"), "{err}");
         assert!(check_disk_room(&out, (10_000, 10_000), 20).is_ok());
         assert!(check_disk_room(std::path::Path::new("/dev/null"), (huge, huge), 20).is_ok());
-        // The bound counts what is left to run on resume.
+        // A merge writes the file alone: its rows once, and other advice.
         assert!(check_disk_room(&out, (0, 10_000), 20).is_ok());
+        let merged = check_disk_room(&out, (0, huge), 20).unwrap_err().to_string();
+        assert!(merged.contains("36379.8 TiB on its disk (the results file)"), "{merged}");
+        assert!(merged.ends_with("write to a larger disk, or to Parquet (.parquet)"), "{merged}");
     }
 }
