@@ -252,6 +252,10 @@ fn what_a_universe_cannot_do_is_refused_by_name() {
     let stderr = text(&run.stderr);
     assert!(!run.status.success() && stderr.contains("symbol `BBB` (short/BBB.csv, 150 bars): "), "{stderr}");
     assert!(stderr.contains("needs at least 200 bars"), "{stderr}");
+    assert!(
+        stderr.contains("every combo of a universe's sweep must trade on every symbol: leave this one out"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -118,7 +118,12 @@ impl SymbolRuns<'_> {
         }
         .map_err(of_symbol)?;
         // A combo must trade on every symbol to be compared across them.
-        session.sweep().require_every_combo().map_err(of_symbol)?;
+        session.sweep().require_every_combo().map_err(|e| match of_symbol(e) {
+            SweepError::Spec(why) => SweepError::Spec(format!(
+                "{why}; every combo of a universe's sweep must trade on every symbol: leave this one out (a new universe, run from the start), or narrow the grid's largest values"
+            )),
+            e => e,
+        })?;
         self.devices.get_or_insert_with(|| session.devices().clone());
         let symbol_opts = OutputOptions {
             out: out.to_owned(),
