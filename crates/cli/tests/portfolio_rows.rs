@@ -53,3 +53,46 @@ fn a_rank_that_reads_a_parameter_is_counted_in_the_memory_a_sweep_checks() {
     assert!(run.status.success(), "{}", text(&run.stderr));
     assert_eq!(csv_rows(&dir.path().join("r.csv")).len(), 49);
 }
+
+/// A symbol whose history is too short for a combo never trades in that combo's account,
+/// whichever grid holds it: the combo's sweep row, alone or beside faster combos, is its
+/// `backtest --portfolio`, which refused it ("symbol DDD: ... needs at least 20 bars").
+/// With no symbol long enough, the longest is named.
+#[test]
+fn a_symbol_too_short_for_a_combo_sits_out_its_account_in_every_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    make_data(d);
+    assert!(threadx(d, &["data", "synth", "--bars", "15", "--seed", "4", "--out", "data/DDD.csv"]).status.success());
+    let sweep = |grid: &str, out: &str| {
+        let run = threadx(
+            d,
+            &["--device", "cpu", "sweep", "--data", "data", "--portfolio", "--grid", grid, "--quiet", "--out", out],
+        );
+        assert!(run.status.success(), "{grid}: {}", text(&run.stderr));
+        csv_rows(&d.join(out))
+    };
+    let (both, alone) = (sweep("bb_period=10,20", "both.csv"), sweep("bb_period=20", "alone.csv"));
+    let backtest = threadx(
+        d,
+        &["--device", "cpu", "backtest", "--data", "data", "--portfolio", "--set", "bb_period=20", "--json"],
+    );
+    assert!(backtest.status.success(), "{}", text(&backtest.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&backtest.stdout).unwrap();
+    for row in [&both[1], &alone[0]] {
+        assert_eq!(row["bb_period"], "20");
+        assert_eq!(row["total_return"].parse::<f64>().unwrap(), json["total_return"].as_f64().unwrap());
+        assert_eq!(row["trades"].parse::<u64>().unwrap(), json["trades"].as_u64().unwrap());
+    }
+    std::fs::create_dir(d.join("short")).unwrap();
+    for (name, bars) in [("A", "12"), ("B", "15")] {
+        assert!(threadx(d, &["data", "synth", "--bars", bars, "--out", &format!("short/{name}.csv")]).status.success());
+    }
+    let none = threadx(d, &["backtest", "--data", "short", "--portfolio"]);
+    assert!(
+        !none.status.success()
+            && text(&none.stderr).contains("no symbol has the bars to trade; the longest, short/B.csv: bb_atr with"),
+        "{}",
+        text(&none.stderr)
+    );
+}

@@ -259,11 +259,8 @@ impl SweepPlan {
     /// as the plan says; the bars per year come from the spec or the clock's calendar.
     pub fn prepare_portfolio(self, banks: &[IndicatorBank<'_>], account: Account) -> Result<Sweep, SweepError> {
         let (spec, layout, combos) = (self.spec, self.layout, self.combos);
-        let books = banks
-            .iter()
-            .map(|bank| Ok((SignalBook::from_layout(bank, layout.clone())?, bank.data().timestamps())))
-            .collect::<Result<Vec<_>, SweepError>>()?;
-        let books = PortfolioBooks::new(books)?.ranked_by(spec.strategy(), banks)?;
+        let books =
+            PortfolioBooks::new(SignalBook::for_each_symbol(banks, &layout)?)?.ranked_by(spec.strategy(), banks)?;
         let clock = books.times();
         let bars_per_year = spec.periods_per_year().unwrap_or_else(|| Calendar::of(clock).bars_per_year(clock));
         let blocks = match spec.overfitting() {

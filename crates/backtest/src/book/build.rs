@@ -22,8 +22,51 @@ impl SignalBook {
         Self::from_layout(bank, BookLayout::new(Grid::new(strategy.clone(), axes)?, None)?)
     }
 
-    /// Builds the rows, stops and series `layout` names.
+    /// Builds the rows, stops and series `layout` names; data too short for any of its
+    /// combos to trade is refused.
     pub fn from_layout(bank: &IndicatorBank<'_>, layout: BookLayout) -> Result<Self, BacktestError> {
+        match Self::from_layout_any_length(bank, layout)? {
+            (_, Some(too_short)) => Err(too_short),
+            (book, None) => Ok(book),
+        }
+    }
+
+    /// Each symbol's book of `layout` (a bank each, in symbol order) for one account over
+    /// them: a symbol whose history is too short for every combo is built too, and never
+    /// trades (an account trades the symbols whose data is long enough for a combo), as a
+    /// symbol too short for some of them does. When no symbol's is long enough, the
+    /// longest one's refusal, named by its origin.
+    pub fn for_each_symbol<'b>(
+        banks: &'b [IndicatorBank<'_>],
+        layout: &BookLayout,
+    ) -> Result<Vec<(Self, &'b [i64])>, BacktestError> {
+        let mut books = Vec::with_capacity(banks.len());
+        // The refusals, with each symbol's bars.
+        let mut refused = Vec::new();
+        for bank in banks {
+            let (book, too_short) = Self::from_layout_any_length(bank, layout.clone())?;
+            let data = bank.data();
+            refused.extend(too_short.map(|e| (data.len(), format!("{}: {e}", data.origin()))));
+            books.push((book, data.timestamps()));
+        }
+        match refused.len() == books.len() {
+            true => match refused.into_iter().max_by_key(|(bars, _)| *bars) {
+                Some((_, why)) => {
+                    Err(BacktestError::Portfolio(format!("no symbol has the bars to trade; the longest, {why}")))
+                }
+                None => Ok(books),
+            },
+            false => Ok(books),
+        }
+    }
+
+    /// [`Self::from_layout`] on data of any length, with the refusal it would have made
+    /// when none of the combos can trade there (every one [`SignalBook::cannot_trade`]):
+    /// a portfolio's symbol with too short a history, which then never trades.
+    pub fn from_layout_any_length(
+        bank: &IndicatorBank<'_>,
+        layout: BookLayout,
+    ) -> Result<(Self, Option<BacktestError>), BacktestError> {
         let strategy = layout.grid.strategy().clone();
         let data = bank.data();
         let bars = data.len();
@@ -46,17 +89,17 @@ impl SignalBook {
         // that need more bars than the data has are built too (their indicators NaN, their
         // warm-up past the last bar): they trade nothing and their rows are empty.
         let needed = warmups.iter().filter_map(|w| w.iter().min()).max().map_or(0, |&w| w as usize) + 1;
-        if bars < needed {
+        let too_short = (bars < needed).then(|| {
             // The smallest value of every axis: the fastest combo for the usual rules.
             let fastest: Vec<f64> =
                 layout.grid.axes().iter().map(|values| values.iter().copied().fold(f64::MAX, f64::min)).collect();
-            return Err(BacktestError::TooShort {
+            BacktestError::TooShort {
                 strategy: strategy.name().to_owned(),
                 params: strategy.describe(&fastest),
                 needed,
                 len: bars,
-            });
-        }
+            }
+        });
         let max_bars = bound[MAX_BARS]
             .iter()
             .map(max_bars_of)
@@ -120,6 +163,6 @@ impl SignalBook {
         book.max_bars = max_bars;
         book.short_rows = short_rows;
         book.shorts = shorts;
-        Ok(book.with_fills(strategy.fills(), data))
+        Ok((book.with_fills(strategy.fills(), data), too_short))
     }
 }

@@ -9,10 +9,11 @@
 //! Only the cash is shared.
 
 use crate::blocks::{BlockCuts, Snapshots};
-use crate::book::{ComboPlan, SignalBook, StopRule};
+use crate::book::{BookLayout, ComboPlan, SignalBook, StopRule};
 use crate::costs::Fill;
 use crate::error::BacktestError;
 use crate::fixed::Totals;
+use crate::grid::Grid;
 use crate::metrics::{ExitReason, Side, Trade};
 use crate::portfolio::levels::{BarPrices, Levels};
 use crate::portfolio::schedule::{Exit, Schedule};
@@ -107,16 +108,8 @@ impl PortfolioBooks {
         let axes: Vec<Vec<f64>> = values.iter().map(|&v| vec![v]).collect();
         let banks: Vec<IndicatorBank<'_>> =
             symbols.iter().map(|(_, bars)| IndicatorBank::new(bars, dispatcher)).collect();
-        let books = symbols
-            .iter()
-            .zip(&banks)
-            .map(|((name, bars), bank)| {
-                let book = SignalBook::build(bank, strategy, &axes)
-                    .map_err(|e| BacktestError::Portfolio(format!("symbol {name}: {e}")))?;
-                Ok((book, bars.timestamps()))
-            })
-            .collect::<Result<Vec<_>, BacktestError>>()?;
-        Self::new(books)?.ranked_by(strategy, &banks)
+        let layout = BookLayout::new(Grid::new(strategy.clone(), &axes)?, None)?;
+        Self::new(SignalBook::for_each_symbol(&banks, &layout)?)?.ranked_by(strategy, &banks)
     }
 
     /// One parameter set of `strategy` over `symbols` as one account, in detail: the books
