@@ -1,4 +1,4 @@
-//! `threadx indicators`: indicator values of a data set as a CSV file.
+//! `threadx indicators`: indicator values of a data set as a table (CSV, Parquet or Arrow).
 
 use crate::outputs::check_writable;
 use anyhow::{Context, Result};

@@ -84,7 +84,7 @@ enum Command {
         #[command(subcommand)]
         action: data::Action,
     },
-    /// Compute indicators (TA-Lib's definitions) over a data set and write them as CSV.
+    /// Compute indicators (TA-Lib's definitions) over a data set and write them as a table.
     Indicators {
         /// A CSV, Parquet or Arrow (Feather) file, or synthetic:bars=N,seed=S[,market=fx].
         #[arg(long, long_help = data_help())]
@@ -92,7 +92,8 @@ enum Command {
         /// An indicator with its parameters, repeatable, e.g. bbands:period=20,std=2 (see --help).
         #[arg(long = "ind", value_parser = parse_indicator, long_help = format!("An indicator with its parameters, repeatable. Known (with defaults): {INDICATOR_HELP}"))]
         indicators: Vec<Indicator>,
-        /// Output CSV: timestamp, then one column per output (NaN written as empty).
+        /// Output table: timestamp, then one column per output (NaN written as empty); CSV,
+        /// or Parquet (.parquet) or Arrow IPC (.arrow, .feather) by its extension.
         #[arg(long)]
         out: PathBuf,
     },
@@ -123,10 +124,11 @@ enum Command {
         /// of the timestamps, a year of 365 days; e.g. 252 for daily stock bars).
         #[arg(long, value_name = "BARS", allow_negative_numbers = true)]
         periods_per_year: Option<f64>,
-        /// Write the trade list to this CSV.
+        /// Write the trade list to this file: CSV, or Parquet or Arrow by its extension.
         #[arg(long, value_name = "FILE.csv")]
         trades: Option<PathBuf>,
-        /// Write the equity curve (equity 1 before the first bar) to this CSV.
+        /// Write the equity curve (equity 1 before the first bar) to this file: CSV, or
+        /// Parquet or Arrow by its extension.
         #[arg(long, value_name = "FILE.csv")]
         equity: Option<PathBuf>,
         /// Print one JSON object (the metric names of docs/strategies.md) instead of a table.

@@ -15,7 +15,8 @@ pub struct OverfitArgs {
     /// Blocks CSCV cuts the bars into: even, 2 to 64 (default 16; implies --overfitting).
     #[arg(long, value_name = "S")]
     blocks: Option<u32>,
-    /// Write every combo's blocks as CSV: combo,block,bars,sum_r,sum_r2 (implies --overfitting).
+    /// Write every combo's blocks (combo,block,bars,sum_r,sum_r2) to this file: CSV, or
+    /// Parquet or Arrow by its extension (implies --overfitting).
     #[arg(long, value_name = "FILE.csv")]
     blocks_out: Option<PathBuf>,
     /// Random splits when combos × C(S, S/2) > 2·10^8 (default 1,000; implies --overfitting).
