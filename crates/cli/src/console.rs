@@ -9,6 +9,17 @@ use threadx_backtest::{Metrics, Strategy};
 use threadx_dispatch::thousands;
 use threadx_sweep::{Preparation, Row, SweepSpec, edge_note, grid_edges};
 
+/// Writes a message the user reads: to stdout, or to stderr when an output is stdout
+/// ([`crate::outputs::MESSAGES_TO_STDERR`]), so that its data stays whole.
+pub fn message(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    if crate::outputs::MESSAGES_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+        std::io::stderr().lock().write_all(text.as_bytes())
+    } else {
+        std::io::stdout().lock().write_all(text.as_bytes())
+    }
+}
+
 pub fn progress_bar(total: u64, quiet: bool, unit: &str) -> ProgressBar {
     let target = if quiet || !std::io::stderr().is_terminal() {
         ProgressDrawTarget::hidden()

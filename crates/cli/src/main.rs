@@ -5,18 +5,16 @@
 /// (`threadx sweep | head -1`) ends the command quietly (see [`main`]).
 macro_rules! out {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
         let text = format!($($arg)*);
-        write!(std::io::stdout().lock(), "{}", threadx_profile_store::escape::terminal(&text))?
+        crate::console::message(&threadx_profile_store::escape::terminal(&text))?
     }};
 }
 
 /// `println!` that returns the error instead of panicking (see [`out!`]).
 macro_rules! outln {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
         let text = format!($($arg)*);
-        writeln!(std::io::stdout().lock(), "{}", threadx_profile_store::escape::terminal(&text))?
+        crate::console::message(&(threadx_profile_store::escape::terminal(&text) + "\n"))?
     }};
 }
 
@@ -291,8 +289,11 @@ pub fn on_interrupt(note: String) {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    let broken = |io: &std::io::Error| io.kind() == std::io::ErrorKind::BrokenPipe;
     e.chain().any(|cause| {
-        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        cause.downcast_ref::<std::io::Error>().is_some_and(broken)
+            // A sweep's output written in place to a closed pipe (`--out /dev/stdout | head`).
+            || matches!(cause.downcast_ref::<threadx_sweep::SweepError>(), Some(threadx_sweep::SweepError::Io { error, .. }) if broken(error))
     })
 }
 

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use threadx_indicators::MarketData;
 use threadx_profile_store::{refuse_colliding_outputs, refuse_output_over_input};
 use threadx_sweep::TableFormat;
@@ -22,6 +23,10 @@ pub fn check_every_output(outputs: &[(&'static str, PathBuf)], inputs: &[&Path])
     let paths: Vec<&Path> = labelled.iter().map(|(_, p)| *p).collect();
     refuse_output_over_input(&paths, inputs).map_err(anyhow::Error::msg)
 }
+
+/// Whether the command's messages go to stderr: one of its outputs is stdout itself
+/// (`--out /dev/stdout`), whose data they must not interleave ([`check_names`] sets it).
+pub static MESSAGES_TO_STDERR: AtomicBool = AtomicBool::new(false);
 
 /// What a command writes to a path: a table, an SVG drawing or an HTML page.
 #[derive(Clone, Copy)]
@@ -43,6 +48,9 @@ const NOT_PAGES: [&str; 9] = ["pdf", "png", "jpg", "jpeg", "svg", "md", "doc", "
 pub fn check_names(outputs: &[(&str, Option<&Path>, Written)]) -> Result<()> {
     for &(flag, path, written) in outputs {
         let Some(path) = path else { continue };
+        if threadx_profile_store::is_standard_output(path) {
+            MESSAGES_TO_STDERR.store(true, Ordering::Relaxed);
+        }
         let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
         let (not, what, hint) = match written {
             Written::Table => {

@@ -125,6 +125,37 @@ fn an_output_named_for_another_format_is_refused_before_any_work() {
     assert!(std::fs::read_to_string(d.join("r.dat")).unwrap().starts_with("combo,bb_period,"));
 }
 
+/// Data written to stdout (`--out /dev/stdout`, here a pipe) is the data alone, the bytes
+/// a file gets: the command's messages go to stderr instead of into it.
+#[test]
+fn data_written_to_stdout_is_not_mixed_with_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = "synthetic:bars=600,seed=1";
+    let piped = threadx(d, &sweep(data, "/dev/stdout", &[]));
+    assert!(piped.status.success(), "{}", text(&piped.stderr));
+    assert!(threadx(d, &sweep(data, "r.csv", &[])).status.success());
+    assert_eq!(text(&piped.stdout), text(&std::fs::read(d.join("r.csv")).unwrap()));
+    assert!(text(&piped.stderr).contains("rows to /dev/stdout"), "{}", text(&piped.stderr));
+    let trades = threadx(d, &["--device", "cpu", "backtest", "--data", data, "--trades", "/dev/stdout"]);
+    let (stdout, stderr) = (text(&trades.stdout), text(&trades.stderr));
+    assert!(stdout.starts_with("trade,side,") && !stdout.contains("total_return"), "{stdout}");
+    assert!(stderr.contains("total_return"), "the metrics table: {stderr}");
+    let indicators = threadx(d, &["indicators", "--data", data, "--ind", "sma", "--out", "/dev/stdout"]);
+    assert_eq!(text(&indicators.stdout).lines().count(), 601, "a header and a line a bar");
+    // A reader that stops early (`| head -1`) ends the sweep quietly, as for its messages.
+    let mut child = command(d, &["--device", "cpu", "sweep", "--data", data, "--quiet", "--out", "/dev/stdout"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut first).unwrap();
+    assert!(first.starts_with("combo,"), "{first}");
+    let done = child.wait_with_output().unwrap();
+    assert!(done.status.success() && !text(&done.stderr).contains("Broken pipe"), "{}", text(&done.stderr));
+}
+
 #[test]
 fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
     let dir = tempfile::tempdir().unwrap();

@@ -272,6 +272,14 @@ fn destination(path: &Path) -> PathBuf {
     }
 }
 
+/// Whether `path` is this process's standard output (`/dev/stdout`, or the file, pipe or
+/// terminal it is): a command writing data there keeps its messages off it.
+pub fn is_standard_output(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(a), Ok(b)) = (fs::metadata(path), fs::metadata("/dev/stdout")) else { return false };
+    (a.dev(), a.ino(), a.rdev()) == (b.dev(), b.ino(), b.rdev())
+}
+
 fn same_file(a: &Path, b: &Path) -> bool {
     let (Ok(ma), Ok(mb)) = (fs::metadata(a), fs::metadata(b)) else { return false };
     // Devices and FIFOs are streams, not data that writing would destroy.

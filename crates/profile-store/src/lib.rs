@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::{ProfileError, Result};
 pub use io::{
-    AtomicFile, Staged, check_writable, free_bytes, is_special_file, refuse_colliding_outputs,
+    AtomicFile, Staged, check_writable, free_bytes, is_special_file, is_standard_output, refuse_colliding_outputs,
     refuse_output_over_input, write_file_atomic, write_file_staged, write_held_file,
 };
 pub use key::{profile_key, split_key};

@@ -15,7 +15,6 @@ use crate::sweep_args::SweepArgs;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use flags::SweepFlags;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use threadx_dispatch::{DeviceMode, Dispatcher, format_bytes, thousands};
@@ -85,7 +84,7 @@ pub fn run(args: &SweepArgs, device_flag: Option<DeviceMode>) -> Result<()> {
     outln!("preparing {} (about {})", plan.describe(), format_bytes(plan.bytes()));
     // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
     let mut note = |note: &str| {
-        let _ = writeln!(std::io::stdout().lock(), "{}", threadx_profile_store::escape::terminal(note));
+        let _ = crate::console::message(&(threadx_profile_store::escape::terminal(note) + "\n"));
     };
     let session = Session::from_plan(plan, data.clone(), dispatcher.clone(), &mut note)?;
     crate::on_interrupt(format!(

@@ -5,7 +5,6 @@
 use crate::console::{count, num, pct, print_summary_path, progress_bar};
 use crate::sweep_args::SweepArgs;
 use anyhow::{Result, bail};
-use std::io::Write as _;
 use std::sync::Arc;
 use threadx_backtest::Strategy;
 use threadx_dispatch::{Dispatcher, thousands};
@@ -46,7 +45,7 @@ pub fn run(
     let mut note = |note: &str| {
         // A closed stdout surfaces at the next `outln!`; a note is not worth failing over.
         bar.suspend(|| {
-            let _ = writeln!(std::io::stdout().lock(), "{}", threadx_profile_store::escape::terminal(note));
+            let _ = crate::console::message(&(threadx_profile_store::escape::terminal(note) + "\n"));
         });
     };
     let report = universe_to_files(
