@@ -44,7 +44,8 @@ const NOT_PAGES: [&str; 9] = ["pdf", "png", "jpg", "jpeg", "svg", "md", "doc", "
 /// Refuses, before any work, an output named for a format it is not written in: a table
 /// ([`TableFormat::check_name`]), a drawing named as an image of another kind (`.png`,
 /// `.pdf`), a page named as a document of another kind: each would get SVG or HTML text
-/// under that name. Any other name is taken as it is.
+/// under that name. Any other name is taken as it is. An output that is stdout sends the
+/// command's messages to stderr ([`MESSAGES_TO_STDERR`]).
 pub fn check_names(outputs: &[(&str, Option<&Path>, Written)]) -> Result<()> {
     for &(flag, path, written) in outputs {
         let Some(path) = path else { continue };
