@@ -25,10 +25,7 @@ impl SignalBook {
     /// Builds the rows, stops and series `layout` names; data too short for any of its
     /// combos to trade is refused.
     pub fn from_layout(bank: &IndicatorBank<'_>, layout: BookLayout) -> Result<Self, BacktestError> {
-        match Self::from_layout_any_length(bank, layout)? {
-            (_, Some(too_short)) => Err(too_short),
-            (book, None) => Ok(book),
-        }
+        Self::laid_out(bank, layout, true).map(|(book, _)| book)
     }
 
     /// Each symbol's book of `layout` (a bank each, in symbol order) for one account over
@@ -67,6 +64,16 @@ impl SignalBook {
         bank: &IndicatorBank<'_>,
         layout: BookLayout,
     ) -> Result<(Self, Option<BacktestError>), BacktestError> {
+        Self::laid_out(bank, layout, false)
+    }
+
+    /// The book `layout` names and the refusal of data too short for any combo, returned
+    /// at once, before any indicator is computed, when `refuse_short`.
+    fn laid_out(
+        bank: &IndicatorBank<'_>,
+        layout: BookLayout,
+        refuse_short: bool,
+    ) -> Result<(Self, Option<BacktestError>), BacktestError> {
         let strategy = layout.grid.strategy().clone();
         let data = bank.data();
         let bars = data.len();
@@ -100,6 +107,9 @@ impl SignalBook {
                 len: bars,
             }
         });
+        if refuse_short && let Some(e) = too_short {
+            return Err(e);
+        }
         let max_bars = bound[MAX_BARS]
             .iter()
             .map(max_bars_of)
